@@ -1,0 +1,215 @@
+//! `wirescope run`: the test without a terminal UI.
+//!
+//! It consumes the controller's [`RunEvent`]s exactly as the TUI will: it
+//! writes every interval of both hosts to the log (flushed per record), prints
+//! a table row per interval (or nothing, with `--json`), and turns each point
+//! into a summary. Exit codes: 0 ok, 1 the test failed (peer lost, engine
+//! error), 2 usage error, 130 interrupted by Ctrl-C/SIGTERM.
+
+use crate::cli::{RunArgs, TargetChoice, TestPlan};
+use crate::probe::sample::Sample;
+use crate::probe::system::HostInfo;
+use crate::record::log::LogWriter;
+use crate::record::schema::{Event, Header, Hosts, Record, SweepInfo, SCHEMA_VERSION};
+use crate::record::summary::{self, PointData};
+use crate::record::text;
+use crate::session::auth::load_token;
+use crate::session::controller::{Controller, EndReason, PointParams, RunEvent, Target};
+use crate::session::localpair::LocalPair;
+use anyhow::Context;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Exit code: success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: the test failed.
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code: bad command line.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: interrupted by the user.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Run `wirescope run`. Builds the local pair first (privileged, on the main
+/// thread), then the async runtime; the pair is torn down when this returns,
+/// whatever happened.
+pub fn run(args: RunArgs, argv: Vec<String>) -> anyhow::Result<u8> {
+    let plan = match args.test.resolve() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let choice = match args.target.resolve() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(EXIT_USAGE);
+        }
+    };
+    let (pair, target, token, pair_desc) = match choice {
+        TargetChoice::LocalPair { queues } => {
+            let exe = std::env::current_exe().context("cannot find the wirescope executable to start the local agent")?;
+            let pair = LocalPair::create(&exe, queues).context("cannot build the local pair")?;
+            pair.enter_controller_side().context("cannot enter the controller's namespace")?;
+            eprintln!("wirescope: local pair: {}", pair.kind);
+            let (t, tok, d) = (pair.target.clone(), pair.token.clone(), pair.kind.to_string());
+            (Some(pair), t, tok, d)
+        }
+        TargetChoice::Peer(addr) => {
+            let (tok, _) = load_token(args.target.token_file.as_deref(), false)?;
+            (None, Target::Tcp(addr), tok, format!("remote agent {addr}"))
+        }
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("ws-runtime")
+        .worker_threads(2)
+        .build()
+        .context("cannot start the async runtime")?;
+    let r = rt.block_on(run_async(&args, &plan, target, token, pair_desc, argv));
+    drop(rt);
+    if let (Err(_), Some(p)) = (&r, &pair) {
+        eprintln!("wirescope: local agent log: {}", p.agent_log_tail());
+    }
+    drop(pair);
+    r
+}
+
+async fn run_async(args: &RunArgs, plan: &TestPlan, target: Target, token: crate::session::auth::Token, pair: String, argv: Vec<String>) -> anyhow::Result<u8> {
+    let cancel = CancellationToken::new();
+    spawn_signal_handler(cancel.clone());
+    let mut ctl = Controller::connect(target, &token).await?;
+    let mut log = match &args.log {
+        Some(p) => Some(LogWriter::create(p)?),
+        None => None,
+    };
+    let header = Header {
+        schema: SCHEMA_VERSION,
+        wirescope: env!("CARGO_PKG_VERSION").into(),
+        command_line: argv,
+        start_time: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        hosts: Hosts { local: HostInfo::current(), peer: ctl.peer.clone() },
+        pair,
+        spec: plan.spec.clone(),
+        time_s: plan.time.map(|t| t.as_secs_f64()),
+        omit_s: plan.omit.as_secs_f64(),
+        interval_s: plan.interval.as_secs_f64(),
+        sweep: plan.sweep.as_ref().map(|s| SweepInfo { param: s.param.name().into(), values: s.values.clone() }),
+    };
+    if let Some(l) = log.as_mut() {
+        l.write(&Record::Header(header.clone()))?;
+    }
+    if !args.json {
+        println!(
+            "wirescope {}: {} {}, local {} ({}, {} CPUs) -> peer {} ({}, {} CPUs)",
+            header.wirescope, plan.spec.engine.name(), plan.spec.mode.name(),
+            header.hosts.local.hostname, header.hosts.local.kernel, header.hosts.local.cpus,
+            header.hosts.peer.hostname, header.hosts.peer.kernel, header.hosts.peer.cpus
+        );
+    }
+    let mut code = EXIT_OK;
+    for (sweep, spec) in plan.points() {
+        let pp = PointParams { spec: spec.clone(), interval: plan.interval, omit: plan.omit, time: plan.time };
+        if !args.json {
+            if let Some(s) = &sweep {
+                println!("\n== sweep {} = {} ==", s.param, s.value);
+            }
+            println!("{}", text::interval_header(&spec));
+        }
+        write_event(&mut log, 0.0, "point_start", format!("{} {} streams={} len={} size={}", spec.engine.name(), spec.mode.name(), spec.streams, spec.len.0, spec.size.0))?;
+        let (tx, rx) = mpsc::channel(64);
+        let producer = async {
+            let r = ctl.run_point(&pp, &tx, &cancel).await;
+            drop(tx);
+            r
+        };
+        let consumer = consume(rx, &mut log, &spec, args.json);
+        let (outcome, collected) = tokio::join!(producer, consumer);
+        let (local, peer) = collected?;
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => {
+                write_event(&mut log, 0.0, "error", e.to_string())?;
+                eprintln!("error: {e}");
+                return Ok(EXIT_FAILED);
+            }
+        };
+        let t_end = local.last().map(|s| s.end_s).unwrap_or(0.0);
+        match &outcome.end {
+            EndReason::Completed => {}
+            EndReason::Interrupted => write_event(&mut log, t_end, "interrupted", "stopped by the user".into())?,
+            EndReason::PeerLost(w) => write_event(&mut log, t_end, "peer_lost", w.clone())?,
+            EndReason::Failed(w) => write_event(&mut log, t_end, "error", w.clone())?,
+        }
+        let s = summary::build(&PointData { spec: &spec, sweep, outcome: &outcome, local: &local, peer: &peer, omit_s: plan.omit.as_secs_f64() });
+        if let Some(l) = log.as_mut() {
+            l.write(&Record::Summary(Box::new(s.clone())))?;
+        }
+        if args.json {
+            println!("{}", serde_json::to_string(&s)?);
+        } else {
+            print!("{}", text::summary_block(&s));
+        }
+        match outcome.end {
+            EndReason::Completed => {}
+            EndReason::Interrupted => {
+                code = EXIT_INTERRUPTED;
+                break;
+            }
+            EndReason::PeerLost(_) | EndReason::Failed(_) => {
+                if let Some(e) = &s.error {
+                    eprintln!("error: {e}");
+                }
+                return Ok(EXIT_FAILED);
+            }
+        }
+    }
+    ctl.close().await;
+    Ok(code)
+}
+
+/// Log and print every interval; return the Samples of both hosts.
+async fn consume(mut rx: mpsc::Receiver<RunEvent>, log: &mut Option<LogWriter>, spec: &crate::traffic::EngineSpec, json: bool) -> anyhow::Result<(Vec<Sample>, Vec<Sample>)> {
+    let (mut local, mut peer) = (Vec::new(), Vec::new());
+    while let Some(ev) = rx.recv().await {
+        let RunEvent::Interval { local: l, peer: p, .. } = ev;
+        if let Some(w) = log.as_mut() {
+            for s in l.iter().chain(p.iter()) {
+                w.write(&Record::Sample(Box::new(s.clone())))?;
+            }
+        }
+        if !json {
+            print!("{}", text::interval_rows(spec, l.as_ref(), p.as_ref()));
+        }
+        local.extend(l);
+        peer.extend(p);
+    }
+    Ok((local, peer))
+}
+
+fn write_event(log: &mut Option<LogWriter>, t: f64, kind: &str, message: String) -> anyhow::Result<()> {
+    if let Some(l) = log.as_mut() {
+        l.write(&Record::Event(Event { t, kind: kind.into(), message }))?;
+    }
+    Ok(())
+}
+
+/// Ctrl-C or SIGTERM cancels the test gracefully (summary still printed).
+pub fn spawn_signal_handler(cancel: CancellationToken) {
+    tokio::spawn(async move {
+        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+        match term {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+        cancel.cancel();
+    });
+}

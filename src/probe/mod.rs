@@ -1,0 +1,13 @@
+//! Observers: read the host, never change it.
+//!
+//! Every probe reads through [`source::HostSource`], so the same parsing code
+//! runs on the live host and on recorded files in tests. Probes return plain
+//! data; [`sampler::Sampler`] combines them with the engine counters into one
+//! [`sample::Sample`] per interval.
+
+pub mod cpu;
+pub mod sample;
+pub mod sampler;
+pub mod source;
+pub mod system;
+pub mod tcpinfo;

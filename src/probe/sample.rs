@@ -1,0 +1,142 @@
+//! The Sample: everything known about one host for one interval.
+//!
+//! A Sample is plain owned data: the sampler produces it, the control channel
+//! carries the peer's, the log serialises it, and later the TUI and the
+//! diagnosis rules read it. New telemetry is added as new optional fields
+//! (`#[serde(default)]`), so logs written by older versions still parse.
+
+use super::cpu::CpuSample;
+use super::tcpinfo::TcpInfo;
+use crate::traffic::ConnRole;
+use crate::units::{BitsPerSec, Nanos};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Which end of the pair a Sample describes, from the controller's point of view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HostRole {
+    /// The host running `wirescope run` / the TUI.
+    Local,
+    /// The host running `wirescope agent`.
+    Peer,
+}
+
+/// One host, one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Which host.
+    pub host: HostRole,
+    /// Interval number, from 0 at the start of the test point.
+    pub index: u32,
+    /// Interval start, seconds since the test point started.
+    pub start_s: f64,
+    /// Interval end, seconds since the test point started.
+    pub end_s: f64,
+    /// True during the `--omit` warm-up: shown and logged, not summarised.
+    pub omitted: bool,
+    /// What the engine on this host did.
+    pub engine: EngineSample,
+    /// Per-core CPU of this host, from /proc/stat.
+    pub cpus: Vec<CpuSample>,
+    /// Per-connection counters and TCP_INFO.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conns: Vec<ConnSample>,
+    /// Probes that could not read this interval, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probe_errors: Vec<String>,
+}
+
+/// Engine totals of one host for one interval.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct EngineSample {
+    /// Bytes this host wrote during the interval.
+    pub tx_bytes: u64,
+    /// Bytes this host read during the interval.
+    pub rx_bytes: u64,
+    /// tx rate.
+    pub tx_bps: BitsPerSec,
+    /// rx rate.
+    pub rx_bps: BitsPerSec,
+    /// Messages completed during the interval (rr: transactions; pingpong: messages echoed).
+    pub messages: u64,
+    /// Message rate.
+    pub msgs_per_s: f64,
+    /// rr latency of the transactions completed in this interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencySummary>,
+}
+
+/// Per-connection figures for one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConnSample {
+    /// Connection index (the same on both hosts).
+    pub id: usize,
+    /// What this host does on it.
+    pub role: ConnRole,
+    /// Bytes written in the interval.
+    pub tx_bytes: u64,
+    /// Bytes read in the interval.
+    pub rx_bytes: u64,
+    /// Retransmitted segments in the interval (TCP_INFO delta).
+    pub retransmits: u32,
+    /// TCP_INFO at the end of the interval (absent once the socket is gone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<TcpInfo>,
+}
+
+/// Latency percentiles (µs) of a histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Transactions measured.
+    pub count: u64,
+    /// Minimum.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl LatencySummary {
+    /// Percentiles of a histogram recorded in ns; None when empty.
+    pub fn from_histogram(h: &Histogram<u64>) -> Option<Self> {
+        if h.is_empty() {
+            return None;
+        }
+        let us = |ns: u64| Nanos(ns).0 as f64 / 1000.0;
+        Some(LatencySummary {
+            count: h.len(),
+            min: us(h.min()),
+            mean: h.mean() / 1000.0,
+            p50: us(h.value_at_quantile(0.50)),
+            p90: us(h.value_at_quantile(0.90)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+        })
+    }
+}
+
+impl Sample {
+    /// The busiest core of this host in this interval.
+    pub fn busiest_cpu(&self) -> Option<&CpuSample> {
+        self.cpus.iter().max_by(|a, b| a.busy().0.total_cmp(&b.busy().0))
+    }
+
+    /// Mean busy percentage over all cores.
+    pub fn mean_busy(&self) -> f64 {
+        if self.cpus.is_empty() {
+            return 0.0;
+        }
+        self.cpus.iter().map(|c| c.busy().0).sum::<f64>() / self.cpus.len() as f64
+    }
+}

@@ -1,0 +1,102 @@
+//! JSON-lines log writer and reader.
+
+use super::schema::Record;
+use std::fs::File;
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Log errors, naming the file and line.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// Open/read/write failed.
+    #[error("log {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line is not a record.
+    #[error("log {path} line {line}: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Writes one record per line, flushed immediately.
+pub struct LogWriter {
+    w: BufWriter<File>,
+    path: PathBuf,
+}
+
+impl LogWriter {
+    /// Create (truncate) `path`.
+    pub fn create(path: &Path) -> Result<Self, LogError> {
+        let f = File::create(path).map_err(|source| LogError::Io { path: path.into(), source })?;
+        Ok(LogWriter { w: BufWriter::new(f), path: path.into() })
+    }
+
+    /// Append one record and flush it to the kernel.
+    pub fn write(&mut self, r: &Record) -> Result<(), LogError> {
+        let io = |source| LogError::Io { path: self.path.clone(), source };
+        serde_json::to_writer(&mut self.w, r).map_err(|e| io(e.into()))?;
+        self.w.write_all(b"\n").map_err(io)?;
+        self.w.flush().map_err(io)
+    }
+}
+
+/// Read a log. A final line without its newline (a run killed mid-write) is ignored.
+pub fn read_log(path: &Path) -> Result<Vec<Record>, LogError> {
+    let f = File::open(path).map_err(|source| LogError::Io { path: path.into(), source })?;
+    let mut out = Vec::new();
+    let mut r = BufReader::new(f);
+    let mut line = String::new();
+    let mut n = 0;
+    loop {
+        line.clear();
+        let got = r.read_line(&mut line).map_err(|source| LogError::Io { path: path.into(), source })?;
+        if got == 0 {
+            break;
+        }
+        n += 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Record>(&line) {
+            Ok(rec) => out.push(rec),
+            Err(_) if !line.ends_with('\n') => break,
+            Err(source) => return Err(LogError::Parse { path: path.into(), line: n, source }),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::schema::Event;
+
+    #[test]
+    fn truncated_tail_is_ignored_but_bad_lines_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.jsonl");
+        let mut w = LogWriter::create(&p).unwrap();
+        let ev = Record::Event(Event { t: 1.0, kind: "k".into(), message: "m".into() });
+        w.write(&ev).unwrap();
+        drop(w);
+        let mut text = std::fs::read_to_string(&p).unwrap();
+        text.push_str("{\"type\":\"sam");
+        std::fs::write(&p, &text).unwrap();
+        assert_eq!(read_log(&p).unwrap(), vec![ev]);
+        std::fs::write(&p, "{\"type\":\"nope\"}\n").unwrap();
+        let e = read_log(&p).unwrap_err().to_string();
+        assert!(e.contains("line 1"), "{e}");
+    }
+}

@@ -1,0 +1,11 @@
+//! Records of a run: the JSON-lines log, the summary, and the human table.
+//!
+//! The log is the same Samples the TUI shows, serialised one record per line,
+//! each with a `type`: `header`, `sample`, `event`, `summary`. It is written
+//! and flushed record by record, so a run that is killed leaves a valid
+//! prefix that [`log::read_log`] (and later the TUI's replay) can read.
+
+pub mod log;
+pub mod schema;
+pub mod summary;
+pub mod text;

@@ -1,0 +1,173 @@
+//! The versioned record types of the JSON-lines log.
+
+use crate::probe::sample::{LatencySummary, Sample};
+use crate::probe::system::HostInfo;
+use crate::traffic::EngineSpec;
+use serde::{Deserialize, Serialize};
+
+/// Version of the log schema. Bump on incompatible changes only; new
+/// optional fields do not need a bump.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One line of the log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Record {
+    /// First line.
+    Header(Header),
+    /// One host, one interval.
+    Sample(Box<Sample>),
+    /// Something that happened (peer lost, point started, ...).
+    Event(Event),
+    /// Result of one test point.
+    Summary(Box<Summary>),
+}
+
+/// The run's identity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// [`SCHEMA_VERSION`].
+    pub schema: u32,
+    /// wirescope version.
+    pub wirescope: String,
+    /// argv.
+    pub command_line: Vec<String>,
+    /// RFC 3339, UTC.
+    pub start_time: String,
+    /// Both hosts.
+    pub hosts: Hosts<HostInfo>,
+    /// How the pair is built ("remote 10.0.0.2:5310", "namespaces ...", "loopback (...)").
+    pub pair: String,
+    /// The test as requested (first sweep point's spec when sweeping).
+    pub spec: EngineSpec,
+    /// Time limit (s), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_s: Option<f64>,
+    /// Warm-up (s).
+    pub omit_s: f64,
+    /// Sampling period (s).
+    pub interval_s: f64,
+    /// The sweep, if any: parameter and values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepInfo>,
+}
+
+/// A pair of per-host values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hosts<T> {
+    /// The controller's host.
+    pub local: T,
+    /// The agent's host.
+    pub peer: T,
+}
+
+/// Sweep description.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepInfo {
+    /// `size` or `streams`.
+    pub param: String,
+    /// The values, in order.
+    pub values: Vec<u64>,
+}
+
+/// Something that happened during the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Seconds since the current point started.
+    pub t: f64,
+    /// Machine-readable kind (`point_start`, `peer_lost`, `interrupted`, `error`).
+    pub kind: String,
+    /// For people.
+    pub message: String,
+}
+
+/// Per-stream result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StreamSummary {
+    /// Connection index.
+    pub id: usize,
+    /// `local->peer` or `peer->local` (stream), `rr`/`pingpong` otherwise.
+    pub direction: String,
+    /// Bytes the receiving end counted.
+    pub bytes: u64,
+    /// Bytes the sending end wrote.
+    pub sent_bytes: u64,
+    /// Retransmitted segments (sender's TCP_INFO).
+    pub retransmits: u32,
+}
+
+/// Mean per-core CPU of one host over the counted intervals.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct HostCpu {
+    /// Mean busy % over all cores.
+    pub mean_busy: f64,
+    /// Per core.
+    pub cpus: Vec<CoreMean>,
+    /// Intervals averaged.
+    pub intervals: usize,
+}
+
+/// One core's means (percent).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoreMean {
+    /// CPU number.
+    pub cpu: u32,
+    /// user+nice+system+irq+softirq+steal.
+    pub busy: f64,
+    /// user+nice.
+    pub user: f64,
+    /// system.
+    pub system: f64,
+    /// irq.
+    pub irq: f64,
+    /// softirq.
+    pub softirq: f64,
+}
+
+/// The result of one test point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Engine name.
+    pub engine: String,
+    /// Mode name.
+    pub mode: String,
+    /// Sweep coordinates, when sweeping.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepValue>,
+    /// Seconds counted (after the warm-up).
+    pub duration_s: f64,
+    /// Bytes received over the counted time (by the receiving end(s)).
+    pub bytes: u64,
+    /// bytes × 8 / duration.
+    pub throughput_bps: f64,
+    /// Messages completed (rr: transactions; pingpong: messages; stream: 0).
+    pub messages: u64,
+    /// messages / duration.
+    pub rate_per_s: f64,
+    /// pingpong: MiB/s the client received (muduo's figure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mib_per_s: Option<f64>,
+    /// rr latency (µs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_us: Option<LatencySummary>,
+    /// Per stream.
+    pub streams: Vec<StreamSummary>,
+    /// Mean per-core CPU per host.
+    pub hosts: Hosts<HostCpu>,
+    /// True when the agent vanished.
+    pub peer_lost: bool,
+    /// True when the user ended the point early.
+    pub interrupted: bool,
+    /// Why the point failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Sweep coordinates in a summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepValue {
+    /// `size` or `streams`.
+    pub param: String,
+    /// Value.
+    pub value: u64,
+}

@@ -1,0 +1,123 @@
+//! Turning a finished point (outcome + its intervals) into a [`Summary`].
+//!
+//! Bytes are what the *receiving* end counted, like iperf3's receiver line:
+//! the agent's final counters for local→peer streams, ours for peer→local.
+//! The warm-up (`--omit`) is subtracted using the omitted intervals' own
+//! counts on the same host, so omitted and counted bytes add up exactly.
+
+use super::schema::{CoreMean, HostCpu, Hosts, StreamSummary, Summary, SweepValue};
+use crate::probe::sample::Sample;
+use crate::session::controller::{EndReason, PointOutcome};
+use crate::session::proto::SideResult;
+use crate::traffic::{ConnRole, EngineSpec, Side, TcpMode};
+
+/// Everything measured for one point.
+pub struct PointData<'a> {
+    /// The spec that ran.
+    pub spec: &'a EngineSpec,
+    /// Sweep coordinates.
+    pub sweep: Option<SweepValue>,
+    /// How it ended and the totals.
+    pub outcome: &'a PointOutcome,
+    /// Local Samples, in order.
+    pub local: &'a [Sample],
+    /// Peer Samples, in order.
+    pub peer: &'a [Sample],
+    /// Warm-up seconds.
+    pub omit_s: f64,
+}
+
+fn omitted_rx(samples: &[Sample], conn: usize) -> u64 {
+    samples.iter().filter(|s| s.omitted).filter_map(|s| s.conns.get(conn)).map(|c| c.rx_bytes).sum()
+}
+
+fn sampled_rx(samples: &[Sample], conn: usize) -> u64 {
+    samples.iter().filter_map(|s| s.conns.get(conn)).map(|c| c.rx_bytes).sum()
+}
+
+/// Receiver-side total of `conn`: the final counter when the side reported it, else the sum of its Samples.
+fn received(result: Option<&SideResult>, samples: &[Sample], conn: usize) -> u64 {
+    let total = result.and_then(|r| r.conns.get(conn)).map(|c| c.rx_bytes).unwrap_or_else(|| sampled_rx(samples, conn));
+    total.saturating_sub(omitted_rx(samples, conn))
+}
+
+fn host_cpu(samples: &[Sample]) -> HostCpu {
+    let counted: Vec<&Sample> = samples.iter().filter(|s| !s.omitted && !s.cpus.is_empty()).collect();
+    let n = counted.len();
+    if n == 0 {
+        return HostCpu::default();
+    }
+    let mut cores: Vec<CoreMean> = counted[0]
+        .cpus
+        .iter()
+        .map(|c| CoreMean { cpu: c.cpu.0, busy: 0.0, user: 0.0, system: 0.0, irq: 0.0, softirq: 0.0 })
+        .collect();
+    for s in &counted {
+        for c in &s.cpus {
+            if let Some(m) = cores.iter_mut().find(|m| m.cpu == c.cpu.0) {
+                m.busy += c.busy().0 / n as f64;
+                m.user += (c.user.0 + c.nice.0) / n as f64;
+                m.system += c.system.0 / n as f64;
+                m.irq += c.irq.0 / n as f64;
+                m.softirq += c.softirq.0 / n as f64;
+            }
+        }
+    }
+    let mean_busy = cores.iter().map(|c| c.busy).sum::<f64>() / cores.len().max(1) as f64;
+    HostCpu { mean_busy, cpus: cores, intervals: n }
+}
+
+/// Build the summary of one point.
+pub fn build(d: &PointData<'_>) -> Summary {
+    let o = d.outcome;
+    let roles = d.spec.conn_roles(Side::Controller);
+    let peer = o.peer.as_ref();
+    let mut streams = Vec::with_capacity(roles.len());
+    for (i, role) in roles.iter().enumerate() {
+        let local_tx = o.local.conns.get(i).map(|c| c.tx_bytes).unwrap_or(0);
+        let peer_tx = peer.and_then(|p| p.conns.get(i)).map(|c| c.tx_bytes).unwrap_or(0);
+        let local_re = o.local.retransmits.get(i).copied().unwrap_or(0);
+        let peer_re = peer.and_then(|p| p.retransmits.get(i)).copied().unwrap_or(0);
+        let s = match role {
+            ConnRole::Sender => StreamSummary { id: i, direction: "local->peer".into(), bytes: received(peer, d.peer, i), sent_bytes: local_tx, retransmits: local_re },
+            ConnRole::Receiver => StreamSummary { id: i, direction: "peer->local".into(), bytes: received(Some(&o.local), d.local, i), sent_bytes: peer_tx, retransmits: peer_re },
+            _ => StreamSummary { id: i, direction: d.spec.mode.name().into(), bytes: received(Some(&o.local), d.local, i), sent_bytes: local_tx, retransmits: local_re + peer_re },
+        };
+        streams.push(s);
+    }
+    let bytes: u64 = streams.iter().map(|s| s.bytes).sum();
+    let forward = roles.contains(&ConnRole::Sender);
+    let backward = roles.contains(&ConnRole::Receiver);
+    let receiver_time = match (d.spec.mode, forward, backward, peer) {
+        (TcpMode::Stream, true, false, Some(p)) => p.duration_s,
+        (TcpMode::Stream, true, true, Some(p)) => p.duration_s.max(o.local.duration_s),
+        _ => o.local.duration_s,
+    };
+    let duration_s = (receiver_time - d.omit_s).max(0.0);
+    let omitted_msgs: u64 = d.local.iter().filter(|s| s.omitted).map(|s| s.engine.messages).sum();
+    let messages = if d.spec.mode == TcpMode::Stream { 0 } else { o.local.conns.iter().map(|c| c.messages).sum::<u64>().saturating_sub(omitted_msgs) };
+    let per_s = |v: f64| if duration_s > 0.0 { v / duration_s } else { 0.0 };
+    let (peer_lost, interrupted, error) = match &o.end {
+        EndReason::Completed => (false, false, None),
+        EndReason::Interrupted => (false, true, None),
+        EndReason::PeerLost(why) => (true, false, Some(format!("peer lost: {why}"))),
+        EndReason::Failed(why) => (false, false, Some(why.clone())),
+    };
+    Summary {
+        engine: d.spec.engine.name().into(),
+        mode: d.spec.mode.name().into(),
+        sweep: d.sweep.clone(),
+        duration_s,
+        bytes,
+        throughput_bps: per_s(bytes as f64 * 8.0),
+        messages,
+        rate_per_s: per_s(messages as f64),
+        mib_per_s: (d.spec.mode == TcpMode::Pingpong).then(|| per_s(bytes as f64 / 1048576.0)),
+        latency_us: if d.spec.mode == TcpMode::Rr { o.local.latency } else { None },
+        streams,
+        hosts: Hosts { local: host_cpu(d.local), peer: host_cpu(d.peer) },
+        peer_lost,
+        interrupted,
+        error,
+    }
+}

@@ -1,0 +1,428 @@
+//! The controller end: connects to an agent, runs test points, and publishes
+//! the Samples of both hosts as [`RunEvent`]s.
+//!
+//! Per point: `Start` → `Accepting{port}` → open the data connections →
+//! `DataReady` → start the local engine → `Go`; then sample every interval,
+//! relay the agent's Samples, and stop at the time limit (or when the byte
+//! budget is spent, or on Ctrl-C) with `Stop` → `Finished`. The consumer
+//! (headless run, later the TUI) sees every interval once, with both hosts'
+//! Samples when they arrived, and an outcome that says how the point ended.
+
+use super::agent::{finish, SETUP_TIMEOUT};
+use super::auth::Token;
+use super::proto::{read_msg, write_msg, DataHello, Msg, ProtoError, SideResult, TestParams, PROTOCOL_VERSION};
+use crate::probe::sample::{HostRole, Sample};
+use crate::probe::sampler::Sampler;
+use crate::probe::source::Live;
+use crate::probe::system::HostInfo;
+use crate::traffic::tcp::{prepare_socket, TcpEngine};
+use crate::traffic::{Engine, EngineError, EngineSpec, Side};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWrite;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Where the agent is.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A remote agent: control and data on this address.
+    Tcp(SocketAddr),
+    /// A local agent: control over a unix socket, data to `data_ip`.
+    Unix {
+        /// Control socket path.
+        path: PathBuf,
+        /// Address of the agent's data listener.
+        data_ip: IpAddr,
+    },
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Tcp(a) => write!(f, "{a}"),
+            Target::Unix { path, data_ip } => write!(f, "{} (data via {data_ip})", path.display()),
+        }
+    }
+}
+
+/// Session failures.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// Control channel problem.
+    #[error("{target}: {source}")]
+    Proto {
+        /// The agent.
+        target: String,
+        /// What happened.
+        #[source]
+        source: ProtoError,
+    },
+    /// Could not connect the control channel.
+    #[error("cannot connect to the agent at {target}: {source}; is `wirescope agent` running there and the port open?")]
+    Connect {
+        /// The agent.
+        target: String,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A data connection failed.
+    #[error("data connection {index} to {addr}: {source}; check that TCP port {port} on the agent is reachable", port = addr.port())]
+    Data {
+        /// Index.
+        index: usize,
+        /// Agent data address.
+        addr: SocketAddr,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The local engine failed to start.
+    #[error("local engine: {0}")]
+    Engine(#[from] EngineError),
+    /// The agent reported a failure.
+    #[error("the agent failed: {0}")]
+    Peer(String),
+}
+
+/// What the consumer receives.
+#[derive(Debug, Clone)]
+pub enum RunEvent {
+    /// One interval: this host's Sample and the agent's (None when it did not arrive).
+    Interval {
+        /// Interval index.
+        index: u32,
+        /// This host.
+        local: Option<Sample>,
+        /// The agent's host.
+        peer: Option<Sample>,
+    },
+}
+
+/// How a point ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EndReason {
+    /// Time or byte limit reached.
+    Completed,
+    /// Ctrl-C / SIGTERM.
+    Interrupted,
+    /// The agent vanished.
+    PeerLost(String),
+    /// Something failed (engine, agent).
+    Failed(String),
+}
+
+/// The result of one point.
+#[derive(Debug, Clone)]
+pub struct PointOutcome {
+    /// This host's totals.
+    pub local: SideResult,
+    /// The agent's totals, when it delivered them.
+    pub peer: Option<SideResult>,
+    /// How it ended.
+    pub end: EndReason,
+}
+
+/// One test point to run.
+#[derive(Debug, Clone)]
+pub struct PointParams {
+    /// Engine parameters.
+    pub spec: EngineSpec,
+    /// Sampling period.
+    pub interval: Duration,
+    /// Warm-up.
+    pub omit: Duration,
+    /// Time limit (None: until the byte budget is spent).
+    pub time: Option<Duration>,
+}
+
+/// A connected, authenticated controller.
+pub struct Controller {
+    rx: mpsc::Receiver<Result<Msg, ProtoError>>,
+    wr: Box<dyn AsyncWrite + Unpin + Send>,
+    reader: tokio::task::JoinHandle<()>,
+    /// The agent's identity.
+    pub peer: HostInfo,
+    target: Target,
+    data_ip: IpAddr,
+    sampler: Sampler,
+    next_id: u64,
+}
+
+impl Controller {
+    /// Connect and authenticate.
+    pub async fn connect(target: Target, token: &Token) -> Result<Self, SessionError> {
+        let t = target.to_string();
+        let (rd, wr, data_ip): (Box<dyn tokio::io::AsyncRead + Unpin + Send>, Box<dyn AsyncWrite + Unpin + Send>, IpAddr) = match &target {
+            Target::Tcp(addr) => {
+                let s = tokio::time::timeout(SETUP_TIMEOUT, tokio::net::TcpStream::connect(addr))
+                    .await
+                    .map_err(|_| SessionError::Connect { target: t.clone(), source: std::io::ErrorKind::TimedOut.into() })?
+                    .map_err(|source| SessionError::Connect { target: t.clone(), source })?;
+                let _ = s.set_nodelay(true);
+                let (r, w) = s.into_split();
+                (Box::new(r), Box::new(w), addr.ip())
+            }
+            Target::Unix { path, data_ip } => {
+                let s = tokio::net::UnixStream::connect(path).await.map_err(|source| SessionError::Connect { target: t.clone(), source })?;
+                let (r, w) = s.into_split();
+                (Box::new(r), Box::new(w), *data_ip)
+            }
+        };
+        let (mut rd, mut wr) = (rd, wr);
+        let proto = |source| SessionError::Proto { target: t.clone(), source };
+        let peer = tokio::time::timeout(SETUP_TIMEOUT, handshake(&mut rd, &mut wr, token))
+            .await
+            .map_err(|_| proto(ProtoError::Timeout("the agent's handshake")))?
+            .map_err(proto)?;
+        let (tx, rx) = mpsc::channel(64);
+        let reader = tokio::spawn(async move {
+            loop {
+                let m = read_msg(&mut rd).await;
+                let end = m.is_err();
+                if tx.send(m).await.is_err() || end {
+                    return;
+                }
+            }
+        });
+        Ok(Controller { rx, wr, reader, peer, target, data_ip, sampler: Sampler::new(Box::new(Live)), next_id: 0 })
+    }
+
+    /// Say goodbye and close.
+    pub async fn close(mut self) {
+        let _ = write_msg(&mut self.wr, &Msg::Bye {}).await;
+        self.reader.abort();
+    }
+
+    fn proto(&self, source: ProtoError) -> SessionError {
+        SessionError::Proto { target: self.target.to_string(), source }
+    }
+
+    async fn expect(&mut self, what: &'static str) -> Result<Msg, SessionError> {
+        match tokio::time::timeout(SETUP_TIMEOUT, self.rx.recv()).await {
+            Err(_) => Err(self.proto(ProtoError::Timeout(what))),
+            Ok(None) => Err(self.proto(ProtoError::Closed)),
+            Ok(Some(Err(e))) => Err(self.proto(e)),
+            Ok(Some(Ok(Msg::Failed { error }))) => Err(SessionError::Peer(error)),
+            Ok(Some(Ok(m))) => Ok(m),
+        }
+    }
+
+    /// Run one point. Setup failures are errors; anything after `Go` ends up in the outcome.
+    pub async fn run_point(&mut self, p: &PointParams, events: &mpsc::Sender<RunEvent>, cancel: &CancellationToken) -> Result<PointOutcome, SessionError> {
+        self.next_id += 1;
+        let cookie = super::auth::random_bytes::<16>();
+        let test = TestParams {
+            id: self.next_id,
+            cookie: hex::encode(cookie),
+            spec: p.spec.clone(),
+            interval_ms: u64::try_from(p.interval.as_millis()).unwrap_or(u64::MAX),
+            omit_ms: u64::try_from(p.omit.as_millis()).unwrap_or(u64::MAX),
+        };
+        write_msg(&mut self.wr, &Msg::Start { test }).await.map_err(|e| self.proto(e))?;
+        let port = match self.expect("accepting").await? {
+            Msg::Accepting { data_port } => data_port,
+            other => return Err(self.proto(ProtoError::Unexpected { expected: "accepting", got: other.kind() })),
+        };
+        let addr = SocketAddr::new(self.data_ip, port);
+        let spec = p.spec.clone();
+        let conns = tokio::task::spawn_blocking(move || connect_data(&spec, addr, cookie))
+            .await
+            .map_err(|e| SessionError::Peer(format!("data connection task failed: {e}")))?;
+        let conns = match conns {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = write_msg(&mut self.wr, &Msg::Failed { error: e.to_string() }).await;
+                return Err(e);
+            }
+        };
+        match self.expect("data_ready").await? {
+            Msg::DataReady {} => {}
+            other => return Err(self.proto(ProtoError::Unexpected { expected: "data_ready", got: other.kind() })),
+        }
+        let mut engine = match TcpEngine::new(p.spec.clone()).start(Side::Controller, conns) {
+            Ok(e) => e,
+            Err(e) => {
+                let _ = write_msg(&mut self.wr, &Msg::Failed { error: format!("controller engine: {e}") }).await;
+                return Err(e.into());
+            }
+        };
+        self.sampler.begin(Some(&engine), p.omit);
+        if let Err(e) = write_msg(&mut self.wr, &Msg::Go {}).await {
+            engine.abort();
+            let local = finish(&mut engine, &mut self.sampler, 0.0).await;
+            return Ok(PointOutcome { local, peer: None, end: EndReason::PeerLost(e.to_string()) });
+        }
+        let t0 = Instant::now();
+        let mut pairs = Pairing::default();
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + p.interval, p.interval);
+        let mut poll = tokio::time::interval(Duration::from_millis(20));
+        let silence_limit = p.interval * 2 + Duration::from_secs(1);
+        let mut last_peer = Instant::now();
+        let mut stop_deadline: Option<Instant> = None;
+        let mut local_done: Option<f64> = None;
+        let mut peer_result: Option<SideResult> = None;
+        let mut end = EndReason::Completed;
+        let mut last_sample = t0;
+        loop {
+            tokio::select! {
+                _ = ticker.tick(), if stop_deadline.is_none() => {
+                    let s = self.sampler.sample();
+                    last_sample = Instant::now();
+                    pairs.local(s, events).await;
+                    if p.time.is_some_and(|t| t0.elapsed() + Duration::from_millis(5) >= t) {
+                        stop_deadline = Some(self.begin_stop(&engine).await);
+                    }
+                }
+                m = self.rx.recv() => {
+                    last_peer = Instant::now();
+                    match m {
+                        Some(Ok(Msg::Sample { mut sample })) => { sample.host = HostRole::Peer; pairs.peer(*sample, events).await; }
+                        Some(Ok(Msg::Finished { result })) => peer_result = Some(result),
+                        Some(Ok(Msg::Failed { error })) => { end = EndReason::Failed(format!("the agent failed: {error}")); engine.abort(); break; }
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => { end = EndReason::PeerLost(e.to_string()); engine.abort(); break; }
+                        None => { end = EndReason::PeerLost(ProtoError::Closed.to_string()); engine.abort(); break; }
+                    }
+                }
+                _ = poll.tick() => {
+                    let finished = engine.is_finished();
+                    if finished && local_done.is_none() { local_done = Some(t0.elapsed().as_secs_f64()); }
+                    if finished && stop_deadline.is_none() { stop_deadline = Some(self.begin_stop(&engine).await); }
+                    if finished && peer_result.is_some() { break; }
+                    if last_peer.elapsed() > silence_limit {
+                        end = EndReason::PeerLost(format!("no message from the agent for {:.1} s", last_peer.elapsed().as_secs_f64()));
+                        engine.abort();
+                        break;
+                    }
+                    if stop_deadline.is_some_and(|d| Instant::now() > d) {
+                        end = EndReason::Failed(format!("the test did not finish within {} s after stop", super::agent::DRAIN_TIMEOUT.as_secs()));
+                        engine.abort();
+                        break;
+                    }
+                }
+                _ = cancel.cancelled(), if stop_deadline.is_none() => {
+                    end = EndReason::Interrupted;
+                    stop_deadline = Some(self.begin_stop(&engine).await);
+                }
+            }
+        }
+        let duration_s = local_done.unwrap_or_else(|| t0.elapsed().as_secs_f64());
+        if matches!(end, EndReason::Completed | EndReason::Interrupted) && (last_sample.elapsed() > p.interval / 10 || self.sampler.has_unsampled_counts()) {
+            let s = self.sampler.sample();
+            pairs.local(s, events).await;
+        }
+        pairs.flush(events).await;
+        let mut local = finish(&mut engine, &mut self.sampler, duration_s).await;
+        if let (EndReason::Completed, Some(e)) = (&end, &local.error) {
+            end = EndReason::Failed(format!("local engine: {e}"));
+        }
+        if let (EndReason::Completed, Some(e)) = (&end, peer_result.as_ref().and_then(|r| r.error.as_ref())) {
+            end = EndReason::Failed(format!("agent engine: {e}"));
+        }
+        local.duration_s = duration_s;
+        Ok(PointOutcome { local, peer: peer_result, end })
+    }
+
+    async fn begin_stop(&mut self, engine: &crate::traffic::RunningEngine) -> Instant {
+        engine.stop();
+        let _ = write_msg(&mut self.wr, &Msg::Stop {}).await;
+        Instant::now() + super::agent::DRAIN_TIMEOUT
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+async fn handshake<R, W>(rd: &mut R, wr: &mut W, token: &Token) -> Result<HostInfo, ProtoError>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    write_msg(wr, &Msg::Hello { version: PROTOCOL_VERSION, software: env!("CARGO_PKG_VERSION").into() }).await?;
+    let nonce_a = match read_msg(rd).await? {
+        Msg::Challenge { version, .. } if version != PROTOCOL_VERSION => return Err(ProtoError::Version { ours: PROTOCOL_VERSION, theirs: version }),
+        Msg::Challenge { nonce, .. } => hex::decode(nonce).map_err(|_| ProtoError::Auth("the agent's nonce is not hex".into()))?,
+        Msg::Refused { reason } => return Err(ProtoError::Refused(reason)),
+        other => return Err(ProtoError::Unexpected { expected: "challenge", got: other.kind() }),
+    };
+    let nonce_c = super::auth::random_bytes::<16>();
+    let mac = hex::encode(token.mac("controller", &nonce_a, &nonce_c));
+    write_msg(wr, &Msg::Auth { nonce: hex::encode(nonce_c), mac }).await?;
+    match read_msg(rd).await? {
+        Msg::Welcome { mac, host } => {
+            if token.verify("agent", &nonce_c, &nonce_a, &mac) {
+                Ok(host)
+            } else {
+                Err(ProtoError::Auth("the agent could not prove it knows the token; is something else listening on that port?".into()))
+            }
+        }
+        Msg::Refused { reason } => Err(ProtoError::Refused(reason)),
+        other => Err(ProtoError::Unexpected { expected: "welcome", got: other.kind() }),
+    }
+}
+
+/// Open every data connection (blocking; run off the async threads).
+fn connect_data(spec: &EngineSpec, addr: SocketAddr, cookie: [u8; 16]) -> Result<Vec<TcpStream>, SessionError> {
+    let n = spec.connection_count();
+    let mut out = Vec::with_capacity(n);
+    for i in 0..n {
+        let sock = prepare_socket(spec, &addr)?;
+        sock.connect_timeout(&addr.into(), SETUP_TIMEOUT).map_err(|source| SessionError::Data { index: i, addr, source })?;
+        let mut s: TcpStream = sock.into();
+        let hello = DataHello { cookie, index: u32::try_from(i).unwrap_or(u32::MAX) };
+        s.write_all(&hello.encode()).map_err(|source| SessionError::Data { index: i, addr, source })?;
+        out.push(s);
+    }
+    Ok(out)
+}
+
+/// Pairs local and peer Samples by interval index.
+#[derive(Default)]
+struct Pairing {
+    local: BTreeMap<u32, Sample>,
+    peer: BTreeMap<u32, Sample>,
+}
+
+impl Pairing {
+    async fn local(&mut self, s: Sample, ev: &mpsc::Sender<RunEvent>) {
+        let i = s.index;
+        self.local.insert(i, s);
+        self.emit_ready(ev).await;
+        // A peer Sample two intervals late is not waited for any longer.
+        let late: Vec<u32> = self.local.keys().copied().filter(|k| k + 2 <= i).collect();
+        for k in late {
+            let local = self.local.remove(&k);
+            let _ = ev.send(RunEvent::Interval { index: k, local, peer: None }).await;
+        }
+    }
+
+    async fn peer(&mut self, s: Sample, ev: &mpsc::Sender<RunEvent>) {
+        self.peer.insert(s.index, s);
+        self.emit_ready(ev).await;
+    }
+
+    async fn emit_ready(&mut self, ev: &mpsc::Sender<RunEvent>) {
+        let both: Vec<u32> = self.local.keys().copied().filter(|k| self.peer.contains_key(k)).collect();
+        for k in both {
+            let (local, peer) = (self.local.remove(&k), self.peer.remove(&k));
+            let _ = ev.send(RunEvent::Interval { index: k, local, peer }).await;
+        }
+    }
+
+    async fn flush(&mut self, ev: &mpsc::Sender<RunEvent>) {
+        let mut keys: Vec<u32> = self.local.keys().chain(self.peer.keys()).copied().collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for k in keys {
+            let _ = ev.send(RunEvent::Interval { index: k, local: self.local.remove(&k), peer: self.peer.remove(&k) }).await;
+        }
+    }
+}

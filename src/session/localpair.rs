@@ -1,0 +1,223 @@
+//! The embedded local pair: two hosts on one machine, so wirescope runs anywhere.
+//!
+//! As root: namespaces `ws-a-PID` and `ws-b-PID` joined by a veth pair with
+//! several rx/tx queues (`veth-a` 198.18.0.1 ⇄ `veth-b` 198.18.0.2, the
+//! RFC 2544 benchmarking range). A real `wirescope agent` process runs in
+//! `ws-b` (through `ip netns exec`); the controller moves itself into `ws-a`.
+//! Without root, or where namespaces cannot be created, both ends use
+//! loopback and the reason is reported.
+//!
+//! Control goes over a unix socket in a private temporary directory. The
+//! agent gets the token through its environment, runs in its own process
+//! group (so the terminal's Ctrl-C reaches only the controller, which stops
+//! the test cleanly) and dies with the controller (PR_SET_PDEATHSIG).
+//! [`LocalPair`]'s `Drop` kills the agent and deletes the namespaces, which
+//! also destroys the veth pair.
+
+use super::auth::{Token, TOKEN_ENV};
+use super::controller::Target;
+use super::netns::{self, NetnsError, NetnsGuard};
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Controller-side address on the veth.
+pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// Agent-side address on the veth.
+pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+/// Namespace name prefixes (followed by the controller's pid).
+pub const NS_PREFIXES: [&str; 2] = ["ws-a-", "ws-b-"];
+
+/// What kind of pair was built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PairKind {
+    /// Two namespaces and a veth pair.
+    Netns {
+        /// Controller namespace.
+        ns_a: String,
+        /// Agent namespace.
+        ns_b: String,
+        /// rx/tx queues per veth end.
+        queues: u32,
+    },
+    /// Loopback in the current namespace.
+    Loopback {
+        /// Why namespaces were not used.
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for PairKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PairKind::Netns { ns_a, ns_b, queues } => {
+                write!(f, "namespaces {ns_a} ({ADDR_A}, veth-a) <-> {ns_b} ({ADDR_B}, veth-b), veth with {queues} rx/tx queues")
+            }
+            PairKind::Loopback { reason } => write!(f, "loopback ({reason})"),
+        }
+    }
+}
+
+/// Errors building the pair.
+#[derive(Debug, thiserror::Error)]
+pub enum PairError {
+    /// Namespace setup failed.
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
+    /// The agent process could not start or died.
+    #[error("local agent: {0}")]
+    Agent(String),
+    /// Temporary directory.
+    #[error("cannot create a private directory for the control socket: {0}")]
+    TempDir(std::io::Error),
+}
+
+/// A running local pair. Dropping it tears everything down.
+pub struct LocalPair {
+    /// What was built.
+    pub kind: PairKind,
+    /// Where the controller connects.
+    pub target: Target,
+    /// The token the child agent uses.
+    pub token: Token,
+    child: Option<Child>,
+    dir: tempfile::TempDir,
+    // Declared last: namespaces go after the agent process is gone.
+    _netns: NetnsGuard,
+}
+
+impl LocalPair {
+    /// Build the pair and start the agent. Call on the main thread, before
+    /// any runtime threads exist (PR_SET_PDEATHSIG follows the spawning thread).
+    pub fn create(exe: &Path, queues: u32) -> Result<Self, PairError> {
+        let token = Token::random();
+        let dir = tempfile::Builder::new().prefix("wirescope-").tempdir().map_err(PairError::TempDir)?;
+        let sock = dir.path().join("control.sock");
+        let pid = std::process::id();
+        let mut netns = NetnsGuard::default();
+        let kind = if nix::unistd::geteuid().is_root() {
+            netns::remove_stale(&NS_PREFIXES);
+            let (a, b) = (format!("ws-a-{pid}"), format!("ws-b-{pid}"));
+            match build_netns(&mut netns, &a, &b, queues) {
+                Ok(()) => PairKind::Netns { ns_a: a, ns_b: b, queues },
+                Err(e) => {
+                    drop(std::mem::take(&mut netns));
+                    PairKind::Loopback { reason: format!("namespaces unavailable: {e}") }
+                }
+            }
+        } else {
+            PairKind::Loopback { reason: "not root, so no network namespaces; run as root for a veth pair".into() }
+        };
+        let (listen, data_ip, wrapper): (String, IpAddr, Vec<String>) = match &kind {
+            PairKind::Netns { ns_b, .. } => (format!("{ADDR_B}:{}", super::DEFAULT_PORT), IpAddr::V4(ADDR_B), vec!["ip".into(), "netns".into(), "exec".into(), ns_b.clone()]),
+            PairKind::Loopback { .. } => ("127.0.0.1:0".into(), IpAddr::V4(Ipv4Addr::LOCALHOST), Vec::new()),
+        };
+        let log = std::fs::File::create(dir.path().join("agent.log")).map_err(PairError::TempDir)?;
+        let mut cmd = match wrapper.split_first() {
+            Some((prog, rest)) => {
+                let mut c = Command::new(prog);
+                c.args(rest).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        cmd.arg("agent").arg("--listen").arg(&listen).arg("--control-unix").arg(&sock).arg("--once");
+        cmd.env(TOKEN_ENV, token.as_text()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log).process_group(0);
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().map_err(|e| PairError::Agent(format!("cannot start {}: {e}", exe.display())))?;
+        let mut pair = LocalPair { kind, target: Target::Unix { path: sock.clone(), data_ip }, token, child: Some(child), dir, _netns: netns };
+        pair.wait_ready(&sock, Duration::from_secs(10))?;
+        Ok(pair)
+    }
+
+    fn wait_ready(&mut self, sock: &Path, limit: Duration) -> Result<(), PairError> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if std::os::unix::net::UnixStream::connect(sock).is_ok() {
+                return Ok(());
+            }
+            if let Some(c) = self.child.as_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    return Err(PairError::Agent(format!("exited with {status} before it was ready: {}", self.agent_log_tail())));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Err(PairError::Agent(format!("not ready after {} s: {}", limit.as_secs(), self.agent_log_tail())))
+    }
+
+    /// Move the calling thread into the controller's namespace (no-op on loopback).
+    pub fn enter_controller_side(&self) -> Result<(), PairError> {
+        if let PairKind::Netns { ns_a, .. } = &self.kind {
+            netns::enter(ns_a)?;
+        }
+        Ok(())
+    }
+
+    /// The last lines the agent wrote, for error messages.
+    pub fn agent_log_tail(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().rev().take(5).collect();
+        if lines.is_empty() {
+            "(the agent printed nothing)".into()
+        } else {
+            lines.into_iter().rev().collect::<Vec<_>>().join(" | ")
+        }
+    }
+
+    /// Process id of the agent (tests kill it to simulate a lost peer).
+    pub fn agent_pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Path of the control socket.
+    pub fn control_socket(&self) -> PathBuf {
+        self.dir.path().join("control.sock")
+    }
+}
+
+fn build_netns(g: &mut NetnsGuard, a: &str, b: &str, queues: u32) -> Result<(), NetnsError> {
+    g.add(a)?;
+    g.add(b)?;
+    let q = queues.to_string();
+    netns::ip(&[
+        "link", "add", "veth-a", "netns", a, "numtxqueues", &q, "numrxqueues", &q, "type", "veth", "peer", "name", "veth-b", "netns", b,
+        "numtxqueues", &q, "numrxqueues", &q,
+    ])?;
+    netns::ip(&["-n", a, "addr", "add", &format!("{ADDR_A}/30"), "dev", "veth-a"])?;
+    netns::ip(&["-n", b, "addr", "add", &format!("{ADDR_B}/30"), "dev", "veth-b"])?;
+    netns::ip(&["-n", a, "link", "set", "veth-a", "up"])?;
+    netns::ip(&["-n", b, "link", "set", "veth-b", "up"])?;
+    Ok(())
+}
+
+impl Drop for LocalPair {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            if let Ok(None) = c.try_wait() {
+                let pid = nix::unistd::Pid::from_raw(i32::try_from(c.id()).unwrap_or(0));
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+                let t = Instant::now();
+                while t.elapsed() < Duration::from_secs(2) {
+                    if let Ok(Some(_)) = c.try_wait() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+        // `dir` and then `netns` are dropped after this, in field order.
+    }
+}

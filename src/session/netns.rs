@@ -1,0 +1,110 @@
+//! Network namespaces and veth pairs, through iproute2's `ip`.
+//!
+//! Namespaces are created with `ip netns add` (so they appear in
+//! `ip netns list` and can be inspected with `ip netns exec` while a test
+//! runs) and removed by [`NetnsGuard`] on drop, which runs on normal return,
+//! on error and while unwinding from a panic. Names carry the creating
+//! process id, so [`remove_stale`] can delete what a killed run left behind.
+
+use std::fs::File;
+use std::process::{Command, Stdio};
+
+/// Errors from namespace setup.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    /// `ip` could not be run.
+    #[error("cannot run `ip {args}`: {source}; install iproute2")]
+    Spawn {
+        /// Arguments.
+        args: String,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `ip` failed.
+    #[error("`ip {args}` failed: {stderr}")]
+    Failed {
+        /// Arguments.
+        args: String,
+        /// What ip printed.
+        stderr: String,
+    },
+    /// setns failed.
+    #[error("cannot enter network namespace {name}: {source}")]
+    Enter {
+        /// Namespace.
+        name: String,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Run `ip ARGS`, returning stdout.
+pub fn ip(args: &[&str]) -> Result<String, NetnsError> {
+    let joined = args.join(" ");
+    let out = Command::new("ip")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| NetnsError::Spawn { args: joined.clone(), source })?;
+    if !out.status.success() {
+        return Err(NetnsError::Failed { args: joined, stderr: String::from_utf8_lossy(&out.stderr).trim().to_string() });
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Namespaces this process created; deleted on drop (in reverse order).
+#[derive(Debug, Default)]
+pub struct NetnsGuard {
+    names: Vec<String>,
+}
+
+impl NetnsGuard {
+    /// Create namespace `name` and remember it.
+    pub fn add(&mut self, name: &str) -> Result<(), NetnsError> {
+        ip(&["netns", "add", name])?;
+        self.names.push(name.to_string());
+        ip(&["-n", name, "link", "set", "lo", "up"])?;
+        Ok(())
+    }
+
+    /// Names created so far.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+}
+
+impl Drop for NetnsGuard {
+    fn drop(&mut self) {
+        for n in self.names.drain(..).rev() {
+            if let Err(e) = ip(&["netns", "del", &n]) {
+                eprintln!("wirescope: could not remove network namespace {n}: {e}; remove it with `ip netns del {n}`");
+            }
+        }
+    }
+}
+
+/// Move the calling thread into namespace `name` (threads it spawns later inherit it).
+pub fn enter(name: &str) -> Result<(), NetnsError> {
+    let f = File::open(format!("/run/netns/{name}")).map_err(|source| NetnsError::Enter { name: name.into(), source })?;
+    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(|e| NetnsError::Enter { name: name.into(), source: std::io::Error::from_raw_os_error(e as i32) })
+}
+
+/// Delete namespaces named `{prefix}{pid}` whose process no longer exists.
+pub fn remove_stale(prefixes: &[&str]) -> Vec<String> {
+    let mut removed = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/run/netns") else { return removed };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = prefixes.iter().find_map(|p| name.strip_prefix(p)).and_then(|rest| rest.parse::<u32>().ok()) else { continue };
+        if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        if ip(&["netns", "del", &name]).is_ok() {
+            removed.push(name);
+        }
+    }
+    removed
+}

@@ -1,0 +1,324 @@
+//! Control-protocol messages and their framing.
+//!
+//! A frame is a 4-byte big-endian length followed by that many bytes of JSON
+//! (one [`Msg`]). Frames above [`MAX_FRAME`] are refused before any byte of
+//! the body is read, so a hostile or confused peer cannot make us allocate.
+//!
+//! Handshake (controller speaks first, so one port can also take data
+//! connections, which start with [`DATA_MAGIC`] instead of a length):
+//! `Hello{version}` → `Challenge{version, nonce_a}` → `Auth{nonce_c, mac_c}` →
+//! `Welcome{mac_a, host}`; `mac_c = HMAC-SHA256(token, "controller" ‖ nonce_a ‖ nonce_c)`
+//! and `mac_a` likewise with "agent", so each side proves it knows the token
+//! without sending it. Any refusal is a `Refused{reason}` frame, then close.
+
+use crate::probe::sample::{LatencySummary, Sample};
+use crate::probe::system::HostInfo;
+use crate::traffic::{ConnSnapshot, EngineSpec};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Version of the control protocol; both ends must speak the same.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Largest accepted control frame (bytes of JSON).
+pub const MAX_FRAME: u32 = 1 << 20;
+/// First bytes of a data connection.
+pub const DATA_MAGIC: [u8; 4] = *b"WSD1";
+/// Default agent port.
+pub const DEFAULT_PORT: u16 = 5310;
+
+/// One control message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Msg {
+    /// controller → agent, first frame.
+    Hello {
+        /// Protocol version the controller speaks.
+        version: u32,
+        /// wirescope version of the controller.
+        software: String,
+    },
+    /// agent → controller.
+    Challenge {
+        /// Protocol version the agent speaks.
+        version: u32,
+        /// Random nonce (hex).
+        nonce: String,
+    },
+    /// controller → agent.
+    Auth {
+        /// Controller's nonce (hex).
+        nonce: String,
+        /// HMAC proof (hex).
+        mac: String,
+    },
+    /// agent → controller: authenticated.
+    Welcome {
+        /// Agent's HMAC proof (hex).
+        mac: String,
+        /// Who the agent is.
+        host: HostInfo,
+    },
+    /// agent → controller, then the agent closes.
+    Refused {
+        /// Why, for the user.
+        reason: String,
+    },
+    /// controller → agent: prepare a test point.
+    Start {
+        /// What to run.
+        test: TestParams,
+    },
+    /// agent → controller: open the data connections to this port.
+    Accepting {
+        /// TCP port for data connections.
+        data_port: u16,
+    },
+    /// agent → controller: every data connection arrived.
+    DataReady {},
+    /// controller → agent: start the engine and the clock.
+    Go {},
+    /// agent → controller: one interval of the agent's host.
+    Sample {
+        /// The agent's Sample (host says "local" from its own view).
+        sample: Box<Sample>,
+    },
+    /// controller → agent: finish gracefully.
+    Stop {},
+    /// agent → controller: the agent's final counters.
+    Finished {
+        /// Totals.
+        result: SideResult,
+    },
+    /// either way: the test failed on the sender's side.
+    Failed {
+        /// What went wrong, for the user.
+        error: String,
+    },
+    /// controller → agent: session over.
+    Bye {},
+}
+
+impl Msg {
+    /// The `type` tag, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Msg::Hello { .. } => "hello",
+            Msg::Challenge { .. } => "challenge",
+            Msg::Auth { .. } => "auth",
+            Msg::Welcome { .. } => "welcome",
+            Msg::Refused { .. } => "refused",
+            Msg::Start { .. } => "start",
+            Msg::Accepting { .. } => "accepting",
+            Msg::DataReady {} => "data_ready",
+            Msg::Go {} => "go",
+            Msg::Sample { .. } => "sample",
+            Msg::Stop {} => "stop",
+            Msg::Finished { .. } => "finished",
+            Msg::Failed { .. } => "failed",
+            Msg::Bye {} => "bye",
+        }
+    }
+}
+
+/// One test point as both ends run it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestParams {
+    /// Test number within the session.
+    pub id: u64,
+    /// Random cookie (hex, 16 bytes) every data connection must present.
+    pub cookie: String,
+    /// The engine's parameters.
+    pub spec: EngineSpec,
+    /// Sampling period (ms).
+    pub interval_ms: u64,
+    /// Warm-up not counted (ms).
+    pub omit_ms: u64,
+}
+
+/// One side's totals at the end of a point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct SideResult {
+    /// Final counters of every connection.
+    pub conns: Vec<ConnSnapshot>,
+    /// Retransmitted segments per connection (TCP_INFO).
+    pub retransmits: Vec<u32>,
+    /// Seconds from Go until this side's engine finished.
+    pub duration_s: f64,
+    /// rr latency over the whole point (client side only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencySummary>,
+    /// Engine error on this side, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The header of a data connection: magic, cookie, connection index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataHello {
+    /// The test's cookie.
+    pub cookie: [u8; 16],
+    /// Connection index.
+    pub index: u32,
+}
+
+impl DataHello {
+    /// Wire size including the magic.
+    pub const LEN: usize = 4 + 16 + 4;
+
+    /// Encode with the magic.
+    pub fn encode(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[..4].copy_from_slice(&DATA_MAGIC);
+        b[4..20].copy_from_slice(&self.cookie);
+        b[20..].copy_from_slice(&self.index.to_be_bytes());
+        b
+    }
+
+    /// Decode the 20 bytes that follow the magic.
+    pub fn decode_after_magic(b: &[u8; 20]) -> Self {
+        let mut cookie = [0u8; 16];
+        cookie.copy_from_slice(&b[..16]);
+        DataHello { cookie, index: u32::from_be_bytes([b[16], b[17], b[18], b[19]]) }
+    }
+}
+
+/// Control-protocol failures, each naming what the peer did.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtoError {
+    /// The socket failed.
+    #[error("control connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// The peer closed the connection.
+    #[error("the peer closed the control connection")]
+    Closed,
+    /// A frame exceeded [`MAX_FRAME`].
+    #[error("control frame of {len} bytes exceeds the {max}-byte limit")]
+    TooLarge {
+        /// Announced length.
+        len: u32,
+        /// The limit.
+        max: u32,
+    },
+    /// The first bytes are neither a frame nor a data connection.
+    #[error("not a wirescope control connection (first bytes {0:?}); point only wirescope controllers at this port")]
+    Garbage(String),
+    /// A frame's body was not a valid message.
+    #[error("malformed control frame: {0}")]
+    BadJson(#[from] serde_json::Error),
+    /// A valid message at the wrong time.
+    #[error("unexpected '{got}' message while waiting for {expected}")]
+    Unexpected {
+        /// What we waited for.
+        expected: &'static str,
+        /// What came.
+        got: &'static str,
+    },
+    /// Versions differ.
+    #[error("protocol version mismatch: this side speaks {ours}, the peer {theirs}; run the same wirescope release on both nodes")]
+    Version {
+        /// Ours.
+        ours: u32,
+        /// Theirs.
+        theirs: u32,
+    },
+    /// The token proofs did not match.
+    #[error("authentication failed: {0}")]
+    Auth(String),
+    /// The agent refused us.
+    #[error("the agent refused the connection: {0}")]
+    Refused(String),
+    /// A step took too long.
+    #[error("timed out waiting for {0}")]
+    Timeout(&'static str),
+}
+
+/// Check a frame length against the limit; `first` are the raw 4 bytes for the garbage message.
+pub fn check_len(first: [u8; 4]) -> Result<u32, ProtoError> {
+    let len = u32::from_be_bytes(first);
+    if len > MAX_FRAME {
+        if first.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+            return Err(ProtoError::Garbage(String::from_utf8_lossy(&first).into_owned()));
+        }
+        return Err(ProtoError::TooLarge { len, max: MAX_FRAME });
+    }
+    Ok(len)
+}
+
+/// Read one frame whose 4 length bytes were already consumed.
+pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, first: [u8; 4]) -> Result<Msg, ProtoError> {
+    let len = check_len(first)?;
+    let mut body = vec![0u8; len as usize];
+    r.read_exact(&mut body).await.map_err(eof_is_closed)?;
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// Read one frame.
+pub async fn read_msg<R: AsyncRead + Unpin>(r: &mut R) -> Result<Msg, ProtoError> {
+    let mut first = [0u8; 4];
+    r.read_exact(&mut first).await.map_err(eof_is_closed)?;
+    read_body(r, first).await
+}
+
+/// Write one frame and flush it.
+pub async fn write_msg<W: AsyncWrite + Unpin>(w: &mut W, msg: &Msg) -> Result<(), ProtoError> {
+    let body = serde_json::to_vec(msg)?;
+    let len = u32::try_from(body.len()).ok().filter(|l| *l <= MAX_FRAME).ok_or(ProtoError::TooLarge {
+        len: u32::try_from(body.len()).unwrap_or(u32::MAX),
+        max: MAX_FRAME,
+    })?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(&body);
+    w.write_all(&frame).await?;
+    w.flush().await?;
+    Ok(())
+}
+
+fn eof_is_closed(e: std::io::Error) -> ProtoError {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        ProtoError::Closed
+    } else {
+        ProtoError::Io(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn frames_round_trip() {
+        let (mut a, mut b) = tokio::io::duplex(4096);
+        let m = Msg::Hello { version: 1, software: "x".into() };
+        write_msg(&mut a, &m).await.unwrap();
+        assert_eq!(read_msg(&mut b).await.unwrap(), m);
+    }
+
+    #[tokio::test]
+    async fn oversized_and_garbage_are_named() {
+        let (mut a, mut b) = tokio::io::duplex(64);
+        tokio::io::AsyncWriteExt::write_all(&mut a, &(MAX_FRAME + 1).to_be_bytes()).await.unwrap();
+        let e = read_msg(&mut b).await.unwrap_err();
+        assert!(matches!(e, ProtoError::TooLarge { .. }), "{e}");
+        let e = check_len(*b"GET ").unwrap_err();
+        assert!(e.to_string().contains("GET"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn bad_json_is_an_error() {
+        let (mut a, mut b) = tokio::io::duplex(64);
+        tokio::io::AsyncWriteExt::write_all(&mut a, &3u32.to_be_bytes()).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut a, b"{x}").await.unwrap();
+        assert!(matches!(read_msg(&mut b).await.unwrap_err(), ProtoError::BadJson(_)));
+    }
+
+    #[test]
+    fn data_hello_round_trip() {
+        let h = DataHello { cookie: [7; 16], index: 3 };
+        let b = h.encode();
+        assert_eq!(&b[..4], &DATA_MAGIC);
+        let mut rest = [0u8; 20];
+        rest.copy_from_slice(&b[4..]);
+        assert_eq!(DataHello::decode_after_magic(&rest), h);
+    }
+}

@@ -1,0 +1,142 @@
+//! The TCP engine: `stream`, `pingpong` and `rr` over kernel TCP sockets.
+//!
+//! Data sockets are made by the session layer (the controller connects, the
+//! agent accepts); this module sets their options ([`prepare_socket`],
+//! [`configure_stream`]) and runs the workers. Stream mode uses one blocking
+//! thread per connection, which is what the kernel path rewards: one
+//! `write`/`read` per large buffer, no event loop. pingpong and rr multiplex
+//! connections over a few threads with mio; a thread that owns exactly one rr
+//! connection with depth 1 uses blocking calls, which saves an `epoll_wait`
+//! per round trip and is what latency-oriented tools (sockperf) do.
+
+mod echo;
+mod stream;
+mod zerocopy;
+
+use super::{
+    ConnRole, Engine, EngineControl, EngineCounters, EngineError, EngineSpec, RunningEngine, Side,
+    TcpMode,
+};
+use socket2::{Domain, Protocol, Socket, Type};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long a blocking worker call may wait before it re-checks the stop flags.
+pub(crate) const WAKE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The TCP engine for one test point.
+#[derive(Debug, Clone)]
+pub struct TcpEngine {
+    spec: EngineSpec,
+}
+
+impl TcpEngine {
+    /// Engine for `spec` (already validated by the CLI).
+    pub fn new(spec: EngineSpec) -> Self {
+        TcpEngine { spec }
+    }
+}
+
+/// A fresh TCP socket for `addr` with the options that must be set before
+/// `connect` (buffer sizes decide the window scale in the SYN; MSS is
+/// advertised in the SYN).
+pub fn prepare_socket(spec: &EngineSpec, addr: &SocketAddr) -> Result<Socket, EngineError> {
+    let sock = Socket::new(Domain::for_address(*addr), Type::STREAM, Some(Protocol::TCP))
+        .map_err(|source| EngineError::Io { op: "socket", conn: 0, source })?;
+    apply_options(&sock, spec, 0)?;
+    Ok(sock)
+}
+
+/// Options for an established data connection (accepted by the agent, or
+/// connected by the controller): everything [`prepare_socket`] sets, plus
+/// TCP_NODELAY for the message modes.
+pub fn configure_stream(stream: &TcpStream, spec: &EngineSpec, conn: usize) -> Result<(), EngineError> {
+    let sock = socket2::SockRef::from(stream);
+    apply_options(&sock, spec, conn)?;
+    if spec.mode != TcpMode::Stream {
+        sock.set_nodelay(true).map_err(|source| EngineError::Io { op: "setsockopt TCP_NODELAY", conn, source })?;
+    }
+    Ok(())
+}
+
+fn apply_options(sock: &Socket, spec: &EngineSpec, conn: usize) -> Result<(), EngineError> {
+    if let Some(w) = spec.window {
+        let w = w.as_usize();
+        sock.set_send_buffer_size(w).map_err(|source| EngineError::Io { op: "setsockopt SO_SNDBUF", conn, source })?;
+        sock.set_recv_buffer_size(w).map_err(|source| EngineError::Io { op: "setsockopt SO_RCVBUF", conn, source })?;
+    }
+    if let Some(mss) = spec.mss {
+        sock.set_mss(mss).map_err(|source| EngineError::Io { op: "setsockopt TCP_MAXSEG", conn, source })?;
+    }
+    if let Some(cc) = &spec.congestion {
+        sock.set_tcp_congestion(cc.as_bytes()).map_err(|source| {
+            if source.raw_os_error() == Some(libc::ENOENT) {
+                EngineError::Unsupported(format!(
+                    "congestion control '{cc}' is not available on this host; see /proc/sys/net/ipv4/tcp_available_congestion_control (try: modprobe tcp_{cc})"
+                ))
+            } else {
+                EngineError::Io { op: "setsockopt TCP_CONGESTION", conn, source }
+            }
+        })?;
+    }
+    if spec.zerocopy {
+        zerocopy::enable(sock.as_raw_fd()).map_err(|source| EngineError::Io { op: "setsockopt SO_ZEROCOPY", conn, source })?;
+    }
+    Ok(())
+}
+
+impl Engine for TcpEngine {
+    fn start(&self, side: Side, conns: Vec<TcpStream>) -> Result<RunningEngine, EngineError> {
+        let spec = &self.spec;
+        let roles = spec.conn_roles(side);
+        if roles.len() != conns.len() {
+            return Err(EngineError::Unsupported(format!(
+                "the test needs {} data connections but {} were established",
+                roles.len(),
+                conns.len()
+            )));
+        }
+        let mut sockets = Vec::with_capacity(conns.len());
+        for (i, c) in conns.iter().enumerate() {
+            configure_stream(c, spec, i)?;
+            c.set_read_timeout(Some(WAKE_INTERVAL)).map_err(|source| EngineError::Io { op: "setsockopt SO_RCVTIMEO", conn: i, source })?;
+            c.set_write_timeout(Some(WAKE_INTERVAL)).map_err(|source| EngineError::Io { op: "setsockopt SO_SNDTIMEO", conn: i, source })?;
+            sockets.push(c.try_clone().map_err(|source| EngineError::Io { op: "dup", conn: i, source })?);
+        }
+        let control = EngineControl::default();
+        let cpus = spec.cpus_for(side).to_vec();
+        let (threads, counters) = match spec.mode {
+            TcpMode::Stream => {
+                let counters = Arc::new(EngineCounters::new(conns.len(), 0));
+                let t = stream::spawn(spec, &roles, conns, &cpus, &counters, &control)?;
+                (t, counters)
+            }
+            TcpMode::Pingpong | TcpMode::Rr => {
+                let workers = (spec.threads.max(1) as usize).min(conns.len().max(1));
+                let measuring = if roles.first() == Some(&ConnRole::Client) && spec.mode == TcpMode::Rr { workers } else { 0 };
+                let counters = Arc::new(EngineCounters::new(conns.len(), measuring));
+                let t = echo::spawn(spec, &roles, conns, workers, &cpus, &counters, &control)?;
+                (t, counters)
+            }
+        };
+        Ok(RunningEngine { threads, counters, sockets, control, roles })
+    }
+}
+
+/// True for the errors a blocking call with SO_RCVTIMEO/SO_SNDTIMEO returns on timeout.
+pub(crate) fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted)
+}
+
+/// True for the errors that mean the peer closed or reset the connection.
+pub(crate) fn is_disconnect(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::BrokenPipe
+            | std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::UnexpectedEof
+    )
+}

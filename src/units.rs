@@ -1,0 +1,265 @@
+//! Unit newtypes and the parsers for user-typed quantities.
+//!
+//! Every number a user sees carries its unit; these types make the unit part
+//! of the type so a byte count cannot be passed where bits per second are
+//! expected. The parsers accept what network engineers type (`10s`, `500ms`,
+//! `64K`, `8MiB`, `10G`, `0-3,8`) and return an error that shows an example,
+//! because clap prints that message next to the flag's name.
+//!
+//! Conventions: sizes are binary (`64K` = 65536 bytes, like iperf3 and
+//! ethtool), rates are decimal (`10G` = 10^10 bit/s, like link speeds).
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::time::Duration;
+
+/// A byte count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[serde(transparent)]
+pub struct Bytes(pub u64);
+
+/// A rate in bits per second.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize, Default)]
+#[serde(transparent)]
+pub struct BitsPerSec(pub f64);
+
+/// A percentage, 0–100 (may exceed 100 only for sums over several CPUs).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize, Deserialize, Default)]
+#[serde(transparent)]
+pub struct Percent(pub f64);
+
+/// A duration or latency in nanoseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(transparent)]
+pub struct Nanos(pub u64);
+
+/// A logical CPU number as the kernel numbers it (`cpuN` in /proc/stat).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct CpuId(pub u32);
+
+/// A NIC queue index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct QueueId(pub u32);
+
+impl Bytes {
+    /// The count as `usize`, saturating on 32-bit targets.
+    pub fn as_usize(self) -> usize {
+        usize::try_from(self.0).unwrap_or(usize::MAX)
+    }
+}
+
+impl BitsPerSec {
+    /// Rate of `bytes` moved in `secs` seconds (0 when no time elapsed).
+    pub fn from_bytes(bytes: u64, secs: f64) -> Self {
+        if secs > 0.0 {
+            BitsPerSec(bytes as f64 * 8.0 / secs)
+        } else {
+            BitsPerSec(0.0)
+        }
+    }
+}
+
+impl fmt::Display for Bytes {
+    /// IEC units like iperf3's "Transfer" column: `3.25 GiB`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+        let mut v = self.0 as f64;
+        let mut i = 0;
+        while v >= 1024.0 && i + 1 < UNITS.len() {
+            v /= 1024.0;
+            i += 1;
+        }
+        if i == 0 {
+            write!(f, "{} B", self.0)
+        } else {
+            write!(f, "{v:.2} {}", UNITS[i])
+        }
+    }
+}
+
+impl fmt::Display for BitsPerSec {
+    /// Decimal units like link speeds: `27.53 Gbit/s`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 5] = ["bit/s", "Kbit/s", "Mbit/s", "Gbit/s", "Tbit/s"];
+        let mut v = self.0;
+        let mut i = 0;
+        while v >= 1000.0 && i + 1 < UNITS.len() {
+            v /= 1000.0;
+            i += 1;
+        }
+        write!(f, "{v:.2} {}", UNITS[i])
+    }
+}
+
+impl fmt::Display for Percent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.1}%", self.0)
+    }
+}
+
+impl fmt::Display for Nanos {
+    /// Microseconds with one decimal below 10 ms, milliseconds above.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let us = self.0 as f64 / 1000.0;
+        if us < 10_000.0 {
+            write!(f, "{us:.1} us")
+        } else {
+            write!(f, "{:.2} ms", us / 1000.0)
+        }
+    }
+}
+
+impl fmt::Display for CpuId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cpu{}", self.0)
+    }
+}
+
+/// Parse a duration: `10s`, `500ms`, `1m30s`, or a bare number of seconds (`10`, `0.5`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let err = || format!("'{s}' is not a duration; use a number with a unit, e.g. 10s, 500ms or 1m30s");
+    if t.is_empty() {
+        return Err(err());
+    }
+    if let Ok(secs) = t.parse::<f64>() {
+        if secs.is_finite() && secs >= 0.0 {
+            return Ok(Duration::from_secs_f64(secs));
+        }
+        return Err(err());
+    }
+    humantime::parse_duration(t).map_err(|_| err())
+}
+
+/// Parse a size in bytes: `64K`, `1M`, `8MiB`, `1500`. K/M/G are binary.
+pub fn parse_size(s: &str) -> Result<Bytes, String> {
+    let cfg = parse_size::Config::new().with_binary();
+    cfg.parse_size(s.trim())
+        .map(Bytes)
+        .map_err(|_| format!("'{s}' is not a size; use bytes with an optional unit, e.g. 1500, 64K, 1M or 8MiB"))
+}
+
+/// Parse a rate in bits per second: `10G`, `25Gbit`, `100M`, `1e9`. Prefixes are decimal.
+pub fn parse_rate(s: &str) -> Result<BitsPerSec, String> {
+    let err = || format!("'{s}' is not a rate; use bits per second with an optional unit, e.g. 10G, 25Gbit or 800M");
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let body = ["bit/s", "bits/s", "bps", "bit", "b/s", "b"]
+        .iter()
+        .find_map(|suf| lower.strip_suffix(suf))
+        .unwrap_or(&lower);
+    let (num, mult) = match body.chars().last() {
+        Some('k') => (&body[..body.len() - 1], 1e3),
+        Some('m') => (&body[..body.len() - 1], 1e6),
+        Some('g') => (&body[..body.len() - 1], 1e9),
+        Some('t') => (&body[..body.len() - 1], 1e12),
+        _ => (body, 1.0),
+    };
+    let v: f64 = num.trim().parse().map_err(|_| err())?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(err());
+    }
+    Ok(BitsPerSec(v * mult))
+}
+
+/// Parse a CPU list as the kernel prints it: `0-3,8,10-11`.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<CpuId>, String> {
+    let err = |why: &str| format!("'{s}' is not a CPU list ({why}); use numbers and ranges, e.g. 0-3,8");
+    let mut out = Vec::new();
+    for part in s.trim().split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            return Err(err("empty element"));
+        }
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => (a.trim(), b.trim()),
+            None => (part, part),
+        };
+        let a: u32 = a.parse().map_err(|_| err("not a number"))?;
+        let b: u32 = b.parse().map_err(|_| err("not a number"))?;
+        if b < a {
+            return Err(err("range goes backwards"));
+        }
+        if b - a > 4095 {
+            return Err(err("range too large"));
+        }
+        out.extend((a..=b).map(CpuId));
+    }
+    Ok(out)
+}
+
+/// Format CPU ids back into the kernel's compact list form.
+pub fn format_cpu_list(cpus: &[CpuId]) -> String {
+    let mut ids: Vec<u32> = cpus.iter().map(|c| c.0).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut parts = Vec::new();
+    let mut i = 0;
+    while i < ids.len() {
+        let start = ids[i];
+        let mut end = start;
+        while i + 1 < ids.len() && ids[i + 1] == end + 1 {
+            i += 1;
+            end = ids[i];
+        }
+        parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+        i += 1;
+    }
+    parts.join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("0.25").unwrap(), Duration::from_millis(250));
+        let e = parse_duration("10x").unwrap_err();
+        assert!(e.contains("e.g. 10s"), "{e}");
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("-1").is_err());
+    }
+
+    #[test]
+    fn sizes_are_binary() {
+        assert_eq!(parse_size("64K").unwrap(), Bytes(65536));
+        assert_eq!(parse_size("1M").unwrap(), Bytes(1 << 20));
+        assert_eq!(parse_size("8MiB").unwrap(), Bytes(8 << 20));
+        assert_eq!(parse_size("1500").unwrap(), Bytes(1500));
+        let e = parse_size("lots").unwrap_err();
+        assert!(e.contains("64K"), "{e}");
+    }
+
+    #[test]
+    fn rates_are_decimal() {
+        assert_eq!(parse_rate("10G").unwrap(), BitsPerSec(10e9));
+        assert_eq!(parse_rate("25Gbit").unwrap(), BitsPerSec(25e9));
+        assert_eq!(parse_rate("800M").unwrap(), BitsPerSec(800e6));
+        assert_eq!(parse_rate("1000").unwrap(), BitsPerSec(1000.0));
+        assert!(parse_rate("fast").unwrap_err().contains("10G"));
+    }
+
+    #[test]
+    fn cpu_lists() {
+        let c = parse_cpu_list("0-3,8").unwrap();
+        assert_eq!(c, vec![CpuId(0), CpuId(1), CpuId(2), CpuId(3), CpuId(8)]);
+        assert_eq!(format_cpu_list(&c), "0-3,8");
+        assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
+        assert!(parse_cpu_list("a").is_err());
+        assert!(parse_cpu_list("1,,2").is_err());
+    }
+
+    #[test]
+    fn display_units() {
+        assert_eq!(Bytes(1536).to_string(), "1.50 KiB");
+        assert_eq!(BitsPerSec(27.5e9).to_string(), "27.50 Gbit/s");
+        assert_eq!(Nanos(12_345).to_string(), "12.3 us");
+    }
+}
