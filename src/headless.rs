@@ -52,7 +52,7 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> anyhow::Result<u8> {
             let exe = std::env::current_exe().context("cannot find the wirescope executable to start the local agent")?;
             let pair = LocalPair::create(&exe, queues).context("cannot build the local pair")?;
             pair.enter_controller_side().context("cannot enter the controller's namespace")?;
-            eprintln!("wirescope: local pair: {}", pair.kind);
+            eprintln!("wirescope: local pair: {}; agent pid {}", pair.kind, pair.agent_pid().unwrap_or(0));
             let (t, tok, d) = (pair.target.clone(), pair.token.clone(), pair.kind.to_string());
             (Some(pair), t, tok, d)
         }

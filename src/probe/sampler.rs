@@ -158,12 +158,6 @@ impl Sampler {
         (e, conns)
     }
 
-    /// True when the engine's counters moved since the last Sample (a final
-    /// partial Sample is then needed so the intervals add up to the totals).
-    pub fn has_unsampled_counts(&self) -> bool {
-        self.engine.as_ref().is_some_and(|v| v.counters.snapshot() != v.prev)
-    }
-
     /// Latency over every non-omitted interval of the current point.
     pub fn latency_total(&self) -> Option<LatencySummary> {
         LatencySummary::from_histogram(&self.latency_total)

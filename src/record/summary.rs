@@ -41,10 +41,12 @@ fn received(result: Option<&SideResult>, samples: &[Sample], conn: usize) -> u64
     total.saturating_sub(omitted_rx(samples, conn))
 }
 
+/// Per-core means over the counted intervals, weighted by interval length
+/// (so a short closing interval counts for what it is).
 fn host_cpu(samples: &[Sample]) -> HostCpu {
     let counted: Vec<&Sample> = samples.iter().filter(|s| !s.omitted && !s.cpus.is_empty()).collect();
-    let n = counted.len();
-    if n == 0 {
+    let total: f64 = counted.iter().map(|s| (s.end_s - s.start_s).max(0.0)).sum();
+    if counted.is_empty() || total <= 0.0 {
         return HostCpu::default();
     }
     let mut cores: Vec<CoreMean> = counted[0]
@@ -53,18 +55,19 @@ fn host_cpu(samples: &[Sample]) -> HostCpu {
         .map(|c| CoreMean { cpu: c.cpu.0, busy: 0.0, user: 0.0, system: 0.0, irq: 0.0, softirq: 0.0 })
         .collect();
     for s in &counted {
+        let w = (s.end_s - s.start_s).max(0.0) / total;
         for c in &s.cpus {
             if let Some(m) = cores.iter_mut().find(|m| m.cpu == c.cpu.0) {
-                m.busy += c.busy().0 / n as f64;
-                m.user += (c.user.0 + c.nice.0) / n as f64;
-                m.system += c.system.0 / n as f64;
-                m.irq += c.irq.0 / n as f64;
-                m.softirq += c.softirq.0 / n as f64;
+                m.busy += c.busy().0 * w;
+                m.user += (c.user.0 + c.nice.0) * w;
+                m.system += c.system.0 * w;
+                m.irq += c.irq.0 * w;
+                m.softirq += c.softirq.0 * w;
             }
         }
     }
     let mean_busy = cores.iter().map(|c| c.busy).sum::<f64>() / cores.len().max(1) as f64;
-    HostCpu { mean_busy, cpus: cores, intervals: n }
+    HostCpu { mean_busy, cpus: cores, intervals: counted.len() }
 }
 
 /// Build the summary of one point.

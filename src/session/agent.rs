@@ -331,21 +331,17 @@ async fn run_test<W: AsyncWrite + Unpin>(state: &State, wr: &mut W, rx: &mut Inb
         Ok(e) => e,
         Err(e) => return write(wr, fail(format!("agent engine: {e}"))).await,
     };
-    let interval = Duration::from_millis(test.interval_ms.max(10));
     sampler.begin(Some(&engine), Duration::from_millis(test.omit_ms));
     let t0 = Instant::now();
-    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
     let mut poll = tokio::time::interval(Duration::from_millis(20));
     let mut stop_deadline: Option<Instant> = None;
-    let mut last_sample = t0;
     let lost = loop {
         tokio::select! {
-            _ = ticker.tick() => {
-                let s = sampler.sample();
-                last_sample = Instant::now();
-                if write(wr, Msg::Sample { sample: Box::new(s) }).await.is_err() { engine.abort(); break true; }
-            }
             m = rx.recv() => match m {
+                Some(Ok(Msg::Tick {})) => {
+                    let s = sampler.sample();
+                    if write(wr, Msg::Sample { sample: Box::new(s) }).await.is_err() { engine.abort(); break true; }
+                }
                 Some(Ok(Msg::Stop {})) => { engine.stop(); stop_deadline = Some(Instant::now() + DRAIN_TIMEOUT); }
                 Some(Ok(Msg::Failed { error })) => { eprintln!("agent: controller failed: {error}"); engine.abort(); }
                 Some(Ok(_)) => {}
@@ -358,7 +354,8 @@ async fn run_test<W: AsyncWrite + Unpin>(state: &State, wr: &mut W, rx: &mut Inb
         }
     };
     let duration_s = t0.elapsed().as_secs_f64();
-    if !lost && (last_sample.elapsed() > interval / 10 || sampler.has_unsampled_counts()) {
+    // Always close with a (possibly short) Sample, so the intervals add up to the totals.
+    if !lost {
         let s = sampler.sample();
         let _ = write(wr, Msg::Sample { sample: Box::new(s) }).await;
     }

@@ -267,12 +267,15 @@ impl Controller {
         let mut local_done: Option<f64> = None;
         let mut peer_result: Option<SideResult> = None;
         let mut end = EndReason::Completed;
-        let mut last_sample = t0;
         loop {
             tokio::select! {
                 _ = ticker.tick(), if stop_deadline.is_none() => {
                     let s = self.sampler.sample();
-                    last_sample = Instant::now();
+                    if let Err(e) = write_msg(&mut self.wr, &Msg::Tick {}).await {
+                        end = EndReason::PeerLost(e.to_string());
+                        engine.abort();
+                        break;
+                    }
                     pairs.local(s, events).await;
                     if p.time.is_some_and(|t| t0.elapsed() + Duration::from_millis(5) >= t) {
                         stop_deadline = Some(self.begin_stop(&engine).await);
@@ -312,7 +315,8 @@ impl Controller {
             }
         }
         let duration_s = local_done.unwrap_or_else(|| t0.elapsed().as_secs_f64());
-        if matches!(end, EndReason::Completed | EndReason::Interrupted) && (last_sample.elapsed() > p.interval / 10 || self.sampler.has_unsampled_counts()) {
+        // Always close with a (possibly short) Sample, like the agent does.
+        if matches!(end, EndReason::Completed | EndReason::Interrupted) {
             let s = self.sampler.sample();
             pairs.local(s, events).await;
         }

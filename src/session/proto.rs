@@ -77,6 +77,10 @@ pub enum Msg {
     DataReady {},
     /// controller → agent: start the engine and the clock.
     Go {},
+    /// controller → agent: an interval ended; take a Sample now. The
+    /// controller owns the interval clock so both hosts' intervals line up
+    /// and never drift apart.
+    Tick {},
     /// agent → controller: one interval of the agent's host.
     Sample {
         /// The agent's Sample (host says "local" from its own view).
@@ -111,6 +115,7 @@ impl Msg {
             Msg::Accepting { .. } => "accepting",
             Msg::DataReady {} => "data_ready",
             Msg::Go {} => "go",
+            Msg::Tick {} => "tick",
             Msg::Sample { .. } => "sample",
             Msg::Stop {} => "stop",
             Msg::Finished { .. } => "finished",

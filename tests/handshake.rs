@@ -1,0 +1,101 @@
+//! The control port under hostile or confused clients. In-process agent on
+//! loopback, real sockets; no root needed.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wirescope::session::agent::{bind, AgentConfig};
+use wirescope::session::auth::Token;
+use wirescope::session::controller::{Controller, Target};
+use wirescope::session::proto::{read_msg, write_msg, Msg, MAX_FRAME};
+
+async fn agent() -> (SocketAddr, tokio_util::sync::CancellationToken) {
+    let stop = tokio_util::sync::CancellationToken::new();
+    let cfg = AgentConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        unix: None,
+        token: Token::from_text("right", "test").unwrap(),
+        once: false,
+        token_hint: "test token".into(),
+    };
+    let (addr, serve) = bind(cfg, stop.clone()).await.unwrap();
+    tokio::spawn(serve);
+    (addr, stop)
+}
+
+async fn refusal_after(addr: SocketAddr, bytes: &[u8]) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    match tokio::time::timeout(Duration::from_secs(5), read_msg(&mut s)).await.unwrap().unwrap() {
+        Msg::Refused { reason } => reason,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn right() -> Token {
+    Token::from_text("right", "test").unwrap()
+}
+
+#[tokio::test]
+async fn bad_clients_are_refused_and_the_agent_keeps_serving() {
+    let (addr, _stop) = agent().await;
+
+    let wrong = Controller::connect(Target::Tcp(addr), &Token::from_text("wrong", "t").unwrap()).await;
+    let e = wrong.err().expect("wrong token refused").to_string();
+    assert!(e.contains("authentication failed"), "{e}");
+
+    let mut frame = Vec::new();
+    let body = serde_json::to_vec(&Msg::Hello { version: 99, software: "future".into() }).unwrap();
+    frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    frame.extend_from_slice(&body);
+    let r = refusal_after(addr, &frame).await;
+    assert!(r.contains("version mismatch") && r.contains("99"), "{r}");
+
+    let r = refusal_after(addr, b"GET / HTTP/1.1\r\n\r\n").await;
+    assert!(r.contains("not a wirescope control connection"), "{r}");
+
+    let r = refusal_after(addr, &(MAX_FRAME * 2).to_be_bytes()).await;
+    assert!(r.contains("exceeds"), "{r}");
+
+    let r = refusal_after(addr, &[0, 0, 0, 5, b'{', b'x', b'y', b'z', b'}']).await;
+    assert!(r.contains("malformed"), "{r}");
+
+    // Skipping authentication is refused too.
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    write_msg(&mut s, &Msg::Bye {}).await.unwrap();
+    match read_msg(&mut s).await.unwrap() {
+        Msg::Refused { reason } => assert!(reason.contains("hello"), "{reason}"),
+        m => panic!("{m:?}"),
+    }
+
+    // Data connections that name no test are dropped without an answer.
+    let mut d = tokio::net::TcpStream::connect(addr).await.unwrap();
+    d.write_all(b"WSD1").await.unwrap();
+    d.write_all(&[0u8; 20]).await.unwrap();
+    let mut buf = [0u8; 1];
+    let n = tokio::time::timeout(Duration::from_secs(5), d.read(&mut buf)).await.unwrap().unwrap_or(0);
+    assert_eq!(n, 0);
+
+    let ok = Controller::connect(Target::Tcp(addr), &right()).await.expect("a valid controller is served");
+    assert!(!ok.peer.hostname.is_empty());
+    ok.close().await;
+}
+
+#[tokio::test]
+async fn a_second_controller_is_told_the_agent_is_busy() {
+    let (addr, _stop) = agent().await;
+    let first = Controller::connect(Target::Tcp(addr), &right()).await.unwrap();
+    let e = Controller::connect(Target::Tcp(addr), &right()).await.err().expect("busy").to_string();
+    assert!(e.contains("busy"), "{e}");
+    first.close().await;
+    // Served one after another: once the first leaves, the next gets in.
+    let mut ok = None;
+    for _ in 0..50 {
+        if let Ok(c) = Controller::connect(Target::Tcp(addr), &right()).await {
+            ok = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ok.expect("agent serves the next controller").close().await;
+}

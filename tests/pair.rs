@@ -1,0 +1,145 @@
+//! Node pair over real namespaces: an agent process in one namespace,
+//! `wirescope run --peer` in the other, every TCP mode.
+
+mod common;
+
+use common::{stderr, Log, Pair};
+use wirescope::probe::sample::HostRole;
+
+/// Runs a test with a log and checks what every mode must satisfy.
+fn run_and_check(pair: &Pair, name: &str, args: &[&str]) -> Log {
+    let log = pair.log_path(name);
+    let mut full = vec!["-t", "2s", "-i", "500ms", "--log", log.to_str().unwrap()];
+    full.extend_from_slice(args);
+    let out = pair.run(&full);
+    assert!(out.status.success(), "run {args:?} failed: {}\nagent: {}", stderr(&out), pair.agent_log());
+    let log = Log::read(&log);
+    let local = log.samples(HostRole::Local);
+    let peer = log.samples(HostRole::Peer);
+    assert!(local.len() >= 4, "expected ≥4 local intervals, got {}", local.len());
+    assert_eq!(local.len(), peer.len(), "every interval has both hosts");
+    for s in local.iter().chain(peer.iter()) {
+        assert!(!s.cpus.is_empty(), "interval {} of {:?} has no per-core CPU", s.index, s.host);
+        for c in &s.cpus {
+            let sum = c.busy().0 + c.idle.0 + c.iowait.0;
+            assert!((sum - 100.0).abs() < 0.5 || (s.end_s - s.start_s) < 0.05, "cpu{} sums to {sum}", c.cpu.0);
+        }
+    }
+    assert_eq!(log.summaries().len(), 1);
+    log
+}
+
+/// Sum of `rx_bytes` of connection `i` over a host's intervals.
+fn rx_of(log: &Log, host: HostRole, i: usize) -> u64 {
+    log.samples(host).iter().filter_map(|s| s.conns.get(i)).map(|c| c.rx_bytes).sum()
+}
+
+#[test]
+fn stream_forward_one_and_four_streams_reverse_and_bidir() {
+    let mut pair = Pair::new();
+    pair.start_agent();
+
+    let log = run_and_check(&pair, "s1.jsonl", &[]);
+    let s = log.summaries()[0];
+    assert!(s.bytes > 0 && s.throughput_bps > 0.0);
+    assert_eq!(s.streams.len(), 1);
+    assert_eq!(s.streams[0].direction, "local->peer");
+    // The summary counts what the receiver (the agent) counted, and the intervals add up to it.
+    assert_eq!(s.bytes, rx_of(&log, HostRole::Peer, 0));
+    assert_eq!(s.streams[0].bytes, s.streams[0].sent_bytes, "every byte written was received");
+
+    let log = run_and_check(&pair, "s4.jsonl", &["-P", "4"]);
+    let s = log.summaries()[0];
+    assert_eq!(s.streams.len(), 4);
+    for (i, st) in s.streams.iter().enumerate() {
+        assert!(st.bytes > 0, "stream {i} moved nothing");
+        assert_eq!(st.bytes, rx_of(&log, HostRole::Peer, i));
+    }
+
+    let log = run_and_check(&pair, "rev.jsonl", &["-R", "-P", "2"]);
+    let s = log.summaries()[0];
+    assert!(s.streams.iter().all(|x| x.direction == "peer->local" && x.bytes > 0));
+    assert_eq!(s.bytes, rx_of(&log, HostRole::Local, 0) + rx_of(&log, HostRole::Local, 1));
+
+    let log = run_and_check(&pair, "bidir.jsonl", &["--bidir"]);
+    let s = log.summaries()[0];
+    assert_eq!(s.streams.len(), 2);
+    assert_eq!(s.streams[0].direction, "local->peer");
+    assert_eq!(s.streams[1].direction, "peer->local");
+    assert!(s.streams.iter().all(|x| x.bytes > 0));
+    assert_eq!(s.streams[0].bytes, rx_of(&log, HostRole::Peer, 0));
+    assert_eq!(s.streams[1].bytes, rx_of(&log, HostRole::Local, 1));
+}
+
+#[test]
+fn pingpong_and_rr() {
+    let mut pair = Pair::new();
+    pair.start_agent();
+
+    let log = run_and_check(&pair, "pp.jsonl", &["-m", "pingpong", "--conns", "4", "--size", "4K"]);
+    let s = log.summaries()[0];
+    assert!(s.messages > 0 && s.mib_per_s.unwrap_or(0.0) > 0.0, "{s:?}");
+    assert_eq!(s.streams.len(), 4);
+
+    let log = run_and_check(&pair, "rr.jsonl", &["-m", "rr", "--conns", "2", "--depth", "2", "--size", "100", "--resp-size", "1K"]);
+    let s = log.summaries()[0];
+    let lat = s.latency_us.expect("rr reports latency");
+    assert!(lat.count > 0 && lat.p50 > 0.0 && lat.p50 <= lat.p99 && lat.p99 <= lat.p999);
+    assert!(s.messages > 0);
+    assert_eq!(lat.count, s.messages, "every completed transaction was timed");
+    // Each interval of the client carries the interval's percentiles.
+    assert!(log.samples(HostRole::Local).iter().any(|x| x.engine.latency.is_some()));
+
+    // Sweep: one summary per point, in order.
+    let out = pair.run(&["-m", "rr", "-t", "1s", "--sweep", "size=64,1K", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[1]["sweep"]["value"], 1024);
+    for key in ["engine", "mode", "duration_s", "bytes", "throughput_bps", "messages", "rate_per_s", "latency_us", "streams", "hosts"] {
+        assert!(lines[0].get(key).is_some(), "summary lacks {key}");
+    }
+    assert!(lines[0]["hosts"]["peer"]["cpus"].as_array().is_some_and(|a| !a.is_empty()));
+}
+
+#[test]
+fn omit_is_logged_but_not_counted() {
+    let mut pair = Pair::new();
+    pair.start_agent();
+    let log = pair.log_path("omit.jsonl");
+    let out = pair.run(&["-t", "2s", "-i", "500ms", "-O", "1s", "--log", log.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = Log::read(&log);
+    let peer = log.samples(HostRole::Peer);
+    let omitted: u64 = peer.iter().filter(|s| s.omitted).map(|s| s.engine.rx_bytes).sum();
+    let counted: u64 = peer.iter().filter(|s| !s.omitted).map(|s| s.engine.rx_bytes).sum();
+    assert!(omitted > 0, "the warm-up intervals are in the log");
+    let s = log.summaries()[0];
+    assert_eq!(s.bytes, counted);
+    assert!(s.duration_s < 1.5, "duration excludes the warm-up: {}", s.duration_s);
+}
+
+#[test]
+fn peer_killed_mid_run_ends_the_run_with_exit_1() {
+    let mut pair = Pair::new();
+    pair.start_agent();
+    let log = pair.log_path("lost.jsonl");
+    let child = pair.run_cmd(&["-t", "30s", "-i", "500ms", "--log", log.to_str().unwrap()]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(2200));
+    pair.kill_agent();
+    let killed = std::time::Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let took = killed.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    // Two intervals (1 s here) plus process start-up slack: the loss is noticed, not waited out.
+    assert!(took < std::time::Duration::from_secs(4), "run took {took:?} to notice the lost peer");
+    assert!(stderr(&out).contains("peer lost"), "{}", stderr(&out));
+    let log = Log::read(&log);
+    let local = log.samples(HostRole::Local);
+    assert!(local.len() >= 3, "intervals measured before the loss are kept: {}", local.len());
+    assert!(local.windows(2).all(|w| w[1].index == w[0].index + 1), "no interval is missing");
+    assert_eq!(log.events("peer_lost"), 1);
+    let s = log.summaries();
+    assert_eq!(s.len(), 1);
+    assert!(s[0].peer_lost);
+}
