@@ -33,7 +33,7 @@ pub enum Command {
     /// Serve the far end of tests on this node and stream its telemetry.
     Agent(AgentArgs),
     /// Run a test without a terminal UI; print a table or JSON, write a JSON-lines log.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
 }
 
 /// `wirescope tui`.
@@ -199,7 +199,9 @@ impl SweepParam {
 
 fn parse_sweep(s: &str) -> Result<Sweep, String> {
     let example = "use size=64,1K,64K,1M or streams=1,2,4";
-    let (k, v) = s.split_once('=').ok_or_else(|| format!("'{s}' is not a sweep; {example}"))?;
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}' is not a sweep; {example}"))?;
     let param = match k.trim() {
         "size" | "len" => SweepParam::Size,
         "streams" | "conns" => SweepParam::Streams,
@@ -209,7 +211,10 @@ fn parse_sweep(s: &str) -> Result<Sweep, String> {
     for part in v.split(',') {
         let val = match param {
             SweepParam::Size => parse_size(part)?.0,
-            SweepParam::Streams => part.trim().parse::<u64>().map_err(|_| format!("'{part}' is not a stream count; {example}"))?,
+            SweepParam::Streams => part
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("'{part}' is not a stream count; {example}"))?,
         };
         if val == 0 {
             return Err(format!("sweep values must be at least 1; {example}"));
@@ -220,7 +225,9 @@ fn parse_sweep(s: &str) -> Result<Sweep, String> {
 }
 
 fn parse_listen(s: &str) -> Result<SocketAddr, String> {
-    s.parse().map_err(|_| format!("'{s}' is not an address and port; use e.g. 0.0.0.0:5310 or [::]:5310"))
+    s.parse().map_err(|_| {
+        format!("'{s}' is not an address and port; use e.g. 0.0.0.0:5310 or [::]:5310")
+    })
 }
 
 /// A combination of options that cannot work, with what to do instead.
@@ -253,7 +260,14 @@ impl TestArgs {
         let stream = self.mode == TcpMode::Stream;
         let mode = self.mode.name();
         if !stream {
-            for (set, flag) in [(self.reverse, "--reverse"), (self.bidir, "--bidir"), (self.zerocopy, "--zerocopy"), (self.skip_rx_copy, "--skip-rx-copy"), (self.bytes.is_some(), "--bytes"), (self.len.is_some(), "--len")] {
+            for (set, flag) in [
+                (self.reverse, "--reverse"),
+                (self.bidir, "--bidir"),
+                (self.zerocopy, "--zerocopy"),
+                (self.skip_rx_copy, "--skip-rx-copy"),
+                (self.bytes.is_some(), "--bytes"),
+                (self.len.is_some(), "--len"),
+            ] {
                 if set {
                     return u(format!("{flag} applies to --mode stream only, not {mode}"));
                 }
@@ -262,20 +276,36 @@ impl TestArgs {
                 return u(format!("--mode {mode} takes --conns N, not --streams"));
             }
         } else {
-            for (set, flag) in [(self.conns.is_some(), "--conns"), (self.threads.is_some(), "--threads"), (self.size.is_some(), "--size"), (self.resp_size.is_some(), "--resp-size"), (self.depth != 1, "--depth")] {
+            for (set, flag) in [
+                (self.conns.is_some(), "--conns"),
+                (self.threads.is_some(), "--threads"),
+                (self.size.is_some(), "--size"),
+                (self.resp_size.is_some(), "--resp-size"),
+                (self.depth != 1, "--depth"),
+            ] {
                 if set {
-                    return u(format!("{flag} applies to --mode rr/pingpong; for stream use --streams and --len"));
+                    return u(format!(
+                        "{flag} applies to --mode rr/pingpong; for stream use --streams and --len"
+                    ));
                 }
             }
         }
         if self.mode == TcpMode::Pingpong && (self.resp_size.is_some() || self.depth != 1) {
-            return u("--resp-size and --depth apply to --mode rr only; pingpong echoes --size bytes".into());
+            return u(
+                "--resp-size and --depth apply to --mode rr only; pingpong echoes --size bytes"
+                    .into(),
+            );
         }
         if self.reverse && self.bidir {
-            return u("--reverse and --bidir exclude each other; --bidir already sends both ways".into());
+            return u(
+                "--reverse and --bidir exclude each other; --bidir already sends both ways".into(),
+            );
         }
         if self.interval < Duration::from_millis(10) {
-            return u(format!("--interval {} is too short; use at least 10ms", humantime::format_duration(self.interval)));
+            return u(format!(
+                "--interval {} is too short; use at least 10ms",
+                humantime::format_duration(self.interval)
+            ));
         }
         let time = match (self.time, self.bytes) {
             (Some(t), _) => Some(t),
@@ -287,7 +317,11 @@ impl TestArgs {
                 return u("--time must be longer than 0s, e.g. --time 10s".into());
             }
             if self.omit >= t {
-                return u(format!("--omit {} must be shorter than --time {}", humantime::format_duration(self.omit), humantime::format_duration(t)));
+                return u(format!(
+                    "--omit {} must be shorter than --time {}",
+                    humantime::format_duration(self.omit),
+                    humantime::format_duration(t)
+                ));
             }
         }
         if let Some(b) = self.bytes {
@@ -296,10 +330,21 @@ impl TestArgs {
             }
         }
         let len = self.len.unwrap_or(Bytes(128 * 1024));
-        let size = self.size.unwrap_or(if self.mode == TcpMode::Rr { Bytes(64) } else { Bytes(16 * 1024) });
-        for (v, flag) in [(len, "--len"), (size, "--size"), (self.resp_size.unwrap_or(size), "--resp-size")] {
+        let size = self.size.unwrap_or(if self.mode == TcpMode::Rr {
+            Bytes(64)
+        } else {
+            Bytes(16 * 1024)
+        });
+        for (v, flag) in [
+            (len, "--len"),
+            (size, "--size"),
+            (self.resp_size.unwrap_or(size), "--resp-size"),
+        ] {
             if v.0 == 0 || v.0 > MAX_MSG {
-                return u(format!("{flag} {} is out of range; use 1 byte to 64MiB", v.0));
+                return u(format!(
+                    "{flag} {} is out of range; use 1 byte to 64MiB",
+                    v.0
+                ));
             }
         }
         if let Some(w) = self.window {
@@ -308,11 +353,18 @@ impl TestArgs {
             }
         }
         if let Some(cc) = &self.congestion {
-            if cc.is_empty() || cc.len() > 15 || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            if cc.is_empty()
+                || cc.len() > 15
+                || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            {
                 return u(format!("--congestion '{cc}' is not an algorithm name; see /proc/sys/net/ipv4/tcp_available_congestion_control"));
             }
         }
-        let conns = if stream { self.streams.unwrap_or(1) } else { self.conns.unwrap_or(1) };
+        let conns = if stream {
+            self.streams.unwrap_or(1)
+        } else {
+            self.conns.unwrap_or(1)
+        };
         let cpus = self.cpus.clone().unwrap_or_default();
         let spec = EngineSpec {
             engine: self.engine,
@@ -337,21 +389,31 @@ impl TestArgs {
         if let Some(sw) = &self.sweep {
             for v in &sw.values {
                 if sw.param == SweepParam::Size && *v > MAX_MSG {
-                    return u(format!("sweep size {v} is out of range; use 1 byte to 64MiB"));
+                    return u(format!(
+                        "sweep size {v} is out of range; use 1 byte to 64MiB"
+                    ));
                 }
                 if sw.param == SweepParam::Streams && *v > 65536 {
                     return u(format!("sweep streams {v} is out of range; use 1 to 65536"));
                 }
             }
         }
-        Ok(TestPlan { spec, time, omit: self.omit, interval: self.interval, sweep: self.sweep.clone() })
+        Ok(TestPlan {
+            spec,
+            time,
+            omit: self.omit,
+            interval: self.interval,
+            sweep: self.sweep.clone(),
+        })
     }
 }
 
 impl TestPlan {
     /// The points to run, in order, with their sweep coordinates.
     pub fn points(&self) -> Vec<(Option<SweepValue>, EngineSpec)> {
-        let Some(sw) = &self.sweep else { return vec![(None, self.resolved(self.spec.clone()))] };
+        let Some(sw) = &self.sweep else {
+            return vec![(None, self.resolved(self.spec.clone()))];
+        };
         sw.values
             .iter()
             .map(|&v| {
@@ -366,7 +428,13 @@ impl TestPlan {
                     }
                     (SweepParam::Streams, _) => s.streams = u32::try_from(v).unwrap_or(u32::MAX),
                 }
-                (Some(SweepValue { param: sw.param.name().into(), value: v }), self.resolved(s))
+                (
+                    Some(SweepValue {
+                        param: sw.param.name().into(),
+                        value: v,
+                    }),
+                    self.resolved(s),
+                )
             })
             .collect()
     }
@@ -396,7 +464,11 @@ pub enum TargetChoice {
 impl TargetArgs {
     /// Resolve `--peer` (DNS included) or pick the local pair.
     pub fn resolve(&self) -> Result<TargetChoice, UsageError> {
-        let Some(p) = &self.peer else { return Ok(TargetChoice::LocalPair { queues: self.pair_queues }) };
+        let Some(p) = &self.peer else {
+            return Ok(TargetChoice::LocalPair {
+                queues: self.pair_queues,
+            });
+        };
         resolve_peer(p).map(TargetChoice::Peer)
     }
 }
@@ -411,7 +483,14 @@ pub fn resolve_peer(p: &str) -> Result<SocketAddr, UsageError> {
         return Ok(SocketAddr::new(ip, port));
     }
     let (host, port) = match p.rsplit_once(':') {
-        Some((h, pt)) if !h.contains(':') => (h, pt.parse::<u16>().map_err(|_| UsageError(format!("--peer '{p}': '{pt}' is not a port; use HOST or HOST:PORT, e.g. node-b:5310")))?),
+        Some((h, pt)) if !h.contains(':') => (
+            h,
+            pt.parse::<u16>().map_err(|_| {
+                UsageError(format!(
+                    "--peer '{p}': '{pt}' is not a port; use HOST or HOST:PORT, e.g. node-b:5310"
+                ))
+            })?,
+        ),
         _ => (p, port),
     };
     (host, port)
@@ -458,9 +537,15 @@ mod tests {
 
     #[test]
     fn combinations_are_checked() {
-        assert!(args(&["-m", "rr", "--reverse"]).unwrap_err().contains("--reverse"));
-        assert!(args(&["-m", "rr", "--streams", "4"]).unwrap_err().contains("--conns"));
-        assert!(args(&["--omit", "5s", "--time", "5s"]).unwrap_err().contains("--omit"));
+        assert!(args(&["-m", "rr", "--reverse"])
+            .unwrap_err()
+            .contains("--reverse"));
+        assert!(args(&["-m", "rr", "--streams", "4"])
+            .unwrap_err()
+            .contains("--conns"));
+        assert!(args(&["--omit", "5s", "--time", "5s"])
+            .unwrap_err()
+            .contains("--omit"));
         assert!(args(&["--reverse", "--bidir"]).is_err());
         let p = args(&["--bytes", "1G"]).unwrap();
         assert_eq!(p.time, None);
@@ -474,7 +559,10 @@ mod tests {
         assert_eq!(pts[1].1.size, Bytes(1024));
         assert_eq!(pts[1].1.resp_size, Bytes(1024));
         let p = args(&["--sweep", "streams=1,2,4"]).unwrap();
-        assert_eq!(p.points().iter().map(|x| x.1.streams).collect::<Vec<_>>(), vec![1, 2, 4]);
+        assert_eq!(
+            p.points().iter().map(|x| x.1.streams).collect::<Vec<_>>(),
+            vec![1, 2, 4]
+        );
     }
 
     #[test]
@@ -483,6 +571,9 @@ mod tests {
         assert_eq!(resolve_peer("127.0.0.1:9").unwrap().port(), 9);
         assert_eq!(resolve_peer("::1").unwrap().port(), 5310);
         assert_eq!(resolve_peer("localhost:7").unwrap().port(), 7);
-        assert!(resolve_peer("localhost:x").unwrap_err().0.contains("not a port"));
+        assert!(resolve_peer("localhost:x")
+            .unwrap_err()
+            .0
+            .contains("not a port"));
     }
 }

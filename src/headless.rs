@@ -49,11 +49,21 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> anyhow::Result<u8> {
     };
     let (pair, target, token, pair_desc) = match choice {
         TargetChoice::LocalPair { queues } => {
-            let exe = std::env::current_exe().context("cannot find the wirescope executable to start the local agent")?;
+            let exe = std::env::current_exe()
+                .context("cannot find the wirescope executable to start the local agent")?;
             let pair = LocalPair::create(&exe, queues).context("cannot build the local pair")?;
-            pair.enter_controller_side().context("cannot enter the controller's namespace")?;
-            eprintln!("wirescope: local pair: {}; agent pid {}", pair.kind, pair.agent_pid().unwrap_or(0));
-            let (t, tok, d) = (pair.target.clone(), pair.token.clone(), pair.kind.to_string());
+            pair.enter_controller_side()
+                .context("cannot enter the controller's namespace")?;
+            eprintln!(
+                "wirescope: local pair: {}; agent pid {}",
+                pair.kind,
+                pair.agent_pid().unwrap_or(0)
+            );
+            let (t, tok, d) = (
+                pair.target.clone(),
+                pair.token.clone(),
+                pair.kind.to_string(),
+            );
             (Some(pair), t, tok, d)
         }
         TargetChoice::Peer(addr) => {
@@ -76,7 +86,14 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> anyhow::Result<u8> {
     r
 }
 
-async fn run_async(args: &RunArgs, plan: &TestPlan, target: Target, token: crate::session::auth::Token, pair: String, argv: Vec<String>) -> anyhow::Result<u8> {
+async fn run_async(
+    args: &RunArgs,
+    plan: &TestPlan,
+    target: Target,
+    token: crate::session::auth::Token,
+    pair: String,
+    argv: Vec<String>,
+) -> anyhow::Result<u8> {
     let cancel = CancellationToken::new();
     spawn_signal_handler(cancel.clone());
     let mut ctl = Controller::connect(target, &token).await?;
@@ -89,35 +106,64 @@ async fn run_async(args: &RunArgs, plan: &TestPlan, target: Target, token: crate
         wirescope: env!("CARGO_PKG_VERSION").into(),
         command_line: argv,
         start_time: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-        hosts: Hosts { local: HostInfo::current(), peer: ctl.peer.clone() },
+        hosts: Hosts {
+            local: HostInfo::current(),
+            peer: ctl.peer.clone(),
+        },
         pair,
         spec: plan.spec.clone(),
         time_s: plan.time.map(|t| t.as_secs_f64()),
         omit_s: plan.omit.as_secs_f64(),
         interval_s: plan.interval.as_secs_f64(),
-        sweep: plan.sweep.as_ref().map(|s| SweepInfo { param: s.param.name().into(), values: s.values.clone() }),
+        sweep: plan.sweep.as_ref().map(|s| SweepInfo {
+            param: s.param.name().into(),
+            values: s.values.clone(),
+        }),
     };
     if let Some(l) = log.as_mut() {
-        l.write(&Record::Header(header.clone()))?;
+        l.write(&Record::Header(Box::new(header.clone())))?;
     }
     if !args.json {
         println!(
             "wirescope {}: {} {}, local {} ({}, {} CPUs) -> peer {} ({}, {} CPUs)",
-            header.wirescope, plan.spec.engine.name(), plan.spec.mode.name(),
-            header.hosts.local.hostname, header.hosts.local.kernel, header.hosts.local.cpus,
-            header.hosts.peer.hostname, header.hosts.peer.kernel, header.hosts.peer.cpus
+            header.wirescope,
+            plan.spec.engine.name(),
+            plan.spec.mode.name(),
+            header.hosts.local.hostname,
+            header.hosts.local.kernel,
+            header.hosts.local.cpus,
+            header.hosts.peer.hostname,
+            header.hosts.peer.kernel,
+            header.hosts.peer.cpus
         );
     }
     let mut code = EXIT_OK;
     for (sweep, spec) in plan.points() {
-        let pp = PointParams { spec: spec.clone(), interval: plan.interval, omit: plan.omit, time: plan.time };
+        let pp = PointParams {
+            spec: spec.clone(),
+            interval: plan.interval,
+            omit: plan.omit,
+            time: plan.time,
+        };
         if !args.json {
             if let Some(s) = &sweep {
                 println!("\n== sweep {} = {} ==", s.param, s.value);
             }
             println!("{}", text::interval_header(&spec));
         }
-        write_event(&mut log, 0.0, "point_start", format!("{} {} streams={} len={} size={}", spec.engine.name(), spec.mode.name(), spec.streams, spec.len.0, spec.size.0))?;
+        write_event(
+            &mut log,
+            0.0,
+            "point_start",
+            format!(
+                "{} {} streams={} len={} size={}",
+                spec.engine.name(),
+                spec.mode.name(),
+                spec.streams,
+                spec.len.0,
+                spec.size.0
+            ),
+        )?;
         let (tx, rx) = mpsc::channel(64);
         let producer = async {
             let r = ctl.run_point(&pp, &tx, &cancel).await;
@@ -138,11 +184,20 @@ async fn run_async(args: &RunArgs, plan: &TestPlan, target: Target, token: crate
         let t_end = local.last().map(|s| s.end_s).unwrap_or(0.0);
         match &outcome.end {
             EndReason::Completed => {}
-            EndReason::Interrupted => write_event(&mut log, t_end, "interrupted", "stopped by the user".into())?,
+            EndReason::Interrupted => {
+                write_event(&mut log, t_end, "interrupted", "stopped by the user".into())?
+            }
             EndReason::PeerLost(w) => write_event(&mut log, t_end, "peer_lost", w.clone())?,
             EndReason::Failed(w) => write_event(&mut log, t_end, "error", w.clone())?,
         }
-        let s = summary::build(&PointData { spec: &spec, sweep, outcome: &outcome, local: &local, peer: &peer, omit_s: plan.omit.as_secs_f64() });
+        let s = summary::build(&PointData {
+            spec: &spec,
+            sweep,
+            outcome: &outcome,
+            local: &local,
+            peer: &peer,
+            omit_s: plan.omit.as_secs_f64(),
+        });
         if let Some(l) = log.as_mut() {
             l.write(&Record::Summary(Box::new(s.clone())))?;
         }
@@ -170,10 +225,17 @@ async fn run_async(args: &RunArgs, plan: &TestPlan, target: Target, token: crate
 }
 
 /// Log and print every interval; return the Samples of both hosts.
-async fn consume(mut rx: mpsc::Receiver<RunEvent>, log: &mut Option<LogWriter>, spec: &crate::traffic::EngineSpec, json: bool) -> anyhow::Result<(Vec<Sample>, Vec<Sample>)> {
+async fn consume(
+    mut rx: mpsc::Receiver<RunEvent>,
+    log: &mut Option<LogWriter>,
+    spec: &crate::traffic::EngineSpec,
+    json: bool,
+) -> anyhow::Result<(Vec<Sample>, Vec<Sample>)> {
     let (mut local, mut peer) = (Vec::new(), Vec::new());
     while let Some(ev) = rx.recv().await {
-        let RunEvent::Interval { local: l, peer: p, .. } = ev;
+        let RunEvent::Interval {
+            local: l, peer: p, ..
+        } = ev;
         if let Some(w) = log.as_mut() {
             for s in l.iter().chain(p.iter()) {
                 w.write(&Record::Sample(Box::new(s.clone())))?;
@@ -188,9 +250,18 @@ async fn consume(mut rx: mpsc::Receiver<RunEvent>, log: &mut Option<LogWriter>, 
     Ok((local, peer))
 }
 
-fn write_event(log: &mut Option<LogWriter>, t: f64, kind: &str, message: String) -> anyhow::Result<()> {
+fn write_event(
+    log: &mut Option<LogWriter>,
+    t: f64,
+    kind: &str,
+    message: String,
+) -> anyhow::Result<()> {
     if let Some(l) = log.as_mut() {
-        l.write(&Record::Event(Event { t, kind: kind.into(), message }))?;
+        l.write(&Record::Event(Event {
+            t,
+            kind: kind.into(),
+            message,
+        }))?;
     }
     Ok(())
 }

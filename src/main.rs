@@ -16,7 +16,7 @@ fn main() -> ExitCode {
             Ok(EXIT_FAILED)
         }
         Some(Command::Agent(a)) => run_agent(a),
-        Some(Command::Run(r)) => headless::run(r, argv),
+        Some(Command::Run(r)) => headless::run(*r, argv),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -37,11 +37,21 @@ fn run_agent(a: AgentArgs) -> anyhow::Result<u8> {
     if let TokenOrigin::Created(p) = &origin {
         eprintln!("wirescope agent: created a new token in {} (mode 0600); copy it to the controller's ~/.config/wirescope/token or pass --token-file", p.display());
     }
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("ws-agent").worker_threads(2).build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("ws-agent")
+        .worker_threads(2)
+        .build()?;
     rt.block_on(async move {
         let shutdown = tokio_util::sync::CancellationToken::new();
         headless::spawn_signal_handler(shutdown.clone());
-        let cfg = AgentConfig { listen: a.listen, unix: a.control_unix.clone(), token, once: a.once, token_hint: hint.clone() };
+        let cfg = AgentConfig {
+            listen: a.listen,
+            unix: a.control_unix.clone(),
+            token,
+            once: a.once,
+            token_hint: hint.clone(),
+        };
         let (addr, serve) = agent::bind(cfg, shutdown).await?;
         eprintln!("wirescope agent: listening on {addr} (control and data), {hint}");
         serve.await;

@@ -14,7 +14,9 @@ use std::fmt;
 use std::time::Duration;
 
 /// A byte count.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 #[serde(transparent)]
 pub struct Bytes(pub u64);
 
@@ -120,7 +122,8 @@ impl fmt::Display for CpuId {
 /// Parse a duration: `10s`, `500ms`, `1m30s`, or a bare number of seconds (`10`, `0.5`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let err = || format!("'{s}' is not a duration; use a number with a unit, e.g. 10s, 500ms or 1m30s");
+    let err =
+        || format!("'{s}' is not a duration; use a number with a unit, e.g. 10s, 500ms or 1m30s");
     if t.is_empty() {
         return Err(err());
     }
@@ -136,14 +139,16 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Parse a size in bytes: `64K`, `1M`, `8MiB`, `1500`. K/M/G are binary.
 pub fn parse_size(s: &str) -> Result<Bytes, String> {
     let cfg = parse_size::Config::new().with_binary();
-    cfg.parse_size(s.trim())
-        .map(Bytes)
-        .map_err(|_| format!("'{s}' is not a size; use bytes with an optional unit, e.g. 1500, 64K, 1M or 8MiB"))
+    cfg.parse_size(s.trim()).map(Bytes).map_err(|_| {
+        format!("'{s}' is not a size; use bytes with an optional unit, e.g. 1500, 64K, 1M or 8MiB")
+    })
 }
 
 /// Parse a rate in bits per second: `10G`, `25Gbit`, `100M`, `1e9`. Prefixes are decimal.
 pub fn parse_rate(s: &str) -> Result<BitsPerSec, String> {
-    let err = || format!("'{s}' is not a rate; use bits per second with an optional unit, e.g. 10G, 25Gbit or 800M");
+    let err = || {
+        format!("'{s}' is not a rate; use bits per second with an optional unit, e.g. 10G, 25Gbit or 800M")
+    };
     let t = s.trim();
     let lower = t.to_ascii_lowercase();
     let body = ["bit/s", "bits/s", "bps", "bit", "b/s", "b"]
@@ -166,7 +171,8 @@ pub fn parse_rate(s: &str) -> Result<BitsPerSec, String> {
 
 /// Parse a CPU list as the kernel prints it: `0-3,8,10-11`.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<CpuId>, String> {
-    let err = |why: &str| format!("'{s}' is not a CPU list ({why}); use numbers and ranges, e.g. 0-3,8");
+    let err =
+        |why: &str| format!("'{s}' is not a CPU list ({why}); use numbers and ranges, e.g. 0-3,8");
     let mut out = Vec::new();
     for part in s.trim().split(',') {
         let part = part.trim();
@@ -204,7 +210,11 @@ pub fn format_cpu_list(cpus: &[CpuId]) -> String {
             i += 1;
             end = ids[i];
         }
-        parts.push(if start == end { start.to_string() } else { format!("{start}-{end}") });
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
         i += 1;
     }
     parts.join(",")

@@ -3,18 +3,42 @@
 use std::process::Command;
 
 fn wirescope(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_wirescope")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_wirescope"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 #[test]
 fn help_exits_zero_for_every_subcommand() {
-    for args in [&["--help"][..], &["tui", "--help"], &["agent", "--help"], &["run", "--help"], &["--version"]] {
+    for args in [
+        &["--help"][..],
+        &["tui", "--help"],
+        &["agent", "--help"],
+        &["run", "--help"],
+        &["--version"],
+    ] {
         let o = wirescope(args);
-        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
     }
     let o = wirescope(&["run", "--help"]);
     let text = String::from_utf8_lossy(&o.stdout);
-    for flag in ["--peer", "--local-pair", "--streams", "--zerocopy", "--skip-rx-copy", "--sweep", "--omit", "--log", "--json"] {
+    for flag in [
+        "--peer",
+        "--local-pair",
+        "--streams",
+        "--zerocopy",
+        "--skip-rx-copy",
+        "--sweep",
+        "--omit",
+        "--log",
+        "--json",
+    ] {
         assert!(text.contains(flag), "run --help lacks {flag}");
     }
 }
@@ -29,12 +53,19 @@ fn bad_values_name_the_flag_and_give_an_example() {
         (&["run", "--cpus", "2-1"], "--cpus", "0-3,8"),
         (&["run", "--peer-cpus", "x"], "--peer-cpus", "0-3,8"),
         (&["run", "--sweep", "speed=1"], "--sweep", "size=64"),
-        (&["agent", "--listen", "nowhere"], "--listen", "0.0.0.0:5310"),
+        (
+            &["agent", "--listen", "nowhere"],
+            "--listen",
+            "0.0.0.0:5310",
+        ),
     ] {
         let o = wirescope(args);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(flag) && err.contains(example), "{args:?}: {err}");
+        assert!(
+            err.contains(flag) && err.contains(example),
+            "{args:?}: {err}"
+        );
     }
 }
 
@@ -45,7 +76,10 @@ fn impossible_combinations_are_usage_errors() {
         (&["run", "-m", "pingpong", "--streams", "2"], "--conns"),
         (&["run", "--omit", "10s", "--time", "5s"], "--omit"),
         (&["run", "--peer", "host:notaport"], "not a port"),
-        (&["run", "--peer", "a", "--local-pair"], "cannot be used with"),
+        (
+            &["run", "--peer", "a", "--local-pair"],
+            "cannot be used with",
+        ),
     ] {
         let o = wirescope(args);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -57,8 +91,15 @@ fn impossible_combinations_are_usage_errors() {
 #[test]
 fn unreachable_peer_is_a_test_failure_with_a_hint() {
     // Port 1 on loopback: nothing listens, connection refused at once.
-    let o = Command::new(env!("CARGO_BIN_EXE_wirescope")).args(["run", "--peer", "127.0.0.1:1", "-t", "1s"]).env("WIRESCOPE_TOKEN", "x").output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_wirescope"))
+        .args(["run", "--peer", "127.0.0.1:1", "-t", "1s"])
+        .env("WIRESCOPE_TOKEN", "x")
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("wirescope agent") && err.contains("127.0.0.1:1"), "{err}");
+    assert!(
+        err.contains("wirescope agent") && err.contains("127.0.0.1:1"),
+        "{err}"
+    );
 }

@@ -26,7 +26,11 @@ async fn agent() -> (SocketAddr, tokio_util::sync::CancellationToken) {
 async fn refusal_after(addr: SocketAddr, bytes: &[u8]) -> String {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     s.write_all(bytes).await.unwrap();
-    match tokio::time::timeout(Duration::from_secs(5), read_msg(&mut s)).await.unwrap().unwrap() {
+    match tokio::time::timeout(Duration::from_secs(5), read_msg(&mut s))
+        .await
+        .unwrap()
+        .unwrap()
+    {
         Msg::Refused { reason } => reason,
         other => panic!("expected a refusal, got {other:?}"),
     }
@@ -40,12 +44,17 @@ fn right() -> Token {
 async fn bad_clients_are_refused_and_the_agent_keeps_serving() {
     let (addr, _stop) = agent().await;
 
-    let wrong = Controller::connect(Target::Tcp(addr), &Token::from_text("wrong", "t").unwrap()).await;
+    let wrong =
+        Controller::connect(Target::Tcp(addr), &Token::from_text("wrong", "t").unwrap()).await;
     let e = wrong.err().expect("wrong token refused").to_string();
     assert!(e.contains("authentication failed"), "{e}");
 
     let mut frame = Vec::new();
-    let body = serde_json::to_vec(&Msg::Hello { version: 99, software: "future".into() }).unwrap();
+    let body = serde_json::to_vec(&Msg::Hello {
+        version: 99,
+        software: "future".into(),
+    })
+    .unwrap();
     frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
     frame.extend_from_slice(&body);
     let r = refusal_after(addr, &frame).await;
@@ -73,10 +82,15 @@ async fn bad_clients_are_refused_and_the_agent_keeps_serving() {
     d.write_all(b"WSD1").await.unwrap();
     d.write_all(&[0u8; 20]).await.unwrap();
     let mut buf = [0u8; 1];
-    let n = tokio::time::timeout(Duration::from_secs(5), d.read(&mut buf)).await.unwrap().unwrap_or(0);
+    let n = tokio::time::timeout(Duration::from_secs(5), d.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap_or(0);
     assert_eq!(n, 0);
 
-    let ok = Controller::connect(Target::Tcp(addr), &right()).await.expect("a valid controller is served");
+    let ok = Controller::connect(Target::Tcp(addr), &right())
+        .await
+        .expect("a valid controller is served");
     assert!(!ok.peer.hostname.is_empty());
     ok.close().await;
 }
@@ -84,8 +98,14 @@ async fn bad_clients_are_refused_and_the_agent_keeps_serving() {
 #[tokio::test]
 async fn a_second_controller_is_told_the_agent_is_busy() {
     let (addr, _stop) = agent().await;
-    let first = Controller::connect(Target::Tcp(addr), &right()).await.unwrap();
-    let e = Controller::connect(Target::Tcp(addr), &right()).await.err().expect("busy").to_string();
+    let first = Controller::connect(Target::Tcp(addr), &right())
+        .await
+        .unwrap();
+    let e = Controller::connect(Target::Tcp(addr), &right())
+        .await
+        .err()
+        .expect("busy")
+        .to_string();
     assert!(e.contains("busy"), "{e}");
     first.close().await;
     // Served one after another: once the first leaves, the next gets in.

@@ -8,12 +8,19 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 fn agent_pid(stderr: &str) -> u32 {
-    let tail = stderr.split("agent pid ").nth(1).unwrap_or_else(|| panic!("no agent pid in: {stderr}"));
+    let tail = stderr
+        .split("agent pid ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no agent pid in: {stderr}"));
     tail.split_whitespace().next().unwrap().parse().unwrap()
 }
 
 fn assert_clean(run_pid: u32, err: &str) {
-    assert!(local_pair_namespaces(run_pid).is_empty(), "namespaces left behind: {:?}", local_pair_namespaces(run_pid));
+    assert!(
+        local_pair_namespaces(run_pid).is_empty(),
+        "namespaces left behind: {:?}",
+        local_pair_namespaces(run_pid)
+    );
     let pid = agent_pid(err);
     for _ in 0..50 {
         if !process_alive(pid) {
@@ -25,7 +32,14 @@ fn assert_clean(run_pid: u32, err: &str) {
 }
 
 fn start(args: &[&str]) -> std::process::Child {
-    Command::new(env!("CARGO_BIN_EXE_wirescope")).arg("run").arg("--local-pair").args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_wirescope"))
+        .arg("run")
+        .arg("--local-pair")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 #[test]
@@ -47,14 +61,21 @@ fn normal_end_error_and_sigint_leave_nothing_behind() {
     let out = c.wait_with_output().unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("nosuchalgo") && err.contains("tcp_available_congestion_control"), "{err}");
+    assert!(
+        err.contains("nosuchalgo") && err.contains("tcp_available_congestion_control"),
+        "{err}"
+    );
     assert_clean(pid, &err);
 
     // SIGINT mid-test: the summary is still printed, exit 130, everything removed.
     let c = start(&["-t", "30s"]);
     let pid = c.id();
     std::thread::sleep(Duration::from_millis(2500));
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGINT).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
     let out = c.wait_with_output().unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(130), "{err}");
@@ -68,11 +89,22 @@ fn leftovers_of_a_killed_run_are_removed_by_the_next() {
     // A pid that cannot be alive (above pid_max) marks these as stale.
     let stale = ["ws-a-4194399", "ws-b-4194399"];
     for n in stale {
-        assert!(Command::new("ip").args(["netns", "add", n]).status().unwrap().success());
+        assert!(Command::new("ip")
+            .args(["netns", "add", n])
+            .status()
+            .unwrap()
+            .success());
     }
     let out = start(&["-t", "1s"]).wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    let list = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().unwrap().stdout).into_owned();
+    let list = String::from_utf8_lossy(
+        &Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .into_owned();
     for n in stale {
         if list.contains(n) {
             let _ = Command::new("ip").args(["netns", "del", n]).status();

@@ -12,17 +12,35 @@ fn run_and_check(pair: &Pair, name: &str, args: &[&str]) -> Log {
     let mut full = vec!["-t", "2s", "-i", "500ms", "--log", log.to_str().unwrap()];
     full.extend_from_slice(args);
     let out = pair.run(&full);
-    assert!(out.status.success(), "run {args:?} failed: {}\nagent: {}", stderr(&out), pair.agent_log());
+    assert!(
+        out.status.success(),
+        "run {args:?} failed: {}\nagent: {}",
+        stderr(&out),
+        pair.agent_log()
+    );
     let log = Log::read(&log);
     let local = log.samples(HostRole::Local);
     let peer = log.samples(HostRole::Peer);
-    assert!(local.len() >= 4, "expected ≥4 local intervals, got {}", local.len());
+    assert!(
+        local.len() >= 4,
+        "expected ≥4 local intervals, got {}",
+        local.len()
+    );
     assert_eq!(local.len(), peer.len(), "every interval has both hosts");
     for s in local.iter().chain(peer.iter()) {
-        assert!(!s.cpus.is_empty(), "interval {} of {:?} has no per-core CPU", s.index, s.host);
+        assert!(
+            !s.cpus.is_empty(),
+            "interval {} of {:?} has no per-core CPU",
+            s.index,
+            s.host
+        );
         for c in &s.cpus {
             let sum = c.busy().0 + c.idle.0 + c.iowait.0;
-            assert!((sum - 100.0).abs() < 0.5 || (s.end_s - s.start_s) < 0.05, "cpu{} sums to {sum}", c.cpu.0);
+            assert!(
+                (sum - 100.0).abs() < 0.5 || (s.end_s - s.start_s) < 0.05,
+                "cpu{} sums to {sum}",
+                c.cpu.0
+            );
         }
     }
     assert_eq!(log.summaries().len(), 1);
@@ -31,7 +49,11 @@ fn run_and_check(pair: &Pair, name: &str, args: &[&str]) -> Log {
 
 /// Sum of `rx_bytes` of connection `i` over a host's intervals.
 fn rx_of(log: &Log, host: HostRole, i: usize) -> u64 {
-    log.samples(host).iter().filter_map(|s| s.conns.get(i)).map(|c| c.rx_bytes).sum()
+    log.samples(host)
+        .iter()
+        .filter_map(|s| s.conns.get(i))
+        .map(|c| c.rx_bytes)
+        .sum()
 }
 
 #[test]
@@ -46,7 +68,10 @@ fn stream_forward_one_and_four_streams_reverse_and_bidir() {
     assert_eq!(s.streams[0].direction, "local->peer");
     // The summary counts what the receiver (the agent) counted, and the intervals add up to it.
     assert_eq!(s.bytes, rx_of(&log, HostRole::Peer, 0));
-    assert_eq!(s.streams[0].bytes, s.streams[0].sent_bytes, "every byte written was received");
+    assert_eq!(
+        s.streams[0].bytes, s.streams[0].sent_bytes,
+        "every byte written was received"
+    );
 
     let log = run_and_check(&pair, "s4.jsonl", &["-P", "4"]);
     let s = log.summaries()[0];
@@ -58,8 +83,14 @@ fn stream_forward_one_and_four_streams_reverse_and_bidir() {
 
     let log = run_and_check(&pair, "rev.jsonl", &["-R", "-P", "2"]);
     let s = log.summaries()[0];
-    assert!(s.streams.iter().all(|x| x.direction == "peer->local" && x.bytes > 0));
-    assert_eq!(s.bytes, rx_of(&log, HostRole::Local, 0) + rx_of(&log, HostRole::Local, 1));
+    assert!(s
+        .streams
+        .iter()
+        .all(|x| x.direction == "peer->local" && x.bytes > 0));
+    assert_eq!(
+        s.bytes,
+        rx_of(&log, HostRole::Local, 0) + rx_of(&log, HostRole::Local, 1)
+    );
 
     let log = run_and_check(&pair, "bidir.jsonl", &["--bidir"]);
     let s = log.summaries()[0];
@@ -76,30 +107,71 @@ fn pingpong_and_rr() {
     let mut pair = Pair::new();
     pair.start_agent();
 
-    let log = run_and_check(&pair, "pp.jsonl", &["-m", "pingpong", "--conns", "4", "--size", "4K"]);
+    let log = run_and_check(
+        &pair,
+        "pp.jsonl",
+        &["-m", "pingpong", "--conns", "4", "--size", "4K"],
+    );
     let s = log.summaries()[0];
     assert!(s.messages > 0 && s.mib_per_s.unwrap_or(0.0) > 0.0, "{s:?}");
     assert_eq!(s.streams.len(), 4);
 
-    let log = run_and_check(&pair, "rr.jsonl", &["-m", "rr", "--conns", "2", "--depth", "2", "--size", "100", "--resp-size", "1K"]);
+    let log = run_and_check(
+        &pair,
+        "rr.jsonl",
+        &[
+            "-m",
+            "rr",
+            "--conns",
+            "2",
+            "--depth",
+            "2",
+            "--size",
+            "100",
+            "--resp-size",
+            "1K",
+        ],
+    );
     let s = log.summaries()[0];
     let lat = s.latency_us.expect("rr reports latency");
     assert!(lat.count > 0 && lat.p50 > 0.0 && lat.p50 <= lat.p99 && lat.p99 <= lat.p999);
     assert!(s.messages > 0);
-    assert_eq!(lat.count, s.messages, "every completed transaction was timed");
+    assert_eq!(
+        lat.count, s.messages,
+        "every completed transaction was timed"
+    );
     // Each interval of the client carries the interval's percentiles.
-    assert!(log.samples(HostRole::Local).iter().any(|x| x.engine.latency.is_some()));
+    assert!(log
+        .samples(HostRole::Local)
+        .iter()
+        .any(|x| x.engine.latency.is_some()));
 
     // Sweep: one summary per point, in order.
     let out = pair.run(&["-m", "rr", "-t", "1s", "--sweep", "size=64,1K", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[1]["sweep"]["value"], 1024);
-    for key in ["engine", "mode", "duration_s", "bytes", "throughput_bps", "messages", "rate_per_s", "latency_us", "streams", "hosts"] {
+    for key in [
+        "engine",
+        "mode",
+        "duration_s",
+        "bytes",
+        "throughput_bps",
+        "messages",
+        "rate_per_s",
+        "latency_us",
+        "streams",
+        "hosts",
+    ] {
         assert!(lines[0].get(key).is_some(), "summary lacks {key}");
     }
-    assert!(lines[0]["hosts"]["peer"]["cpus"].as_array().is_some_and(|a| !a.is_empty()));
+    assert!(lines[0]["hosts"]["peer"]["cpus"]
+        .as_array()
+        .is_some_and(|a| !a.is_empty()));
 }
 
 #[test]
@@ -107,16 +179,37 @@ fn omit_is_logged_but_not_counted() {
     let mut pair = Pair::new();
     pair.start_agent();
     let log = pair.log_path("omit.jsonl");
-    let out = pair.run(&["-t", "2s", "-i", "500ms", "-O", "1s", "--log", log.to_str().unwrap()]);
+    let out = pair.run(&[
+        "-t",
+        "2s",
+        "-i",
+        "500ms",
+        "-O",
+        "1s",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let log = Log::read(&log);
     let peer = log.samples(HostRole::Peer);
-    let omitted: u64 = peer.iter().filter(|s| s.omitted).map(|s| s.engine.rx_bytes).sum();
-    let counted: u64 = peer.iter().filter(|s| !s.omitted).map(|s| s.engine.rx_bytes).sum();
+    let omitted: u64 = peer
+        .iter()
+        .filter(|s| s.omitted)
+        .map(|s| s.engine.rx_bytes)
+        .sum();
+    let counted: u64 = peer
+        .iter()
+        .filter(|s| !s.omitted)
+        .map(|s| s.engine.rx_bytes)
+        .sum();
     assert!(omitted > 0, "the warm-up intervals are in the log");
     let s = log.summaries()[0];
     assert_eq!(s.bytes, counted);
-    assert!(s.duration_s < 1.5, "duration excludes the warm-up: {}", s.duration_s);
+    assert!(
+        s.duration_s < 1.5,
+        "duration excludes the warm-up: {}",
+        s.duration_s
+    );
 }
 
 #[test]
@@ -124,7 +217,12 @@ fn peer_killed_mid_run_ends_the_run_with_exit_1() {
     let mut pair = Pair::new();
     pair.start_agent();
     let log = pair.log_path("lost.jsonl");
-    let child = pair.run_cmd(&["-t", "30s", "-i", "500ms", "--log", log.to_str().unwrap()]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let child = pair
+        .run_cmd(&["-t", "30s", "-i", "500ms", "--log", log.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(2200));
     pair.kill_agent();
     let killed = std::time::Instant::now();
@@ -132,12 +230,22 @@ fn peer_killed_mid_run_ends_the_run_with_exit_1() {
     let took = killed.elapsed();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     // Two intervals (1 s here) plus process start-up slack: the loss is noticed, not waited out.
-    assert!(took < std::time::Duration::from_secs(4), "run took {took:?} to notice the lost peer");
+    assert!(
+        took < std::time::Duration::from_secs(4),
+        "run took {took:?} to notice the lost peer"
+    );
     assert!(stderr(&out).contains("peer lost"), "{}", stderr(&out));
     let log = Log::read(&log);
     let local = log.samples(HostRole::Local);
-    assert!(local.len() >= 3, "intervals measured before the loss are kept: {}", local.len());
-    assert!(local.windows(2).all(|w| w[1].index == w[0].index + 1), "no interval is missing");
+    assert!(
+        local.len() >= 3,
+        "intervals measured before the loss are kept: {}",
+        local.len()
+    );
+    assert!(
+        local.windows(2).all(|w| w[1].index == w[0].index + 1),
+        "no interval is missing"
+    );
     assert_eq!(log.events("peer_lost"), 1);
     let s = log.summaries();
     assert_eq!(s.len(), 1);

@@ -32,7 +32,14 @@ pub struct CpuTicks {
 
 impl CpuTicks {
     fn total(&self) -> u64 {
-        self.user + self.nice + self.system + self.idle + self.iowait + self.irq + self.softirq + self.steal
+        self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
     }
 }
 
@@ -62,7 +69,9 @@ pub struct CpuSample {
 impl CpuSample {
     /// Everything but idle and iowait.
     pub fn busy(&self) -> Percent {
-        Percent(self.user.0 + self.nice.0 + self.system.0 + self.irq.0 + self.softirq.0 + self.steal.0)
+        Percent(
+            self.user.0 + self.nice.0 + self.system.0 + self.irq.0 + self.softirq.0 + self.steal.0,
+        )
     }
 }
 
@@ -91,19 +100,37 @@ pub enum CpuError {
 pub fn parse_proc_stat(text: &str) -> Result<Vec<(CpuId, CpuTicks)>, CpuError> {
     let mut out = Vec::new();
     for (n, line) in text.lines().enumerate() {
-        let Some(rest) = line.strip_prefix("cpu") else { continue };
+        let Some(rest) = line.strip_prefix("cpu") else {
+            continue;
+        };
         if !rest.as_bytes().first().is_some_and(u8::is_ascii_digit) {
             continue; // the aggregate "cpu  ..." line
         }
         let mut it = rest.split_ascii_whitespace();
         let Some(id) = it.next() else { continue };
         let bad = |why: String| CpuError::Parse { line: n + 1, why };
-        let id: u32 = id.parse().map_err(|_| bad(format!("CPU number '{id}' is not a number")))?;
+        let id: u32 = id
+            .parse()
+            .map_err(|_| bad(format!("CPU number '{id}' is not a number")))?;
         let mut v = [0u64; 8];
         for (i, f) in it.take(8).enumerate() {
-            v[i] = f.parse().map_err(|_| bad(format!("column {} of cpu{id} is '{f}', not a number", i + 1)))?;
+            v[i] = f.parse().map_err(|_| {
+                bad(format!(
+                    "column {} of cpu{id} is '{f}', not a number",
+                    i + 1
+                ))
+            })?;
         }
-        let t = CpuTicks { user: v[0], nice: v[1], system: v[2], idle: v[3], iowait: v[4], irq: v[5], softirq: v[6], steal: v[7] };
+        let t = CpuTicks {
+            user: v[0],
+            nice: v[1],
+            system: v[2],
+            idle: v[3],
+            iowait: v[4],
+            irq: v[5],
+            softirq: v[6],
+            steal: v[7],
+        };
         out.push((CpuId(id), t));
     }
     Ok(out)
@@ -131,7 +158,11 @@ pub fn cpu_deltas(prev: &[(CpuId, CpuTicks)], cur: &[(CpuId, CpuTicks)]) -> Vec<
                 softirq: pct(c.softirq, p.softirq),
                 iowait: pct(c.iowait, p.iowait),
                 steal: pct(c.steal, p.steal),
-                idle: if total == 0 { Percent(100.0) } else { pct(c.idle, p.idle) },
+                idle: if total == 0 {
+                    Percent(100.0)
+                } else {
+                    pct(c.idle, p.idle)
+                },
             })
         })
         .collect()
@@ -168,7 +199,10 @@ mod tests {
     fn offline_cpus_keep_their_ids_and_old_kernels_have_fewer_columns() {
         let prev = "cpu  1 2 3 4\ncpu0 10 0 10 80\ncpu3 5 0 5 90\n";
         let cur = "cpu  1 2 3 4\ncpu0 20 0 20 160\ncpu3 5 0 5 190\n";
-        let d = cpu_deltas(&parse_proc_stat(prev).unwrap(), &parse_proc_stat(cur).unwrap());
+        let d = cpu_deltas(
+            &parse_proc_stat(prev).unwrap(),
+            &parse_proc_stat(cur).unwrap(),
+        );
         assert_eq!(d[1].cpu, CpuId(3));
         assert_eq!(d[1].idle, Percent(100.0));
         assert!((d[0].user.0 - 10.0).abs() < 1e-9);

@@ -129,7 +129,9 @@ impl LatencySummary {
 impl Sample {
     /// The busiest core of this host in this interval.
     pub fn busiest_cpu(&self) -> Option<&CpuSample> {
-        self.cpus.iter().max_by(|a, b| a.busy().0.total_cmp(&b.busy().0))
+        self.cpus
+            .iter()
+            .max_by(|a, b| a.busy().0.total_cmp(&b.busy().0))
     }
 
     /// Mean busy percentage over all cores.

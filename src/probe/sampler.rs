@@ -11,7 +11,9 @@ use super::cpu::{cpu_deltas, parse_proc_stat, CpuTicks};
 use super::sample::{ConnSample, EngineSample, HostRole, LatencySummary, Sample};
 use super::source::HostSource;
 use super::tcpinfo;
-use crate::traffic::{new_latency_histogram, ConnRole, ConnSnapshot, EngineCounters, RunningEngine};
+use crate::traffic::{
+    new_latency_histogram, ConnRole, ConnSnapshot, EngineCounters, RunningEngine,
+};
 use crate::units::{BitsPerSec, CpuId};
 use hdrhistogram::Histogram;
 use std::net::TcpStream;
@@ -66,7 +68,11 @@ impl Sampler {
         self.omit = omit;
         self.latency_total.reset();
         self.engine = engine.and_then(|e| {
-            let sockets = e.sockets.iter().filter_map(|s| s.try_clone().ok()).collect::<Vec<_>>();
+            let sockets = e
+                .sockets
+                .iter()
+                .filter_map(|s| s.try_clone().ok())
+                .collect::<Vec<_>>();
             (sockets.len() == e.sockets.len()).then(|| EngineView {
                 counters: Arc::clone(&e.counters),
                 prev: vec![ConnSnapshot::default(); e.sockets.len()],
@@ -83,7 +89,12 @@ impl Sampler {
     }
 
     fn read_cpu(&self) -> Result<Vec<(CpuId, CpuTicks)>, String> {
-        let text = self.source.read("/proc/stat").map_err(|e| format!("cpu: cannot read /proc/stat from {}: {e}", self.source.describe()))?;
+        let text = self.source.read("/proc/stat").map_err(|e| {
+            format!(
+                "cpu: cannot read /proc/stat from {}: {e}",
+                self.source.describe()
+            )
+        })?;
         parse_proc_stat(&text).map_err(|e| format!("cpu: {e}"))
     }
 
@@ -115,13 +126,28 @@ impl Sampler {
             Some(v) => Self::engine_sample(v, secs, omitted, &mut self.latency_total),
             None => (EngineSample::default(), Vec::new()),
         };
-        let s = Sample { host: HostRole::Local, index: self.index, start_s, end_s, omitted, engine, cpus, conns, probe_errors };
+        let s = Sample {
+            host: HostRole::Local,
+            index: self.index,
+            start_s,
+            end_s,
+            omitted,
+            engine,
+            cpus,
+            conns,
+            probe_errors,
+        };
         self.index += 1;
         self.last = now;
         s
     }
 
-    fn engine_sample(v: &mut EngineView, secs: f64, omitted: bool, total: &mut Histogram<u64>) -> (EngineSample, Vec<ConnSample>) {
+    fn engine_sample(
+        v: &mut EngineView,
+        secs: f64,
+        omitted: bool,
+        total: &mut Histogram<u64>,
+    ) -> (EngineSample, Vec<ConnSample>) {
         let cur = v.counters.snapshot();
         let mut e = EngineSample::default();
         let mut conns = Vec::with_capacity(cur.len());
@@ -147,7 +173,11 @@ impl Sampler {
         v.prev = cur;
         e.tx_bps = BitsPerSec::from_bytes(e.tx_bytes, secs);
         e.rx_bps = BitsPerSec::from_bytes(e.rx_bytes, secs);
-        e.msgs_per_s = if secs > 0.0 { e.messages as f64 / secs } else { 0.0 };
+        e.msgs_per_s = if secs > 0.0 {
+            e.messages as f64 / secs
+        } else {
+            0.0
+        };
         if !v.counters.latency.is_empty() {
             let h = v.counters.take_latency();
             e.latency = LatencySummary::from_histogram(&h);

@@ -38,7 +38,9 @@ pub struct Dir {
 impl Dir {
     /// A source rooted at `root`.
     pub fn new(root: impl AsRef<Path>) -> Self {
-        Dir { root: root.as_ref().to_path_buf() }
+        Dir {
+            root: root.as_ref().to_path_buf(),
+        }
     }
 }
 

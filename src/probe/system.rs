@@ -26,7 +26,9 @@ impl HostInfo {
     pub fn current() -> Self {
         let uts = nix::sys::utsname::uname().ok();
         let s = |f: fn(&nix::sys::utsname::UtsName) -> &std::ffi::OsStr| {
-            uts.as_ref().map(|u| f(u).to_string_lossy().into_owned()).unwrap_or_else(|| "unknown".into())
+            uts.as_ref()
+                .map(|u| f(u).to_string_lossy().into_owned())
+                .unwrap_or_else(|| "unknown".into())
         };
         HostInfo {
             hostname: s(nix::sys::utsname::UtsName::nodename),

@@ -118,7 +118,15 @@ pub fn read(sock: &impl AsRawFd) -> std::io::Result<TcpInfo> {
     let mut raw = RawTcpInfo::default();
     let mut len = std::mem::size_of::<RawTcpInfo>() as libc::socklen_t;
     // SAFETY: raw is a plain-old-data buffer of `len` bytes; the kernel writes at most len.
-    let r = unsafe { libc::getsockopt(sock.as_raw_fd(), libc::IPPROTO_TCP, libc::TCP_INFO, (&mut raw as *mut RawTcpInfo).cast(), &mut len) };
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut raw as *mut RawTcpInfo).cast(),
+            &mut len,
+        )
+    };
     if r < 0 {
         return Err(std::io::Error::last_os_error());
     }
@@ -132,7 +140,8 @@ pub fn read(sock: &impl AsRawFd) -> std::io::Result<TcpInfo> {
         snd_mss: raw.snd_mss,
         total_retrans: raw.total_retrans,
         rcv_space: raw.rcv_space,
-        delivery_rate_bps: has(end_of!(delivery_rate)).then_some(raw.delivery_rate.saturating_mul(8)),
+        delivery_rate_bps: has(end_of!(delivery_rate))
+            .then_some(raw.delivery_rate.saturating_mul(8)),
         notsent_bytes: has(end_of!(notsent_bytes)).then_some(raw.notsent_bytes),
         busy_us: has(end_of!(busy_time)).then_some(raw.busy_time),
         rwnd_limited_us: has(end_of!(rwnd_limited)).then_some(raw.rwnd_limited),

@@ -39,13 +39,22 @@ pub struct LogWriter {
 impl LogWriter {
     /// Create (truncate) `path`.
     pub fn create(path: &Path) -> Result<Self, LogError> {
-        let f = File::create(path).map_err(|source| LogError::Io { path: path.into(), source })?;
-        Ok(LogWriter { w: BufWriter::new(f), path: path.into() })
+        let f = File::create(path).map_err(|source| LogError::Io {
+            path: path.into(),
+            source,
+        })?;
+        Ok(LogWriter {
+            w: BufWriter::new(f),
+            path: path.into(),
+        })
     }
 
     /// Append one record and flush it to the kernel.
     pub fn write(&mut self, r: &Record) -> Result<(), LogError> {
-        let io = |source| LogError::Io { path: self.path.clone(), source };
+        let io = |source| LogError::Io {
+            path: self.path.clone(),
+            source,
+        };
         serde_json::to_writer(&mut self.w, r).map_err(|e| io(e.into()))?;
         self.w.write_all(b"\n").map_err(io)?;
         self.w.flush().map_err(io)
@@ -54,14 +63,20 @@ impl LogWriter {
 
 /// Read a log. A final line without its newline (a run killed mid-write) is ignored.
 pub fn read_log(path: &Path) -> Result<Vec<Record>, LogError> {
-    let f = File::open(path).map_err(|source| LogError::Io { path: path.into(), source })?;
+    let f = File::open(path).map_err(|source| LogError::Io {
+        path: path.into(),
+        source,
+    })?;
     let mut out = Vec::new();
     let mut r = BufReader::new(f);
     let mut line = String::new();
     let mut n = 0;
     loop {
         line.clear();
-        let got = r.read_line(&mut line).map_err(|source| LogError::Io { path: path.into(), source })?;
+        let got = r.read_line(&mut line).map_err(|source| LogError::Io {
+            path: path.into(),
+            source,
+        })?;
         if got == 0 {
             break;
         }
@@ -72,7 +87,13 @@ pub fn read_log(path: &Path) -> Result<Vec<Record>, LogError> {
         match serde_json::from_str::<Record>(&line) {
             Ok(rec) => out.push(rec),
             Err(_) if !line.ends_with('\n') => break,
-            Err(source) => return Err(LogError::Parse { path: path.into(), line: n, source }),
+            Err(source) => {
+                return Err(LogError::Parse {
+                    path: path.into(),
+                    line: n,
+                    source,
+                })
+            }
         }
     }
     Ok(out)
@@ -88,7 +109,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("x.jsonl");
         let mut w = LogWriter::create(&p).unwrap();
-        let ev = Record::Event(Event { t: 1.0, kind: "k".into(), message: "m".into() });
+        let ev = Record::Event(Event {
+            t: 1.0,
+            kind: "k".into(),
+            message: "m".into(),
+        });
         w.write(&ev).unwrap();
         drop(w);
         let mut text = std::fs::read_to_string(&p).unwrap();

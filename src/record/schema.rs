@@ -14,7 +14,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
     /// First line.
-    Header(Header),
+    Header(Box<Header>),
     /// One host, one interval.
     Sample(Box<Sample>),
     /// Something that happened (peer lost, point started, ...).

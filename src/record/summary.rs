@@ -28,23 +28,38 @@ pub struct PointData<'a> {
 }
 
 fn omitted_rx(samples: &[Sample], conn: usize) -> u64 {
-    samples.iter().filter(|s| s.omitted).filter_map(|s| s.conns.get(conn)).map(|c| c.rx_bytes).sum()
+    samples
+        .iter()
+        .filter(|s| s.omitted)
+        .filter_map(|s| s.conns.get(conn))
+        .map(|c| c.rx_bytes)
+        .sum()
 }
 
 fn sampled_rx(samples: &[Sample], conn: usize) -> u64 {
-    samples.iter().filter_map(|s| s.conns.get(conn)).map(|c| c.rx_bytes).sum()
+    samples
+        .iter()
+        .filter_map(|s| s.conns.get(conn))
+        .map(|c| c.rx_bytes)
+        .sum()
 }
 
 /// Receiver-side total of `conn`: the final counter when the side reported it, else the sum of its Samples.
 fn received(result: Option<&SideResult>, samples: &[Sample], conn: usize) -> u64 {
-    let total = result.and_then(|r| r.conns.get(conn)).map(|c| c.rx_bytes).unwrap_or_else(|| sampled_rx(samples, conn));
+    let total = result
+        .and_then(|r| r.conns.get(conn))
+        .map(|c| c.rx_bytes)
+        .unwrap_or_else(|| sampled_rx(samples, conn));
     total.saturating_sub(omitted_rx(samples, conn))
 }
 
 /// Per-core means over the counted intervals, weighted by interval length
 /// (so a short closing interval counts for what it is).
 fn host_cpu(samples: &[Sample]) -> HostCpu {
-    let counted: Vec<&Sample> = samples.iter().filter(|s| !s.omitted && !s.cpus.is_empty()).collect();
+    let counted: Vec<&Sample> = samples
+        .iter()
+        .filter(|s| !s.omitted && !s.cpus.is_empty())
+        .collect();
     let total: f64 = counted.iter().map(|s| (s.end_s - s.start_s).max(0.0)).sum();
     if counted.is_empty() || total <= 0.0 {
         return HostCpu::default();
@@ -52,7 +67,14 @@ fn host_cpu(samples: &[Sample]) -> HostCpu {
     let mut cores: Vec<CoreMean> = counted[0]
         .cpus
         .iter()
-        .map(|c| CoreMean { cpu: c.cpu.0, busy: 0.0, user: 0.0, system: 0.0, irq: 0.0, softirq: 0.0 })
+        .map(|c| CoreMean {
+            cpu: c.cpu.0,
+            busy: 0.0,
+            user: 0.0,
+            system: 0.0,
+            irq: 0.0,
+            softirq: 0.0,
+        })
         .collect();
     for s in &counted {
         let w = (s.end_s - s.start_s).max(0.0) / total;
@@ -67,7 +89,11 @@ fn host_cpu(samples: &[Sample]) -> HostCpu {
         }
     }
     let mean_busy = cores.iter().map(|c| c.busy).sum::<f64>() / cores.len().max(1) as f64;
-    HostCpu { mean_busy, cpus: cores, intervals: counted.len() }
+    HostCpu {
+        mean_busy,
+        cpus: cores,
+        intervals: counted.len(),
+    }
 }
 
 /// Build the summary of one point.
@@ -78,13 +104,37 @@ pub fn build(d: &PointData<'_>) -> Summary {
     let mut streams = Vec::with_capacity(roles.len());
     for (i, role) in roles.iter().enumerate() {
         let local_tx = o.local.conns.get(i).map(|c| c.tx_bytes).unwrap_or(0);
-        let peer_tx = peer.and_then(|p| p.conns.get(i)).map(|c| c.tx_bytes).unwrap_or(0);
+        let peer_tx = peer
+            .and_then(|p| p.conns.get(i))
+            .map(|c| c.tx_bytes)
+            .unwrap_or(0);
         let local_re = o.local.retransmits.get(i).copied().unwrap_or(0);
-        let peer_re = peer.and_then(|p| p.retransmits.get(i)).copied().unwrap_or(0);
+        let peer_re = peer
+            .and_then(|p| p.retransmits.get(i))
+            .copied()
+            .unwrap_or(0);
         let s = match role {
-            ConnRole::Sender => StreamSummary { id: i, direction: "local->peer".into(), bytes: received(peer, d.peer, i), sent_bytes: local_tx, retransmits: local_re },
-            ConnRole::Receiver => StreamSummary { id: i, direction: "peer->local".into(), bytes: received(Some(&o.local), d.local, i), sent_bytes: peer_tx, retransmits: peer_re },
-            _ => StreamSummary { id: i, direction: d.spec.mode.name().into(), bytes: received(Some(&o.local), d.local, i), sent_bytes: local_tx, retransmits: local_re + peer_re },
+            ConnRole::Sender => StreamSummary {
+                id: i,
+                direction: "local->peer".into(),
+                bytes: received(peer, d.peer, i),
+                sent_bytes: local_tx,
+                retransmits: local_re,
+            },
+            ConnRole::Receiver => StreamSummary {
+                id: i,
+                direction: "peer->local".into(),
+                bytes: received(Some(&o.local), d.local, i),
+                sent_bytes: peer_tx,
+                retransmits: peer_re,
+            },
+            _ => StreamSummary {
+                id: i,
+                direction: d.spec.mode.name().into(),
+                bytes: received(Some(&o.local), d.local, i),
+                sent_bytes: local_tx,
+                retransmits: local_re + peer_re,
+            },
         };
         streams.push(s);
     }
@@ -97,9 +147,29 @@ pub fn build(d: &PointData<'_>) -> Summary {
         _ => o.local.duration_s,
     };
     let duration_s = (receiver_time - d.omit_s).max(0.0);
-    let omitted_msgs: u64 = d.local.iter().filter(|s| s.omitted).map(|s| s.engine.messages).sum();
-    let messages = if d.spec.mode == TcpMode::Stream { 0 } else { o.local.conns.iter().map(|c| c.messages).sum::<u64>().saturating_sub(omitted_msgs) };
-    let per_s = |v: f64| if duration_s > 0.0 { v / duration_s } else { 0.0 };
+    let omitted_msgs: u64 = d
+        .local
+        .iter()
+        .filter(|s| s.omitted)
+        .map(|s| s.engine.messages)
+        .sum();
+    let messages = if d.spec.mode == TcpMode::Stream {
+        0
+    } else {
+        o.local
+            .conns
+            .iter()
+            .map(|c| c.messages)
+            .sum::<u64>()
+            .saturating_sub(omitted_msgs)
+    };
+    let per_s = |v: f64| {
+        if duration_s > 0.0 {
+            v / duration_s
+        } else {
+            0.0
+        }
+    };
     let (peer_lost, interrupted, error) = match &o.end {
         EndReason::Completed => (false, false, None),
         EndReason::Interrupted => (false, true, None),
@@ -116,9 +186,16 @@ pub fn build(d: &PointData<'_>) -> Summary {
         messages,
         rate_per_s: per_s(messages as f64),
         mib_per_s: (d.spec.mode == TcpMode::Pingpong).then(|| per_s(bytes as f64 / 1048576.0)),
-        latency_us: if d.spec.mode == TcpMode::Rr { o.local.latency } else { None },
+        latency_us: if d.spec.mode == TcpMode::Rr {
+            o.local.latency
+        } else {
+            None
+        },
         streams,
-        hosts: Hosts { local: host_cpu(d.local), peer: host_cpu(d.peer) },
+        hosts: Hosts {
+            local: host_cpu(d.local),
+            peer: host_cpu(d.peer),
+        },
         peer_lost,
         interrupted,
         error,

@@ -10,8 +10,29 @@ use std::fmt::Write;
 /// Column header for interval rows.
 pub fn interval_header(spec: &EngineSpec) -> String {
     match spec.mode {
-        TcpMode::Stream => format!("{:<5} {:>13}  {:>11}  {:>14}  {:>5}  {:>9}  {:>8}  | {:<20} | {:<20}", "[ ID]", "Interval", "Transfer", "Bitrate", "Retr", "Cwnd", "RTT", "CPU local (busiest)", "CPU peer (busiest)"),
-        _ => format!("{:<5} {:>13}  {:>13}  {:>14}  {:>10}  {:>10}  | {:<20} | {:<20}", "[ ID]", "Interval", "Rate", "Bitrate", "p50", "p99", "CPU local (busiest)", "CPU peer (busiest)"),
+        TcpMode::Stream => format!(
+            "{:<5} {:>13}  {:>11}  {:>14}  {:>5}  {:>9}  {:>8}  | {:<20} | {:<20}",
+            "[ ID]",
+            "Interval",
+            "Transfer",
+            "Bitrate",
+            "Retr",
+            "Cwnd",
+            "RTT",
+            "CPU local (busiest)",
+            "CPU peer (busiest)"
+        ),
+        _ => format!(
+            "{:<5} {:>13}  {:>13}  {:>14}  {:>10}  {:>10}  | {:<20} | {:<20}",
+            "[ ID]",
+            "Interval",
+            "Rate",
+            "Bitrate",
+            "p50",
+            "p99",
+            "CPU local (busiest)",
+            "CPU peer (busiest)"
+        ),
     }
 }
 
@@ -26,7 +47,10 @@ fn cpu_cell(s: Option<&Sample>) -> String {
 /// when its Sample arrived, else the sender's.
 fn conn_bytes(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sample>, i: usize) -> u64 {
     let roles = spec.conn_roles(Side::Controller);
-    let get = |s: Option<&Sample>, rx: bool| s.and_then(|s| s.conns.get(i)).map(|c| if rx { c.rx_bytes } else { c.tx_bytes });
+    let get = |s: Option<&Sample>, rx: bool| {
+        s.and_then(|s| s.conns.get(i))
+            .map(|c| if rx { c.rx_bytes } else { c.tx_bytes })
+    };
     match roles.get(i) {
         Some(ConnRole::Sender) => get(peer, true).or(get(local, false)).unwrap_or(0),
         Some(ConnRole::Receiver) => get(local, true).or(get(peer, false)).unwrap_or(0),
@@ -36,7 +60,9 @@ fn conn_bytes(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sample>, 
 
 /// Rows for one interval (per stream when there are several, then SUM).
 pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sample>) -> String {
-    let Some(any) = local.or(peer) else { return String::new() };
+    let Some(any) = local.or(peer) else {
+        return String::new();
+    };
     let secs = (any.end_s - any.start_s).max(1e-9);
     let span = format!("{:6.2}-{:<6.2}s", any.start_s, any.end_s);
     let omit = if any.omitted { " (omitted)" } else { "" };
@@ -47,25 +73,44 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
             let roles = spec.conn_roles(Side::Controller);
             let mut total = 0;
             let mut retr_total = 0;
-            for i in 0..n {
+            for (i, role) in roles.iter().enumerate() {
                 let b = conn_bytes(spec, local, peer, i);
                 total += b;
-                let sender = if roles[i] == ConnRole::Sender { local } else { peer };
+                let sender = if *role == ConnRole::Sender {
+                    local
+                } else {
+                    peer
+                };
                 let c = sender.and_then(|s| s.conns.get(i));
                 let retr = c.map(|c| c.retransmits).unwrap_or(0);
                 retr_total += retr;
                 if n > 1 && n <= 16 {
                     let (cwnd, rtt) = match c.and_then(|c| c.tcp) {
-                        Some(t) => (Bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)).to_string(), format!("{} us", t.rtt_us)),
+                        Some(t) => (
+                            Bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)).to_string(),
+                            format!("{} us", t.rtt_us),
+                        ),
                         None => ("-".into(), "-".into()),
                     };
-                    let _ = writeln!(out, "[{i:>3}] {span}  {:>11}  {:>14}  {retr:>5}  {cwnd:>9}  {rtt:>8}{omit}", Bytes(b).to_string(), BitsPerSec::from_bytes(b, secs).to_string());
+                    let _ = writeln!(
+                        out,
+                        "[{i:>3}] {span}  {:>11}  {:>14}  {retr:>5}  {cwnd:>9}  {rtt:>8}{omit}",
+                        Bytes(b).to_string(),
+                        BitsPerSec::from_bytes(b, secs).to_string()
+                    );
                 }
             }
             let (cwnd, rtt) = if n == 1 {
-                let sender = if roles[0] == ConnRole::Sender { local } else { peer };
+                let sender = if roles[0] == ConnRole::Sender {
+                    local
+                } else {
+                    peer
+                };
                 match sender.and_then(|s| s.conns.first()).and_then(|c| c.tcp) {
-                    Some(t) => (Bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)).to_string(), format!("{} us", t.rtt_us)),
+                    Some(t) => (
+                        Bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)).to_string(),
+                        format!("{} us", t.rtt_us),
+                    ),
                     None => ("-".into(), "-".into()),
                 }
             } else {
@@ -84,7 +129,11 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
             let l = local.map(|s| &s.engine);
             let total: u64 = (0..n).map(|i| conn_bytes(spec, local, peer, i)).sum();
             let rate = l.map(|e| e.msgs_per_s).unwrap_or(0.0);
-            let unit = if spec.mode == TcpMode::Rr { "trans/s" } else { "msg/s" };
+            let unit = if spec.mode == TcpMode::Rr {
+                "trans/s"
+            } else {
+                "msg/s"
+            };
             let (p50, p99) = match l.and_then(|e| e.latency) {
                 Some(q) => (format!("{:.1} us", q.p50), format!("{:.1} us", q.p99)),
                 None => ("-".into(), "-".into()),
@@ -113,9 +162,16 @@ fn si(v: f64) -> String {
 }
 
 fn cpu_line(name: &str, h: &HostCpu) -> String {
-    let mut s = format!("CPU {name}: mean {:.1}% busy over {} interval(s)", h.mean_busy, h.intervals);
+    let mut s = format!(
+        "CPU {name}: mean {:.1}% busy over {} interval(s)",
+        h.mean_busy, h.intervals
+    );
     for c in &h.cpus {
-        let _ = write!(s, " | cpu{} {:.1}% (usr {:.1} sys {:.1} irq {:.1} si {:.1})", c.cpu, c.busy, c.user, c.system, c.irq, c.softirq);
+        let _ = write!(
+            s,
+            " | cpu{} {:.1}% (usr {:.1} sys {:.1} irq {:.1} si {:.1})",
+            c.cpu, c.busy, c.user, c.system, c.irq, c.softirq
+        );
     }
     s
 }
@@ -128,7 +184,15 @@ pub fn summary_block(s: &Summary) -> String {
     }
     for st in &s.streams {
         if s.streams.len() > 1 && s.streams.len() <= 16 {
-            let _ = writeln!(out, "[{:>3}] {:<12} {:>11}  {:>14}  retr {}", st.id, st.direction, Bytes(st.bytes).to_string(), BitsPerSec::from_bytes(st.bytes, s.duration_s).to_string(), st.retransmits);
+            let _ = writeln!(
+                out,
+                "[{:>3}] {:<12} {:>11}  {:>14}  retr {}",
+                st.id,
+                st.direction,
+                Bytes(st.bytes).to_string(),
+                BitsPerSec::from_bytes(st.bytes, s.duration_s).to_string(),
+                st.retransmits
+            );
         }
     }
     let retr: u32 = s.streams.iter().map(|x| x.retransmits).sum();
@@ -148,7 +212,16 @@ pub fn summary_block(s: &Summary) -> String {
     }
     if let Some(l) = s.latency_us {
         let ns = |us: f64| Nanos((us * 1000.0) as u64);
-        let _ = writeln!(out, "latency: p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  ({} transactions)", ns(l.p50), ns(l.p90), ns(l.p99), ns(l.p999), ns(l.max), l.count);
+        let _ = writeln!(
+            out,
+            "latency: p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  ({} transactions)",
+            ns(l.p50),
+            ns(l.p90),
+            ns(l.p99),
+            ns(l.p999),
+            ns(l.max),
+            l.count
+        );
     }
     let _ = writeln!(out, "{}", cpu_line("local", &s.hosts.local));
     let _ = writeln!(out, "{}", cpu_line("peer ", &s.hosts.peer));

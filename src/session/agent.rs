@@ -8,7 +8,10 @@
 //! the agent abort its engine and go back to listening.
 
 use super::auth::Token;
-use super::proto::{read_body, read_msg, write_msg, DataHello, Msg, ProtoError, SideResult, TestParams, DATA_MAGIC, PROTOCOL_VERSION};
+use super::proto::{
+    read_body, read_msg, write_msg, DataHello, Msg, ProtoError, SideResult, TestParams, DATA_MAGIC,
+    PROTOCOL_VERSION,
+};
 use crate::probe::sampler::Sampler;
 use crate::probe::source::Live;
 use crate::probe::system::HostInfo;
@@ -83,12 +86,23 @@ pub async fn bind(
     cfg: AgentConfig,
     shutdown: CancellationToken,
 ) -> Result<(SocketAddr, impl std::future::Future<Output = ()>), AgentError> {
-    let tcp = TcpListener::bind(cfg.listen).await.map_err(|source| AgentError::Bind { addr: cfg.listen.to_string(), source })?;
-    let local = tcp.local_addr().map_err(|source| AgentError::Bind { addr: cfg.listen.to_string(), source })?;
+    let tcp = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| AgentError::Bind {
+            addr: cfg.listen.to_string(),
+            source,
+        })?;
+    let local = tcp.local_addr().map_err(|source| AgentError::Bind {
+        addr: cfg.listen.to_string(),
+        source,
+    })?;
     let unix = match &cfg.unix {
         Some(p) => {
             let _ = std::fs::remove_file(p);
-            Some(UnixListener::bind(p).map_err(|source| AgentError::Bind { addr: p.display().to_string(), source })?)
+            Some(UnixListener::bind(p).map_err(|source| AgentError::Bind {
+                addr: p.display().to_string(),
+                source,
+            })?)
         }
         None => None,
     };
@@ -144,7 +158,10 @@ async fn handle_tcp(state: Arc<State>, mut s: tokio::net::TcpStream, peer: Socke
 
 async fn handle_data(state: &State, mut s: tokio::net::TcpStream, peer: SocketAddr) {
     let mut rest = [0u8; 20];
-    if !matches!(tokio::time::timeout(SETUP_TIMEOUT, s.read_exact(&mut rest)).await, Ok(Ok(_))) {
+    if !matches!(
+        tokio::time::timeout(SETUP_TIMEOUT, s.read_exact(&mut rest)).await,
+        Ok(Ok(_))
+    ) {
         return;
     }
     let hello = DataHello::decode_after_magic(&rest);
@@ -188,23 +205,64 @@ where
     match hello {
         Msg::Hello { version, .. } if version == PROTOCOL_VERSION => {}
         Msg::Hello { version, .. } => {
-            return refuse(&mut wr, ProtoError::Version { ours: PROTOCOL_VERSION, theirs: version }.to_string()).await
+            return refuse(
+                &mut wr,
+                ProtoError::Version {
+                    ours: PROTOCOL_VERSION,
+                    theirs: version,
+                }
+                .to_string(),
+            )
+            .await
         }
-        other => return refuse(&mut wr, ProtoError::Unexpected { expected: "hello", got: other.kind() }.to_string()).await,
+        other => {
+            return refuse(
+                &mut wr,
+                ProtoError::Unexpected {
+                    expected: "hello",
+                    got: other.kind(),
+                }
+                .to_string(),
+            )
+            .await
+        }
     }
     let nonce_a = super::auth::random_bytes::<16>();
-    if write_msg(&mut wr, &Msg::Challenge { version: PROTOCOL_VERSION, nonce: hex::encode(nonce_a) }).await.is_err() {
+    if write_msg(
+        &mut wr,
+        &Msg::Challenge {
+            version: PROTOCOL_VERSION,
+            nonce: hex::encode(nonce_a),
+        },
+    )
+    .await
+    .is_err()
+    {
         return;
     }
     let (nonce_c, mac) = match tokio::time::timeout(SETUP_TIMEOUT, read_msg(&mut rd)).await {
         Ok(Ok(Msg::Auth { nonce, mac })) => (nonce, mac),
-        Ok(Ok(other)) => return refuse(&mut wr, ProtoError::Unexpected { expected: "auth", got: other.kind() }.to_string()).await,
+        Ok(Ok(other)) => {
+            return refuse(
+                &mut wr,
+                ProtoError::Unexpected {
+                    expected: "auth",
+                    got: other.kind(),
+                }
+                .to_string(),
+            )
+            .await
+        }
         Ok(Err(ProtoError::Closed)) => return,
         Ok(Err(e)) => return refuse(&mut wr, e.to_string()).await,
         Err(_) => return refuse(&mut wr, "timed out waiting for auth".into()).await,
     };
     let Ok(nonce_c) = hex::decode(&nonce_c) else {
-        return refuse(&mut wr, "authentication failed: the controller's nonce is not hex".into()).await;
+        return refuse(
+            &mut wr,
+            "authentication failed: the controller's nonce is not hex".into(),
+        )
+        .await;
     };
     if !state.token.verify("controller", &nonce_a, &nonce_c, &mac) {
         eprintln!("agent: refused {who}: wrong token");
@@ -217,9 +275,14 @@ where
     let refusal = {
         let mut busy = lock(&state.busy);
         match busy.as_ref() {
-            Some(holder) => Some(format!("busy: the agent is serving {holder}; try again when that session ends")),
+            Some(holder) => Some(format!(
+                "busy: the agent is serving {holder}; try again when that session ends"
+            )),
             None => {
-                *busy = Some(format!("{who} (since {})", humantime::format_rfc3339_seconds(std::time::SystemTime::now())));
+                *busy = Some(format!(
+                    "{who} (since {})",
+                    humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+                ));
                 None
             }
         }
@@ -230,7 +293,16 @@ where
     }
     let _release = BusyGuard(&state);
     let mac_a = hex::encode(state.token.mac("agent", &nonce_c, &nonce_a));
-    if write_msg(&mut wr, &Msg::Welcome { mac: mac_a, host: state.host.clone() }).await.is_err() {
+    if write_msg(
+        &mut wr,
+        &Msg::Welcome {
+            mac: mac_a,
+            host: state.host.clone(),
+        },
+    )
+    .await
+    .is_err()
+    {
         return;
     }
     eprintln!("agent: session with {who} started");
@@ -263,10 +335,17 @@ impl Drop for BusyGuard<'_> {
 
 type Inbox = mpsc::Receiver<Result<Msg, ProtoError>>;
 
-async fn session<W: AsyncWrite + Unpin>(state: &State, wr: &mut W, rx: &mut Inbox, sampler: &mut Sampler) -> String {
+async fn session<W: AsyncWrite + Unpin>(
+    state: &State,
+    wr: &mut W,
+    rx: &mut Inbox,
+    sampler: &mut Sampler,
+) -> String {
     loop {
         match rx.recv().await {
-            None | Some(Err(ProtoError::Closed)) => return "controller closed the connection".into(),
+            None | Some(Err(ProtoError::Closed)) => {
+                return "controller closed the connection".into()
+            }
             Some(Err(e)) => return e.to_string(),
             Some(Ok(Msg::Bye {})) => return "controller said bye".into(),
             Some(Ok(Msg::Start { test })) => {
@@ -276,28 +355,61 @@ async fn session<W: AsyncWrite + Unpin>(state: &State, wr: &mut W, rx: &mut Inbo
             }
             Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) => {} // late, test already over
             Some(Ok(other)) => {
-                let e = ProtoError::Unexpected { expected: "start or bye", got: other.kind() };
-                let _ = write_msg(wr, &Msg::Failed { error: e.to_string() }).await;
+                let e = ProtoError::Unexpected {
+                    expected: "start or bye",
+                    got: other.kind(),
+                };
+                let _ = write_msg(
+                    wr,
+                    &Msg::Failed {
+                        error: e.to_string(),
+                    },
+                )
+                .await;
             }
         }
     }
 }
 
 /// Run one test point. Err means the control connection is gone.
-async fn run_test<W: AsyncWrite + Unpin>(state: &State, wr: &mut W, rx: &mut Inbox, sampler: &mut Sampler, test: TestParams) -> Result<(), String> {
+async fn run_test<W: AsyncWrite + Unpin>(
+    state: &State,
+    wr: &mut W,
+    rx: &mut Inbox,
+    sampler: &mut Sampler,
+    test: TestParams,
+) -> Result<(), String> {
     let fail = |e: String| Msg::Failed { error: e };
-    let cookie: [u8; 16] = match hex::decode(&test.cookie).ok().and_then(|v| v.try_into().ok()) {
+    let cookie: [u8; 16] = match hex::decode(&test.cookie)
+        .ok()
+        .and_then(|v| v.try_into().ok())
+    {
         Some(c) => c,
         None => return write(wr, fail("the test cookie is not 16 hex bytes".into())).await,
     };
     let n = test.spec.connection_count();
     if n == 0 || n > 65_536 {
-        return write(wr, fail(format!("{n} data connections requested; allowed: 1-65536"))).await;
+        return write(
+            wr,
+            fail(format!("{n} data connections requested; allowed: 1-65536")),
+        )
+        .await;
     }
-    eprintln!("agent: test {}: {} {} with {n} data connection(s)", test.id, test.spec.engine.name(), test.spec.mode.name());
+    eprintln!(
+        "agent: test {}: {} {} with {n} data connection(s)",
+        test.id,
+        test.spec.engine.name(),
+        test.spec.mode.name()
+    );
     let (dtx, mut drx) = mpsc::channel(n.min(1024));
     *lock(&state.waiter) = Some(DataWaiter { cookie, tx: dtx });
-    write(wr, Msg::Accepting { data_port: state.data_port }).await?;
+    write(
+        wr,
+        Msg::Accepting {
+            data_port: state.data_port,
+        },
+    )
+    .await?;
     let mut slots: Vec<Option<std::net::TcpStream>> = (0..n).map(|_| None).collect();
     let mut have = 0;
     let deadline = tokio::time::Instant::now() + SETUP_TIMEOUT;
@@ -357,7 +469,13 @@ async fn run_test<W: AsyncWrite + Unpin>(state: &State, wr: &mut W, rx: &mut Inb
     // Always close with a (possibly short) Sample, so the intervals add up to the totals.
     if !lost {
         let s = sampler.sample();
-        let _ = write(wr, Msg::Sample { sample: Box::new(s) }).await;
+        let _ = write(
+            wr,
+            Msg::Sample {
+                sample: Box::new(s),
+            },
+        )
+        .await;
     }
     let result = finish(&mut engine, sampler, duration_s).await;
     if lost {
@@ -367,7 +485,11 @@ async fn run_test<W: AsyncWrite + Unpin>(state: &State, wr: &mut W, rx: &mut Inb
 }
 
 /// Join the engine (off the async threads) and collect its totals.
-pub(crate) async fn finish(engine: &mut RunningEngine, sampler: &mut Sampler, duration_s: f64) -> SideResult {
+pub(crate) async fn finish(
+    engine: &mut RunningEngine,
+    sampler: &mut Sampler,
+    duration_s: f64,
+) -> SideResult {
     let latency = sampler.latency_total();
     sampler.end();
     let threads = std::mem::take(&mut engine.threads);
@@ -377,12 +499,24 @@ pub(crate) async fn finish(engine: &mut RunningEngine, sampler: &mut Sampler, du
         Ok(Err(e)) => Some(e.to_string()),
         Err(e) => Some(format!("engine join failed: {e}")),
     };
-    let retransmits = engine.sockets.iter().map(|s| tcpinfo::read(s).map(|t| t.total_retrans).unwrap_or(0)).collect();
+    let retransmits = engine
+        .sockets
+        .iter()
+        .map(|s| tcpinfo::read(s).map(|t| t.total_retrans).unwrap_or(0))
+        .collect();
     let conns = engine.counters.snapshot();
     engine.sockets.clear();
-    SideResult { conns, retransmits, duration_s, latency, error }
+    SideResult {
+        conns,
+        retransmits,
+        duration_s,
+        latency,
+        error,
+    }
 }
 
 async fn write<W: AsyncWrite + Unpin>(wr: &mut W, m: Msg) -> Result<(), String> {
-    write_msg(wr, &m).await.map_err(|e| format!("controller lost: {e}"))
+    write_msg(wr, &m)
+        .await
+        .map_err(|e| format!("controller lost: {e}"))
 }

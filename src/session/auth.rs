@@ -84,7 +84,9 @@ impl Token {
 
     /// Constant-time check of a hex proof.
     pub fn verify(&self, label: &str, a: &[u8], b: &[u8], proof_hex: &str) -> bool {
-        let Ok(proof) = hex::decode(proof_hex) else { return false };
+        let Ok(proof) = hex::decode(proof_hex) else {
+            return false;
+        };
         self.hmac(label, a, b).verify_slice(&proof).is_ok()
     }
 
@@ -130,12 +132,20 @@ pub fn load_token(file: Option<&Path>, create: bool) -> Result<(Token, TokenOrig
             return Ok((Token::from_text(&t, TOKEN_ENV)?, TokenOrigin::Env));
         }
     }
-    let path = file.map(Path::to_path_buf).unwrap_or_else(default_token_path);
+    let path = file
+        .map(Path::to_path_buf)
+        .unwrap_or_else(default_token_path);
     match std::fs::read_to_string(&path) {
-        Ok(text) => Ok((Token::from_text(&text, &path.display().to_string())?, TokenOrigin::File(path))),
+        Ok(text) => Ok((
+            Token::from_text(&text, &path.display().to_string())?,
+            TokenOrigin::File(path),
+        )),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
             let token = Token::random();
-            write_new_token(&path, &token).map_err(|source| TokenError::Io { path: path.clone(), source })?;
+            write_new_token(&path, &token).map_err(|source| TokenError::Io {
+                path: path.clone(),
+                source,
+            })?;
             Ok((token, TokenOrigin::Created(path)))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(TokenError::Missing(path)),
@@ -147,7 +157,11 @@ fn write_new_token(path: &Path, token: &Token) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
     writeln!(f, "{}", token.as_text())?;
     f.sync_all()
 }
@@ -163,7 +177,9 @@ mod tests {
         let p = hex::encode(t.mac("controller", b"a", b"b"));
         assert!(t.verify("controller", b"a", b"b", &p));
         assert!(!t.verify("agent", b"a", b"b", &p));
-        assert!(!Token::from_text("other", "t").unwrap().verify("controller", b"a", b"b", &p));
+        assert!(!Token::from_text("other", "t")
+            .unwrap()
+            .verify("controller", b"a", b"b", &p));
         assert!(!t.verify("controller", b"a", b"b", "zz"));
     }
 
@@ -184,8 +200,14 @@ mod tests {
     fn missing_and_empty_are_explained() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("none");
-        assert!(matches!(load_token(Some(&p), false), Err(TokenError::Missing(_))));
+        assert!(matches!(
+            load_token(Some(&p), false),
+            Err(TokenError::Missing(_))
+        ));
         std::fs::write(&p, "\n").unwrap();
-        assert!(matches!(load_token(Some(&p), false), Err(TokenError::Empty(_))));
+        assert!(matches!(
+            load_token(Some(&p), false),
+            Err(TokenError::Empty(_))
+        ));
     }
 }

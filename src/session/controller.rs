@@ -10,7 +10,9 @@
 
 use super::agent::{finish, SETUP_TIMEOUT};
 use super::auth::Token;
-use super::proto::{read_msg, write_msg, DataHello, Msg, ProtoError, SideResult, TestParams, PROTOCOL_VERSION};
+use super::proto::{
+    read_msg, write_msg, DataHello, Msg, ProtoError, SideResult, TestParams, PROTOCOL_VERSION,
+};
 use crate::probe::sample::{HostRole, Sample};
 use crate::probe::sampler::Sampler;
 use crate::probe::source::Live;
@@ -157,24 +159,42 @@ impl Controller {
     /// Connect and authenticate.
     pub async fn connect(target: Target, token: &Token) -> Result<Self, SessionError> {
         let t = target.to_string();
-        let (rd, wr, data_ip): (Box<dyn tokio::io::AsyncRead + Unpin + Send>, Box<dyn AsyncWrite + Unpin + Send>, IpAddr) = match &target {
+        let (rd, wr, data_ip): (
+            Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+            Box<dyn AsyncWrite + Unpin + Send>,
+            IpAddr,
+        ) = match &target {
             Target::Tcp(addr) => {
                 let s = tokio::time::timeout(SETUP_TIMEOUT, tokio::net::TcpStream::connect(addr))
                     .await
-                    .map_err(|_| SessionError::Connect { target: t.clone(), source: std::io::ErrorKind::TimedOut.into() })?
-                    .map_err(|source| SessionError::Connect { target: t.clone(), source })?;
+                    .map_err(|_| SessionError::Connect {
+                        target: t.clone(),
+                        source: std::io::ErrorKind::TimedOut.into(),
+                    })?
+                    .map_err(|source| SessionError::Connect {
+                        target: t.clone(),
+                        source,
+                    })?;
                 let _ = s.set_nodelay(true);
                 let (r, w) = s.into_split();
                 (Box::new(r), Box::new(w), addr.ip())
             }
             Target::Unix { path, data_ip } => {
-                let s = tokio::net::UnixStream::connect(path).await.map_err(|source| SessionError::Connect { target: t.clone(), source })?;
+                let s = tokio::net::UnixStream::connect(path)
+                    .await
+                    .map_err(|source| SessionError::Connect {
+                        target: t.clone(),
+                        source,
+                    })?;
                 let (r, w) = s.into_split();
                 (Box::new(r), Box::new(w), *data_ip)
             }
         };
         let (mut rd, mut wr) = (rd, wr);
-        let proto = |source| SessionError::Proto { target: t.clone(), source };
+        let proto = |source| SessionError::Proto {
+            target: t.clone(),
+            source,
+        };
         let peer = tokio::time::timeout(SETUP_TIMEOUT, handshake(&mut rd, &mut wr, token))
             .await
             .map_err(|_| proto(ProtoError::Timeout("the agent's handshake")))?
@@ -189,7 +209,16 @@ impl Controller {
                 }
             }
         });
-        Ok(Controller { rx, wr, reader, peer, target, data_ip, sampler: Sampler::new(Box::new(Live)), next_id: 0 })
+        Ok(Controller {
+            rx,
+            wr,
+            reader,
+            peer,
+            target,
+            data_ip,
+            sampler: Sampler::new(Box::new(Live)),
+            next_id: 0,
+        })
     }
 
     /// Say goodbye and close.
@@ -199,7 +228,10 @@ impl Controller {
     }
 
     fn proto(&self, source: ProtoError) -> SessionError {
-        SessionError::Proto { target: self.target.to_string(), source }
+        SessionError::Proto {
+            target: self.target.to_string(),
+            source,
+        }
     }
 
     async fn expect(&mut self, what: &'static str) -> Result<Msg, SessionError> {
@@ -213,7 +245,12 @@ impl Controller {
     }
 
     /// Run one point. Setup failures are errors; anything after `Go` ends up in the outcome.
-    pub async fn run_point(&mut self, p: &PointParams, events: &mpsc::Sender<RunEvent>, cancel: &CancellationToken) -> Result<PointOutcome, SessionError> {
+    pub async fn run_point(
+        &mut self,
+        p: &PointParams,
+        events: &mpsc::Sender<RunEvent>,
+        cancel: &CancellationToken,
+    ) -> Result<PointOutcome, SessionError> {
         self.next_id += 1;
         let cookie = super::auth::random_bytes::<16>();
         let test = TestParams {
@@ -223,10 +260,17 @@ impl Controller {
             interval_ms: u64::try_from(p.interval.as_millis()).unwrap_or(u64::MAX),
             omit_ms: u64::try_from(p.omit.as_millis()).unwrap_or(u64::MAX),
         };
-        write_msg(&mut self.wr, &Msg::Start { test }).await.map_err(|e| self.proto(e))?;
+        write_msg(&mut self.wr, &Msg::Start { test })
+            .await
+            .map_err(|e| self.proto(e))?;
         let port = match self.expect("accepting").await? {
             Msg::Accepting { data_port } => data_port,
-            other => return Err(self.proto(ProtoError::Unexpected { expected: "accepting", got: other.kind() })),
+            other => {
+                return Err(self.proto(ProtoError::Unexpected {
+                    expected: "accepting",
+                    got: other.kind(),
+                }))
+            }
         };
         let addr = SocketAddr::new(self.data_ip, port);
         let spec = p.spec.clone();
@@ -236,18 +280,35 @@ impl Controller {
         let conns = match conns {
             Ok(c) => c,
             Err(e) => {
-                let _ = write_msg(&mut self.wr, &Msg::Failed { error: e.to_string() }).await;
+                let _ = write_msg(
+                    &mut self.wr,
+                    &Msg::Failed {
+                        error: e.to_string(),
+                    },
+                )
+                .await;
                 return Err(e);
             }
         };
         match self.expect("data_ready").await? {
             Msg::DataReady {} => {}
-            other => return Err(self.proto(ProtoError::Unexpected { expected: "data_ready", got: other.kind() })),
+            other => {
+                return Err(self.proto(ProtoError::Unexpected {
+                    expected: "data_ready",
+                    got: other.kind(),
+                }))
+            }
         }
         let mut engine = match TcpEngine::new(p.spec.clone()).start(Side::Controller, conns) {
             Ok(e) => e,
             Err(e) => {
-                let _ = write_msg(&mut self.wr, &Msg::Failed { error: format!("controller engine: {e}") }).await;
+                let _ = write_msg(
+                    &mut self.wr,
+                    &Msg::Failed {
+                        error: format!("controller engine: {e}"),
+                    },
+                )
+                .await;
                 return Err(e.into());
             }
         };
@@ -255,11 +316,16 @@ impl Controller {
         if let Err(e) = write_msg(&mut self.wr, &Msg::Go {}).await {
             engine.abort();
             let local = finish(&mut engine, &mut self.sampler, 0.0).await;
-            return Ok(PointOutcome { local, peer: None, end: EndReason::PeerLost(e.to_string()) });
+            return Ok(PointOutcome {
+                local,
+                peer: None,
+                end: EndReason::PeerLost(e.to_string()),
+            });
         }
         let t0 = Instant::now();
         let mut pairs = Pairing::default();
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + p.interval, p.interval);
+        let mut ticker =
+            tokio::time::interval_at(tokio::time::Instant::now() + p.interval, p.interval);
         let mut poll = tokio::time::interval(Duration::from_millis(20));
         let silence_limit = p.interval * 2 + Duration::from_secs(1);
         let mut last_peer = Instant::now();
@@ -325,11 +391,17 @@ impl Controller {
         if let (EndReason::Completed, Some(e)) = (&end, &local.error) {
             end = EndReason::Failed(format!("local engine: {e}"));
         }
-        if let (EndReason::Completed, Some(e)) = (&end, peer_result.as_ref().and_then(|r| r.error.as_ref())) {
+        if let (EndReason::Completed, Some(e)) =
+            (&end, peer_result.as_ref().and_then(|r| r.error.as_ref()))
+        {
             end = EndReason::Failed(format!("agent engine: {e}"));
         }
         local.duration_s = duration_s;
-        Ok(PointOutcome { local, peer: peer_result, end })
+        Ok(PointOutcome {
+            local,
+            peer: peer_result,
+            end,
+        })
     }
 
     async fn begin_stop(&mut self, engine: &crate::traffic::RunningEngine) -> Instant {
@@ -350,16 +422,41 @@ where
     R: tokio::io::AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    write_msg(wr, &Msg::Hello { version: PROTOCOL_VERSION, software: env!("CARGO_PKG_VERSION").into() }).await?;
+    write_msg(
+        wr,
+        &Msg::Hello {
+            version: PROTOCOL_VERSION,
+            software: env!("CARGO_PKG_VERSION").into(),
+        },
+    )
+    .await?;
     let nonce_a = match read_msg(rd).await? {
-        Msg::Challenge { version, .. } if version != PROTOCOL_VERSION => return Err(ProtoError::Version { ours: PROTOCOL_VERSION, theirs: version }),
-        Msg::Challenge { nonce, .. } => hex::decode(nonce).map_err(|_| ProtoError::Auth("the agent's nonce is not hex".into()))?,
+        Msg::Challenge { version, .. } if version != PROTOCOL_VERSION => {
+            return Err(ProtoError::Version {
+                ours: PROTOCOL_VERSION,
+                theirs: version,
+            })
+        }
+        Msg::Challenge { nonce, .. } => hex::decode(nonce)
+            .map_err(|_| ProtoError::Auth("the agent's nonce is not hex".into()))?,
         Msg::Refused { reason } => return Err(ProtoError::Refused(reason)),
-        other => return Err(ProtoError::Unexpected { expected: "challenge", got: other.kind() }),
+        other => {
+            return Err(ProtoError::Unexpected {
+                expected: "challenge",
+                got: other.kind(),
+            })
+        }
     };
     let nonce_c = super::auth::random_bytes::<16>();
     let mac = hex::encode(token.mac("controller", &nonce_a, &nonce_c));
-    write_msg(wr, &Msg::Auth { nonce: hex::encode(nonce_c), mac }).await?;
+    write_msg(
+        wr,
+        &Msg::Auth {
+            nonce: hex::encode(nonce_c),
+            mac,
+        },
+    )
+    .await?;
     match read_msg(rd).await? {
         Msg::Welcome { mac, host } => {
             if token.verify("agent", &nonce_c, &nonce_a, &mac) {
@@ -369,20 +466,40 @@ where
             }
         }
         Msg::Refused { reason } => Err(ProtoError::Refused(reason)),
-        other => Err(ProtoError::Unexpected { expected: "welcome", got: other.kind() }),
+        other => Err(ProtoError::Unexpected {
+            expected: "welcome",
+            got: other.kind(),
+        }),
     }
 }
 
 /// Open every data connection (blocking; run off the async threads).
-fn connect_data(spec: &EngineSpec, addr: SocketAddr, cookie: [u8; 16]) -> Result<Vec<TcpStream>, SessionError> {
+fn connect_data(
+    spec: &EngineSpec,
+    addr: SocketAddr,
+    cookie: [u8; 16],
+) -> Result<Vec<TcpStream>, SessionError> {
     let n = spec.connection_count();
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let sock = prepare_socket(spec, &addr)?;
-        sock.connect_timeout(&addr.into(), SETUP_TIMEOUT).map_err(|source| SessionError::Data { index: i, addr, source })?;
+        sock.connect_timeout(&addr.into(), SETUP_TIMEOUT)
+            .map_err(|source| SessionError::Data {
+                index: i,
+                addr,
+                source,
+            })?;
         let mut s: TcpStream = sock.into();
-        let hello = DataHello { cookie, index: u32::try_from(i).unwrap_or(u32::MAX) };
-        s.write_all(&hello.encode()).map_err(|source| SessionError::Data { index: i, addr, source })?;
+        let hello = DataHello {
+            cookie,
+            index: u32::try_from(i).unwrap_or(u32::MAX),
+        };
+        s.write_all(&hello.encode())
+            .map_err(|source| SessionError::Data {
+                index: i,
+                addr,
+                source,
+            })?;
         out.push(s);
     }
     Ok(out)
@@ -404,7 +521,13 @@ impl Pairing {
         let late: Vec<u32> = self.local.keys().copied().filter(|k| k + 2 <= i).collect();
         for k in late {
             let local = self.local.remove(&k);
-            let _ = ev.send(RunEvent::Interval { index: k, local, peer: None }).await;
+            let _ = ev
+                .send(RunEvent::Interval {
+                    index: k,
+                    local,
+                    peer: None,
+                })
+                .await;
         }
     }
 
@@ -414,10 +537,21 @@ impl Pairing {
     }
 
     async fn emit_ready(&mut self, ev: &mpsc::Sender<RunEvent>) {
-        let both: Vec<u32> = self.local.keys().copied().filter(|k| self.peer.contains_key(k)).collect();
+        let both: Vec<u32> = self
+            .local
+            .keys()
+            .copied()
+            .filter(|k| self.peer.contains_key(k))
+            .collect();
         for k in both {
             let (local, peer) = (self.local.remove(&k), self.peer.remove(&k));
-            let _ = ev.send(RunEvent::Interval { index: k, local, peer }).await;
+            let _ = ev
+                .send(RunEvent::Interval {
+                    index: k,
+                    local,
+                    peer,
+                })
+                .await;
         }
     }
 
@@ -426,7 +560,13 @@ impl Pairing {
         keys.sort_unstable();
         keys.dedup();
         for k in keys {
-            let _ = ev.send(RunEvent::Interval { index: k, local: self.local.remove(&k), peer: self.peer.remove(&k) }).await;
+            let _ = ev
+                .send(RunEvent::Interval {
+                    index: k,
+                    local: self.local.remove(&k),
+                    peer: self.peer.remove(&k),
+                })
+                .await;
         }
     }
 }

@@ -93,7 +93,10 @@ impl LocalPair {
     /// any runtime threads exist (PR_SET_PDEATHSIG follows the spawning thread).
     pub fn create(exe: &Path, queues: u32) -> Result<Self, PairError> {
         let token = Token::random();
-        let dir = tempfile::Builder::new().prefix("wirescope-").tempdir().map_err(PairError::TempDir)?;
+        let dir = tempfile::Builder::new()
+            .prefix("wirescope-")
+            .tempdir()
+            .map_err(PairError::TempDir)?;
         let sock = dir.path().join("control.sock");
         let pid = std::process::id();
         let mut netns = NetnsGuard::default();
@@ -101,20 +104,37 @@ impl LocalPair {
             netns::remove_stale(&NS_PREFIXES);
             let (a, b) = (format!("ws-a-{pid}"), format!("ws-b-{pid}"));
             match build_netns(&mut netns, &a, &b, queues) {
-                Ok(()) => PairKind::Netns { ns_a: a, ns_b: b, queues },
+                Ok(()) => PairKind::Netns {
+                    ns_a: a,
+                    ns_b: b,
+                    queues,
+                },
                 Err(e) => {
                     drop(std::mem::take(&mut netns));
-                    PairKind::Loopback { reason: format!("namespaces unavailable: {e}") }
+                    PairKind::Loopback {
+                        reason: format!("namespaces unavailable: {e}"),
+                    }
                 }
             }
         } else {
-            PairKind::Loopback { reason: "not root, so no network namespaces; run as root for a veth pair".into() }
+            PairKind::Loopback {
+                reason: "not root, so no network namespaces; run as root for a veth pair".into(),
+            }
         };
         let (listen, data_ip, wrapper): (String, IpAddr, Vec<String>) = match &kind {
-            PairKind::Netns { ns_b, .. } => (format!("{ADDR_B}:{}", super::DEFAULT_PORT), IpAddr::V4(ADDR_B), vec!["ip".into(), "netns".into(), "exec".into(), ns_b.clone()]),
-            PairKind::Loopback { .. } => ("127.0.0.1:0".into(), IpAddr::V4(Ipv4Addr::LOCALHOST), Vec::new()),
+            PairKind::Netns { ns_b, .. } => (
+                format!("{ADDR_B}:{}", super::DEFAULT_PORT),
+                IpAddr::V4(ADDR_B),
+                vec!["ip".into(), "netns".into(), "exec".into(), ns_b.clone()],
+            ),
+            PairKind::Loopback { .. } => (
+                "127.0.0.1:0".into(),
+                IpAddr::V4(Ipv4Addr::LOCALHOST),
+                Vec::new(),
+            ),
         };
-        let log = std::fs::File::create(dir.path().join("agent.log")).map_err(PairError::TempDir)?;
+        let log =
+            std::fs::File::create(dir.path().join("agent.log")).map_err(PairError::TempDir)?;
         let mut cmd = match wrapper.split_first() {
             Some((prog, rest)) => {
                 let mut c = Command::new(prog);
@@ -123,8 +143,17 @@ impl LocalPair {
             }
             None => Command::new(exe),
         };
-        cmd.arg("agent").arg("--listen").arg(&listen).arg("--control-unix").arg(&sock).arg("--once");
-        cmd.env(TOKEN_ENV, token.as_text()).stdin(Stdio::null()).stdout(Stdio::null()).stderr(log).process_group(0);
+        cmd.arg("agent")
+            .arg("--listen")
+            .arg(&listen)
+            .arg("--control-unix")
+            .arg(&sock)
+            .arg("--once");
+        cmd.env(TOKEN_ENV, token.as_text())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .process_group(0);
         // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
@@ -134,8 +163,20 @@ impl LocalPair {
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(|e| PairError::Agent(format!("cannot start {}: {e}", exe.display())))?;
-        let mut pair = LocalPair { kind, target: Target::Unix { path: sock.clone(), data_ip }, token, child: Some(child), dir, _netns: netns };
+        let child = cmd
+            .spawn()
+            .map_err(|e| PairError::Agent(format!("cannot start {}: {e}", exe.display())))?;
+        let mut pair = LocalPair {
+            kind,
+            target: Target::Unix {
+                path: sock.clone(),
+                data_ip,
+            },
+            token,
+            child: Some(child),
+            dir,
+            _netns: netns,
+        };
         pair.wait_ready(&sock, Duration::from_secs(10))?;
         Ok(pair)
     }
@@ -148,12 +189,19 @@ impl LocalPair {
             }
             if let Some(c) = self.child.as_mut() {
                 if let Ok(Some(status)) = c.try_wait() {
-                    return Err(PairError::Agent(format!("exited with {status} before it was ready: {}", self.agent_log_tail())));
+                    return Err(PairError::Agent(format!(
+                        "exited with {status} before it was ready: {}",
+                        self.agent_log_tail()
+                    )));
                 }
             }
             std::thread::sleep(Duration::from_millis(10));
         }
-        Err(PairError::Agent(format!("not ready after {} s: {}", limit.as_secs(), self.agent_log_tail())))
+        Err(PairError::Agent(format!(
+            "not ready after {} s: {}",
+            limit.as_secs(),
+            self.agent_log_tail()
+        )))
     }
 
     /// Move the calling thread into the controller's namespace (no-op on loopback).
@@ -191,11 +239,45 @@ fn build_netns(g: &mut NetnsGuard, a: &str, b: &str, queues: u32) -> Result<(), 
     g.add(b)?;
     let q = queues.to_string();
     netns::ip(&[
-        "link", "add", "veth-a", "netns", a, "numtxqueues", &q, "numrxqueues", &q, "type", "veth", "peer", "name", "veth-b", "netns", b,
-        "numtxqueues", &q, "numrxqueues", &q,
+        "link",
+        "add",
+        "veth-a",
+        "netns",
+        a,
+        "numtxqueues",
+        &q,
+        "numrxqueues",
+        &q,
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "veth-b",
+        "netns",
+        b,
+        "numtxqueues",
+        &q,
+        "numrxqueues",
+        &q,
     ])?;
-    netns::ip(&["-n", a, "addr", "add", &format!("{ADDR_A}/30"), "dev", "veth-a"])?;
-    netns::ip(&["-n", b, "addr", "add", &format!("{ADDR_B}/30"), "dev", "veth-b"])?;
+    netns::ip(&[
+        "-n",
+        a,
+        "addr",
+        "add",
+        &format!("{ADDR_A}/30"),
+        "dev",
+        "veth-a",
+    ])?;
+    netns::ip(&[
+        "-n",
+        b,
+        "addr",
+        "add",
+        &format!("{ADDR_B}/30"),
+        "dev",
+        "veth-b",
+    ])?;
     netns::ip(&["-n", a, "link", "set", "veth-a", "up"])?;
     netns::ip(&["-n", b, "link", "set", "veth-b", "up"])?;
     Ok(())

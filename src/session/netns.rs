@@ -47,9 +47,15 @@ pub fn ip(args: &[&str]) -> Result<String, NetnsError> {
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|source| NetnsError::Spawn { args: joined.clone(), source })?;
+        .map_err(|source| NetnsError::Spawn {
+            args: joined.clone(),
+            source,
+        })?;
     if !out.status.success() {
-        return Err(NetnsError::Failed { args: joined, stderr: String::from_utf8_lossy(&out.stderr).trim().to_string() });
+        return Err(NetnsError::Failed {
+            args: joined,
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -87,18 +93,31 @@ impl Drop for NetnsGuard {
 
 /// Move the calling thread into namespace `name` (threads it spawns later inherit it).
 pub fn enter(name: &str) -> Result<(), NetnsError> {
-    let f = File::open(format!("/run/netns/{name}")).map_err(|source| NetnsError::Enter { name: name.into(), source })?;
-    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET)
-        .map_err(|e| NetnsError::Enter { name: name.into(), source: std::io::Error::from_raw_os_error(e as i32) })
+    let f = File::open(format!("/run/netns/{name}")).map_err(|source| NetnsError::Enter {
+        name: name.into(),
+        source,
+    })?;
+    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| NetnsError::Enter {
+        name: name.into(),
+        source: std::io::Error::from_raw_os_error(e as i32),
+    })
 }
 
 /// Delete namespaces named `{prefix}{pid}` whose process no longer exists.
 pub fn remove_stale(prefixes: &[&str]) -> Vec<String> {
     let mut removed = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/run/netns") else { return removed };
+    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+        return removed;
+    };
     for e in dir.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = prefixes.iter().find_map(|p| name.strip_prefix(p)).and_then(|rest| rest.parse::<u32>().ok()) else { continue };
+        let Some(pid) = prefixes
+            .iter()
+            .find_map(|p| name.strip_prefix(p))
+            .and_then(|rest| rest.parse::<u32>().ok())
+        else {
+            continue;
+        };
         if std::path::Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }

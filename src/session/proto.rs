@@ -183,7 +183,10 @@ impl DataHello {
     pub fn decode_after_magic(b: &[u8; 20]) -> Self {
         let mut cookie = [0u8; 16];
         cookie.copy_from_slice(&b[..16]);
-        DataHello { cookie, index: u32::from_be_bytes([b[16], b[17], b[18], b[19]]) }
+        DataHello {
+            cookie,
+            index: u32::from_be_bytes([b[16], b[17], b[18], b[19]]),
+        }
     }
 }
 
@@ -242,9 +245,14 @@ pub fn check_len(first: [u8; 4]) -> Result<u32, ProtoError> {
     let len = u32::from_be_bytes(first);
     if len > MAX_FRAME {
         if first.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
-            return Err(ProtoError::Garbage(String::from_utf8_lossy(&first).into_owned()));
+            return Err(ProtoError::Garbage(
+                String::from_utf8_lossy(&first).into_owned(),
+            ));
         }
-        return Err(ProtoError::TooLarge { len, max: MAX_FRAME });
+        return Err(ProtoError::TooLarge {
+            len,
+            max: MAX_FRAME,
+        });
     }
     Ok(len)
 }
@@ -267,10 +275,13 @@ pub async fn read_msg<R: AsyncRead + Unpin>(r: &mut R) -> Result<Msg, ProtoError
 /// Write one frame and flush it.
 pub async fn write_msg<W: AsyncWrite + Unpin>(w: &mut W, msg: &Msg) -> Result<(), ProtoError> {
     let body = serde_json::to_vec(msg)?;
-    let len = u32::try_from(body.len()).ok().filter(|l| *l <= MAX_FRAME).ok_or(ProtoError::TooLarge {
-        len: u32::try_from(body.len()).unwrap_or(u32::MAX),
-        max: MAX_FRAME,
-    })?;
+    let len = u32::try_from(body.len())
+        .ok()
+        .filter(|l| *l <= MAX_FRAME)
+        .ok_or(ProtoError::TooLarge {
+            len: u32::try_from(body.len()).unwrap_or(u32::MAX),
+            max: MAX_FRAME,
+        })?;
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&len.to_be_bytes());
     frame.extend_from_slice(&body);
@@ -294,7 +305,10 @@ mod tests {
     #[tokio::test]
     async fn frames_round_trip() {
         let (mut a, mut b) = tokio::io::duplex(4096);
-        let m = Msg::Hello { version: 1, software: "x".into() };
+        let m = Msg::Hello {
+            version: 1,
+            software: "x".into(),
+        };
         write_msg(&mut a, &m).await.unwrap();
         assert_eq!(read_msg(&mut b).await.unwrap(), m);
     }
@@ -302,7 +316,9 @@ mod tests {
     #[tokio::test]
     async fn oversized_and_garbage_are_named() {
         let (mut a, mut b) = tokio::io::duplex(64);
-        tokio::io::AsyncWriteExt::write_all(&mut a, &(MAX_FRAME + 1).to_be_bytes()).await.unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut a, &(MAX_FRAME + 1).to_be_bytes())
+            .await
+            .unwrap();
         let e = read_msg(&mut b).await.unwrap_err();
         assert!(matches!(e, ProtoError::TooLarge { .. }), "{e}");
         let e = check_len(*b"GET ").unwrap_err();
@@ -312,14 +328,24 @@ mod tests {
     #[tokio::test]
     async fn bad_json_is_an_error() {
         let (mut a, mut b) = tokio::io::duplex(64);
-        tokio::io::AsyncWriteExt::write_all(&mut a, &3u32.to_be_bytes()).await.unwrap();
-        tokio::io::AsyncWriteExt::write_all(&mut a, b"{x}").await.unwrap();
-        assert!(matches!(read_msg(&mut b).await.unwrap_err(), ProtoError::BadJson(_)));
+        tokio::io::AsyncWriteExt::write_all(&mut a, &3u32.to_be_bytes())
+            .await
+            .unwrap();
+        tokio::io::AsyncWriteExt::write_all(&mut a, b"{x}")
+            .await
+            .unwrap();
+        assert!(matches!(
+            read_msg(&mut b).await.unwrap_err(),
+            ProtoError::BadJson(_)
+        ));
     }
 
     #[test]
     fn data_hello_round_trip() {
-        let h = DataHello { cookie: [7; 16], index: 3 };
+        let h = DataHello {
+            cookie: [7; 16],
+            index: 3,
+        };
         let b = h.encode();
         assert_eq!(&b[..4], &DATA_MAGIC);
         let mut rest = [0u8; 20];

@@ -140,10 +140,18 @@ impl EngineSpec {
         let controller_roles: Vec<ConnRole> = match self.mode {
             TcpMode::Stream => {
                 let n = self.streams as usize;
-                let fwd = if self.reverse { ConnRole::Receiver } else { ConnRole::Sender };
+                let fwd = if self.reverse {
+                    ConnRole::Receiver
+                } else {
+                    ConnRole::Sender
+                };
                 let mut v = vec![fwd; n];
                 if self.bidir {
-                    let back = if self.reverse { ConnRole::Sender } else { ConnRole::Receiver };
+                    let back = if self.reverse {
+                        ConnRole::Sender
+                    } else {
+                        ConnRole::Receiver
+                    };
                     v.extend(std::iter::repeat_n(back, n));
                 }
                 v
@@ -247,7 +255,9 @@ impl EngineCounters {
     pub fn new(conns: usize, latency_workers: usize) -> Self {
         EngineCounters {
             conns: (0..conns).map(|_| ConnCounters::default()).collect(),
-            latency: (0..latency_workers).map(|_| Mutex::new(new_latency_histogram())).collect(),
+            latency: (0..latency_workers)
+                .map(|_| Mutex::new(new_latency_histogram()))
+                .collect(),
         }
     }
 
@@ -384,7 +394,9 @@ pub trait Engine {
 pub fn pin_current_thread(cpu: CpuId) -> Result<(), EngineError> {
     let mut set = nix::sched::CpuSet::new();
     set.set(cpu.0 as usize).map_err(|e| {
-        EngineError::Unsupported(format!("cannot pin to {cpu}: {e} (the CPU number is too large for this system)"))
+        EngineError::Unsupported(format!(
+            "cannot pin to {cpu}: {e} (the CPU number is too large for this system)"
+        ))
     })?;
     nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(|e| {
         EngineError::Unsupported(format!("cannot pin a worker to {cpu}: {e}; check the CPU exists and is online (see /sys/devices/system/cpu/online)"))
@@ -392,7 +404,11 @@ pub fn pin_current_thread(cpu: CpuId) -> Result<(), EngineError> {
 }
 
 /// Spawn a named worker thread, pinned to `cpu` when given.
-pub fn spawn_worker<F>(name: String, cpu: Option<CpuId>, f: F) -> Result<JoinHandle<Result<(), EngineError>>, EngineError>
+pub fn spawn_worker<F>(
+    name: String,
+    cpu: Option<CpuId>,
+    f: F,
+) -> Result<JoinHandle<Result<(), EngineError>>, EngineError>
 where
     F: FnOnce() -> Result<(), EngineError> + Send + 'static,
 {
@@ -440,8 +456,24 @@ mod tests {
         s.bidir = true;
         let c = s.conn_roles(Side::Controller);
         let a = s.conn_roles(Side::Agent);
-        assert_eq!(c, vec![ConnRole::Sender, ConnRole::Sender, ConnRole::Receiver, ConnRole::Receiver]);
-        assert_eq!(a, vec![ConnRole::Receiver, ConnRole::Receiver, ConnRole::Sender, ConnRole::Sender]);
+        assert_eq!(
+            c,
+            vec![
+                ConnRole::Sender,
+                ConnRole::Sender,
+                ConnRole::Receiver,
+                ConnRole::Receiver
+            ]
+        );
+        assert_eq!(
+            a,
+            vec![
+                ConnRole::Receiver,
+                ConnRole::Receiver,
+                ConnRole::Sender,
+                ConnRole::Sender
+            ]
+        );
         s.reverse = true;
         s.bidir = false;
         assert_eq!(s.conn_roles(Side::Controller), vec![ConnRole::Receiver; 2]);

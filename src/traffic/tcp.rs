@@ -43,8 +43,16 @@ impl TcpEngine {
 /// `connect` (buffer sizes decide the window scale in the SYN; MSS is
 /// advertised in the SYN).
 pub fn prepare_socket(spec: &EngineSpec, addr: &SocketAddr) -> Result<Socket, EngineError> {
-    let sock = Socket::new(Domain::for_address(*addr), Type::STREAM, Some(Protocol::TCP))
-        .map_err(|source| EngineError::Io { op: "socket", conn: 0, source })?;
+    let sock = Socket::new(
+        Domain::for_address(*addr),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )
+    .map_err(|source| EngineError::Io {
+        op: "socket",
+        conn: 0,
+        source,
+    })?;
     apply_options(&sock, spec, 0)?;
     Ok(sock)
 }
@@ -52,11 +60,19 @@ pub fn prepare_socket(spec: &EngineSpec, addr: &SocketAddr) -> Result<Socket, En
 /// Options for an established data connection (accepted by the agent, or
 /// connected by the controller): everything [`prepare_socket`] sets, plus
 /// TCP_NODELAY for the message modes.
-pub fn configure_stream(stream: &TcpStream, spec: &EngineSpec, conn: usize) -> Result<(), EngineError> {
+pub fn configure_stream(
+    stream: &TcpStream,
+    spec: &EngineSpec,
+    conn: usize,
+) -> Result<(), EngineError> {
     let sock = socket2::SockRef::from(stream);
     apply_options(&sock, spec, conn)?;
     if spec.mode != TcpMode::Stream {
-        sock.set_nodelay(true).map_err(|source| EngineError::Io { op: "setsockopt TCP_NODELAY", conn, source })?;
+        sock.set_nodelay(true).map_err(|source| EngineError::Io {
+            op: "setsockopt TCP_NODELAY",
+            conn,
+            source,
+        })?;
     }
     Ok(())
 }
@@ -64,11 +80,25 @@ pub fn configure_stream(stream: &TcpStream, spec: &EngineSpec, conn: usize) -> R
 fn apply_options(sock: &Socket, spec: &EngineSpec, conn: usize) -> Result<(), EngineError> {
     if let Some(w) = spec.window {
         let w = w.as_usize();
-        sock.set_send_buffer_size(w).map_err(|source| EngineError::Io { op: "setsockopt SO_SNDBUF", conn, source })?;
-        sock.set_recv_buffer_size(w).map_err(|source| EngineError::Io { op: "setsockopt SO_RCVBUF", conn, source })?;
+        sock.set_send_buffer_size(w)
+            .map_err(|source| EngineError::Io {
+                op: "setsockopt SO_SNDBUF",
+                conn,
+                source,
+            })?;
+        sock.set_recv_buffer_size(w)
+            .map_err(|source| EngineError::Io {
+                op: "setsockopt SO_RCVBUF",
+                conn,
+                source,
+            })?;
     }
     if let Some(mss) = spec.mss {
-        sock.set_mss(mss).map_err(|source| EngineError::Io { op: "setsockopt TCP_MAXSEG", conn, source })?;
+        sock.set_mss(mss).map_err(|source| EngineError::Io {
+            op: "setsockopt TCP_MAXSEG",
+            conn,
+            source,
+        })?;
     }
     if let Some(cc) = &spec.congestion {
         sock.set_tcp_congestion(cc.as_bytes()).map_err(|source| {
@@ -82,7 +112,11 @@ fn apply_options(sock: &Socket, spec: &EngineSpec, conn: usize) -> Result<(), En
         })?;
     }
     if spec.zerocopy {
-        zerocopy::enable(sock.as_raw_fd()).map_err(|source| EngineError::Io { op: "setsockopt SO_ZEROCOPY", conn, source })?;
+        zerocopy::enable(sock.as_raw_fd()).map_err(|source| EngineError::Io {
+            op: "setsockopt SO_ZEROCOPY",
+            conn,
+            source,
+        })?;
     }
     Ok(())
 }
@@ -101,9 +135,23 @@ impl Engine for TcpEngine {
         let mut sockets = Vec::with_capacity(conns.len());
         for (i, c) in conns.iter().enumerate() {
             configure_stream(c, spec, i)?;
-            c.set_read_timeout(Some(WAKE_INTERVAL)).map_err(|source| EngineError::Io { op: "setsockopt SO_RCVTIMEO", conn: i, source })?;
-            c.set_write_timeout(Some(WAKE_INTERVAL)).map_err(|source| EngineError::Io { op: "setsockopt SO_SNDTIMEO", conn: i, source })?;
-            sockets.push(c.try_clone().map_err(|source| EngineError::Io { op: "dup", conn: i, source })?);
+            c.set_read_timeout(Some(WAKE_INTERVAL))
+                .map_err(|source| EngineError::Io {
+                    op: "setsockopt SO_RCVTIMEO",
+                    conn: i,
+                    source,
+                })?;
+            c.set_write_timeout(Some(WAKE_INTERVAL))
+                .map_err(|source| EngineError::Io {
+                    op: "setsockopt SO_SNDTIMEO",
+                    conn: i,
+                    source,
+                })?;
+            sockets.push(c.try_clone().map_err(|source| EngineError::Io {
+                op: "dup",
+                conn: i,
+                source,
+            })?);
         }
         let control = EngineControl::default();
         let cpus = spec.cpus_for(side).to_vec();
@@ -115,19 +163,35 @@ impl Engine for TcpEngine {
             }
             TcpMode::Pingpong | TcpMode::Rr => {
                 let workers = (spec.threads.max(1) as usize).min(conns.len().max(1));
-                let measuring = if roles.first() == Some(&ConnRole::Client) && spec.mode == TcpMode::Rr { workers } else { 0 };
+                let measuring =
+                    if roles.first() == Some(&ConnRole::Client) && spec.mode == TcpMode::Rr {
+                        workers
+                    } else {
+                        0
+                    };
                 let counters = Arc::new(EngineCounters::new(conns.len(), measuring));
                 let t = echo::spawn(spec, &roles, conns, workers, &cpus, &counters, &control)?;
                 (t, counters)
             }
         };
-        Ok(RunningEngine { threads, counters, sockets, control, roles })
+        Ok(RunningEngine {
+            threads,
+            counters,
+            sockets,
+            control,
+            roles,
+        })
     }
 }
 
 /// True for the errors a blocking call with SO_RCVTIMEO/SO_SNDTIMEO returns on timeout.
 pub(crate) fn is_timeout(e: &std::io::Error) -> bool {
-    matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted)
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock
+            | std::io::ErrorKind::TimedOut
+            | std::io::ErrorKind::Interrupted
+    )
 }
 
 /// True for the errors that mean the peer closed or reset the connection.

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+use wirescope::probe::sample::{HostRole, Sample};
 use wirescope::record::log::read_log;
 use wirescope::record::schema::{Record, Summary};
-use wirescope::probe::sample::{HostRole, Sample};
 
 pub const TOKEN: &str = "integration-test-token";
 
@@ -28,7 +28,12 @@ pub fn require_root() {
 
 fn ip(args: &[&str]) {
     let out = Command::new("ip").args(args).output().expect("run ip");
-    assert!(out.status.success(), "ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "ip {}: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Two namespaces joined by a 4-queue veth (198.18.0.1 ⇄ 198.18.0.2), removed on drop.
@@ -47,10 +52,36 @@ impl Pair {
         let n = N.fetch_add(1, Ordering::SeqCst);
         let id = std::process::id();
         let (a, b) = (format!("wst-{id}-{n}-a"), format!("wst-{id}-{n}-b"));
-        let p = Pair { a: a.clone(), b: b.clone(), agent: None, dir: tempfile::tempdir().unwrap() };
+        let p = Pair {
+            a: a.clone(),
+            b: b.clone(),
+            agent: None,
+            dir: tempfile::tempdir().unwrap(),
+        };
         ip(&["netns", "add", &a]);
         ip(&["netns", "add", &b]);
-        ip(&["link", "add", "veth-a", "netns", &a, "numtxqueues", "4", "numrxqueues", "4", "type", "veth", "peer", "name", "veth-b", "netns", &b, "numtxqueues", "4", "numrxqueues", "4"]);
+        ip(&[
+            "link",
+            "add",
+            "veth-a",
+            "netns",
+            &a,
+            "numtxqueues",
+            "4",
+            "numrxqueues",
+            "4",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "veth-b",
+            "netns",
+            &b,
+            "numtxqueues",
+            "4",
+            "numrxqueues",
+            "4",
+        ]);
         ip(&["-n", &a, "addr", "add", "198.18.0.1/30", "dev", "veth-a"]);
         ip(&["-n", &b, "addr", "add", "198.18.0.2/30", "dev", "veth-b"]);
         for (ns, dev) in [(&a, "veth-a"), (&b, "veth-b")] {
@@ -64,7 +95,15 @@ impl Pair {
     pub fn start_agent(&mut self) {
         let log = self.dir.path().join("agent.log");
         let child = Command::new("ip")
-            .args(["netns", "exec", &self.b, bin(), "agent", "--listen", "198.18.0.2:5310"])
+            .args([
+                "netns",
+                "exec",
+                &self.b,
+                bin(),
+                "agent",
+                "--listen",
+                "198.18.0.2:5310",
+            ])
             .env("WIRESCOPE_TOKEN", TOKEN)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -74,12 +113,18 @@ impl Pair {
         self.agent = Some(child);
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(10) {
-            if std::fs::read_to_string(&log).unwrap_or_default().contains("listening on") {
+            if std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .contains("listening on")
+            {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        panic!("agent did not start: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        panic!(
+            "agent did not start: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
     }
 
     pub fn agent_pid(&self) -> u32 {
@@ -100,7 +145,17 @@ impl Pair {
     /// `wirescope run --peer 198.18.0.2 ARGS` from namespace a.
     pub fn run_cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.a, bin(), "run", "--peer", "198.18.0.2"]).args(args).env("WIRESCOPE_TOKEN", TOKEN);
+        c.args([
+            "netns",
+            "exec",
+            &self.a,
+            bin(),
+            "run",
+            "--peer",
+            "198.18.0.2",
+        ])
+        .args(args)
+        .env("WIRESCOPE_TOKEN", TOKEN);
         c
     }
 
@@ -131,18 +186,45 @@ impl Log {
         let text = std::fs::read_to_string(p).unwrap();
         for line in text.lines() {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            assert!(v.get("type").and_then(|t| t.as_str()).is_some(), "record without type: {line}");
+            assert!(
+                v.get("type").and_then(|t| t.as_str()).is_some(),
+                "record without type: {line}"
+            );
         }
-        Log { records: read_log(p).unwrap() }
+        Log {
+            records: read_log(p).unwrap(),
+        }
     }
     pub fn samples(&self, host: HostRole) -> Vec<&Sample> {
-        self.records.iter().filter_map(|r| if let Record::Sample(s) = r { Some(&**s) } else { None }).filter(|s| s.host == host).collect()
+        self.records
+            .iter()
+            .filter_map(|r| {
+                if let Record::Sample(s) = r {
+                    Some(&**s)
+                } else {
+                    None
+                }
+            })
+            .filter(|s| s.host == host)
+            .collect()
     }
     pub fn summaries(&self) -> Vec<&Summary> {
-        self.records.iter().filter_map(|r| if let Record::Summary(s) = r { Some(&**s) } else { None }).collect()
+        self.records
+            .iter()
+            .filter_map(|r| {
+                if let Record::Summary(s) = r {
+                    Some(&**s)
+                } else {
+                    None
+                }
+            })
+            .collect()
     }
     pub fn events(&self, kind: &str) -> usize {
-        self.records.iter().filter(|r| matches!(r, Record::Event(e) if e.kind == kind)).count()
+        self.records
+            .iter()
+            .filter(|r| matches!(r, Record::Event(e) if e.kind == kind))
+            .count()
     }
 }
 
@@ -164,7 +246,11 @@ pub fn local_pair_namespaces(pid: u32) -> Vec<String> {
 pub fn process_alive(pid: u32) -> bool {
     // A zombie still has /proc/PID; treat it as gone.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s.split(')').nth(1).map(|r| r.trim_start().starts_with('Z')).unwrap_or(false),
+        Ok(s) => !s
+            .split(')')
+            .nth(1)
+            .map(|r| r.trim_start().starts_with('Z'))
+            .unwrap_or(false),
         Err(_) => false,
     }
 }

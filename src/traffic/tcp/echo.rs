@@ -16,7 +16,8 @@
 
 use super::{is_disconnect, is_timeout, WAKE_INTERVAL};
 use crate::traffic::{
-    new_latency_histogram, spawn_worker, ConnRole, EngineControl, EngineCounters, EngineError, EngineSpec, TcpMode,
+    new_latency_histogram, spawn_worker, ConnRole, EngineControl, EngineCounters, EngineError,
+    EngineSpec, TcpMode,
 };
 use crate::units::CpuId;
 use hdrhistogram::Histogram;
@@ -55,9 +56,19 @@ pub(super) fn spawn(
 ) -> Result<Vec<Worker>, EngineError> {
     let client = roles.first() == Some(&ConnRole::Client);
     let behaviour = match (spec.mode, client) {
-        (TcpMode::Rr, true) => Behaviour::RrClient { req: spec.size.0.max(1), resp: spec.resp_size.0.max(1), depth: spec.depth.max(1) },
-        (TcpMode::Rr, false) => Behaviour::RrServer { req: spec.size.0.max(1), resp: spec.resp_size.0.max(1) },
-        _ => Behaviour::Echo { client, size: spec.size.0.max(1) },
+        (TcpMode::Rr, true) => Behaviour::RrClient {
+            req: spec.size.0.max(1),
+            resp: spec.resp_size.0.max(1),
+            depth: spec.depth.max(1),
+        },
+        (TcpMode::Rr, false) => Behaviour::RrServer {
+            req: spec.size.0.max(1),
+            resp: spec.resp_size.0.max(1),
+        },
+        _ => Behaviour::Echo {
+            client,
+            size: spec.size.0.max(1),
+        },
     };
     let mut groups: Vec<Vec<(usize, TcpStream)>> = (0..workers).map(|_| Vec::new()).collect();
     for (i, c) in conns.into_iter().enumerate() {
@@ -69,11 +80,25 @@ pub(super) fn spawn(
         let counters = Arc::clone(counters);
         let control = control.clone();
         let name = format!("ws-{}-{w}", if client { "cli" } else { "srv" });
-        let blocking = group.len() == 1 && matches!(behaviour, Behaviour::RrClient { depth: 1, .. } | Behaviour::RrServer { .. }) && spec.depth == 1;
+        let blocking = group.len() == 1
+            && matches!(
+                behaviour,
+                Behaviour::RrClient { depth: 1, .. } | Behaviour::RrServer { .. }
+            )
+            && spec.depth == 1;
         threads.push(spawn_worker(name, cpu, move || {
-            let mut w = WorkerCtx { counters: &counters, control: &control, worker: w, hist: new_latency_histogram(), last_flush: Instant::now() };
+            let mut w = WorkerCtx {
+                counters: &counters,
+                control: &control,
+                worker: w,
+                hist: new_latency_histogram(),
+                last_flush: Instant::now(),
+            };
             let r = if blocking {
-                let (idx, sock) = group.into_iter().next().ok_or_else(|| EngineError::Unsupported("empty worker".into()))?;
+                let (idx, sock) = group
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| EngineError::Unsupported("empty worker".into()))?;
                 w.blocking(idx, &sock, behaviour)
             } else {
                 w.event_loop(group, behaviour)
@@ -113,7 +138,9 @@ enum Xfer {
 
 impl WorkerCtx<'_> {
     fn record(&mut self, started: Instant, now: Instant) {
-        let ns = u64::try_from(now.duration_since(started).as_nanos()).unwrap_or(u64::MAX).max(1);
+        let ns = u64::try_from(now.duration_since(started).as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
         self.hist.saturating_record(ns);
         if now.duration_since(self.last_flush) >= HIST_FLUSH {
             self.last_flush = now;
@@ -138,7 +165,11 @@ impl WorkerCtx<'_> {
     /// Blocking loop for one rr connection with depth 1.
     fn blocking(&mut self, idx: usize, sock: &TcpStream, b: Behaviour) -> Result<(), EngineError> {
         let ctr = &self.counters.conns[idx];
-        let io = |op, source| EngineError::Io { op, conn: idx, source };
+        let io = |op, source| EngineError::Io {
+            op,
+            conn: idx,
+            source,
+        };
         match b {
             Behaviour::RrClient { req, resp, .. } => {
                 let out = vec![0u8; req as usize];
@@ -153,7 +184,15 @@ impl WorkerCtx<'_> {
                     match read_full(sock, &mut inb, self.control).map_err(|e| io("read", e))? {
                         Xfer::Done => {}
                         Xfer::Eof if self.control.stopping() => return Ok(()),
-                        Xfer::Eof => return Err(io("read", std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the server closed the connection mid-test"))),
+                        Xfer::Eof => {
+                            return Err(io(
+                                "read",
+                                std::io::Error::new(
+                                    std::io::ErrorKind::UnexpectedEof,
+                                    "the server closed the connection mid-test",
+                                ),
+                            ))
+                        }
                         Xfer::Aborted => return Ok(()),
                     }
                     self.record(t0, Instant::now());
@@ -169,11 +208,9 @@ impl WorkerCtx<'_> {
                 let mut inb = vec![0u8; req as usize];
                 let out = vec![0u8; resp as usize];
                 let mut n: u64 = 0;
-                loop {
-                    match read_full(sock, &mut inb, self.control).map_err(|e| io("read", e))? {
-                        Xfer::Done => {}
-                        Xfer::Eof | Xfer::Aborted => break,
-                    }
+                while let Xfer::Done =
+                    read_full(sock, &mut inb, self.control).map_err(|e| io("read", e))?
+                {
                     match write_full(sock, &out, self.control).map_err(|e| io("write", e))? {
                         Xfer::Done => {}
                         Xfer::Eof | Xfer::Aborted => break,
@@ -186,21 +223,49 @@ impl WorkerCtx<'_> {
                 let _ = sock.shutdown(Shutdown::Write);
                 Ok(())
             }
-            Behaviour::Echo { .. } => Err(EngineError::Unsupported("pingpong has no blocking path".into())),
+            Behaviour::Echo { .. } => Err(EngineError::Unsupported(
+                "pingpong has no blocking path".into(),
+            )),
         }
     }
 
     /// mio loop over this worker's connections.
-    fn event_loop(&mut self, group: Vec<(usize, TcpStream)>, b: Behaviour) -> Result<(), EngineError> {
-        let mut poll = Poll::new().map_err(|source| EngineError::Io { op: "epoll_create", conn: 0, source })?;
+    fn event_loop(
+        &mut self,
+        group: Vec<(usize, TcpStream)>,
+        b: Behaviour,
+    ) -> Result<(), EngineError> {
+        let mut poll = Poll::new().map_err(|source| EngineError::Io {
+            op: "epoll_create",
+            conn: 0,
+            source,
+        })?;
         let mut conns = Vec::with_capacity(group.len());
         for (k, (idx, s)) in group.into_iter().enumerate() {
-            s.set_nonblocking(true).map_err(|source| EngineError::Io { op: "set O_NONBLOCK", conn: idx, source })?;
+            s.set_nonblocking(true).map_err(|source| EngineError::Io {
+                op: "set O_NONBLOCK",
+                conn: idx,
+                source,
+            })?;
             let mut sock = mio::net::TcpStream::from_std(s);
             poll.registry()
                 .register(&mut sock, Token(k), Interest::READABLE | Interest::WRITABLE)
-                .map_err(|source| EngineError::Io { op: "epoll_ctl", conn: idx, source })?;
-            let mut c = Conn { idx, sock, rx: 0, tx: 0, owed: 0, done: 0, inflight: VecDeque::new(), closing: false, eof: false };
+                .map_err(|source| EngineError::Io {
+                    op: "epoll_ctl",
+                    conn: idx,
+                    source,
+                })?;
+            let mut c = Conn {
+                idx,
+                sock,
+                rx: 0,
+                tx: 0,
+                owed: 0,
+                done: 0,
+                inflight: VecDeque::new(),
+                closing: false,
+                eof: false,
+            };
             let now = Instant::now();
             match b {
                 Behaviour::RrClient { req, depth, .. } => {
@@ -223,7 +288,10 @@ impl WorkerCtx<'_> {
             if self.control.aborted() {
                 return Ok(());
             }
-            let client = matches!(b, Behaviour::RrClient { .. } | Behaviour::Echo { client: true, .. });
+            let client = matches!(
+                b,
+                Behaviour::RrClient { .. } | Behaviour::Echo { client: true, .. }
+            );
             if client && self.control.stopping() && drain_deadline.is_none() {
                 drain_deadline = Some(Instant::now() + DRAIN_TIMEOUT);
                 for c in conns.iter_mut() {
@@ -243,10 +311,16 @@ impl WorkerCtx<'_> {
                 if e.kind() == std::io::ErrorKind::Interrupted {
                     continue;
                 }
-                return Err(EngineError::Io { op: "epoll_wait", conn: 0, source: e });
+                return Err(EngineError::Io {
+                    op: "epoll_wait",
+                    conn: 0,
+                    source: e,
+                });
             }
             for ev in events.iter() {
-                let Some(c) = conns.get_mut(ev.token().0) else { continue };
+                let Some(c) = conns.get_mut(ev.token().0) else {
+                    continue;
+                };
                 if c.eof {
                     continue;
                 }
@@ -260,7 +334,12 @@ impl WorkerCtx<'_> {
         }
     }
 
-    fn read_ready(&mut self, c: &mut Conn, b: Behaviour, buf: &mut [u8]) -> Result<(), EngineError> {
+    fn read_ready(
+        &mut self,
+        c: &mut Conn,
+        b: Behaviour,
+        buf: &mut [u8],
+    ) -> Result<(), EngineError> {
         let stopping = self.control.stopping();
         let ctr = &self.counters.conns[c.idx];
         loop {
@@ -273,11 +352,20 @@ impl WorkerCtx<'_> {
                 Ok(n) => n as u64,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) if is_disconnect(&e) && (stopping || !matches!(b, Behaviour::RrClient { .. })) => {
+                Err(e)
+                    if is_disconnect(&e)
+                        && (stopping || !matches!(b, Behaviour::RrClient { .. })) =>
+                {
                     c.eof = true;
                     return Ok(());
                 }
-                Err(source) => return Err(EngineError::Io { op: "read", conn: c.idx, source }),
+                Err(source) => {
+                    return Err(EngineError::Io {
+                        op: "read",
+                        conn: c.idx,
+                        source,
+                    })
+                }
             };
             c.rx += n;
             ctr.rx_bytes.store(c.rx, Ordering::Relaxed);
@@ -319,7 +407,9 @@ impl WorkerCtx<'_> {
     fn flush(&mut self, c: &mut Conn, zeros: &[u8]) -> Result<(), EngineError> {
         let ctr = &self.counters.conns[c.idx];
         while c.owed > 0 && !c.closing {
-            let want = usize::try_from(c.owed).unwrap_or(usize::MAX).min(zeros.len());
+            let want = usize::try_from(c.owed)
+                .unwrap_or(usize::MAX)
+                .min(zeros.len());
             match c.sock.write(&zeros[..want]) {
                 Ok(n) => {
                     c.owed -= n as u64;
@@ -333,9 +423,19 @@ impl WorkerCtx<'_> {
                     if self.control.stopping() {
                         return Ok(());
                     }
-                    return Err(EngineError::Io { op: "write", conn: c.idx, source: e });
+                    return Err(EngineError::Io {
+                        op: "write",
+                        conn: c.idx,
+                        source: e,
+                    });
                 }
-                Err(source) => return Err(EngineError::Io { op: "write", conn: c.idx, source }),
+                Err(source) => {
+                    return Err(EngineError::Io {
+                        op: "write",
+                        conn: c.idx,
+                        source,
+                    })
+                }
             }
         }
         Ok(())

@@ -6,7 +6,9 @@
 //! flags are honoured even when the peer stalls.
 
 use super::{is_disconnect, is_timeout, zerocopy};
-use crate::traffic::{spawn_worker, ConnCounters, ConnRole, EngineControl, EngineCounters, EngineError, EngineSpec};
+use crate::traffic::{
+    spawn_worker, ConnCounters, ConnRole, EngineControl, EngineCounters, EngineError, EngineSpec,
+};
 use crate::units::CpuId;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -29,7 +31,11 @@ pub(super) fn spawn(
     counters: &Arc<EngineCounters>,
     control: &EngineControl,
 ) -> Result<Vec<Worker>, EngineError> {
-    let senders = roles.iter().filter(|r| **r == ConnRole::Sender).count().max(1) as u64;
+    let senders = roles
+        .iter()
+        .filter(|r| **r == ConnRole::Sender)
+        .count()
+        .max(1) as u64;
     // --bytes is a total per direction, split evenly over that direction's streams.
     let quota = spec.bytes.map(|b| b.0.div_ceil(senders));
     let mut threads = Vec::with_capacity(conns.len());
@@ -82,7 +88,13 @@ fn send_loop(
             }
             Err(e) if is_timeout(&e) => {}
             Err(e) if is_disconnect(&e) && control.stopping() => break,
-            Err(source) => return Err(EngineError::Io { op: "write", conn, source }),
+            Err(source) => {
+                return Err(EngineError::Io {
+                    op: "write",
+                    conn,
+                    source,
+                })
+            }
         }
         if let Some(t) = zc_state.as_mut() {
             t.publish(ctr);
@@ -96,7 +108,11 @@ fn send_loop(
     match sock.shutdown(Shutdown::Write) {
         Ok(()) => Ok(()),
         Err(e) if is_disconnect(&e) || e.kind() == std::io::ErrorKind::NotConnected => Ok(()),
-        Err(source) => Err(EngineError::Io { op: "shutdown", conn, source }),
+        Err(source) => Err(EngineError::Io {
+            op: "shutdown",
+            conn,
+            source,
+        }),
     }
 }
 
@@ -112,7 +128,11 @@ fn recv_loop(
     let mut got: u64 = 0;
     let mut r = sock;
     loop {
-        let res = if skip_copy { recv_trunc(sock, &mut buf) } else { r.read(&mut buf) };
+        let res = if skip_copy {
+            recv_trunc(sock, &mut buf)
+        } else {
+            r.read(&mut buf)
+        };
         match res {
             Ok(0) => return Ok(()),
             Ok(n) => {
@@ -125,7 +145,13 @@ fn recv_loop(
                 }
             }
             Err(e) if is_disconnect(&e) && control.stopping() => return Ok(()),
-            Err(source) => return Err(EngineError::Io { op: "read", conn, source }),
+            Err(source) => {
+                return Err(EngineError::Io {
+                    op: "read",
+                    conn,
+                    source,
+                })
+            }
         }
     }
 }
@@ -134,7 +160,14 @@ fn recv_loop(
 /// copying them and returns how many it dropped.
 fn recv_trunc(sock: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
     // SAFETY: buf is valid for buf.len() bytes; the kernel does not write into it with MSG_TRUNC on TCP.
-    let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), libc::MSG_TRUNC) };
+    let n = unsafe {
+        libc::recv(
+            sock.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_TRUNC,
+        )
+    };
     if n < 0 {
         Err(std::io::Error::last_os_error())
     } else {

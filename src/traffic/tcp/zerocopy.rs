@@ -22,7 +22,13 @@ pub(super) fn enable(fd: RawFd) -> std::io::Result<()> {
     let one: libc::c_int = 1;
     // SAFETY: valid fd, option value points to a c_int of the stated size.
     let r = unsafe {
-        libc::setsockopt(fd, libc::SOL_SOCKET, libc::SO_ZEROCOPY, (&one as *const libc::c_int).cast(), std::mem::size_of::<libc::c_int>() as libc::socklen_t)
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ZEROCOPY,
+            (&one as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
     };
     if r < 0 {
         Err(std::io::Error::last_os_error())
@@ -63,7 +69,11 @@ impl Tracker {
 
     /// Wait up to `ms` for the error queue to become readable, then drain it.
     fn wait(&mut self, fd: RawFd, ms: i32) {
-        let mut p = libc::pollfd { fd, events: 0, revents: 0 };
+        let mut p = libc::pollfd {
+            fd,
+            events: 0,
+            revents: 0,
+        };
         // SAFETY: one valid pollfd. POLLERR is always reported.
         unsafe { libc::poll(&mut p, 1, ms) };
         self.drain(fd);
@@ -89,7 +99,8 @@ impl Tracker {
                     || (h.cmsg_level == libc::SOL_IPV6 && h.cmsg_type == libc::IPV6_RECVERR);
                 if is_recverr {
                     // SAFETY: IP_RECVERR payload is a sock_extended_err.
-                    let ee: libc::sock_extended_err = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
+                    let ee: libc::sock_extended_err =
+                        unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast()) };
                     if ee.ee_origin == SO_EE_ORIGIN_ZEROCOPY && ee.ee_errno == 0 {
                         let n = u64::from(ee.ee_data.wrapping_sub(ee.ee_info)) + 1;
                         self.completed += n;
