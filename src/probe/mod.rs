@@ -5,7 +5,11 @@
 //! data; [`sampler::Sampler`] combines them with the engine counters into one
 //! [`sample::Sample`] per interval.
 
+pub mod counters;
 pub mod cpu;
+pub mod ethtool_text;
+pub mod facts;
+pub mod netlink;
 pub mod sample;
 pub mod sampler;
 pub mod source;

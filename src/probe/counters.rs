@@ -1,0 +1,1 @@
+//! Driver-aware classification of `ethtool -S` counter names into per-queue counters.

@@ -1,0 +1,1 @@
+//! ethtool and netdev generic netlink (neli): NIC facts and per-queue qstats.
