@@ -87,12 +87,26 @@ pub struct RunArgs {
     /// The test.
     #[command(flatten)]
     pub test: TestArgs,
+    /// What to observe besides the test's own interface.
+    #[command(flatten)]
+    pub observe: ObserveArgs,
     /// Write a JSON-lines log (header, one sample per host per interval, summary).
     #[arg(long, value_name = "PATH")]
     pub log: Option<PathBuf>,
     /// Print the summary as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Interfaces to watch. The one that routes to the other host is always watched.
+#[derive(Debug, Args, Default, Clone)]
+pub struct ObserveArgs {
+    /// Also watch this interface on this host (repeatable).
+    #[arg(long = "iface", value_name = "IF")]
+    pub ifaces: Vec<String>,
+    /// Also watch this interface on the agent's host (repeatable).
+    #[arg(long = "peer-iface", value_name = "IF")]
+    pub peer_ifaces: Vec<String>,
 }
 
 /// The test itself; shared by `run` and (later) the TUI's control panel.

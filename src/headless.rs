@@ -17,8 +17,36 @@ use crate::session::auth::load_token;
 use crate::session::controller::{Controller, EndReason, PointParams, RunEvent, Target};
 use crate::session::localpair::LocalPair;
 use anyhow::Context;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// Set once stdout's reader went away (`wirescope run | head`): a closed
+/// pipe means "enough", not an error, so printing just stops.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// Write to stdout, stopping quietly once the reader is gone.
+pub fn out(text: &str) {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut o = std::io::stdout().lock();
+    if o.write_all(text.as_bytes())
+        .and_then(|()| o.flush())
+        .is_err()
+    {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+    }
+}
+
+macro_rules! out {
+    ($($t:tt)*) => { out(&format!($($t)*)) };
+}
+
+macro_rules! outln {
+    ($($t:tt)*) => { out(&format!("{}\n", format_args!($($t)*))) };
+}
 
 /// Exit code: success.
 pub const EXIT_OK: u8 = 0;
@@ -124,7 +152,7 @@ async fn run_async(
         l.write(&Record::Header(Box::new(header.clone())))?;
     }
     if !args.json {
-        println!(
+        outln!(
             "wirescope {}: {} {}, local {} ({}, {} CPUs) -> peer {} ({}, {} CPUs)",
             header.wirescope,
             plan.spec.engine.name(),
@@ -144,12 +172,14 @@ async fn run_async(
             interval: plan.interval,
             omit: plan.omit,
             time: plan.time,
+            ifaces: args.observe.ifaces.clone(),
+            peer_ifaces: args.observe.peer_ifaces.clone(),
         };
         if !args.json {
             if let Some(s) = &sweep {
-                println!("\n== sweep {} = {} ==", s.param, s.value);
+                outln!("\n== sweep {} = {} ==", s.param, s.value);
             }
-            println!("{}", text::interval_header(&spec));
+            outln!("{}", text::interval_header(&spec));
         }
         write_event(
             &mut log,
@@ -202,9 +232,9 @@ async fn run_async(
             l.write(&Record::Summary(Box::new(s.clone())))?;
         }
         if args.json {
-            println!("{}", serde_json::to_string(&s)?);
+            outln!("{}", serde_json::to_string(&s)?);
         } else {
-            print!("{}", text::summary_block(&s));
+            out!("{}", text::summary_block(&s));
         }
         match outcome.end {
             EndReason::Completed => {}
@@ -242,7 +272,7 @@ async fn consume(
             }
         }
         if !json {
-            print!("{}", text::interval_rows(spec, l.as_ref(), p.as_ref()));
+            out!("{}", text::interval_rows(spec, l.as_ref(), p.as_ref()));
         }
         local.extend(l);
         peer.extend(p);

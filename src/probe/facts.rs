@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The answer to one query about a NIC.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum Support<T> {
     /// The value.
@@ -24,6 +24,7 @@ pub enum Support<T> {
     /// The query failed for another reason (no privileges, no such device...).
     Error(String),
     /// Not read (for example not present in a captured directory).
+    #[default]
     Unknown,
 }
 
@@ -34,12 +35,6 @@ impl<T> Support<T> {
             Support::Value(v) => Some(v),
             _ => None,
         }
-    }
-}
-
-impl<T> Default for Support<T> {
-    fn default() -> Self {
-        Support::Unknown
     }
 }
 

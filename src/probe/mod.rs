@@ -5,13 +5,18 @@
 //! data; [`sampler::Sampler`] combines them with the engine counters into one
 //! [`sample::Sample`] per interval.
 
+pub mod captured;
 pub mod counters;
 pub mod cpu;
 pub mod ethtool_text;
 pub mod facts;
+pub mod live;
 pub mod netlink;
+pub mod netstat;
+pub mod nic;
 pub mod sample;
 pub mod sampler;
+pub mod softirq;
 pub mod source;
 pub mod system;
 pub mod tcpinfo;

@@ -1,1 +1,28 @@
 //! ethtool and netdev generic netlink (neli): NIC facts and per-queue qstats.
+//!
+//! Owns the live, netlink side of the NIC facts in [`super::facts`]:
+//! [`EthtoolNl`] answers `ethtool -l/-g/-k/-c/-a` and link questions with
+//! ethtool netlink `*_GET` requests, [`NetdevNl`] reads per-queue counters
+//! with the netdev family's `NETDEV_CMD_QSTATS_GET` dump. It only ever sends
+//! GET requests and dumps: it never changes the host.
+//!
+//! A socket belongs to the network namespace of the thread that opened it,
+//! so a caller that wants another namespace opens the probe on a thread that
+//! has entered it and may then use it from anywhere. A query the driver does
+//! not implement is [`Support::NotSupported`](super::facts::Support) naming
+//! the driver, not an error. Replies are parsed defensively: a malformed
+//! reply is an [`NlError::Malformed`], never a panic.
+
+mod consts;
+mod error;
+mod ethtool;
+mod features;
+mod genl;
+mod netdev;
+#[cfg(test)]
+mod tests;
+
+pub use error::NlError;
+pub use ethtool::EthtoolNl;
+pub use features::FEATURE_ALIASES;
+pub use netdev::{NetdevNl, QueueStat, QueueType};

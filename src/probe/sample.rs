@@ -6,11 +6,15 @@
 //! (`#[serde(default)]`), so logs written by older versions still parse.
 
 use super::cpu::CpuSample;
+use super::facts::HostFacts;
+use super::nic::DevCounters;
+use super::softirq::{SoftirqCpu, SoftnetCpu};
 use super::tcpinfo::TcpInfo;
 use crate::traffic::ConnRole;
 use crate::units::{BitsPerSec, Nanos};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Which end of the pair a Sample describes, from the controller's point of view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,6 +46,24 @@ pub struct Sample {
     /// Per-connection counters and TCP_INFO.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conns: Vec<ConnSample>,
+    /// Softirqs raised per CPU (/proc/softirqs deltas).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub softirqs: Vec<SoftirqCpu>,
+    /// softnet counters per CPU (/proc/net/softnet_stat deltas).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub softnet: Vec<SoftnetCpu>,
+    /// Interfaces under test (/proc/net/dev deltas and rates).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ifaces: Vec<IfaceSample>,
+    /// NIC counters that are not per queue (`ethtool -S`), non-zero deltas only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nic_counters: Vec<NicCounter>,
+    /// nstat-style deltas of /proc/net/snmp and /proc/net/netstat (non-zero only).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nstat: BTreeMap<String, u64>,
+    /// Host facts: present in the first Sample of a point and whenever they change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<Box<HostFacts>>,
     /// Probes that could not read this interval, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probe_errors: Vec<String>,
@@ -65,6 +87,31 @@ pub struct EngineSample {
     /// rr latency of the transactions completed in this interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencySummary>,
+}
+
+/// One interface for one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IfaceSample {
+    /// Interface name.
+    pub name: String,
+    /// Counter deltas over the interval.
+    #[serde(flatten)]
+    pub delta: DevCounters,
+    /// Receive rate.
+    pub rx_bps: BitsPerSec,
+    /// Transmit rate.
+    pub tx_bps: BitsPerSec,
+}
+
+/// A NIC counter (by its `ethtool -S` name) that moved during the interval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NicCounter {
+    /// Interface.
+    pub iface: String,
+    /// Counter name as the driver reports it (e.g. `rx_out_of_buffer`).
+    pub name: String,
+    /// Increase over the interval.
+    pub delta: u64,
 }
 
 /// Per-connection figures for one interval.

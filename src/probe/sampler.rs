@@ -1,24 +1,41 @@
 //! The sampler: once per interval, every probe plus the engine counters → one Sample.
 //!
-//! It is driven by the session's ticker (the sampling period is a setting of
+//! It is driven by the session's interval clock (the period is a setting of
 //! the session, not of the sampler) and does only delta arithmetic per call:
-//! one read of /proc/stat, one atomic snapshot per connection, one
-//! `getsockopt(TCP_INFO)` per socket. It never blocks the engines: the
-//! counters are relaxed atomics and the latency histograms are swapped under
-//! a lock the workers hold for a few microseconds every 10 ms.
+//! one read each of /proc/stat, /proc/softirqs, softnet_stat, /proc/net/dev,
+//! snmp and netstat; one `ETHTOOL_GSTATS` per interface (names were read
+//! once); one atomic snapshot and one `getsockopt(TCP_INFO)` per connection.
+//! Host facts (netlink and sysfs queries) are read when a point begins and
+//! re-checked every [`FACTS_EVERY`] intervals; a Sample carries them only
+//! when they changed. The sampler never blocks the engines: their counters
+//! are relaxed atomics and the latency histograms are swapped under a lock
+//! the workers hold for microseconds every 10 ms.
 
 use super::cpu::{cpu_deltas, parse_proc_stat, CpuTicks};
-use super::sample::{ConnSample, EngineSample, HostRole, LatencySummary, Sample};
+use super::facts::{HostFacts, Support};
+use super::netstat::{parse_snmp, snmp_deltas};
+use super::nic::{parse_net_dev, DevCounters};
+use super::sample::{
+    ConnSample, EngineSample, HostRole, IfaceSample, LatencySummary, NicCounter, Sample,
+};
+use super::softirq::{
+    parse_softirqs, parse_softnet, softirq_deltas, softnet_deltas, Softirqs, Softnet,
+};
 use super::source::HostSource;
+use super::system::{online_cpu_ids, read_host_facts};
 use super::tcpinfo;
 use crate::traffic::{
     new_latency_histogram, ConnRole, ConnSnapshot, EngineCounters, RunningEngine,
 };
 use crate::units::{BitsPerSec, CpuId};
 use hdrhistogram::Histogram;
+use std::collections::{BTreeMap, HashMap};
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Facts are re-read every this many intervals to notice changes.
+pub const FACTS_EVERY: u32 = 10;
 
 struct EngineView {
     counters: Arc<EngineCounters>,
@@ -28,10 +45,30 @@ struct EngineView {
     prev_retrans: Vec<u32>,
 }
 
+#[derive(Default)]
+struct IfaceState {
+    name: String,
+    prev_dev: Option<DevCounters>,
+    prev_stats: HashMap<String, u64>,
+}
+
+/// Cumulative host counters, kept between Samples.
+#[derive(Default)]
+struct HostState {
+    online: Vec<CpuId>,
+    cpu: Vec<(CpuId, CpuTicks)>,
+    softirqs: Option<Softirqs>,
+    softnet: Vec<(CpuId, Softnet)>,
+    snmp: BTreeMap<String, i64>,
+}
+
 /// Produces Samples for this host.
 pub struct Sampler {
     source: Box<dyn HostSource>,
-    prev_cpu: Vec<(CpuId, CpuTicks)>,
+    host: HostState,
+    ifaces: Vec<IfaceState>,
+    facts: Option<HostFacts>,
+    facts_due: bool,
     engine: Option<EngineView>,
     index: u32,
     t0: Instant,
@@ -41,12 +78,18 @@ pub struct Sampler {
 }
 
 impl Sampler {
-    /// A sampler reading from `source`; takes the first /proc/stat snapshot now.
+    /// A sampler reading from `source`; takes the first snapshots now.
     pub fn new(source: Box<dyn HostSource>) -> Self {
         let now = Instant::now();
-        let s = Sampler {
+        let mut s = Sampler {
+            host: HostState {
+                online: online_cpu_ids(source.as_ref()),
+                ..Default::default()
+            },
             source,
-            prev_cpu: Vec::new(),
+            ifaces: Vec::new(),
+            facts: None,
+            facts_due: true,
             engine: None,
             index: 0,
             t0: now,
@@ -54,18 +97,39 @@ impl Sampler {
             omit: Duration::ZERO,
             latency_total: new_latency_histogram(),
         };
-        let _ = s.read_cpu();
+        s.read_host(&mut Vec::new());
         s
     }
 
-    /// Start a new test point at `t0`: interval numbering restarts, the engine (if any) is watched.
+    /// Watch these interfaces from now on (counters, queues, facts).
+    pub fn set_ifaces(&mut self, names: &[String]) {
+        let mut names: Vec<String> = names.to_vec();
+        names.dedup();
+        if names.iter().ne(self.ifaces.iter().map(|i| &i.name)) {
+            self.ifaces = names
+                .into_iter()
+                .map(|name| IfaceState {
+                    name,
+                    ..Default::default()
+                })
+                .collect();
+            self.facts_due = true;
+            self.read_ifaces(0.0, &mut Vec::new());
+        }
+    }
+
+    /// Start a new test point: interval numbering restarts, the engine (if any) is watched,
+    /// and the first Sample carries the host facts.
     pub fn begin(&mut self, engine: Option<&RunningEngine>, omit: Duration) {
         let now = Instant::now();
-        let _ = self.read_cpu().map(|c| self.prev_cpu = c);
+        self.read_host(&mut Vec::new());
+        self.read_ifaces(0.0, &mut Vec::new());
         self.t0 = now;
         self.last = now;
         self.index = 0;
         self.omit = omit;
+        self.facts = None;
+        self.facts_due = true;
         self.latency_total.reset();
         self.engine = engine.and_then(|e| {
             let sockets = e
@@ -88,17 +152,7 @@ impl Sampler {
         self.engine = None;
     }
 
-    fn read_cpu(&self) -> Result<Vec<(CpuId, CpuTicks)>, String> {
-        let text = self.source.read("/proc/stat").map_err(|e| {
-            format!(
-                "cpu: cannot read /proc/stat from {}: {e}",
-                self.source.describe()
-            )
-        })?;
-        parse_proc_stat(&text).map_err(|e| format!("cpu: {e}"))
-    }
-
-    /// Seconds since the current point began.
+    /// Time since the current point began.
     pub fn elapsed(&self) -> Duration {
         self.t0.elapsed()
     }
@@ -109,23 +163,16 @@ impl Sampler {
         let secs = now.duration_since(self.last).as_secs_f64();
         let start_s = self.last.duration_since(self.t0).as_secs_f64();
         let end_s = now.duration_since(self.t0).as_secs_f64();
-        let omitted = now.duration_since(self.t0) <= self.omit && !self.omit.is_zero();
-        let mut probe_errors = Vec::new();
-        let cpus = match self.read_cpu() {
-            Ok(cur) => {
-                let d = cpu_deltas(&self.prev_cpu, &cur);
-                self.prev_cpu = cur;
-                d
-            }
-            Err(e) => {
-                probe_errors.push(e);
-                Vec::new()
-            }
-        };
+        let omitted = !self.omit.is_zero() && now.duration_since(self.t0) <= self.omit;
+        let mut errors = Vec::new();
+        let (cpus, softirqs, softnet, nstat) = self.read_host(&mut errors);
+        let mut nic_counters = Vec::new();
+        let ifaces = self.read_ifaces(secs, &mut nic_counters);
         let (engine, conns) = match self.engine.as_mut() {
             Some(v) => Self::engine_sample(v, secs, omitted, &mut self.latency_total),
             None => (EngineSample::default(), Vec::new()),
         };
+        let facts = self.facts_if_changed();
         let s = Sample {
             host: HostRole::Local,
             index: self.index,
@@ -135,11 +182,152 @@ impl Sampler {
             engine,
             cpus,
             conns,
-            probe_errors,
+            softirqs,
+            softnet,
+            ifaces,
+            nic_counters,
+            nstat,
+            facts,
+            probe_errors: errors,
         };
         self.index += 1;
         self.last = now;
         s
+    }
+
+    /// The latest host facts (read if never read).
+    pub fn facts(&mut self) -> HostFacts {
+        if self.facts.is_none() {
+            let _ = self.facts_if_changed();
+        }
+        self.facts.clone().unwrap_or_default()
+    }
+
+    fn facts_if_changed(&mut self) -> Option<Box<HostFacts>> {
+        if !self.facts_due && self.index % FACTS_EVERY != 0 {
+            return None;
+        }
+        self.facts_due = false;
+        let names: Vec<String> = self.ifaces.iter().map(|i| i.name.clone()).collect();
+        let f = read_host_facts(self.source.as_ref(), &names);
+        if self.facts.as_ref() == Some(&f) {
+            return None;
+        }
+        self.facts = Some(f.clone());
+        Some(Box::new(f))
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn read_host(
+        &mut self,
+        errors: &mut Vec<String>,
+    ) -> (
+        Vec<super::cpu::CpuSample>,
+        Vec<super::softirq::SoftirqCpu>,
+        Vec<super::softirq::SoftnetCpu>,
+        BTreeMap<String, u64>,
+    ) {
+        let src = self.source.as_ref();
+        let h = &mut self.host;
+        let cpus = match src
+            .read("/proc/stat")
+            .map_err(|e| e.to_string())
+            .and_then(|t| parse_proc_stat(&t).map_err(|e| e.to_string()))
+        {
+            Ok(cur) => {
+                let d = cpu_deltas(&h.cpu, &cur);
+                h.cpu = cur;
+                d
+            }
+            Err(e) => {
+                errors.push(format!("cpu: /proc/stat: {e}"));
+                Vec::new()
+            }
+        };
+        let softirqs = match src.read("/proc/softirqs") {
+            Ok(t) => {
+                let cur = parse_softirqs(&t);
+                let d = h
+                    .softirqs
+                    .as_ref()
+                    .map(|p| softirq_deltas(p, &cur))
+                    .unwrap_or_default();
+                h.softirqs = Some(cur);
+                d
+            }
+            Err(e) => {
+                errors.push(format!("softirq: /proc/softirqs: {e}"));
+                Vec::new()
+            }
+        };
+        let softnet = match src.read("/proc/net/softnet_stat") {
+            Ok(t) => {
+                let cur = parse_softnet(&t, &h.online);
+                let d = softnet_deltas(&h.softnet, &cur);
+                h.softnet = cur;
+                d
+            }
+            Err(e) => {
+                errors.push(format!("softnet: /proc/net/softnet_stat: {e}"));
+                Vec::new()
+            }
+        };
+        let mut snmp = BTreeMap::new();
+        for f in ["/proc/net/snmp", "/proc/net/netstat"] {
+            match src.read(f) {
+                Ok(t) => snmp.extend(parse_snmp(&t)),
+                Err(e) => errors.push(format!("nstat: {f}: {e}")),
+            }
+        }
+        let nstat = if h.snmp.is_empty() {
+            BTreeMap::new()
+        } else {
+            snmp_deltas(&h.snmp, &snmp)
+        };
+        h.snmp = snmp;
+        (cpus, softirqs, softnet, nstat)
+    }
+
+    fn read_ifaces(&mut self, secs: f64, nic_counters: &mut Vec<NicCounter>) -> Vec<IfaceSample> {
+        if self.ifaces.is_empty() {
+            return Vec::new();
+        }
+        let src = self.source.as_ref();
+        let dev = src
+            .read("/proc/net/dev")
+            .map(|t| parse_net_dev(&t))
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for st in &mut self.ifaces {
+            if let Some((_, cur)) = dev.iter().find(|(n, _)| *n == st.name) {
+                if let Some(prev) = st.prev_dev {
+                    let d = cur.delta(&prev);
+                    out.push(IfaceSample {
+                        name: st.name.clone(),
+                        rx_bps: BitsPerSec::from_bytes(d.rx_bytes, secs),
+                        tx_bps: BitsPerSec::from_bytes(d.tx_bytes, secs),
+                        delta: d,
+                    });
+                }
+                st.prev_dev = Some(*cur);
+            }
+            if let Support::Value(stats) = src.ethtool_stats(&st.name) {
+                let first = st.prev_stats.is_empty();
+                for (name, v) in stats {
+                    let before = st.prev_stats.insert(name.clone(), v);
+                    if let (false, Some(b)) = (first, before) {
+                        if v > b {
+                            nic_counters.push(NicCounter {
+                                iface: st.name.clone(),
+                                name,
+                                delta: v - b,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        out
     }
 
     fn engine_sample(

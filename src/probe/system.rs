@@ -46,3 +46,337 @@ pub fn online_cpus() -> usize {
     let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
     usize::try_from(n).ok().filter(|n| *n > 0).unwrap_or(1)
 }
+
+use super::facts::{HostFacts, IrqFact, NicFacts, NumaNode, PcieLink, QueueMask};
+use super::source::HostSource;
+use crate::units::{format_cpu_list, parse_cpu_list, CpuId};
+use std::collections::BTreeMap;
+
+/// Sysctls a throughput diagnosis looks at (dotted names).
+pub const SYSCTLS: &[&str] = &[
+    "net.core.rmem_max",
+    "net.core.wmem_max",
+    "net.core.rmem_default",
+    "net.core.wmem_default",
+    "net.core.netdev_budget",
+    "net.core.netdev_budget_usecs",
+    "net.core.netdev_max_backlog",
+    "net.core.default_qdisc",
+    "net.core.rps_sock_flow_entries",
+    "net.ipv4.tcp_rmem",
+    "net.ipv4.tcp_wmem",
+    "net.ipv4.tcp_mem",
+    "net.ipv4.tcp_congestion_control",
+    "net.ipv4.tcp_window_scaling",
+    "net.ipv4.tcp_timestamps",
+    "net.ipv4.tcp_sack",
+    "net.ipv4.tcp_moderate_rcvbuf",
+];
+
+/// One line of /proc/interrupts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IrqLine {
+    /// IRQ number (numeric lines only).
+    pub irq: u32,
+    /// Count per CPU column.
+    pub counts: Vec<u64>,
+    /// The text after the counts (chip, hwirq, name).
+    pub desc: String,
+}
+
+impl IrqLine {
+    /// The action name (last word), e.g. `mlx5_comp3@pci:0000:3b:00.0`.
+    pub fn name(&self) -> &str {
+        self.desc.split_ascii_whitespace().last().unwrap_or("")
+    }
+}
+
+/// Parse the numeric lines of /proc/interrupts; returns the CPU columns and the lines.
+pub fn parse_interrupts(text: &str) -> (Vec<CpuId>, Vec<IrqLine>) {
+    let mut lines = text.lines();
+    let cpus: Vec<CpuId> = lines
+        .next()
+        .unwrap_or("")
+        .split_ascii_whitespace()
+        .filter_map(|c| {
+            c.strip_prefix("CPU")
+                .and_then(|n| n.parse().ok())
+                .map(CpuId)
+        })
+        .collect();
+    let mut out = Vec::new();
+    for l in lines {
+        let Some((num, rest)) = l.split_once(':') else {
+            continue;
+        };
+        let Ok(irq) = num.trim().parse::<u32>() else {
+            continue;
+        };
+        let mut words = rest.split_ascii_whitespace();
+        let counts: Vec<u64> = words
+            .by_ref()
+            .take(cpus.len())
+            .map(|w| w.parse().unwrap_or(0))
+            .collect();
+        let desc = words.collect::<Vec<_>>().join(" ");
+        out.push(IrqLine { irq, counts, desc });
+    }
+    (cpus, out)
+}
+
+fn read_trim(src: &dyn HostSource, path: &str) -> Option<String> {
+    src.read(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// Online CPUs of a host as its sysfs says (falls back to /proc/stat's cpuN lines).
+pub fn online_cpu_ids(src: &dyn HostSource) -> Vec<CpuId> {
+    if let Some(l) = read_trim(src, "/sys/devices/system/cpu/online") {
+        if let Ok(v) = parse_cpu_list(&l) {
+            return v;
+        }
+    }
+    src.read("/proc/stat")
+        .ok()
+        .and_then(|t| super::cpu::parse_proc_stat(&t).ok())
+        .map(|v| v.into_iter().map(|(c, _)| c).collect())
+        .unwrap_or_default()
+}
+
+fn cpu_model(cpuinfo: &str) -> String {
+    for key in ["model name", "Model", "cpu model", "Processor"] {
+        if let Some(v) = cpuinfo.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == key).then(|| v.trim().to_string())
+        }) {
+            return v;
+        }
+    }
+    String::new()
+}
+
+/// Read the host-wide facts and, for each interface, the sysfs/procfs part of its facts.
+/// The ethtool part comes from [`HostSource::ethtool`].
+pub fn read_host_facts(src: &dyn HostSource, ifaces: &[String]) -> HostFacts {
+    let mut f = HostFacts::default();
+    let mut missing = Vec::new();
+    f.kernel = read_trim(src, "/proc/sys/kernel/osrelease").unwrap_or_else(|| {
+        missing.push("kernel release (/proc/sys/kernel/osrelease)".to_string());
+        String::new()
+    });
+    f.cpu_model = src
+        .read("/proc/cpuinfo")
+        .map(|t| cpu_model(&t))
+        .unwrap_or_default();
+    let online = online_cpu_ids(src);
+    f.cpus = online.len();
+    let mut nodes: Vec<u32> = src
+        .list("/sys/devices/system/node")
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|n| n.strip_prefix("node").and_then(|x| x.parse().ok()))
+        .collect();
+    nodes.sort_unstable();
+    f.numa = nodes
+        .into_iter()
+        .filter_map(|n| {
+            read_trim(src, &format!("/sys/devices/system/node/node{n}/cpulist"))
+                .map(|cpulist| NumaNode { node: n, cpulist })
+        })
+        .collect();
+    let mut gov: BTreeMap<String, Vec<CpuId>> = BTreeMap::new();
+    for c in &online {
+        if let Some(g) = read_trim(
+            src,
+            &format!(
+                "/sys/devices/system/cpu/cpu{}/cpufreq/scaling_governor",
+                c.0
+            ),
+        ) {
+            gov.entry(g).or_default().push(*c);
+        }
+    }
+    f.governors = gov
+        .into_iter()
+        .map(|(g, c)| (g, format_cpu_list(&c)))
+        .collect();
+    for name in SYSCTLS {
+        let path = format!("/proc/sys/{}", name.replace('.', "/"));
+        match read_trim(src, &path) {
+            Some(v) => {
+                f.sysctls.insert(
+                    (*name).to_string(),
+                    v.split_ascii_whitespace().collect::<Vec<_>>().join(" "),
+                );
+            }
+            None => missing.push(format!("sysctl {name}")),
+        }
+    }
+    f.cmdline = read_trim(src, "/proc/cmdline").unwrap_or_default();
+    f.irqbalance = src.processes().map(|p| p.iter().any(|c| c == "irqbalance"));
+    let interrupts = src
+        .read("/proc/interrupts")
+        .map(|t| parse_interrupts(&t).1)
+        .unwrap_or_default();
+    for iface in ifaces {
+        f.nics.push(nic_facts(src, iface, &interrupts));
+    }
+    f.unavailable = missing;
+    f
+}
+
+fn parse_num<T: std::str::FromStr>(s: Option<String>) -> Option<T> {
+    s.and_then(|v| v.parse().ok())
+}
+
+/// sysfs + /proc/interrupts + ethtool facts of one interface.
+pub fn nic_facts(src: &dyn HostSource, iface: &str, interrupts: &[IrqLine]) -> NicFacts {
+    let base = format!("/sys/class/net/{iface}");
+    let eth = src.ethtool(iface);
+    let mut n = NicFacts {
+        name: iface.to_string(),
+        ifindex: parse_num(read_trim(src, &format!("{base}/ifindex"))),
+        mtu: parse_num(read_trim(src, &format!("{base}/mtu"))),
+        operstate: read_trim(src, &format!("{base}/operstate")),
+        numa_node: parse_num(read_trim(src, &format!("{base}/device/numa_node"))),
+        local_cpulist: read_trim(src, &format!("{base}/device/local_cpulist")),
+        qdisc: src.qdisc(iface),
+        ..Default::default()
+    };
+    let speed = read_trim(src, &format!("{base}/device/current_link_speed"));
+    if let Some(current_speed) = speed {
+        n.pcie = Some(PcieLink {
+            current_speed,
+            current_width: parse_num(read_trim(src, &format!("{base}/device/current_link_width"))),
+            max_speed: read_trim(src, &format!("{base}/device/max_link_speed")).unwrap_or_default(),
+            max_width: parse_num(read_trim(src, &format!("{base}/device/max_link_width"))),
+        });
+    }
+    let queues = src.list(&format!("{base}/queues")).unwrap_or_default();
+    let mut rx = 0;
+    let mut tx = 0;
+    for q in &queues {
+        if let Some(i) = q.strip_prefix("rx-").and_then(|x| x.parse::<u32>().ok()) {
+            rx += 1;
+            if let Some(mask) = read_trim(src, &format!("{base}/queues/{q}/rps_cpus")) {
+                n.rps.push(QueueMask { queue: i, mask });
+            }
+        } else if let Some(i) = q.strip_prefix("tx-").and_then(|x| x.parse::<u32>().ok()) {
+            tx += 1;
+            if let Some(mask) = read_trim(src, &format!("{base}/queues/{q}/xps_cpus")) {
+                n.xps.push(QueueMask { queue: i, mask });
+            }
+        }
+    }
+    n.rps.sort_by_key(|m| m.queue);
+    n.xps.sort_by_key(|m| m.queue);
+    if !queues.is_empty() {
+        n.rx_queues = Some(rx);
+        n.tx_queues = Some(tx);
+    }
+    let bus = eth
+        .drvinfo
+        .value()
+        .map(|d| d.bus_info.clone())
+        .unwrap_or_default();
+    let devname = src.link_name(&format!("{base}/device")).unwrap_or_default();
+    n.irqs = nic_irqs(src, iface, &bus, &devname, interrupts);
+    n.drvinfo = eth.drvinfo;
+    n.channels = eth.channels;
+    n.rings = eth.rings;
+    n.features = eth.features;
+    n.coalesce = eth.coalesce;
+    n.link = eth.link;
+    n.pause = eth.pause;
+    n
+}
+
+/// Interrupts that belong to the NIC: named after it (`eth0-TxRx-3`,
+/// `i40e-eth0-TxRx-3`), after its PCI address (`mlx5_comp3@pci:0000:3b:00.0`,
+/// or the MSI-X chip column `PCI-MSIX-0000:00:03.0`), or after its virtio
+/// device (`virtio2-input.0`).
+pub fn nic_irqs(
+    src: &dyn HostSource,
+    iface: &str,
+    bus: &str,
+    devname: &str,
+    interrupts: &[IrqLine],
+) -> Vec<IrqFact> {
+    interrupts
+        .iter()
+        .filter(|l| {
+            let name = l.name();
+            name.contains(iface)
+                || (!bus.is_empty() && l.desc.contains(bus))
+                || (devname.starts_with("virtio") && name.starts_with(&format!("{devname}-")))
+        })
+        .map(|l| IrqFact {
+            irq: l.irq,
+            name: l.name().to_string(),
+            affinity: read_trim(src, &format!("/proc/irq/{}/effective_affinity_list", l.irq))
+                .or_else(|| read_trim(src, &format!("/proc/irq/{}/smp_affinity_list", l.irq)))
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// The interface that carries traffic to `peer`: connect a UDP socket (no
+/// packet is sent), take the local address the kernel chose, find the
+/// interface that holds it.
+pub fn route_iface(peer: std::net::IpAddr) -> Option<String> {
+    let bind: std::net::SocketAddr = if peer.is_ipv4() {
+        "0.0.0.0:0".parse().ok()?
+    } else {
+        "[::]:0".parse().ok()?
+    };
+    let s = std::net::UdpSocket::bind(bind).ok()?;
+    s.connect((peer, 9)).ok()?;
+    let local = s.local_addr().ok()?.ip();
+    if local.is_loopback() {
+        return Some("lo".into());
+    }
+    let addrs = nix::ifaddrs::getifaddrs().ok()?;
+    for a in addrs {
+        let Some(sa) = a.address else { continue };
+        let ip = sa
+            .as_sockaddr_in()
+            .map(|x| std::net::IpAddr::V4(x.ip()))
+            .or_else(|| sa.as_sockaddr_in6().map(|x| std::net::IpAddr::V6(x.ip())));
+        if ip == Some(local) {
+            return Some(a.interface_name);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod facts_tests {
+    use super::*;
+
+    #[test]
+    fn interrupts_fixture() {
+        let (cpus, lines) = parse_interrupts(include_str!("../../tests/fixtures/proc/interrupts"));
+        assert_eq!(cpus.len(), 2);
+        let l = lines.iter().find(|l| l.name() == "virtio1-req.0").unwrap();
+        assert_eq!(l.counts.len(), 2);
+        assert!(l.desc.contains("PCI-MSIX-0000:00:02.0"));
+    }
+
+    #[test]
+    fn route_to_loopback_is_lo() {
+        assert_eq!(
+            route_iface("127.0.0.1".parse().unwrap()).as_deref(),
+            Some("lo")
+        );
+    }
+
+    #[test]
+    fn cpu_model_from_cpuinfo() {
+        assert_eq!(
+            cpu_model("processor\t: 0\nmodel name\t: AMD EPYC 7B13\n"),
+            "AMD EPYC 7B13"
+        );
+    }
+}

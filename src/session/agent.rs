@@ -316,7 +316,7 @@ where
             }
         }
     });
-    let mut sampler = Sampler::new(Box::new(Live));
+    let mut sampler = Sampler::new(Box::new(Live::default()));
     let why = session(&state, &mut wr, &mut rx, &mut sampler).await;
     reader.abort();
     eprintln!("agent: session with {who} ended: {why}");
@@ -353,7 +353,8 @@ async fn session<W: AsyncWrite + Unpin>(
                     return e;
                 }
             }
-            Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) => {} // late, test already over
+            // Late messages of a test that already ended on this side.
+            Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) | Some(Ok(Msg::Tick {})) => {}
             Some(Ok(other)) => {
                 let e = ProtoError::Unexpected {
                     expected: "start or bye",
@@ -433,6 +434,15 @@ async fn run_test<W: AsyncWrite + Unpin>(
     }
     *lock(&state.waiter) = None;
     let conns: Vec<std::net::TcpStream> = slots.into_iter().flatten().collect();
+    // Watch the interface that carries the test: the route back to the controller.
+    let mut ifaces: Vec<String> = conns
+        .first()
+        .and_then(|c| c.peer_addr().ok())
+        .and_then(|a| crate::probe::system::route_iface(a.ip()))
+        .into_iter()
+        .collect();
+    ifaces.extend(test.ifaces.iter().cloned());
+    sampler.set_ifaces(&ifaces);
     write(wr, Msg::DataReady {}).await?;
     match tokio::time::timeout(SETUP_TIMEOUT, rx.recv()).await {
         Ok(Some(Ok(Msg::Go {}))) => {}
@@ -445,8 +455,8 @@ async fn run_test<W: AsyncWrite + Unpin>(
     };
     sampler.begin(Some(&engine), Duration::from_millis(test.omit_ms));
     let t0 = Instant::now();
-    let mut poll = tokio::time::interval(Duration::from_millis(20));
-    let mut stop_deadline: Option<Instant> = None;
+    let done = std::sync::Arc::clone(&engine.control.done);
+    let mut stop_deadline: Option<tokio::time::Instant> = None;
     let lost = loop {
         tokio::select! {
             m = rx.recv() => match m {
@@ -454,15 +464,14 @@ async fn run_test<W: AsyncWrite + Unpin>(
                     let s = sampler.sample();
                     if write(wr, Msg::Sample { sample: Box::new(s) }).await.is_err() { engine.abort(); break true; }
                 }
-                Some(Ok(Msg::Stop {})) => { engine.stop(); stop_deadline = Some(Instant::now() + DRAIN_TIMEOUT); }
+                Some(Ok(Msg::Stop {})) => { engine.stop(); stop_deadline = Some(tokio::time::Instant::now() + DRAIN_TIMEOUT); }
                 Some(Ok(Msg::Failed { error })) => { eprintln!("agent: controller failed: {error}"); engine.abort(); }
                 Some(Ok(_)) => {}
                 _ => { engine.abort(); break true; }
             },
-            _ = poll.tick() => {
-                if engine.is_finished() { break false; }
-                if stop_deadline.is_some_and(|d| Instant::now() > d) { engine.abort(); }
-            }
+            // The last worker thread to exit signals; nothing polls.
+            _ = done.notified() => break false,
+            _ = sleep_until_opt(stop_deadline) => { engine.abort(); stop_deadline = None; }
         }
     };
     let duration_s = t0.elapsed().as_secs_f64();
@@ -512,6 +521,14 @@ pub(crate) async fn finish(
         duration_s,
         latency,
         error,
+    }
+}
+
+/// Sleep until `d`, or forever when there is no deadline.
+pub(crate) async fn sleep_until_opt(d: Option<tokio::time::Instant>) {
+    match d {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
     }
 }
 

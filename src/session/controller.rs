@@ -140,6 +140,10 @@ pub struct PointParams {
     pub omit: Duration,
     /// Time limit (None: until the byte budget is spent).
     pub time: Option<Duration>,
+    /// Interfaces to watch besides the one that routes to the agent.
+    pub ifaces: Vec<String>,
+    /// Interfaces the agent watches besides the one that routes back to us.
+    pub peer_ifaces: Vec<String>,
 }
 
 /// A connected, authenticated controller.
@@ -216,7 +220,7 @@ impl Controller {
             peer,
             target,
             data_ip,
-            sampler: Sampler::new(Box::new(Live)),
+            sampler: Sampler::new(Box::new(Live::default())),
             next_id: 0,
         })
     }
@@ -259,6 +263,7 @@ impl Controller {
             spec: p.spec.clone(),
             interval_ms: u64::try_from(p.interval.as_millis()).unwrap_or(u64::MAX),
             omit_ms: u64::try_from(p.omit.as_millis()).unwrap_or(u64::MAX),
+            ifaces: p.peer_ifaces.clone(),
         };
         write_msg(&mut self.wr, &Msg::Start { test })
             .await
@@ -312,6 +317,11 @@ impl Controller {
                 return Err(e.into());
             }
         };
+        let mut ifaces: Vec<String> = crate::probe::system::route_iface(self.data_ip)
+            .into_iter()
+            .collect();
+        ifaces.extend(p.ifaces.iter().cloned());
+        self.sampler.set_ifaces(&ifaces);
         self.sampler.begin(Some(&engine), p.omit);
         if let Err(e) = write_msg(&mut self.wr, &Msg::Go {}).await {
             engine.abort();
@@ -326,14 +336,14 @@ impl Controller {
         let mut pairs = Pairing::default();
         let mut ticker =
             tokio::time::interval_at(tokio::time::Instant::now() + p.interval, p.interval);
-        let mut poll = tokio::time::interval(Duration::from_millis(20));
         let silence_limit = p.interval * 2 + Duration::from_secs(1);
         let mut last_peer = Instant::now();
-        let mut stop_deadline: Option<Instant> = None;
+        let mut stop_deadline: Option<tokio::time::Instant> = None;
         let mut local_done: Option<f64> = None;
         let mut peer_result: Option<SideResult> = None;
         let mut end = EndReason::Completed;
-        loop {
+        let done = std::sync::Arc::clone(&engine.control.done);
+        while local_done.is_none() || peer_result.is_none() {
             tokio::select! {
                 _ = ticker.tick(), if stop_deadline.is_none() => {
                     let s = self.sampler.sample();
@@ -343,6 +353,11 @@ impl Controller {
                         break;
                     }
                     pairs.local(s, events).await;
+                    if last_peer.elapsed() > silence_limit {
+                        end = EndReason::PeerLost(format!("no message from the agent for {:.1} s", last_peer.elapsed().as_secs_f64()));
+                        engine.abort();
+                        break;
+                    }
                     if p.time.is_some_and(|t| t0.elapsed() + Duration::from_millis(5) >= t) {
                         stop_deadline = Some(self.begin_stop(&engine).await);
                     }
@@ -358,21 +373,15 @@ impl Controller {
                         None => { end = EndReason::PeerLost(ProtoError::Closed.to_string()); engine.abort(); break; }
                     }
                 }
-                _ = poll.tick() => {
-                    let finished = engine.is_finished();
-                    if finished && local_done.is_none() { local_done = Some(t0.elapsed().as_secs_f64()); }
-                    if finished && stop_deadline.is_none() { stop_deadline = Some(self.begin_stop(&engine).await); }
-                    if finished && peer_result.is_some() { break; }
-                    if last_peer.elapsed() > silence_limit {
-                        end = EndReason::PeerLost(format!("no message from the agent for {:.1} s", last_peer.elapsed().as_secs_f64()));
-                        engine.abort();
-                        break;
-                    }
-                    if stop_deadline.is_some_and(|d| Instant::now() > d) {
-                        end = EndReason::Failed(format!("the test did not finish within {} s after stop", super::agent::DRAIN_TIMEOUT.as_secs()));
-                        engine.abort();
-                        break;
-                    }
+                // The last local worker to exit signals (byte budget spent, error, or after stop).
+                _ = done.notified(), if local_done.is_none() => {
+                    local_done = Some(t0.elapsed().as_secs_f64());
+                    if stop_deadline.is_none() { stop_deadline = Some(self.begin_stop(&engine).await); }
+                }
+                _ = super::agent::sleep_until_opt(stop_deadline) => {
+                    end = EndReason::Failed(format!("the test did not finish within {} s after stop", super::agent::DRAIN_TIMEOUT.as_secs()));
+                    engine.abort();
+                    break;
                 }
                 _ = cancel.cancelled(), if stop_deadline.is_none() => {
                     end = EndReason::Interrupted;
@@ -404,10 +413,10 @@ impl Controller {
         })
     }
 
-    async fn begin_stop(&mut self, engine: &crate::traffic::RunningEngine) -> Instant {
+    async fn begin_stop(&mut self, engine: &crate::traffic::RunningEngine) -> tokio::time::Instant {
         engine.stop();
         let _ = write_msg(&mut self.wr, &Msg::Stop {}).await;
-        Instant::now() + super::agent::DRAIN_TIMEOUT
+        tokio::time::Instant::now() + super::agent::DRAIN_TIMEOUT
     }
 }
 

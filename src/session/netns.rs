@@ -91,16 +91,40 @@ impl Drop for NetnsGuard {
     }
 }
 
-/// Move the calling thread into namespace `name` (threads it spawns later inherit it).
+/// Move the calling thread into namespace `name` (threads it spawns later
+/// inherit it), and give it a private mount namespace with a sysfs of the new
+/// network namespace, as `ip netns exec` does, so /sys/class/net shows the
+/// namespace's interfaces. Call while the process is single-threaded.
 pub fn enter(name: &str) -> Result<(), NetnsError> {
+    use nix::mount::{mount, umount2, MntFlags, MsFlags};
+    let err = |e: nix::Error| NetnsError::Enter {
+        name: name.into(),
+        source: std::io::Error::from_raw_os_error(e as i32),
+    };
     let f = File::open(format!("/run/netns/{name}")).map_err(|source| NetnsError::Enter {
         name: name.into(),
         source,
     })?;
-    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| NetnsError::Enter {
-        name: name.into(),
-        source: std::io::Error::from_raw_os_error(e as i32),
-    })
+    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(err)?;
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(err)?;
+    // Keep mount events from propagating back to the host.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_SLAVE | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(err)?;
+    umount2("/sys", MntFlags::MNT_DETACH).map_err(err)?;
+    mount(
+        Some(name),
+        "/sys",
+        Some("sysfs"),
+        MsFlags::empty(),
+        None::<&str>,
+    )
+    .map_err(err)
 }
 
 /// Delete namespaces named `{prefix}{pid}` whose process no longer exists.

@@ -138,6 +138,9 @@ pub struct TestParams {
     pub interval_ms: u64,
     /// Warm-up not counted (ms).
     pub omit_ms: u64,
+    /// Extra interfaces the agent should watch (`--peer-iface`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ifaces: Vec<String>,
 }
 
 /// One side's totals at the end of a point.

@@ -14,7 +14,7 @@ use crate::units::{Bytes, CpuId};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -283,13 +283,29 @@ impl EngineCounters {
     }
 }
 
-/// Shared stop flags of a running engine.
+/// Shared stop flags of a running engine, and its completion signal.
 #[derive(Debug, Clone, Default)]
 pub struct EngineControl {
     /// Graceful end: senders and clients stop issuing work and close their write side.
     pub stop: Arc<AtomicBool>,
     /// Immediate end (peer lost, error, Ctrl-C): every thread returns as soon as it wakes.
     pub abort: Arc<AtomicBool>,
+    /// Worker threads still running.
+    pub running: Arc<AtomicUsize>,
+    /// Signalled once, by the last worker to exit (a stored permit, so it is
+    /// never missed), so sessions wait for the engine without polling it.
+    pub done: Arc<tokio::sync::Notify>,
+}
+
+/// Decrements the running count when a worker exits, even by panic.
+struct WorkerExit(EngineControl);
+
+impl Drop for WorkerExit {
+    fn drop(&mut self) {
+        if self.0.running.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.done.notify_one();
+        }
+    }
 }
 
 impl EngineControl {
@@ -403,18 +419,22 @@ pub fn pin_current_thread(cpu: CpuId) -> Result<(), EngineError> {
     })
 }
 
-/// Spawn a named worker thread, pinned to `cpu` when given.
+/// Spawn a named worker thread, pinned to `cpu` when given, counted in `control.running`.
 pub fn spawn_worker<F>(
     name: String,
     cpu: Option<CpuId>,
+    control: &EngineControl,
     f: F,
 ) -> Result<JoinHandle<Result<(), EngineError>>, EngineError>
 where
     F: FnOnce() -> Result<(), EngineError> + Send + 'static,
 {
+    control.running.fetch_add(1, Ordering::AcqRel);
+    let exit = WorkerExit(control.clone());
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
+            let _exit = exit;
             if let Some(c) = cpu {
                 pin_current_thread(c)?;
             }

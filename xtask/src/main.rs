@@ -1,1 +1,74 @@
-fn main() {}
+//! `cargo xtask`: project chores that are not part of the `wirescope` binary.
+//!
+//! * `dist` writes shell completions and man pages generated from the real CLI
+//!   definition, so they cannot drift from `wirescope --help`.
+//! * `bench tcp|rr` runs wirescope and the reference tool (iperf3, iperf2,
+//!   sockperf) side by side, alternating, on a throwaway namespace pair, and
+//!   prints medians and ratios. Benchmarks report numbers; they never pass or
+//!   fail on them.
+//!
+//! This crate only orchestrates external commands; it must not reimplement
+//! anything the `wirescope` binary does.
+
+mod bench;
+mod cmd;
+mod dist;
+mod netns;
+
+use clap::{Parser, Subcommand};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// wirescope project tasks.
+#[derive(Debug, Parser)]
+#[command(name = "xtask", bin_name = "cargo xtask", about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    task: Task,
+}
+
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Generate shell completions (bash, zsh, fish) and man pages.
+    Dist {
+        /// Output directory (default: <workspace>/target/dist).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// Benchmark wirescope against reference tools on a veth pair (root).
+    Bench {
+        #[command(subcommand)]
+        which: bench::BenchCmd,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.task {
+        Task::Dist { out } => dist::run(&out.unwrap_or_else(|| target_dir().join("dist"))),
+        Task::Bench { which } => bench::run(which),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // `{:#}` prints the whole context chain on one line, without a backtrace.
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root (the parent of this crate's manifest directory).
+pub fn workspace_root() -> &'static Path {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // xtask/ always sits directly under the workspace root (DESIGN.md layout).
+    manifest.parent().unwrap_or(manifest)
+}
+
+/// Cargo's target directory: `$CARGO_TARGET_DIR`, else `<workspace>/target`.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => workspace_root().join(dir),
+        None => workspace_root().join("target"),
+    }
+}

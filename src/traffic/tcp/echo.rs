@@ -78,7 +78,7 @@ pub(super) fn spawn(
     for (w, group) in groups.into_iter().enumerate() {
         let cpu = (!cpus.is_empty()).then(|| cpus[w % cpus.len()]);
         let counters = Arc::clone(counters);
-        let control = control.clone();
+        let ctl = control.clone();
         let name = format!("ws-{}-{w}", if client { "cli" } else { "srv" });
         let blocking = group.len() == 1
             && matches!(
@@ -86,10 +86,10 @@ pub(super) fn spawn(
                 Behaviour::RrClient { depth: 1, .. } | Behaviour::RrServer { .. }
             )
             && spec.depth == 1;
-        threads.push(spawn_worker(name, cpu, move || {
+        threads.push(spawn_worker(name, cpu, control, move || {
             let mut w = WorkerCtx {
                 counters: &counters,
-                control: &control,
+                control: &ctl,
                 worker: w,
                 hist: new_latency_histogram(),
                 last_flush: Instant::now(),

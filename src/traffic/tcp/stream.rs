@@ -42,15 +42,15 @@ pub(super) fn spawn(
     for (i, (conn, role)) in conns.into_iter().zip(roles.iter().copied()).enumerate() {
         let cpu = (!cpus.is_empty()).then(|| cpus[i % cpus.len()]);
         let counters = Arc::clone(counters);
-        let control = control.clone();
+        let ctl = control.clone();
         let len = spec.len.as_usize().max(1);
         let (zc, skip) = (spec.zerocopy, spec.skip_rx_copy);
         let t = match role {
-            ConnRole::Sender => spawn_worker(format!("ws-tx-{i}"), cpu, move || {
-                send_loop(&conn, i, &counters.conns[i], &control, len, quota, zc)
+            ConnRole::Sender => spawn_worker(format!("ws-tx-{i}"), cpu, control, move || {
+                send_loop(&conn, i, &counters.conns[i], &ctl, len, quota, zc)
             })?,
-            _ => spawn_worker(format!("ws-rx-{i}"), cpu, move || {
-                recv_loop(&conn, i, &counters.conns[i], &control, len, skip)
+            _ => spawn_worker(format!("ws-rx-{i}"), cpu, control, move || {
+                recv_loop(&conn, i, &counters.conns[i], &ctl, len, skip)
             })?,
         };
         threads.push(t);

@@ -1,0 +1,63 @@
+//! nstat-style counters: /proc/net/snmp and /proc/net/netstat.
+//!
+//! Both files are pairs of lines, a header of names and a row of values,
+//! prefixed by the group (`Tcp:`, `TcpExt:`, `IpExt:` ...). Counters are
+//! named `Group.Name` (`Tcp.RetransSegs`, `TcpExt.TCPRcvCollapsed`,
+//! `TcpExt.PruneCalled`); deltas keep only what moved, like `nstat`.
+
+use std::collections::BTreeMap;
+
+/// Parse one snmp/netstat file into `Group.Name` → value.
+pub fn parse_snmp(text: &str) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for pair in lines.chunks(2) {
+        let [names, values] = pair else { continue };
+        let (Some((g1, n)), Some((g2, v))) = (names.split_once(':'), values.split_once(':')) else {
+            continue;
+        };
+        if g1 != g2 {
+            continue;
+        }
+        for (name, val) in n.split_ascii_whitespace().zip(v.split_ascii_whitespace()) {
+            if let Ok(x) = val.parse::<i64>() {
+                out.insert(format!("{g1}.{name}"), x);
+            }
+        }
+    }
+    out
+}
+
+/// Counters that increased, by how much. Gauges that fell (Tcp.CurrEstab) are skipped.
+pub fn snmp_deltas(
+    prev: &BTreeMap<String, i64>,
+    cur: &BTreeMap<String, i64>,
+) -> BTreeMap<String, u64> {
+    cur.iter()
+        .filter_map(|(k, v)| {
+            let p = prev.get(k)?;
+            let d = v.checked_sub(*p)?;
+            (d > 0).then(|| (k.clone(), d as u64))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixtures_parse() {
+        let s = parse_snmp(include_str!("../../tests/fixtures/proc/net-snmp"));
+        assert!(s.contains_key("Tcp.RetransSegs"));
+        assert!(s.contains_key("Udp.InDatagrams"));
+        let n = parse_snmp(include_str!("../../tests/fixtures/proc/net-netstat"));
+        assert!(n.contains_key("TcpExt.TCPRcvCollapsed"));
+        assert!(n.contains_key("TcpExt.PruneCalled"));
+        let mut later = s.clone();
+        *later.get_mut("Tcp.RetransSegs").unwrap() += 4;
+        let d = snmp_deltas(&s, &later);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d["Tcp.RetransSegs"], 4);
+    }
+}

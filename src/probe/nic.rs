@@ -1,0 +1,339 @@
+//! NIC counters through the SIOCETHTOOL ioctl and /proc/net/dev.
+//!
+//! * ETHTOOL_GDRVINFO: driver, version, firmware, bus-info (`ethtool -i`).
+//! * ETHTOOL_GSSET_INFO + ETHTOOL_GSTRINGS (once, and again only when the
+//!   count changes) + ETHTOOL_GSTATS (each interval): the driver's private
+//!   counters (`ethtool -S`). The kernel writes as many values as the driver
+//!   has *now*, so the buffer is sized from a fresh GSSET_INFO each time, with
+//!   headroom, and values are discarded when the count moved under us.
+//! * /proc/net/dev: per-interface bytes, packets, drops and errors.
+//!
+//! The ioctl socket belongs to the network namespace of the thread that
+//! creates it; open it on the thread (or in the process) that will sample.
+
+use super::facts::{DrvInfo, Support};
+use serde::{Deserialize, Serialize};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GDRVINFO: u32 = 0x03;
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSTATS: u32 = 0x1d;
+const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETH_SS_STATS: u32 = 1;
+const ETH_GSTRING_LEN: usize = 32;
+
+#[repr(C)]
+struct IfReq {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    data: *mut libc::c_void,
+    _pad: [u8; 16],
+}
+
+#[repr(C)]
+struct RawDrvInfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    n_priv_flags: u32,
+    n_stats: u32,
+    testinfo_len: u32,
+    eedump_len: u32,
+    regdump_len: u32,
+}
+
+/// Errors of the ethtool ioctl.
+#[derive(Debug, thiserror::Error)]
+pub enum IoctlError {
+    /// The interface name does not fit IFNAMSIZ.
+    #[error("interface name '{0}' is longer than 15 bytes")]
+    Name(String),
+    /// The ioctl failed.
+    #[error("ethtool {op} on {iface}: {source}")]
+    Os {
+        /// The command.
+        op: &'static str,
+        /// Interface.
+        iface: String,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl IoctlError {
+    /// EOPNOTSUPP: the driver does not implement this command.
+    pub fn not_supported(&self) -> bool {
+        matches!(self, IoctlError::Os { source, .. } if source.raw_os_error() == Some(libc::EOPNOTSUPP))
+    }
+}
+
+/// An AF_INET datagram socket used only for SIOCETHTOOL.
+#[derive(Debug)]
+pub struct EthtoolIoctl {
+    fd: OwnedFd,
+}
+
+fn cstr(b: &[u8]) -> String {
+    let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+impl EthtoolIoctl {
+    /// Open the socket (in the calling thread's network namespace).
+    pub fn open() -> std::io::Result<Self> {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+        Ok(EthtoolIoctl { fd: s.into() })
+    }
+
+    fn call(
+        &self,
+        iface: &str,
+        op: &'static str,
+        data: *mut libc::c_void,
+    ) -> Result<(), IoctlError> {
+        let bytes = iface.as_bytes();
+        if bytes.len() >= libc::IFNAMSIZ {
+            return Err(IoctlError::Name(iface.into()));
+        }
+        let mut req = IfReq {
+            name: [0; libc::IFNAMSIZ],
+            data,
+            _pad: [0; 16],
+        };
+        for (d, s) in req.name.iter_mut().zip(bytes) {
+            *d = *s as libc::c_char;
+        }
+        // SAFETY: req is a valid ifreq whose data points at a buffer sized for the command.
+        let r = unsafe { libc::ioctl(self.fd.as_raw_fd(), SIOCETHTOOL, &mut req as *mut IfReq) };
+        if r < 0 {
+            return Err(IoctlError::Os {
+                op,
+                iface: iface.into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(())
+    }
+
+    /// ETHTOOL_GDRVINFO.
+    pub fn drvinfo(&self, iface: &str) -> Result<DrvInfo, IoctlError> {
+        // SAFETY: RawDrvInfo is plain old data; all-zero is valid.
+        let mut d: RawDrvInfo = unsafe { std::mem::zeroed() };
+        d.cmd = ETHTOOL_GDRVINFO;
+        self.call(iface, "GDRVINFO", (&mut d as *mut RawDrvInfo).cast())?;
+        Ok(DrvInfo {
+            driver: cstr(&d.driver),
+            version: cstr(&d.version),
+            firmware: cstr(&d.fw_version),
+            expansion_rom: cstr(&d.erom_version),
+            bus_info: cstr(&d.bus_info),
+            supports_statistics: d.n_stats > 0,
+            supports_test: d.testinfo_len > 0,
+            supports_eeprom_access: d.eedump_len > 0,
+            supports_register_dump: d.regdump_len > 0,
+            supports_priv_flags: d.n_priv_flags > 0,
+        })
+    }
+
+    /// Number of private statistics (ETHTOOL_GSSET_INFO for ETH_SS_STATS).
+    pub fn stats_count(&self, iface: &str) -> Result<usize, IoctlError> {
+        // cmd, reserved, sset_mask (u64), data[1] (u32)
+        let mut buf = [0u32; 6];
+        buf[0] = ETHTOOL_GSSET_INFO;
+        buf[2] = 1 << ETH_SS_STATS; // low half of the little-endian u64 mask
+        self.call(iface, "GSSET_INFO", buf.as_mut_ptr().cast())?;
+        let mask = u64::from(buf[2]) | (u64::from(buf[3]) << 32);
+        Ok(if mask & (1 << ETH_SS_STATS) != 0 {
+            buf[4] as usize
+        } else {
+            0
+        })
+    }
+
+    /// The names of the private statistics (ETHTOOL_GSTRINGS).
+    pub fn stats_names(&self, iface: &str, count: usize) -> Result<Vec<String>, IoctlError> {
+        let words = 3 + (count * ETH_GSTRING_LEN).div_ceil(4);
+        let mut buf = vec![0u32; words];
+        buf[0] = ETHTOOL_GSTRINGS;
+        buf[1] = ETH_SS_STATS;
+        buf[2] = u32::try_from(count).unwrap_or(u32::MAX);
+        self.call(iface, "GSTRINGS", buf.as_mut_ptr().cast())?;
+        let n = (buf[2] as usize).min(count);
+        // SAFETY: the u32 buffer is at least 12 + count*32 bytes long.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(buf.as_ptr().cast::<u8>().add(12), count * ETH_GSTRING_LEN)
+        };
+        Ok(bytes.chunks(ETH_GSTRING_LEN).take(n).map(cstr).collect())
+    }
+
+    /// The values of the private statistics (ETHTOOL_GSTATS), at most `cap` of them.
+    pub fn stats_values(&self, iface: &str, cap: usize) -> Result<Vec<u64>, IoctlError> {
+        // Headroom: the driver may have grown between GSSET_INFO and now.
+        let room = cap * 2 + 64;
+        let mut buf = vec![0u64; 1 + room];
+        buf[0] = u64::from(ETHTOOL_GSTATS); // cmd (u32) + n_stats (u32) in the first u64
+        self.call(iface, "GSTATS", buf.as_mut_ptr().cast())?;
+        let n = (buf[0] >> 32) as usize;
+        if n > room {
+            return Err(IoctlError::Os {
+                op: "GSTATS",
+                iface: iface.into(),
+                source: std::io::Error::other("the statistics count changed while reading"),
+            });
+        }
+        buf.truncate(1 + n);
+        buf.remove(0);
+        Ok(buf)
+    }
+}
+
+/// Names read once, values each interval.
+#[derive(Debug, Default)]
+pub struct StatsReader {
+    names: Vec<String>,
+}
+
+impl StatsReader {
+    /// `ethtool -S` of `iface`: every private counter by name.
+    pub fn read(
+        &mut self,
+        io: &EthtoolIoctl,
+        iface: &str,
+        driver: &str,
+    ) -> Support<Vec<(String, u64)>> {
+        let count = match io.stats_count(iface) {
+            Ok(c) => c,
+            Err(e) if e.not_supported() => {
+                return Support::NotSupported {
+                    driver: driver.into(),
+                }
+            }
+            Err(e) => return Support::Error(e.to_string()),
+        };
+        if count == 0 {
+            return Support::NotSupported {
+                driver: driver.into(),
+            };
+        }
+        if count != self.names.len() {
+            match io.stats_names(iface, count) {
+                Ok(n) => self.names = n,
+                Err(e) => return Support::Error(e.to_string()),
+            }
+        }
+        match io.stats_values(iface, count) {
+            Ok(v) if v.len() == self.names.len() => {
+                Support::Value(self.names.iter().cloned().zip(v).collect())
+            }
+            Ok(_) => {
+                self.names.clear(); // re-read next time
+                Support::Error(format!("ethtool -S {iface}: the counter list changed while reading; retrying next interval"))
+            }
+            Err(e) => Support::Error(e.to_string()),
+        }
+    }
+}
+
+/// One line of /proc/net/dev.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DevCounters {
+    /// Received bytes.
+    pub rx_bytes: u64,
+    /// Received packets.
+    pub rx_packets: u64,
+    /// Receive errors.
+    pub rx_errors: u64,
+    /// Receive drops.
+    pub rx_dropped: u64,
+    /// Transmitted bytes.
+    pub tx_bytes: u64,
+    /// Transmitted packets.
+    pub tx_packets: u64,
+    /// Transmit errors.
+    pub tx_errors: u64,
+    /// Transmit drops.
+    pub tx_dropped: u64,
+}
+
+impl DevCounters {
+    /// Field-wise difference (counters that went backwards count as 0).
+    pub fn delta(&self, prev: &DevCounters) -> DevCounters {
+        DevCounters {
+            rx_bytes: self.rx_bytes.saturating_sub(prev.rx_bytes),
+            rx_packets: self.rx_packets.saturating_sub(prev.rx_packets),
+            rx_errors: self.rx_errors.saturating_sub(prev.rx_errors),
+            rx_dropped: self.rx_dropped.saturating_sub(prev.rx_dropped),
+            tx_bytes: self.tx_bytes.saturating_sub(prev.tx_bytes),
+            tx_packets: self.tx_packets.saturating_sub(prev.tx_packets),
+            tx_errors: self.tx_errors.saturating_sub(prev.tx_errors),
+            tx_dropped: self.tx_dropped.saturating_sub(prev.tx_dropped),
+        }
+    }
+}
+
+/// Parse /proc/net/dev into (interface, counters).
+pub fn parse_net_dev(text: &str) -> Vec<(String, DevCounters)> {
+    text.lines()
+        .skip(2)
+        .filter_map(|l| {
+            let (name, rest) = l.split_once(':')?;
+            let v: Vec<u64> = rest
+                .split_ascii_whitespace()
+                .map(|x| x.parse().unwrap_or(0))
+                .collect();
+            if v.len() < 16 {
+                return None;
+            }
+            Some((
+                name.trim().to_string(),
+                DevCounters {
+                    rx_bytes: v[0],
+                    rx_packets: v[1],
+                    rx_errors: v[2],
+                    rx_dropped: v[3],
+                    tx_bytes: v[8],
+                    tx_packets: v[9],
+                    tx_errors: v[10],
+                    tx_dropped: v[11],
+                },
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_proc_net_dev() {
+        let t = include_str!("../../tests/fixtures/proc/net-dev");
+        let d = parse_net_dev(t);
+        let lo = d.iter().find(|(n, _)| n == "lo").map(|(_, c)| *c).unwrap();
+        assert!(lo.rx_packets > 0);
+        assert_eq!(lo.rx_bytes, lo.tx_bytes, "loopback receives what it sends");
+    }
+
+    #[test]
+    fn loopback_ioctl() {
+        let io = EthtoolIoctl::open().unwrap();
+        // lo has no driver info on many kernels; either way it must not be a crash or garbage.
+        match io.drvinfo("lo") {
+            Ok(d) => assert!(!d.driver.is_empty() || d.bus_info.is_empty()),
+            Err(e) => assert!(e.not_supported(), "{e}"),
+        }
+        assert!(matches!(
+            io.drvinfo("no-such-if0"),
+            Err(IoctlError::Os { .. })
+        ));
+        assert!(matches!(
+            io.drvinfo("a-very-long-interface-name"),
+            Err(IoctlError::Name(_))
+        ));
+    }
+}

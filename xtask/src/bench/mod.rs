@@ -1,0 +1,76 @@
+//! `cargo xtask bench`: wirescope next to reference tools, same run, same
+//! namespace pair, alternating runs so drift hits both tools alike.
+//!
+//! Owns the lab (namespace pair, servers in side B, release binary, token) and
+//! the common steps; `tcp` and `rr` own their measurement loops and tables.
+//! Results are printed, never asserted: this is a benchmark, not a test.
+
+mod lab;
+mod parse;
+mod rr;
+mod stats;
+mod table;
+mod tcp;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use std::time::Duration;
+
+pub use lab::Lab;
+
+/// Which benchmark.
+#[derive(Debug, Subcommand)]
+pub enum BenchCmd {
+    /// Bulk TCP throughput: wirescope stream vs iperf3 (and iperf2 if installed).
+    Tcp(tcp::TcpArgs),
+    /// TCP request/response latency and rate: wirescope rr vs sockperf ping-pong.
+    Rr(rr::RrArgs),
+}
+
+/// Options every benchmark has.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct Common {
+    /// Runs per tool and point (alternating between tools).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Length of each run, whole seconds (e.g. 5s, 10).
+    #[arg(long, short = 't', default_value = "5s", value_parser = parse_whole_secs)]
+    pub time: u64,
+}
+
+/// Pause between runs so the previous run's server side has settled.
+pub const SETTLE: Duration = Duration::from_secs(1);
+
+/// Run one benchmark: check privileges, build, set up the lab, measure.
+pub fn run(which: BenchCmd) -> Result<()> {
+    require_root()?;
+    let wirescope = lab::build_release()?;
+    let mut lab = Lab::start(wirescope)?;
+    match which {
+        BenchCmd::Tcp(args) => tcp::run(&mut lab, &args),
+        BenchCmd::Rr(args) => rr::run(&mut lab, &args),
+    }
+    // `lab` drops here (also on `?` above): servers killed, namespaces removed.
+}
+
+fn require_root() -> Result<()> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .context("reading /proc/self/status to check for root")?;
+    let euid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|ids| ids.split_whitespace().nth(1))
+        .context("/proc/self/status has no effective Uid")?;
+    if euid != "0" {
+        bail!("cargo xtask bench needs root: it creates network namespaces and a veth pair (effective uid is {euid}); run it with sudo -E");
+    }
+    Ok(())
+}
+
+fn parse_whole_secs(s: &str) -> Result<u64, String> {
+    let d = wirescope::units::parse_duration(s)?;
+    if d.subsec_nanos() != 0 || d.as_secs() == 0 {
+        return Err(format!("'{s}' must be a whole number of seconds, at least 1 (iperf3 and sockperf take seconds)"));
+    }
+    Ok(d.as_secs())
+}
