@@ -34,6 +34,53 @@ pub enum Command {
     Agent(AgentArgs),
     /// Run a test without a terminal UI; print a table or JSON, write a JSON-lines log.
     Run(Box<RunArgs>),
+    /// Observe this host (and the peer's) without generating traffic, or read a captured directory.
+    Watch(WatchArgs),
+    /// Write a snapshot of this host in the sosreport layout, for `watch --from` later.
+    Capture(CaptureArgs),
+}
+
+/// `wirescope watch`.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Also stream the Samples of this agent's host.
+    #[arg(long, value_name = "HOST[:PORT]", conflicts_with = "from")]
+    pub peer: Option<String>,
+    /// Token file shared with the agent (with --peer).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// Interfaces to watch (repeatable). Default: the interface of the default route.
+    #[arg(long = "iface", value_name = "IF")]
+    pub ifaces: Vec<String>,
+    /// Interfaces to watch on the peer (repeatable). Default: the route back to this host.
+    #[arg(long = "peer-iface", value_name = "IF")]
+    pub peer_ifaces: Vec<String>,
+    /// Stop after this long (default: until Ctrl-C).
+    #[arg(long, short = 't', value_name = "DURATION", value_parser = parse_duration, conflicts_with = "from")]
+    pub time: Option<Duration>,
+    /// Sampling period.
+    #[arg(long, short = 'i', value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Write the JSON-lines log (same records as `run`).
+    #[arg(long, value_name = "PATH", conflicts_with = "from")]
+    pub log: Option<PathBuf>,
+    /// Print JSON instead of the table: with --from one object, otherwise one record per line.
+    #[arg(long)]
+    pub json: bool,
+    /// Read a captured directory (`wirescope capture`, or a real sosreport) instead of this host.
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
+}
+
+/// `wirescope capture`.
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// New (or empty) directory to write.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Interfaces to capture (repeatable). Default: every interface but lo.
+    #[arg(long = "iface", value_name = "IF")]
+    pub ifaces: Vec<String>,
 }
 
 /// `wirescope tui`.

@@ -139,7 +139,7 @@ async fn run_async(
             peer: ctl.peer.clone(),
         },
         pair,
-        spec: plan.spec.clone(),
+        spec: Some(plan.spec.clone()),
         time_s: plan.time.map(|t| t.as_secs_f64()),
         omit_s: plan.omit.as_secs_f64(),
         interval_s: plan.interval.as_secs_f64(),
@@ -168,7 +168,7 @@ async fn run_async(
     let mut code = EXIT_OK;
     for (sweep, spec) in plan.points() {
         let pp = PointParams {
-            spec: spec.clone(),
+            spec: Some(spec.clone()),
             interval: plan.interval,
             omit: plan.omit,
             time: plan.time,

@@ -15,3 +15,4 @@ pub mod record;
 pub mod session;
 pub mod traffic;
 pub mod units;
+pub mod watch;

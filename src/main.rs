@@ -17,6 +17,8 @@ fn main() -> ExitCode {
         }
         Some(Command::Agent(a)) => run_agent(a),
         Some(Command::Run(r)) => headless::run(*r, argv),
+        Some(Command::Watch(w)) => wirescope::watch::watch(w, argv),
+        Some(Command::Capture(c)) => wirescope::watch::capture(c),
     };
     match result {
         Ok(code) => ExitCode::from(code),

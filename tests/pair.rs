@@ -26,7 +26,25 @@ fn run_and_check(pair: &Pair, name: &str, args: &[&str]) -> Log {
         "expected ≥4 local intervals, got {}",
         local.len()
     );
-    assert_eq!(local.len(), peer.len(), "every interval has both hosts");
+    let spans = |v: &[&wirescope::probe::sample::Sample]| {
+        v.iter()
+            .map(|s| {
+                (
+                    s.index,
+                    (s.start_s * 1000.0) as u64,
+                    (s.end_s * 1000.0) as u64,
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        local.len(),
+        peer.len(),
+        "every interval has both hosts: local {:?} peer {:?}\nagent: {}",
+        spans(&local),
+        spans(&peer),
+        pair.agent_log()
+    );
     for s in local.iter().chain(peer.iter()) {
         assert!(
             !s.cpus.is_empty(),

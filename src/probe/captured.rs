@@ -2,11 +2,58 @@
 //! [`HostSource`](super::source::HostSource): the text ethtool, tc and ps
 //! printed, as sosreport stores it under `sos_commands/`.
 
+use super::ethtool_text as text;
+use super::facts::Support;
 use super::source::{Dir, EthtoolView};
 
+/// The sosreport file name of an ethtool command's output (`-i` → `ethtool_-i_eth0`,
+/// plain `ethtool eth0` → `ethtool_eth0`).
+pub fn ethtool_file(flag: &str, iface: &str) -> String {
+    if flag.is_empty() {
+        format!("sos_commands/networking/ethtool_{iface}")
+    } else {
+        format!("sos_commands/networking/ethtool_{flag}_{iface}")
+    }
+}
+
+fn one<T>(
+    dir: &Dir,
+    flag: &str,
+    iface: &str,
+    driver: &str,
+    parse: fn(&str) -> Result<T, text::ParseError>,
+) -> Support<T> {
+    let path = ethtool_file(flag, iface);
+    match dir.command(&path) {
+        Err(_) => Support::Unknown,
+        Ok(t) => match parse(&t) {
+            Ok(v) => Support::Value(v),
+            // sosreport keeps what ethtool printed, including its refusal.
+            Err(_) if t.contains("Operation not supported") => Support::NotSupported {
+                driver: driver.to_string(),
+            },
+            Err(e) => Support::Error(format!("{path}: {e}")),
+        },
+    }
+}
+
 /// ethtool's view of `iface` from `sos_commands/networking/ethtool_*_IF`.
-pub fn ethtool(_dir: &Dir, _iface: &str) -> EthtoolView {
-    EthtoolView::default()
+pub fn ethtool(dir: &Dir, iface: &str) -> EthtoolView {
+    let drvinfo = one(dir, "-i", iface, "", text::parse_drvinfo);
+    let driver = drvinfo
+        .value()
+        .map(|d| d.driver.clone())
+        .unwrap_or_default();
+    EthtoolView {
+        channels: one(dir, "-l", iface, &driver, text::parse_channels),
+        rings: one(dir, "-g", iface, &driver, text::parse_rings),
+        features: one(dir, "-k", iface, &driver, text::parse_features),
+        coalesce: one(dir, "-c", iface, &driver, text::parse_coalesce),
+        link: one(dir, "", iface, &driver, text::parse_link),
+        pause: one(dir, "-a", iface, &driver, text::parse_pause),
+        stats: one(dir, "-S", iface, &driver, text::parse_stats),
+        drvinfo,
+    }
 }
 
 /// Root qdisc from `sos_commands/networking/tc_-s_qdisc_show`.
@@ -25,13 +72,17 @@ pub fn processes(dir: &Dir) -> Option<Vec<String>> {
     ))
 }
 
-/// The root qdisc kind of `iface` in `tc qdisc show` output
-/// (`qdisc mq 0: dev eth0 root`).
+/// The root qdisc kind of `iface` in `tc qdisc show` output: the full
+/// listing names the device (`qdisc mq 0: dev eth0 root`); the output of
+/// `tc qdisc show dev eth0` omits it (`qdisc noqueue 0: root refcnt 2`).
 pub fn parse_tc_root(text: &str, iface: &str) -> Option<String> {
     text.lines().find_map(|l| {
         let w: Vec<&str> = l.split_ascii_whitespace().collect();
-        let dev = w.iter().position(|x| *x == "dev")?;
-        (w.first() == Some(&"qdisc") && w.get(dev + 1) == Some(&iface) && w.contains(&"root"))
+        let dev_ok = match w.iter().position(|x| *x == "dev") {
+            Some(d) => w.get(d + 1) == Some(&iface),
+            None => true,
+        };
+        (w.first() == Some(&"qdisc") && dev_ok && w.contains(&"root"))
             .then(|| w.get(1).map(|k| k.to_string()))?
     })
 }
@@ -64,6 +115,11 @@ mod tests {
         assert_eq!(parse_tc_root(t, "eth0").as_deref(), Some("mq"));
         assert_eq!(parse_tc_root(t, "lo").as_deref(), Some("noqueue"));
         assert_eq!(parse_tc_root(t, "eth1"), None);
+        // `tc qdisc show dev veth-a` leaves the device out.
+        assert_eq!(
+            parse_tc_root("qdisc noqueue 0: root refcnt 2 \n", "veth-a").as_deref(),
+            Some("noqueue")
+        );
     }
 
     #[test]

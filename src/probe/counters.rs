@@ -60,7 +60,7 @@ pub enum Class {
 }
 
 /// The counters of one queue, gathered from `ethtool -S`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueCounters {
     /// Direction.
     pub dir: Dir,
@@ -77,12 +77,6 @@ pub struct QueueCounters {
     /// Every other counter of this queue (errors included), by its full
     /// `ethtool -S` name, so each number keeps its source.
     pub other: BTreeMap<String, u64>,
-}
-
-impl Default for Dir {
-    fn default() -> Self {
-        Dir::Rx
-    }
 }
 
 /// Drivers whose names need more than the generic rules.
@@ -105,13 +99,32 @@ fn driver_kind(driver: &str) -> Driver {
     }
 }
 
+/// What the index in a name numbers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    /// One queue of this direction.
+    Queue(Dir),
+    /// A whole channel (mlx5 `ch3_events`).
+    Channel,
+    /// A whole ring without a direction in the field (bnxt `[3]: tpa_packets`).
+    Ring,
+}
+
 /// A name split into its queue part and its field part.
 struct Split<'a> {
-    /// None for counters of a channel or ring as a whole (mlx5 `ch3_events`,
-    /// bnxt `[3]: tpa_packets`).
-    dir: Option<Dir>,
+    scope: Scope,
     queue: u32,
     field: &'a str,
+}
+
+impl<'a> Split<'a> {
+    fn queue(dir: Dir, queue: u32, field: &'a str) -> Self {
+        Split {
+            scope: Scope::Queue(dir),
+            queue,
+            field,
+        }
+    }
 }
 
 fn strip_dir(s: &str) -> Option<(Dir, &str)> {
@@ -139,7 +152,7 @@ fn dir_index(name: &str) -> Option<Split<'_>> {
     let (dir, rest) = strip_dir(name)?;
     let (queue, rest) = strip_index(rest)?;
     let field = field_after(rest, "_")?;
-    Some(Split { dir: Some(dir), queue, field })
+    Some(Split::queue(dir, queue, field))
 }
 
 /// `rx_queue_3_packets` (ice, virtio_net, veth, ixgbe, igb) and
@@ -153,7 +166,7 @@ fn dir_queue_index(name: &str) -> Option<Split<'_>> {
         let (queue, rest) = strip_index(rest.strip_prefix("-queue-")?)?;
         (queue, field_after(rest, ".")?)
     };
-    Some(Split { dir: Some(dir), queue, field })
+    Some(Split::queue(dir, queue, field))
 }
 
 /// `rx-3.rx_packets` (i40e, sfc) and `rx-3.packets` (i40e 2.x, iavf); the
@@ -163,8 +176,11 @@ fn dir_dash_index(name: &str) -> Option<Split<'_>> {
     let (queue, rest) = strip_index(rest.strip_prefix('-')?)?;
     let field = field_after(rest, ".")?;
     let prefix = if dir == Dir::Rx { "rx_" } else { "tx_" };
-    let field = field.strip_prefix(prefix).filter(|f| !f.is_empty()).unwrap_or(field);
-    Some(Split { dir: Some(dir), queue, field })
+    let field = field
+        .strip_prefix(prefix)
+        .filter(|f| !f.is_empty())
+        .unwrap_or(field);
+    Some(Split::queue(dir, queue, field))
 }
 
 /// `queue_3_rx_cnt` (ena).
@@ -172,25 +188,31 @@ fn queue_index_dir(name: &str) -> Option<Split<'_>> {
     let (queue, rest) = strip_index(name.strip_prefix("queue_")?)?;
     let (dir, rest) = strip_dir(rest.strip_prefix('_')?)?;
     let field = field_after(rest, "_")?;
-    Some(Split { dir: Some(dir), queue, field })
+    Some(Split::queue(dir, queue, field))
 }
 
 /// `[3]: rx_ucast_packets` (bnxt); `[3]: tpa_packets` has no direction.
 fn bracket_index(name: &str) -> Option<Split<'_>> {
     let (queue, rest) = strip_index(name.strip_prefix('[')?)?;
     let rest = field_after(rest, "]: ")?;
-    let split = match strip_dir(rest) {
-        Some((dir, f)) => field_after(f, "_").map(|field| Split { dir: Some(dir), queue, field }),
-        None => None,
-    };
-    Some(split.unwrap_or(Split { dir: None, queue, field: rest }))
+    let with_dir = strip_dir(rest)
+        .and_then(|(dir, f)| field_after(f, "_").map(|field| Split::queue(dir, queue, field)));
+    Some(with_dir.unwrap_or(Split {
+        scope: Scope::Ring,
+        queue,
+        field: rest,
+    }))
 }
 
 /// `ch3_events` (mlx5 channel counters).
 fn channel_index(name: &str) -> Option<Split<'_>> {
     let (queue, rest) = strip_index(name.strip_prefix("ch")?)?;
     let field = field_after(rest, "_")?;
-    Some(Split { dir: None, queue, field })
+    Some(Split {
+        scope: Scope::Channel,
+        queue,
+        field,
+    })
 }
 
 fn split(name: &str) -> Option<Split<'_>> {
@@ -226,20 +248,20 @@ pub fn classify(driver: &str, name: &str) -> Class {
     let Some(split) = split(name) else {
         return Class::Global;
     };
-    let dir = match split.dir {
-        Some(dir) => dir,
-        // Counters of a whole channel or ring: filed under its rx queue
-        // for the drivers where that is what they mean.
-        None if driver == Driver::Mlx5 && name.starts_with("ch") => Dir::Rx,
-        None if driver == Driver::Bnxt && name.starts_with('[') => Dir::Rx,
-        None => return Class::Global,
+    let (dir, field) = match (split.scope, driver) {
+        (Scope::Queue(dir), _) => (dir, field_of(driver, dir, split.field)),
+        // Counters of a whole channel (mlx5) or ring (bnxt) are filed under
+        // the rx queue of the same index: that is the NAPI context they count.
+        (Scope::Channel, Driver::Mlx5) | (Scope::Ring, Driver::Bnxt) => {
+            (Dir::Rx, Field::Other(split.field.to_owned()))
+        }
+        (Scope::Channel | Scope::Ring, _) => return Class::Global,
     };
-    let field = match (split.dir, field_of(driver, dir, split.field)) {
-        (None, _) if name.starts_with("ch") => Field::Other(format!("ch_{}", split.field)),
-        (None, _) => Field::Other(split.field.to_owned()),
-        (Some(_), field) => field,
-    };
-    Class::Queue { dir, queue: split.queue, field }
+    Class::Queue {
+        dir,
+        queue: split.queue,
+        field,
+    }
 }
 
 /// Per-queue accumulator: the fields, plus the bnxt cast counters.
@@ -253,7 +275,14 @@ const CASTS: [&str; 3] = ["ucast", "mcast", "bcast"];
 impl Acc {
     fn new(dir: Dir, queue: u32) -> Self {
         Acc {
-            counters: QueueCounters { dir, queue, ..QueueCounters::default() },
+            counters: QueueCounters {
+                dir,
+                queue,
+                packets: None,
+                bytes: None,
+                drops: None,
+                other: BTreeMap::new(),
+            },
             casts: BTreeMap::new(),
         }
     }
@@ -308,7 +337,10 @@ impl Acc {
 /// counter that is not per queue — device-wide ones and names no pattern
 /// recognises — in the order printed. No counter is dropped: each lands in a
 /// queue field, a queue's `other`, or the globals.
-pub fn per_queue(driver: &str, stats: &[(String, u64)]) -> (Vec<QueueCounters>, Vec<(String, u64)>) {
+pub fn per_queue(
+    driver: &str,
+    stats: &[(String, u64)],
+) -> (Vec<QueueCounters>, Vec<(String, u64)>) {
     let mut queues: BTreeMap<(Dir, u32), Acc> = BTreeMap::new();
     let mut globals = Vec::new();
     for (name, value) in stats {
@@ -321,4 +353,356 @@ pub fn per_queue(driver: &str, stats: &[(String, u64)]) -> (Vec<QueueCounters>, 
         }
     }
     (queues.into_values().map(Acc::finish).collect(), globals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::ethtool_text::parse_stats;
+    use std::path::Path;
+
+    fn stats(name: &str) -> Vec<(String, u64)> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/ethtool/S")
+            .join(name);
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        parse_stats(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+
+    fn queue(queues: &[QueueCounters], dir: Dir, index: u32) -> &QueueCounters {
+        queues
+            .iter()
+            .find(|q| q.dir == dir && q.queue == index)
+            .unwrap_or_else(|| panic!("no {dir:?} queue {index}"))
+    }
+
+    fn count(queues: &[QueueCounters], dir: Dir) -> usize {
+        queues.iter().filter(|q| q.dir == dir).count()
+    }
+
+    /// Every counter lands somewhere: a queue field, a queue's `other`, or the globals.
+    fn assert_nothing_dropped(driver: &str, all: &[(String, u64)]) {
+        let (queues, globals) = per_queue(driver, all);
+        let in_queues: usize = queues
+            .iter()
+            .map(|q| q.other.len() + [q.packets, q.bytes, q.drops].iter().flatten().count())
+            .sum();
+        // bnxt packets/bytes are sums of counters that also stay in `other`.
+        let derived: usize = queues
+            .iter()
+            .map(|q| {
+                let sums = |what: &str| {
+                    ["ucast", "mcast", "bcast"]
+                        .iter()
+                        .all(|c| q.other.keys().any(|k| k.ends_with(&format!("_{c}_{what}"))))
+                };
+                usize::from(sums("packets")) + usize::from(sums("bytes"))
+            })
+            .sum();
+        assert_eq!(in_queues - derived + globals.len(), all.len(), "{driver}");
+    }
+
+    #[test]
+    fn mlx5_queues() {
+        let all = stats("mlx5_core");
+        let (queues, globals) = per_queue("mlx5_core", &all);
+        assert_eq!((count(&queues, Dir::Rx), count(&queues, Dir::Tx)), (16, 16));
+        let rx0 = queue(&queues, Dir::Rx, 0);
+        assert_eq!(
+            (rx0.packets, rx0.bytes, rx0.drops),
+            (Some(53_947_906), Some(146_815_482_364), Some(0))
+        );
+        assert_eq!(rx0.other.get("rx0_csum_complete"), Some(&53_898_451));
+        let tx15 = queue(&queues, Dir::Tx, 15);
+        assert_eq!(
+            (tx15.packets, tx15.bytes, tx15.drops),
+            (Some(16_237_939), Some(27_233_534_311), Some(0))
+        );
+        assert_eq!(globals.len(), 751 - 608);
+        for global in [
+            "rx_out_of_buffer",
+            "rx_discards_phy",
+            "rx_pause_ctrl_phy",
+            "tx_pause_ctrl_phy",
+            "rx_prio0_bytes",
+        ] {
+            assert!(globals.iter().any(|(k, _)| k == global), "{global}");
+        }
+        assert_nothing_dropped("mlx5_core", &all);
+    }
+
+    #[test]
+    fn mlx5_channel_and_drop_names() {
+        let ch = classify("mlx5_core", "ch3_events");
+        assert_eq!(
+            ch,
+            Class::Queue {
+                dir: Dir::Rx,
+                queue: 3,
+                field: Field::Other("events".into())
+            }
+        );
+        let drop = classify("mlx5_core", "rx7_xdp_drop");
+        assert_eq!(
+            drop,
+            Class::Queue {
+                dir: Dir::Rx,
+                queue: 7,
+                field: Field::Drops
+            }
+        );
+        assert_eq!(classify("mlx5_core", "rx_xdp_drop"), Class::Global);
+        // Channel counters mean nothing for other drivers.
+        assert_eq!(classify("ice", "ch3_events"), Class::Global);
+    }
+
+    #[test]
+    fn ice_queues() {
+        let all = stats("ice");
+        let (queues, globals) = per_queue("ice", &all);
+        assert_eq!(
+            (count(&queues, Dir::Rx), count(&queues, Dir::Tx)),
+            (128, 128)
+        );
+        let tx9 = queue(&queues, Dir::Tx, 9);
+        assert_eq!(
+            (tx9.packets, tx9.bytes, tx9.drops),
+            (Some(2_032_857), Some(3_077_738_770), None)
+        );
+        assert_eq!(queue(&queues, Dir::Rx, 2).packets, Some(452_533));
+        assert!(globals.iter().any(|(k, _)| k == "rx_priority_0_xon.nic"));
+        assert_nothing_dropped("ice", &all);
+    }
+
+    #[test]
+    fn i40e_both_namings_and_iavf() {
+        let old = stats("i40e");
+        let (queues, globals) = per_queue("i40e", &old);
+        assert_eq!((count(&queues, Dir::Rx), count(&queues, Dir::Tx)), (12, 12));
+        let rx0 = queue(&queues, Dir::Rx, 0);
+        assert_eq!(
+            (rx0.packets, rx0.bytes),
+            (Some(64_128_515_158), Some(4_974_745_040_637))
+        );
+        assert_eq!(queue(&queues, Dir::Tx, 11).bytes, Some(4_319_338_748_501));
+        assert!(globals.iter().any(|(k, _)| k == "veb.tc_0_rx_packets"));
+        assert!(globals.iter().any(|(k, _)| k == "port.rx_bytes"));
+        assert_nothing_dropped("i40e", &old);
+
+        let new = stats("i40e-v2.3.2k");
+        let (queues, _) = per_queue("i40e", &new);
+        assert_eq!((count(&queues, Dir::Rx), count(&queues, Dir::Tx)), (64, 64));
+        assert_eq!(queue(&queues, Dir::Tx, 0).packets, Some(36_459_363_750));
+        assert_nothing_dropped("i40e", &new);
+
+        let iavf = stats("iavf");
+        let (queues, globals) = per_queue("iavf", &iavf);
+        assert_eq!((count(&queues, Dir::Rx), count(&queues, Dir::Tx)), (16, 16));
+        assert_eq!(queue(&queues, Dir::Rx, 8).packets, Some(69_038));
+        assert_eq!(queue(&queues, Dir::Tx, 14).bytes, Some(6_765_832));
+        assert_eq!(globals.len(), 12);
+    }
+
+    #[test]
+    fn bnxt_rings_sum_casts() {
+        let all = stats("bnxt_en");
+        let (queues, globals) = per_queue("bnxt_en", &all);
+        assert_eq!((count(&queues, Dir::Rx), count(&queues, Dir::Tx)), (12, 12));
+        let rx0 = queue(&queues, Dir::Rx, 0);
+        assert_eq!(rx0.packets, Some(10_198_513_532 + 3_854_315 + 124_570_464));
+        assert_eq!(
+            rx0.bytes,
+            Some(8_926_453_110_639 + 1_184_763_754 + 7_658_835_398)
+        );
+        assert_eq!(rx0.drops, Some(11_763_190));
+        assert_eq!(
+            rx0.other.get("[0]: rx_ucast_packets"),
+            Some(&10_198_513_532)
+        );
+        assert_eq!(rx0.other.get("[0]: rx_errors"), Some(&0));
+        assert_eq!(rx0.other.get("[0]: tpa_packets"), Some(&0));
+        assert_eq!(rx0.other.get("[0]: missed_irqs"), Some(&0));
+        let tx0 = queue(&queues, Dir::Tx, 0);
+        assert_eq!(
+            (tx0.packets, tx0.bytes),
+            (Some(2_811_906_835), Some(1_462_856_966_524))
+        );
+        assert_eq!(queue(&queues, Dir::Rx, 11).drops, Some(9_244_693));
+        assert_eq!(globals.len(), all.len() - 288);
+        assert_nothing_dropped("bnxt_en", &all);
+    }
+
+    #[test]
+    fn bnxt_packets_need_all_three_casts() {
+        let partial = vec![
+            ("[0]: rx_ucast_packets".to_owned(), 5),
+            ("[0]: rx_mcast_packets".to_owned(), 1),
+        ];
+        let (queues, _) = per_queue("bnxt_en", &partial);
+        assert_eq!(queues[0].packets, None);
+        assert_eq!(queues[0].other.len(), 2);
+    }
+
+    #[test]
+    fn virtio_old_and_new_names() {
+        let old = stats("virtio_net");
+        let (queues, globals) = per_queue("virtio_net", &old);
+        assert_eq!((count(&queues, Dir::Rx), count(&queues, Dir::Tx)), (2, 2));
+        assert_eq!(queue(&queues, Dir::Rx, 1).bytes, Some(4_819_127_125));
+        assert_eq!(queue(&queues, Dir::Tx, 0).packets, Some(3_558_968));
+        assert!(globals.is_empty());
+
+        let new = stats("virtio_net-6.18");
+        let (queues, globals) = per_queue("virtio_net", &new);
+        assert_eq!((count(&queues, Dir::Rx), count(&queues, Dir::Tx)), (1, 1));
+        let rx0 = queue(&queues, Dir::Rx, 0);
+        assert_eq!((rx0.packets, rx0.drops), (None, Some(0)));
+        assert_eq!(rx0.other.get("rx0_kicks"), Some(&453));
+        assert_eq!(
+            queue(&queues, Dir::Tx, 0).other.get("tx0_kicks"),
+            Some(&1920)
+        );
+        assert!(globals.iter().any(|(k, _)| k == "rx_drops"));
+        assert_nothing_dropped("virtio_net", &new);
+    }
+
+    #[test]
+    fn veth_xdp_counters() {
+        let all = stats("veth");
+        let (queues, globals) = per_queue("veth", &all);
+        assert_eq!((count(&queues, Dir::Rx), count(&queues, Dir::Tx)), (4, 4));
+        let rx3 = queue(&queues, Dir::Rx, 3);
+        assert_eq!(
+            (rx3.packets, rx3.bytes, rx3.drops),
+            (Some(0), Some(0), Some(0))
+        );
+        assert!(rx3.other.contains_key("rx_queue_3_xdp_drops"));
+        assert!(queue(&queues, Dir::Tx, 2)
+            .other
+            .contains_key("tx_queue_2_xdp_xmit"));
+        assert_eq!(globals, vec![("peer_ifindex".to_owned(), 2)]);
+        assert_nothing_dropped("veth", &all);
+    }
+
+    #[test]
+    fn ena_queues() {
+        let all = stats("ena");
+        let (queues, globals) = per_queue("ena", &all);
+        assert_eq!((count(&queues, Dir::Rx), count(&queues, Dir::Tx)), (4, 4));
+        let rx3 = queue(&queues, Dir::Rx, 3);
+        assert_eq!(
+            (rx3.packets, rx3.bytes),
+            (Some(9_010_589), Some(66_809_815_952))
+        );
+        assert_eq!(queue(&queues, Dir::Tx, 3).packets, Some(4_647_398));
+        assert!(globals.iter().any(|(k, _)| k == "ena_admin_q_aborted_cmd"));
+        assert_nothing_dropped("ena", &all);
+    }
+
+    #[test]
+    fn sfc_queues_and_xdp_cpus_stay_global() {
+        let all = stats("sfc");
+        let (queues, globals) = per_queue("sfc", &all);
+        assert_eq!((count(&queues, Dir::Rx), count(&queues, Dir::Tx)), (12, 18));
+        assert_eq!(queue(&queues, Dir::Rx, 0).packets, Some(232));
+        assert_eq!(queue(&queues, Dir::Tx, 11).packets, Some(439));
+        assert_eq!(
+            globals
+                .iter()
+                .filter(|(k, _)| k.starts_with("tx-xdp-cpu-"))
+                .count(),
+            24
+        );
+        assert_nothing_dropped("sfc", &all);
+    }
+
+    #[test]
+    fn generic_fallback_for_unknown_drivers() {
+        let q = |dir, queue, field| Class::Queue { dir, queue, field };
+        assert_eq!(
+            classify("newnic", "rx12_packets"),
+            q(Dir::Rx, 12, Field::Packets)
+        );
+        assert_eq!(
+            classify("newnic", "tx_queue_3_bytes"),
+            q(Dir::Tx, 3, Field::Bytes)
+        );
+        assert_eq!(
+            classify("newnic", "rx-queue-2.drops"),
+            q(Dir::Rx, 2, Field::Drops)
+        );
+        assert_eq!(
+            classify("newnic", "rx-5.rx_packets"),
+            q(Dir::Rx, 5, Field::Packets)
+        );
+        assert_eq!(
+            classify("newnic", "queue_1_rx_packets"),
+            q(Dir::Rx, 1, Field::Packets)
+        );
+        assert_eq!(
+            classify("newnic", "[4]: tx_errors"),
+            q(Dir::Tx, 4, Field::Errors)
+        );
+        assert_eq!(
+            classify("newnic", "rx_queue_0_csum_err"),
+            q(Dir::Rx, 0, Field::Other("csum_err".into()))
+        );
+        // Direction-less ring counters are only filed for bnxt.
+        assert_eq!(classify("newnic", "[4]: tpa_packets"), Class::Global);
+        // Driver-specific meanings do not leak into other drivers.
+        assert_eq!(
+            classify("newnic", "queue_0_rx_cnt"),
+            q(Dir::Rx, 0, Field::Other("cnt".into()))
+        );
+        assert_eq!(
+            classify("newnic", "rx_queue_0_xdp_packets"),
+            q(Dir::Rx, 0, Field::Other("xdp_packets".into()))
+        );
+    }
+
+    #[test]
+    fn unknown_names_stay_in_globals() {
+        for name in [
+            "made_up_counter",
+            "rx_",
+            "rx_queue_x_packets",
+            "rx99999999999_packets",
+            "tx-xdp-cpu-0.tx_packets",
+            "[]: rx_packets",
+            "ch_events",
+            "",
+        ] {
+            assert_eq!(classify("mlx5_core", name), Class::Global, "{name:?}");
+        }
+        let stats = vec![
+            ("rx0_packets".to_owned(), 1),
+            ("made_up_counter".to_owned(), 7),
+            ("rx0_packets".to_owned(), 2),
+        ];
+        let (queues, globals) = per_queue("mlx5_core", &stats);
+        assert_eq!(globals, vec![("made_up_counter".to_owned(), 7)]);
+        assert_eq!(queues.len(), 1);
+        assert_eq!(queues[0].packets, Some(1));
+        // A second counter with the same meaning is kept, not summed or lost.
+        assert_eq!(queues[0].other.get("rx0_packets"), Some(&2));
+    }
+
+    #[test]
+    fn serde_names_are_snake_case() {
+        let class = Class::Queue {
+            dir: Dir::Tx,
+            queue: 1,
+            field: Field::Other("kicks".into()),
+        };
+        let json = serde_json::to_string(&class).expect("serialize");
+        assert_eq!(
+            json,
+            r#"{"queue":{"dir":"tx","queue":1,"field":{"other":"kicks"}}}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&Field::Drops).expect("serialize"),
+            r#""drops""#
+        );
+    }
 }

@@ -601,40 +601,42 @@ pub fn format_features(ifname: &str, features: &Features) -> String {
     out
 }
 
-/// Build the map `ethtool -k` would show from kernel features in kernel bit
-/// order (as ethtool netlink reports them): a legacy group with exactly one
-/// member is shown under the legacy name only; a group with several members
-/// (or none) gets its legacy name (on when any member is on) plus each member.
-pub fn features_from_kernel(kernel: &[(String, Feature)]) -> Features {
+/// Build the map `ethtool -k` shows from features stored under kernel names
+/// (`rx-gro`, `tx-tcp-segmentation`, ... as ethtool netlink reports them),
+/// following ethtool's `dump_features`: a legacy group with exactly one member
+/// appears under the legacy name only (`generic-receive-offload`), with that
+/// member's flags; a group with several members (or none) gets its legacy name
+/// (on when any member is on) plus each member under its kernel name; other
+/// features keep their names.
+pub fn features_from_kernel(kernel: &Features) -> Features {
     let mut out = BTreeMap::new();
-    let mut grouped = vec![false; kernel.len()];
+    let mut grouped = BTreeSet::new();
     for (long, pattern) in LEGACY {
-        let members: Vec<usize> = (0..kernel.len())
-            .filter(|&i| !grouped[i] && pattern_match(&kernel[i].0, pattern))
+        let members: Vec<(&String, &Feature)> = kernel
+            .0
+            .iter()
+            .filter(|(name, _)| !grouped.contains(name.as_str()) && pattern_match(name, pattern))
             .collect();
-        for &i in &members {
-            grouped[i] = true;
-        }
+        grouped.extend(members.iter().map(|(name, _)| name.as_str()));
         if *long == UFO {
             continue;
         }
-        if let [only] = members.as_slice() {
-            out.insert((*long).to_owned(), kernel[*only].1);
+        if let [(_, only)] = members.as_slice() {
+            out.insert((*long).to_owned(), **only);
             continue;
         }
-        let on = members.iter().any(|&i| kernel[i].1.on);
         let legacy = Feature {
-            on,
+            on: members.iter().any(|(_, f)| f.on),
             fixed: false,
             requested: None,
         };
         out.insert((*long).to_owned(), legacy);
-        for &i in &members {
-            out.insert(kernel[i].0.clone(), kernel[i].1);
+        for (name, f) in members {
+            out.insert(name.clone(), *f);
         }
     }
-    for (i, (name, f)) in kernel.iter().enumerate() {
-        if !grouped[i] {
+    for (name, f) in &kernel.0 {
+        if !grouped.contains(name.as_str()) {
             out.insert(name.clone(), *f);
         }
     }
@@ -1202,14 +1204,14 @@ mod tests {
             fixed,
             requested: None,
         };
-        let kernel = vec![
+        let kernel = Features(BTreeMap::from([
             ("tx-scatter-gather".to_owned(), f(true, false)),
             ("tx-checksum-ipv4".to_owned(), f(false, true)),
             ("tx-checksum-ip-generic".to_owned(), f(true, false)),
             ("rx-gro".to_owned(), f(true, false)),
             ("rx-checksum".to_owned(), f(true, true)),
             ("highdma".to_owned(), f(true, true)),
-        ];
+        ]));
         let view = features_from_kernel(&kernel);
         // Single member: shown under the legacy name only, with its own flags.
         assert_eq!(view.0.get("generic-receive-offload"), Some(&f(true, false)));
@@ -1229,6 +1231,28 @@ mod tests {
                     large-receive-offload: off\nrx-vlan-offload: off\ntx-vlan-offload: off\n\
                     ntuple-filters: off\nreceive-hashing: off\nhighdma: on [fixed]\n";
         assert_eq!(format_features("x", &view), want);
+    }
+
+    #[test]
+    fn features_from_kernel_reproduces_real_outputs() {
+        for name in ["veth", "lo", "virtio_net", "mlx5_core"] {
+            let shown = parse_features(&fixture(&format!("k/{name}"))).expect("parse");
+            // Undo ethtool's grouping: single-member legacy names back to the
+            // kernel name, group parents dropped.
+            let mut kernel = BTreeMap::new();
+            for (n, f) in &shown.0 {
+                match LEGACY.iter().find(|(long, _)| long == n) {
+                    Some((_, pattern)) if !pattern.contains('*') => {
+                        kernel.insert((*pattern).to_owned(), *f);
+                    }
+                    Some(_) => {}
+                    None => {
+                        kernel.insert(n.clone(), *f);
+                    }
+                }
+            }
+            assert_eq!(features_from_kernel(&Features(kernel)), shown, "k/{name}");
+        }
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! ethtool through the ioctl (driver info, private stats) and generic netlink
 //! (everything else), the qdisc through rtnetlink.
 
+use super::ethtool_text::features_from_kernel;
 use super::facts::Support;
+use super::netlink::EthtoolNl;
 use super::nic::{EthtoolIoctl, StatsReader};
 use super::source::EthtoolView;
 use std::collections::HashMap;
@@ -34,7 +36,10 @@ impl StatsCache {
     }
 }
 
-/// Everything ethtool can say about `iface`, asked of the kernel.
+/// Everything ethtool can say about `iface`, asked of the kernel: driver
+/// info and private counters by ioctl, the rest by ethtool generic netlink.
+/// Feature names are converted to the ones `ethtool -k` prints, so live and
+/// captured facts compare equal.
 pub fn ethtool(iface: &str) -> EthtoolView {
     let io = match EthtoolIoctl::open() {
         Ok(io) => io,
@@ -58,14 +63,46 @@ pub fn ethtool(iface: &str) -> EthtoolView {
         .map(|d| d.driver.clone())
         .unwrap_or_default();
     let stats = StatsReader::default().read(&io, iface, &driver);
-    EthtoolView {
+    let mut view = EthtoolView {
         drvinfo,
         stats,
         ..Default::default()
+    };
+    match EthtoolNl::open() {
+        Ok(mut nl) => {
+            view.channels = nl.channels(iface, &driver);
+            view.rings = nl.rings(iface, &driver);
+            view.features = match nl.features(iface, &driver) {
+                Support::Value(k) => Support::Value(features_from_kernel(&k)),
+                other => other,
+            };
+            view.coalesce = nl.coalesce(iface, &driver);
+            view.link = nl.link(iface, &driver);
+            view.pause = nl.pause(iface, &driver);
+        }
+        Err(e) => {
+            let err = Support::Error(format!("ethtool netlink: {e}"));
+            view.channels = err.clone();
+            view.rings = Support::Error(format!("ethtool netlink: {e}"));
+            view.features = Support::Error(format!("ethtool netlink: {e}"));
+            view.coalesce = Support::Error(format!("ethtool netlink: {e}"));
+            view.link = Support::Error(format!("ethtool netlink: {e}"));
+            view.pause = Support::Error(format!("ethtool netlink: {e}"));
+        }
     }
+    view
 }
 
-/// Root qdisc kind of `iface`.
-pub fn qdisc(_iface: &str) -> Option<String> {
-    None
+/// Root qdisc kind of `iface`, from `tc qdisc show dev IF` parsed by the
+/// same code that reads a sosreport's `tc -s qdisc show` (None when tc is
+/// missing or the interface has none).
+pub fn qdisc(iface: &str) -> Option<String> {
+    let out = std::process::Command::new("tc")
+        .args(["qdisc", "show", "dev", iface])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| super::captured::parse_tc_root(&String::from_utf8_lossy(&out.stdout), iface))?
 }

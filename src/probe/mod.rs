@@ -5,6 +5,7 @@
 //! data; [`sampler::Sampler`] combines them with the engine counters into one
 //! [`sample::Sample`] per interval.
 
+pub mod capture;
 pub mod captured;
 pub mod counters;
 pub mod cpu;
@@ -14,6 +15,7 @@ pub mod live;
 pub mod netlink;
 pub mod netstat;
 pub mod nic;
+pub mod queues;
 pub mod sample;
 pub mod sampler;
 pub mod softirq;

@@ -21,6 +21,7 @@ mod genl;
 mod netdev;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 pub use error::NlError;
 pub use ethtool::EthtoolNl;

@@ -5,6 +5,7 @@
 //! diagnosis rules read it. New telemetry is added as new optional fields
 //! (`#[serde(default)]`), so logs written by older versions still parse.
 
+use super::counters::Dir;
 use super::cpu::CpuSample;
 use super::facts::HostFacts;
 use super::nic::DevCounters;
@@ -55,6 +56,9 @@ pub struct Sample {
     /// Interfaces under test (/proc/net/dev deltas and rates).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ifaces: Vec<IfaceSample>,
+    /// Per-queue counters of the interfaces under test, each with its source.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queues: Vec<QueueSample>,
     /// NIC counters that are not per queue (`ethtool -S`), non-zero deltas only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nic_counters: Vec<NicCounter>,
@@ -101,6 +105,44 @@ pub struct IfaceSample {
     pub rx_bps: BitsPerSec,
     /// Transmit rate.
     pub tx_bps: BitsPerSec,
+}
+
+/// Where a per-queue number came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QueueSource {
+    /// netdev generic netlink `qstats-get`.
+    Qstats,
+    /// The driver's private `ethtool -S` counters.
+    Ethtool,
+    /// eBPF probes.
+    Ebpf,
+}
+
+/// One NIC queue for one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueueSample {
+    /// Interface.
+    pub iface: String,
+    /// Direction.
+    pub dir: Dir,
+    /// Queue index.
+    pub queue: u32,
+    /// Packets in the interval (None when the source has no packet count for this queue).
+    pub packets: Option<u64>,
+    /// Bytes in the interval.
+    pub bytes: Option<u64>,
+    /// Drops in the interval.
+    pub drops: Option<u64>,
+    /// Packets per second.
+    pub pps: f64,
+    /// Bits per second.
+    pub bps: BitsPerSec,
+    /// Which counters these are.
+    pub source: QueueSource,
+    /// Other counters of this queue that moved, by their source's name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub other: BTreeMap<String, u64>,
 }
 
 /// A NIC counter (by its `ethtool -S` name) that moved during the interval.

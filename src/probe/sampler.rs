@@ -11,12 +11,16 @@
 //! are relaxed atomics and the latency histograms are swapped under a lock
 //! the workers hold for microseconds every 10 ms.
 
+use super::counters::{classify, Class};
 use super::cpu::{cpu_deltas, parse_proc_stat, CpuTicks};
 use super::facts::{HostFacts, Support};
+use super::netlink::NetdevNl;
 use super::netstat::{parse_snmp, snmp_deltas};
 use super::nic::{parse_net_dev, DevCounters};
+use super::queues::QueueProbe;
 use super::sample::{
-    ConnSample, EngineSample, HostRole, IfaceSample, LatencySummary, NicCounter, Sample,
+    ConnSample, EngineSample, HostRole, IfaceSample, LatencySummary, NicCounter, QueueSample,
+    Sample,
 };
 use super::softirq::{
     parse_softirqs, parse_softnet, softirq_deltas, softnet_deltas, Softirqs, Softnet,
@@ -48,8 +52,11 @@ struct EngineView {
 #[derive(Default)]
 struct IfaceState {
     name: String,
+    ifindex: Option<u32>,
+    driver: String,
     prev_dev: Option<DevCounters>,
     prev_stats: HashMap<String, u64>,
+    queues: QueueProbe,
 }
 
 /// Cumulative host counters, kept between Samples.
@@ -65,6 +72,7 @@ struct HostState {
 /// Produces Samples for this host.
 pub struct Sampler {
     source: Box<dyn HostSource>,
+    netdev: Option<NetdevNl>,
     host: HostState,
     ifaces: Vec<IfaceState>,
     facts: Option<HostFacts>,
@@ -87,6 +95,7 @@ impl Sampler {
                 ..Default::default()
             },
             source,
+            netdev: NetdevNl::open().ok(),
             ifaces: Vec::new(),
             facts: None,
             facts_due: true,
@@ -106,15 +115,20 @@ impl Sampler {
         let mut names: Vec<String> = names.to_vec();
         names.dedup();
         if names.iter().ne(self.ifaces.iter().map(|i| &i.name)) {
+            let src = self.source.as_ref();
             self.ifaces = names
                 .into_iter()
                 .map(|name| IfaceState {
+                    ifindex: src
+                        .read(&format!("/sys/class/net/{name}/ifindex"))
+                        .ok()
+                        .and_then(|t| t.trim().parse().ok()),
                     name,
                     ..Default::default()
                 })
                 .collect();
             self.facts_due = true;
-            self.read_ifaces(0.0, &mut Vec::new());
+            self.read_ifaces(0.0, &mut Vec::new(), &mut Vec::new());
         }
     }
 
@@ -123,7 +137,7 @@ impl Sampler {
     pub fn begin(&mut self, engine: Option<&RunningEngine>, omit: Duration) {
         let now = Instant::now();
         self.read_host(&mut Vec::new());
-        self.read_ifaces(0.0, &mut Vec::new());
+        self.read_ifaces(0.0, &mut Vec::new(), &mut Vec::new());
         self.t0 = now;
         self.last = now;
         self.index = 0;
@@ -166,13 +180,14 @@ impl Sampler {
         let omitted = !self.omit.is_zero() && now.duration_since(self.t0) <= self.omit;
         let mut errors = Vec::new();
         let (cpus, softirqs, softnet, nstat) = self.read_host(&mut errors);
+        let facts = self.facts_if_changed();
         let mut nic_counters = Vec::new();
-        let ifaces = self.read_ifaces(secs, &mut nic_counters);
+        let mut queues = Vec::new();
+        let ifaces = self.read_ifaces(secs, &mut nic_counters, &mut queues);
         let (engine, conns) = match self.engine.as_mut() {
             Some(v) => Self::engine_sample(v, secs, omitted, &mut self.latency_total),
             None => (EngineSample::default(), Vec::new()),
         };
-        let facts = self.facts_if_changed();
         let s = Sample {
             host: HostRole::Local,
             index: self.index,
@@ -185,6 +200,7 @@ impl Sampler {
             softirqs,
             softnet,
             ifaces,
+            queues,
             nic_counters,
             nstat,
             facts,
@@ -210,6 +226,17 @@ impl Sampler {
         self.facts_due = false;
         let names: Vec<String> = self.ifaces.iter().map(|i| i.name.clone()).collect();
         let f = read_host_facts(self.source.as_ref(), &names);
+        for st in &mut self.ifaces {
+            st.queues.retry_qstats();
+            if let Some(n) = f.nics.iter().find(|n| n.name == st.name) {
+                st.driver = n
+                    .drvinfo
+                    .value()
+                    .map(|d| d.driver.clone())
+                    .unwrap_or_default();
+                st.ifindex = n.ifindex.or(st.ifindex);
+            }
+        }
         if self.facts.as_ref() == Some(&f) {
             return None;
         }
@@ -288,7 +315,12 @@ impl Sampler {
         (cpus, softirqs, softnet, nstat)
     }
 
-    fn read_ifaces(&mut self, secs: f64, nic_counters: &mut Vec<NicCounter>) -> Vec<IfaceSample> {
+    fn read_ifaces(
+        &mut self,
+        secs: f64,
+        nic_counters: &mut Vec<NicCounter>,
+        queues: &mut Vec<QueueSample>,
+    ) -> Vec<IfaceSample> {
         if self.ifaces.is_empty() {
             return Vec::new();
         }
@@ -311,18 +343,28 @@ impl Sampler {
                 }
                 st.prev_dev = Some(*cur);
             }
-            if let Support::Value(stats) = src.ethtool_stats(&st.name) {
-                let first = st.prev_stats.is_empty();
-                for (name, v) in stats {
-                    let before = st.prev_stats.insert(name.clone(), v);
-                    if let (false, Some(b)) = (first, before) {
-                        if v > b {
-                            nic_counters.push(NicCounter {
-                                iface: st.name.clone(),
-                                name,
-                                delta: v - b,
-                            });
-                        }
+            let stats = match src.ethtool_stats(&st.name) {
+                Support::Value(v) => Some(v),
+                _ => None,
+            };
+            queues.extend(st.queues.read(
+                self.netdev.as_mut(),
+                &st.name,
+                st.ifindex,
+                &st.driver,
+                stats.as_deref(),
+                secs,
+            ));
+            for (name, v) in stats.into_iter().flatten() {
+                let before = st.prev_stats.insert(name.clone(), v);
+                // Per-queue counters are in `queues`; the rest (and names no pattern knows) here.
+                if let Some(b) = before.filter(|b| v > *b) {
+                    if classify(&st.driver, &name) == Class::Global {
+                        nic_counters.push(NicCounter {
+                            iface: st.name.clone(),
+                            name,
+                            delta: v - b,
+                        });
                     }
                 }
             }

@@ -38,8 +38,9 @@ pub struct Header {
     pub hosts: Hosts<HostInfo>,
     /// How the pair is built ("remote 10.0.0.2:5310", "namespaces ...", "loopback (...)").
     pub pair: String,
-    /// The test as requested (first sweep point's spec when sweeping).
-    pub spec: EngineSpec,
+    /// The test as requested (first sweep point's spec when sweeping); absent for `watch`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<EngineSpec>,
     /// Time limit (s), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time_s: Option<f64>,

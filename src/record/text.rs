@@ -233,3 +233,234 @@ pub fn summary_block(s: &Summary) -> String {
     }
     out
 }
+
+/// Column header of `wirescope watch`.
+pub fn watch_header() -> String {
+    "[  interval   ] host: CPU mean, busiest core | interface rx / tx | NET_RX softirqs/s | softnet drops, squeezes".to_string()
+}
+
+fn host_cell(s: &Sample) -> String {
+    let mut cell = match s.busiest_cpu() {
+        Some(b) => format!(
+            "cpu {:5.1}% max {} {:5.1}%",
+            s.mean_busy(),
+            b.cpu,
+            b.busy().0
+        ),
+        None => "cpu -".into(),
+    };
+    let secs = (s.end_s - s.start_s).max(1e-9);
+    for i in &s.ifaces {
+        let _ = write!(cell, " | {} rx {} tx {}", i.name, i.rx_bps, i.tx_bps);
+    }
+    let net_rx: u64 = s.softirqs.iter().map(|c| c.net_rx).sum();
+    let drops: u64 = s.softnet.iter().map(|c| u64::from(c.delta.dropped)).sum();
+    let squeeze: u64 = s
+        .softnet
+        .iter()
+        .map(|c| u64::from(c.delta.time_squeeze))
+        .sum();
+    let _ = write!(
+        cell,
+        " | NET_RX {}/s | drops {drops} squeezes {squeeze}",
+        si(net_rx as f64 / secs)
+    );
+    cell
+}
+
+/// One `watch` row: this host, and the peer when there is one.
+pub fn watch_row(local: Option<&Sample>, peer: Option<&Sample>) -> String {
+    let Some(any) = local.or(peer) else {
+        return String::new();
+    };
+    let mut row = format!("[{:6.2}-{:<6.2}s] ", any.start_s, any.end_s);
+    if let Some(l) = local {
+        let _ = write!(row, "local: {}", host_cell(l));
+    }
+    if let Some(p) = peer {
+        let _ = write!(
+            row,
+            "{}peer: {}",
+            if local.is_some() { " || " } else { "" },
+            host_cell(p)
+        );
+    }
+    row.push('\n');
+    row
+}
+
+fn support_text<T>(v: &crate::probe::facts::Support<T>, f: impl Fn(&T) -> String) -> String {
+    use crate::probe::facts::Support;
+    match v {
+        Support::Value(x) => f(x),
+        Support::NotSupported { driver } if driver.is_empty() => {
+            "not supported by the driver".into()
+        }
+        Support::NotSupported { driver } => format!("not supported by driver {driver}"),
+        Support::Error(e) => format!("unavailable ({e})"),
+        Support::Unknown => "unknown".into(),
+    }
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_else(|| "n/a".into())
+}
+
+/// Host facts for people (`watch --from DIR` without `--json`).
+pub fn facts_block(source: &str, f: &crate::probe::facts::HostFacts) -> String {
+    let mut o = format!("host facts from {source}\n");
+    let _ = writeln!(
+        o,
+        "kernel {}, {} CPUs ({})",
+        f.kernel,
+        f.cpus,
+        if f.cpu_model.is_empty() {
+            "model unknown"
+        } else {
+            &f.cpu_model
+        }
+    );
+    for n in &f.numa {
+        let _ = writeln!(o, "NUMA node{}: CPUs {}", n.node, n.cpulist);
+    }
+    let _ = writeln!(
+        o,
+        "irqbalance: {}",
+        match f.irqbalance {
+            Some(true) => "running",
+            Some(false) => "not running",
+            None => "unknown",
+        }
+    );
+    if f.governors.is_empty() {
+        o.push_str("cpufreq governor: none (no cpufreq)\n");
+    }
+    for (g, cpus) in &f.governors {
+        let _ = writeln!(o, "cpufreq governor {g}: CPUs {cpus}");
+    }
+    for (k, v) in &f.sysctls {
+        let _ = writeln!(o, "{k} = {v}");
+    }
+    for n in &f.nics {
+        let _ = writeln!(
+            o,
+            "\n{}: mtu {}, {}, qdisc {}",
+            n.name,
+            opt(n.mtu),
+            n.operstate.as_deref().unwrap_or("state unknown"),
+            n.qdisc.as_deref().unwrap_or("unknown")
+        );
+        let _ = writeln!(
+            o,
+            "  driver: {}",
+            support_text(&n.drvinfo, |d| format!(
+                "{} {} firmware '{}' bus '{}'",
+                d.driver, d.version, d.firmware, d.bus_info
+            ))
+        );
+        let _ = writeln!(
+            o,
+            "  link: {}",
+            support_text(&n.link, |l| format!(
+                "{} Mb/s {}, autoneg {}, link {}",
+                opt(l.speed_mbps),
+                l.duplex.as_deref().unwrap_or("duplex n/a"),
+                opt(l.autoneg),
+                opt(l.link_detected)
+            ))
+        );
+        let _ = writeln!(
+            o,
+            "  channels: {}",
+            support_text(&n.channels, |c| format!(
+                "combined {}/{} rx {}/{} tx {}/{} (current/max)",
+                opt(c.combined),
+                opt(c.max_combined),
+                opt(c.rx),
+                opt(c.max_rx),
+                opt(c.tx),
+                opt(c.max_tx)
+            ))
+        );
+        let _ = writeln!(
+            o,
+            "  rings: {}",
+            support_text(&n.rings, |r| format!(
+                "rx {}/{} tx {}/{} (current/max)",
+                opt(r.rx),
+                opt(r.max_rx),
+                opt(r.tx),
+                opt(r.max_tx)
+            ))
+        );
+        let _ = writeln!(
+            o,
+            "  offloads: {}",
+            support_text(&n.features, |f| {
+                [
+                    "generic-receive-offload",
+                    "large-receive-offload",
+                    "tcp-segmentation-offload",
+                    "generic-segmentation-offload",
+                    "rx-checksumming",
+                    "tx-nocache-copy",
+                ]
+                .iter()
+                .map(|k| {
+                    format!(
+                        "{k} {}",
+                        f.on(k)
+                            .map(|b| if b { "on" } else { "off" })
+                            .unwrap_or("n/a")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+            })
+        );
+        let _ = writeln!(
+            o,
+            "  coalesce: {}",
+            support_text(&n.coalesce, |c| format!(
+                "adaptive rx {} tx {}, rx-usecs {} tx-usecs {}",
+                opt(c.adaptive_rx),
+                opt(c.adaptive_tx),
+                opt(c.rx_usecs),
+                opt(c.tx_usecs)
+            ))
+        );
+        let _ = writeln!(
+            o,
+            "  pause: {}",
+            support_text(&n.pause, |p| format!(
+                "autoneg {} rx {} tx {}",
+                p.autoneg, p.rx, p.tx
+            ))
+        );
+        let _ = writeln!(
+            o,
+            "  NUMA node {}, local CPUs {}, queues rx {} tx {}",
+            opt(n.numa_node),
+            n.local_cpulist.as_deref().unwrap_or("n/a"),
+            opt(n.rx_queues),
+            opt(n.tx_queues)
+        );
+        if let Some(p) = &n.pcie {
+            let _ = writeln!(
+                o,
+                "  PCIe: {} x{} (max {} x{})",
+                p.current_speed,
+                opt(p.current_width),
+                p.max_speed,
+                opt(p.max_width)
+            );
+        }
+        for i in &n.irqs {
+            let _ = writeln!(o, "  IRQ {} {} -> CPUs {}", i.irq, i.name, i.affinity);
+        }
+    }
+    if !f.unavailable.is_empty() {
+        let _ = writeln!(o, "\nnot available: {}", f.unavailable.join(", "));
+    }
+    o
+}

@@ -17,7 +17,7 @@ use crate::probe::source::Live;
 use crate::probe::system::HostInfo;
 use crate::probe::tcpinfo;
 use crate::traffic::tcp::TcpEngine;
-use crate::traffic::{Engine, RunningEngine, Side};
+use crate::traffic::{Engine, EngineSpec, RunningEngine, Side};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -388,20 +388,23 @@ async fn run_test<W: AsyncWrite + Unpin>(
         Some(c) => c,
         None => return write(wr, fail("the test cookie is not 16 hex bytes".into())).await,
     };
-    let n = test.spec.connection_count();
-    if n == 0 || n > 65_536 {
+    let n = test.spec.as_ref().map_or(0, EngineSpec::connection_count);
+    if (test.spec.is_some() && n == 0) || n > 65_536 {
         return write(
             wr,
             fail(format!("{n} data connections requested; allowed: 1-65536")),
         )
         .await;
     }
-    eprintln!(
-        "agent: test {}: {} {} with {n} data connection(s)",
-        test.id,
-        test.spec.engine.name(),
-        test.spec.mode.name()
-    );
+    match &test.spec {
+        Some(spec) => eprintln!(
+            "agent: test {}: {} {} with {n} data connection(s)",
+            test.id,
+            spec.engine.name(),
+            spec.mode.name()
+        ),
+        None => eprintln!("agent: test {}: observing only", test.id),
+    }
     let (dtx, mut drx) = mpsc::channel(n.min(1024));
     *lock(&state.waiter) = Some(DataWaiter { cookie, tx: dtx });
     write(
@@ -449,32 +452,58 @@ async fn run_test<W: AsyncWrite + Unpin>(
         Ok(Some(Ok(_))) => return Ok(()), // controller gave up (Failed/Stop)
         _ => return Err("controller lost before go".into()),
     }
-    let mut engine = match TcpEngine::new(test.spec.clone()).start(Side::Agent, conns) {
+    let started = match &test.spec {
+        Some(spec) => TcpEngine::new(spec.clone()).start(Side::Agent, conns),
+        None => Ok(RunningEngine::idle()),
+    };
+    let mut engine = match started {
         Ok(e) => e,
         Err(e) => return write(wr, fail(format!("agent engine: {e}"))).await,
     };
     sampler.begin(Some(&engine), Duration::from_millis(test.omit_ms));
     let t0 = Instant::now();
     let done = std::sync::Arc::clone(&engine.control.done);
+    // Two deadlines: the engine must drain after Stop, and a Stop must follow
+    // an engine that finished on its own (byte budget, error).
     let mut stop_deadline: Option<tokio::time::Instant> = None;
+    let mut stopped = false;
+    let mut engine_done: Option<f64> = None;
+    // The point ends when the engine is done *and* the controller said Stop:
+    // the controller sends its last Tick before Stop, but the data sockets
+    // can report EOF before that Tick arrives on the control socket.
     let lost = loop {
+        if stopped && engine_done.is_some() {
+            break false;
+        }
         tokio::select! {
+            biased;
             m = rx.recv() => match m {
                 Some(Ok(Msg::Tick {})) => {
                     let s = sampler.sample();
                     if write(wr, Msg::Sample { sample: Box::new(s) }).await.is_err() { engine.abort(); break true; }
                 }
-                Some(Ok(Msg::Stop {})) => { engine.stop(); stop_deadline = Some(tokio::time::Instant::now() + DRAIN_TIMEOUT); }
+                Some(Ok(Msg::Stop {})) => {
+                    engine.stop();
+                    stopped = true;
+                    if engine_done.is_none() { stop_deadline = Some(tokio::time::Instant::now() + DRAIN_TIMEOUT); }
+                }
                 Some(Ok(Msg::Failed { error })) => { eprintln!("agent: controller failed: {error}"); engine.abort(); }
                 Some(Ok(_)) => {}
                 _ => { engine.abort(); break true; }
             },
             // The last worker thread to exit signals; nothing polls.
-            _ = done.notified() => break false,
-            _ = sleep_until_opt(stop_deadline) => { engine.abort(); stop_deadline = None; }
+            _ = done.notified(), if engine_done.is_none() => {
+                engine_done = Some(t0.elapsed().as_secs_f64());
+                stop_deadline = (!stopped).then(|| tokio::time::Instant::now() + DRAIN_TIMEOUT);
+            }
+            _ = sleep_until_opt(stop_deadline) => {
+                stop_deadline = None;
+                if engine_done.is_some() { break false; } // no Stop came: finish anyway
+                engine.abort();
+            }
         }
     };
-    let duration_s = t0.elapsed().as_secs_f64();
+    let duration_s = engine_done.unwrap_or_else(|| t0.elapsed().as_secs_f64());
     // Always close with a (possibly short) Sample, so the intervals add up to the totals.
     if !lost {
         let s = sampler.sample();

@@ -18,7 +18,7 @@ use crate::probe::sampler::Sampler;
 use crate::probe::source::Live;
 use crate::probe::system::HostInfo;
 use crate::traffic::tcp::{prepare_socket, TcpEngine};
-use crate::traffic::{Engine, EngineError, EngineSpec, Side};
+use crate::traffic::{Engine, EngineError, EngineSpec, RunningEngine, Side};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -132,8 +132,8 @@ pub struct PointOutcome {
 /// One test point to run.
 #[derive(Debug, Clone)]
 pub struct PointParams {
-    /// Engine parameters.
-    pub spec: EngineSpec,
+    /// Engine parameters; None to observe both hosts without traffic.
+    pub spec: Option<EngineSpec>,
     /// Sampling period.
     pub interval: Duration,
     /// Warm-up.
@@ -279,9 +279,12 @@ impl Controller {
         };
         let addr = SocketAddr::new(self.data_ip, port);
         let spec = p.spec.clone();
-        let conns = tokio::task::spawn_blocking(move || connect_data(&spec, addr, cookie))
-            .await
-            .map_err(|e| SessionError::Peer(format!("data connection task failed: {e}")))?;
+        let conns = tokio::task::spawn_blocking(move || match spec {
+            Some(spec) => connect_data(&spec, addr, cookie),
+            None => Ok(Vec::new()),
+        })
+        .await
+        .map_err(|e| SessionError::Peer(format!("data connection task failed: {e}")))?;
         let conns = match conns {
             Ok(c) => c,
             Err(e) => {
@@ -304,7 +307,11 @@ impl Controller {
                 }))
             }
         }
-        let mut engine = match TcpEngine::new(p.spec.clone()).start(Side::Controller, conns) {
+        let started = match &p.spec {
+            Some(spec) => TcpEngine::new(spec.clone()).start(Side::Controller, conns),
+            None => Ok(RunningEngine::idle()),
+        };
+        let mut engine = match started {
             Ok(e) => e,
             Err(e) => {
                 let _ = write_msg(
@@ -413,7 +420,7 @@ impl Controller {
         })
     }
 
-    async fn begin_stop(&mut self, engine: &crate::traffic::RunningEngine) -> tokio::time::Instant {
+    async fn begin_stop(&mut self, engine: &RunningEngine) -> tokio::time::Instant {
         engine.stop();
         let _ = write_msg(&mut self.wr, &Msg::Stop {}).await;
         tokio::time::Instant::now() + super::agent::DRAIN_TIMEOUT

@@ -132,8 +132,8 @@ pub struct TestParams {
     pub id: u64,
     /// Random cookie (hex, 16 bytes) every data connection must present.
     pub cookie: String,
-    /// The engine's parameters.
-    pub spec: EngineSpec,
+    /// The engine's parameters; None to observe only (`wirescope watch --peer`).
+    pub spec: Option<EngineSpec>,
     /// Sampling period (ms).
     pub interval_ms: u64,
     /// Warm-up not counted (ms).

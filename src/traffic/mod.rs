@@ -368,14 +368,29 @@ pub struct RunningEngine {
 }
 
 impl RunningEngine {
+    /// An engine without workers, for observing without traffic
+    /// (`wirescope watch`): it is done as soon as it is stopped.
+    pub fn idle() -> Self {
+        RunningEngine {
+            threads: Vec::new(),
+            counters: Arc::new(EngineCounters::new(0, 0)),
+            sockets: Vec::new(),
+            control: EngineControl::default(),
+            roles: Vec::new(),
+        }
+    }
+
     /// Ask senders/clients to finish gracefully.
     pub fn stop(&self) {
         self.control.stop.store(true, Ordering::Relaxed);
+        if self.control.running.load(Ordering::Acquire) == 0 {
+            self.control.done.notify_one();
+        }
     }
     /// Ask every worker to return now.
     pub fn abort(&self) {
-        self.control.stop.store(true, Ordering::Relaxed);
         self.control.abort.store(true, Ordering::Relaxed);
+        self.stop();
     }
     /// True when every worker thread has returned.
     pub fn is_finished(&self) -> bool {

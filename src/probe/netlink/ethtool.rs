@@ -4,7 +4,8 @@
 use super::consts::{self as c, header, msg, reply};
 use super::error::{to_support, NlError};
 use super::features::{combine, parse_bitset};
-use super::genl::{attr, attr_str, nest, single, Attrs, Ctx, GenlSocket};
+use super::genl::{attr, attr_str, nest, single, Ctx, GenlSocket};
+use super::wire::Attrs;
 use crate::probe::facts::{Channels, Coalesce, Features, LinkInfo, Pause, Rings, Support};
 use std::collections::BTreeMap;
 
@@ -51,9 +52,11 @@ impl EthtoolNl {
     ///
     /// Keys are the kernel's feature names (`rx-gro`, not
     /// `generic-receive-offload`); see [`super::FEATURE_ALIASES`]. `on` is
-    /// ETHTOOL_A_FEATURES_ACTIVE, `requested` is ETHTOOL_A_FEATURES_WANTED
-    /// when it differs, `fixed` is "not in ETHTOOL_A_FEATURES_HW or in
-    /// ETHTOOL_A_FEATURES_NOCHANGE", the rule `ethtool -k` prints `[fixed]` by.
+    /// ETHTOOL_A_FEATURES_ACTIVE; `fixed` is "not in ETHTOOL_A_FEATURES_HW or
+    /// in ETHTOOL_A_FEATURES_NOCHANGE"; `requested` is
+    /// ETHTOOL_A_FEATURES_WANTED when it differs from active on a feature
+    /// that is not fixed: the rules `ethtool -k` prints `[fixed]` and
+    /// `[requested on/off]` by.
     pub fn features(&mut self, ifname: &str, driver: &str) -> Support<Features> {
         to_support(self.try_features(ifname), driver)
     }
@@ -279,7 +282,10 @@ impl EthtoolNl {
         let set = nest(&ctx, s::STRINGSETS_STRINGSET, &[id])?;
         // The kernel requires the header nest even for a global string set;
         // an empty one means "no device".
-        let request = [nest(&ctx, c::A_HEADER, &[])?, nest(&ctx, s::STRINGSETS, &[set])?];
+        let request = [
+            nest(&ctx, c::A_HEADER, &[])?,
+            nest(&ctx, s::STRINGSETS, &[set])?,
+        ];
         let replies = self.sock.request(&ctx, msg::STRSET_GET, request, false)?;
         let r = single(&ctx, replies, reply::STRSET_GET_REPLY)?.attrs;
         let parse = || -> Result<BTreeMap<u32, String>, String> {

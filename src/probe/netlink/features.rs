@@ -7,7 +7,7 @@
 //! one to the other.
 
 use super::consts::bitset as bs;
-use super::genl::Attrs;
+use super::wire::Attrs;
 use crate::probe::facts::{Feature, Features};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,6 +37,7 @@ pub const FEATURE_ALIASES: &[(&str, &str)] = &[
     ("tx-tcp-ecn-segmentation", "tcp-segmentation-offload"),
     ("tx-tcp-mangleid-segmentation", "tcp-segmentation-offload"),
     ("tx-tcp6-segmentation", "tcp-segmentation-offload"),
+    ("tx-tcp-accecn-segmentation", "tcp-segmentation-offload"),
     ("tx-udp-fragmentation", "udp-fragmentation-offload"),
     ("tx-generic-segmentation", "generic-segmentation-offload"),
     ("rx-gro", "generic-receive-offload"),
@@ -85,8 +86,8 @@ pub(super) fn parse_bitset(a: &Attrs) -> Result<Bitset, String> {
 }
 
 /// Combine the four feature bitsets the way `ethtool -k` does: `fixed` when
-/// the bit is not in `hw` or is in `nochange`; `requested` when `wanted`
-/// differs from `active`. `strings` (the `ETH_SS_FEATURES` set) supplies the
+/// the bit is not in `hw` or is in `nochange`; otherwise `requested` when
+/// `wanted` differs from `active` (a fixed feature never shows a request). `strings` (the `ETH_SS_FEATURES` set) supplies the
 /// names of features that appear in none of the bitsets.
 pub(super) fn combine(
     strings: &BTreeMap<u32, String>,
@@ -107,10 +108,11 @@ pub(super) fn combine(
         .map(|(i, name)| {
             let on = active.set.contains(&i);
             let want = wanted.set.contains(&i);
+            let fixed = !hw.set.contains(&i) || nochange.set.contains(&i);
             let feature = Feature {
                 on,
-                fixed: !hw.set.contains(&i) || nochange.set.contains(&i),
-                requested: (on != want).then_some(want),
+                fixed,
+                requested: (!fixed && on != want).then_some(want),
             };
             (name, feature)
         })
@@ -157,7 +159,7 @@ mod tests {
             Feature {
                 on: true,
                 fixed: true,
-                requested: Some(false)
+                requested: None
             }
         );
         assert_eq!(f.0.len(), 3, "the empty name is skipped");

@@ -2,7 +2,8 @@
 
 use super::consts::{self as c, qstats as q};
 use super::error::NlError;
-use super::genl::{attr, uint, Attrs, Ctx, GenlSocket};
+use super::genl::{attr, Ctx, GenlSocket};
+use super::wire::{uint, Attrs};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -1,0 +1,290 @@
+//! `wirescope capture DIR`: a snapshot of this host in the sosreport layout.
+//!
+//! Files are copied to the same relative paths (`DIR/proc/stat`,
+//! `DIR/sys/class/net/eth0/mtu`, ...) and command outputs are written where
+//! sosreport puts them (`DIR/sos_commands/networking/ethtool_-S_eth0`, ...)
+//! in the exact text format the commands print, so a capture and a real
+//! sosreport are read by the same [`Dir`](super::source::Dir) code. Only
+//! reads the host; writes only below DIR.
+
+use super::captured::ethtool_file;
+use super::ethtool_text as text;
+use super::facts::Support;
+use super::source::{HostSource, Live};
+use super::system::{online_cpu_ids, parse_interrupts, SYSCTLS};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What a capture wrote and what it could not.
+#[derive(Debug, Default)]
+pub struct CaptureReport {
+    /// Files written.
+    pub files: usize,
+    /// What could not be captured, with the reason.
+    pub skipped: Vec<String>,
+}
+
+/// Capture errors that stop the capture.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// DIR exists and is not empty.
+    #[error("{0} exists and is not empty; choose a new directory so nothing is overwritten")]
+    NotEmpty(PathBuf),
+    /// Writing failed.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// File.
+        path: PathBuf,
+        /// OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+struct Writer<'a> {
+    root: &'a Path,
+    report: CaptureReport,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, rel: &str, content: &str) -> Result<(), CaptureError> {
+        let path = self.root.join(rel.trim_start_matches('/'));
+        let io = |source| CaptureError::Write {
+            path: path.clone(),
+            source,
+        };
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io)?;
+        }
+        std::fs::write(&path, content).map_err(io)?;
+        self.report.files += 1;
+        Ok(())
+    }
+
+    fn mkdir(&mut self, rel: &str) -> Result<(), CaptureError> {
+        let path = self.root.join(rel.trim_start_matches('/'));
+        std::fs::create_dir_all(&path).map_err(|source| CaptureError::Write { path, source })
+    }
+
+    /// Copy a host file if it exists (absent files are normal: not every host has cpufreq).
+    fn copy(&mut self, path: &str) -> Result<(), CaptureError> {
+        match std::fs::read_to_string(path) {
+            Ok(t) => self.put(path, &t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => {
+                self.report.skipped.push(format!("{path}: {e}"));
+                Ok(())
+            }
+        }
+    }
+
+    fn command(&mut self, rel: &str, prog: &str, args: &[&str]) -> Result<(), CaptureError> {
+        match Command::new(prog)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output()
+        {
+            Ok(o) if o.status.success() => self.put(rel, &String::from_utf8_lossy(&o.stdout)),
+            Ok(o) => {
+                self.report.skipped.push(format!(
+                    "{prog} {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&o.stderr).trim()
+                ));
+                Ok(())
+            }
+            Err(e) => {
+                self.report.skipped.push(format!("{prog}: {e}"));
+                Ok(())
+            }
+        }
+    }
+
+    fn support<T>(
+        &mut self,
+        rel: &str,
+        what: &str,
+        v: &Support<T>,
+        fmt: impl Fn(&T) -> String,
+    ) -> Result<(), CaptureError> {
+        match v {
+            Support::Value(x) => self.put(rel, &fmt(x)),
+            // What ethtool itself prints when the driver refuses; the reader maps it back.
+            Support::NotSupported { .. } => {
+                self.put(rel, "netlink error: Operation not supported\n")
+            }
+            Support::Error(e) => {
+                self.report.skipped.push(format!("{what}: {e}"));
+                Ok(())
+            }
+            Support::Unknown => Ok(()),
+        }
+    }
+}
+
+/// Interfaces worth capturing: every one but loopback.
+pub fn default_ifaces() -> Vec<String> {
+    Live::default()
+        .list("/sys/class/net")
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n != "lo")
+        .collect()
+}
+
+/// Write a snapshot of this host into `dir` (created; must be new or empty).
+pub fn capture(dir: &Path, ifaces: &[String]) -> Result<CaptureReport, CaptureError> {
+    if dir.exists()
+        && std::fs::read_dir(dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(true)
+    {
+        return Err(CaptureError::NotEmpty(dir.to_path_buf()));
+    }
+    let live = Live::default();
+    let mut w = Writer {
+        root: dir,
+        report: CaptureReport::default(),
+    };
+    for f in [
+        "/proc/stat",
+        "/proc/softirqs",
+        "/proc/interrupts",
+        "/proc/cpuinfo",
+        "/proc/cmdline",
+        "/proc/net/dev",
+        "/proc/net/softnet_stat",
+        "/proc/net/snmp",
+        "/proc/net/netstat",
+        "/proc/sys/kernel/osrelease",
+        "/sys/devices/system/cpu/online",
+    ] {
+        w.copy(f)?;
+    }
+    for name in SYSCTLS {
+        w.copy(&format!("/proc/sys/{}", name.replace('.', "/")))?;
+    }
+    for node in live
+        .list("/sys/devices/system/node")
+        .unwrap_or_default()
+        .iter()
+        .filter(|n| n.starts_with("node"))
+    {
+        w.copy(&format!("/sys/devices/system/node/{node}/cpulist"))?;
+    }
+    for c in online_cpu_ids(&live) {
+        w.copy(&format!(
+            "/sys/devices/system/cpu/cpu{}/cpufreq/scaling_governor",
+            c.0
+        ))?;
+    }
+    let interrupts = live
+        .read("/proc/interrupts")
+        .map(|t| parse_interrupts(&t).1)
+        .unwrap_or_default();
+    for iface in ifaces {
+        capture_iface(&mut w, &live, iface, &interrupts)?;
+    }
+    w.command(
+        "sos_commands/networking/tc_-s_qdisc_show",
+        "tc",
+        &["-s", "qdisc", "show"],
+    )?;
+    w.command(
+        "sos_commands/networking/ip_-d_address",
+        "ip",
+        &["-d", "address"],
+    )?;
+    w.command(
+        "sos_commands/networking/ip_-s_-d_link",
+        "ip",
+        &["-s", "-d", "link"],
+    )?;
+    w.command("sos_commands/process/ps_auxwww", "ps", &["auxwww"])?;
+    Ok(w.report)
+}
+
+fn capture_iface(
+    w: &mut Writer<'_>,
+    live: &Live,
+    iface: &str,
+    interrupts: &[super::system::IrqLine],
+) -> Result<(), CaptureError> {
+    let base = format!("/sys/class/net/{iface}");
+    for f in ["ifindex", "mtu", "operstate", "address", "speed", "duplex"] {
+        w.copy(&format!("{base}/{f}"))?;
+    }
+    for f in [
+        "numa_node",
+        "local_cpulist",
+        "current_link_speed",
+        "current_link_width",
+        "max_link_speed",
+        "max_link_width",
+    ] {
+        w.copy(&format!("{base}/device/{f}"))?;
+    }
+    if let Ok(name) = live.link_name(&format!("{base}/device")) {
+        w.put(&format!("{base}/device.link"), &format!("{name}\n"))?;
+    }
+    for q in live.list(&format!("{base}/queues")).unwrap_or_default() {
+        // The queue directory itself says the queue exists, even when its mask is unreadable.
+        w.mkdir(&format!("{base}/queues/{q}"))?;
+        let file = if q.starts_with("rx-") {
+            "rps_cpus"
+        } else {
+            "xps_cpus"
+        };
+        w.copy(&format!("{base}/queues/{q}/{file}"))?;
+    }
+    let eth = live.ethtool(iface);
+    let bus = eth
+        .drvinfo
+        .value()
+        .map(|d| d.bus_info.clone())
+        .unwrap_or_default();
+    let devname = live
+        .link_name(&format!("{base}/device"))
+        .unwrap_or_default();
+    for irq in super::system::nic_irqs(live, iface, &bus, &devname, interrupts) {
+        w.copy(&format!("/proc/irq/{}/effective_affinity_list", irq.irq))?;
+        w.copy(&format!("/proc/irq/{}/smp_affinity_list", irq.irq))?;
+    }
+    w.support(
+        &ethtool_file("-i", iface),
+        "ethtool -i",
+        &eth.drvinfo,
+        text::format_drvinfo,
+    )?;
+    w.support(&ethtool_file("-S", iface), "ethtool -S", &eth.stats, |s| {
+        text::format_stats(s)
+    })?;
+    w.support(
+        &ethtool_file("-l", iface),
+        "ethtool -l",
+        &eth.channels,
+        |c| text::format_channels(iface, c),
+    )?;
+    w.support(&ethtool_file("-g", iface), "ethtool -g", &eth.rings, |r| {
+        text::format_rings(iface, r)
+    })?;
+    w.support(
+        &ethtool_file("-k", iface),
+        "ethtool -k",
+        &eth.features,
+        |f| text::format_features(iface, f),
+    )?;
+    w.support(
+        &ethtool_file("-c", iface),
+        "ethtool -c",
+        &eth.coalesce,
+        |c| text::format_coalesce(iface, c),
+    )?;
+    w.support(&ethtool_file("-a", iface), "ethtool -a", &eth.pause, |p| {
+        text::format_pause(iface, p)
+    })?;
+    w.support(&ethtool_file("", iface), "ethtool", &eth.link, |l| {
+        text::format_link(iface, l)
+    })?;
+    Ok(())
+}
