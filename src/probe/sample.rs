@@ -68,6 +68,10 @@ pub struct Sample {
     /// Host facts: present in the first Sample of a point and whenever they change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub facts: Option<Box<HostFacts>>,
+    /// CPU time the sampler itself spent producing this Sample (µs, thread CPU
+    /// clock): the observer's cost, measured rather than assumed.
+    #[serde(default)]
+    pub sampler_cpu_us: u64,
     /// Probes that could not read this interval, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probe_errors: Vec<String>,

@@ -38,6 +38,20 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// CPU time consumed by the calling thread (µs).
+fn thread_cpu_us() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec; CLOCK_THREAD_CPUTIME_ID needs nothing else.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000
+        + u64::try_from(ts.tv_nsec).unwrap_or(0) / 1000
+}
+
 /// Facts are re-read every this many intervals to notice changes.
 pub const FACTS_EVERY: u32 = 10;
 
@@ -173,6 +187,7 @@ impl Sampler {
 
     /// Take one Sample covering the time since the previous one.
     pub fn sample(&mut self) -> Sample {
+        let cpu0 = thread_cpu_us();
         let now = Instant::now();
         let secs = now.duration_since(self.last).as_secs_f64();
         let start_s = self.last.duration_since(self.t0).as_secs_f64();
@@ -204,11 +219,15 @@ impl Sampler {
             nic_counters,
             nstat,
             facts,
+            sampler_cpu_us: 0,
             probe_errors: errors,
         };
         self.index += 1;
         self.last = now;
-        s
+        Sample {
+            sampler_cpu_us: thread_cpu_us().saturating_sub(cpu0),
+            ..s
+        }
     }
 
     /// The latest host facts (read if never read).

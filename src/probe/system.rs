@@ -211,6 +211,15 @@ pub fn read_host_facts(src: &dyn HostSource, ifaces: &[String]) -> HostFacts {
                     v.split_ascii_whitespace().collect::<Vec<_>>().join(" "),
                 );
             }
+            // Some net.core sysctls exist only in the initial network
+            // namespace; inside another one (the local pair) they are hidden.
+            None if name.starts_with("net.core.")
+                && read_trim(src, "/proc/sys/net/core/somaxconn").is_some() =>
+            {
+                missing.push(format!(
+                    "sysctl {name} (global: not visible inside this network namespace)"
+                ))
+            }
             None => missing.push(format!("sysctl {name}")),
         }
     }
