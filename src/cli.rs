@@ -187,11 +187,11 @@ pub struct TestArgs {
     #[arg(long, short = 'l', value_name = "SIZE", value_parser = parse_size)]
     pub len: Option<Bytes>,
     /// Pin this host's worker threads to these CPUs, round-robin (e.g. 0-3,8).
-    #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
-    pub cpus: Option<Vec<CpuId>>,
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<CpuList>,
     /// Pin the agent's worker threads (default: the --cpus list).
-    #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
-    pub peer_cpus: Option<Vec<CpuId>>,
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub peer_cpus: Option<CpuList>,
     /// stream: the agent sends, this host receives.
     #[arg(long, short = 'R')]
     pub reverse: bool,
@@ -283,6 +283,15 @@ fn parse_sweep(s: &str) -> Result<Sweep, String> {
         values.push(val);
     }
     Ok(Sweep { param, values })
+}
+
+/// A CPU list as one value (`0-3,8`). A newtype, because clap reads an
+/// `Option<Vec<T>>` field as "several values of T", not as one list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<CpuId>);
+
+fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    parse_cpu_list(s).map(CpuList)
 }
 
 fn parse_listen(s: &str) -> Result<SocketAddr, String> {
@@ -426,7 +435,7 @@ impl TestArgs {
         } else {
             self.conns.unwrap_or(1)
         };
-        let cpus = self.cpus.clone().unwrap_or_default();
+        let cpus = self.cpus.clone().map(|c| c.0).unwrap_or_default();
         let spec = EngineSpec {
             engine: self.engine,
             mode: self.mode,
@@ -443,7 +452,11 @@ impl TestArgs {
             skip_rx_copy: self.skip_rx_copy,
             reverse: self.reverse,
             bidir: self.bidir,
-            peer_cpus: self.peer_cpus.clone().unwrap_or_else(|| cpus.clone()),
+            peer_cpus: self
+                .peer_cpus
+                .clone()
+                .map(|c| c.0)
+                .unwrap_or_else(|| cpus.clone()),
             cpus,
             bytes: self.bytes,
         };
@@ -590,6 +603,14 @@ mod tests {
         assert!(e.contains("--time") && e.contains("10s"), "{e}");
         let e = args(&["--len", "big"]).unwrap_err();
         assert!(e.contains("--len") && e.contains("64K"), "{e}");
+        let p = args(&["--cpus", "0-1", "--peer-cpus", "1"]).unwrap();
+        assert_eq!(p.spec.cpus, vec![CpuId(0), CpuId(1)]);
+        assert_eq!(p.spec.peer_cpus, vec![CpuId(1)]);
+        assert_eq!(
+            args(&["--cpus", "0"]).unwrap().spec.peer_cpus,
+            vec![CpuId(0)],
+            "the peer defaults to the same list"
+        );
         let e = args(&["--cpus", "3-1"]).unwrap_err();
         assert!(e.contains("--cpus") && e.contains("0-3,8"), "{e}");
         let e = args(&["--sweep", "color=red"]).unwrap_err();

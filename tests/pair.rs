@@ -269,3 +269,27 @@ fn peer_killed_mid_run_ends_the_run_with_exit_1() {
     assert_eq!(s.len(), 1);
     assert!(s[0].peer_lost);
 }
+
+#[test]
+fn pinning_runs_on_the_given_cpus_and_refuses_missing_ones() {
+    let mut pair = Pair::new();
+    pair.start_agent();
+    let out = pair.run(&[
+        "-m",
+        "rr",
+        "-t",
+        "1s",
+        "--cpus",
+        "0",
+        "--peer-cpus",
+        "1",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = pair.run(&["-t", "1s", "-P", "2", "--cpus", "0-1", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // A CPU this machine does not have: the worker cannot start, and says why.
+    let out = pair.run(&["-t", "1s", "--cpus", "1000"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cpu1000"), "{}", stderr(&out));
+}

@@ -200,3 +200,60 @@ fn unprivileged_users_get_loopback_and_every_probe_that_needs_no_privilege() {
     }
     assert!(samples[0]["facts"]["nics"][0]["name"] == "lo");
 }
+
+#[test]
+fn watch_streams_both_hosts_without_traffic() {
+    let mut pair = Pair::new();
+    pair.start_agent();
+    let log = pair.log_path("w.jsonl");
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &pair.a,
+            bin(),
+            "watch",
+            "--peer",
+            "198.18.0.2",
+            "-t",
+            "2s",
+            "-i",
+            "500ms",
+            "--json",
+            "--log",
+            log.to_str().unwrap(),
+        ])
+        .env("WIRESCOPE_TOKEN", common::TOKEN)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\nagent: {}",
+        stderr(&out),
+        pair.agent_log()
+    );
+    let log = Log::read(&log);
+    let (local, peer) = (log.samples(HostRole::Local), log.samples(HostRole::Peer));
+    assert!(
+        local.len() >= 4 && peer.len() >= 4,
+        "local {} peer {}",
+        local.len(),
+        peer.len()
+    );
+    assert!(peer
+        .iter()
+        .all(|s| !s.cpus.is_empty() && s.engine.tx_bytes == 0));
+    // Each side watches the interface that routes to the other.
+    assert!(local[0]
+        .facts
+        .as_ref()
+        .is_some_and(|f| f.nics.iter().any(|n| n.name == "veth-a")));
+    assert!(peer[0]
+        .facts
+        .as_ref()
+        .is_some_and(|f| f.nics.iter().any(|n| n.name == "veth-b")));
+    assert!(log.summaries().is_empty(), "watch has no test to summarise");
+    // The same records went to stdout.
+    let lines = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert_eq!(lines, log.records.len());
+}

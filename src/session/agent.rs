@@ -128,7 +128,7 @@ async fn serve(state: Arc<State>, tcp: TcpListener, unix: Option<UnixListener>) 
                 Err(e) => { eprintln!("agent: accept failed: {e}"); tokio::time::sleep(Duration::from_millis(100)).await; }
             },
             r = accept_unix(unix.as_ref()) => match r {
-                Ok(s) => { tokio::spawn(handle_control(Arc::clone(&state), s, None, "local controller (unix socket)".to_string())); }
+                Ok(s) => { tokio::spawn(handle_control(Arc::clone(&state), s, None, None, "local controller (unix socket)".to_string())); }
                 Err(e) => { eprintln!("agent: accept on unix socket failed: {e}"); tokio::time::sleep(Duration::from_millis(100)).await; }
             },
         }
@@ -152,7 +152,7 @@ async fn handle_tcp(state: Arc<State>, mut s: tokio::net::TcpStream, peer: Socke
     if first == DATA_MAGIC {
         handle_data(&state, s, peer).await;
     } else {
-        handle_control(state, s, Some(first), peer.to_string()).await;
+        handle_control(state, s, Some(first), Some(peer.ip()), peer.to_string()).await;
     }
 }
 
@@ -184,8 +184,13 @@ async fn refuse<W: AsyncWrite + Unpin>(w: &mut W, reason: String) {
 }
 
 /// Handshake, busy check, then the session. `first` holds the 4 bytes already read.
-async fn handle_control<S>(state: Arc<State>, s: S, first: Option<[u8; 4]>, who: String)
-where
+async fn handle_control<S>(
+    state: Arc<State>,
+    s: S,
+    first: Option<[u8; 4]>,
+    controller: Option<std::net::IpAddr>,
+    who: String,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let (mut rd, mut wr) = tokio::io::split(s);
@@ -317,7 +322,7 @@ where
         }
     });
     let mut sampler = Sampler::new(Box::new(Live::default()));
-    let why = session(&state, &mut wr, &mut rx, &mut sampler).await;
+    let why = session(&state, &mut wr, &mut rx, &mut sampler, controller).await;
     reader.abort();
     eprintln!("agent: session with {who} ended: {why}");
     if state.once {
@@ -340,6 +345,7 @@ async fn session<W: AsyncWrite + Unpin>(
     wr: &mut W,
     rx: &mut Inbox,
     sampler: &mut Sampler,
+    controller: Option<std::net::IpAddr>,
 ) -> String {
     loop {
         match rx.recv().await {
@@ -349,7 +355,7 @@ async fn session<W: AsyncWrite + Unpin>(
             Some(Err(e)) => return e.to_string(),
             Some(Ok(Msg::Bye {})) => return "controller said bye".into(),
             Some(Ok(Msg::Start { test })) => {
-                if let Err(e) = run_test(state, wr, rx, sampler, test).await {
+                if let Err(e) = run_test(state, wr, rx, sampler, test, controller).await {
                     return e;
                 }
             }
@@ -379,6 +385,7 @@ async fn run_test<W: AsyncWrite + Unpin>(
     rx: &mut Inbox,
     sampler: &mut Sampler,
     test: TestParams,
+    controller: Option<std::net::IpAddr>,
 ) -> Result<(), String> {
     let fail = |e: String| Msg::Failed { error: e };
     let cookie: [u8; 16] = match hex::decode(&test.cookie)
@@ -405,7 +412,7 @@ async fn run_test<W: AsyncWrite + Unpin>(
         ),
         None => eprintln!("agent: test {}: observing only", test.id),
     }
-    let (dtx, mut drx) = mpsc::channel(n.min(1024));
+    let (dtx, mut drx) = mpsc::channel(n.clamp(1, 1024));
     *lock(&state.waiter) = Some(DataWaiter { cookie, tx: dtx });
     write(
         wr,
@@ -437,11 +444,14 @@ async fn run_test<W: AsyncWrite + Unpin>(
     }
     *lock(&state.waiter) = None;
     let conns: Vec<std::net::TcpStream> = slots.into_iter().flatten().collect();
-    // Watch the interface that carries the test: the route back to the controller.
+    // Watch the interface that carries the test: the route back to the
+    // controller (its data connections' address, else its control address).
     let mut ifaces: Vec<String> = conns
         .first()
         .and_then(|c| c.peer_addr().ok())
-        .and_then(|a| crate::probe::system::route_iface(a.ip()))
+        .map(|a| a.ip())
+        .or(controller)
+        .and_then(crate::probe::system::route_iface)
         .into_iter()
         .collect();
     ifaces.extend(test.ifaces.iter().cloned());
