@@ -293,3 +293,54 @@ fn pinning_runs_on_the_given_cpus_and_refuses_missing_ones() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("cpu1000"), "{}", stderr(&out));
 }
+
+#[test]
+fn stream_options_byte_budget_zerocopy_trunc_window_mss_congestion() {
+    let mut pair = Pair::new();
+    pair.start_agent();
+    // --bytes alone: no time limit, each of 2 streams sends half of 64 MiB.
+    let out = pair.run(&["-n", "64M", "-P", "2", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["bytes"], 64 << 20, "exactly the budget arrives");
+
+    let log = pair.log_path("opts.jsonl");
+    let out = pair.run(&[
+        "-t",
+        "2s",
+        "--zerocopy",
+        "--skip-rx-copy",
+        "-w",
+        "1M",
+        "-M",
+        "1200",
+        "-C",
+        "cubic",
+        "--json",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(s["bytes"].as_u64().unwrap() > 0);
+    let zc = &s["streams"][0]["zerocopy"];
+    assert!(
+        zc["completed"].as_u64().unwrap() > 0,
+        "zero-copy completions are read: {zc}"
+    );
+    assert_eq!(
+        zc["copied"], zc["completed"],
+        "veth always copies, and the report says so"
+    );
+    let log = Log::read(&log);
+    let mss: Vec<u32> = log
+        .samples(HostRole::Local)
+        .iter()
+        .flat_map(|x| x.conns.iter())
+        .filter_map(|c| c.tcp.map(|t| t.snd_mss))
+        .collect();
+    assert!(
+        !mss.is_empty() && mss.iter().all(|m| *m <= 1200),
+        "TCP_MAXSEG applied: {mss:?}"
+    );
+}

@@ -95,6 +95,19 @@ pub struct StreamSummary {
     pub sent_bytes: u64,
     /// Retransmitted segments (sender's TCP_INFO).
     pub retransmits: u32,
+    /// MSG_ZEROCOPY sends the kernel completed, and how many of them it copied
+    /// anyway (always all of them on loopback and veth), when `--zerocopy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zerocopy: Option<ZeroCopy>,
+}
+
+/// Zero-copy completion counts of one stream's sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZeroCopy {
+    /// Sends whose pages the kernel released.
+    pub completed: u64,
+    /// ... of which it had copied after all.
+    pub copied: u64,
 }
 
 /// Mean per-core CPU of one host over the counted intervals.

@@ -5,7 +5,7 @@
 //! The warm-up (`--omit`) is subtracted using the omitted intervals' own
 //! counts on the same host, so omitted and counted bytes add up exactly.
 
-use super::schema::{CoreMean, HostCpu, Hosts, StreamSummary, Summary, SweepValue};
+use super::schema::{CoreMean, HostCpu, Hosts, StreamSummary, Summary, SweepValue, ZeroCopy};
 use crate::probe::sample::Sample;
 use crate::session::controller::{EndReason, PointOutcome};
 use crate::session::proto::SideResult;
@@ -113,30 +113,48 @@ pub fn build(d: &PointData<'_>) -> Summary {
             .and_then(|p| p.retransmits.get(i))
             .copied()
             .unwrap_or(0);
-        let s = match role {
-            ConnRole::Sender => StreamSummary {
-                id: i,
-                direction: "local->peer".into(),
-                bytes: received(peer, d.peer, i),
-                sent_bytes: local_tx,
-                retransmits: local_re,
-            },
-            ConnRole::Receiver => StreamSummary {
-                id: i,
-                direction: "peer->local".into(),
-                bytes: received(Some(&o.local), d.local, i),
-                sent_bytes: peer_tx,
-                retransmits: peer_re,
-            },
-            _ => StreamSummary {
-                id: i,
-                direction: d.spec.mode.name().into(),
-                bytes: received(Some(&o.local), d.local, i),
-                sent_bytes: local_tx,
-                retransmits: local_re + peer_re,
-            },
+        let local_conn = o.local.conns.get(i);
+        let peer_conn = peer.and_then(|p| p.conns.get(i));
+        // (direction, bytes received, bytes sent, retransmits, the sender's counters)
+        let (direction, bytes, sent_bytes, retransmits, sender) = match role {
+            ConnRole::Sender => (
+                "local->peer".to_string(),
+                received(peer, d.peer, i),
+                local_tx,
+                local_re,
+                local_conn,
+            ),
+            ConnRole::Receiver => (
+                "peer->local".to_string(),
+                received(Some(&o.local), d.local, i),
+                peer_tx,
+                peer_re,
+                peer_conn,
+            ),
+            _ => (
+                d.spec.mode.name().to_string(),
+                received(Some(&o.local), d.local, i),
+                local_tx,
+                local_re + peer_re,
+                local_conn,
+            ),
         };
-        streams.push(s);
+        let zerocopy = if d.spec.zerocopy {
+            sender.map(|c| ZeroCopy {
+                completed: c.zc_completed,
+                copied: c.zc_copied,
+            })
+        } else {
+            None
+        };
+        streams.push(StreamSummary {
+            id: i,
+            direction,
+            bytes,
+            sent_bytes,
+            retransmits,
+            zerocopy,
+        });
     }
     let bytes: u64 = streams.iter().map(|s| s.bytes).sum();
     let forward = roles.contains(&ConnRole::Sender);
