@@ -210,6 +210,23 @@ pub fn summary_block(s: &Summary) -> String {
         }
         out.push('\n');
     }
+    let (zc_done, zc_copied) = s
+        .streams
+        .iter()
+        .filter_map(|x| x.zerocopy)
+        .fold((0, 0), |(a, b), z| (a + z.completed, b + z.copied));
+    if zc_done > 0 {
+        let _ = writeln!(
+            out,
+            "MSG_ZEROCOPY: {zc_done} sends completed, {:.0}% of them copied by the kernel anyway{}",
+            zc_copied as f64 * 100.0 / zc_done as f64,
+            if zc_copied == zc_done {
+                " (always so on loopback and veth; a real NIC avoids the copy)"
+            } else {
+                ""
+            }
+        );
+    }
     if let Some(l) = s.latency_us {
         let ns = |us: f64| Nanos((us * 1000.0) as u64);
         let _ = writeln!(
