@@ -8,7 +8,9 @@
 //! consumers (headless run, later the TUI and the diagnosis rules) only read
 //! Samples.
 
+pub mod check;
 pub mod cli;
+pub mod diagnose;
 pub mod headless;
 pub mod probe;
 pub mod record;

@@ -1,5 +1,5 @@
 //! Per-queue NIC counters, best source first: netdev `qstats-get`, then the
-//! driver's `ethtool -S` counters classified by [`counters::per_queue`].
+//! driver's `ethtool -S` counters classified by [`per_queue`].
 //!
 //! Kept as cumulative values between intervals; each interval yields deltas
 //! and rates tagged with their [`QueueSource`]. A driver without qstats is

@@ -1,0 +1,164 @@
+//! Rule ids, their impact priors (for ranking) and their references.
+//!
+//! A rule with a measured impact (a fraction of time, of packets, of a core)
+//! uses it; otherwise it uses the prior below. Priors are small for settings
+//! that cost a few percent (MTU, governor) and large for ones known to halve
+//! throughput (an inbox 2015 driver). `assets/rules.md` has the full text.
+
+/// One rule: id, impact prior in [0, 1], reference.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RuleInfo {
+    /// Stable id.
+    pub id: &'static str,
+    /// Impact used when the rule has no measured fraction.
+    pub prior: f64,
+    /// Kernel doc or vendor guide.
+    pub reference: &'static str,
+}
+
+const SCALING: &str = "kernel Documentation/networking/scaling.rst (RSS, RPS, XPS, IRQ affinity)";
+const IRQ: &str = "kernel Documentation/core-api/irq/irq-affinity.rst; NVIDIA \"Performance Tuning for Mellanox Adapters\"";
+const ETHTOOL: &str = "ethtool(8); NVIDIA \"Performance Tuning for Mellanox Adapters\"";
+const MLX5_COUNTERS: &str = "NVIDIA \"Understanding mlx5 ethtool Counters\"";
+const SYSCTL_NET: &str = "kernel Documentation/admin-guide/sysctl/net.rst";
+const TCP: &str = "kernel Documentation/networking/ip-sysctl.rst (tcp_rmem, tcp_wmem); ESnet fasterdata \"Linux Tuning\"";
+
+/// Every rule this engine implements.
+pub const RULES: &[RuleInfo] = &[
+    RuleInfo {
+        id: "cpu.single-core-saturated",
+        prior: 0.9,
+        reference: SCALING,
+    },
+    RuleInfo {
+        id: "softirq.concentrated",
+        prior: 0.6,
+        reference: SCALING,
+    },
+    RuleInfo {
+        id: "irq.single-cpu",
+        prior: 0.5,
+        reference: IRQ,
+    },
+    RuleInfo {
+        id: "irq.remote-numa",
+        prior: 0.4,
+        reference: IRQ,
+    },
+    RuleInfo {
+        id: "irqbalance.conflict",
+        prior: 0.2,
+        reference: IRQ,
+    },
+    RuleInfo {
+        id: "nic.few-queues",
+        prior: 0.4,
+        reference: ETHTOOL,
+    },
+    RuleInfo {
+        id: "nic.queue-imbalance",
+        prior: 0.5,
+        reference: SCALING,
+    },
+    RuleInfo {
+        id: "nic.ring-small",
+        prior: 0.5,
+        reference: ETHTOOL,
+    },
+    RuleInfo {
+        id: "nic.rx-out-of-buffer",
+        prior: 0.6,
+        reference: MLX5_COUNTERS,
+    },
+    RuleInfo {
+        id: "nic.discards-phy",
+        prior: 0.6,
+        reference: MLX5_COUNTERS,
+    },
+    RuleInfo {
+        id: "nic.pause-frames",
+        prior: 0.5,
+        reference: MLX5_COUNTERS,
+    },
+    RuleInfo {
+        id: "nic.gro-off",
+        prior: 0.3,
+        reference: "kernel Documentation/networking/segmentation-offloads.rst; ethtool(8) -K",
+    },
+    RuleInfo {
+        id: "nic.tso-off",
+        prior: 0.4,
+        reference: "kernel Documentation/networking/segmentation-offloads.rst; ethtool(8) -K",
+    },
+    RuleInfo {
+        id: "nic.mtu-small",
+        prior: 0.1,
+        reference: "ip-link(8) mtu; NVIDIA \"Performance Tuning for Mellanox Adapters\"",
+    },
+    RuleInfo {
+        id: "softnet.squeeze",
+        prior: 0.3,
+        reference: SYSCTL_NET,
+    },
+    RuleInfo {
+        id: "softnet.backlog-drops",
+        prior: 0.5,
+        reference: SYSCTL_NET,
+    },
+    RuleInfo {
+        id: "tcp.buffer-limited",
+        prior: 0.6,
+        reference: TCP,
+    },
+    RuleInfo {
+        id: "tcp.retransmits",
+        prior: 0.5,
+        reference: "RFC 6298; kernel Documentation/networking/snmp_counter.rst",
+    },
+    RuleInfo {
+        id: "qdisc.shaping",
+        prior: 0.7,
+        reference: "tc(8), tc-tbf(8), tc-htb(8), tc-fq(8)",
+    },
+    RuleInfo {
+        id: "pcie.link-downgraded",
+        prior: 0.6,
+        reference: "kernel Documentation/ABI/testing/sysfs-bus-pci (current_link_speed); lspci(8)",
+    },
+    RuleInfo {
+        id: "cpu.governor",
+        prior: 0.1,
+        reference: "kernel Documentation/admin-guide/pm/cpufreq.rst",
+    },
+    RuleInfo {
+        id: "driver.mlx5-outdated",
+        prior: 0.8,
+        reference:
+            "assets/catalog.toml (driver.mlx5_core); NVIDIA MLNX_OFED / DOCA-OFED release notes",
+    },
+    RuleInfo {
+        id: "firmware.outdated",
+        prior: 0.3,
+        reference: "assets/catalog.toml (firmware); NVIDIA ConnectX firmware release notes",
+    },
+    RuleInfo {
+        id: "platform.iommu",
+        prior: 0.3,
+        reference: "kernel Documentation/admin-guide/kernel-parameters.txt (iommu=pt, intel_iommu)",
+    },
+];
+
+/// The rule's entry, if the id is known.
+pub fn rule(id: &str) -> Option<&'static RuleInfo> {
+    RULES.iter().find(|r| r.id == id)
+}
+
+/// The impact prior of a rule (0.3 for an unknown id).
+pub fn prior(id: &str) -> f64 {
+    rule(id).map(|r| r.prior).unwrap_or(0.3)
+}
+
+/// The reference of a rule, with a pointer to `assets/rules.md`.
+pub fn reference(id: &str) -> &'static str {
+    rule(id).map(|r| r.reference).unwrap_or("assets/rules.md")
+}

@@ -1,0 +1,96 @@
+//! Diagnosis: name the bottleneck, with the numbers that prove it and the fix.
+//!
+//! This module owns the rule engine: a window of recent [`Sample`]s of both
+//! hosts, their [`HostFacts`] and the test's own context go in, a ranked list
+//! of [`Finding`]s comes out. It is **pure**: no file, socket, clock or
+//! terminal is touched. The only data it carries is the driver/firmware
+//! catalog, embedded at build time from `assets/catalog.toml`. The same code
+//! runs in `run`, `watch`, the TUI and `check`, and is unit-tested on fixtures.
+//!
+//! * [`diagnose`] evaluates every rule on a window (live rules and static ones).
+//! * [`check`] evaluates only the facts-only rules of one host (`wirescope check`).
+//! * [`Tracker`] adds hysteresis for per-interval use, so findings do not flicker.
+//! * [`Thresholds`] is the one table of numbers every rule uses; `assets/rules.md`
+//!   documents each rule id, its condition, evidence, fix and reference.
+//!
+//! # Ranking
+//!
+//! Each rule sets `score = severity base + 100 × impact`, where the severity base
+//! is 0 (info), 100 (warn) or 200 (error) and `impact` ∈ [0, 1] is the rule's
+//! estimate of how much of the shortfall it explains: a measured fraction when
+//! the rule has one (the busy share of the saturated core, the share of time a
+//! connection was receive-window limited, the share of packets on one queue),
+//! otherwise a fixed prior per rule (see [`impact`]). Findings are sorted by
+//! score, highest first, then by id and host, so the order is deterministic.
+
+pub mod catalog;
+mod finding;
+pub mod impact;
+mod input;
+mod rules;
+mod thresholds;
+mod tracker;
+mod util;
+
+pub use finding::{Evidence, Finding, Severity, Value};
+pub use input::{Input, TestContext, Window};
+pub use thresholds::{Thresholds, THRESHOLDS};
+pub use tracker::{Change, Tracker};
+
+use crate::probe::facts::HostFacts;
+pub use crate::probe::sample::HostRole;
+#[cfg(doc)]
+use crate::probe::sample::Sample;
+
+/// Every rule on a window of both hosts, with the default [`THRESHOLDS`]; ranked.
+pub fn diagnose(input: &Input) -> Vec<Finding> {
+    diagnose_with(input, &THRESHOLDS)
+}
+
+/// [`diagnose`] with explicit thresholds (tests, experiments).
+pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for host in [HostRole::Local, HostRole::Peer] {
+        let ctx = rules::HostCtx::with(input, host, t);
+        if let Some(facts) = ctx.facts {
+            out.extend(rules::static_rules(facts, host, t));
+        }
+        out.extend(rules::window_rules(&ctx, t));
+    }
+    out.extend(rules::pair_rules(input, t));
+    rank(rules::merge(out))
+}
+
+/// The facts-only rules of one host (what `wirescope check` runs); ranked.
+pub fn check(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
+    check_with(facts, host, &THRESHOLDS)
+}
+
+/// [`check`] with explicit thresholds.
+pub fn check_with(facts: &HostFacts, host: HostRole, t: &Thresholds) -> Vec<Finding> {
+    rank(rules::static_rules(facts, host, t))
+}
+
+/// The facts-only rules that compare the two hosts (e.g. MTU differs); ranked.
+pub fn check_pair(local: &HostFacts, peer: &HostFacts) -> Vec<Finding> {
+    rank(rules::pair_facts(local, peer, &THRESHOLDS))
+}
+
+/// Sort most important first: score descending, then id, host and subject.
+pub fn rank(mut findings: Vec<Finding>) -> Vec<Finding> {
+    findings.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.id.cmp(&b.id))
+            .then_with(|| host_order(a.host).cmp(&host_order(b.host)))
+            .then_with(|| a.subject.cmp(&b.subject))
+    });
+    findings
+}
+
+fn host_order(h: HostRole) -> u8 {
+    match h {
+        HostRole::Local => 0,
+        HostRole::Peer => 1,
+    }
+}

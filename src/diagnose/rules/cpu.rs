@@ -1,0 +1,391 @@
+//! CPU and softirq rules on live counters: cpu.single-core-saturated,
+//! softirq.concentrated, softnet.squeeze, softnet.backlog-drops.
+
+use super::HostCtx;
+use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::impact::prior;
+use crate::diagnose::thresholds::Thresholds;
+use crate::diagnose::util::{cpu_mask, data_irqs, local_cpus, mask_cpus, secs, spread};
+use crate::probe::facts::HostFacts;
+use crate::probe::sample::Sample;
+use std::collections::BTreeMap;
+
+/// All CPU/softirq rules of one host.
+pub fn rules(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    out.extend(single_core(ctx, t));
+    out.extend(softirq_concentrated(ctx, t));
+    out.extend(squeeze(ctx, t));
+    out.extend(backlog_drops(ctx));
+    out
+}
+
+/// The saturated core of a sample, if one core is ≥ threshold and the others have headroom.
+fn saturated_core(s: &Sample, t: &Thresholds) -> Option<u32> {
+    if s.cpus.len() < 2 {
+        return None;
+    }
+    let top = s.busiest_cpu()?;
+    if top.busy().0 < t.core_saturated_pct {
+        return None;
+    }
+    let others: Vec<f64> = s
+        .cpus
+        .iter()
+        .filter(|c| c.cpu != top.cpu)
+        .map(|c| c.busy().0)
+        .collect();
+    let mean = others.iter().sum::<f64>() / others.len() as f64;
+    (mean < t.others_headroom_pct).then_some(top.cpu.0)
+}
+
+fn net_rx_share(s: &Sample, cpu: u32) -> Option<f64> {
+    let total: u64 = s.softirqs.iter().map(|c| c.net_rx).sum();
+    let mine = s.softirqs.iter().find(|c| c.cpu.0 == cpu)?.net_rx;
+    (total > 0).then(|| mine as f64 / total as f64)
+}
+
+/// cpu.single-core-saturated.
+fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
+    let mut count: BTreeMap<u32, usize> = BTreeMap::new();
+    for s in &ctx.active {
+        if let Some(c) = saturated_core(s, t) {
+            *count.entry(c).or_insert(0) += 1;
+        }
+    }
+    let (&cpu, &n) = count.iter().max_by_key(|e| e.1)?;
+    if n < ctx.need(t) {
+        return None;
+    }
+    let on: Vec<&&Sample> = ctx
+        .active
+        .iter()
+        .filter(|s| saturated_core(s, t) == Some(cpu))
+        .collect();
+    let k = on.len() as f64;
+    let mean = |f: &dyn Fn(&Sample) -> f64| on.iter().map(|s| f(s)).sum::<f64>() / k;
+    let pick = |s: &Sample, f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64| {
+        s.cpus.iter().find(|c| c.cpu.0 == cpu).map(f).unwrap_or(0.0)
+    };
+    let busy = mean(&|s| pick(s, &|c| c.busy().0));
+    let user = mean(&|s| pick(s, &|c| c.user.0 + c.nice.0));
+    let sys = mean(&|s| pick(s, &|c| c.system.0));
+    let si = mean(&|s| pick(s, &|c| c.softirq.0));
+    let irq = mean(&|s| pick(s, &|c| c.irq.0));
+    let others = mean(&|s| {
+        let o: Vec<f64> = s
+            .cpus
+            .iter()
+            .filter(|c| c.cpu.0 != cpu)
+            .map(|c| c.busy().0)
+            .collect();
+        o.iter().sum::<f64>() / o.len().max(1) as f64
+    });
+    let rx_share = {
+        let v: Vec<f64> = on.iter().filter_map(|s| net_rx_share(s, cpu)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let mut what = Vec::new();
+    let engine = ctx.engine_cpus();
+    if engine.contains(&cpu) {
+        what.push("engine threads (pinned with --cpus)".to_string());
+    }
+    if let Some(r) = rx_share {
+        if r >= 0.5 {
+            what.push(format!("{:.0} % of NET_RX softirqs", r * 100.0));
+        }
+    }
+    let mut irqs = Vec::new();
+    let mut rps = Vec::new();
+    if let Some(facts) = ctx.facts {
+        for nic in &facts.nics {
+            for (i, c) in data_irqs(nic) {
+                if c == [cpu] {
+                    irqs.push((nic.name.clone(), i.irq));
+                }
+            }
+            for m in &nic.rps {
+                if mask_cpus(&m.mask) == [cpu] {
+                    rps.push((nic.name.clone(), m.queue));
+                }
+            }
+        }
+    }
+    if !irqs.is_empty() {
+        what.push(format!(
+            "IRQ {}",
+            irqs.iter()
+                .map(|i| i.1.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    }
+    if !rps.is_empty() {
+        what.push(format!(
+            "RPS of {}",
+            rps.iter()
+                .map(|r| format!("{} rx-{}", r.0, r.1))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    if what.is_empty() {
+        what.push(if user + sys >= si + irq {
+            "engine/kernel send-receive path (user+sys)".into()
+        } else {
+            "softirq work".into()
+        });
+    }
+    let src = "/proc/stat";
+    let mut f = Finding::new(
+        "cpu.single-core-saturated",
+        Severity::Warn,
+        ctx.host,
+        format!("cpu{cpu}"),
+        format!("cpu{cpu} is {busy:.0} % busy while the other cores average {others:.0} %: runs {}", what.join("; ")),
+        (busy / 100.0) * prior("cpu.single-core-saturated") + 0.1 * rx_share.unwrap_or(0.0),
+    )
+    .ev(Evidence::num(format!("cpu{cpu} busy"), busy, "%", src))
+    .ev(Evidence::num(format!("cpu{cpu} user"), user, "%", src))
+    .ev(Evidence::num(format!("cpu{cpu} system"), sys, "%", src))
+    .ev(Evidence::num(format!("cpu{cpu} softirq"), si, "%", src))
+    .ev(Evidence::num(format!("cpu{cpu} irq"), irq, "%", src))
+    .ev(Evidence::num("other cores mean busy", others, "%", src))
+    .ev(Evidence::num("intervals saturated", n as f64, "", "window"))
+    .why("Work that is serialised on one core (one flow, one queue, one IRQ or a pinned thread) runs at that core's speed, whatever the other cores could do.");
+    if let Some(r) = rx_share {
+        f = f.ev(Evidence::num(
+            format!("cpu{cpu} share of NET_RX softirqs"),
+            r * 100.0,
+            "%",
+            "/proc/softirqs",
+        ));
+    }
+    for (nic, irq) in &irqs {
+        f = f.ev(Evidence::text(
+            format!("IRQ {irq} ({nic}) effective affinity"),
+            format!("cpu{cpu}"),
+            format!("/proc/irq/{irq}/effective_affinity_list"),
+        ));
+    }
+    if !engine.is_empty() {
+        f = f.ev(Evidence::text(
+            "engine threads pinned to",
+            crate::units::format_cpu_list(
+                &engine
+                    .iter()
+                    .map(|c| crate::units::CpuId(*c))
+                    .collect::<Vec<_>>(),
+            ),
+            "test spec --cpus",
+        ));
+    }
+    for x in fixes(ctx.facts, cpu, &irqs, &rps, !engine.is_empty()) {
+        f = f.fix(x);
+    }
+    Some(f)
+}
+
+fn fixes(
+    facts: Option<&HostFacts>,
+    cpu: u32,
+    irqs: &[(String, u32)],
+    rps: &[(String, u32)],
+    pinned: bool,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let all: Vec<u32> = facts
+        .map(|f| (0..f.cpus as u32).collect())
+        .unwrap_or_default();
+    let others: Vec<u32> = all.iter().copied().filter(|c| *c != cpu).collect();
+    if let Some(facts) = facts {
+        for nic in &facts.nics {
+            let mine: Vec<u32> = irqs
+                .iter()
+                .filter(|i| i.0 == nic.name)
+                .map(|i| i.1)
+                .collect();
+            if mine.len() > 1 {
+                let local = local_cpus(nic, facts);
+                for (irq, c) in mine.iter().zip(spread(mine.len(), &local)) {
+                    out.push(format!("echo {c} > /proc/irq/{irq}/smp_affinity_list"));
+                }
+            }
+            let qs: Vec<u32> = rps
+                .iter()
+                .filter(|r| r.0 == nic.name)
+                .map(|r| r.1)
+                .collect();
+            for (q, c) in qs.iter().zip(spread(qs.len(), &others)) {
+                out.push(format!(
+                    "echo {} > /sys/class/net/{}/queues/rx-{q}/rps_cpus",
+                    cpu_mask(c),
+                    nic.name
+                ));
+            }
+        }
+    }
+    if pinned {
+        out.push("wirescope run --cpus <cores other than the IRQ/softirq cores>".into());
+    }
+    out.push("wirescope run -P <number of queues>  # spread flows over queues and cores".into());
+    out
+}
+
+/// softirq.concentrated: ≥ 90 % of NET_RX softirqs on one CPU while the NIC has several queues.
+fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
+    let facts = ctx.facts?;
+    let queues = facts
+        .nics
+        .iter()
+        .map(|n| n.rx_queues.unwrap_or(1))
+        .max()
+        .unwrap_or(1);
+    if queues < 2 || facts.cpus < 2 {
+        return None;
+    }
+    let mut count: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut share_sum: BTreeMap<u32, f64> = BTreeMap::new();
+    for s in &ctx.active {
+        let total: u64 = s.softirqs.iter().map(|c| c.net_rx).sum();
+        if s.softirqs.len() < 2 || (total as f64) / secs(s).max(1e-9) < t.net_rx_min_per_s {
+            continue;
+        }
+        if let Some(top) = s.softirqs.iter().max_by_key(|c| c.net_rx) {
+            let share = top.net_rx as f64 / total as f64;
+            if share >= t.net_rx_share {
+                *count.entry(top.cpu.0).or_insert(0) += 1;
+                *share_sum.entry(top.cpu.0).or_insert(0.0) += share;
+            }
+        }
+    }
+    let (&cpu, &n) = count.iter().max_by_key(|e| e.1)?;
+    if n < ctx.need(t) {
+        return None;
+    }
+    let share = share_sum.get(&cpu).copied().unwrap_or(0.0) / n as f64;
+    let busy = ctx
+        .active
+        .iter()
+        .filter_map(|s| s.cpus.iter().find(|c| c.cpu.0 == cpu).map(|c| c.busy().0))
+        .sum::<f64>()
+        / ctx.active.len() as f64;
+    let sev = if busy >= t.core_saturated_pct {
+        Severity::Warn
+    } else {
+        Severity::Info
+    };
+    let mut f = Finding::new(
+        "softirq.concentrated",
+        sev,
+        ctx.host,
+        format!("cpu{cpu}"),
+        format!("{:.0} % of NET_RX softirqs run on cpu{cpu} although the NIC has {queues} queues", share * 100.0),
+        share * prior("softirq.concentrated") * if sev == Severity::Info { 0.5 } else { 1.0 },
+    )
+    .ev(Evidence::num(format!("cpu{cpu} share of NET_RX"), share * 100.0, "%", "/proc/softirqs"))
+    .ev(Evidence::num(format!("cpu{cpu} busy"), busy, "%", "/proc/stat"))
+    .ev(Evidence::num("rx queues", queues as f64, "", "sysfs queues/"))
+    .why("Receive processing of every queue lands on one core (IRQs or RPS steer there): that core caps the receive rate.");
+    for nic in &facts.nics {
+        let irqs = data_irqs(nic);
+        let local = local_cpus(nic, facts);
+        for ((irq, _), c) in irqs.iter().zip(spread(irqs.len(), &local)) {
+            f = f.fix(format!(
+                "echo {c} > /proc/irq/{}/smp_affinity_list",
+                irq.irq
+            ));
+        }
+        if irqs.is_empty() {
+            let all: Vec<u32> = (0..facts.cpus as u32).collect();
+            for (m, c) in nic.rps.iter().zip(spread(nic.rps.len(), &all)) {
+                f = f.fix(format!(
+                    "echo {} > /sys/class/net/{}/queues/rx-{}/rps_cpus",
+                    cpu_mask(c),
+                    nic.name,
+                    m.queue
+                ));
+            }
+        }
+    }
+    Some(f)
+}
+
+/// softnet.squeeze: time_squeeze rising (net_rx_action ran out of budget).
+fn squeeze(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
+    let mut n = 0;
+    let mut total = 0u64;
+    for s in &ctx.active {
+        let sq: u64 = s.softnet.iter().map(|c| c.delta.time_squeeze as u64).sum();
+        total += sq;
+        if sq as f64 / secs(s).max(1e-9) >= t.squeeze_per_s {
+            n += 1;
+        }
+    }
+    if n < ctx.need(t) {
+        return None;
+    }
+    let secs_all: f64 = ctx.active.iter().map(|s| secs(s)).sum::<f64>().max(1e-9);
+    let sysctl = |name: &str, dflt: u64| {
+        ctx.facts
+            .and_then(|f| f.sysctls.get(name))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(dflt)
+    };
+    let budget = sysctl("net.core.netdev_budget", 300);
+    let usecs = sysctl("net.core.netdev_budget_usecs", 2000);
+    Some(
+        Finding::new(
+            "softnet.squeeze",
+            Severity::Warn,
+            ctx.host,
+            "",
+            format!("time_squeeze rising: {:.0}/s (netdev_budget {budget})", total as f64 / secs_all),
+            prior("softnet.squeeze"),
+        )
+        .ev(Evidence::num("time_squeeze", total as f64 / secs_all, "/s", "/proc/net/softnet_stat"))
+        .ev(Evidence::num("net.core.netdev_budget", budget as f64, "packets", "sysctl"))
+        .ev(Evidence::num("net.core.netdev_budget_usecs", usecs as f64, "us", "sysctl"))
+        .why("The receive softirq stopped with work left (budget or time exhausted); packets wait for the next round or for ksoftirqd.")
+        .fix(format!("sysctl -w net.core.netdev_budget={} net.core.netdev_budget_usecs={}", budget * 2, usecs * 2)),
+    )
+}
+
+/// softnet.backlog-drops: softnet `dropped` rising (netdev_max_backlog overflow).
+fn backlog_drops(ctx: &HostCtx) -> Option<Finding> {
+    let mut per: BTreeMap<u32, u64> = BTreeMap::new();
+    for s in &ctx.active {
+        for c in &s.softnet {
+            *per.entry(c.cpu.0).or_insert(0) += c.delta.dropped as u64;
+        }
+    }
+    let total: u64 = per.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let backlog = ctx
+        .facts
+        .and_then(|f| f.sysctls.get("net.core.netdev_max_backlog"))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(1000);
+    let mut f = Finding::new(
+        "softnet.backlog-drops",
+        Severity::Warn,
+        ctx.host,
+        "",
+        format!("{total} packets dropped at the per-CPU backlog (netdev_max_backlog {backlog})"),
+        prior("softnet.backlog-drops"),
+    )
+    .ev(Evidence::num("net.core.netdev_max_backlog", backlog as f64, "packets", "sysctl"))
+    .why("The per-CPU input queue (RPS / non-NAPI / veth path) overflowed: packets are lost before TCP sees them.")
+    .fix(format!("sysctl -w net.core.netdev_max_backlog={}", (backlog * 4).max(4096)));
+    for (cpu, d) in per.iter().filter(|e| *e.1 > 0) {
+        f = f.ev(Evidence::num(
+            format!("cpu{cpu} dropped"),
+            *d as f64,
+            "packets",
+            "/proc/net/softnet_stat",
+        ));
+    }
+    Some(f)
+}

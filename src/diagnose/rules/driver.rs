@@ -1,0 +1,135 @@
+//! Driver and firmware rules (facts + embedded catalog): driver.mlx5-outdated,
+//! firmware.outdated. Anything the catalog does not list is "not in catalog"
+//! (info), never "outdated".
+
+use crate::diagnose::catalog::{catalog, Mlx5Version};
+use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::impact::prior;
+use crate::diagnose::util::version_numbers;
+use crate::probe::facts::{DrvInfo, HostFacts, NicFacts};
+use crate::probe::sample::HostRole;
+
+/// Drivers whose version and firmware the catalog knows.
+const CATALOGUED: &[&str] = &["mlx5_core"];
+
+/// All driver/firmware rules of one host.
+pub fn rules(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for nic in &facts.nics {
+        let Some(d) = nic.drvinfo.value() else {
+            continue;
+        };
+        if d.driver == "mlx5_core" {
+            out.extend(mlx5_driver(nic, d, host));
+            out.extend(firmware(nic, d, host));
+        } else if !d.bus_info.is_empty() && !CATALOGUED.contains(&d.driver.as_str()) {
+            out.push(not_in_catalog(
+                "driver.mlx5-outdated",
+                nic,
+                host,
+                format!("driver {} {}", d.driver, d.version),
+            ));
+        }
+    }
+    out
+}
+
+fn src(nic: &NicFacts) -> String {
+    format!("ethtool -i {}", nic.name)
+}
+
+fn not_in_catalog(id: &str, nic: &NicFacts, host: HostRole, what: String) -> Finding {
+    Finding::new(
+        id,
+        Severity::Info,
+        host,
+        format!("{} catalog", nic.name),
+        format!("{}: {what} is not in catalog", nic.name),
+        0.0,
+    )
+    .ev(Evidence::text(
+        "catalog date",
+        catalog().updated.clone(),
+        "assets/catalog.toml",
+    ))
+    .why("wirescope has no minimum version for it; check the vendor's release notes.")
+}
+
+fn mlx5_driver(nic: &NicFacts, d: &DrvInfo, host: HostRole) -> Option<Finding> {
+    let cat = catalog();
+    let base = |sev: Severity, title: String, impact: f64| {
+        Finding::new(
+            "driver.mlx5-outdated",
+            sev,
+            host,
+            nic.name.clone(),
+            title,
+            impact,
+        )
+        .ev(Evidence::text(
+            "driver version",
+            d.version.clone(),
+            src(nic),
+        ))
+        .ev(Evidence::text(
+            "catalog date",
+            cat.updated.clone(),
+            "assets/catalog.toml",
+        ))
+    };
+    match cat.mlx5_version(&d.version) {
+        Mlx5Version::InboxOutdated(i) => Some(
+            base(i.severity, format!("{}: outdated inbox mlx5_core \"{}\" (not MLNX_OFED)", nic.name, d.version), prior("driver.mlx5-outdated"))
+                .ev(Evidence::text("kind", "inbox (distribution kernel)", "catalog"))
+                .ev(Evidence::text("catalog source", i.source.clone(), "assets/catalog.toml"))
+                .why(format!("This is {}.", i.note))
+                .fix("install MLNX_OFED / DOCA-OFED (or a kernel with a current mlx5_core), then: modprobe -r mlx5_ib mlx5_core && modprobe mlx5_core")
+                .fix(format!("ethtool -i {}  # verify: version like 24.07-0.6.1", nic.name)),
+        ),
+        Mlx5Version::Ofed { outdated: true } => Some(
+            base(Severity::Warn, format!("{}: MLNX_OFED {} is older than {}", nic.name, d.version, cat.mlx5.ofed_min), prior("driver.mlx5-outdated") * 0.6)
+                .ev(Evidence::text("kind", "MLNX_OFED", "catalog"))
+                .ev(Evidence::text("catalog minimum", cat.mlx5.ofed_min.clone(), cat.mlx5.ofed_source.clone()))
+                .why("Old MLNX_OFED releases lack performance and stability fixes for ConnectX adapters.")
+                .fix("install a current MLNX_OFED / DOCA-OFED LTS release"),
+        ),
+        Mlx5Version::Ofed { outdated: false } | Mlx5Version::InboxKernel => None,
+        Mlx5Version::Unknown => Some(not_in_catalog("driver.mlx5-outdated", nic, host, format!("mlx5_core version \"{}\"", d.version))),
+    }
+}
+
+fn firmware(nic: &NicFacts, d: &DrvInfo, host: HostRole) -> Option<Finding> {
+    let v = version_numbers(&d.firmware);
+    if v.len() < 3 {
+        return None;
+    }
+    let Some(floor) = catalog().firmware_floor(v[0]) else {
+        return Some(not_in_catalog(
+            "firmware.outdated",
+            nic,
+            host,
+            format!("firmware major {} ({})", v[0], d.firmware),
+        ));
+    };
+    let min = version_numbers(&floor.floor);
+    if v[..3] >= min[..min.len().min(3)] {
+        return None;
+    }
+    let fw = d.firmware.split_whitespace().next().unwrap_or("");
+    Some(
+        Finding::new(
+            "firmware.outdated",
+            Severity::Warn,
+            host,
+            nic.name.clone(),
+            format!("{}: {} firmware {fw} is older than {}", nic.name, floor.device, floor.floor),
+            prior("firmware.outdated"),
+        )
+        .ev(Evidence::text("firmware version", d.firmware.clone(), src(nic)))
+        .ev(Evidence::text("device family (firmware major)", format!("{} ({})", floor.device, floor.major), "assets/catalog.toml"))
+        .ev(Evidence::text("catalog floor", floor.floor.clone(), floor.source.clone()))
+        .why("Old firmware misses performance and stability fixes; NVIDIA supports drivers only with matching firmware.")
+        .fix(format!("mlxfwmanager --query -d {}", if d.bus_info.is_empty() { nic.name.as_str() } else { d.bus_info.as_str() }))
+        .fix("mlxfwmanager --online -u  # or flint with the PSID's image from the firmware download page"),
+    )
+}

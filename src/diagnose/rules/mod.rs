@@ -1,0 +1,132 @@
+//! The rules, one file per family. Each rule is a plain function from data to
+//! `Vec<Finding>`; none of them does I/O.
+//!
+//! * static (facts only, also used by `wirescope check`): [`nic`] configuration,
+//!   [`driver`], [`platform`], the check-only buffer audit of [`tcp`];
+//! * window (live counters of one host): [`cpu`], [`nic_live`], [`tcp`];
+//! * pair (both hosts): MTU mismatch, receive-window limits seen by the sender.
+
+mod cpu;
+mod driver;
+mod nic;
+mod nic_live;
+mod platform;
+mod tcp;
+
+use super::finding::Finding;
+use super::input::Input;
+use super::thresholds::Thresholds;
+use super::util::secs;
+use crate::probe::facts::HostFacts;
+use crate::probe::sample::{HostRole, Sample};
+use crate::traffic::{EngineSpec, Side};
+
+/// One host's view for the window rules.
+pub struct HostCtx<'a> {
+    /// Which host.
+    pub host: HostRole,
+    /// Its facts.
+    pub facts: Option<&'a HostFacts>,
+    /// The other host's facts.
+    pub other_facts: Option<&'a HostFacts>,
+    /// Samples of the window while traffic ran (full-length, not warm-up).
+    pub active: Vec<&'a Sample>,
+    /// The test spec.
+    pub spec: Option<&'a EngineSpec>,
+}
+
+fn active<'a>(samples: &'a [Sample], t: &Thresholds) -> Vec<&'a Sample> {
+    samples
+        .iter()
+        .filter(|s| {
+            !s.omitted
+                && secs(s) >= t.min_interval_s
+                && s.engine.tx_bps.0 + s.engine.rx_bps.0 >= t.active_bps
+        })
+        .collect()
+}
+
+impl<'a> HostCtx<'a> {
+    /// Build with explicit thresholds.
+    pub fn with(input: &Input<'a>, host: HostRole, t: &Thresholds) -> Self {
+        let (me, other) = match host {
+            HostRole::Local => (input.local, input.peer),
+            HostRole::Peer => (input.peer, input.local),
+        };
+        HostCtx {
+            host,
+            facts: me.facts(),
+            other_facts: other.facts(),
+            active: active(me.samples, t),
+            spec: input.test.spec,
+        }
+    }
+
+    /// Intervals a sustained condition must hold: min(sustain, active samples).
+    pub fn need(&self, t: &Thresholds) -> usize {
+        t.sustain_intervals.min(self.active.len()).max(1)
+    }
+
+    /// CPUs the engine threads of this host are pinned to.
+    pub fn engine_cpus(&self) -> Vec<u32> {
+        let side = match self.host {
+            HostRole::Local => Side::Controller,
+            HostRole::Peer => Side::Agent,
+        };
+        self.spec
+            .map(|s| s.cpus_for(side).iter().map(|c| c.0).collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Facts-only rules of one host.
+pub fn static_rules(facts: &HostFacts, host: HostRole, t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    out.extend(nic::rules(facts, host, t));
+    out.extend(driver::rules(facts, host));
+    out.extend(platform::rules(facts, host));
+    out.extend(tcp::check_rules(facts, host, t));
+    out
+}
+
+/// Live rules of one host on its window.
+pub fn window_rules(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
+    if ctx.active.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    out.extend(cpu::rules(ctx, t));
+    out.extend(nic_live::rules(ctx, t));
+    out.extend(tcp::window_rules(ctx, t));
+    let engine = ctx.engine_cpus();
+    if let (Some(facts), false) = (ctx.facts, engine.is_empty()) {
+        for nic in &facts.nics {
+            out.extend(platform::remote_numa(facts, nic, ctx.host, &engine));
+        }
+    }
+    out
+}
+
+/// Rules that need both hosts.
+pub fn pair_rules(input: &Input, t: &Thresholds) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if let (Some(l), Some(p)) = (input.local.facts(), input.peer.facts()) {
+        out.extend(pair_facts(l, p, t));
+    }
+    out
+}
+
+/// Facts-only rules that compare the two hosts.
+pub fn pair_facts(local: &HostFacts, peer: &HostFacts, t: &Thresholds) -> Vec<Finding> {
+    nic::mtu_mismatch(local, peer, t)
+}
+
+/// One finding per key (id, host, subject): the highest-scored one. Window rules
+/// may restate a static finding with live evidence and a higher severity
+/// (e.g. nic.gro-off on veth when packets arrive unaggregated).
+pub fn merge(mut out: Vec<Finding>) -> Vec<Finding> {
+    let mut seen = std::collections::BTreeSet::new();
+    out.sort_by(|a, b| b.score.total_cmp(&a.score));
+    out.retain(|f| seen.insert(f.key()));
+    out
+}

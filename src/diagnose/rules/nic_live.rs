@@ -1,0 +1,284 @@
+//! NIC rules on live counters: nic.queue-imbalance, nic.ring-small,
+//! nic.rx-out-of-buffer, nic.discards-phy, nic.pause-frames, and nic.gro-off
+//! raised to a warning when packets are seen arriving unaggregated.
+
+use super::nic::gro_off;
+use super::HostCtx;
+use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::impact::prior;
+use crate::diagnose::thresholds::Thresholds;
+use crate::diagnose::util::{driver, secs};
+use crate::probe::counters::Dir;
+use crate::probe::facts::NicFacts;
+use std::collections::BTreeMap;
+
+/// All live NIC rules of one host.
+pub fn rules(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
+    let mut out = queue_imbalance(ctx, t);
+    let Some(facts) = ctx.facts else {
+        return out;
+    };
+    for nic in &facts.nics {
+        let c = counters(ctx, &nic.name);
+        out.extend(ring_small(ctx, nic, &c));
+        out.extend(counter_rule(ctx, nic, &c, "rx_out_of_buffer"));
+        out.extend(counter_rule(ctx, nic, &c, "rx_discards_phy"));
+        out.extend(pause(ctx, nic, &c));
+        out.extend(unaggregated_gro(ctx, nic, t));
+    }
+    out
+}
+
+/// Sum of each `ethtool -S` counter of `iface` over the active window.
+fn counters(ctx: &HostCtx, iface: &str) -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for s in &ctx.active {
+        for c in s.nic_counters.iter().filter(|c| c.iface == iface) {
+            *m.entry(c.name.clone()).or_insert(0) += c.delta;
+        }
+    }
+    m
+}
+
+fn window_secs(ctx: &HostCtx) -> f64 {
+    ctx.active.iter().map(|s| secs(s)).sum::<f64>().max(1e-9)
+}
+
+/// nic.queue-imbalance: one queue carries > 80 % of the packets in ≥ N intervals.
+fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
+    // (iface, dir) -> (queue -> intervals it dominated, total packets per queue, queues seen)
+    type Acc = (BTreeMap<u32, usize>, BTreeMap<u32, u64>, usize);
+    let mut acc: BTreeMap<(String, Dir), Acc> = BTreeMap::new();
+    for s in &ctx.active {
+        let mut per: BTreeMap<(String, Dir), Vec<(u32, u64)>> = BTreeMap::new();
+        for q in &s.queues {
+            if let Some(p) = q.packets {
+                per.entry((q.iface.clone(), q.dir))
+                    .or_default()
+                    .push((q.queue, p));
+            }
+        }
+        for (k, qs) in per {
+            let total: u64 = qs.iter().map(|q| q.1).sum();
+            let e = acc.entry(k).or_default();
+            e.2 = e.2.max(qs.len());
+            for (q, p) in &qs {
+                *e.1.entry(*q).or_insert(0) += p;
+            }
+            if qs.len() < 2 || (total as f64) / secs(s).max(1e-9) < t.queue_min_pps {
+                continue;
+            }
+            if let Some((q, p)) = qs.iter().max_by_key(|q| q.1) {
+                if *p as f64 >= t.queue_share * total as f64 {
+                    *e.0.entry(*q).or_insert(0) += 1;
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for ((iface, dir), (dominated, totals, nq)) in acc {
+        let Some((&q, &n)) = dominated.iter().max_by_key(|e| e.1) else {
+            continue;
+        };
+        if n < ctx.need(t) {
+            continue;
+        }
+        let total: u64 = totals.values().sum();
+        let share = totals.get(&q).copied().unwrap_or(0) as f64 / total.max(1) as f64;
+        let d = if dir == Dir::Rx { "rx" } else { "tx" };
+        let streams = ctx.spec.map(|s| s.streams).unwrap_or(1);
+        let veth = ctx
+            .facts
+            .and_then(|f| f.nics.iter().find(|n| n.name == iface))
+            .map(|n| driver(n) == "veth")
+            .unwrap_or(false);
+        let mut f = Finding::new(
+            "nic.queue-imbalance",
+            Severity::Info,
+            ctx.host,
+            format!("{iface} {d}"),
+            format!(
+                "{iface} {d} queue {q} carries {:.0} % of the packets; {} other queue(s) idle",
+                share * 100.0,
+                nq.saturating_sub(1)
+            ),
+            share * prior("nic.queue-imbalance"),
+        )
+        .ev(Evidence::num(format!("{d} queue {q} share"), share * 100.0, "%", format!("per-queue counters {iface}")))
+        .ev(Evidence::num(format!("intervals with > {:.0} % on one queue", t.queue_share * 100.0), n as f64, "", "window"))
+        .ev(Evidence::num("queues", nq as f64, "", format!("per-queue counters {iface}")))
+        .ev(Evidence::num("streams", streams as f64, "", "test spec"))
+        .why("RSS hashes each flow to one queue and so to one core: with one flow (or a hash that ignores ports) one core does all the work however many queues exist.")
+        .fix(format!("wirescope run -P {}  # more flows spread over the queues", (nq as u32).max(2)));
+        if !veth && dir == Dir::Rx {
+            f = f.fix(format!("ethtool -N {iface} rx-flow-hash tcp4 sdfn"));
+        }
+        out.push(f);
+    }
+    out
+}
+
+/// nic.ring-small: receive drops rising while the rx ring is below its maximum.
+fn ring_small(ctx: &HostCtx, nic: &NicFacts, c: &BTreeMap<String, u64>) -> Option<Finding> {
+    let r = nic.rings.value()?;
+    let (rx, max) = (r.rx?, r.max_rx?);
+    if rx >= max {
+        return None;
+    }
+    let dev_drops: u64 = ctx
+        .active
+        .iter()
+        .flat_map(|s| s.ifaces.iter().filter(|i| i.name == nic.name))
+        .map(|i| i.delta.rx_dropped)
+        .sum();
+    let nic_drops: u64 = [
+        "rx_out_of_buffer",
+        "rx_missed_errors",
+        "rx_fifo_errors",
+        "rx_no_buffer_count",
+        "rx_dropped",
+    ]
+    .iter()
+    .filter_map(|n| c.get(*n))
+    .sum();
+    let drops = dev_drops.max(nic_drops);
+    if drops == 0 {
+        return None;
+    }
+    Some(
+        Finding::new(
+            "nic.ring-small",
+            Severity::Warn,
+            ctx.host,
+            nic.name.clone(),
+            format!("{}: {drops} rx drops with the rx ring at {rx} of {max}", nic.name),
+            prior("nic.ring-small"),
+        )
+        .ev(Evidence::num("rx drops", drops as f64, "", format!("/proc/net/dev + ethtool -S {}", nic.name)))
+        .ev(Evidence::num("rx ring", rx as f64, "descriptors", format!("ethtool -g {}", nic.name)))
+        .ev(Evidence::num("rx ring max", max as f64, "descriptors", format!("ethtool -g {}", nic.name)))
+        .why("A small ring overflows during bursts or short stalls of the core that drains it; each drop costs a TCP retransmission.")
+        .fix(format!("ethtool -G {} rx {max}", nic.name)),
+    )
+}
+
+/// nic.rx-out-of-buffer / nic.discards-phy: mlx5 counters rising.
+fn counter_rule(
+    ctx: &HostCtx,
+    nic: &NicFacts,
+    c: &BTreeMap<String, u64>,
+    name: &str,
+) -> Option<Finding> {
+    let n = *c.get(name)?;
+    if n == 0 {
+        return None;
+    }
+    let rate = n as f64 / window_secs(ctx);
+    let (id, title, why, fixes): (&str, String, &str, Vec<String>) = if name == "rx_out_of_buffer" {
+        (
+            "nic.rx-out-of-buffer",
+            format!("{}: rx_out_of_buffer rising ({rate:.0}/s): the host does not drain the rings fast enough", nic.name),
+            "The NIC had a packet for a queue whose ring had no free buffer: the cores serving the queues are too slow or too few.",
+            vec![
+                format!("ethtool -G {} rx 8192", nic.name),
+                format!("ethtool -L {} combined <NIC-local cores>", nic.name),
+            ],
+        )
+    } else {
+        (
+            "nic.discards-phy",
+            format!("{}: rx_discards_phy rising ({rate:.0}/s): the port buffer is congested", nic.name),
+            "The NIC dropped packets at the port for lack of internal buffer (PCIe or host too slow, or no flow control).",
+            vec![format!("ethtool -A {} rx on tx on", nic.name)],
+        )
+    };
+    let mut f = Finding::new(
+        id,
+        Severity::Warn,
+        ctx.host,
+        nic.name.clone(),
+        title,
+        prior(id),
+    )
+    .ev(Evidence::num(
+        name,
+        n as f64,
+        "",
+        format!("ethtool -S {}", nic.name),
+    ))
+    .ev(Evidence::num(
+        format!("{name} rate"),
+        rate,
+        "/s",
+        format!("ethtool -S {}", nic.name),
+    ))
+    .why(why);
+    for x in fixes {
+        f = f.fix(x);
+    }
+    Some(f)
+}
+
+/// nic.pause-frames: pause counters rising; tx pause means this host is congested.
+fn pause(ctx: &HostCtx, nic: &NicFacts, c: &BTreeMap<String, u64>) -> Option<Finding> {
+    let is_pause = |n: &str| {
+        n.contains("pause")
+            && !["duration", "transition", "storm"]
+                .iter()
+                .any(|x| n.contains(x))
+    };
+    let rx: u64 = c
+        .iter()
+        .filter(|(n, _)| n.starts_with("rx") && is_pause(n))
+        .map(|e| e.1)
+        .sum();
+    let tx: u64 = c
+        .iter()
+        .filter(|(n, _)| n.starts_with("tx") && is_pause(n))
+        .map(|e| e.1)
+        .sum();
+    if rx + tx == 0 {
+        return None;
+    }
+    let who = if tx >= rx {
+        "this host is congested (it asks the link partner to stop)"
+    } else {
+        "the link partner (switch or peer) is congested and stops this host"
+    };
+    Some(
+        Finding::new(
+            "nic.pause-frames",
+            Severity::Warn,
+            ctx.host,
+            nic.name.clone(),
+            format!("{}: pause frames rx {rx} / tx {tx}: {who}", nic.name),
+            prior("nic.pause-frames"),
+        )
+        .ev(Evidence::num("rx pause frames", rx as f64, "", format!("ethtool -S {}", nic.name)))
+        .ev(Evidence::num("tx pause frames", tx as f64, "", format!("ethtool -S {}", nic.name)))
+        .why("Pause frames stop the sender for a while: the congested side sets the pace of the whole link.")
+        .fix(format!("ethtool -S {} | grep -E 'pause|discard|out_of_buffer'", nic.name))
+        .fix(format!("ethtool -G {} rx 8192  # on the congested host", nic.name)),
+    )
+}
+
+/// nic.gro-off as a warning when this host receives unaggregated packets.
+fn unaggregated_gro(ctx: &HostCtx, nic: &NicFacts, t: &Thresholds) -> Option<Finding> {
+    let mtu = nic.mtu? as f64;
+    let (bytes, pkts) = ctx
+        .active
+        .iter()
+        .flat_map(|s| s.ifaces.iter().filter(|i| i.name == nic.name))
+        .fold((0u64, 0u64), |a, i| {
+            (a.0 + i.delta.rx_bytes, a.1 + i.delta.rx_packets)
+        });
+    let rate = bytes as f64 * 8.0 / window_secs(ctx);
+    if pkts == 0 || rate < t.active_bps * 100.0 {
+        return None;
+    }
+    let avg = bytes as f64 / pkts as f64;
+    if avg > mtu * t.unaggregated_factor {
+        return None;
+    }
+    gro_off(nic, ctx.host, Some(avg))
+}

@@ -1,0 +1,287 @@
+//! Platform rules (facts only): irq.single-cpu, irq.remote-numa, irqbalance.conflict,
+//! qdisc.shaping, pcie.link-downgraded, cpu.governor, platform.iommu.
+
+use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::impact::prior;
+use crate::diagnose::util::{cpus, data_irqs, driver, local_cpus, spread};
+use crate::probe::facts::{HostFacts, NicFacts};
+use crate::probe::sample::HostRole;
+
+/// All platform rules of one host.
+pub fn rules(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for nic in &facts.nics {
+        out.extend(irq_single_cpu(facts, nic, host));
+        out.extend(remote_numa(facts, nic, host, &[]));
+        out.extend(irqbalance(facts, nic, host));
+        out.extend(qdisc(nic, host));
+        out.extend(pcie(nic, host));
+    }
+    out.extend(governor(facts, host));
+    out.extend(iommu(facts, host));
+    out
+}
+
+fn affinity_fixes(facts: &HostFacts, nic: &NicFacts) -> Vec<String> {
+    let irqs = data_irqs(nic);
+    let local = local_cpus(nic, facts);
+    irqs.iter()
+        .zip(spread(irqs.len(), &local))
+        .map(|((i, _), c)| format!("echo {c} > /proc/irq/{}/smp_affinity_list", i.irq))
+        .collect()
+}
+
+/// irq.single-cpu: every data IRQ of the NIC effectively on one CPU.
+fn irq_single_cpu(facts: &HostFacts, nic: &NicFacts, host: HostRole) -> Option<Finding> {
+    let irqs = data_irqs(nic);
+    if irqs.len() < 2 || facts.cpus < 2 {
+        return None;
+    }
+    let first = irqs[0].1.clone();
+    if first.len() != 1 || irqs.iter().any(|(_, c)| *c != first) {
+        return None;
+    }
+    let cpu = first[0];
+    let mut f = Finding::new(
+        "irq.single-cpu",
+        Severity::Warn,
+        host,
+        nic.name.clone(),
+        format!("all {} data IRQs of {} are served by cpu{cpu}", irqs.len(), nic.name),
+        prior("irq.single-cpu"),
+    )
+    .ev(Evidence::num("data IRQs", irqs.len() as f64, "", "/proc/interrupts"))
+    .ev(Evidence::text("effective affinity of all of them", format!("cpu{cpu}"), "/proc/irq/N/effective_affinity_list"))
+    .why("Every queue's interrupt and its NAPI poll run on one core: that core caps the packet rate of the whole NIC.");
+    for x in affinity_fixes(facts, nic) {
+        f = f.fix(x);
+    }
+    Some(f)
+}
+
+/// irq.remote-numa: data IRQs (or engine threads) on CPUs outside the NIC's local_cpulist.
+pub fn remote_numa(
+    facts: &HostFacts,
+    nic: &NicFacts,
+    host: HostRole,
+    engine: &[u32],
+) -> Option<Finding> {
+    if facts.numa.len() < 2 || nic.numa_node.unwrap_or(-1) < 0 {
+        return None;
+    }
+    let local = cpus(nic.local_cpulist.as_deref()?);
+    if local.is_empty() {
+        return None;
+    }
+    let remote_irqs: Vec<(u32, Vec<u32>)> = data_irqs(nic)
+        .into_iter()
+        .filter(|(_, c)| !c.is_empty() && c.iter().any(|x| !local.contains(x)))
+        .map(|(i, c)| (i.irq, c))
+        .collect();
+    let remote_engine: Vec<u32> = engine
+        .iter()
+        .copied()
+        .filter(|c| !local.contains(c))
+        .collect();
+    if remote_irqs.is_empty() && remote_engine.is_empty() {
+        return None;
+    }
+    let node = nic.numa_node.unwrap_or(-1);
+    let mut f = Finding::new(
+        "irq.remote-numa",
+        Severity::Warn,
+        host,
+        nic.name.clone(),
+        format!(
+            "{} IRQ(s) and {} engine thread CPU(s) of {} are outside its NUMA node {node}",
+            remote_irqs.len(),
+            remote_engine.len(),
+            nic.name
+        ),
+        prior("irq.remote-numa"),
+    )
+    .ev(Evidence::text("NIC-local CPUs", nic.local_cpulist.clone().unwrap_or_default(), format!("/sys/class/net/{}/device/local_cpulist", nic.name)))
+    .why("Packets DMA'd into one socket's memory and processed on the other cross the inter-socket link: more latency, less bandwidth, cache misses.");
+    for (irq, c) in &remote_irqs {
+        f = f.ev(Evidence::text(
+            format!("IRQ {irq} effective affinity"),
+            format!("{c:?}"),
+            format!("/proc/irq/{irq}/effective_affinity_list"),
+        ));
+    }
+    if !remote_engine.is_empty() {
+        f = f
+            .ev(Evidence::text(
+                "engine threads pinned to remote CPUs",
+                format!("{remote_engine:?}"),
+                "test spec --cpus",
+            ))
+            .fix(format!(
+                "wirescope run --cpus {}  # NIC-local cores",
+                nic.local_cpulist.clone().unwrap_or_default()
+            ));
+    }
+    let irqs = data_irqs(nic);
+    for ((i, _), c) in irqs.iter().zip(spread(irqs.len(), &local)) {
+        if remote_irqs.iter().any(|r| r.0 == i.irq) {
+            f = f.fix(format!("echo {c} > /proc/irq/{}/smp_affinity_list", i.irq));
+        }
+    }
+    Some(f)
+}
+
+/// irqbalance.conflict: irqbalance runs on a host whose NIC has data IRQs (info).
+fn irqbalance(facts: &HostFacts, nic: &NicFacts, host: HostRole) -> Option<Finding> {
+    if facts.irqbalance != Some(true) || data_irqs(nic).is_empty() {
+        return None;
+    }
+    let mlx5 = driver(nic) == "mlx5_core";
+    Some(
+        Finding::new(
+            "irqbalance.conflict",
+            Severity::Info,
+            host,
+            nic.name.clone(),
+            format!("irqbalance is running and may move the IRQs of {}", nic.name),
+            prior("irqbalance.conflict"),
+        )
+        .ev(Evidence::text("irqbalance", "running", "process list"))
+        .ev(Evidence::text("driver", driver(nic), format!("ethtool -i {}", nic.name)))
+        .why(if mlx5 {
+            "irqbalance rewrites IRQ affinity every 10 s, undoing manual pinning (set_irq_affinity); irqbalance 1.8.0 does not balance mlx5 IRQs at all."
+        } else {
+            "irqbalance rewrites IRQ affinity every 10 s, undoing manual pinning."
+        })
+        .fix("systemctl stop irqbalance && systemctl disable irqbalance  # then pin the IRQs")
+        .fix("irqbalance --version  # 1.8.0 does not balance mlx5"),
+    )
+}
+
+/// qdisc.shaping: a rate-limiting root qdisc on the interface.
+fn qdisc(nic: &NicFacts, host: HostRole) -> Option<Finding> {
+    let q = nic.qdisc.as_deref()?;
+    if !["tbf", "htb", "cbq", "hfsc", "cake"].contains(&q) {
+        return None;
+    }
+    Some(
+        Finding::new(
+            "qdisc.shaping",
+            Severity::Warn,
+            host,
+            nic.name.clone(),
+            format!("{} has a shaping root qdisc: {q}", nic.name),
+            prior("qdisc.shaping"),
+        )
+        .ev(Evidence::text(
+            "root qdisc",
+            q,
+            format!("tc qdisc show dev {}", nic.name),
+        ))
+        .why("A shaper caps the interface at its configured rate, whatever the link could do.")
+        .fix(format!(
+            "tc -s qdisc show dev {}  # read the rate",
+            nic.name
+        ))
+        .fix(format!("tc qdisc del dev {} root", nic.name)),
+    )
+}
+
+fn gts(s: &str) -> Option<f64> {
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// pcie.link-downgraded: current PCIe speed or width below the device's maximum.
+fn pcie(nic: &NicFacts, host: HostRole) -> Option<Finding> {
+    let p = nic.pcie.as_ref()?;
+    let (cs, ms) = (gts(&p.current_speed), gts(&p.max_speed));
+    let slow = matches!((cs, ms), (Some(c), Some(m)) if c < m);
+    let narrow = matches!((p.current_width, p.max_width), (Some(c), Some(m)) if c < m);
+    if !slow && !narrow {
+        return None;
+    }
+    let ratio = cs.unwrap_or(1.0) / ms.unwrap_or(1.0).max(1e-9)
+        * p.current_width.unwrap_or(1) as f64
+        / p.max_width.unwrap_or(1).max(1) as f64;
+    let base = format!("/sys/class/net/{}/device", nic.name);
+    Some(
+        Finding::new(
+            "pcie.link-downgraded",
+            Severity::Warn,
+            host,
+            nic.name.clone(),
+            format!(
+                "{} PCIe link runs at {} x{} of {} x{}",
+                nic.name,
+                p.current_speed,
+                p.current_width.unwrap_or(0),
+                p.max_speed,
+                p.max_width.unwrap_or(0)
+            ),
+            (1.0 - ratio).clamp(0.2, 1.0) * prior("pcie.link-downgraded") / 0.6,
+        )
+        .ev(Evidence::text("current link speed", p.current_speed.clone(), format!("{base}/current_link_speed")))
+        .ev(Evidence::num("current link width", p.current_width.unwrap_or(0) as f64, "lanes", format!("{base}/current_link_width")))
+        .ev(Evidence::text("max link speed", p.max_speed.clone(), format!("{base}/max_link_speed")))
+        .ev(Evidence::num("max link width", p.max_width.unwrap_or(0) as f64, "lanes", format!("{base}/max_link_width")))
+        .why("The PCIe link carries less than the device was built for: the NIC cannot move line rate to memory.")
+        .fix(format!("lspci -vv -s $(basename $(readlink {base})) | grep -E 'LnkCap|LnkSta'  # reseat in a full-width slot / check BIOS link settings")),
+    )
+}
+
+/// cpu.governor: a frequency governor other than `performance`.
+fn governor(facts: &HostFacts, host: HostRole) -> Option<Finding> {
+    let other: Vec<(&String, &String)> = facts
+        .governors
+        .iter()
+        .filter(|(g, _)| g.as_str() != "performance")
+        .collect();
+    if other.is_empty() {
+        return None;
+    }
+    let mut f = Finding::new(
+        "cpu.governor",
+        Severity::Warn,
+        host,
+        "",
+        format!(
+            "CPU frequency governor is {} (not performance)",
+            other.iter().map(|(g, c)| format!("{g} on {c}")).collect::<Vec<_>>().join(", ")
+        ),
+        prior("cpu.governor"),
+    )
+    .why("Power-saving governors lower the clock between bursts; packet processing pays the ramp-up in latency and peak rate.")
+    .fix("cpupower frequency-set -g performance");
+    for (g, c) in other {
+        f = f.ev(Evidence::text(
+            format!("governor of cpus {c}"),
+            g.clone(),
+            "/sys/devices/system/cpu/cpuN/cpufreq/scaling_governor",
+        ));
+    }
+    Some(f)
+}
+
+/// platform.iommu: intel_iommu=on without iommu=pt.
+fn iommu(facts: &HostFacts, host: HostRole) -> Option<Finding> {
+    let args: Vec<&str> = facts
+        .cmdline
+        .split_whitespace()
+        .take_while(|a| *a != "--")
+        .collect();
+    if !args.contains(&"intel_iommu=on") || args.contains(&"iommu=pt") {
+        return None;
+    }
+    Some(
+        Finding::new(
+            "platform.iommu",
+            Severity::Warn,
+            host,
+            "",
+            "intel_iommu=on without iommu=pt: every DMA is translated",
+            prior("platform.iommu"),
+        )
+        .ev(Evidence::text("kernel command line", facts.cmdline.clone(), "/proc/cmdline"))
+        .why("With the IOMMU in translation mode every receive buffer is mapped and unmapped: CPU cost and IOTLB misses at high packet rates.")
+        .fix("grubby --update-kernel=ALL --args=iommu=pt  # or add iommu=pt to GRUB_CMDLINE_LINUX, then reboot"),
+    )
+}

@@ -1,0 +1,300 @@
+//! TCP rules: tcp.buffer-limited (TCP_INFO limited time and buffer maxima against
+//! bandwidth × RTT) and tcp.retransmits (nstat RetransSegs / OutSegs).
+
+use super::HostCtx;
+use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::impact::prior;
+use crate::diagnose::thresholds::Thresholds;
+use crate::diagnose::util::{pow2_at_least, secs, speed_mbps, sysctl_max, sysctl_min_default};
+use crate::probe::facts::HostFacts;
+use crate::probe::sample::{HostRole, Sample};
+use crate::probe::tcpinfo::TcpInfo;
+use crate::traffic::ConnRole;
+use std::collections::BTreeMap;
+
+/// Buffers below this (B) are small whatever the BDP: 4 MiB, the kernel's default tcp_wmem max.
+const SMALL_BUFFER: u64 = 4 << 20;
+/// The buffer size a fix proposes at least: 64 MiB (ESnet's value for 100 Gb/s hosts).
+const FIX_BUFFER: u64 = 64 << 20;
+
+/// Live TCP rules of one host.
+pub fn window_rules(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
+    let mut out = buffer_limited(ctx, t);
+    out.extend(retransmits(ctx, t));
+    out
+}
+
+/// What the sender's TCP_INFO says over the window.
+#[derive(Debug, Default)]
+struct SendStats {
+    conns: usize,
+    rtt_us: f64,
+    rate_bps: f64,
+    rwnd_frac: f64,
+    sndbuf_frac: f64,
+    worst_conn: usize,
+}
+
+fn frac(
+    first: &TcpInfo,
+    last: &TcpInfo,
+    f: fn(&TcpInfo) -> Option<u64>,
+    single: bool,
+) -> Option<f64> {
+    let (b0, b1) = (first.busy_us?, last.busy_us?);
+    let (l0, l1) = (f(first)?, f(last)?);
+    let (busy, lim) = if single || b1 <= b0 {
+        (b1, l1)
+    } else {
+        (b1 - b0, l1.saturating_sub(l0))
+    };
+    (busy > 0).then(|| lim as f64 / busy as f64)
+}
+
+fn send_stats(active: &[&Sample]) -> Option<SendStats> {
+    let mut per: BTreeMap<usize, Vec<(&TcpInfo, u64, f64)>> = BTreeMap::new();
+    for s in active {
+        for c in s.conns.iter().filter(|c| c.role == ConnRole::Sender) {
+            if let Some(ti) = &c.tcp {
+                per.entry(c.id).or_default().push((ti, c.tx_bytes, secs(s)));
+            }
+        }
+    }
+    if per.is_empty() {
+        return None;
+    }
+    let mut st = SendStats {
+        conns: per.len(),
+        ..Default::default()
+    };
+    let mut rtts = Vec::new();
+    for (id, v) in &per {
+        let (first, last) = (v[0].0, v[v.len() - 1].0);
+        let single = v.len() == 1;
+        rtts.extend(v.iter().map(|x| x.0.rtt_us as f64));
+        let bytes: u64 = v.iter().map(|x| x.1).sum();
+        let time: f64 = v.iter().map(|x| x.2).sum::<f64>().max(1e-9);
+        st.rate_bps = st.rate_bps.max(bytes as f64 * 8.0 / time);
+        let r = frac(first, last, |t| t.rwnd_limited_us, single).unwrap_or(0.0);
+        let b = frac(first, last, |t| t.sndbuf_limited_us, single).unwrap_or(0.0);
+        if r.max(b) > st.rwnd_frac.max(st.sndbuf_frac) {
+            st.worst_conn = *id;
+        }
+        st.rwnd_frac = st.rwnd_frac.max(r);
+        st.sndbuf_frac = st.sndbuf_frac.max(b);
+    }
+    st.rtt_us = rtts.iter().sum::<f64>() / rtts.len().max(1) as f64;
+    Some(st)
+}
+
+/// Buffer cap (B) of a host for one direction: tcp_[rw]mem max, or 2 × min(SO_*BUF, core max).
+fn cap(facts: &HostFacts, recv: bool, window: Option<u64>) -> Option<(u64, String)> {
+    let (tcp, core) = if recv {
+        ("net.ipv4.tcp_rmem", "net.core.rmem_max")
+    } else {
+        ("net.ipv4.tcp_wmem", "net.core.wmem_max")
+    };
+    match window {
+        Some(w) => {
+            let core_max = sysctl_max(facts, core).unwrap_or(w);
+            Some((
+                2 * w.min(core_max),
+                format!(
+                    "SO_{}BUF (--window) capped by {core}",
+                    if recv { "RCV" } else { "SND" }
+                ),
+            ))
+        }
+        None => sysctl_max(facts, tcp).map(|m| (m, format!("{tcp} max"))),
+    }
+}
+
+fn buffer_fix(f: Finding, facts: &HostFacts, recv: bool, want: u64, window: bool) -> Finding {
+    let (tcp, core) = if recv {
+        ("net.ipv4.tcp_rmem", "net.core.rmem_max")
+    } else {
+        ("net.ipv4.tcp_wmem", "net.core.wmem_max")
+    };
+    let (min, def) = sysctl_min_default(facts, tcp);
+    let mut f = f
+        .fix(format!("sysctl -w {tcp}=\"{min} {def} {want}\""))
+        .fix(format!("sysctl -w {core}={want}"));
+    if window {
+        f = f.fix(format!(
+            "wirescope run --window {}  # or drop --window to let the kernel autotune",
+            want / 2
+        ));
+    }
+    f
+}
+
+/// tcp.buffer-limited, for the receive side (other host) and the send side (this host).
+fn buffer_limited(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
+    let Some(st) = send_stats(&ctx.active) else {
+        return Vec::new();
+    };
+    let link_bps = ctx
+        .facts
+        .and_then(|f| f.nics.first())
+        .and_then(speed_mbps)
+        .map(|m| m as f64 * 1e6)
+        .unwrap_or(0.0);
+    let per_conn = st.rate_bps.max(link_bps / st.conns.max(1) as f64);
+    let bdp = per_conn / 8.0 * st.rtt_us / 1e6;
+    let window = ctx.spec.and_then(|s| s.window).map(|w| w.0);
+    let want = pow2_at_least(2.0 * bdp).max(FIX_BUFFER);
+    let mut out = Vec::new();
+    let other = match ctx.host {
+        HostRole::Local => HostRole::Peer,
+        HostRole::Peer => HostRole::Local,
+    };
+    for (recv, facts, host, limited) in [
+        (true, ctx.other_facts, other, st.rwnd_frac),
+        (false, ctx.facts, ctx.host, st.sndbuf_frac),
+    ] {
+        let Some(facts) = facts else { continue };
+        let Some((cap, what)) = cap(facts, recv, window) else {
+            continue;
+        };
+        let capf = cap as f64;
+        let fires =
+            capf < bdp || (limited >= t.limited_share && (capf < 2.0 * bdp || cap < SMALL_BUFFER));
+        if !fires {
+            continue;
+        }
+        let kind = if recv { "receive" } else { "send" };
+        let lim_name = if recv {
+            "rwnd_limited"
+        } else {
+            "sndbuf_limited"
+        };
+        let f = Finding::new(
+            "tcp.buffer-limited",
+            Severity::Warn,
+            host,
+            kind,
+            format!(
+                "TCP {kind} buffer cap {} KiB vs bandwidth × RTT {} KiB; {lim_name} {:.0} % of the time",
+                cap / 1024,
+                (bdp / 1024.0).round(),
+                limited * 100.0
+            ),
+            limited.max(if capf < bdp { 1.0 - capf / bdp } else { 0.0 }) * prior("tcp.buffer-limited") / 0.6,
+        )
+        .ev(Evidence::num(what, capf, "B", if recv { "sysctl (receiver)" } else { "sysctl (sender)" }))
+        .ev(Evidence::num("bandwidth × RTT per connection", bdp, "B", "TCP_INFO rtt × max(rate, link speed / streams)"))
+        .ev(Evidence::num("srtt (mean)", st.rtt_us, "us", "TCP_INFO rtt (sender)"))
+        .ev(Evidence::num("rate per connection", st.rate_bps, "b/s", "engine counters"))
+        .ev(Evidence::num(format!("{lim_name} share of busy time (conn {})", st.worst_conn), limited * 100.0, "%", "TCP_INFO tcpi_rwnd_limited / tcpi_busy_time"))
+        .why(if recv {
+            "The receiver cannot advertise a window larger than its buffer: a connection carries at most window / RTT."
+        } else {
+            "The sender cannot keep more unacknowledged data than its send buffer: a connection carries at most sndbuf / RTT."
+        });
+        out.push(buffer_fix(f, facts, recv, want, window.is_some()));
+    }
+    out
+}
+
+/// tcp.retransmits: retransmitted segments > 0.1 % of sent.
+fn retransmits(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
+    let sum = |k: &str| {
+        ctx.active
+            .iter()
+            .filter_map(|s| s.nstat.get(k))
+            .sum::<u64>()
+    };
+    let (retr, out, source) = if ctx
+        .active
+        .iter()
+        .any(|s| s.nstat.contains_key("Tcp.OutSegs"))
+    {
+        (
+            sum("Tcp.RetransSegs"),
+            sum("Tcp.OutSegs"),
+            "nstat Tcp.RetransSegs / Tcp.OutSegs",
+        )
+    } else {
+        let mut r = 0u64;
+        let mut o = 0u64;
+        for s in &ctx.active {
+            for c in s.conns.iter().filter(|c| c.role == ConnRole::Sender) {
+                r += c.retransmits as u64;
+                let mss = c.tcp.as_ref().map(|x| x.snd_mss).unwrap_or(1448).max(1) as u64;
+                o += c.tx_bytes / mss;
+            }
+        }
+        (r, o, "TCP_INFO retransmits / (bytes / MSS)")
+    };
+    if out == 0 || retr < t.retrans_min_segs {
+        return None;
+    }
+    let ratio = retr as f64 / out as f64;
+    if ratio <= t.retrans_ratio {
+        return None;
+    }
+    let mut f = Finding::new(
+        "tcp.retransmits",
+        Severity::Warn,
+        ctx.host,
+        "",
+        format!("{:.2} % of sent segments were retransmitted ({retr} of {out})", ratio * 100.0),
+        (ratio * 100.0).min(1.0) * prior("tcp.retransmits") * 2.0,
+    )
+    .ev(Evidence::num("retransmitted segments", retr as f64, "", source))
+    .ev(Evidence::num("sent segments", out as f64, "", source))
+    .ev(Evidence::num("retransmit ratio", ratio * 100.0, "%", source))
+    .why("Every loss halves (cubic) or re-probes (bbr) the congestion window: losses cap throughput well below the link.")
+    .fix("nstat -az | grep -iE 'retrans|lost|drop|prune|collapse'");
+    for nic in ctx.facts.map(|f| f.nics.as_slice()).unwrap_or(&[]) {
+        f = f
+            .fix(format!(
+                "ethtool -S {} | grep -iE 'drop|discard|pause|out_of_buffer|err'",
+                nic.name
+            ))
+            .fix(format!("tc -s qdisc show dev {}", nic.name));
+    }
+    Some(f)
+}
+
+/// Check-only: buffer maxima below a fast link's BDP at the assumed RTT (info).
+pub fn check_rules(facts: &HostFacts, host: HostRole, t: &Thresholds) -> Vec<Finding> {
+    let Some(speed) = facts.nics.iter().filter_map(speed_mbps).max() else {
+        return Vec::new();
+    };
+    if speed < t.fast_link_mbps {
+        return Vec::new();
+    }
+    let bdp = speed as f64 * 1e6 / 8.0 * t.assumed_rtt_us / 1e6;
+    let want = pow2_at_least(2.0 * bdp).max(FIX_BUFFER);
+    let mut out = Vec::new();
+    for recv in [true, false] {
+        let Some((cap, what)) = cap(facts, recv, None) else {
+            continue;
+        };
+        if cap as f64 >= bdp {
+            continue;
+        }
+        let kind = if recv { "receive" } else { "send" };
+        let f = Finding::new(
+            "tcp.buffer-limited",
+            Severity::Info,
+            host,
+            kind,
+            format!(
+                "TCP {kind} buffer max {} KiB is below the BDP of a {} Gb/s link at {:.0} ms RTT ({} KiB)",
+                cap / 1024,
+                speed / 1000,
+                t.assumed_rtt_us / 1000.0,
+                (bdp / 1024.0).round()
+            ),
+            0.2,
+        )
+        .ev(Evidence::num(what, cap as f64, "B", "sysctl"))
+        .ev(Evidence::num("link speed", speed as f64, "Mb/s", "ethtool"))
+        .ev(Evidence::num("assumed RTT", t.assumed_rtt_us, "us", "Thresholds::assumed_rtt_us"))
+        .why("A single connection carries at most buffer / RTT; measure the RTT with a test to know whether this limits you.");
+        out.push(buffer_fix(f, facts, recv, want, false));
+    }
+    out
+}

@@ -1,0 +1,174 @@
+//! Small pure helpers shared by the rules: CPU lists and masks, sysctl triples,
+//! data-IRQ names, interval lengths.
+
+use crate::probe::facts::{HostFacts, IrqFact, NicFacts};
+use crate::probe::sample::Sample;
+use crate::units::{parse_cpu_list, CpuId};
+
+/// CPUs of a kernel list (`0-3,8`); empty when unparsable.
+pub fn cpus(list: &str) -> Vec<u32> {
+    parse_cpu_list(list)
+        .map(|v| v.into_iter().map(|c: CpuId| c.0).collect())
+        .unwrap_or_default()
+}
+
+/// CPUs of a sysfs hex mask (`00000000,0000000f`); empty for `0`.
+pub fn mask_cpus(mask: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut bit = 0u32;
+    for word in mask.trim().rsplit(',') {
+        for ch in word.chars().rev() {
+            let Some(d) = ch.to_digit(16) else {
+                return Vec::new();
+            };
+            for i in 0..4 {
+                if d & (1 << i) != 0 {
+                    out.push(bit + i);
+                }
+            }
+            bit += 4;
+        }
+    }
+    out
+}
+
+/// Hex mask (sysfs form, no `0x`) of one CPU.
+pub fn cpu_mask(cpu: u32) -> String {
+    let word = cpu / 32;
+    let mut parts = vec![format!("{:08x}", 1u32 << (cpu % 32))];
+    for _ in 0..word {
+        parts.push("00000000".to_string());
+    }
+    parts.join(",")
+}
+
+/// Third field of a `min default max` sysctl (`tcp_rmem`), or the single value.
+pub fn sysctl_max(facts: &HostFacts, name: &str) -> Option<u64> {
+    facts
+        .sysctls
+        .get(name)
+        .and_then(|v| v.split_whitespace().last())
+        .and_then(|v| v.parse().ok())
+}
+
+/// First two fields of a `min default max` sysctl, for rewriting only the max.
+pub fn sysctl_min_default(facts: &HostFacts, name: &str) -> (String, String) {
+    let v: Vec<&str> = facts
+        .sysctls
+        .get(name)
+        .map(|v| v.split_whitespace().collect())
+        .unwrap_or_default();
+    if v.len() == 3 {
+        (v[0].to_string(), v[1].to_string())
+    } else if name.ends_with("rmem") {
+        ("4096".into(), "131072".into())
+    } else {
+        ("4096".into(), "16384".into())
+    }
+}
+
+/// Is this IRQ a data (completion / rx / tx) interrupt rather than a control one?
+pub fn is_data_irq(irq: &IrqFact) -> bool {
+    let n = irq.name.to_ascii_lowercase();
+    const CONTROL: [&str; 7] = ["async", "cmd", "ctrl", "config", "misc", "pages", "fw"];
+    !CONTROL.iter().any(|c| n.contains(c))
+}
+
+/// Data IRQs of a NIC with their effective CPUs.
+pub fn data_irqs(nic: &NicFacts) -> Vec<(&IrqFact, Vec<u32>)> {
+    nic.irqs
+        .iter()
+        .filter(|i| is_data_irq(i))
+        .map(|i| (i, cpus(&i.affinity)))
+        .collect()
+}
+
+/// The NIC-local CPUs: `local_cpulist`, else all online CPUs.
+pub fn local_cpus(nic: &NicFacts, facts: &HostFacts) -> Vec<u32> {
+    let l = nic.local_cpulist.as_deref().map(cpus).unwrap_or_default();
+    if l.is_empty() {
+        (0..facts.cpus as u32).collect()
+    } else {
+        l
+    }
+}
+
+/// Interval length (s).
+pub fn secs(s: &Sample) -> f64 {
+    (s.end_s - s.start_s).max(0.0)
+}
+
+/// Is the driver a virtual one (no PCI device behind it)?
+pub fn is_virtual(nic: &NicFacts) -> bool {
+    match nic.drvinfo.value() {
+        Some(d) => d.bus_info.is_empty() || d.driver == "veth",
+        None => nic.pcie.is_none(),
+    }
+}
+
+/// Driver name, or `?`.
+pub fn driver(nic: &NicFacts) -> &str {
+    nic.drvinfo
+        .value()
+        .map(|d| d.driver.as_str())
+        .unwrap_or("?")
+}
+
+/// Link speed (Mb/s), when known.
+pub fn speed_mbps(nic: &NicFacts) -> Option<u32> {
+    nic.link.value().and_then(|l| l.speed_mbps)
+}
+
+/// Smallest power of two ≥ `v` (at least 1).
+pub fn pow2_at_least(v: f64) -> u64 {
+    let v = if v.is_finite() && v > 1.0 {
+        v as u64
+    } else {
+        1
+    };
+    v.checked_next_power_of_two().unwrap_or(u64::MAX)
+}
+
+/// Round-robin assignment of `n` items over `cpus` (for affinity fixes).
+pub fn spread(n: usize, cpus: &[u32]) -> Vec<u32> {
+    if cpus.is_empty() {
+        return vec![0; n];
+    }
+    (0..n).map(|i| cpus[i % cpus.len()]).collect()
+}
+
+/// `12.17.1010 (MT_...)` → [12, 17, 1010].
+pub fn version_numbers(v: &str) -> Vec<u64> {
+    v.split_whitespace()
+        .next()
+        .unwrap_or("")
+        .split(['.', '-'])
+        .map_while(|p| p.parse().ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks() {
+        assert_eq!(mask_cpus("0"), Vec::<u32>::new());
+        assert_eq!(mask_cpus("f"), vec![0, 1, 2, 3]);
+        assert_eq!(mask_cpus("00000001,00000002"), vec![1, 32]);
+        assert_eq!(cpu_mask(1), "00000002");
+        assert_eq!(cpu_mask(33), "00000002,00000000");
+        assert_eq!(mask_cpus(&cpu_mask(40)), vec![40]);
+    }
+
+    #[test]
+    fn versions() {
+        assert_eq!(
+            version_numbers("12.17.1010 (MT_2140110033)"),
+            vec![12, 17, 1010]
+        );
+        assert_eq!(version_numbers("4.3-1.0.1"), vec![4, 3, 1, 0, 1]);
+        assert_eq!(version_numbers("3.0-1 (January 2015)"), vec![3, 0, 1]);
+        assert_eq!(pow2_at_least(3.0e6), 4_194_304);
+    }
+}

@@ -1,0 +1,734 @@
+//! Every rule on fixture windows built in code: it fires, it does not fire on the
+//! healthy variant, and (through the Tracker) it clears once the condition is gone.
+
+use serde_json::json;
+use wirescope::diagnose::{
+    diagnose, Change, Finding, Input, Severity, TestContext, Tracker, Window,
+};
+use wirescope::probe::facts::{
+    Channels, DrvInfo, Feature, Features, HostFacts, IrqFact, LinkInfo, NicFacts, NumaNode,
+    PcieLink, QueueMask, Rings, Support,
+};
+use wirescope::probe::sample::{HostRole, NicCounter, Sample};
+use wirescope::traffic::EngineSpec;
+
+// ---------- builders ----------
+
+/// One 1-s interval of a host with the given per-core busy % (half sys, half softirq).
+fn sample(host: &str, index: u32, busy: &[f64]) -> Sample {
+    let cpus: Vec<_> = busy
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            json!({"cpu": i, "user": 0.0, "nice": 0.0, "system": b / 2.0, "irq": 0.0,
+                   "softirq": b / 2.0, "iowait": 0.0, "steal": 0.0, "idle": 100.0 - b})
+        })
+        .collect();
+    let softirqs: Vec<_> = (0..busy.len())
+        .map(|i| json!({"cpu": i, "net_rx": 50000, "net_tx": 0}))
+        .collect();
+    let softnet: Vec<_> = (0..busy.len())
+        .map(|i| json!({"cpu": i, "processed": 50000, "dropped": 0, "time_squeeze": 0, "received_rps": 0, "flow_limit": 0}))
+        .collect();
+    serde_json::from_value(json!({
+        "host": host, "index": index, "start_s": index as f64, "end_s": index as f64 + 1.0,
+        "omitted": false,
+        "engine": {"tx_bytes": 1_250_000_000u64, "rx_bytes": 1_250_000_000u64, "tx_bps": 1e10, "rx_bps": 1e10,
+                   "messages": 0, "msgs_per_s": 0.0},
+        "cpus": cpus, "softirqs": softirqs, "softnet": softnet,
+        "ifaces": [{"name": "eth0", "rx_bytes": 1_250_000_000u64, "rx_packets": 20000, "rx_errors": 0,
+                    "rx_dropped": 0, "tx_bytes": 1_250_000_000u64, "tx_packets": 20000, "tx_errors": 0,
+                    "tx_dropped": 0, "rx_bps": 1e10, "tx_bps": 1e10}],
+        "nstat": {"Tcp.OutSegs": 1_000_000u64, "Tcp.RetransSegs": 5}
+    }))
+    .expect("sample json")
+}
+
+fn window(host: &str, n: u32, busy: &[f64]) -> Vec<Sample> {
+    (0..n).map(|i| sample(host, i, busy)).collect()
+}
+
+fn features(gro: bool, tso: bool) -> Features {
+    let f = |on| Feature {
+        on,
+        fixed: false,
+        requested: None,
+    };
+    Features(
+        [
+            ("generic-receive-offload".to_string(), f(gro)),
+            ("tcp-segmentation-offload".to_string(), f(tso)),
+            ("generic-segmentation-offload".to_string(), f(true)),
+        ]
+        .into_iter()
+        .collect(),
+    )
+}
+
+/// A healthy 100 Gb/s mlx5 NIC `eth0` with 16 queues on a 16-CPU single-node host.
+fn nic() -> NicFacts {
+    NicFacts {
+        name: "eth0".into(),
+        mtu: Some(9000),
+        drvinfo: Support::Value(DrvInfo {
+            driver: "mlx5_core".into(),
+            version: "24.07-0.6.1".into(),
+            firmware: "16.35.3006 (MT_0000000008)".into(),
+            bus_info: "0000:3b:00.0".into(),
+            ..Default::default()
+        }),
+        channels: Support::Value(Channels {
+            max_combined: Some(63),
+            combined: Some(16),
+            ..Default::default()
+        }),
+        rings: Support::Value(Rings {
+            max_rx: Some(8192),
+            rx: Some(8192),
+            max_tx: Some(8192),
+            tx: Some(8192),
+            ..Default::default()
+        }),
+        features: Support::Value(features(true, true)),
+        link: Support::Value(LinkInfo {
+            speed_mbps: Some(100_000),
+            ..Default::default()
+        }),
+        numa_node: Some(0),
+        local_cpulist: Some("0-15".into()),
+        pcie: Some(PcieLink {
+            current_speed: "8.0 GT/s PCIe".into(),
+            current_width: Some(16),
+            max_speed: "8.0 GT/s PCIe".into(),
+            max_width: Some(16),
+        }),
+        irqs: (0..4)
+            .map(|i| IrqFact {
+                irq: 100 + i,
+                name: format!("mlx5_comp{i}@pci:0000:3b:00.0"),
+                affinity: i.to_string(),
+            })
+            .chain(std::iter::once(IrqFact {
+                irq: 99,
+                name: "mlx5_async0@pci:0000:3b:00.0".into(),
+                affinity: "0".into(),
+            }))
+            .collect(),
+        rps: (0..4)
+            .map(|q| QueueMask {
+                queue: q,
+                mask: "0".into(),
+            })
+            .collect(),
+        qdisc: Some("mq".into()),
+        rx_queues: Some(16),
+        tx_queues: Some(16),
+        ..Default::default()
+    }
+}
+
+fn host_facts() -> HostFacts {
+    HostFacts {
+        kernel: "6.8.0".into(),
+        cpus: 16,
+        numa: vec![NumaNode {
+            node: 0,
+            cpulist: "0-15".into(),
+        }],
+        nics: vec![nic()],
+        irqbalance: Some(false),
+        governors: [("performance".to_string(), "0-15".to_string())]
+            .into_iter()
+            .collect(),
+        sysctls: [
+            ("net.ipv4.tcp_rmem", "4096 131072 67108864"),
+            ("net.ipv4.tcp_wmem", "4096 16384 67108864"),
+            ("net.core.rmem_max", "67108864"),
+            ("net.core.wmem_max", "67108864"),
+            ("net.core.netdev_budget", "300"),
+            ("net.core.netdev_max_backlog", "1000"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+        cmdline: "ro quiet".into(),
+        ..Default::default()
+    }
+}
+
+fn spec(streams: u32, cpus: &[u32]) -> EngineSpec {
+    serde_json::from_value(
+        json!({"engine":"tcp","mode":"stream","streams":streams,"threads":0,
+        "len":131072,"size":16384,"resp_size":16384,"depth":1,"window":null,"mss":null,
+        "congestion":null,"zerocopy":false,"skip_rx_copy":false,"reverse":false,"bidir":false,
+        "cpus":cpus,"peer_cpus":[],"bytes":null}),
+    )
+    .expect("spec json")
+}
+
+/// Everything one test needs, owned.
+#[derive(Clone)]
+struct Case {
+    local: Vec<Sample>,
+    peer: Vec<Sample>,
+    lf: HostFacts,
+    pf: HostFacts,
+    spec: EngineSpec,
+}
+
+impl Case {
+    fn healthy() -> Self {
+        Case {
+            local: window("local", 4, &[40.0; 16]),
+            peer: window("peer", 4, &[40.0; 16]),
+            lf: host_facts(),
+            pf: host_facts(),
+            spec: spec(4, &[]),
+        }
+    }
+    fn run(&self) -> Vec<Finding> {
+        diagnose(&Input {
+            local: Window {
+                samples: &self.local,
+                facts: Some(&self.lf),
+            },
+            peer: Window {
+                samples: &self.peer,
+                facts: Some(&self.pf),
+            },
+            test: TestContext {
+                spec: Some(&self.spec),
+                summary: None,
+            },
+        })
+    }
+}
+
+fn ids(f: &[Finding], id: &str) -> Vec<Finding> {
+    f.iter().filter(|x| x.id == id).cloned().collect()
+}
+
+/// The rule fires on `bad` (on `host`, at `sev`), not on the healthy case, and the
+/// Tracker raises it after 2 intervals and clears it after 2 healthy ones.
+fn fires_and_clears(bad: &Case, id: &str, host: HostRole, sev: Severity) -> Finding {
+    let healthy = Case::healthy().run();
+    assert!(
+        ids(&healthy, id).is_empty(),
+        "{id} fires on the healthy case: {healthy:#?}"
+    );
+    let found = bad.run();
+    let f = ids(&found, id);
+    assert!(!f.is_empty(), "{id} did not fire: {found:#?}");
+    let f = f
+        .into_iter()
+        .find(|x| x.host == host)
+        .unwrap_or_else(|| panic!("{id} not on {host:?}"));
+    assert_eq!(f.severity, sev, "{f:#?}");
+    assert!(
+        !f.title.is_empty()
+            && !f.evidence.is_empty()
+            && !f.why.is_empty()
+            && !f.reference.is_empty()
+    );
+    let mut t = Tracker::new(2, 2);
+    assert!(t
+        .update(bad.run())
+        .iter()
+        .all(|c| !matches!(c, Change::Raised(x) if x.id == id)));
+    assert!(t
+        .update(bad.run())
+        .iter()
+        .any(|c| matches!(c, Change::Raised(x) if x.id == id)));
+    assert!(t.active().iter().any(|x| x.id == id));
+    assert!(t
+        .update(Case::healthy().run())
+        .iter()
+        .all(|c| !matches!(c, Change::Cleared { id: i, .. } if i == id)));
+    assert!(
+        t.active().iter().any(|x| x.id == id),
+        "cleared after one healthy interval"
+    );
+    assert!(t
+        .update(Case::healthy().run())
+        .iter()
+        .any(|c| matches!(c, Change::Cleared { id: i, .. } if i == id)));
+    assert!(t.active().iter().all(|x| x.id != id));
+    f
+}
+
+fn nic_mut(c: &mut Case) -> &mut NicFacts {
+    &mut c.pf.nics[0]
+}
+
+// ---------- healthy ----------
+
+#[test]
+fn healthy_case_has_no_findings() {
+    let f = Case::healthy().run();
+    assert!(f.is_empty(), "{f:#?}");
+}
+
+// ---------- cpu / softirq / irq ----------
+
+#[test]
+fn single_core_saturated() {
+    let mut c = Case::healthy();
+    let mut busy = [10.0; 16];
+    busy[2] = 100.0;
+    c.local = window("local", 4, &busy);
+    for s in &mut c.local {
+        s.softirqs[2].net_rx = 900_000;
+    }
+    c.spec = spec(1, &[2]);
+    let f = fires_and_clears(
+        &c,
+        "cpu.single-core-saturated",
+        HostRole::Local,
+        Severity::Warn,
+    );
+    assert_eq!(f.subject, "cpu2");
+    assert!(f.title.contains("engine threads"), "{}", f.title);
+    assert!(f.title.contains("IRQ 102"), "{}", f.title);
+    assert!(f.title.contains("NET_RX"), "{}", f.title);
+    // Not when every core is busy (no headroom), nor below 95 %.
+    let mut all = Case::healthy();
+    all.local = window("local", 4, &[100.0; 16]);
+    assert!(ids(&all.run(), "cpu.single-core-saturated").is_empty());
+    let mut low = Case::healthy();
+    busy[2] = 90.0;
+    low.local = window("local", 4, &busy);
+    assert!(ids(&low.run(), "cpu.single-core-saturated").is_empty());
+    // Not for a single interval when the window has 3+.
+    let mut once = Case::healthy();
+    busy[2] = 100.0;
+    once.local[3] = sample("local", 3, &busy);
+    assert!(ids(&once.run(), "cpu.single-core-saturated").is_empty());
+}
+
+#[test]
+fn saturated_core_outranks_mtu() {
+    let mut c = Case::healthy();
+    let mut busy = [10.0; 16];
+    busy[0] = 100.0;
+    c.local = window("local", 4, &busy);
+    c.lf.nics[0].mtu = Some(1500);
+    c.pf.nics[0].mtu = Some(1500);
+    let f = c.run();
+    assert_eq!(f[0].id, "cpu.single-core-saturated", "{f:#?}");
+    assert!(f
+        .iter()
+        .any(|x| x.id == "nic.mtu-small" && x.severity == Severity::Info));
+    assert!(f.windows(2).all(|w| w[0].score >= w[1].score));
+}
+
+#[test]
+fn softirq_concentrated() {
+    let mut c = Case::healthy();
+    for s in &mut c.peer {
+        for (i, si) in s.softirqs.iter_mut().enumerate() {
+            si.net_rx = if i == 5 { 500_000 } else { 10 };
+        }
+    }
+    let f = fires_and_clears(&c, "softirq.concentrated", HostRole::Peer, Severity::Info);
+    assert!(f
+        .fix
+        .iter()
+        .any(|x| x.contains("/proc/irq/100/smp_affinity_list")));
+    // Warn when that core is also saturated.
+    let mut busy = [10.0; 16];
+    busy[5] = 100.0;
+    let mut w = c.clone();
+    for s in &mut w.peer {
+        let net = s.softirqs.clone();
+        *s = sample("peer", s.index, &busy);
+        s.softirqs = net;
+    }
+    assert_eq!(
+        ids(&w.run(), "softirq.concentrated")[0].severity,
+        Severity::Warn
+    );
+}
+
+#[test]
+fn irq_single_cpu() {
+    let mut c = Case::healthy();
+    for i in &mut nic_mut(&mut c).irqs {
+        i.affinity = "3".into();
+    }
+    let f = fires_and_clears(&c, "irq.single-cpu", HostRole::Peer, Severity::Warn);
+    assert_eq!(f.fix[0], "echo 0 > /proc/irq/100/smp_affinity_list");
+    assert_eq!(f.fix[1], "echo 1 > /proc/irq/101/smp_affinity_list");
+}
+
+#[test]
+fn irq_remote_numa() {
+    let mut c = Case::healthy();
+    c.pf.numa = vec![
+        NumaNode {
+            node: 0,
+            cpulist: "0-7".into(),
+        },
+        NumaNode {
+            node: 1,
+            cpulist: "8-15".into(),
+        },
+    ];
+    nic_mut(&mut c).local_cpulist = Some("0-7".into());
+    nic_mut(&mut c).irqs[1].affinity = "12".into();
+    let f = fires_and_clears(&c, "irq.remote-numa", HostRole::Peer, Severity::Warn);
+    assert!(
+        f.fix
+            .contains(&"echo 1 > /proc/irq/101/smp_affinity_list".to_string()),
+        "{:?}",
+        f.fix
+    );
+}
+
+#[test]
+fn irqbalance_conflict() {
+    let mut c = Case::healthy();
+    c.pf.irqbalance = Some(true);
+    let f = fires_and_clears(&c, "irqbalance.conflict", HostRole::Peer, Severity::Info);
+    assert!(f.why.contains("1.8.0"));
+}
+
+#[test]
+fn cpu_governor() {
+    let mut c = Case::healthy();
+    c.lf.governors = [("powersave".to_string(), "0-15".to_string())]
+        .into_iter()
+        .collect();
+    let f = fires_and_clears(&c, "cpu.governor", HostRole::Local, Severity::Warn);
+    assert_eq!(
+        f.fix,
+        vec!["cpupower frequency-set -g performance".to_string()]
+    );
+}
+
+#[test]
+fn softnet_squeeze_and_backlog() {
+    let mut c = Case::healthy();
+    for s in &mut c.peer {
+        s.softnet[1].delta.time_squeeze = 500;
+    }
+    let f = fires_and_clears(&c, "softnet.squeeze", HostRole::Peer, Severity::Warn);
+    assert!(f.fix[0].contains("net.core.netdev_budget=600"));
+    let mut d = Case::healthy();
+    d.peer[2].softnet[3].delta.dropped = 42;
+    let f = fires_and_clears(&d, "softnet.backlog-drops", HostRole::Peer, Severity::Warn);
+    assert_eq!(
+        f.fix,
+        vec!["sysctl -w net.core.netdev_max_backlog=4096".to_string()]
+    );
+}
+
+// ---------- nic ----------
+
+#[test]
+fn nic_few_queues() {
+    let mut c = Case::healthy();
+    nic_mut(&mut c).channels = Support::Value(Channels {
+        max_combined: Some(63),
+        combined: Some(4),
+        ..Default::default()
+    });
+    let f = fires_and_clears(&c, "nic.few-queues", HostRole::Peer, Severity::Warn);
+    assert_eq!(f.fix, vec!["ethtool -L eth0 combined 16".to_string()]);
+    // Not on a 10 Gb/s link.
+    nic_mut(&mut c).link = Support::Value(LinkInfo {
+        speed_mbps: Some(10_000),
+        ..Default::default()
+    });
+    assert!(ids(&c.run(), "nic.few-queues").is_empty());
+}
+
+fn queues(s: &mut Sample, packets: &[u64]) {
+    s.queues = packets
+        .iter()
+        .enumerate()
+        .map(|(q, p)| {
+            serde_json::from_value(
+                json!({"iface":"eth0","dir":"rx","queue":q,"packets":p,"bytes":p*1500,
+                "drops":0,"pps":*p as f64,"bps":0.0,"source":"ethtool"}),
+            )
+            .expect("queue json")
+        })
+        .collect();
+}
+
+#[test]
+fn nic_queue_imbalance() {
+    let mut c = Case::healthy();
+    for s in &mut c.peer {
+        queues(s, &[500_000, 100, 50, 0]);
+    }
+    let f = fires_and_clears(&c, "nic.queue-imbalance", HostRole::Peer, Severity::Info);
+    assert_eq!(f.subject, "eth0 rx");
+    assert!(f.fix.iter().any(|x| x.contains("rx-flow-hash")));
+    // Balanced or idle queues: nothing.
+    for s in &mut c.peer {
+        queues(s, &[500_000, 400_000, 450_000, 500_000]);
+    }
+    assert!(ids(&c.run(), "nic.queue-imbalance").is_empty());
+    for s in &mut c.peer {
+        queues(s, &[0, 0, 0, 0]);
+    }
+    assert!(ids(&c.run(), "nic.queue-imbalance").is_empty());
+}
+
+fn counter(s: &mut Sample, name: &str, delta: u64) {
+    s.nic_counters.push(NicCounter {
+        iface: "eth0".into(),
+        name: name.into(),
+        delta,
+    });
+}
+
+#[test]
+fn nic_ring_small() {
+    let mut c = Case::healthy();
+    nic_mut(&mut c).rings = Support::Value(Rings {
+        max_rx: Some(8192),
+        rx: Some(1024),
+        ..Default::default()
+    });
+    for s in &mut c.peer {
+        s.ifaces[0].delta.rx_dropped = 300;
+    }
+    let f = fires_and_clears(&c, "nic.ring-small", HostRole::Peer, Severity::Warn);
+    assert_eq!(f.fix, vec!["ethtool -G eth0 rx 8192".to_string()]);
+    // No drops, or rings not supported (veth): nothing.
+    let mut n = c.clone();
+    for s in &mut n.peer {
+        s.ifaces[0].delta.rx_dropped = 0;
+    }
+    assert!(ids(&n.run(), "nic.ring-small").is_empty());
+    nic_mut(&mut c).rings = Support::NotSupported {
+        driver: "veth".into(),
+    };
+    assert!(ids(&c.run(), "nic.ring-small").is_empty());
+}
+
+#[test]
+fn nic_mlx5_counters() {
+    let mut c = Case::healthy();
+    counter(&mut c.peer[1], "rx_out_of_buffer", 1200);
+    fires_and_clears(&c, "nic.rx-out-of-buffer", HostRole::Peer, Severity::Warn);
+    let mut d = Case::healthy();
+    counter(&mut d.peer[1], "rx_discards_phy", 77);
+    fires_and_clears(&d, "nic.discards-phy", HostRole::Peer, Severity::Warn);
+    let mut p = Case::healthy();
+    counter(&mut p.peer[1], "tx_pause_ctrl_phy", 500);
+    let f = fires_and_clears(&p, "nic.pause-frames", HostRole::Peer, Severity::Warn);
+    assert!(f.title.contains("this host is congested"), "{}", f.title);
+    let mut r = Case::healthy();
+    counter(&mut r.local[1], "rx_pause_ctrl_phy", 500);
+    let f = fires_and_clears(&r, "nic.pause-frames", HostRole::Local, Severity::Warn);
+    assert!(f.title.contains("link partner"), "{}", f.title);
+}
+
+#[test]
+fn nic_gro_and_tso_off() {
+    let mut c = Case::healthy();
+    nic_mut(&mut c).features = Support::Value(features(false, true));
+    let f = fires_and_clears(&c, "nic.gro-off", HostRole::Peer, Severity::Warn);
+    assert_eq!(f.fix, vec!["ethtool -K eth0 gro on".to_string()]);
+    // veth: GRO off is the default and only info while packets arrive aggregated...
+    let mut v = Case::healthy();
+    for f in [&mut v.lf, &mut v.pf] {
+        f.nics[0].name = "veth-b".into();
+        f.nics[0].drvinfo = Support::Value(DrvInfo {
+            driver: "veth".into(),
+            version: "1.0".into(),
+            ..Default::default()
+        });
+        f.nics[0].features = Support::Value(features(false, true));
+        f.nics[0].pcie = None;
+    }
+    for s in v.peer.iter_mut().chain(v.local.iter_mut()) {
+        s.ifaces[0].name = "veth-b".into();
+        s.ifaces[0].delta.rx_packets = 20_000; // 62 KB per packet: GSO super-packets
+    }
+    let g = ids(&v.run(), "nic.gro-off");
+    assert!(
+        g.iter().all(|x| x.severity == Severity::Info) && g.len() == 2,
+        "{g:#?}"
+    );
+    // ...and a warning when they arrive MTU-sized.
+    for s in &mut v.peer {
+        s.ifaces[0].delta.rx_packets = 1_000_000;
+    }
+    let g = ids(&v.run(), "nic.gro-off");
+    assert!(
+        g.iter()
+            .any(|x| x.host == HostRole::Peer && x.severity == Severity::Warn),
+        "{g:#?}"
+    );
+    let mut t = Case::healthy();
+    nic_mut(&mut t).features = Support::Value(features(true, false));
+    let f = fires_and_clears(&t, "nic.tso-off", HostRole::Peer, Severity::Warn);
+    assert_eq!(f.fix, vec!["ethtool -K eth0 tso on gso on".to_string()]);
+}
+
+#[test]
+fn nic_mtu_small_and_mismatch() {
+    let mut c = Case::healthy();
+    c.lf.nics[0].mtu = Some(1500);
+    c.pf.nics[0].mtu = Some(1500);
+    let f = fires_and_clears(&c, "nic.mtu-small", HostRole::Local, Severity::Info);
+    assert_eq!(f.fix, vec!["ip link set dev eth0 mtu 9000".to_string()]);
+    // 10 Gb/s: not reported.
+    for f in [&mut c.lf, &mut c.pf] {
+        f.nics[0].link = Support::Value(LinkInfo {
+            speed_mbps: Some(10_000),
+            ..Default::default()
+        });
+    }
+    assert!(ids(&c.run(), "nic.mtu-small").is_empty());
+    // Differing MTUs: warn on the smaller side.
+    let mut m = Case::healthy();
+    m.pf.nics[0].mtu = Some(1500);
+    let f = fires_and_clears(&m, "nic.mtu-small", HostRole::Peer, Severity::Warn);
+    assert!(f.title.contains("differs"));
+}
+
+// ---------- tcp ----------
+
+fn conns(s: &mut Sample, rwnd_us: u64, busy_us: u64, rtt_us: u32) {
+    s.conns = vec![serde_json::from_value(json!({"id":0,"role":"sender","tx_bytes":1_250_000_000u64,
+        "rx_bytes":0,"retransmits":0,"tcp":{"rtt_us":rtt_us,"rttvar_us":10,"min_rtt_us":20,"snd_cwnd":100,
+        "snd_mss":1448,"total_retrans":0,"rcv_space":14480,"delivery_rate_bps":10_000_000_000u64,
+        "notsent_bytes":0,"busy_us":busy_us,"rwnd_limited_us":rwnd_us,"sndbuf_limited_us":0,"snd_wnd":8192}}))
+    .expect("conn json")];
+}
+
+#[test]
+fn tcp_buffer_limited() {
+    let mut c = Case::healthy();
+    c.pf.sysctls
+        .insert("net.ipv4.tcp_rmem".into(), "4096 4096 8192".into());
+    for (i, s) in c.local.iter_mut().enumerate() {
+        let i = i as u64 + 1;
+        conns(s, 800_000 * i, 1_000_000 * i, 50);
+    }
+    let f = fires_and_clears(&c, "tcp.buffer-limited", HostRole::Peer, Severity::Warn);
+    assert_eq!(f.subject, "receive");
+    assert_eq!(
+        f.fix[0],
+        "sysctl -w net.ipv4.tcp_rmem=\"4096 4096 67108864\""
+    );
+    assert_eq!(f.fix[1], "sysctl -w net.core.rmem_max=67108864");
+    // Large buffers and little rwnd-limited time: nothing.
+    let mut h = Case::healthy();
+    for (i, s) in h.local.iter_mut().enumerate() {
+        let i = i as u64 + 1;
+        conns(s, 30_000 * i, 1_000_000 * i, 130);
+    }
+    assert!(ids(&h.run(), "tcp.buffer-limited").is_empty());
+    // rwnd-limited with huge buffers is the receiving application, not the buffer.
+    let mut a = Case::healthy();
+    for (i, s) in a.local.iter_mut().enumerate() {
+        let i = i as u64 + 1;
+        conns(s, 800_000 * i, 1_000_000 * i, 50);
+    }
+    assert!(ids(&a.run(), "tcp.buffer-limited").is_empty());
+}
+
+#[test]
+fn tcp_retransmits() {
+    let mut c = Case::healthy();
+    for s in &mut c.local {
+        s.nstat.insert("Tcp.RetransSegs".into(), 5000);
+    }
+    let f = fires_and_clears(&c, "tcp.retransmits", HostRole::Local, Severity::Warn);
+    assert!(f.title.starts_with("0.50 %"), "{}", f.title);
+}
+
+// ---------- platform / driver ----------
+
+#[test]
+fn qdisc_shaping() {
+    let mut c = Case::healthy();
+    nic_mut(&mut c).qdisc = Some("tbf".into());
+    let f = fires_and_clears(&c, "qdisc.shaping", HostRole::Peer, Severity::Warn);
+    assert!(f.fix.contains(&"tc qdisc del dev eth0 root".to_string()));
+}
+
+#[test]
+fn pcie_link_downgraded() {
+    let mut c = Case::healthy();
+    nic_mut(&mut c).pcie = Some(PcieLink {
+        current_speed: "8.0 GT/s PCIe".into(),
+        current_width: Some(8),
+        max_speed: "16.0 GT/s PCIe".into(),
+        max_width: Some(16),
+    });
+    fires_and_clears(&c, "pcie.link-downgraded", HostRole::Peer, Severity::Warn);
+}
+
+#[test]
+fn platform_iommu() {
+    let mut c = Case::healthy();
+    c.lf.cmdline = "ro intel_iommu=on quiet".into();
+    fires_and_clears(&c, "platform.iommu", HostRole::Local, Severity::Warn);
+    c.lf.cmdline = "ro intel_iommu=on iommu=pt".into();
+    assert!(ids(&c.run(), "platform.iommu").is_empty());
+}
+
+fn drv(c: &mut Case, version: &str, firmware: &str) {
+    nic_mut(c).drvinfo = Support::Value(DrvInfo {
+        driver: "mlx5_core".into(),
+        version: version.into(),
+        firmware: firmware.into(),
+        bus_info: "0000:3b:00.0".into(),
+        ..Default::default()
+    });
+}
+
+#[test]
+fn driver_mlx5_outdated() {
+    let mut c = Case::healthy();
+    drv(&mut c, "5.0-0", "16.35.3006");
+    let f = fires_and_clears(&c, "driver.mlx5-outdated", HostRole::Peer, Severity::Warn);
+    assert!(f.title.contains("inbox"));
+    drv(&mut c, "3.0-1 (January 2015)", "16.35.3006");
+    assert_eq!(
+        ids(&c.run(), "driver.mlx5-outdated")[0].severity,
+        Severity::Error
+    );
+    // Kernel-versioned inbox driver and current OFED: nothing; an unknown form: info "not in catalog".
+    drv(&mut c, "6.8.0-45-generic", "16.35.3006");
+    assert!(ids(&c.run(), "driver.mlx5-outdated").is_empty());
+    drv(&mut c, "something-odd", "16.35.3006");
+    let f = ids(&c.run(), "driver.mlx5-outdated");
+    assert_eq!(f[0].severity, Severity::Info);
+    assert!(f[0].title.contains("not in catalog"));
+    // A driver the catalog does not know at all: info, never outdated.
+    nic_mut(&mut c).drvinfo = Support::Value(DrvInfo {
+        driver: "ice".into(),
+        version: "1.0.0".into(),
+        firmware: "4.40 0x8001af35".into(),
+        bus_info: "0000:5e:00.0".into(),
+        ..Default::default()
+    });
+    let f = c.run();
+    assert!(f.iter().all(|x| x.severity == Severity::Info), "{f:#?}");
+    assert!(f.iter().any(|x| x.title.contains("not in catalog")));
+}
+
+#[test]
+fn firmware_outdated() {
+    let mut c = Case::healthy();
+    drv(&mut c, "24.07-0.6.1", "16.20.1010 (MT_0000000008)");
+    let f = fires_and_clears(&c, "firmware.outdated", HostRole::Peer, Severity::Warn);
+    assert!(f.title.contains("ConnectX-5"));
+    // Newer minor within the same major: fine. A higher major is not compared with 16's floor.
+    drv(&mut c, "24.07-0.6.1", "16.35.4030");
+    assert!(ids(&c.run(), "firmware.outdated").is_empty());
+    drv(&mut c, "24.07-0.6.1", "22.39.2048");
+    assert!(ids(&c.run(), "firmware.outdated").is_empty());
+    drv(&mut c, "24.07-0.6.1", "99.1.1");
+    let f = ids(&c.run(), "firmware.outdated");
+    assert_eq!(f[0].severity, Severity::Info);
+    assert!(f[0].title.contains("not in catalog"));
+}
