@@ -31,7 +31,7 @@ struct Cli {
 enum Task {
     /// Generate shell completions (bash, zsh, fish) and man pages.
     Dist {
-        /// Output directory (default: <workspace>/target/dist).
+        /// Output directory (default: `<workspace>/target/dist`).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
