@@ -24,6 +24,11 @@ pub struct RrArgs {
     /// Request (= response) sizes in bytes for the sockperf comparison.
     #[arg(long, value_delimiter = ',', default_value = "64,1024", value_parser = clap::value_parser!(u32).range(14..=65536))]
     sizes: Vec<u32>,
+    /// Pin both tools the same way, client on CPU 0 and server on CPU 1
+    /// (wirescope `--cpus 0 --peer-cpus 1`, sockperf under `taskset`), so
+    /// thread placement is not what the comparison measures.
+    #[arg(long)]
+    pin: bool,
     /// Connection counts for the wirescope-only scaling runs (64-byte requests).
     #[arg(long, value_delimiter = ',', default_value = "16,256", value_parser = clap::value_parser!(u32).range(1..=65536))]
     conns: Vec<u32>,
@@ -47,17 +52,22 @@ pub fn run(lab: &mut Lab, args: &RrArgs) -> Result<()> {
     let version =
         tool_version("sockperf").context("sockperf is required (apt install sockperf)")?;
     let port = SOCKPERF_PORT.to_string();
-    let mut server = lab.server("sockperf");
+    let mut server = pinned(
+        lab.server(if args.pin { "taskset" } else { "sockperf" }),
+        args.pin,
+        "1",
+    );
     server.args(["server", "-i", ADDR_B, "-p", &port, "--tcp"]);
     lab.start_server("sockperf-server", server, SOCKPERF_PORT)?;
     let c = args.common;
     let mut sizes = Vec::new();
     for &size in &args.sizes {
-        sizes.push(measure_size(lab, size, c)?);
+        sizes.push(measure_size(lab, size, c, args.pin)?);
     }
     let mut scaling = Vec::new();
     for &conns in &args.conns {
-        scaling.push(measure_conns(lab, conns, c)?);
+        // Scaling runs spread over every core: pinning all workers of a side to one core is not what they measure.
+        scaling.push(measure_conns(lab, conns, c, false)?);
     }
     print_header(lab, c, &version, &sizes);
     print_comparison(&sizes);
@@ -65,14 +75,14 @@ pub fn run(lab: &mut Lab, args: &RrArgs) -> Result<()> {
     Ok(())
 }
 
-fn measure_size(lab: &Lab, size: u32, c: Common) -> Result<SizePoint> {
+fn measure_size(lab: &Lab, size: u32, c: Common, pin: bool) -> Result<SizePoint> {
     let mut p = SizePoint {
         size,
         wirescope: vec![],
         sockperf: vec![],
     };
     for round in 1..=c.rounds {
-        let ws = wirescope_rr(lab, 1, size, c.time)?;
+        let ws = wirescope_rr(lab, 1, size, c.time, pin)?;
         progress(
             round,
             c.rounds,
@@ -82,7 +92,7 @@ fn measure_size(lab: &Lab, size: u32, c: Common) -> Result<SizePoint> {
         );
         p.wirescope.push(ws);
         std::thread::sleep(SETTLE);
-        let sp = sockperf(lab, size, c.time)?;
+        let sp = sockperf(lab, size, c.time, pin)?;
         progress(
             round,
             c.rounds,
@@ -96,13 +106,13 @@ fn measure_size(lab: &Lab, size: u32, c: Common) -> Result<SizePoint> {
     Ok(p)
 }
 
-fn measure_conns(lab: &Lab, conns: u32, c: Common) -> Result<ConnsPoint> {
+fn measure_conns(lab: &Lab, conns: u32, c: Common, pin: bool) -> Result<ConnsPoint> {
     let mut p = ConnsPoint {
         conns,
         runs: vec![],
     };
     for round in 1..=c.rounds {
-        let ws = wirescope_rr(lab, conns, 64, c.time)?;
+        let ws = wirescope_rr(lab, conns, 64, c.time, pin)?;
         progress(
             round,
             c.rounds,
@@ -123,22 +133,38 @@ fn progress(round: u32, rounds: u32, what: &str, rate: f64, lat: Option<(f64, f6
     eprintln!("xtask: round {round}/{rounds}  {what}  {rate:.0} req/s{lat}");
 }
 
-fn wirescope_rr(lab: &Lab, conns: u32, size: u32, secs: u64) -> Result<WsRun> {
+/// `taskset -c CPU` in front of sockperf when pinning (`cmd` runs `taskset` then).
+fn pinned(mut cmd: std::process::Command, pin: bool, cpu: &str) -> std::process::Command {
+    if pin {
+        cmd.args(["-c", cpu, "sockperf"]);
+    }
+    cmd
+}
+
+fn wirescope_rr(lab: &Lab, conns: u32, size: u32, secs: u64, pin: bool) -> Result<WsRun> {
     let (n, s, t) = (conns.to_string(), size.to_string(), format!("{secs}s"));
-    let run = lab.wirescope_run(&["-m", "rr", "--conns", &n, "--size", &s, "-t", &t])?;
+    let mut args = vec!["-m", "rr", "--conns", &n, "--size", &s, "-t", &t];
+    if pin {
+        args.extend(["--cpus", "0", "--peer-cpus", "1"]);
+    }
+    let run = lab.wirescope_run(&args)?;
     if run.latency.is_none() {
         anyhow::bail!("wirescope rr summary (--conns {conns} --size {size}) has no latency_us");
     }
     Ok(run)
 }
 
-fn sockperf(lab: &Lab, size: u32, secs: u64) -> Result<Sockperf> {
+fn sockperf(lab: &Lab, size: u32, secs: u64, pin: bool) -> Result<Sockperf> {
     let (port, m, t) = (
         SOCKPERF_PORT.to_string(),
         size.to_string(),
         secs.to_string(),
     );
-    let mut client = lab.client("sockperf");
+    let mut client = pinned(
+        lab.client(if pin { "taskset" } else { "sockperf" }),
+        pin,
+        "0",
+    );
     client.args([
         "ping-pong",
         "-i",
