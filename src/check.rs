@@ -72,3 +72,104 @@ pub fn render(findings: &[Finding]) -> String {
     );
     s
 }
+
+/// `wirescope check`: audit facts only (no traffic) of this host, the peer,
+/// or a captured directory. Exit codes: 0, 3 with `--fail-on` when a finding
+/// of that level is present, 1 when the peer cannot be read, 2 usage.
+pub fn command(args: crate::cli::CheckArgs) -> anyhow::Result<u8> {
+    use crate::headless::{out, EXIT_FAILED, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
+    use crate::probe::source::{Dir, Live};
+    use crate::probe::system::read_host_facts;
+    let (source, local) = match &args.from {
+        Some(dir) => {
+            if !dir.is_dir() {
+                eprintln!("error: --from {}: not a directory; give a `wirescope capture` directory or an unpacked sosreport", dir.display());
+                return Ok(EXIT_USAGE);
+            }
+            let d = Dir::new(dir);
+            let ifaces = crate::watch::dir_ifaces(&d, &args.ifaces);
+            (
+                format!("directory {}", dir.display()),
+                read_host_facts(&d, &ifaces),
+            )
+        }
+        None => {
+            let live = Live::default();
+            let mut ifaces = args.ifaces.clone();
+            if ifaces.is_empty() {
+                ifaces.extend(crate::watch::default_route_iface(&live));
+            }
+            ("this host".to_string(), read_host_facts(&live, &ifaces))
+        }
+    };
+    let peer = match &args.peer {
+        None => None,
+        Some(p) => match peer_facts(p, args.token_file.as_deref()) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("error: cannot read the peer's facts: {e:#}");
+                return Ok(EXIT_FAILED);
+            }
+        },
+    };
+    let findings = run_check(&local, peer.as_ref());
+    if args.json {
+        out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "source": source, "findings": findings })
+            )?
+        ));
+    } else {
+        out(&format!(
+            "check of {source}{}\n",
+            if peer.is_some() { " and the peer" } else { "" }
+        ));
+        out(&render(&findings));
+    }
+    match (args.fail_on, worst(&findings)) {
+        (Some(level), Some(w)) if w >= level.severity() => Ok(EXIT_FINDINGS),
+        _ => Ok(EXIT_OK),
+    }
+}
+
+/// The peer's facts: a short observe-only point (no traffic), whose first peer Sample carries them.
+fn peer_facts(peer: &str, token_file: Option<&std::path::Path>) -> anyhow::Result<HostFacts> {
+    use crate::session::controller::{Controller, PointParams, RunEvent, Target};
+    let addr = crate::cli::resolve_peer(peer)?;
+    let (token, _) = crate::session::auth::load_token(token_file, false)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let mut ctl = Controller::connect(Target::Tcp(addr), &token).await?;
+        let pp = PointParams {
+            spec: None,
+            interval: std::time::Duration::from_millis(100),
+            omit: std::time::Duration::ZERO,
+            time: Some(std::time::Duration::from_millis(100)),
+            ifaces: Vec::new(),
+            peer_ifaces: Vec::new(),
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let producer = async {
+            let r = ctl.run_point(&pp, &tx, &cancel).await;
+            drop(tx);
+            r
+        };
+        let consumer = async {
+            let mut facts = None;
+            while let Some(RunEvent::Interval { peer, .. }) = rx.recv().await {
+                if facts.is_none() {
+                    facts = peer.and_then(|s| s.facts).map(|f| *f);
+                }
+            }
+            facts
+        };
+        let (r, facts) = tokio::join!(producer, consumer);
+        r?;
+        ctl.close().await;
+        facts.ok_or_else(|| anyhow::anyhow!("the agent sent no facts"))
+    })
+}

@@ -38,6 +38,31 @@ pub enum Command {
     Watch(WatchArgs),
     /// Write a snapshot of this host in the sosreport layout, for `watch --from` later.
     Capture(CaptureArgs),
+    /// Audit the configuration (driver, firmware, offloads, IRQs, sysctls...) of this host, the peer, or a capture; no traffic.
+    Check(CheckArgs),
+}
+
+/// `wirescope check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Interfaces to audit (repeatable). Default: the interface of the default route (live), every interface (--from).
+    #[arg(long = "iface", value_name = "IF")]
+    pub ifaces: Vec<String>,
+    /// Also audit this agent's host (and compare the two, e.g. MTU).
+    #[arg(long, value_name = "HOST[:PORT]", conflicts_with = "from")]
+    pub peer: Option<String>,
+    /// Token file shared with the agent (with --peer).
+    #[arg(long, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
+    /// Audit a captured directory or an unpacked sosreport instead of this host.
+    #[arg(long, value_name = "DIR")]
+    pub from: Option<PathBuf>,
+    /// Print `{"findings": [...]}` as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit with code 3 when a finding of this level or worse is present.
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub fail_on: Option<FailOn>,
 }
 
 /// `wirescope watch`.
@@ -143,6 +168,28 @@ pub struct RunArgs {
     /// Print the summary as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Exit with code 3 when a finding of this level or worse was raised (for CI pipelines).
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub fail_on: Option<FailOn>,
+}
+
+/// `--fail-on` levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    /// Warnings and errors.
+    Warn,
+    /// Errors only.
+    Error,
+}
+
+impl FailOn {
+    /// The lowest severity that fails the run.
+    pub fn severity(self) -> crate::diagnose::Severity {
+        match self {
+            FailOn::Warn => crate::diagnose::Severity::Warn,
+            FailOn::Error => crate::diagnose::Severity::Error,
+        }
+    }
 }
 
 /// Interfaces to watch. The one that routes to the other host is always watched.

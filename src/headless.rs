@@ -7,6 +7,8 @@
 //! error), 2 usage error, 130 interrupted by Ctrl-C/SIGTERM.
 
 use crate::cli::{RunArgs, TargetChoice, TestPlan};
+use crate::diagnose::live::LiveDiagnosis;
+use crate::diagnose::{Input, TestContext, Window};
 use crate::probe::sample::Sample;
 use crate::probe::system::HostInfo;
 use crate::record::log::LogWriter;
@@ -54,6 +56,8 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;
 /// Exit code: bad command line.
 pub const EXIT_USAGE: u8 = 2;
+/// Exit code: a finding at or above `--fail-on` was raised.
+pub const EXIT_FINDINGS: u8 = 3;
 /// Exit code: interrupted by the user.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
@@ -166,6 +170,8 @@ async fn run_async(
         );
     }
     let mut code = EXIT_OK;
+    let mut diag = LiveDiagnosis::default();
+    let mut worst = None;
     for (sweep, spec) in plan.points() {
         let pp = PointParams {
             spec: Some(spec.clone()),
@@ -200,7 +206,8 @@ async fn run_async(
             drop(tx);
             r
         };
-        let consumer = consume(rx, &mut log, &spec, args.json);
+        diag.reset();
+        let consumer = consume(rx, &mut log, &spec, args.json, &mut diag);
         let (outcome, collected) = tokio::join!(producer, consumer);
         let (local, peer) = collected?;
         let outcome = match outcome {
@@ -220,7 +227,7 @@ async fn run_async(
             EndReason::PeerLost(w) => write_event(&mut log, t_end, "peer_lost", w.clone())?,
             EndReason::Failed(w) => write_event(&mut log, t_end, "error", w.clone())?,
         }
-        let s = summary::build(&PointData {
+        let mut s = summary::build(&PointData {
             spec: &spec,
             sweep,
             outcome: &outcome,
@@ -228,6 +235,8 @@ async fn run_async(
             peer: &peer,
             omit_s: plan.omit.as_secs_f64(),
         });
+        s.findings = point_findings(&diag, &spec, &s, &local, &peer);
+        worst = worst.max(s.findings.iter().map(|f| f.severity).max());
         if let Some(l) = log.as_mut() {
             l.write(&Record::Summary(Box::new(s.clone())))?;
         }
@@ -251,7 +260,45 @@ async fn run_async(
         }
     }
     ctl.close().await;
+    worst = worst.max(diag.worst_raised());
+    if let (EXIT_OK, Some(level), Some(w)) = (code, args.fail_on, worst) {
+        if w >= level.severity() {
+            eprintln!(
+                "wirescope: a finding of level {} or worse was raised (--fail-on {})",
+                w.name(),
+                level.severity().name()
+            );
+            return Ok(EXIT_FINDINGS);
+        }
+    }
     Ok(code)
+}
+
+/// The point's diagnosis over all its counted intervals, with its summary.
+fn point_findings(
+    diag: &LiveDiagnosis,
+    spec: &crate::traffic::EngineSpec,
+    s: &crate::record::schema::Summary,
+    local: &[Sample],
+    peer: &[Sample],
+) -> Vec<crate::diagnose::Finding> {
+    let counted = |v: &[Sample]| v.iter().filter(|x| !x.omitted).cloned().collect::<Vec<_>>();
+    let (l, p) = (counted(local), counted(peer));
+    let (lf, pf) = diag.facts();
+    crate::diagnose::diagnose(&Input {
+        local: Window {
+            samples: &l,
+            facts: lf,
+        },
+        peer: Window {
+            samples: &p,
+            facts: pf,
+        },
+        test: TestContext {
+            spec: Some(spec),
+            summary: Some(s),
+        },
+    })
 }
 
 /// Log and print every interval; return the Samples of both hosts.
@@ -260,6 +307,7 @@ async fn consume(
     log: &mut Option<LogWriter>,
     spec: &crate::traffic::EngineSpec,
     json: bool,
+    diag: &mut LiveDiagnosis,
 ) -> anyhow::Result<(Vec<Sample>, Vec<Sample>)> {
     let (mut local, mut peer) = (Vec::new(), Vec::new());
     while let Some(ev) = rx.recv().await {
@@ -273,6 +321,14 @@ async fn consume(
         }
         if !json {
             out!("{}", text::interval_rows(spec, l.as_ref(), p.as_ref()));
+        }
+        for change in diag.push(l.as_ref(), p.as_ref(), Some(spec)) {
+            if !json {
+                out!("{}", text::finding_change(&change));
+            }
+            if let Some(w) = log.as_mut() {
+                w.write(&Record::Finding(Box::new(change)))?;
+            }
         }
         local.extend(l);
         peer.extend(p);

@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         Some(Command::Run(r)) => headless::run(*r, argv),
         Some(Command::Watch(w)) => wirescope::watch::watch(w, argv),
         Some(Command::Capture(c)) => wirescope::watch::capture(c),
+        Some(Command::Check(c)) => wirescope::check::command(c),
     };
     match result {
         Ok(code) => ExitCode::from(code),

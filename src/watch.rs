@@ -7,6 +7,7 @@
 //! (no rates: a snapshot has no interval). `capture DIR` writes that layout.
 
 use crate::cli::{resolve_peer, CaptureArgs, WatchArgs};
+use crate::diagnose::live::LiveDiagnosis;
 use crate::headless::{out, spawn_signal_handler, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::probe::counters::{per_queue, QueueCounters};
 use crate::probe::facts::{HostFacts, Support};
@@ -70,7 +71,7 @@ pub struct Snapshot {
 }
 
 /// Interfaces of a directory: the given ones, else every one with a sysfs entry or an `ethtool -i` file.
-fn dir_ifaces(dir: &Dir, given: &[String]) -> Vec<String> {
+pub(crate) fn dir_ifaces(dir: &Dir, given: &[String]) -> Vec<String> {
     if !given.is_empty() {
         return given.to_vec();
     }
@@ -225,6 +226,21 @@ fn header(
     }
 }
 
+/// Log (and print) findings raised or cleared in this interval.
+fn report_changes(
+    log: &mut Option<LogWriter>,
+    json: bool,
+    changes: Vec<crate::diagnose::Change>,
+) -> anyhow::Result<()> {
+    for c in changes {
+        if !json {
+            out(&text::finding_change(&c));
+        }
+        emit(log, json, &Record::Finding(Box::new(c)))?;
+    }
+    Ok(())
+}
+
 fn emit(log: &mut Option<LogWriter>, json: bool, rec: &Record) -> anyhow::Result<()> {
     if let Some(l) = log.as_mut() {
         l.write(rec)?;
@@ -316,6 +332,7 @@ async fn watch_pair(
         r
     };
     let consumer = async {
+        let mut diag = LiveDiagnosis::default();
         while let Some(RunEvent::Interval { local, peer, .. }) = rx.recv().await {
             for s in local.iter().chain(peer.iter()) {
                 emit(log, args.json, &Record::Sample(Box::new(s.clone())))?;
@@ -323,6 +340,11 @@ async fn watch_pair(
             if !args.json {
                 out(&text::watch_row(local.as_ref(), peer.as_ref()));
             }
+            report_changes(
+                log,
+                args.json,
+                diag.push(local.as_ref(), peer.as_ref(), None),
+            )?;
         }
         anyhow::Ok(())
     };

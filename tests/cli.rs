@@ -103,3 +103,41 @@ fn unreachable_peer_is_a_test_failure_with_a_hint() {
         "{err}"
     );
 }
+
+#[test]
+fn check_audits_a_capture_offline() {
+    let dir = |d: &str| format!("{}/tests/fixtures/diagnose/{d}", env!("CARGO_MANIFEST_DIR"));
+    let o = wirescope(&[
+        "check",
+        "--from",
+        &dir("inbox-2015"),
+        "--json",
+        "--fail-on",
+        "error",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = v["findings"].as_array().unwrap();
+    assert_eq!(
+        f[0]["id"], "driver.mlx5-outdated",
+        "the 2015 inbox driver ranks first: {v}"
+    );
+    assert_eq!(f[0]["severity"], "error");
+    assert!(f[0]["title"].as_str().unwrap().contains("inbox"));
+
+    let o = wirescope(&["check", "--from", &dir("ofed-4.3"), "--json"]);
+    assert_eq!(o.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let inbox = v["findings"].as_array().unwrap().iter().any(|x| {
+        x["id"] == "driver.mlx5-outdated" && x["title"].as_str().unwrap_or("").contains("inbox")
+    });
+    assert!(!inbox, "MLNX_OFED 4.3 is not the inbox driver: {v}");
+
+    let o = wirescope(&["check", "--from", "/nonexistent"]);
+    assert_eq!(o.status.code(), Some(2));
+}

@@ -27,6 +27,7 @@ pub mod catalog;
 mod finding;
 pub mod impact;
 mod input;
+pub mod live;
 mod rules;
 mod thresholds;
 mod tracker;

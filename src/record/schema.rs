@@ -1,5 +1,6 @@
 //! The versioned record types of the JSON-lines log.
 
+use crate::diagnose::{Change, Finding};
 use crate::probe::sample::{LatencySummary, Sample};
 use crate::probe::system::HostInfo;
 use crate::traffic::EngineSpec;
@@ -21,6 +22,8 @@ pub enum Record {
     Event(Event),
     /// Result of one test point.
     Summary(Box<Summary>),
+    /// A finding was raised or cleared (after hysteresis) during the run.
+    Finding(Box<Change>),
 }
 
 /// The run's identity.
@@ -175,6 +178,9 @@ pub struct Summary {
     /// Why the point failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What limited the point, most important first (diagnosis over all its intervals).
+    #[serde(default)]
+    pub findings: Vec<Finding>,
 }
 
 /// Sweep coordinates in a summary.

@@ -217,5 +217,6 @@ pub fn build(d: &PointData<'_>) -> Summary {
         peer_lost,
         interrupted,
         error,
+        findings: Vec::new(),
     }
 }

@@ -242,6 +242,7 @@ pub fn summary_block(s: &Summary) -> String {
     }
     let _ = writeln!(out, "{}", cpu_line("local", &s.hosts.local));
     let _ = writeln!(out, "{}", cpu_line("peer ", &s.hosts.peer));
+    out.push_str(&findings_block(&s.findings, 5));
     if s.interrupted {
         out.push_str("interrupted by the user\n");
     }
@@ -478,6 +479,88 @@ pub fn facts_block(source: &str, f: &crate::probe::facts::HostFacts) -> String {
     }
     if !f.unavailable.is_empty() {
         let _ = writeln!(o, "\nnot available: {}", f.unavailable.join(", "));
+    }
+    o
+}
+
+/// One line per raised or cleared finding, as they happen.
+pub fn finding_change(c: &crate::diagnose::Change) -> String {
+    use crate::diagnose::Change;
+    match c {
+        Change::Raised(f) => format!(
+            "  >> finding [{}] {} {}: {}\n",
+            f.severity.name(),
+            host_name(f.host),
+            f.id,
+            f.title
+        ),
+        Change::Cleared { id, host, subject } => {
+            format!(
+                "  << cleared {} {}{}\n",
+                host_name(*host),
+                id,
+                if subject.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({subject})")
+                }
+            )
+        }
+    }
+}
+
+fn host_name(h: crate::probe::sample::HostRole) -> &'static str {
+    match h {
+        crate::probe::sample::HostRole::Local => "local",
+        crate::probe::sample::HostRole::Peer => "peer",
+    }
+}
+
+/// Findings for people: most important first, each with its evidence and fix.
+pub fn findings_block(findings: &[crate::diagnose::Finding], limit: usize) -> String {
+    let mut o = String::new();
+    if findings.is_empty() {
+        o.push_str("findings: none\n");
+        return o;
+    }
+    let _ = writeln!(
+        o,
+        "findings, most important first ({} in all):",
+        findings.len()
+    );
+    for f in findings.iter().take(limit) {
+        let _ = writeln!(
+            o,
+            "  [{}] {} {}: {}",
+            f.severity.name(),
+            host_name(f.host),
+            f.id,
+            f.title
+        );
+        for e in &f.evidence {
+            let _ = writeln!(
+                o,
+                "      {} = {}{} ({})",
+                e.what,
+                e.value,
+                if e.unit.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", e.unit)
+                },
+                e.source
+            );
+        }
+        for fix in &f.fix {
+            let _ = writeln!(o, "      fix: {fix}");
+        }
+    }
+    if findings.len() > limit {
+        let _ = writeln!(
+            o,
+            "  ... {} more in the log / --json",
+            findings.len() - limit
+        );
     }
     o
 }
