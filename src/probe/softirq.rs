@@ -18,19 +18,22 @@ pub struct Softirqs {
     pub vectors: BTreeMap<String, Vec<u64>>,
 }
 
-/// Parse /proc/softirqs.
-pub fn parse_softirqs(text: &str) -> Softirqs {
-    let mut lines = text.lines();
-    let cpus = lines
-        .next()
-        .unwrap_or("")
-        .split_ascii_whitespace()
+/// The `CPU0 CPU1 ...` header of /proc/softirqs and /proc/interrupts: the
+/// CPU of each column (offline CPUs have no column).
+pub fn parse_cpu_header(line: &str) -> Vec<CpuId> {
+    line.split_ascii_whitespace()
         .filter_map(|c| {
             c.strip_prefix("CPU")
                 .and_then(|n| n.parse().ok())
                 .map(CpuId)
         })
-        .collect::<Vec<_>>();
+        .collect()
+}
+
+/// Parse /proc/softirqs.
+pub fn parse_softirqs(text: &str) -> Softirqs {
+    let mut lines = text.lines();
+    let cpus = parse_cpu_header(lines.next().unwrap_or(""));
     let mut vectors = BTreeMap::new();
     for l in lines {
         let Some((name, rest)) = l.split_once(':') else {

@@ -94,16 +94,7 @@ impl IrqLine {
 /// Parse the numeric lines of /proc/interrupts; returns the CPU columns and the lines.
 pub fn parse_interrupts(text: &str) -> (Vec<CpuId>, Vec<IrqLine>) {
     let mut lines = text.lines();
-    let cpus: Vec<CpuId> = lines
-        .next()
-        .unwrap_or("")
-        .split_ascii_whitespace()
-        .filter_map(|c| {
-            c.strip_prefix("CPU")
-                .and_then(|n| n.parse().ok())
-                .map(CpuId)
-        })
-        .collect();
+    let cpus = super::softirq::parse_cpu_header(lines.next().unwrap_or(""));
     let mut out = Vec::new();
     for l in lines {
         let Some((num, rest)) = l.split_once(':') else {
