@@ -230,14 +230,6 @@ impl Sampler {
         }
     }
 
-    /// The latest host facts (read if never read).
-    pub fn facts(&mut self) -> HostFacts {
-        if self.facts.is_none() {
-            let _ = self.facts_if_changed();
-        }
-        self.facts.clone().unwrap_or_default()
-    }
-
     fn facts_if_changed(&mut self) -> Option<Box<HostFacts>> {
         if !self.facts_due && self.index % FACTS_EVERY != 0 {
             return None;

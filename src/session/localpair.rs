@@ -19,7 +19,7 @@ use super::controller::Target;
 use super::netns::{self, NetnsError, NetnsGuard};
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -226,11 +226,6 @@ impl LocalPair {
     /// Process id of the agent (tests kill it to simulate a lost peer).
     pub fn agent_pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
-    }
-
-    /// Path of the control socket.
-    pub fn control_socket(&self) -> PathBuf {
-        self.dir.path().join("control.sock")
     }
 }
 

@@ -74,11 +74,6 @@ impl NetnsGuard {
         ip(&["-n", name, "link", "set", "lo", "up"])?;
         Ok(())
     }
-
-    /// Names created so far.
-    pub fn names(&self) -> &[String] {
-        &self.names
-    }
 }
 
 impl Drop for NetnsGuard {
