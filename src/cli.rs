@@ -28,8 +28,8 @@ pub struct Cli {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Interactive dashboard (default; not built yet: use `run`).
-    Tui(TuiArgs),
+    /// Interactive dashboard on the local pair (default), a real pair (--peer) or a log (--replay).
+    Tui(Box<TuiArgs>),
     /// Serve the far end of tests on this node and stream its telemetry.
     Agent(AgentArgs),
     /// Run a test without a terminal UI; print a table or JSON, write a JSON-lines log.
@@ -108,12 +108,39 @@ pub struct CaptureArgs {
     pub ifaces: Vec<String>,
 }
 
-/// `wirescope tui`.
-#[derive(Debug, Args, Default)]
+/// `wirescope tui` (also what `wirescope` without a subcommand runs).
+#[derive(Debug, Args)]
 pub struct TuiArgs {
     /// Where the agent is.
     #[command(flatten)]
     pub target: TargetArgs,
+    /// The test started at launch and by `s`; the control view edits the same options.
+    #[command(flatten)]
+    pub test: TestArgs,
+    /// What to observe besides the test's own interface.
+    #[command(flatten)]
+    pub observe: ObserveArgs,
+    /// Show a JSON-lines log written by `wirescope run --log` instead of live data (left/right move the time cursor).
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["peer", "local_pair", "log"])]
+    pub replay: Option<PathBuf>,
+    /// How much history the charts and the time cursor keep.
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = parse_duration)]
+    pub history: Duration,
+    /// Record the JSON-lines log (same records as `run --log`) from the start; `l` toggles recording.
+    #[arg(long, value_name = "PATH")]
+    pub log: Option<PathBuf>,
+}
+
+impl TuiArgs {
+    /// The arguments of a bare `wirescope` (every option at its default).
+    pub fn defaults() -> Self {
+        use clap::FromArgMatches;
+        let cmd = <TuiArgs as Args>::augment_args(clap::Command::new("tui"));
+        let m = cmd.get_matches_from(["tui"]);
+        // The defaults always parse: every field has a default or is optional.
+        <TuiArgs as FromArgMatches>::from_arg_matches(&m)
+            .unwrap_or_else(|e| unreachable!("default TUI arguments do not parse: {e}"))
+    }
 }
 
 /// `wirescope agent`.

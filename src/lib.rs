@@ -16,5 +16,6 @@ pub mod probe;
 pub mod record;
 pub mod session;
 pub mod traffic;
+pub mod tui;
 pub mod units;
 pub mod watch;

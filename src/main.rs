@@ -12,8 +12,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         None | Some(Command::Tui(_)) => {
-            eprintln!("wirescope: the interactive TUI is not built yet; run a headless test with `wirescope run` (as root it builds the local pair), see `wirescope --help`");
-            Ok(EXIT_FAILED)
+            let args = match cli.command {
+                Some(Command::Tui(t)) => *t,
+                _ => wirescope::cli::TuiArgs::defaults(),
+            };
+            wirescope::tui::run(args, argv)
         }
         Some(Command::Agent(a)) => run_agent(a),
         Some(Command::Run(r)) => headless::run(*r, argv),

@@ -1,0 +1,430 @@
+//! [`Action`]s and [`update`]: the only code that changes the [`Model`].
+//!
+//! Keys become actions through [`super::keys::KEYMAP`]; the session's news
+//! (connected, an interval, a point done) become actions in the event loop.
+//! `update` is pure: what needs the outside world (start or stop a test,
+//! open, write or close the log) is returned as [`Effect`]s for the loop to
+//! carry out, so every key and every data path is testable without a
+//! terminal, a socket or a file.
+
+use super::form::{self, FIELDS};
+use super::model::{Interval, LogState, Modal, Model, RunState, Source, View};
+use crate::cli::TestPlan;
+use crate::probe::sample::Sample;
+use crate::probe::system::HostInfo;
+use crate::record::schema::{Event, Header, Hosts, Record, SweepInfo, SCHEMA_VERSION};
+use crate::record::summary::{self, PointData};
+use crate::session::controller::{EndReason, PointOutcome};
+use crate::traffic::EngineSpec;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything that can change the model.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Leave (q, Ctrl-C, SIGTERM).
+    Quit,
+    /// Next view (Tab).
+    NextView,
+    /// Previous view (Shift-Tab).
+    PrevView,
+    /// A view by number.
+    ShowView(View),
+    /// Start a test, or stop the running one.
+    StartStop,
+    /// Freeze the display (data keeps arriving and is recorded), or follow live again.
+    TogglePause,
+    /// Up: scroll, or the previous control field.
+    Up,
+    /// Down: scroll, or the next control field.
+    Down,
+    /// Left: time cursor back, or the control value down.
+    Left,
+    /// Right: time cursor forward, or the control value up.
+    Right,
+    /// Scroll a page up.
+    PageUp,
+    /// Scroll a page down.
+    PageDown,
+    /// First interval kept.
+    Home,
+    /// Newest interval (and follow live).
+    End,
+    /// Start or stop recording the log.
+    ToggleLog,
+    /// Show or hide the key list.
+    ToggleHelp,
+    /// Close the modal.
+    Close,
+    /// Enter: start the test from the control view.
+    Confirm,
+    /// Nothing to change; time passed (lets the loop redraw a throttled frame).
+    Tick,
+    /// The terminal was resized.
+    Resize,
+    /// The controller is connected.
+    Connected {
+        /// The agent's host.
+        peer: HostInfo,
+    },
+    /// A point started.
+    PointStarted {
+        /// Its spec.
+        spec: Box<EngineSpec>,
+        /// Its time limit.
+        time: Option<Duration>,
+    },
+    /// One interval of both hosts.
+    Interval {
+        /// This host.
+        local: Option<Box<Sample>>,
+        /// The agent's host.
+        peer: Option<Box<Sample>>,
+    },
+    /// A point ended.
+    PointDone(Box<PointOutcome>),
+    /// The session failed (connect, setup, engine start).
+    SessionFailed(String),
+    /// The log file was opened by the loop.
+    LogOpened(PathBuf),
+    /// Opening or writing the log failed.
+    LogFailed(String),
+}
+
+/// What `update` asks the event loop to do.
+#[derive(Debug, Clone)]
+pub enum Effect {
+    /// Run this plan (every point of it, in order).
+    Start(Box<TestPlan>),
+    /// Stop the running test (the point ends as interrupted).
+    Stop,
+    /// Create the log at this path (or a timestamped one) and write the header.
+    OpenLog {
+        /// Requested path.
+        path: Option<PathBuf>,
+        /// First record.
+        header: Box<Header>,
+    },
+    /// Append records to the open log.
+    Log(Vec<Record>),
+    /// Close the log.
+    CloseLog,
+}
+
+/// Apply one action. Returns the effects to carry out, in order.
+pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
+    if m.modal == Modal::Help && is_key(&a) && !matches!(a, Action::Quit) {
+        m.modal = Modal::None;
+        return Vec::new();
+    }
+    match a {
+        Action::Quit => {
+            m.quit = true;
+            if m.state.busy() {
+                return vec![Effect::Stop];
+            }
+        }
+        Action::NextView => show(m, m.view.step(1)),
+        Action::PrevView => show(m, m.view.step(-1)),
+        Action::ShowView(v) => show(m, v),
+        Action::StartStop | Action::Confirm => return start_stop(m, &a),
+        Action::TogglePause => toggle_pause(m),
+        Action::Up if m.view == View::Control => m.field = m.field.saturating_sub(1),
+        Action::Down if m.view == View::Control => {
+            m.field = (m.field + 1).min(FIELDS.len() - 1);
+        }
+        Action::Left | Action::Right if m.view == View::Control => {
+            edit(m, if matches!(a, Action::Right) { 1 } else { -1 })
+        }
+        Action::Up => m.scroll = m.scroll.saturating_sub(1),
+        Action::Down => m.scroll = m.scroll.saturating_add(1),
+        Action::PageUp => m.scroll = m.scroll.saturating_sub(10),
+        Action::PageDown => m.scroll = m.scroll.saturating_add(10),
+        Action::Left => move_cursor(m, -1),
+        Action::Right => move_cursor(m, 1),
+        Action::Home => m.cursor = m.history.front().map(|i| i.seq),
+        Action::End => {
+            m.cursor = match m.source {
+                Source::Live => None,
+                Source::Replay(_) => m.history.back().map(|i| i.seq),
+            }
+        }
+        Action::ToggleLog => return toggle_log(m),
+        Action::ToggleHelp => m.modal = Modal::Help,
+        Action::Close => m.modal = Modal::None,
+        Action::Tick | Action::Resize => {}
+        Action::Connected { peer } => {
+            m.peer_host = Some(peer);
+            if m.state == RunState::Connecting {
+                m.state = RunState::Idle;
+            }
+        }
+        Action::PointStarted { spec, time } => {
+            m.point += 1;
+            m.diag.reset();
+            m.spec = Some(*spec);
+            m.time = time;
+            if m.state != RunState::Replay {
+                m.state = RunState::Running;
+            }
+            return log_records(m, vec![event(0.0, "point_start", point_text(m))]);
+        }
+        Action::Interval { local, peer } => return interval(m, local, peer),
+        Action::PointDone(outcome) => return point_done(m, *outcome),
+        Action::SessionFailed(e) => {
+            m.message = Some(e.clone());
+            m.state = RunState::Failed(e);
+        }
+        Action::LogOpened(p) => m.log = LogState::On(p),
+        Action::LogFailed(e) => {
+            m.message = Some(format!("log: {e}"));
+            m.log = LogState::Failed(e);
+        }
+    }
+    Vec::new()
+}
+
+/// True for actions that come from keys (they close the help popup).
+fn is_key(a: &Action) -> bool {
+    !matches!(
+        a,
+        Action::Tick
+            | Action::Resize
+            | Action::Connected { .. }
+            | Action::PointStarted { .. }
+            | Action::Interval { .. }
+            | Action::PointDone(_)
+            | Action::SessionFailed(_)
+            | Action::LogOpened(_)
+            | Action::LogFailed(_)
+    )
+}
+
+fn show(m: &mut Model, v: View) {
+    if m.view != v {
+        m.view = v;
+        m.scroll = 0;
+    }
+}
+
+fn start_stop(m: &mut Model, a: &Action) -> Vec<Effect> {
+    if matches!(a, Action::Confirm) && m.view != View::Control {
+        return Vec::new();
+    }
+    match &m.state {
+        RunState::Replay => {
+            m.message = Some("replay: no live test to start".into());
+            Vec::new()
+        }
+        RunState::Connecting => {
+            m.message = Some("still connecting to the agent".into());
+            Vec::new()
+        }
+        RunState::PeerLost(_) | RunState::Failed(_) => {
+            m.message = Some("the session is gone; restart wirescope to test again".into());
+            Vec::new()
+        }
+        RunState::Starting | RunState::Running => {
+            m.state = RunState::Stopping;
+            vec![Effect::Stop]
+        }
+        RunState::Stopping => Vec::new(),
+        RunState::Idle | RunState::Stopped(_) => match m.test.resolve() {
+            Ok(plan) => {
+                m.test_error = None;
+                m.message = None;
+                m.state = RunState::Starting;
+                m.cursor = None;
+                vec![Effect::Start(Box::new(plan))]
+            }
+            Err(e) => {
+                m.message = Some(format!("cannot start: {}", e.0));
+                m.test_error = Some(e.0);
+                m.view = View::Control;
+                Vec::new()
+            }
+        },
+    }
+}
+
+fn toggle_pause(m: &mut Model) {
+    if m.source != Source::Live {
+        return;
+    }
+    m.cursor = match m.cursor {
+        Some(_) => None,
+        None => m.history.back().map(|i| i.seq),
+    };
+}
+
+fn move_cursor(m: &mut Model, step: i64) {
+    let Some(cur) = m.current().map(|i| i.seq) else {
+        return;
+    };
+    let pos = m.history.iter().position(|i| i.seq == cur).unwrap_or(0) as i64;
+    let last = m.history.len() as i64 - 1;
+    let next = (pos + step).clamp(0, last.max(0));
+    let seq = m.history.get(next as usize).map(|i| i.seq);
+    m.cursor = if m.source == Source::Live && next == last && step > 0 {
+        None
+    } else {
+        seq
+    };
+}
+
+fn edit(m: &mut Model, step: i32) {
+    if m.state.busy() {
+        m.message = Some("stop the test (s) before changing it".into());
+        return;
+    }
+    let Some(f) = FIELDS.get(m.field) else { return };
+    form::step(*f, &mut m.test, step);
+    m.test_error = m.test.resolve().err().map(|e| e.0);
+}
+
+fn toggle_log(m: &mut Model) -> Vec<Effect> {
+    if m.source != Source::Live {
+        m.message = Some("replay: the log is already recorded".into());
+        return Vec::new();
+    }
+    if let LogState::On(_) = m.log {
+        m.log = LogState::Off;
+        return vec![Effect::CloseLog];
+    }
+    let header = Header {
+        schema: SCHEMA_VERSION,
+        wirescope: env!("CARGO_PKG_VERSION").into(),
+        command_line: Vec::new(),
+        start_time: String::new(),
+        hosts: Hosts {
+            local: m.local_host.clone(),
+            peer: m.peer_host.clone().unwrap_or_default(),
+        },
+        pair: m.pair.clone(),
+        spec: m.spec.clone(),
+        time_s: m.time.map(|t| t.as_secs_f64()),
+        omit_s: m.test.omit.as_secs_f64(),
+        interval_s: m.test.interval.as_secs_f64(),
+        sweep: m.test.sweep.as_ref().map(|s| SweepInfo {
+            param: s.param.name().into(),
+            values: s.values.clone(),
+        }),
+    };
+    vec![Effect::OpenLog {
+        path: m.log_path.clone(),
+        header: Box::new(header),
+    }]
+}
+
+fn event(t: f64, kind: &str, message: String) -> Record {
+    Record::Event(Event {
+        t,
+        kind: kind.into(),
+        message,
+    })
+}
+
+fn point_text(m: &Model) -> String {
+    match &m.spec {
+        Some(s) => format!(
+            "{} {} streams={} len={} size={}",
+            s.engine.name(),
+            s.mode.name(),
+            s.streams,
+            s.len.0,
+            s.size.0
+        ),
+        None => "observe".into(),
+    }
+}
+
+fn log_records(m: &Model, records: Vec<Record>) -> Vec<Effect> {
+    match m.log {
+        LogState::On(_) if !records.is_empty() => vec![Effect::Log(records)],
+        _ => Vec::new(),
+    }
+}
+
+fn interval(m: &mut Model, local: Option<Box<Sample>>, peer: Option<Box<Sample>>) -> Vec<Effect> {
+    let mut local = local.map(|b| *b);
+    let mut peer = peer.map(|b| *b);
+    let changes = m.diag.push(local.as_ref(), peer.as_ref(), m.spec.as_ref());
+    let mut records: Vec<Record> = Vec::new();
+    if let LogState::On(_) = m.log {
+        for s in local.iter().chain(peer.iter()) {
+            records.push(Record::Sample(Box::new(s.clone())));
+        }
+        records.extend(changes.into_iter().map(|c| Record::Finding(Box::new(c))));
+    }
+    if let Some(f) = local.as_mut().and_then(|s| s.facts.take()) {
+        m.facts.local = Some(*f);
+    }
+    if let Some(f) = peer.as_mut().and_then(|s| s.facts.take()) {
+        m.facts.peer = Some(*f);
+    }
+    if m.state == RunState::Starting {
+        m.state = RunState::Running;
+    }
+    let seq = m.next_seq;
+    m.next_seq += 1;
+    m.history.push_back(Interval {
+        seq,
+        point: m.point,
+        local,
+        peer,
+        findings: m.diag.active(),
+    });
+    while m.history.len() > m.capacity {
+        m.history.pop_front();
+    }
+    if let (Some(c), Some(front)) = (m.cursor, m.history.front()) {
+        if c < front.seq {
+            m.cursor = Some(front.seq);
+        }
+    }
+    log_records(m, records)
+}
+
+fn point_done(m: &mut Model, outcome: PointOutcome) -> Vec<Effect> {
+    let mut records = Vec::new();
+    let t_end = m
+        .history
+        .iter()
+        .rev()
+        .find(|i| i.point == m.point)
+        .and_then(|i| i.local.as_ref())
+        .map(|s| s.end_s)
+        .unwrap_or(0.0);
+    match &outcome.end {
+        EndReason::Completed => {}
+        EndReason::Interrupted => {
+            records.push(event(t_end, "interrupted", "stopped by the user".into()))
+        }
+        EndReason::PeerLost(w) => records.push(event(t_end, "peer_lost", w.clone())),
+        EndReason::Failed(w) => records.push(event(t_end, "error", w.clone())),
+    }
+    if let (LogState::On(_), Some(spec)) = (&m.log, &m.spec) {
+        let (local, peer) = m.point_samples(m.point);
+        let s = summary::build(&PointData {
+            spec,
+            sweep: None,
+            outcome: &outcome,
+            local: &local,
+            peer: &peer,
+            omit_s: m.test.omit.as_secs_f64(),
+        });
+        records.push(Record::Summary(Box::new(s)));
+    }
+    m.state = match outcome.end {
+        EndReason::PeerLost(w) => {
+            m.message = Some(format!("peer lost: {w}"));
+            RunState::PeerLost(w)
+        }
+        end if m.state == RunState::Replay => {
+            let _ = end;
+            RunState::Replay
+        }
+        end => RunState::Stopped(end),
+    };
+    log_records(m, records)
+}

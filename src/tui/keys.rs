@@ -1,0 +1,106 @@
+//! The key table: every key the TUI knows, the [`Action`] it sends and the
+//! words the help popup and the footer show. One table, so the help can never
+//! miss a key and key handling is testable without a terminal.
+
+use super::action::Action;
+use super::model::View;
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+/// One binding.
+#[derive(Debug, Clone)]
+pub struct Binding {
+    /// The key.
+    pub code: KeyCode,
+    /// Modifiers that must be held (SHIFT is ignored for characters).
+    pub mods: KeyModifiers,
+    /// What it does.
+    pub action: Action,
+    /// How the help shows the key (bindings with the same text share a line).
+    pub keys: &'static str,
+    /// What the help says it does.
+    pub help: &'static str,
+}
+
+const fn key(
+    code: KeyCode,
+    mods: KeyModifiers,
+    action: Action,
+    keys: &'static str,
+    help: &'static str,
+) -> Binding {
+    Binding {
+        code,
+        mods,
+        action,
+        keys,
+        help,
+    }
+}
+
+const N: KeyModifiers = KeyModifiers::NONE;
+const C: KeyModifiers = KeyModifiers::CONTROL;
+
+/// Every key binding, in the order the help lists them.
+#[rustfmt::skip]
+pub const KEYMAP: &[Binding] = &[
+    key(KeyCode::Char('q'), N, Action::Quit, "q / Ctrl-C", "quit (stops a running test)"),
+    key(KeyCode::Char('c'), C, Action::Quit, "q / Ctrl-C", "quit (stops a running test)"),
+    key(KeyCode::Tab, N, Action::NextView, "Tab / Shift-Tab", "next / previous view"),
+    key(KeyCode::BackTab, N, Action::PrevView, "Tab / Shift-Tab", "next / previous view"),
+    key(KeyCode::Char('1'), N, Action::ShowView(View::Dashboard), "1-6", "dashboard, cpu, queues, facts, findings, control"),
+    key(KeyCode::Char('2'), N, Action::ShowView(View::Cpu), "1-6", "dashboard, cpu, queues, facts, findings, control"),
+    key(KeyCode::Char('3'), N, Action::ShowView(View::Queues), "1-6", "dashboard, cpu, queues, facts, findings, control"),
+    key(KeyCode::Char('4'), N, Action::ShowView(View::Facts), "1-6", "dashboard, cpu, queues, facts, findings, control"),
+    key(KeyCode::Char('5'), N, Action::ShowView(View::Findings), "1-6", "dashboard, cpu, queues, facts, findings, control"),
+    key(KeyCode::Char('6'), N, Action::ShowView(View::Control), "1-6", "dashboard, cpu, queues, facts, findings, control"),
+    key(KeyCode::Char('s'), N, Action::StartStop, "s", "start / stop a test (options: control view)"),
+    key(KeyCode::Enter, N, Action::Confirm, "Enter", "control view: start the test"),
+    key(KeyCode::Char('p'), N, Action::TogglePause, "p", "pause / resume the display (data is still recorded)"),
+    key(KeyCode::Up, N, Action::Up, "Up / Down", "scroll; control view: choose the option"),
+    key(KeyCode::Down, N, Action::Down, "Up / Down", "scroll; control view: choose the option"),
+    key(KeyCode::PageUp, N, Action::PageUp, "PgUp / PgDn", "scroll a page"),
+    key(KeyCode::PageDown, N, Action::PageDown, "PgUp / PgDn", "scroll a page"),
+    key(KeyCode::Left, N, Action::Left, "Left / Right", "time cursor; control view: change the value"),
+    key(KeyCode::Right, N, Action::Right, "Left / Right", "time cursor; control view: change the value"),
+    key(KeyCode::Home, N, Action::Home, "Home / End", "first interval kept / newest (follow live)"),
+    key(KeyCode::End, N, Action::End, "Home / End", "first interval kept / newest (follow live)"),
+    key(KeyCode::Char('l'), N, Action::ToggleLog, "l", "start / stop recording the JSON-lines log (as run --log)"),
+    key(KeyCode::Char('?'), N, Action::ToggleHelp, "?", "this help (any key closes it)"),
+    key(KeyCode::Esc, N, Action::Close, "Esc", "close the help"),
+];
+
+impl Binding {
+    /// Does this key event trigger the binding?
+    pub fn matches(&self, ev: &KeyEvent) -> bool {
+        if ev.code != self.code {
+            return false;
+        }
+        let held = ev.modifiers - KeyModifiers::SHIFT;
+        match self.code {
+            KeyCode::Char(_) | KeyCode::BackTab => held == self.mods,
+            _ => ev.modifiers == self.mods,
+        }
+    }
+}
+
+/// The action of a key event (presses and repeats; releases do nothing).
+pub fn action_for(ev: &KeyEvent) -> Option<Action> {
+    if ev.kind == KeyEventKind::Release {
+        return None;
+    }
+    KEYMAP
+        .iter()
+        .find(|b| b.matches(ev))
+        .map(|b| b.action.clone())
+}
+
+/// Help lines: each distinct key text once, in table order.
+pub fn help_lines() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> = Vec::new();
+    for b in KEYMAP {
+        if !out.iter().any(|(k, _)| *k == b.keys) {
+            out.push((b.keys, b.help));
+        }
+    }
+    out
+}

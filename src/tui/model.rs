@@ -1,0 +1,349 @@
+//! The TUI's whole state: what the renderers read and [`super::action::update`] changes.
+//!
+//! The model owns a bounded history of intervals (both hosts' Samples, the
+//! findings active after each), the latest host facts, the live diagnosis,
+//! the control choices (a [`TestArgs`], validated by the same
+//! [`TestArgs::resolve`] as `wirescope run`) and the UI state (view, modal,
+//! time cursor, scroll). It never touches the terminal, a file or a socket:
+//! whatever needs I/O leaves `update` as an [`super::action::Effect`].
+
+use crate::cli::TestArgs;
+use crate::diagnose::live::LiveDiagnosis;
+use crate::diagnose::Finding;
+use crate::probe::facts::HostFacts;
+use crate::probe::sample::Sample;
+use crate::probe::system::HostInfo;
+use crate::session::controller::EndReason;
+use crate::traffic::EngineSpec;
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The views, in tab order; number keys select them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// Throughput chart and both hosts' CPU.
+    Dashboard,
+    /// Per-core CPU of both hosts, full height.
+    Cpu,
+    /// Per-queue NIC counters.
+    Queues,
+    /// Host facts side by side.
+    Facts,
+    /// Active findings with evidence and fix.
+    Findings,
+    /// Test options; start and stop.
+    Control,
+}
+
+impl View {
+    /// Every view in tab order.
+    pub const ALL: [View; 6] = [
+        View::Dashboard,
+        View::Cpu,
+        View::Queues,
+        View::Facts,
+        View::Findings,
+        View::Control,
+    ];
+
+    /// Tab title.
+    pub fn title(self) -> &'static str {
+        match self {
+            View::Dashboard => "Dashboard",
+            View::Cpu => "CPU",
+            View::Queues => "Queues",
+            View::Facts => "Facts",
+            View::Findings => "Findings",
+            View::Control => "Control",
+        }
+    }
+
+    /// Position in [`View::ALL`].
+    pub fn index(self) -> usize {
+        View::ALL.iter().position(|v| *v == self).unwrap_or(0)
+    }
+
+    /// The view `step` tabs away (wrapping).
+    pub fn step(self, step: isize) -> View {
+        let n = View::ALL.len() as isize;
+        let i = (self.index() as isize + step).rem_euclid(n);
+        View::ALL[i as usize]
+    }
+}
+
+/// A window over the views; one at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Modal {
+    /// Nothing on top.
+    None,
+    /// The key list.
+    Help,
+}
+
+/// Where the session is.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunState {
+    /// Connecting to the agent.
+    Connecting,
+    /// Connected, no test running.
+    Idle,
+    /// Start requested, waiting for the first interval.
+    Starting,
+    /// A test is running.
+    Running,
+    /// Stop requested.
+    Stopping,
+    /// The last test ended (completed, interrupted or failed).
+    Stopped(EndReason),
+    /// The agent vanished; no more tests on this session.
+    PeerLost(String),
+    /// The session could not be set up or broke.
+    Failed(String),
+    /// Showing a recorded log.
+    Replay,
+}
+
+impl RunState {
+    /// One or two words for the header.
+    pub fn label(&self) -> &'static str {
+        match self {
+            RunState::Connecting => "connecting",
+            RunState::Idle => "idle",
+            RunState::Starting => "starting",
+            RunState::Running => "running",
+            RunState::Stopping => "stopping",
+            RunState::Stopped(EndReason::Completed) => "stopped (done)",
+            RunState::Stopped(EndReason::Interrupted) => "stopped (by you)",
+            RunState::Stopped(EndReason::PeerLost(_)) | RunState::PeerLost(_) => "peer lost",
+            RunState::Stopped(EndReason::Failed(_)) | RunState::Failed(_) => "failed",
+            RunState::Replay => "replay",
+        }
+    }
+
+    /// A test is in flight (start requested, running or stopping).
+    pub fn busy(&self) -> bool {
+        matches!(
+            self,
+            RunState::Starting | RunState::Running | RunState::Stopping
+        )
+    }
+}
+
+/// Live session or a recorded log.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    /// Live data from a controller.
+    Live,
+    /// A `run --log` file.
+    Replay(PathBuf),
+}
+
+/// Log recording (`l`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogState {
+    /// Not recording.
+    Off,
+    /// Recording to this file.
+    On(PathBuf),
+    /// The last attempt failed.
+    Failed(String),
+}
+
+/// One interval of both hosts as the views show it.
+#[derive(Debug, Clone)]
+pub struct Interval {
+    /// Position in the session (monotonic across points; the time cursor's unit).
+    pub seq: u64,
+    /// Test point number within the session (from 1).
+    pub point: u32,
+    /// This host (facts moved out to [`Model::facts`]).
+    pub local: Option<Sample>,
+    /// The agent's host (facts moved out).
+    pub peer: Option<Sample>,
+    /// Findings active after this interval, most important first.
+    pub findings: Vec<Finding>,
+}
+
+/// Latest host facts of both hosts.
+#[derive(Debug, Clone, Default)]
+pub struct FactsPair {
+    /// This host.
+    pub local: Option<HostFacts>,
+    /// The agent's host.
+    pub peer: Option<HostFacts>,
+}
+
+/// Everything the renderers read.
+#[derive(Debug)]
+pub struct Model {
+    /// Live or replay.
+    pub source: Source,
+    /// Session state.
+    pub state: RunState,
+    /// This host's identity.
+    pub local_host: HostInfo,
+    /// The agent's identity, once connected.
+    pub peer_host: Option<HostInfo>,
+    /// How the pair is built (or which agent).
+    pub pair: String,
+    /// Control choices: the same options as `wirescope run`.
+    pub test: TestArgs,
+    /// Why [`Model::test`] does not resolve, if it does not.
+    pub test_error: Option<String>,
+    /// Spec of the running (or last) point.
+    pub spec: Option<EngineSpec>,
+    /// Time limit of the running (or last) point.
+    pub time: Option<Duration>,
+    /// Intervals kept, oldest first (at most [`Model::capacity`]).
+    pub history: VecDeque<Interval>,
+    /// Most intervals kept.
+    pub capacity: usize,
+    /// Latest facts of both hosts.
+    pub facts: FactsPair,
+    /// Visible view.
+    pub view: View,
+    /// Modal on top.
+    pub modal: Modal,
+    /// Pinned interval (`seq`); None follows the newest (live).
+    pub cursor: Option<u64>,
+    /// Scroll offset of the visible view (rows).
+    pub scroll: u16,
+    /// Selected field of the control view.
+    pub field: usize,
+    /// Log recording.
+    pub log: LogState,
+    /// Where `l` records (None: a timestamped name in the current directory).
+    pub log_path: Option<PathBuf>,
+    /// Draw with colours (false with NO_COLOR).
+    pub color: bool,
+    /// One line of news for the footer (last error, hints).
+    pub message: Option<String>,
+    /// The loop should end.
+    pub quit: bool,
+    pub(super) diag: LiveDiagnosis,
+    pub(super) next_seq: u64,
+    pub(super) point: u32,
+}
+
+/// What [`Model::new`] needs.
+#[derive(Debug, Clone)]
+pub struct ModelConfig {
+    /// Live or replay.
+    pub source: Source,
+    /// This host.
+    pub local_host: HostInfo,
+    /// Pair description.
+    pub pair: String,
+    /// Initial test options.
+    pub test: TestArgs,
+    /// History to keep.
+    pub history: Duration,
+    /// Colours on.
+    pub color: bool,
+    /// `--log`.
+    pub log_path: Option<PathBuf>,
+}
+
+impl Model {
+    /// A model with no data yet.
+    pub fn new(cfg: ModelConfig) -> Self {
+        let interval = cfg.test.interval.max(Duration::from_millis(10));
+        let capacity = (cfg.history.as_secs_f64() / interval.as_secs_f64()).ceil() as usize;
+        let test_error = cfg.test.resolve().err().map(|e| e.0);
+        let state = match cfg.source {
+            Source::Live => RunState::Connecting,
+            Source::Replay(_) => RunState::Replay,
+        };
+        Model {
+            source: cfg.source,
+            state,
+            local_host: cfg.local_host,
+            peer_host: None,
+            pair: cfg.pair,
+            test: cfg.test,
+            test_error,
+            spec: None,
+            time: None,
+            history: VecDeque::new(),
+            capacity: capacity.max(2),
+            facts: FactsPair::default(),
+            view: View::Dashboard,
+            modal: Modal::None,
+            cursor: None,
+            scroll: 0,
+            field: 0,
+            log: LogState::Off,
+            log_path: cfg.log_path,
+            color: cfg.color,
+            message: None,
+            quit: false,
+            diag: LiveDiagnosis::default(),
+            next_seq: 0,
+            point: 0,
+        }
+    }
+
+    /// The interval under the cursor (the newest when following live).
+    pub fn current(&self) -> Option<&Interval> {
+        match self.cursor {
+            None => self.history.back(),
+            Some(seq) => self
+                .history
+                .iter()
+                .rev()
+                .find(|i| i.seq <= seq)
+                .or(self.history.front()),
+        }
+    }
+
+    /// Up to `n` intervals ending at the cursor, oldest first.
+    pub fn window(&self, n: usize) -> Vec<&Interval> {
+        let end = self.current().map(|c| c.seq).unwrap_or(0);
+        let mut v: Vec<&Interval> = self
+            .history
+            .iter()
+            .rev()
+            .filter(|i| i.seq <= end)
+            .take(n)
+            .collect();
+        v.reverse();
+        v
+    }
+
+    /// The Samples of the point under the cursor, per host (for summaries).
+    pub fn point_samples(&self, point: u32) -> (Vec<Sample>, Vec<Sample>) {
+        let of = |i: &Interval| i.point == point;
+        let local = self
+            .history
+            .iter()
+            .filter(|i| of(i))
+            .filter_map(|i| i.local.clone())
+            .collect();
+        let peer = self
+            .history
+            .iter()
+            .filter(|i| of(i))
+            .filter_map(|i| i.peer.clone())
+            .collect();
+        (local, peer)
+    }
+
+    /// True when the display is pinned (paused, or moved back in time).
+    pub fn paused(&self) -> bool {
+        self.cursor.is_some() && self.source == Source::Live
+    }
+
+    /// Intervals newer than the cursor (arrived while paused).
+    pub fn newer_than_cursor(&self) -> usize {
+        match (self.cursor, self.history.back()) {
+            (Some(c), Some(last)) => usize::try_from(last.seq.saturating_sub(c)).unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// Time limit of the running point as shown (None: byte budget or unknown).
+    pub fn total(&self) -> Option<Duration> {
+        self.time
+    }
+}

@@ -1,0 +1,194 @@
+//! Host facts of both hosts side by side; rows that differ are marked `≠`
+//! and highlighted. Interfaces are compared in the order each host lists
+//! them (the interface under test first).
+
+use super::super::model::Model;
+use super::{alert, host_name, style, title};
+use crate::probe::facts::{HostFacts, NicFacts, Support};
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::Span;
+use ratatui::widgets::{Block, Borders, Cell, Row, Table};
+use ratatui::Frame;
+use std::collections::BTreeSet;
+
+/// Draw the facts table.
+pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
+    let block = Block::default().borders(Borders::ALL).title(Span::styled(
+        " Host facts (≠ differs between hosts) ",
+        title(m),
+    ));
+    let rows = fact_rows(m.facts.local.as_ref(), m.facts.peer.as_ref());
+    let inner_h = usize::from(block.inner(area).height.saturating_sub(1));
+    let skip = usize::from(m.scroll).min(rows.len().saturating_sub(inner_h));
+    let table_rows: Vec<Row> = rows
+        .into_iter()
+        .skip(skip)
+        .map(|(k, l, p)| {
+            // Interface names differ by design (veth-a / veth-b); the rest should not.
+            let differs = l != p && !k.ends_with("interface");
+            let st = if differs { alert(m) } else { Style::default() };
+            Row::new(vec![
+                Cell::from(format!("{}{k}", if differs { "≠ " } else { "  " })).style(st),
+                Cell::from(l),
+                Cell::from(p).style(st),
+            ])
+        })
+        .collect();
+    let w = area.width.saturating_sub(2);
+    let key_w = 24.min(w / 3);
+    let val_w = (w.saturating_sub(key_w + 2)) / 2;
+    let header = Row::new(vec![
+        Cell::from("fact"),
+        Cell::from(format!("local {}", host_name(m, true))),
+        Cell::from(format!("peer {}", host_name(m, false))),
+    ])
+    .style(style(m, Color::Gray).add_modifier(Modifier::BOLD));
+    let table = Table::new(
+        table_rows,
+        [
+            Constraint::Length(key_w),
+            Constraint::Length(val_w),
+            Constraint::Length(val_w),
+        ],
+    )
+    .header(header)
+    .block(block);
+    frame.render_widget(table, area);
+}
+
+fn sup<T>(s: &Support<T>, f: impl Fn(&T) -> String) -> String {
+    match s {
+        Support::Value(v) => f(v),
+        Support::NotSupported { driver } => format!("not supported ({driver})"),
+        Support::Error(e) => format!("error: {e}"),
+        Support::Unknown => "-".into(),
+    }
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+}
+
+fn feature(n: &NicFacts, name: &str) -> String {
+    sup(&n.features, |f| match f.on(name) {
+        Some(true) => "on".into(),
+        Some(false) => "off".into(),
+        None => "-".into(),
+    })
+}
+
+type Getter = fn(&NicFacts) -> String;
+
+const NIC_ROWS: &[(&str, Getter)] = &[
+    ("interface", |n| n.name.clone()),
+    ("driver", |n| sup(&n.drvinfo, |d| d.driver.clone())),
+    ("driver version", |n| sup(&n.drvinfo, |d| d.version.clone())),
+    ("firmware", |n| {
+        sup(&n.drvinfo, |d| {
+            if d.firmware.is_empty() {
+                "none".into()
+            } else {
+                d.firmware.clone()
+            }
+        })
+    }),
+    ("bus", |n| {
+        sup(&n.drvinfo, |d| {
+            if d.bus_info.is_empty() {
+                "virtual".into()
+            } else {
+                d.bus_info.clone()
+            }
+        })
+    }),
+    ("link speed", |n| {
+        sup(&n.link, |l| {
+            l.speed_mbps
+                .map(|s| format!("{s} Mb/s"))
+                .unwrap_or_else(|| "unknown".into())
+        })
+    }),
+    ("MTU", |n| opt(n.mtu)),
+    ("channels rx/tx/comb", |n| {
+        sup(&n.channels, |c| {
+            format!("{}/{}/{}", opt(c.rx), opt(c.tx), opt(c.combined))
+        })
+    }),
+    ("rings rx/tx", |n| {
+        sup(&n.rings, |r| format!("{}/{}", opt(r.rx), opt(r.tx)))
+    }),
+    ("GRO", |n| feature(n, "generic-receive-offload")),
+    ("TSO", |n| feature(n, "tcp-segmentation-offload")),
+    ("GSO", |n| feature(n, "generic-segmentation-offload")),
+    ("LRO", |n| feature(n, "large-receive-offload")),
+    ("adaptive rx coalesce", |n| {
+        sup(&n.coalesce, |c| opt(c.adaptive_rx))
+    }),
+    ("NUMA node of NIC", |n| opt(n.numa_node)),
+    ("qdisc", |n| opt(n.qdisc.as_ref())),
+    ("IRQs", |n| n.irqs.len().to_string()),
+    ("rx/tx queues", |n| {
+        format!("{}/{}", opt(n.rx_queues), opt(n.tx_queues))
+    }),
+];
+
+/// (fact, local, peer) rows.
+pub fn fact_rows(l: Option<&HostFacts>, p: Option<&HostFacts>) -> Vec<(String, String, String)> {
+    let mut rows = Vec::new();
+    let both = |f: &dyn Fn(&HostFacts) -> String| {
+        (
+            l.map(f).unwrap_or_else(|| "-".into()),
+            p.map(f).unwrap_or_else(|| "-".into()),
+        )
+    };
+    let mut add = |k: &str, (a, b): (String, String)| rows.push((k.to_string(), a, b));
+    add("kernel", both(&|h| h.kernel.clone()));
+    add("CPU model", both(&|h| h.cpu_model.clone()));
+    add("CPUs", both(&|h| h.cpus.to_string()));
+    add("NUMA nodes", both(&|h| h.numa.len().to_string()));
+    add("irqbalance", both(&|h| opt(h.irqbalance)));
+    add(
+        "governor",
+        both(&|h| {
+            if h.governors.is_empty() {
+                "none (no cpufreq)".into()
+            } else {
+                h.governors.keys().cloned().collect::<Vec<_>>().join(",")
+            }
+        }),
+    );
+    let n = l
+        .map(|h| h.nics.len())
+        .unwrap_or(0)
+        .max(p.map(|h| h.nics.len()).unwrap_or(0));
+    for i in 0..n {
+        for (k, get) in NIC_ROWS {
+            let v = |h: Option<&HostFacts>| {
+                h.and_then(|h| h.nics.get(i))
+                    .map(get)
+                    .unwrap_or_else(|| "-".into())
+            };
+            let key = if i == 0 {
+                (*k).to_string()
+            } else {
+                format!("nic{i} {k}")
+            };
+            add(&key, (v(l), v(p)));
+        }
+    }
+    let keys: BTreeSet<&String> = l
+        .iter()
+        .chain(p.iter())
+        .flat_map(|h| h.sysctls.keys())
+        .collect();
+    for k in keys {
+        let v = |h: Option<&HostFacts>| {
+            h.and_then(|h| h.sysctls.get(k))
+                .cloned()
+                .unwrap_or_else(|| "-".into())
+        };
+        add(k, (v(l), v(p)));
+    }
+    rows
+}

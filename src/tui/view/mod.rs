@@ -1,0 +1,163 @@
+//! Renderers: `fn render(frame, area, &Model)`, one module per view. They
+//! only read the model — no I/O, no clock, no state of their own — so a frame
+//! is a pure function of the model and snapshot tests are exact.
+//!
+//! Layout: [`header`] (3 lines: test and state, throughput and probes, tabs),
+//! the selected view, a one-line footer with the keys; [`help`] on top when
+//! open. Everything fits 80x24; larger terminals get more detail.
+
+pub mod control;
+pub mod cpu;
+pub mod facts;
+pub mod findings;
+pub mod header;
+pub mod help;
+pub mod queues;
+pub mod throughput;
+
+use super::model::{Interval, Modal, Model, View};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+/// Draw the whole screen.
+pub fn draw(frame: &mut Frame, m: &Model) {
+    let [head, body, foot] = Layout::vertical([
+        Constraint::Length(3),
+        Constraint::Min(4),
+        Constraint::Length(1),
+    ])
+    .areas(frame.area());
+    header::render(frame, head, m);
+    match m.view {
+        View::Dashboard => dashboard(frame, body, m),
+        View::Cpu => cpu::render(frame, body, m),
+        View::Queues => queues::render(frame, body, m),
+        View::Facts => facts::render(frame, body, m),
+        View::Findings => findings::render(frame, body, m),
+        View::Control => control::render(frame, body, m),
+    }
+    footer(frame, foot, m);
+    if m.modal == Modal::Help {
+        help::render(frame, frame.area(), m);
+    }
+}
+
+/// Throughput on top, both hosts' CPU below, the top findings at the bottom.
+fn dashboard(frame: &mut Frame, area: Rect, m: &Model) {
+    let n_find = m.current().map(|i| i.findings.len()).unwrap_or(0);
+    let find_h = (n_find.clamp(1, 3) + 1) as u16;
+    let cores = m
+        .current()
+        .map(|i| {
+            let n =
+                |s: &Option<crate::probe::sample::Sample>| s.as_ref().map_or(0, |s| s.cpus.len());
+            n(&i.local).max(n(&i.peer))
+        })
+        .unwrap_or(1) as u16;
+    let rest = area.height.saturating_sub(find_h);
+    // CPU: every core plus borders and legend, but leave the chart at least 8 rows.
+    let cpu_h = (cores + 3).min(rest.saturating_sub(8)).max(4);
+    let [top, mid, bottom] = Layout::vertical([
+        Constraint::Min(4),
+        Constraint::Length(cpu_h),
+        Constraint::Length(find_h),
+    ])
+    .areas(area);
+    throughput::render(frame, top, m);
+    cpu::render(frame, mid, m);
+    findings::render_compact(frame, bottom, m);
+}
+
+fn footer(frame: &mut Frame, area: Rect, m: &Model) {
+    let keys = "q quit  Tab/1-6 view  s start/stop  p pause  ←→ time  ↑↓ scroll  l log  ? help";
+    let mut spans = vec![Span::styled(
+        keys,
+        style(m, Color::Gray).add_modifier(Modifier::DIM),
+    )];
+    if let Some(msg) = &m.message {
+        spans = vec![
+            Span::styled(
+                format!("{msg}  "),
+                style(m, Color::Yellow).add_modifier(Modifier::BOLD),
+            ),
+            Span::styled("? help  q quit", style(m, Color::Gray)),
+        ];
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+/// A foreground colour, or plain text under NO_COLOR.
+pub fn style(m: &Model, c: Color) -> Style {
+    if m.color {
+        Style::default().fg(c)
+    } else {
+        Style::default()
+    }
+}
+
+/// Style for something that must stand out with or without colour.
+pub fn alert(m: &Model) -> Style {
+    style(m, Color::Yellow).add_modifier(Modifier::BOLD)
+}
+
+/// Title style of blocks.
+pub fn title(m: &Model) -> Style {
+    style(m, Color::Cyan).add_modifier(Modifier::BOLD)
+}
+
+/// Bits/s in 6-7 characters: `136.6G`, `812M`, `0`.
+pub fn short_bps(v: f64) -> String {
+    short(v, "")
+}
+
+/// A rate with SI prefixes in a few characters: `1.2M`, `945k`, `12`.
+pub fn short(v: f64, unit: &str) -> String {
+    let (d, p) = if v >= 1e12 {
+        (v / 1e12, "T")
+    } else if v >= 1e9 {
+        (v / 1e9, "G")
+    } else if v >= 1e6 {
+        (v / 1e6, "M")
+    } else if v >= 1e3 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    if d == 0.0 {
+        format!("0{unit}")
+    } else if d >= 100.0 || p.is_empty() {
+        format!("{d:.0}{p}{unit}")
+    } else {
+        format!("{d:.1}{p}{unit}")
+    }
+}
+
+/// Receiver-counted rates of one interval: (local→peer, peer→local) in bit/s.
+pub fn directions(i: &Interval) -> (f64, f64) {
+    let l = i.local.as_ref().map(|s| &s.engine);
+    let p = i.peer.as_ref().map(|s| &s.engine);
+    let l2p = p
+        .map(|e| e.rx_bps.0)
+        .or(l.map(|e| e.tx_bps.0))
+        .unwrap_or(0.0);
+    let p2l = l
+        .map(|e| e.rx_bps.0)
+        .or(p.map(|e| e.tx_bps.0))
+        .unwrap_or(0.0);
+    (l2p, p2l)
+}
+
+/// Host name or a placeholder.
+pub fn host_name(m: &Model, local: bool) -> String {
+    if local {
+        m.local_host.hostname.clone()
+    } else {
+        m.peer_host
+            .as_ref()
+            .map(|h| h.hostname.clone())
+            .unwrap_or_else(|| "peer".into())
+    }
+}

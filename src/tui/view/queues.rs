@@ -1,0 +1,131 @@
+//! Queues: per-queue packets/s, bits/s and drops of both hosts, each with its
+//! source (qstats / ethtool -S / eBPF). Queues that moved nothing in the
+//! interval are folded into one line per interface and direction.
+
+use super::super::model::Model;
+use super::{alert, short, short_bps, style, title};
+use crate::probe::counters::Dir;
+use crate::probe::sample::{QueueSample, QueueSource, Sample};
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::Frame;
+
+/// Draw the queue table.
+pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(Span::styled(" NIC queues (idle queues folded) ", title(m)));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let mut lines = vec![Line::styled(
+        format!(
+            " {:<6}{:<10}{:<4}{:>6} {:>9} {:>9} {:>7}  {}",
+            "host", "iface", "dir", "queue", "pkt/s", "bit/s", "drops", "source"
+        ),
+        style(m, Color::Gray).add_modifier(Modifier::BOLD),
+    )];
+    let cur = m.current();
+    for (role, s) in [
+        ("local", cur.and_then(|i| i.local.as_ref())),
+        ("peer", cur.and_then(|i| i.peer.as_ref())),
+    ] {
+        match s {
+            Some(s) if !s.queues.is_empty() => host_lines(m, role, s, &mut lines),
+            Some(_) => lines.push(Line::raw(format!(
+                " {role:<6}no per-queue counters from this host's driver"
+            ))),
+            None => lines.push(Line::raw(format!(" {role:<6}no sample this interval"))),
+        }
+    }
+    let max_scroll = (lines.len() as u16).saturating_sub(inner.height);
+    frame.render_widget(
+        Paragraph::new(lines).scroll((m.scroll.min(max_scroll), 0)),
+        inner,
+    );
+}
+
+fn source_name(s: QueueSource) -> &'static str {
+    match s {
+        QueueSource::Qstats => "qstats",
+        QueueSource::Ethtool => "ethtool -S",
+        QueueSource::Ebpf => "eBPF",
+    }
+}
+
+fn idle(q: &QueueSample) -> bool {
+    q.packets.unwrap_or(0) == 0 && q.bytes.unwrap_or(0) == 0 && q.drops.unwrap_or(0) == 0
+}
+
+fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>) {
+    let mut groups: Vec<(&str, Dir)> = Vec::new();
+    for q in &s.queues {
+        if !groups.contains(&(q.iface.as_str(), q.dir)) {
+            groups.push((q.iface.as_str(), q.dir));
+        }
+    }
+    for (iface, dir) in groups {
+        let qs: Vec<&QueueSample> = s
+            .queues
+            .iter()
+            .filter(|q| q.iface == iface && q.dir == dir)
+            .collect();
+        let d = match dir {
+            Dir::Rx => "rx",
+            Dir::Tx => "tx",
+        };
+        for q in qs.iter().filter(|q| !idle(q)) {
+            let drops = q.drops.map(|d| d.to_string()).unwrap_or_else(|| "-".into());
+            let mut spans = vec![Span::raw(format!(
+                " {role:<6}{iface:<10}{d:<4}{:>6} {:>9} {:>9} ",
+                q.queue,
+                short(q.pps, ""),
+                short_bps(q.bps.0),
+            ))];
+            let dstyle = if q.drops.unwrap_or(0) > 0 {
+                alert(m)
+            } else {
+                ratatui::style::Style::default()
+            };
+            spans.push(Span::styled(format!("{drops:>7}"), dstyle));
+            spans.push(Span::raw(format!("  {}", source_name(q.source))));
+            lines.push(Line::from(spans));
+        }
+        let folded: Vec<u32> = qs.iter().filter(|q| idle(q)).map(|q| q.queue).collect();
+        if !folded.is_empty() {
+            let src = qs.first().map(|q| source_name(q.source)).unwrap_or("-");
+            let list = ranges(&folded);
+            lines.push(Line::styled(
+                format!(
+                    " {role:<6}{iface:<10}{d:<4}{:>6} idle: {} queue(s) folded  {src}",
+                    list,
+                    folded.len()
+                ),
+                style(m, Color::DarkGray),
+            ));
+        }
+    }
+}
+
+/// `0-3,6` for queue numbers.
+fn ranges(ids: &[u32]) -> String {
+    let mut ids = ids.to_vec();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut parts: Vec<String> = Vec::new();
+    let mut it = ids.into_iter().peekable();
+    while let Some(start) = it.next() {
+        let mut end = start;
+        while it.peek() == Some(&(end + 1)) {
+            end += 1;
+            it.next();
+        }
+        parts.push(if end > start {
+            format!("{start}-{end}")
+        } else {
+            start.to_string()
+        });
+    }
+    parts.join(",")
+}

@@ -1,0 +1,118 @@
+//! End to end: the real binary in a tmux pane on the embedded local pair.
+//! Starts `wirescope tui`, waits for a few intervals, checks that both hosts'
+//! per-core rows and a non-zero throughput are on screen, presses `q`, and
+//! checks the exit code, the terminal mode and that the namespaces are gone.
+//! Needs tmux (CI installs it); skipped with a message when it is missing.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn tmux(args: &[&str]) -> String {
+    let out = Command::new("tmux").args(args).output().expect("tmux runs");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+struct Session(String);
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .status();
+    }
+}
+
+fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> Option<String>) -> String {
+    let t0 = Instant::now();
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(t0.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn dashboard_on_the_local_pair_under_tmux() {
+    assert!(
+        Command::new("tmux").arg("-V").output().is_ok(),
+        "this test drives the real binary in tmux: apt-get install tmux (.ci/run does)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let exit_file = dir.path().join("exit");
+    let name = format!("wst-tui-{}", std::process::id());
+    let cmd = format!(
+        "{} tui -P 2 -t 60s; echo $? > {}; sleep 60",
+        env!("CARGO_BIN_EXE_wirescope"),
+        exit_file.display()
+    );
+    let status = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &name,
+            "-x",
+            "160",
+            "-y",
+            "48",
+            &cmd,
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let _s = Session(name.clone());
+    let screen = wait_for(
+        "three intervals with traffic",
+        Duration::from_secs(30),
+        || {
+            let p = tmux(&["capture-pane", "-p", "-t", &name]);
+            let running = p.contains("running 3.") || p.contains("running 4.");
+            running.then_some(p)
+        },
+    );
+    let both = screen
+        .lines()
+        .filter(|l| l.matches("cpu0").count() == 2 || l.matches("cpu1").count() == 2)
+        .count();
+    assert!(
+        both >= 1,
+        "per-core rows of both hosts side by side:\n{screen}"
+    );
+    assert!(
+        screen.contains(" local ") && screen.contains(" peer "),
+        "{screen}"
+    );
+    let rate = screen
+        .lines()
+        .find_map(|l| l.split("local→peer ").nth(1))
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !rate.starts_with("0.00") && rate.contains("bit/s"),
+        "non-zero throughput: {rate}\n{screen}"
+    );
+    let ns = screen.split("ws-a-").nth(1).map(|r| {
+        format!(
+            "ws-a-{}",
+            r.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        )
+    });
+    tmux(&["send-keys", "-t", &name, "q"]);
+    let code = wait_for("exit", Duration::from_secs(15), || {
+        std::fs::read_to_string(&exit_file)
+            .ok()
+            .filter(|s| !s.is_empty())
+    });
+    assert_eq!(code.trim(), "0", "exit code");
+    let alt = tmux(&["display-message", "-p", "-t", &name, "#{alternate_on}"]);
+    assert_eq!(alt.trim(), "0", "the terminal left the alternate screen");
+    if let Some(ns) = ns {
+        let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        let list = String::from_utf8_lossy(&list.stdout);
+        assert!(!list.contains(&ns), "{ns} left behind:\n{list}");
+    }
+}

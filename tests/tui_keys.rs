@@ -1,0 +1,274 @@
+//! Key handling through the key table and `update`, without a terminal; the
+//! event loop driven with scripted events and a TestBackend.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use std::time::Duration;
+use wirescope::cli::TuiArgs;
+use wirescope::probe::sample::{HostRole, Sample};
+use wirescope::probe::system::HostInfo;
+use wirescope::record::log::read_log;
+use wirescope::record::schema::Record;
+use wirescope::traffic::TcpMode;
+use wirescope::tui::action::{update, Action, Effect};
+use wirescope::tui::app::{run_loop, Io};
+use wirescope::tui::event::Event;
+use wirescope::tui::keys::{action_for, help_lines, KEYMAP};
+use wirescope::tui::model::{LogState, Modal, Model, ModelConfig, RunState, Source, View};
+
+fn model() -> Model {
+    let mut m = Model::new(ModelConfig {
+        source: Source::Live,
+        local_host: HostInfo::default(),
+        pair: String::new(),
+        test: TuiArgs::defaults().test,
+        history: Duration::from_secs(600),
+        color: false,
+        log_path: None,
+    });
+    update(
+        &mut m,
+        Action::Connected {
+            peer: HostInfo::default(),
+        },
+    );
+    m
+}
+
+fn key(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::NONE)
+}
+
+fn press(m: &mut Model, code: KeyCode) -> Vec<Effect> {
+    match action_for(&key(code)) {
+        Some(a) => update(m, a),
+        None => Vec::new(),
+    }
+}
+
+fn samples() -> Vec<Sample> {
+    read_log(std::path::Path::new("tests/fixtures/tui/run.jsonl"))
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Sample(s) => Some(*s),
+            _ => None,
+        })
+        .collect()
+}
+
+fn feed(m: &mut Model, n: usize) -> Vec<Effect> {
+    let s = samples();
+    let (l, p): (Vec<_>, Vec<_>) = s.into_iter().partition(|x| x.host == HostRole::Local);
+    let mut eff = Vec::new();
+    for (l, p) in l.into_iter().zip(p).cycle().take(n) {
+        eff.extend(update(
+            m,
+            Action::Interval {
+                local: Some(Box::new(l)),
+                peer: Some(Box::new(p)),
+            },
+        ));
+    }
+    eff
+}
+
+#[test]
+fn the_table_maps_the_documented_keys() {
+    assert!(matches!(
+        action_for(&key(KeyCode::Char('q'))),
+        Some(Action::Quit)
+    ));
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    assert!(matches!(action_for(&ctrl_c), Some(Action::Quit)));
+    assert!(
+        action_for(&key(KeyCode::Char('c'))).is_none(),
+        "plain c does nothing"
+    );
+    assert!(matches!(
+        action_for(&key(KeyCode::Tab)),
+        Some(Action::NextView)
+    ));
+    assert!(matches!(
+        action_for(&key(KeyCode::BackTab)),
+        Some(Action::PrevView)
+    ));
+    for (i, v) in View::ALL.iter().enumerate() {
+        let c = char::from_digit(i as u32 + 1, 10).unwrap();
+        assert!(matches!(action_for(&key(KeyCode::Char(c))), Some(Action::ShowView(x)) if x == *v));
+    }
+    // '?' arrives with SHIFT on most terminals.
+    let q = KeyEvent::new(KeyCode::Char('?'), KeyModifiers::SHIFT);
+    assert!(matches!(action_for(&q), Some(Action::ToggleHelp)));
+    let mut release = key(KeyCode::Char('q'));
+    release.kind = KeyEventKind::Release;
+    assert!(action_for(&release).is_none());
+    for (k, a) in [('s', "StartStop"), ('p', "TogglePause"), ('l', "ToggleLog")] {
+        let got = format!("{:?}", action_for(&key(KeyCode::Char(k))).unwrap());
+        assert_eq!(got, a);
+    }
+    assert!(action_for(&key(KeyCode::Char('z'))).is_none());
+}
+
+#[test]
+fn help_lists_every_binding() {
+    let help = help_lines();
+    for b in KEYMAP {
+        assert!(help.iter().any(|(k, _)| *k == b.keys), "{} missing", b.keys);
+    }
+}
+
+#[test]
+fn views_help_and_quit() {
+    let mut m = model();
+    press(&mut m, KeyCode::Tab);
+    assert_eq!(m.view, View::Cpu);
+    press(&mut m, KeyCode::BackTab);
+    press(&mut m, KeyCode::BackTab);
+    assert_eq!(m.view, View::Control);
+    press(&mut m, KeyCode::Char('?'));
+    assert_eq!(m.modal, Modal::Help);
+    press(&mut m, KeyCode::Char('3'));
+    assert_eq!(m.modal, Modal::None, "any key closes the help");
+    assert_eq!(m.view, View::Control, "... and does nothing else");
+    assert!(press(&mut m, KeyCode::Char('q')).is_empty());
+    assert!(m.quit);
+}
+
+#[test]
+fn start_stop_goes_through_the_same_validation_as_run() {
+    let mut m = model();
+    let eff = press(&mut m, KeyCode::Char('s'));
+    let [Effect::Start(plan)] = eff.as_slice() else {
+        panic!("{eff:?}")
+    };
+    assert_eq!(plan.spec.mode, TcpMode::Stream);
+    assert_eq!(plan.time, Some(Duration::from_secs(10)), "default: 10 s");
+    assert_eq!(m.state, RunState::Starting);
+    assert!(matches!(
+        press(&mut m, KeyCode::Char('s')).as_slice(),
+        [Effect::Stop]
+    ));
+    assert_eq!(m.state, RunState::Stopping);
+    // Quitting while a test runs stops it.
+    let mut m2 = model();
+    press(&mut m2, KeyCode::Char('s'));
+    assert!(matches!(
+        press(&mut m2, KeyCode::Char('q')).as_slice(),
+        [Effect::Stop]
+    ));
+
+    // Control view: mode rr (Left wraps stream -> rr), more connections, start.
+    let mut m = model();
+    press(&mut m, KeyCode::Char('6'));
+    press(&mut m, KeyCode::Left);
+    assert_eq!(m.test.mode, TcpMode::Rr);
+    press(&mut m, KeyCode::Down);
+    press(&mut m, KeyCode::Right);
+    press(&mut m, KeyCode::Right);
+    assert_eq!(m.test.conns, Some(4));
+    assert!(m.test_error.is_none());
+    let eff = press(&mut m, KeyCode::Enter);
+    let [Effect::Start(plan)] = eff.as_slice() else {
+        panic!("{eff:?}")
+    };
+    assert_eq!((plan.spec.mode, plan.spec.streams), (TcpMode::Rr, 4));
+
+    // An invalid combination is refused with run's own message.
+    let mut m = model();
+    m.test.omit = Duration::from_secs(30);
+    assert!(press(&mut m, KeyCode::Char('s')).is_empty());
+    assert_eq!(m.view, View::Control);
+    let msg = m.message.clone().unwrap();
+    assert!(msg.contains("--omit") && msg.contains("--time"), "{msg}");
+}
+
+#[test]
+fn pause_pins_the_display_while_data_keeps_coming() {
+    let mut m = model();
+    feed(&mut m, 3);
+    press(&mut m, KeyCode::Char('p'));
+    let pinned = m.current().unwrap().seq;
+    feed(&mut m, 2);
+    assert_eq!(m.current().unwrap().seq, pinned);
+    assert_eq!(m.newer_than_cursor(), 2);
+    press(&mut m, KeyCode::Left);
+    assert_eq!(m.current().unwrap().seq, pinned - 1);
+    press(&mut m, KeyCode::End);
+    assert_eq!(
+        m.current().unwrap().seq,
+        pinned + 2,
+        "End follows live again"
+    );
+    assert!(!m.paused());
+}
+
+#[test]
+fn history_is_bounded() {
+    let mut m = Model::new(ModelConfig {
+        source: Source::Live,
+        local_host: HostInfo::default(),
+        pair: String::new(),
+        test: TuiArgs::defaults().test,
+        history: Duration::from_secs(5),
+        color: false,
+        log_path: None,
+    });
+    feed(&mut m, 12);
+    assert_eq!(m.history.len(), 5);
+    assert_eq!(m.history.back().unwrap().seq, 11);
+    assert!(
+        m.history
+            .iter()
+            .all(|i| i.local.as_ref().unwrap().facts.is_none()),
+        "facts live in the model, not in every interval"
+    );
+    assert!(m.facts.local.is_some() && m.facts.peer.is_some());
+}
+
+#[test]
+fn log_toggle_records_the_same_records_as_run() {
+    let mut m = model();
+    let eff = press(&mut m, KeyCode::Char('l'));
+    assert!(matches!(eff.as_slice(), [Effect::OpenLog { .. }]));
+    assert!(
+        feed(&mut m, 1).is_empty(),
+        "nothing is logged before the file is open"
+    );
+    update(&mut m, Action::LogOpened("x.jsonl".into()));
+    let eff = feed(&mut m, 1);
+    let [Effect::Log(records)] = eff.as_slice() else {
+        panic!("{eff:?}")
+    };
+    assert!(
+        matches!(records.as_slice(), [Record::Sample(l), Record::Sample(p), ..] if l.host == HostRole::Local && p.host == HostRole::Peer)
+    );
+    assert!(matches!(
+        press(&mut m, KeyCode::Char('l')).as_slice(),
+        [Effect::CloseLog]
+    ));
+    assert_eq!(m.log, LogState::Off);
+}
+
+#[test]
+fn the_loop_drains_events_and_redraws_at_most_once_per_batch() {
+    let mut m = model();
+    let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+    let s = samples();
+    let (l, p): (Vec<_>, Vec<_>) = s.into_iter().partition(|x| x.host == HostRole::Local);
+    for (l, p) in l.into_iter().zip(p).cycle().take(100) {
+        tx.try_send(Event::Interval(Some(Box::new(l)), Some(Box::new(p))))
+            .unwrap();
+    }
+    for _ in 0..50 {
+        tx.try_send(Event::Tick).unwrap();
+    }
+    tx.try_send(Event::Input(key(KeyCode::Char('q')))).unwrap();
+    let mut term = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    let mut io = Io::default();
+    run_loop(&mut term, &mut m, &mut rx, &mut io).unwrap();
+    assert!(m.quit);
+    assert_eq!(m.history.len(), 100);
+    assert!(io.frames <= 2, "{} frames for one batch", io.frames);
+}

@@ -1,0 +1,245 @@
+//! Every TUI view rendered with ratatui's TestBackend at 80x24 and 160x48 from
+//! recorded Samples (a real `wirescope run -t 3s -P 2` log), plus a peer-lost
+//! session and a host with one saturated core built from it; insta snapshots.
+//! Also: replay shows the same numbers as the log.
+
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use std::path::Path;
+use wirescope::cli::TuiArgs;
+use wirescope::probe::facts::IrqFact;
+use wirescope::probe::sample::{HostRole, QueueSource, Sample};
+use wirescope::probe::system::HostInfo;
+use wirescope::record::log::read_log;
+use wirescope::record::schema::Record;
+use wirescope::session::controller::{EndReason, PointOutcome};
+use wirescope::tui::action::{update, Action};
+use wirescope::tui::model::{Model, ModelConfig, Source, View};
+use wirescope::tui::{replay, view};
+use wirescope::units::{BitsPerSec, CpuId, Percent};
+
+const LOG: &str = "tests/fixtures/tui/run.jsonl";
+
+fn cfg(source: Source) -> ModelConfig {
+    ModelConfig {
+        source,
+        local_host: HostInfo::default(),
+        pair: String::new(),
+        test: TuiArgs::defaults().test,
+        history: std::time::Duration::from_secs(600),
+        color: false,
+        log_path: None,
+    }
+}
+
+fn records() -> Vec<Record> {
+    read_log(Path::new(LOG)).unwrap()
+}
+
+fn replay_model() -> Model {
+    replay::model_from_records(records(), cfg(Source::Replay(LOG.into())))
+}
+
+fn render(m: &Model, w: u16, h: u16) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| view::draw(f, m)).unwrap();
+    t.backend().to_string()
+}
+
+fn samples() -> Vec<Sample> {
+    records()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Sample(s) => Some(*s),
+            _ => None,
+        })
+        .collect()
+}
+
+fn interval(m: &mut Model, l: Option<Sample>, p: Option<Sample>) {
+    update(
+        m,
+        Action::Interval {
+            local: l.map(Box::new),
+            peer: p.map(Box::new),
+        },
+    );
+}
+
+/// A live session fed from the fixture's samples.
+fn live_model(samples: &[Sample]) -> Model {
+    let mut m = Model::new(cfg(Source::Live));
+    m.local_host.hostname = "vm".into();
+    m.pair = "local pair: namespaces ws-a-1 <-> ws-b-1".into();
+    let peer = HostInfo {
+        hostname: "vm".into(),
+        kernel: "6.18.44-fc-v595".into(),
+        cpus: 2,
+        ..HostInfo::default()
+    };
+    update(&mut m, Action::Connected { peer });
+    let spec = replay_model().spec.unwrap();
+    update(
+        &mut m,
+        Action::PointStarted {
+            spec: Box::new(spec),
+            time: Some(std::time::Duration::from_secs(10)),
+        },
+    );
+    let (l, p): (Vec<_>, Vec<_>) = samples
+        .iter()
+        .cloned()
+        .partition(|s| s.host == HostRole::Local);
+    for (l, p) in l.into_iter().zip(p) {
+        interval(&mut m, Some(l), Some(p));
+    }
+    m
+}
+
+#[test]
+fn every_view_at_both_sizes_from_a_recorded_run() {
+    let mut m = replay_model();
+    // The third interval: a full second (the last one is the 2 ms closing interval).
+    for a in [Action::Home, Action::Right, Action::Right] {
+        update(&mut m, a);
+    }
+    for (w, h) in [(80u16, 24u16), (160, 48)] {
+        for v in View::ALL {
+            m.view = v;
+            insta::assert_snapshot!(
+                format!("tui_{}_{w}x{h}", v.title().to_lowercase()),
+                render(&m, w, h)
+            );
+        }
+        m.view = View::Dashboard;
+        update(&mut m, Action::ToggleHelp);
+        insta::assert_snapshot!(format!("tui_help_{w}x{h}"), render(&m, w, h));
+        update(&mut m, Action::Close);
+    }
+}
+
+#[test]
+fn peer_lost() {
+    let s = samples();
+    let mut m = live_model(&s[..4]);
+    let late_local = s
+        .iter()
+        .find(|x| x.host == HostRole::Local && x.index == 2)
+        .cloned();
+    interval(&mut m, late_local, None);
+    update(
+        &mut m,
+        Action::PointDone(Box::new(PointOutcome {
+            local: Default::default(),
+            peer: None,
+            end: EndReason::PeerLost("no message from the agent for 3.0 s".into()),
+        })),
+    );
+    let a = render(&m, 80, 24);
+    assert!(a.contains("peer lost"), "{a}");
+    assert!(a.contains("no sample this interval"), "{a}");
+    insta::assert_snapshot!("tui_peer_lost_80x24", a);
+    insta::assert_snapshot!("tui_peer_lost_160x48", render(&m, 160, 48));
+}
+
+/// One core of 8 at 100% softirq (it holds the NIC IRQ and one rx queue does
+/// all the work); the engine pinned to another core.
+fn saturated(mut s: Sample) -> Sample {
+    let base = s.cpus[0];
+    s.cpus = (0..8)
+        .map(|i| {
+            let mut c = base;
+            c.cpu = CpuId(i);
+            let (u, sy, si) = if i == 3 {
+                (0.0, 0.0, 100.0)
+            } else if i == 1 {
+                (5.0, 40.0, 2.0)
+            } else {
+                (1.0, 2.0, 0.5)
+            };
+            c.user = Percent(u);
+            c.nice = Percent(0.0);
+            c.system = Percent(sy);
+            c.irq = Percent(0.0);
+            c.softirq = Percent(si);
+            c.idle = Percent(100.0 - u - sy - si);
+            c
+        })
+        .collect();
+    for q in &mut s.queues {
+        if q.queue == 3 {
+            q.packets = Some(812_000);
+            q.bytes = Some(1_200_000_000);
+            q.pps = 812_000.0;
+            q.bps = BitsPerSec(9.6e9);
+            q.drops = Some(1520);
+            q.source = QueueSource::Qstats;
+        } else {
+            q.source = QueueSource::Qstats;
+        }
+    }
+    if let Some(f) = s.facts.as_mut() {
+        f.cpus = 8;
+        if let Some(n) = f.nics.first_mut() {
+            n.irqs = vec![IrqFact {
+                irq: 42,
+                name: "mlx5_comp3".into(),
+                affinity: "3".into(),
+            }];
+        }
+    }
+    s
+}
+
+#[test]
+fn one_saturated_core() {
+    let s: Vec<Sample> = samples().into_iter().take(6).map(saturated).collect();
+    let mut m = live_model(&s);
+    if let Some(spec) = m.spec.as_mut() {
+        spec.cpus = vec![CpuId(1)];
+        spec.peer_cpus = vec![CpuId(1)];
+    }
+    m.view = View::Cpu;
+    let a = render(&m, 80, 24);
+    assert!(a.contains("▶cpu3"), "the busiest core is marked:\n{a}");
+    assert!(a.contains("cpu3  N"), "the IRQ core is marked:\n{a}");
+    assert!(a.contains("cpu1   E"), "the engine core is marked:\n{a}");
+    insta::assert_snapshot!("tui_saturated_cpu_80x24", a);
+    insta::assert_snapshot!("tui_saturated_cpu_160x48", render(&m, 160, 48));
+    m.view = View::Queues;
+    insta::assert_snapshot!("tui_saturated_queues_80x24", render(&m, 80, 24));
+    m.view = View::Dashboard;
+    insta::assert_snapshot!("tui_saturated_dashboard_160x48", render(&m, 160, 48));
+}
+
+#[test]
+fn replay_shows_the_numbers_of_the_log() {
+    let s = samples();
+    let mut m = replay_model();
+    let n_intervals = s.iter().filter(|x| x.host == HostRole::Local).count();
+    assert_eq!(m.history.len(), n_intervals);
+    update(&mut m, Action::Home);
+    for idx in 0..n_intervals {
+        let peer = s
+            .iter()
+            .find(|x| x.host == HostRole::Peer && x.index as usize == idx)
+            .unwrap();
+        let local = s
+            .iter()
+            .find(|x| x.host == HostRole::Local && x.index as usize == idx)
+            .unwrap();
+        let screen = render(&m, 160, 48);
+        // Receiver-counted local→peer rate, as the log has it.
+        let want = format!("local→peer {}", peer.engine.rx_bps);
+        assert!(
+            screen.contains(&want),
+            "interval {idx}: {want} not on screen:\n{screen}"
+        );
+        let busiest = local.busiest_cpu().unwrap();
+        let want = format!("▶cpu{}", busiest.cpu.0);
+        assert!(screen.contains(&want), "interval {idx}: {want}\n{screen}");
+        let want = format!("{:>5.1}%", busiest.busy().0);
+        assert!(screen.contains(&want), "interval {idx}: {want}\n{screen}");
+        update(&mut m, Action::Right);
+    }
+}
