@@ -243,3 +243,16 @@ fn replay_shows_the_numbers_of_the_log() {
         update(&mut m, Action::Right);
     }
 }
+
+/// Not root: the local pair fell back to loopback, and the header says why.
+#[test]
+fn no_privileges() {
+    let s = samples();
+    let mut m = live_model(&s[..4]);
+    m.pair = "loopback (not root, so no network namespaces; run as root for a veth pair)".into();
+    m.local_host.privileged = false;
+    let wide = render(&m, 160, 48);
+    assert!(wide.contains("loopback (not root"), "{wide}");
+    insta::assert_snapshot!("tui_no_privileges_160x48", wide);
+    insta::assert_snapshot!("tui_no_privileges_80x24", render(&m, 80, 24));
+}
