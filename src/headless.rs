@@ -233,7 +233,6 @@ async fn run_async(
             outcome: &outcome,
             local: &local,
             peer: &peer,
-            omit_s: plan.omit.as_secs_f64(),
         });
         s.findings = point_findings(&diag, &spec, &s, &local, &peer);
         worst = worst.max(s.findings.iter().map(|f| f.severity).max());

@@ -263,7 +263,7 @@ async fn watch_local(
     }
     let mut sampler = Sampler::new(Box::new(Live::default()));
     sampler.set_ifaces(&ifaces);
-    sampler.begin(None, std::time::Duration::ZERO);
+    sampler.begin(None, std::time::Duration::ZERO, args.interval);
     let h = header(
         argv,
         Default::default(),

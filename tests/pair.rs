@@ -221,6 +221,11 @@ fn omit_is_logged_but_not_counted() {
         .map(|s| s.engine.rx_bytes)
         .sum();
     assert!(omitted > 0, "the warm-up intervals are in the log");
+    // Omitted by interval number, so both hosts agree: 1 s of 500 ms intervals.
+    for host in [HostRole::Local, HostRole::Peer] {
+        let n = log.samples(host).iter().filter(|s| s.omitted).count();
+        assert_eq!(n, 2, "{host:?} omitted {n} intervals");
+    }
     let s = log.summaries()[0];
     assert_eq!(s.bytes, counted);
     assert!(
@@ -241,7 +246,21 @@ fn peer_killed_mid_run_ends_the_run_with_exit_1() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(2200));
+    // Kill the agent once three intervals are in the log (not after a fixed
+    // sleep: start-up time varies with the machine's load).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .matches("\"type\":\"sample\",\"host\":\"local\"")
+        .count()
+        < 3
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never logged 3 intervals"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     pair.kill_agent();
     let killed = std::time::Instant::now();
     let out = child.wait_with_output().unwrap();

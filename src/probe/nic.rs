@@ -155,20 +155,30 @@ impl EthtoolIoctl {
         })
     }
 
-    /// The names of the private statistics (ETHTOOL_GSTRINGS).
+    /// The names of the private statistics (ETHTOOL_GSTRINGS). The kernel
+    /// writes as many names as the driver has at that moment, whatever length
+    /// we pass, so the buffer has room for twice `count` plus 64.
     pub fn stats_names(&self, iface: &str, count: usize) -> Result<Vec<String>, IoctlError> {
-        let words = 3 + (count * ETH_GSTRING_LEN).div_ceil(4);
+        let room = count * 2 + 64;
+        let words = 3 + (room * ETH_GSTRING_LEN).div_ceil(4);
         let mut buf = vec![0u32; words];
         buf[0] = ETHTOOL_GSTRINGS;
         buf[1] = ETH_SS_STATS;
         buf[2] = u32::try_from(count).unwrap_or(u32::MAX);
         self.call(iface, "GSTRINGS", buf.as_mut_ptr().cast())?;
-        let n = (buf[2] as usize).min(count);
-        // SAFETY: the u32 buffer is at least 12 + count*32 bytes long.
+        let n = buf[2] as usize;
+        if n > room {
+            return Err(IoctlError::Os {
+                op: "GSTRINGS",
+                iface: iface.into(),
+                source: std::io::Error::other("the statistics count changed while reading"),
+            });
+        }
+        // SAFETY: the u32 buffer holds 12 + room*32 bytes and n <= room.
         let bytes = unsafe {
-            std::slice::from_raw_parts(buf.as_ptr().cast::<u8>().add(12), count * ETH_GSTRING_LEN)
+            std::slice::from_raw_parts(buf.as_ptr().cast::<u8>().add(12), n * ETH_GSTRING_LEN)
         };
-        Ok(bytes.chunks(ETH_GSTRING_LEN).take(n).map(cstr).collect())
+        Ok(bytes.chunks(ETH_GSTRING_LEN).map(cstr).collect())
     }
 
     /// The values of the private statistics (ETHTOOL_GSTATS), at most `cap` of them.

@@ -95,7 +95,7 @@ pub struct Sampler {
     index: u32,
     t0: Instant,
     last: Instant,
-    omit: Duration,
+    omit_intervals: u64,
     latency_total: Histogram<u64>,
 }
 
@@ -117,7 +117,7 @@ impl Sampler {
             index: 0,
             t0: now,
             last: now,
-            omit: Duration::ZERO,
+            omit_intervals: 0,
             latency_total: new_latency_histogram(),
         };
         s.read_host(&mut Vec::new());
@@ -148,14 +148,17 @@ impl Sampler {
 
     /// Start a new test point: interval numbering restarts, the engine (if any) is watched,
     /// and the first Sample carries the host facts.
-    pub fn begin(&mut self, engine: Option<&RunningEngine>, omit: Duration) {
+    /// Intervals are omitted by number (those that end within `omit`, at
+    /// `interval` each), so both hosts mark the same ones whatever their clocks.
+    pub fn begin(&mut self, engine: Option<&RunningEngine>, omit: Duration, interval: Duration) {
         let now = Instant::now();
         self.read_host(&mut Vec::new());
         self.read_ifaces(0.0, &mut Vec::new(), &mut Vec::new());
         self.t0 = now;
         self.last = now;
         self.index = 0;
-        self.omit = omit;
+        self.omit_intervals =
+            u64::try_from(omit.as_nanos() / interval.as_nanos().max(1)).unwrap_or(u64::MAX);
         self.facts = None;
         self.facts_due = true;
         self.latency_total.reset();
@@ -192,7 +195,7 @@ impl Sampler {
         let secs = now.duration_since(self.last).as_secs_f64();
         let start_s = self.last.duration_since(self.t0).as_secs_f64();
         let end_s = now.duration_since(self.t0).as_secs_f64();
-        let omitted = !self.omit.is_zero() && now.duration_since(self.t0) <= self.omit;
+        let omitted = u64::from(self.index) < self.omit_intervals;
         let mut errors = Vec::new();
         let (cpus, softirqs, softnet, nstat) = self.read_host(&mut errors);
         let facts = self.facts_if_changed();

@@ -81,7 +81,8 @@ pub fn softirq_deltas(prev: &Softirqs, cur: &Softirqs) -> Vec<SoftirqCpu> {
                     .and_then(|p| prev.vectors.get(name).and_then(|v| v.get(p)))
                     .copied()
                     .unwrap_or(now);
-                now.saturating_sub(before)
+                // /proc/softirqs prints unsigned int: the counter wraps at 2^32.
+                u64::from((now as u32).wrapping_sub(before as u32))
             };
             let other = cur
                 .vectors

@@ -23,8 +23,6 @@ pub struct PointData<'a> {
     pub local: &'a [Sample],
     /// Peer Samples, in order.
     pub peer: &'a [Sample],
-    /// Warm-up seconds.
-    pub omit_s: f64,
 }
 
 fn omitted_rx(samples: &[Sample], conn: usize) -> u64 {
@@ -164,7 +162,20 @@ pub fn build(d: &PointData<'_>) -> Summary {
         (TcpMode::Stream, true, true, Some(p)) => p.duration_s.max(o.local.duration_s),
         _ => o.local.duration_s,
     };
-    let duration_s = (receiver_time - d.omit_s).max(0.0);
+    // The warm-up is what the receiver's omitted intervals covered (omitted by
+    // interval number on both hosts), not the nominal --omit.
+    let warmup = |v: &[Sample]| {
+        v.iter()
+            .filter(|x| x.omitted)
+            .map(|x| x.end_s)
+            .fold(0.0, f64::max)
+    };
+    let omitted_s = match (d.spec.mode, forward, backward) {
+        (TcpMode::Stream, true, false) => warmup(d.peer),
+        (TcpMode::Stream, true, true) => warmup(d.peer).max(warmup(d.local)),
+        _ => warmup(d.local),
+    };
+    let duration_s = (receiver_time - omitted_s).max(0.0);
     let omitted_msgs: u64 = d
         .local
         .iter()

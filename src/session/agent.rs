@@ -9,8 +9,8 @@
 
 use super::auth::Token;
 use super::proto::{
-    read_body, read_msg, write_msg, DataHello, Msg, ProtoError, SideResult, TestParams, DATA_MAGIC,
-    PROTOCOL_VERSION,
+    read_body, read_msg, read_msg_max, write_msg, DataHello, Msg, ProtoError, SideResult,
+    TestParams, DATA_MAGIC, MAX_HANDSHAKE_FRAME, PROTOCOL_VERSION,
 };
 use crate::probe::sampler::Sampler;
 use crate::probe::source::Live;
@@ -98,7 +98,11 @@ pub async fn bind(
     })?;
     let unix = match &cfg.unix {
         Some(p) => {
-            let _ = std::fs::remove_file(p);
+            // Replace a stale socket of an earlier agent, never any other file.
+            use std::os::unix::fs::FileTypeExt;
+            if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()) {
+                let _ = std::fs::remove_file(p);
+            }
             Some(UnixListener::bind(p).map_err(|source| AgentError::Bind {
                 addr: p.display().to_string(),
                 source,
@@ -174,7 +178,8 @@ async fn handle_data(state: &State, mut s: tokio::net::TcpStream, peer: SocketAd
     };
     let Ok(std) = s.into_std() else { return };
     if std.set_nonblocking(false).is_ok() {
-        let _ = tx.try_send((hello.index, std));
+        // Wait for room rather than drop a connection of a large test.
+        let _ = tokio::time::timeout(SETUP_TIMEOUT, tx.send((hello.index, std))).await;
     }
 }
 
@@ -196,8 +201,8 @@ async fn handle_control<S>(
     let (mut rd, mut wr) = tokio::io::split(s);
     let hello = tokio::time::timeout(SETUP_TIMEOUT, async {
         match first {
-            Some(f) => read_body(&mut rd, f).await,
-            None => read_msg(&mut rd).await,
+            Some(f) => read_body(&mut rd, f, MAX_HANDSHAKE_FRAME).await,
+            None => read_msg_max(&mut rd, MAX_HANDSHAKE_FRAME).await,
         }
     })
     .await;
@@ -245,23 +250,25 @@ async fn handle_control<S>(
     {
         return;
     }
-    let (nonce_c, mac) = match tokio::time::timeout(SETUP_TIMEOUT, read_msg(&mut rd)).await {
-        Ok(Ok(Msg::Auth { nonce, mac })) => (nonce, mac),
-        Ok(Ok(other)) => {
-            return refuse(
-                &mut wr,
-                ProtoError::Unexpected {
-                    expected: "auth",
-                    got: other.kind(),
-                }
-                .to_string(),
-            )
-            .await
-        }
-        Ok(Err(ProtoError::Closed)) => return,
-        Ok(Err(e)) => return refuse(&mut wr, e.to_string()).await,
-        Err(_) => return refuse(&mut wr, "timed out waiting for auth".into()).await,
-    };
+    let (nonce_c, mac) =
+        match tokio::time::timeout(SETUP_TIMEOUT, read_msg_max(&mut rd, MAX_HANDSHAKE_FRAME)).await
+        {
+            Ok(Ok(Msg::Auth { nonce, mac })) => (nonce, mac),
+            Ok(Ok(other)) => {
+                return refuse(
+                    &mut wr,
+                    ProtoError::Unexpected {
+                        expected: "auth",
+                        got: other.kind(),
+                    }
+                    .to_string(),
+                )
+                .await
+            }
+            Ok(Err(ProtoError::Closed)) => return,
+            Ok(Err(e)) => return refuse(&mut wr, e.to_string()).await,
+            Err(_) => return refuse(&mut wr, "timed out waiting for auth".into()).await,
+        };
     let Ok(nonce_c) = hex::decode(&nonce_c) else {
         return refuse(
             &mut wr,
@@ -395,6 +402,9 @@ async fn run_test<W: AsyncWrite + Unpin>(
         Some(c) => c,
         None => return write(wr, fail("the test cookie is not 16 hex bytes".into())).await,
     };
+    if let Some(Err(e)) = test.spec.as_ref().map(EngineSpec::validate) {
+        return write(wr, fail(format!("the agent refuses this test: {e}"))).await;
+    }
     let n = test.spec.as_ref().map_or(0, EngineSpec::connection_count);
     if (test.spec.is_some() && n == 0) || n > 65_536 {
         return write(
@@ -470,7 +480,11 @@ async fn run_test<W: AsyncWrite + Unpin>(
         Ok(e) => e,
         Err(e) => return write(wr, fail(format!("agent engine: {e}"))).await,
     };
-    sampler.begin(Some(&engine), Duration::from_millis(test.omit_ms));
+    sampler.begin(
+        Some(&engine),
+        Duration::from_millis(test.omit_ms),
+        Duration::from_millis(test.interval_ms.max(10)),
+    );
     let t0 = Instant::now();
     let done = std::sync::Arc::clone(&engine.control.done);
     // Two deadlines: the engine must drain after Stop, and a Stop must follow
@@ -497,7 +511,7 @@ async fn run_test<W: AsyncWrite + Unpin>(
                     stopped = true;
                     if engine_done.is_none() { stop_deadline = Some(tokio::time::Instant::now() + DRAIN_TIMEOUT); }
                 }
-                Some(Ok(Msg::Failed { error })) => { eprintln!("agent: controller failed: {error}"); engine.abort(); }
+                Some(Ok(Msg::Failed { error })) => { eprintln!("agent: controller failed: {error}"); engine.abort(); stopped = true; }
                 Some(Ok(_)) => {}
                 _ => { engine.abort(); break true; }
             },

@@ -52,6 +52,14 @@ pub enum TokenError {
     /// The file or variable is empty.
     #[error("the token in {0} is empty; put a random string in it (e.g. `openssl rand -hex 32`)")]
     Empty(String),
+    /// The file is readable or writable by others.
+    #[error("token file {path} has mode {mode:o}: others can read it; run `chmod 600 {path}`")]
+    Insecure {
+        /// The file.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// No token anywhere and we may not create one.
     #[error("no token: copy the agent's token file to {0} (the agent prints its path), pass --token-file, or set WIRESCOPE_TOKEN")]
     Missing(PathBuf),
@@ -136,10 +144,23 @@ pub fn load_token(file: Option<&Path>, create: bool) -> Result<(Token, TokenOrig
         .map(Path::to_path_buf)
         .unwrap_or_else(default_token_path);
     match std::fs::read_to_string(&path) {
-        Ok(text) => Ok((
-            Token::from_text(&text, &path.display().to_string())?,
-            TokenOrigin::File(path),
-        )),
+        Ok(text) => {
+            // Like ssh with its keys: a token others can read authenticates them too.
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path)
+                .map(|m| m.permissions().mode())
+                .unwrap_or(0);
+            if mode & 0o077 != 0 {
+                return Err(TokenError::Insecure {
+                    path,
+                    mode: mode & 0o777,
+                });
+            }
+            Ok((
+                Token::from_text(&text, &path.display().to_string())?,
+                TokenOrigin::File(path),
+            ))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
             let token = Token::random();
             write_new_token(&path, &token).map_err(|source| TokenError::Io {
@@ -197,6 +218,19 @@ mod tests {
     }
 
     #[test]
+    fn a_token_others_can_read_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("token");
+        std::fs::write(&p, "secret\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = load_token(Some(&p), false).unwrap_err().to_string();
+        assert!(e.contains("chmod 600"), "{e}");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(load_token(Some(&p), false).is_ok());
+    }
+
+    #[test]
     fn missing_and_empty_are_explained() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("none");
@@ -205,6 +239,7 @@ mod tests {
             Err(TokenError::Missing(_))
         ));
         std::fs::write(&p, "\n").unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
         assert!(matches!(
             load_token(Some(&p), false),
             Err(TokenError::Empty(_))

@@ -157,6 +157,10 @@ pub struct Controller {
     data_ip: IpAddr,
     sampler: Sampler,
     next_id: u64,
+    /// Set from `Start` until a point ends cleanly: after an unclean end the
+    /// agent may still send messages of the old point, so the connection is
+    /// not reused.
+    poisoned: bool,
 }
 
 impl Controller {
@@ -222,6 +226,7 @@ impl Controller {
             data_ip,
             sampler: Sampler::new(Box::new(Live::default())),
             next_id: 0,
+            poisoned: false,
         })
     }
 
@@ -255,6 +260,10 @@ impl Controller {
         events: &mpsc::Sender<RunEvent>,
         cancel: &CancellationToken,
     ) -> Result<PointOutcome, SessionError> {
+        if self.poisoned {
+            return Err(SessionError::Peer("the previous test point on this connection ended uncleanly; reconnect to the agent".into()));
+        }
+        self.poisoned = true;
         self.next_id += 1;
         let cookie = super::auth::random_bytes::<16>();
         let test = TestParams {
@@ -307,6 +316,16 @@ impl Controller {
                 }))
             }
         }
+        // Everything slow happens before Go; after it, both ends start their
+        // engines and clocks at once (the agent on receipt of Go).
+        let mut ifaces: Vec<String> = crate::probe::system::route_iface(self.data_ip)
+            .into_iter()
+            .collect();
+        ifaces.extend(p.ifaces.iter().cloned());
+        self.sampler.set_ifaces(&ifaces);
+        write_msg(&mut self.wr, &Msg::Go {})
+            .await
+            .map_err(|e| self.proto(e))?;
         let started = match &p.spec {
             Some(spec) => TcpEngine::new(spec.clone()).start(Side::Controller, conns),
             None => Ok(RunningEngine::idle()),
@@ -321,28 +340,18 @@ impl Controller {
                     },
                 )
                 .await;
+                self.poisoned = true;
                 return Err(e.into());
             }
         };
-        let mut ifaces: Vec<String> = crate::probe::system::route_iface(self.data_ip)
-            .into_iter()
-            .collect();
-        ifaces.extend(p.ifaces.iter().cloned());
-        self.sampler.set_ifaces(&ifaces);
-        self.sampler.begin(Some(&engine), p.omit);
-        if let Err(e) = write_msg(&mut self.wr, &Msg::Go {}).await {
-            engine.abort();
-            let local = finish(&mut engine, &mut self.sampler, 0.0).await;
-            return Ok(PointOutcome {
-                local,
-                peer: None,
-                end: EndReason::PeerLost(e.to_string()),
-            });
-        }
+        self.sampler.begin(Some(&engine), p.omit, p.interval);
         let t0 = Instant::now();
         let mut pairs = Pairing::default();
         let mut ticker =
             tokio::time::interval_at(tokio::time::Instant::now() + p.interval, p.interval);
+        // After a stall, keep the period instead of bursting short intervals.
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let time_limit = p.time.map(|t| tokio::time::Instant::now() + t);
         let silence_limit = p.interval * 2 + Duration::from_secs(1);
         let mut last_peer = Instant::now();
         let mut stop_deadline: Option<tokio::time::Instant> = None;
@@ -390,6 +399,10 @@ impl Controller {
                     engine.abort();
                     break;
                 }
+                // The time limit ends the point even between ticks; the closing Sample covers the rest.
+                _ = super::agent::sleep_until_opt(time_limit), if stop_deadline.is_none() => {
+                    stop_deadline = Some(self.begin_stop(&engine).await);
+                }
                 _ = cancel.cancelled(), if stop_deadline.is_none() => {
                     end = EndReason::Interrupted;
                     stop_deadline = Some(self.begin_stop(&engine).await);
@@ -413,6 +426,8 @@ impl Controller {
             end = EndReason::Failed(format!("agent engine: {e}"));
         }
         local.duration_s = duration_s;
+        self.poisoned = !(matches!(end, EndReason::Completed | EndReason::Interrupted)
+            && peer_result.is_some());
         Ok(PointOutcome {
             local,
             peer: peer_result,
@@ -521,45 +536,56 @@ fn connect_data(
     Ok(out)
 }
 
-/// Pairs local and peer Samples by interval index.
+/// Pairs local and peer Samples by interval index and emits intervals in
+/// index order. A peer Sample more than two intervals late is not waited for;
+/// if it still arrives, it is forwarded alone at once. Pending Samples are
+/// bounded (a peer that runs ahead cannot grow the map without limit).
 #[derive(Default)]
 struct Pairing {
     local: BTreeMap<u32, Sample>,
     peer: BTreeMap<u32, Sample>,
+    emitted: Option<u32>,
 }
+
+/// Most peer Samples kept while waiting for the local ones.
+const MAX_PENDING: usize = 64;
 
 impl Pairing {
     async fn local(&mut self, s: Sample, ev: &mpsc::Sender<RunEvent>) {
-        let i = s.index;
-        self.local.insert(i, s);
-        self.emit_ready(ev).await;
-        // A peer Sample two intervals late is not waited for any longer.
-        let late: Vec<u32> = self.local.keys().copied().filter(|k| k + 2 <= i).collect();
-        for k in late {
-            let local = self.local.remove(&k);
-            let _ = ev
-                .send(RunEvent::Interval {
-                    index: k,
-                    local,
-                    peer: None,
-                })
-                .await;
-        }
+        self.local.insert(s.index, s);
+        self.emit(ev, false).await;
     }
 
     async fn peer(&mut self, s: Sample, ev: &mpsc::Sender<RunEvent>) {
+        if self.emitted.is_some_and(|e| s.index <= e) {
+            let _ = ev
+                .send(RunEvent::Interval {
+                    index: s.index,
+                    local: None,
+                    peer: Some(s),
+                })
+                .await;
+            return;
+        }
         self.peer.insert(s.index, s);
-        self.emit_ready(ev).await;
+        while self.peer.len() > MAX_PENDING {
+            self.peer.pop_first();
+        }
+        self.emit(ev, false).await;
     }
 
-    async fn emit_ready(&mut self, ev: &mpsc::Sender<RunEvent>) {
-        let both: Vec<u32> = self
-            .local
-            .keys()
-            .copied()
-            .filter(|k| self.peer.contains_key(k))
-            .collect();
-        for k in both {
+    /// Emit, oldest first, every local interval whose peer Sample is here or
+    /// two intervals late; with `all`, everything left.
+    async fn emit(&mut self, ev: &mpsc::Sender<RunEvent>, all: bool) {
+        loop {
+            let newest = self.local.keys().next_back().copied();
+            let Some(k) = self.local.keys().next().copied() else {
+                break;
+            };
+            let ready = all || self.peer.contains_key(&k) || newest.is_some_and(|n| k + 2 <= n);
+            if !ready {
+                break;
+            }
             let (local, peer) = (self.local.remove(&k), self.peer.remove(&k));
             let _ = ev
                 .send(RunEvent::Interval {
@@ -568,19 +594,18 @@ impl Pairing {
                     peer,
                 })
                 .await;
+            self.emitted = Some(k);
         }
     }
 
     async fn flush(&mut self, ev: &mpsc::Sender<RunEvent>) {
-        let mut keys: Vec<u32> = self.local.keys().chain(self.peer.keys()).copied().collect();
-        keys.sort_unstable();
-        keys.dedup();
-        for k in keys {
+        self.emit(ev, true).await;
+        for (k, p) in std::mem::take(&mut self.peer) {
             let _ = ev
                 .send(RunEvent::Interval {
                     index: k,
-                    local: self.local.remove(&k),
-                    peer: self.peer.remove(&k),
+                    local: None,
+                    peer: Some(p),
                 })
                 .await;
         }

@@ -19,8 +19,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Version of the control protocol; both ends must speak the same.
 pub const PROTOCOL_VERSION: u32 = 1;
-/// Largest accepted control frame (bytes of JSON).
-pub const MAX_FRAME: u32 = 1 << 20;
+/// Largest accepted control frame after authentication (bytes of JSON): the
+/// first Sample of a large host (hundreds of CPUs, thousands of NIC
+/// counters, facts) fits with room to spare.
+pub const MAX_FRAME: u32 = 16 << 20;
+/// Largest frame accepted before authentication: hello and auth are tiny,
+/// and an unauthenticated peer must not make the agent allocate much.
+pub const MAX_HANDSHAKE_FRAME: u32 = 64 << 10;
 /// First bytes of a data connection.
 pub const DATA_MAGIC: [u8; 4] = *b"WSD1";
 /// Default agent port.
@@ -243,36 +248,42 @@ pub enum ProtoError {
     Timeout(&'static str),
 }
 
-/// Check a frame length against the limit; `first` are the raw 4 bytes for the garbage message.
-pub fn check_len(first: [u8; 4]) -> Result<u32, ProtoError> {
+/// Check a frame length against `max`; `first` are the raw 4 bytes for the garbage message.
+pub fn check_len(first: [u8; 4], max: u32) -> Result<u32, ProtoError> {
     let len = u32::from_be_bytes(first);
-    if len > MAX_FRAME {
+    if len > max {
         if first.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
             return Err(ProtoError::Garbage(
                 String::from_utf8_lossy(&first).into_owned(),
             ));
         }
-        return Err(ProtoError::TooLarge {
-            len,
-            max: MAX_FRAME,
-        });
+        return Err(ProtoError::TooLarge { len, max });
     }
     Ok(len)
 }
 
-/// Read one frame whose 4 length bytes were already consumed.
-pub async fn read_body<R: AsyncRead + Unpin>(r: &mut R, first: [u8; 4]) -> Result<Msg, ProtoError> {
-    let len = check_len(first)?;
+/// Read one frame of at most `max` bytes whose 4 length bytes were already consumed.
+pub async fn read_body<R: AsyncRead + Unpin>(
+    r: &mut R,
+    first: [u8; 4],
+    max: u32,
+) -> Result<Msg, ProtoError> {
+    let len = check_len(first, max)?;
     let mut body = vec![0u8; len as usize];
     r.read_exact(&mut body).await.map_err(eof_is_closed)?;
     Ok(serde_json::from_slice(&body)?)
 }
 
-/// Read one frame.
-pub async fn read_msg<R: AsyncRead + Unpin>(r: &mut R) -> Result<Msg, ProtoError> {
+/// Read one frame of at most `max` bytes.
+pub async fn read_msg_max<R: AsyncRead + Unpin>(r: &mut R, max: u32) -> Result<Msg, ProtoError> {
     let mut first = [0u8; 4];
     r.read_exact(&mut first).await.map_err(eof_is_closed)?;
-    read_body(r, first).await
+    read_body(r, first, max).await
+}
+
+/// Read one frame (authenticated session: up to [`MAX_FRAME`]).
+pub async fn read_msg<R: AsyncRead + Unpin>(r: &mut R) -> Result<Msg, ProtoError> {
+    read_msg_max(r, MAX_FRAME).await
 }
 
 /// Write one frame and flush it.
@@ -324,7 +335,7 @@ mod tests {
             .unwrap();
         let e = read_msg(&mut b).await.unwrap_err();
         assert!(matches!(e, ProtoError::TooLarge { .. }), "{e}");
-        let e = check_len(*b"GET ").unwrap_err();
+        let e = check_len(*b"GET ", MAX_FRAME).unwrap_err();
         assert!(e.to_string().contains("GET"), "{e}");
     }
 

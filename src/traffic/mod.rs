@@ -172,6 +172,29 @@ impl EngineSpec {
         }
     }
 
+    /// Limits a receiving agent enforces on a spec that came over the network
+    /// (the controller's CLI checks the same ranges, with friendlier messages).
+    pub fn validate(&self) -> Result<(), String> {
+        const MAX_MSG: u64 = 64 << 20;
+        let check = |what: &str, v: u64, lo: u64, hi: u64| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("{what} {v} is outside {lo}..={hi}"))
+            }
+        };
+        check("streams", u64::from(self.streams), 1, 65_536)?;
+        check("threads", u64::from(self.threads), 0, 4096)?;
+        check("depth", u64::from(self.depth), 1, 65_536)?;
+        check("len", self.len.0, 1, MAX_MSG)?;
+        check("size", self.size.0, 1, MAX_MSG)?;
+        check("resp_size", self.resp_size.0, 1, MAX_MSG)?;
+        if let Some(w) = self.window {
+            check("window", w.0, 1024, 1 << 30)?;
+        }
+        Ok(())
+    }
+
     /// CPUs this side pins its threads to.
     pub fn cpus_for(&self, side: Side) -> &[CpuId] {
         match side {
@@ -297,8 +320,17 @@ pub struct EngineControl {
     pub done: Arc<tokio::sync::Notify>,
 }
 
-/// Decrements the running count when a worker exits, even by panic.
-struct WorkerExit(EngineControl);
+impl EngineControl {
+    /// A token counted like a worker; the engine is not "done" before it is dropped.
+    pub fn starter(&self) -> WorkerExit {
+        self.running.fetch_add(1, Ordering::AcqRel);
+        WorkerExit(self.clone())
+    }
+}
+
+/// Decrements the running count when a worker (or the starter token) goes
+/// away, even by panic; the last one signals `done`.
+pub struct WorkerExit(EngineControl);
 
 impl Drop for WorkerExit {
     fn drop(&mut self) {
@@ -380,7 +412,7 @@ impl RunningEngine {
         }
     }
 
-    /// Ask senders/clients to finish gracefully.
+    /// Ask senders/clients to finish gracefully. (Dropping a running engine aborts it.)
     pub fn stop(&self) {
         self.control.stop.store(true, Ordering::Relaxed);
         if self.control.running.load(Ordering::Acquire) == 0 {
@@ -399,6 +431,15 @@ impl RunningEngine {
     /// Wait for every worker; the first error wins.
     pub fn join(&mut self) -> Result<(), EngineError> {
         join_all(std::mem::take(&mut self.threads))
+    }
+}
+
+impl Drop for RunningEngine {
+    /// An engine dropped on any path (error, cancelled future) stops its workers.
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.abort();
+        }
     }
 }
 

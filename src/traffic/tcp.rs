@@ -155,25 +155,41 @@ impl Engine for TcpEngine {
         }
         let control = EngineControl::default();
         let cpus = spec.cpus_for(side).to_vec();
-        let (threads, counters) = match spec.mode {
-            TcpMode::Stream => {
-                let counters = Arc::new(EngineCounters::new(conns.len(), 0));
-                let t = stream::spawn(spec, &roles, conns, &cpus, &counters, &control)?;
-                (t, counters)
-            }
-            TcpMode::Pingpong | TcpMode::Rr => {
-                let workers = (spec.threads.max(1) as usize).min(conns.len().max(1));
-                let measuring =
-                    if roles.first() == Some(&ConnRole::Client) && spec.mode == TcpMode::Rr {
-                        workers
-                    } else {
-                        0
-                    };
-                let counters = Arc::new(EngineCounters::new(conns.len(), measuring));
-                let t = echo::spawn(spec, &roles, conns, workers, &cpus, &counters, &control)?;
-                (t, counters)
-            }
-        };
+        // A starter token keeps `running` above zero until every worker is
+        // spawned, so an early-exiting first worker cannot signal "done".
+        let starter = control.starter();
+        let spawned: Result<_, EngineError> = (|| {
+            Ok(match spec.mode {
+                TcpMode::Stream => {
+                    let counters = Arc::new(EngineCounters::new(conns.len(), 0));
+                    let t = stream::spawn(spec, &roles, conns, &cpus, &counters, &control)?;
+                    (t, counters)
+                }
+                TcpMode::Pingpong | TcpMode::Rr => {
+                    let workers = (spec.threads.max(1) as usize).min(conns.len().max(1));
+                    let measuring =
+                        if roles.first() == Some(&ConnRole::Client) && spec.mode == TcpMode::Rr {
+                            workers
+                        } else {
+                            0
+                        };
+                    let counters = Arc::new(EngineCounters::new(conns.len(), measuring));
+                    let t = echo::spawn(spec, &roles, conns, workers, &cpus, &counters, &control)?;
+                    (t, counters)
+                }
+            })
+        })();
+        if spawned.is_err() {
+            // Workers already started must not outlive the failed start.
+            control
+                .abort
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            control
+                .stop
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        drop(starter);
+        let (threads, counters) = spawned?;
         Ok(RunningEngine {
             threads,
             counters,

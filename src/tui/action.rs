@@ -411,7 +411,6 @@ fn point_done(m: &mut Model, outcome: PointOutcome) -> Vec<Effect> {
             outcome: &outcome,
             local: &local,
             peer: &peer,
-            omit_s: m.test.omit.as_secs_f64(),
         });
         records.push(Record::Summary(Box::new(s)));
     }

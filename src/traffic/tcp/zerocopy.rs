@@ -14,6 +14,8 @@ use std::sync::atomic::Ordering;
 
 const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
 const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
+/// Outstanding sends before the error queue is read.
+const DRAIN_BATCH: u64 = 64;
 /// Outstanding notifications before we stop and wait for the kernel.
 const MAX_OUTSTANDING: u64 = 1024;
 
@@ -48,7 +50,7 @@ pub(super) struct Tracker {
 impl Tracker {
     /// One `send(MSG_ZEROCOPY)`; waits for notifications first when too many are outstanding.
     pub(super) fn send(&mut self, fd: RawFd, buf: &[u8]) -> std::io::Result<usize> {
-        if self.sent - self.completed >= MAX_OUTSTANDING {
+        if self.sent.saturating_sub(self.completed) >= MAX_OUTSTANDING {
             self.wait(fd, 100);
         }
         // SAFETY: buf is valid for its length and is never modified while the kernel holds it.
@@ -63,7 +65,10 @@ impl Tracker {
             return Err(e);
         }
         self.sent += 1;
-        self.drain(fd);
+        // Read notifications in batches, not after every send (one recvmsg per write would double the syscalls).
+        if self.sent.saturating_sub(self.completed) >= DRAIN_BATCH {
+            self.drain(fd);
+        }
         Ok(n as usize)
     }
 
