@@ -86,8 +86,11 @@ fn normal_end_error_and_sigint_leave_nothing_behind() {
 #[test]
 fn leftovers_of_a_killed_run_are_removed_by_the_next() {
     require_root();
-    // A pid that cannot be alive (above pid_max) marks these as stale.
-    let stale = ["ws-a-4194399", "ws-b-4194399"];
+    // A pid that cannot be alive (above the largest pid_max, 2^22) marks these
+    // as stale; ours is added so concurrent test runs do not collide.
+    let dead = 4_194_304 + std::process::id();
+    let (a, b) = (format!("ws-a-{dead}"), format!("ws-b-{dead}"));
+    let stale = [a.as_str(), b.as_str()];
     for n in stale {
         assert!(Command::new("ip")
             .args(["netns", "add", n])
