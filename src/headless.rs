@@ -6,7 +6,7 @@
 //! into a summary. Exit codes: 0 ok, 1 the test failed (peer lost, engine
 //! error), 2 usage error, 130 interrupted by Ctrl-C/SIGTERM.
 
-use crate::cli::{RunArgs, TargetChoice, TestPlan};
+use crate::cli::{RunArgs, TestPlan};
 use crate::diagnose::live::LiveDiagnosis;
 use crate::diagnose::{Input, TestContext, Window};
 use crate::probe::sample::Sample;
@@ -15,9 +15,7 @@ use crate::record::log::LogWriter;
 use crate::record::schema::{Event, Header, Hosts, Record, SweepInfo, SCHEMA_VERSION};
 use crate::record::summary::{self, PointData};
 use crate::record::text;
-use crate::session::auth::load_token;
 use crate::session::controller::{Controller, EndReason, PointParams, RunEvent, Target};
-use crate::session::localpair::LocalPair;
 use anyhow::Context;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,30 +77,20 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> anyhow::Result<u8> {
             return Ok(EXIT_USAGE);
         }
     };
-    let (pair, target, token, pair_desc) = match choice {
-        TargetChoice::LocalPair { queues } => {
-            let exe = std::env::current_exe()
-                .context("cannot find the wirescope executable to start the local agent")?;
-            let pair = LocalPair::create(&exe, queues).context("cannot build the local pair")?;
-            pair.enter_controller_side()
-                .context("cannot enter the controller's namespace")?;
-            eprintln!(
-                "wirescope: local pair: {}; agent pid {}",
-                pair.kind,
-                pair.agent_pid().unwrap_or(0)
-            );
-            let (t, tok, d) = (
-                pair.target.clone(),
-                pair.token.clone(),
-                pair.kind.to_string(),
-            );
-            (Some(pair), t, tok, d)
-        }
-        TargetChoice::Peer(addr) => {
-            let (tok, _) = load_token(args.target.token_file.as_deref(), false)?;
-            (None, Target::Tcp(addr), tok, format!("remote agent {addr}"))
-        }
-    };
+    let opened = crate::session::open(&choice, args.target.token_file.as_deref())?;
+    if let Some(pair) = &opened.pair {
+        eprintln!(
+            "wirescope: {}; agent pid {}",
+            opened.description,
+            pair.agent_pid().unwrap_or(0)
+        );
+    }
+    let crate::session::Opened {
+        pair,
+        target,
+        token,
+        description: pair_desc,
+    } = opened;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("ws-runtime")

@@ -76,6 +76,17 @@ pub struct Evidence {
     pub source: String,
 }
 
+impl fmt::Display for Evidence {
+    /// `what = value unit (source)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} = {}", self.what, self.value)?;
+        if !self.unit.is_empty() {
+            write!(f, " {}", self.unit)?;
+        }
+        write!(f, " ({})", self.source)
+    }
+}
+
 impl Evidence {
     /// A numeric evidence line.
     pub fn num(what: impl Into<String>, value: f64, unit: &str, source: impl Into<String>) -> Self {

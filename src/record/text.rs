@@ -538,18 +538,7 @@ pub fn findings_block(findings: &[crate::diagnose::Finding], limit: usize) -> St
             f.title
         );
         for e in &f.evidence {
-            let _ = writeln!(
-                o,
-                "      {} = {}{} ({})",
-                e.what,
-                e.value,
-                if e.unit.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {}", e.unit)
-                },
-                e.source
-            );
+            let _ = writeln!(o, "      {e}");
         }
         for fix in &f.fix {
             let _ = writeln!(o, "      fix: {fix}");

@@ -15,3 +15,49 @@ pub mod netns;
 pub mod proto;
 
 pub use proto::{ProtoError, DEFAULT_PORT, PROTOCOL_VERSION};
+
+use crate::cli::TargetChoice;
+use anyhow::Context;
+
+/// The far end chosen on the command line, ready to connect to.
+pub struct Opened {
+    /// The embedded local pair, when one was built (dropping it tears it down).
+    pub pair: Option<localpair::LocalPair>,
+    /// Where the controller connects.
+    pub target: controller::Target,
+    /// The shared token.
+    pub token: auth::Token,
+    /// How the pair is built, for headers and logs.
+    pub description: String,
+}
+
+/// Build the local pair or load the token for a remote agent. Call on the
+/// main thread before any runtime exists: the local pair moves this thread
+/// into its namespace, and the agent's death signal follows the spawning thread.
+pub fn open(choice: &TargetChoice, token_file: Option<&std::path::Path>) -> anyhow::Result<Opened> {
+    match choice {
+        TargetChoice::LocalPair { queues } => {
+            let exe = std::env::current_exe()
+                .context("cannot find the wirescope executable to start the local agent")?;
+            let pair = localpair::LocalPair::create(&exe, *queues)
+                .context("cannot build the local pair")?;
+            pair.enter_controller_side()
+                .context("cannot enter the controller's namespace")?;
+            Ok(Opened {
+                target: pair.target.clone(),
+                token: pair.token.clone(),
+                description: format!("local pair: {}", pair.kind),
+                pair: Some(pair),
+            })
+        }
+        TargetChoice::Peer(addr) => {
+            let (token, _) = auth::load_token(token_file, false)?;
+            Ok(Opened {
+                pair: None,
+                target: controller::Target::Tcp(*addr),
+                token,
+                description: format!("remote agent {addr}"),
+            })
+        }
+    }
+}

@@ -27,13 +27,10 @@ pub mod session;
 pub mod terminal;
 pub mod view;
 
-use crate::cli::{TargetChoice, TuiArgs};
+use crate::cli::TuiArgs;
 use crate::headless::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::probe::system::HostInfo;
 use crate::record::log::read_log;
-use crate::session::auth::load_token;
-use crate::session::controller::Target;
-use crate::session::localpair::LocalPair;
 use anyhow::Context;
 use model::{Model, ModelConfig, RunState, Source};
 use std::time::Duration;
@@ -86,25 +83,12 @@ pub fn run(args: TuiArgs, argv: Vec<String>) -> anyhow::Result<u8> {
             return Ok(EXIT_USAGE);
         }
     };
-    let (pair, target, token, pair_desc) = match choice {
-        TargetChoice::LocalPair { queues } => {
-            let exe = std::env::current_exe()
-                .context("cannot find the wirescope executable to start the local agent")?;
-            let pair = LocalPair::create(&exe, queues).context("cannot build the local pair")?;
-            pair.enter_controller_side()
-                .context("cannot enter the controller's namespace")?;
-            let (t, tok, d) = (
-                pair.target.clone(),
-                pair.token.clone(),
-                format!("local pair: {}", pair.kind),
-            );
-            (Some(pair), t, tok, d)
-        }
-        TargetChoice::Peer(addr) => {
-            let (tok, _) = load_token(args.target.token_file.as_deref(), false)?;
-            (None, Target::Tcp(addr), tok, format!("remote agent {addr}"))
-        }
-    };
+    let crate::session::Opened {
+        pair,
+        target,
+        token,
+        description: pair_desc,
+    } = crate::session::open(&choice, args.target.token_file.as_deref())?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("ws-tui-runtime")

@@ -58,17 +58,7 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
     for f in fs {
         lines.push(head(m, f));
         for e in &f.evidence {
-            lines.push(Line::raw(format!(
-                "     {} = {}{} ({})",
-                e.what,
-                e.value,
-                if e.unit.is_empty() {
-                    String::new()
-                } else {
-                    format!(" {}", e.unit)
-                },
-                e.source
-            )));
+            lines.push(Line::raw(format!("     {e}")));
         }
         if !f.why.is_empty() {
             lines.push(Line::styled(
