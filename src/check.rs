@@ -31,10 +31,7 @@ pub fn render(findings: &[Finding]) -> String {
         return s;
     }
     for (i, f) in findings.iter().enumerate() {
-        let host = match f.host {
-            HostRole::Local => "local",
-            HostRole::Peer => "peer",
-        };
+        let host = f.host.name();
         let _ = writeln!(
             s,
             "{}. [{}] {} ({host}): {}",

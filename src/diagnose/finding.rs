@@ -184,10 +184,6 @@ impl Finding {
 
     /// The identity used by the [`super::Tracker`]: id, host and subject.
     pub fn key(&self) -> (String, &'static str, String) {
-        let host = match self.host {
-            HostRole::Local => "local",
-            HostRole::Peer => "peer",
-        };
-        (self.id.clone(), host, self.subject.clone())
+        (self.id.clone(), self.host.name(), self.subject.clone())
     }
 }

@@ -81,13 +81,14 @@ pub fn ethtool(iface: &str) -> EthtoolView {
             view.pause = nl.pause(iface, &driver);
         }
         Err(e) => {
-            let err = Support::Error(format!("ethtool netlink: {e}"));
-            view.channels = err.clone();
-            view.rings = Support::Error(format!("ethtool netlink: {e}"));
-            view.features = Support::Error(format!("ethtool netlink: {e}"));
-            view.coalesce = Support::Error(format!("ethtool netlink: {e}"));
-            view.link = Support::Error(format!("ethtool netlink: {e}"));
-            view.pause = Support::Error(format!("ethtool netlink: {e}"));
+            // Every netlink query fails the same way: say so once per field.
+            let msg = format!("ethtool netlink: {e}");
+            view.channels = Support::Error(msg.clone());
+            view.rings = Support::Error(msg.clone());
+            view.features = Support::Error(msg.clone());
+            view.coalesce = Support::Error(msg.clone());
+            view.link = Support::Error(msg.clone());
+            view.pause = Support::Error(msg);
         }
     }
     view

@@ -27,6 +27,16 @@ pub enum HostRole {
     Peer,
 }
 
+impl HostRole {
+    /// `local` or `peer`, as in logs and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            HostRole::Local => "local",
+            HostRole::Peer => "peer",
+        }
+    }
+}
+
 /// One host, one interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Sample {

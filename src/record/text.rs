@@ -490,14 +490,14 @@ pub fn finding_change(c: &crate::diagnose::Change) -> String {
         Change::Raised(f) => format!(
             "  >> finding [{}] {} {}: {}\n",
             f.severity.name(),
-            host_name(f.host),
+            f.host.name(),
             f.id,
             f.title
         ),
         Change::Cleared { id, host, subject } => {
             format!(
                 "  << cleared {} {}{}\n",
-                host_name(*host),
+                host.name(),
                 id,
                 if subject.is_empty() {
                     String::new()
@@ -506,13 +506,6 @@ pub fn finding_change(c: &crate::diagnose::Change) -> String {
                 }
             )
         }
-    }
-}
-
-fn host_name(h: crate::probe::sample::HostRole) -> &'static str {
-    match h {
-        crate::probe::sample::HostRole::Local => "local",
-        crate::probe::sample::HostRole::Peer => "peer",
     }
 }
 
@@ -533,7 +526,7 @@ pub fn findings_block(findings: &[crate::diagnose::Finding], limit: usize) -> St
             o,
             "  [{}] {} {}: {}",
             f.severity.name(),
-            host_name(f.host),
+            f.host.name(),
             f.id,
             f.title
         );

@@ -4,7 +4,7 @@
 
 use super::super::model::Model;
 use super::{alert, style, title};
-use crate::diagnose::{Finding, HostRole, Severity};
+use crate::diagnose::{Finding, Severity};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
@@ -20,20 +20,13 @@ fn sev_style(m: &Model, s: Severity) -> Style {
     style(m, c).add_modifier(Modifier::BOLD)
 }
 
-fn host(h: HostRole) -> &'static str {
-    match h {
-        HostRole::Local => "local",
-        HostRole::Peer => "peer",
-    }
-}
-
 fn head(m: &Model, f: &Finding) -> Line<'static> {
     Line::from(vec![
         Span::styled(
             format!(" [{}] ", f.severity.name()),
             sev_style(m, f.severity),
         ),
-        Span::raw(format!("{} {}: ", host(f.host), f.id)),
+        Span::raw(format!("{} {}: ", f.host.name(), f.id)),
         Span::styled(
             f.title.clone(),
             Style::default().add_modifier(Modifier::BOLD),
