@@ -9,6 +9,7 @@ pub mod capture;
 pub mod captured;
 pub mod counters;
 pub mod cpu;
+pub mod ebpf;
 pub mod ethtool_text;
 pub mod facts;
 pub mod live;

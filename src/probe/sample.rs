@@ -7,6 +7,7 @@
 
 use super::counters::Dir;
 use super::cpu::CpuSample;
+use super::ebpf::{QueueCpu, SoftirqTime};
 use super::facts::HostFacts;
 use super::nic::DevCounters;
 use super::softirq::{SoftirqCpu, SoftnetCpu};
@@ -85,6 +86,22 @@ pub struct Sample {
     /// Probes that could not read this interval, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probe_errors: Vec<String>,
+    /// eBPF status: `on`, or the one-line reason it is off (`eBPF off: ...`).
+    /// Absent when the host is a captured directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ebpf: Option<String>,
+    /// Active eBPF probes, by tracepoint (empty when eBPF is off).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub probes: Vec<String>,
+    /// Exact softirq handler time per CPU (eBPF `softirq_entry`/`exit`), CPUs
+    /// that ran a softirq in the interval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub softirq_time: Vec<SoftirqTime>,
+    /// The queue→CPU matrix (eBPF): packets and bytes of each queue of the
+    /// interfaces under test by the CPU that processed them; non-zero cells.
+    /// (Not yet summed into `queues`: see `EbpfCounters::queue_samples`.)
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queue_cpus: Vec<QueueCpu>,
 }
 
 /// Engine totals of one host for one interval.

@@ -2,6 +2,7 @@
 //!
 //! * `dist` writes shell completions and man pages generated from the real CLI
 //!   definition, so they cannot drift from `wirescope --help`.
+//! * `build-ebpf` compiles `ebpf/` with clang and records the sources' hash.
 //! * `bench tcp|rr` runs wirescope and the reference tool (iperf3, iperf2,
 //!   sockperf) side by side, alternating, on a throwaway namespace pair, and
 //!   prints medians and ratios. Benchmarks report numbers; they never pass or
@@ -13,6 +14,7 @@
 mod bench;
 mod cmd;
 mod dist;
+mod ebpf;
 mod netns;
 
 use clap::{Parser, Subcommand};
@@ -35,6 +37,8 @@ enum Task {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+    /// Compile the eBPF programs (clang) and record the hash of their sources.
+    BuildEbpf,
     /// Benchmark wirescope against reference tools on a veth pair (root).
     Bench {
         #[command(subcommand)]
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
     let result = match cli.task {
         Task::Dist { out } => dist::run(&out.unwrap_or_else(|| target_dir().join("dist"))),
         Task::Bench { which } => bench::run(which),
+        Task::BuildEbpf => ebpf::build(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
