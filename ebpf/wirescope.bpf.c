@@ -5,22 +5,29 @@
  *   tp_btf/softirq_entry, softirq_exit  per CPU x vector: exact handler time and runs
  *   tp_btf/netif_receive_skb            per CPU x rx queue: packets and bytes
  *   tp_btf/net_dev_start_xmit           per CPU x tx queue: packets and bytes
+ *   tp_btf/napi_poll                    per CPU x NAPI: polls, work, budget exhausted
  *
- * The packet hooks count only interfaces present in ws_filter (set from
- * userspace, keyed by ifindex and netns inode); any other packet costs one
- * hash lookup. Counters are per-CPU arrays: no atomics, no contention.
- * Nothing here allocates, loops or pins.
+ * The loader picks the set (default or deep) and fills the read-only
+ * configuration below before loading, so the verifier sees constants: the
+ * interface filter is a short compare against (ifindex, netns) pairs, not a
+ * map lookup, and an unrelated packet costs two loads and a compare.
+ * Counters are per-CPU arrays: no atomics, no contention. Nothing here
+ * allocates or pins.
  */
 #include "wirescope.h"
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, WS_MAX_IFACES);
-	__type(key, struct ws_iface_key);
-	__type(value, __u32);
-} ws_filter SEC(".maps");
+/* ---- configuration, set by the loader (aya set_global) ---- */
+
+/* Watched interfaces: the first ws_nifaces entries of ws_ifindex/ws_netns. */
+volatile const __u32 ws_nifaces = 0;
+volatile const __u32 ws_ifindex[WS_MAX_IFACES] = {};
+volatile const __u32 ws_netns[WS_MAX_IFACES] = {};
+/* 0: time only NET_TX and NET_RX (default); 1: every vector (deep). */
+volatile const __u32 ws_all_vectors = 0;
+
+/* ---- counters ---- */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -36,12 +43,27 @@ struct {
 	__type(value, struct ws_softirq);
 } ws_softirq SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, WS_MAX_NAPIS);
+	__type(key, struct ws_napi_key);
+	__type(value, struct ws_napi);
+} ws_napi SEC(".maps");
+
+static __always_inline int timed(__u32 vec)
+{
+	return ws_all_vectors || vec == WS_NET_TX || vec == WS_NET_RX;
+}
+
 SEC("tp_btf/softirq_entry")
 int ws_softirq_entry(unsigned long long *ctx)
 {
 	__u32 vec = (__u32)ctx[0];
-	struct ws_softirq *s = bpf_map_lookup_elem(&ws_softirq, &vec);
+	struct ws_softirq *s;
 
+	if (!timed(vec))
+		return 0;
+	s = bpf_map_lookup_elem(&ws_softirq, &vec);
 	if (!s)
 		return 0;
 	s->start = bpf_ktime_get_ns();
@@ -53,8 +75,11 @@ SEC("tp_btf/softirq_exit")
 int ws_softirq_exit(unsigned long long *ctx)
 {
 	__u32 vec = (__u32)ctx[0];
-	struct ws_softirq *s = bpf_map_lookup_elem(&ws_softirq, &vec);
+	struct ws_softirq *s;
 
+	if (!timed(vec))
+		return 0;
+	s = bpf_map_lookup_elem(&ws_softirq, &vec);
 	/* start == 0: the handler began before we attached. */
 	if (!s || !s->start)
 		return 0;
@@ -63,23 +88,35 @@ int ws_softirq_exit(unsigned long long *ctx)
 	return 0;
 }
 
+/* Filter slot of dev, or WS_MAX_IFACES when dev is not watched. */
+static __always_inline __u32 slot_of(const struct net_device *dev)
+{
+	__u32 ifindex = (__u32)dev->ifindex;
+	__u32 i;
+
+#pragma clang loop unroll(full)
+	for (i = 0; i < WS_MAX_IFACES; i++) {
+		if (i >= ws_nifaces)
+			break;
+		if (ws_ifindex[i] == ifindex && ws_netns[i] == dev->nd_net.net->ns.inum)
+			return i;
+	}
+	return WS_MAX_IFACES;
+}
+
 /* Count one skb on (dev, dir, queue slot) when dev is watched. */
 static __always_inline void count(const struct net_device *dev, __u32 dir, __u32 qslot,
 				  __u32 len)
 {
-	struct ws_iface_key k = {
-		.ifindex = (__u32)dev->ifindex,
-		.netns = dev->nd_net.net->ns.inum,
-	};
-	__u32 *slot = bpf_map_lookup_elem(&ws_filter, &k);
+	__u32 slot = slot_of(dev);
 	struct ws_count *c;
 	__u32 idx;
 
-	if (!slot || *slot >= WS_MAX_IFACES)
+	if (slot >= WS_MAX_IFACES)
 		return;
 	if (qslot >= WS_QSTRIDE)
 		qslot = 0;
-	idx = (*slot * 2 + dir) * WS_QSTRIDE + qslot;
+	idx = (slot * 2 + dir) * WS_QSTRIDE + qslot;
 	c = bpf_map_lookup_elem(&ws_queues, &idx);
 	if (!c)
 		return;
@@ -113,5 +150,41 @@ int ws_net_dev_start_xmit(unsigned long long *ctx)
 		return 0;
 	/* The tx queue was picked before this point: queue_mapping is it. */
 	count(dev, WS_DIR_TX, (__u32)skb->queue_mapping + 1, skb->len);
+	return 0;
+}
+
+SEC("tp_btf/napi_poll")
+int ws_napi_poll(unsigned long long *ctx)
+{
+	struct napi_struct *napi = (struct napi_struct *)ctx[0];
+	int work = (int)ctx[1];
+	int budget = (int)ctx[2];
+	struct net_device *dev = napi->dev;
+	struct ws_napi_key k = {};
+	struct ws_napi *n;
+	__u32 slot;
+
+	/* The per-CPU backlog NAPI (netif_rx, RPS) has no device. */
+	if (!dev)
+		return 0;
+	slot = slot_of(dev);
+	if (slot >= WS_MAX_IFACES)
+		return 0;
+	k.slot = slot;
+	k.napi_id = napi->napi_id;
+	n = bpf_map_lookup_elem(&ws_napi, &k);
+	if (!n) {
+		struct ws_napi zero = {};
+
+		bpf_map_update_elem(&ws_napi, &k, &zero, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&ws_napi, &k);
+		if (!n)
+			return 0;
+	}
+	n->polls++;
+	if (work > 0)
+		n->work += (__u32)work;
+	if (work >= budget)
+		n->exhausted++;
 	return 0;
 }

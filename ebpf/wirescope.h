@@ -24,11 +24,14 @@ typedef unsigned long long __u64;
 #define __uint(name, val) int (*name)[val]
 #define __type(name, val) typeof(val) *name
 
-#define BPF_MAP_TYPE_HASH 1
+#define BPF_MAP_TYPE_PERCPU_HASH 5
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
+#define BPF_NOEXIST 1
 
 /* Helpers by their stable numbers (include/uapi/linux/bpf.h). */
 static void *(*bpf_map_lookup_elem)(void *map, const void *key) = (void *)1;
+static long (*bpf_map_update_elem)(void *map, const void *key, const void *value,
+				  __u64 flags) = (void *)2;
 static __u64 (*bpf_ktime_get_ns)(void) = (void *)5;
 
 /* ---- kernel structs (only the fields read) ---- */
@@ -56,6 +59,11 @@ struct sk_buff {
 	__u16 queue_mapping;
 } __attribute__((preserve_access_index));
 
+struct napi_struct {
+	struct net_device *dev;
+	unsigned int napi_id;
+} __attribute__((preserve_access_index));
+
 /* ---- shared with userspace ---- */
 
 /* Interfaces watched at once (filter map size). */
@@ -65,13 +73,24 @@ struct sk_buff {
 #define WS_DIR_RX 0
 #define WS_DIR_TX 1
 #define WS_QUEUE_SLOTS (WS_MAX_IFACES * 2 * WS_QSTRIDE)
-/* NR_SOFTIRQS (HI .. RCU). */
+/* NR_SOFTIRQS (HI .. RCU), and the two vectors timed by default. */
 #define WS_NR_SOFTIRQS 10
+#define WS_NET_TX 2
+#define WS_NET_RX 3
+/* NAPI instances counted at once. */
+#define WS_MAX_NAPIS 1024
 
-/* Filter key: an interface is (ifindex, network namespace inode number). */
-struct ws_iface_key {
-	__u32 ifindex;
-	__u32 netns;
+/* One NAPI instance of a watched interface. */
+struct ws_napi_key {
+	__u32 slot;    /* filter slot of the interface */
+	__u32 napi_id; /* the kernel's NAPI id (0 when busy polling is not built in) */
+};
+
+/* Per CPU, per NAPI instance. */
+struct ws_napi {
+	__u64 polls;     /* napi_poll calls */
+	__u64 work;      /* packets processed by those polls */
+	__u64 exhausted; /* polls that used their whole budget */
 };
 
 /* Per CPU, per (interface slot, direction, queue). */

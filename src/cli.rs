@@ -8,6 +8,7 @@
 //! do instead. The TUI's control panel will build the same [`TestArgs`], so
 //! both faces share one source of truth for validation.
 
+use crate::probe::ebpf::EbpfMode;
 use crate::record::schema::SweepValue;
 use crate::traffic::{EngineKind, EngineSpec, TcpMode};
 use crate::units::{parse_cpu_list, parse_duration, parse_size, Bytes, CpuId};
@@ -80,6 +81,15 @@ pub struct WatchArgs {
     /// Interfaces to watch on the peer (repeatable). Default: the route back to this host.
     #[arg(long = "peer-iface", value_name = "IF")]
     pub peer_ifaces: Vec<String>,
+    /// eBPF probes on the watched hosts: default, deep or off (see `wirescope run --help`).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "SET",
+        default_value = "default",
+        conflicts_with = "from"
+    )]
+    pub ebpf: EbpfMode,
     /// Stop after this long (default: until Ctrl-C).
     #[arg(long, short = 't', value_name = "DURATION", value_parser = parse_duration, conflicts_with = "from")]
     pub time: Option<Duration>,
@@ -228,6 +238,14 @@ pub struct ObserveArgs {
     /// Also watch this interface on the agent's host (repeatable).
     #[arg(long = "peer-iface", value_name = "IF")]
     pub peer_ifaces: Vec<String>,
+    /// eBPF probes on both hosts, when privileged (CAP_BPF+CAP_PERFMON, kernel BTF).
+    /// default: exact NET_RX/NET_TX softirq time per CPU and rx/tx packets per
+    /// queue × CPU (measured cost: 2.7 % of a 2-stream TCP test's throughput on
+    /// the local pair's veth, `cargo xtask bench ebpf`); deep: also every softirq
+    /// vector's time and NAPI polls/budget exhaustion per instance (3.1 %); off.
+    /// On the local pair one set counts for both ends.
+    #[arg(long, value_enum, value_name = "SET", default_value = "default")]
+    pub ebpf: EbpfMode,
 }
 
 /// The test itself; shared by `run` and (later) the TUI's control panel.

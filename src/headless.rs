@@ -90,6 +90,7 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> anyhow::Result<u8> {
         target,
         token,
         description: pair_desc,
+        same_kernel,
     } = opened;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -97,7 +98,15 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> anyhow::Result<u8> {
         .worker_threads(2)
         .build()
         .context("cannot start the async runtime")?;
-    let r = rt.block_on(run_async(&args, &plan, target, token, pair_desc, argv));
+    let r = rt.block_on(run_async(
+        &args,
+        &plan,
+        target,
+        token,
+        pair_desc,
+        same_kernel,
+        argv,
+    ));
     drop(rt);
     if let (Err(_), Some(p)) = (&r, &pair) {
         eprintln!("wirescope: local agent log: {}", p.agent_log_tail());
@@ -112,11 +121,18 @@ async fn run_async(
     target: Target,
     token: crate::session::auth::Token,
     pair: String,
+    same_kernel: Vec<crate::probe::ebpf::EbpfIface>,
     argv: Vec<String>,
 ) -> anyhow::Result<u8> {
     let cancel = CancellationToken::new();
     spawn_signal_handler(cancel.clone());
     let mut ctl = Controller::connect(target, &token).await?;
+    let (ebpf_local, ebpf_peer) = ctl
+        .configure_ebpf(args.observe.ebpf, &args.observe.ifaces, same_kernel)
+        .await?;
+    if !args.json {
+        report_ebpf(&ebpf_local, &ebpf_peer);
+    }
     let mut log = match &args.log {
         Some(p) => Some(LogWriter::create(p)?),
         None => None,
@@ -138,6 +154,10 @@ async fn run_async(
         sweep: plan.sweep.as_ref().map(|s| SweepInfo {
             param: s.param.name().into(),
             values: s.values.clone(),
+        }),
+        ebpf: Some(Hosts {
+            local: ebpf_local,
+            peer: ebpf_peer,
         }),
     };
     if let Some(l) = log.as_mut() {
@@ -356,4 +376,16 @@ pub fn spawn_signal_handler(cancel: CancellationToken) {
         }
         cancel.cancel();
     });
+}
+
+/// One stderr line per host on what the eBPF probes do.
+pub fn report_ebpf(
+    local: &Option<crate::probe::ebpf::EbpfStatus>,
+    peer: &Option<crate::probe::ebpf::EbpfStatus>,
+) {
+    for (role, s) in [("local", local), ("peer", peer)] {
+        if let Some(s) = s {
+            eprintln!("wirescope: {role}: {}", s.line());
+        }
+    }
 }

@@ -223,6 +223,7 @@ fn header(
         omit_s: 0.0,
         interval_s: interval,
         sweep: None,
+        ebpf: None,
     }
 }
 
@@ -262,15 +263,21 @@ async fn watch_local(
         ifaces.extend(default_route_iface(&Live::default()));
     }
     let mut sampler = Sampler::new(Box::new(Live::default()));
+    sampler.set_ebpf(args.ebpf, Vec::new());
     sampler.set_ifaces(&ifaces);
     sampler.begin(None, std::time::Duration::ZERO, args.interval);
-    let h = header(
+    let local = sampler.ebpf_status();
+    if !args.json {
+        crate::headless::report_ebpf(&local, &None);
+    }
+    let mut h = header(
         argv,
         Default::default(),
         format!("this host only ({})", ifaces.join(", ")),
         args.interval.as_secs_f64(),
         args.time.map(|t| t.as_secs_f64()),
     );
+    h.ebpf = Some(Hosts { local, peer: None });
     emit(log, args.json, &Record::Header(Box::new(h)))?;
     if !args.json {
         out(&format!("{}\n", text::watch_header()));
@@ -306,13 +313,21 @@ async fn watch_pair(
     let mut ctl = Controller::connect(Target::Tcp(addr), &token)
         .await
         .context("cannot watch the peer")?;
-    let h = header(
+    let (local, peer) = ctl
+        .configure_ebpf(args.ebpf, &args.ifaces, Vec::new())
+        .await
+        .context("cannot configure the peer's eBPF probes")?;
+    if !args.json {
+        crate::headless::report_ebpf(&local, &peer);
+    }
+    let mut h = header(
         argv,
         ctl.peer.clone(),
         format!("remote agent {addr}"),
         args.interval.as_secs_f64(),
         args.time.map(|t| t.as_secs_f64()),
     );
+    h.ebpf = Some(Hosts { local, peer });
     emit(log, args.json, &Record::Header(Box::new(h)))?;
     if !args.json {
         out(&format!("{}\n", text::watch_header()));

@@ -131,6 +131,38 @@ fn gro_off_on_the_receiver_is_named() {
 }
 
 #[test]
+fn one_stream_on_a_four_queue_veth_is_a_queue_imbalance_and_nothing_worse() {
+    let _serial = serial();
+    let mut pair = Pair::new();
+    pair.start_agent();
+    // veth has no per-queue counters of its own: the eBPF probes give them.
+    let f = findings(&pair, &["-P", "1"]);
+    let imbalance: Vec<&serde_json::Value> = f
+        .iter()
+        .filter(|x| x["id"] == "nic.queue-imbalance" && x["host"] == "peer")
+        .collect();
+    let rx = imbalance
+        .iter()
+        .find(|x| {
+            x["title"]
+                .as_str()
+                .is_some_and(|t| t.starts_with("veth-b rx queue"))
+        })
+        .unwrap_or_else(|| panic!("no rx queue imbalance on the receiver: {:?}", ids(&f)));
+    assert_eq!(rx["severity"], "info", "{rx}");
+    let ev = rx["evidence"].to_string();
+    assert!(
+        ev.contains("eBPF netif_receive_skb"),
+        "evidence names its source: {ev}"
+    );
+    assert!(
+        f.iter().all(|x| x["severity"] != "error"),
+        "no error-level finding: {:?}",
+        ids(&f)
+    );
+}
+
+#[test]
 fn a_healthy_run_raises_no_warning_and_logs_each_change() {
     let _serial = serial();
     let mut pair = Pair::new();

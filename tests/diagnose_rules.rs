@@ -443,17 +443,44 @@ fn nic_few_queues() {
 }
 
 fn queues(s: &mut Sample, packets: &[u64]) {
-    s.queues = packets
-        .iter()
-        .enumerate()
-        .map(|(q, p)| {
-            serde_json::from_value(
-                json!({"iface":"eth0","dir":"rx","queue":q,"packets":p,"bytes":p*1500,
-                "drops":0,"pps":*p as f64,"bps":0.0,"source":"ethtool"}),
-            )
-            .expect("queue json")
-        })
-        .collect();
+    s.queues.clear();
+    add_queues(s, packets, "ethtool");
+}
+
+fn add_queues(s: &mut Sample, packets: &[u64], source: &str) {
+    s.queues.extend(packets.iter().enumerate().map(|(q, p)| {
+        serde_json::from_value::<wirescope::probe::sample::QueueSample>(
+            json!({"iface":"eth0","dir":"rx","queue":q,"packets":p,"bytes":p*1500,
+            "drops":0,"pps":*p as f64,"bps":0.0,"source":source}),
+        )
+        .expect("queue json")
+    }));
+}
+
+#[test]
+fn nic_queue_imbalance_reads_one_source_the_one_that_counted() {
+    // veth: ethtool -S has per-queue XDP counters that stay 0; eBPF saw the
+    // traffic on one queue. The eBPF rows decide, and the evidence says so.
+    let mut c = Case::healthy();
+    for s in &mut c.peer {
+        queues(s, &[0, 0, 0, 0]);
+        add_queues(s, &[300_000, 0, 0, 0], "ebpf");
+    }
+    let f = fires_and_clears(&c, "nic.queue-imbalance", HostRole::Peer, Severity::Info);
+    assert!(
+        f.evidence
+            .iter()
+            .any(|e| e.source.contains("eBPF netif_receive_skb")),
+        "{:?}",
+        f.evidence
+    );
+    // The NIC's own counters win over eBPF when both counted: balanced
+    // ethtool rows and a skewed eBPF view (e.g. post-GRO skbs) raise nothing.
+    for s in &mut c.peer {
+        queues(s, &[400_000, 410_000, 390_000, 400_000]);
+        add_queues(s, &[300_000, 1_000, 1_000, 1_000], "ebpf");
+    }
+    assert!(ids(&c.run(), "nic.queue-imbalance").is_empty());
 }
 
 #[test]

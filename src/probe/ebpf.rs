@@ -3,13 +3,22 @@
 //! This module owns the userspace half of the programs in `ebpf/` (C, CO-RE,
 //! built by `cargo xtask build-ebpf`): the `#[repr(C)]` mirrors of the types
 //! shared with `ebpf/wirescope.h`, the embedded object and the hash of its
-//! sources, the loader ([`Ebpf`]) and the conversion of the kernel's
-//! cumulative per-CPU counters into per-interval Sample fields.
+//! sources, the probe sets ([`EbpfMode`]), the loader ([`Ebpf`]) and the
+//! conversion of the kernel's cumulative per-CPU counters into per-interval
+//! Sample fields.
 //!
 //! What it gives that /proc cannot: `/proc/stat`'s softirq column is
 //! tick-sampled on kernels without IRQ time accounting; `softirq_entry`/`exit`
 //! timing is exact. And `netif_receive_skb`/`net_dev_start_xmit` say which CPU
-//! handled which queue — the queue→CPU matrix behind "one core does all the work".
+//! handled which queue — the queue→CPU matrix behind "one core does all the work"
+//! — on interfaces that have no per-queue counters at all (veth, many VFs).
+//!
+//! Cost is kept low by what runs per event: the interface filter is a
+//! compare against constants the loader writes into the object's read-only
+//! data (the verifier sees them), softirq timing covers NET_TX/NET_RX only in
+//! the default set, and NAPI accounting (a per-poll hash update) is in the
+//! deep set. On a host that runs both ends (the local pair) one set counts
+//! for both: see [`EbpfMode::ByPeer`] and [`share_with_peer`].
 //!
 //! It observes only: programs are attached for as long as an [`Ebpf`] lives,
 //! nothing is pinned, and dropping it detaches and unloads everything. It
@@ -19,10 +28,10 @@
 
 mod kernel;
 
-pub use kernel::{Ebpf, EbpfCounters};
+pub use kernel::{privileged, Ebpf, EbpfCounters, EbpfReadError};
 
 use super::counters::Dir;
-use super::sample::{QueueSample, QueueSource};
+use super::sample::{QueueSample, QueueSource, Sample};
 use crate::units::{BitsPerSec, CpuId};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -42,12 +51,98 @@ pub const OBJECT_NAME: &str = "wirescope.bpf.o";
 /// clang flags (part of the hash: changing them makes the object stale).
 pub const CLANG_ARGS: [&str; 7] = ["-O2", "-g", "-target", "bpf", "-Wall", "-Werror", "-c"];
 /// The programs, by ELF function name, and the BTF tracepoint each attaches to.
-pub const PROGRAMS: [(&str, &str); 4] = [
+pub const PROGRAMS: [(&str, &str); 5] = [
     ("ws_softirq_entry", "softirq_entry"),
     ("ws_softirq_exit", "softirq_exit"),
     ("ws_netif_receive_skb", "netif_receive_skb"),
     ("ws_net_dev_start_xmit", "net_dev_start_xmit"),
+    ("ws_napi_poll", "napi_poll"),
 ];
+
+/// Which probes to attach. `default` and `deep` are user choices
+/// (`--ebpf`); `by-peer` is what the local pair tells its agent, because the
+/// controller's set on the same kernel already counts for both ends.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum EbpfMode {
+    /// No probes.
+    Off,
+    /// softirq_entry/exit (NET_TX and NET_RX timed), netif_receive_skb,
+    /// net_dev_start_xmit: exact NET softirq time and the queue→CPU matrix.
+    #[default]
+    Default,
+    /// The default set, every softirq vector timed, and napi_poll (polls,
+    /// work and budget-exhausted counts per NAPI instance).
+    Deep,
+    /// Counted by the controller's probes on the same kernel (local pair).
+    #[value(skip)]
+    ByPeer,
+}
+
+impl EbpfMode {
+    /// The mode's name as written on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            EbpfMode::Off => "off",
+            EbpfMode::Default => "default",
+            EbpfMode::Deep => "deep",
+            EbpfMode::ByPeer => "by-peer",
+        }
+    }
+
+    /// The programs this mode attaches (ELF name, tracepoint).
+    pub fn programs(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            EbpfMode::Off | EbpfMode::ByPeer => &[],
+            EbpfMode::Default => &PROGRAMS[..4],
+            EbpfMode::Deep => &PROGRAMS,
+        }
+    }
+}
+
+/// What a host's eBPF probes are doing, for the log header and the TUI.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EbpfStatus {
+    /// The requested set.
+    pub mode: EbpfMode,
+    /// Attached tracepoints (empty when off).
+    pub probes: Vec<String>,
+    /// Interfaces counted by the packet probes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ifaces: Vec<String>,
+    /// Why the probes are off, when they are (one line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off: Option<String>,
+}
+
+impl EbpfStatus {
+    /// Off, with the reason.
+    pub fn off(mode: EbpfMode, why: impl Into<String>) -> Self {
+        EbpfStatus {
+            mode,
+            probes: Vec::new(),
+            ifaces: Vec::new(),
+            off: Some(why.into()),
+        }
+    }
+
+    /// One line for the terminal: `eBPF default: softirq_entry, ...` or the reason it is off.
+    pub fn line(&self) -> String {
+        match &self.off {
+            Some(why) => why.clone(),
+            None => format!(
+                "eBPF {}: {} on {}",
+                self.mode.name(),
+                self.probes.join(", "),
+                if self.ifaces.is_empty() {
+                    "no interface".to_string()
+                } else {
+                    self.ifaces.join(", ")
+                }
+            ),
+        }
+    }
+}
 
 /// Interfaces watched at once (`WS_MAX_IFACES`).
 pub const MAX_IFACES: usize = 8;
@@ -60,15 +155,38 @@ pub const NR_SOFTIRQS: u32 = 10;
 pub const NET_TX: usize = 2;
 /// `NET_RX_SOFTIRQ` vector number.
 pub const NET_RX: usize = 3;
+/// NAPI instances counted at once (`WS_MAX_NAPIS`).
+pub const MAX_NAPIS: u32 = 1024;
 
-/// Filter map key (`struct ws_iface_key`).
-#[repr(C)]
+/// How the kernel identifies an interface to the filter.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IfaceKey {
     /// Interface index in its namespace.
     pub ifindex: u32,
     /// Inode number of the network namespace (`/proc/PID/ns/net`).
     pub netns: u32,
+}
+
+/// Key of `ws_napi` (`struct ws_napi_key`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct NapiKey {
+    /// Filter slot of the interface.
+    pub slot: u32,
+    /// The kernel's NAPI id.
+    pub napi_id: u32,
+}
+
+/// One NAPI instance on one CPU (`struct ws_napi`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NapiCount {
+    /// napi_poll calls.
+    pub polls: u64,
+    /// Packets those polls processed.
+    pub work: u64,
+    /// Polls that used their whole budget.
+    pub exhausted: u64,
 }
 
 /// Packets and bytes of one queue slot on one CPU (`struct ws_count`).
@@ -94,7 +212,9 @@ pub struct SoftirqSlot {
 }
 
 // SAFETY: plain #[repr(C)] integer structs without padding; any bit pattern is valid.
-unsafe impl aya::Pod for IfaceKey {}
+unsafe impl aya::Pod for NapiKey {}
+// SAFETY: as above.
+unsafe impl aya::Pod for NapiCount {}
 // SAFETY: as above.
 unsafe impl aya::Pod for QueueCount {}
 // SAFETY: as above.
@@ -111,6 +231,12 @@ pub struct EbpfIface {
     pub rx_queues: u32,
     /// tx queues.
     pub tx_queues: u32,
+    /// The received skb's `queue_mapping` is the rx queue itself, not rx
+    /// queue + 1: veth delivers to the peer's rx queue with the index of the
+    /// sender's tx queue and leaves that index in `queue_mapping` without
+    /// `skb_record_rx_queue` (its non-NAPI path, the one TCP takes). Real
+    /// drivers record rx queue + 1.
+    pub rx_mapping_is_queue: bool,
 }
 
 /// Why eBPF is off. Display is the one line the user sees.
@@ -122,9 +248,12 @@ pub enum EbpfUnavailable {
     /// The kernel exposes no BTF.
     #[error("eBPF off: the kernel has no BTF (/sys/kernel/btf/vmlinux missing; needs CONFIG_DEBUG_INFO_BTF)")]
     NoBtf,
-    /// Too many interfaces for the filter map.
+    /// Too many interfaces for the filter.
     #[error("eBPF off: {0} interfaces, at most {MAX_IFACES} can be watched")]
     TooManyIfaces(usize),
+    /// Switched off by the user (`--ebpf off`, or `WIRESCOPE_EBPF=off`).
+    #[error("eBPF off: {0}")]
+    Disabled(String),
     /// Loading the object or a program failed.
     #[error("eBPF off: loading {what} failed: {reason}")]
     Load {
@@ -177,6 +306,63 @@ pub struct QueueCpu {
     pub packets: u64,
     /// Bytes (`skb->len`).
     pub bytes: u64,
+}
+
+/// One NAPI instance of a watched interface over an interval (eBPF
+/// `napi_poll`, deep set): how often the CPU polled it and how often the poll
+/// used its whole budget — "this queue's CPU cannot keep up".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NapiSample {
+    /// Interface.
+    pub iface: String,
+    /// The kernel's NAPI id (netdev netlink `queue-get` maps it to a queue).
+    pub napi_id: u32,
+    /// The CPU that polled.
+    pub cpu: CpuId,
+    /// Polls.
+    pub polls: u64,
+    /// Packets processed.
+    pub work: u64,
+    /// Polls that exhausted their budget.
+    pub exhausted: u64,
+}
+
+/// Move what one eBPF set on a shared kernel counted for the peer's
+/// interfaces from `local` into `peer` (both Samples of the same interval),
+/// and give the peer the kernel-wide parts (softirq time, status). Used by the
+/// local pair, where the controller's probes count for both ends.
+pub fn share_with_peer(local: &mut Sample, peer: &mut Sample, peer_ifaces: &[String]) {
+    let theirs = |iface: &str| peer_ifaces.iter().any(|p| p == iface);
+    let (mine, moved): (Vec<_>, Vec<_>) = std::mem::take(&mut local.queue_cpus)
+        .into_iter()
+        .partition(|c| !theirs(&c.iface));
+    local.queue_cpus = mine;
+    peer.queue_cpus = moved;
+    let (mine, moved): (Vec<_>, Vec<_>) = std::mem::take(&mut local.napi)
+        .into_iter()
+        .partition(|c| !theirs(&c.iface));
+    local.napi = mine;
+    peer.napi = moved;
+    let (mine, moved): (Vec<_>, Vec<_>) = std::mem::take(&mut local.queues)
+        .into_iter()
+        .partition(|q| q.source != QueueSource::Ebpf || !theirs(&q.iface));
+    local.queues = mine;
+    peer.queues.retain(|q| q.source != QueueSource::Ebpf);
+    peer.queues.extend(moved);
+    peer.softirq_time = local.softirq_time.clone();
+    peer.ebpf = local.ebpf.clone();
+    peer.probes = local.probes.clone();
+}
+
+/// Drop what a shared eBPF set counted for the peer's interfaces from a
+/// local Sample whose peer Sample never came.
+pub fn drop_peer_share(local: &mut Sample, peer_ifaces: &[String]) {
+    let theirs = |iface: &str| peer_ifaces.iter().any(|p| p == iface);
+    local.queue_cpus.retain(|c| !theirs(&c.iface));
+    local.napi.retain(|c| !theirs(&c.iface));
+    local
+        .queues
+        .retain(|q| q.source != QueueSource::Ebpf || !theirs(&q.iface));
 }
 
 /// Hash of the object's sources in `dir` (normally `ebpf/`) and the clang flags, hex.
@@ -248,7 +434,8 @@ mod tests {
 
     #[test]
     fn shared_types_match_the_c_layout() {
-        assert_eq!(std::mem::size_of::<IfaceKey>(), 8);
+        assert_eq!(std::mem::size_of::<NapiKey>(), 8);
+        assert_eq!(std::mem::size_of::<NapiCount>(), 24);
         assert_eq!(std::mem::size_of::<QueueCount>(), 16);
         assert_eq!(std::mem::size_of::<SoftirqSlot>(), 24);
         assert_eq!(queue_index(0, Dir::Rx, 0), 0);
@@ -266,6 +453,7 @@ mod tests {
             key: IfaceKey::default(),
             rx_queues: 2,
             tx_queues: 1,
+            rx_mapping_is_queue: false,
         }];
         let cell = |queue, cpu, packets| QueueCpu {
             iface: "veth-b".into(),
@@ -278,6 +466,7 @@ mod tests {
         let c = EbpfCounters {
             softirq: Vec::new(),
             queue_cpus: vec![cell(Some(1), 0, 3), cell(Some(1), 1, 4), cell(None, 0, 9)],
+            napi: Vec::new(),
         };
         let q = c.queue_samples(&ifaces, 2.0);
         assert_eq!(q.len(), 3);
@@ -285,5 +474,84 @@ mod tests {
         assert_eq!((rx1.packets, rx1.bytes, rx1.pps), (Some(7), Some(700), 3.5));
         let rx0 = q.iter().find(|s| s.dir == Dir::Rx && s.queue == 0).unwrap();
         assert_eq!(rx0.packets, Some(0));
+    }
+
+    #[test]
+    fn modes_attach_what_they_say() {
+        assert_eq!(EbpfMode::Off.programs().len(), 0);
+        assert_eq!(EbpfMode::ByPeer.programs().len(), 0);
+        let default: Vec<&str> = EbpfMode::Default.programs().iter().map(|p| p.1).collect();
+        assert!(!default.contains(&"napi_poll"));
+        assert!(default.contains(&"netif_receive_skb") && default.contains(&"softirq_entry"));
+        let deep: Vec<&str> = EbpfMode::Deep.programs().iter().map(|p| p.1).collect();
+        assert!(deep.contains(&"napi_poll") && deep.len() == PROGRAMS.len());
+        let off = EbpfStatus::off(EbpfMode::Default, "eBPF off: why");
+        assert_eq!(off.line(), "eBPF off: why");
+    }
+
+    #[test]
+    fn a_shared_set_gives_the_peer_its_interfaces_and_the_kernel_wide_parts() {
+        let cell = |iface: &str| QueueCpu {
+            iface: iface.into(),
+            dir: Dir::Rx,
+            queue: Some(0),
+            cpu: CpuId(1),
+            packets: 5,
+            bytes: 500,
+        };
+        let row = |iface: &str, source| QueueSample {
+            iface: iface.into(),
+            dir: Dir::Rx,
+            queue: 0,
+            packets: Some(5),
+            bytes: Some(500),
+            drops: None,
+            pps: 5.0,
+            bps: BitsPerSec(4000.0),
+            source,
+            other: BTreeMap::new(),
+        };
+        let blank: Sample = serde_json::from_value(serde_json::json!({
+            "host": "local", "index": 0, "start_s": 0.0, "end_s": 1.0, "omitted": false,
+            "engine": {"tx_bytes": 0, "rx_bytes": 0, "tx_bps": 0.0, "rx_bps": 0.0,
+                       "messages": 0, "msgs_per_s": 0.0},
+            "cpus": [], "softirqs": [], "softnet": [], "ifaces": [], "nstat": {},
+        }))
+        .expect("a minimal Sample");
+        let mut local = blank.clone();
+        local.ebpf = Some("on".into());
+        local.probes = vec!["netif_receive_skb".into()];
+        local.queue_cpus = vec![cell("veth-a"), cell("veth-b")];
+        local.queues = vec![
+            row("veth-a", QueueSource::Ebpf),
+            row("veth-b", QueueSource::Ebpf),
+            row("veth-a", QueueSource::Ethtool),
+        ];
+        local.softirq_time = vec![SoftirqTime {
+            cpu: CpuId(0),
+            net_rx_ns: 7,
+            net_tx_ns: 0,
+            net_rx_count: 1,
+            net_tx_count: 0,
+            all_ns: 7,
+        }];
+        let mut peer = blank;
+        peer.ebpf = Some("eBPF off here".into());
+        peer.queues = vec![row("veth-b", QueueSource::Ethtool)];
+        let mut lonely = local.clone();
+        share_with_peer(&mut local, &mut peer, &["veth-b".to_string()]);
+        assert!(local.queue_cpus.iter().all(|c| c.iface == "veth-a"));
+        assert!(peer.queue_cpus.iter().all(|c| c.iface == "veth-b") && peer.queue_cpus.len() == 1);
+        assert_eq!(local.queues.len(), 2, "veth-a's eBPF and ethtool rows stay");
+        assert_eq!(
+            peer.queues.len(),
+            2,
+            "veth-b's ethtool row and the moved eBPF row"
+        );
+        assert_eq!(peer.softirq_time, local.softirq_time);
+        assert_eq!((peer.ebpf.as_deref(), peer.probes.len()), (Some("on"), 1));
+        drop_peer_share(&mut lonely, &["veth-b".to_string()]);
+        assert!(lonely.queue_cpus.iter().all(|c| c.iface == "veth-a"));
+        assert_eq!(lonely.queues.len(), 2);
     }
 }

@@ -7,7 +7,7 @@
 
 use super::counters::Dir;
 use super::cpu::CpuSample;
-use super::ebpf::{QueueCpu, SoftirqTime};
+use super::ebpf::{NapiSample, QueueCpu, SoftirqTime};
 use super::facts::HostFacts;
 use super::nic::DevCounters;
 use super::softirq::{SoftirqCpu, SoftnetCpu};
@@ -99,9 +99,12 @@ pub struct Sample {
     pub softirq_time: Vec<SoftirqTime>,
     /// The queue→CPU matrix (eBPF): packets and bytes of each queue of the
     /// interfaces under test by the CPU that processed them; non-zero cells.
-    /// (Not yet summed into `queues`: see `EbpfCounters::queue_samples`.)
+    /// Their sums over CPUs are in `queues` with source `ebpf`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queue_cpus: Vec<QueueCpu>,
+    /// NAPI polls, work and budget-exhausted counts per instance and CPU (eBPF, deep set).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub napi: Vec<NapiSample>,
 }
 
 /// Engine totals of one host for one interval.

@@ -18,7 +18,7 @@
 
 use super::counters::{classify, Class};
 use super::cpu::{cpu_deltas, parse_proc_stat, CpuTicks};
-use super::ebpf::{Ebpf, EbpfIface, IfaceKey};
+use super::ebpf::{Ebpf, EbpfIface, EbpfMode, EbpfStatus, EbpfUnavailable, IfaceKey};
 use super::facts::{HostFacts, Support};
 use super::netlink::NetdevNl;
 use super::netstat::{parse_snmp, snmp_deltas};
@@ -58,7 +58,8 @@ fn thread_cpu_us() -> u64 {
         + u64::try_from(ts.tv_nsec).unwrap_or(0) / 1000
 }
 
-/// Set to `off` to keep the eBPF probes unloaded (e.g. to measure their cost).
+/// Set to `off` to keep the eBPF probes unloaded whatever `--ebpf` says (on
+/// an agent this is the host owner's veto; `cargo xtask bench ebpf` uses it).
 pub const EBPF_ENV: &str = "WIRESCOPE_EBPF";
 
 /// Facts are re-read every this many intervals to notice changes.
@@ -104,9 +105,29 @@ enum EbpfState {
     On(Box<Ebpf>),
 }
 
+/// The eBPF fields of one Sample.
+#[derive(Debug, Default)]
+struct EbpfPart {
+    status: Option<String>,
+    probes: Vec<String>,
+    softirq_time: Vec<super::ebpf::SoftirqTime>,
+    queue_cpus: Vec<super::ebpf::QueueCpu>,
+    napi: Vec<super::ebpf::NapiSample>,
+    queues: Vec<QueueSample>,
+}
+
+/// eBPF settings of a [`Sampler`].
+#[derive(Debug, Clone, Default)]
+struct EbpfConfig {
+    mode: EbpfMode,
+    /// Interfaces of the peer on this same kernel, counted on its behalf.
+    peer: Vec<EbpfIface>,
+}
+
 /// Produces Samples for this host.
 pub struct Sampler {
     ebpf: EbpfState,
+    ebpf_config: EbpfConfig,
     source: Box<dyn HostSource>,
     netdev: Option<NetdevNl>,
     host: HostState,
@@ -131,6 +152,7 @@ impl Sampler {
             } else {
                 EbpfState::NotLive
             },
+            ebpf_config: EbpfConfig::default(),
             host: HostState {
                 online: online_cpu_ids(source.as_ref()),
                 ..Default::default()
@@ -179,15 +201,65 @@ impl Sampler {
         }
     }
 
+    /// Choose the eBPF probe set, and the peer's interfaces on this same
+    /// kernel to count on its behalf (local pair). Takes effect now if
+    /// interfaces are set, else at [`Sampler::set_ifaces`].
+    pub fn set_ebpf(&mut self, mode: EbpfMode, peer: Vec<EbpfIface>) {
+        if matches!(self.ebpf, EbpfState::NotLive) {
+            return;
+        }
+        if self.ebpf_config.mode == mode
+            && self.ebpf_config.peer == peer
+            && !matches!(self.ebpf, EbpfState::Pending)
+        {
+            return;
+        }
+        self.ebpf_config = EbpfConfig { mode, peer };
+        self.ebpf = EbpfState::Pending;
+        if !self.ifaces.is_empty() {
+            self.load_ebpf();
+        }
+    }
+
+    /// What the eBPF probes do (None when the source is not the running host).
+    pub fn ebpf_status(&self) -> Option<EbpfStatus> {
+        let mode = self.ebpf_config.mode;
+        match &self.ebpf {
+            EbpfState::NotLive => None,
+            EbpfState::Pending => Some(EbpfStatus::off(mode, "eBPF off: no interfaces set yet")),
+            EbpfState::Off(why) => Some(EbpfStatus::off(mode, why.clone())),
+            EbpfState::On(e) => Some(e.status()),
+        }
+    }
+
     /// Load the eBPF probes for the current interfaces (replacing any loaded ones).
     fn load_ebpf(&mut self) {
-        // Unload first: the filter of the old set must not count in between.
+        // Unload first: the old set must not count in between.
         self.ebpf = EbpfState::Pending;
+        let mode = self.ebpf_config.mode;
+        if mode == EbpfMode::ByPeer {
+            self.ebpf = EbpfState::Off(
+                "eBPF off here: the controller's probes on this same kernel count for both ends"
+                    .into(),
+            );
+            return;
+        }
+        if std::env::var_os(EBPF_ENV).is_some_and(|v| v == "off") {
+            self.ebpf = EbpfState::Off(
+                EbpfUnavailable::Disabled(format!("disabled by {EBPF_ENV}=off")).to_string(),
+            );
+            return;
+        }
+        if mode == EbpfMode::Off {
+            self.ebpf = EbpfState::Off(EbpfUnavailable::Disabled("--ebpf off".into()).to_string());
+            return;
+        }
         let netns = std::fs::metadata("/proc/thread-self/ns/net")
             .map(|m| std::os::unix::fs::MetadataExt::ino(&m) as u32)
             .unwrap_or(0);
         let src = self.source.as_ref();
-        let ifaces: Vec<EbpfIface> = self
+        let ethtool = super::nic::EthtoolIoctl::open().ok();
+        let mut ifaces: Vec<EbpfIface> = self
             .ifaces
             .iter()
             .filter_map(|st| {
@@ -203,54 +275,49 @@ impl Sampler {
                     },
                     rx_queues: n("rx-"),
                     tx_queues: n("tx-"),
+                    rx_mapping_is_queue: ethtool
+                        .as_ref()
+                        .and_then(|e| e.drvinfo(&st.name).ok())
+                        .is_some_and(|d| d.driver == "veth"),
                 })
             })
             .collect();
-        if std::env::var_os(EBPF_ENV).is_some_and(|v| v == "off") {
-            self.ebpf = EbpfState::Off(format!("eBPF off: disabled by {EBPF_ENV}=off"));
-            return;
-        }
-        self.ebpf = match Ebpf::load(&ifaces) {
+        ifaces.extend(self.ebpf_config.peer.iter().cloned());
+        self.ebpf = match Ebpf::load(mode, &ifaces) {
             Ok(e) => EbpfState::On(Box::new(e)),
             Err(e) => EbpfState::Off(e.to_string()),
         };
     }
 
-    /// eBPF status and this interval's eBPF fields: (status, probes, softirq time, queue→CPU).
-    #[allow(clippy::type_complexity)]
-    fn read_ebpf(
-        &mut self,
-        secs: f64,
-        queues: &mut Vec<QueueSample>,
-        errors: &mut Vec<String>,
-    ) -> (
-        Option<String>,
-        Vec<String>,
-        Vec<super::ebpf::SoftirqTime>,
-        Vec<super::ebpf::QueueCpu>,
-    ) {
+    /// eBPF status and this interval's eBPF fields.
+    fn read_ebpf(&mut self, secs: f64, errors: &mut Vec<String>) -> EbpfPart {
         match &mut self.ebpf {
-            EbpfState::NotLive => (None, Vec::new(), Vec::new(), Vec::new()),
-            EbpfState::Pending => (
-                Some("eBPF off: no interfaces set yet".into()),
-                Vec::new(),
-                Vec::new(),
-                Vec::new(),
-            ),
-            EbpfState::Off(why) => (Some(why.clone()), Vec::new(), Vec::new(), Vec::new()),
-            EbpfState::On(e) => match e.read() {
-                Ok(c) => {
-                    // Per-queue sums (`c.queue_samples`) are not added to `queues` yet:
-                    // the diagnosis rules read `queues`, and on veth the eBPF view
-                    // (sender's tx queue) would raise queue-imbalance findings.
-                    let _ = (secs, queues);
-                    (Some("on".into()), e.probes(), c.softirq, c.queue_cpus)
-                }
-                Err(err) => {
-                    errors.push(err.to_string());
-                    (Some("on".into()), e.probes(), Vec::new(), Vec::new())
-                }
+            EbpfState::NotLive => EbpfPart::default(),
+            EbpfState::Pending => EbpfPart {
+                status: Some("eBPF off: no interfaces set yet".into()),
+                ..Default::default()
             },
+            EbpfState::Off(why) => EbpfPart {
+                status: Some(why.clone()),
+                ..Default::default()
+            },
+            EbpfState::On(e) => {
+                let mut part = EbpfPart {
+                    status: Some("on".into()),
+                    probes: e.probes(),
+                    ..Default::default()
+                };
+                match e.read() {
+                    Ok(c) => {
+                        part.queues = c.queue_samples(e.ifaces(), secs);
+                        part.softirq_time = c.softirq;
+                        part.queue_cpus = c.queue_cpus;
+                        part.napi = c.napi;
+                    }
+                    Err(err) => errors.push(err.to_string()),
+                }
+                part
+            }
         }
     }
 
@@ -262,7 +329,7 @@ impl Sampler {
         let now = Instant::now();
         self.read_host(&mut Vec::new());
         self.read_ifaces(0.0, &mut Vec::new(), &mut Vec::new());
-        self.read_ebpf(0.0, &mut Vec::new(), &mut Vec::new());
+        self.read_ebpf(0.0, &mut Vec::new());
         self.t0 = now;
         self.last = now;
         self.index = 0;
@@ -311,8 +378,8 @@ impl Sampler {
         let mut nic_counters = Vec::new();
         let mut queues = Vec::new();
         let ifaces = self.read_ifaces(secs, &mut nic_counters, &mut queues);
-        let (ebpf, probes, softirq_time, queue_cpus) =
-            self.read_ebpf(secs, &mut queues, &mut errors);
+        let ebpf = self.read_ebpf(secs, &mut errors);
+        queues.extend(ebpf.queues);
         let (engine, conns) = match self.engine.as_mut() {
             Some(v) => Self::engine_sample(v, secs, omitted, &mut self.latency_total),
             None => (EngineSample::default(), Vec::new()),
@@ -335,10 +402,11 @@ impl Sampler {
             facts,
             sampler_cpu_us: 0,
             probe_errors: errors,
-            ebpf,
-            probes,
-            softirq_time,
-            queue_cpus,
+            ebpf: ebpf.status,
+            probes: ebpf.probes,
+            softirq_time: ebpf.softirq_time,
+            queue_cpus: ebpf.queue_cpus,
+            napi: ebpf.napi,
         };
         self.index += 1;
         self.last = now;

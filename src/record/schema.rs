@@ -1,6 +1,7 @@
 //! The versioned record types of the JSON-lines log.
 
 use crate::diagnose::{Change, Finding};
+use crate::probe::ebpf::EbpfStatus;
 use crate::probe::sample::{LatencySummary, Sample};
 use crate::probe::system::HostInfo;
 use crate::traffic::EngineSpec;
@@ -54,7 +55,14 @@ pub struct Header {
     /// The sweep, if any: parameter and values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepInfo>,
+    /// eBPF probes of each host: the set, the attached tracepoints and the
+    /// interfaces they count, or why they are off. Absent for offline sources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ebpf: Option<EbpfHosts>,
 }
+
+/// eBPF status of both hosts (None for a host whose source is not live).
+pub type EbpfHosts = Hosts<Option<EbpfStatus>>;
 
 /// A pair of per-host values.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -366,11 +366,28 @@ async fn session<W: AsyncWrite + Unpin>(
                     return e;
                 }
             }
+            Some(Ok(Msg::Configure { ebpf })) => {
+                // Watch the route back to the controller from now on, so the
+                // probes load (and say what they do) before the first test.
+                let ifaces: Vec<String> = controller
+                    .and_then(crate::probe::system::route_iface)
+                    .into_iter()
+                    .collect();
+                sampler.set_ifaces(&ifaces);
+                sampler.set_ebpf(ebpf, Vec::new());
+                let status = sampler.ebpf_status();
+                if let Some(s) = &status {
+                    eprintln!("agent: {}", s.line());
+                }
+                if let Err(e) = write_msg(wr, &Msg::Configured { ebpf: status }).await {
+                    return e.to_string();
+                }
+            }
             // Late messages of a test that already ended on this side.
             Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) | Some(Ok(Msg::Tick {})) => {}
             Some(Ok(other)) => {
                 let e = ProtoError::Unexpected {
-                    expected: "start or bye",
+                    expected: "configure, start or bye",
                     got: other.kind(),
                 };
                 let _ = write_msg(

@@ -13,6 +13,7 @@ use super::auth::Token;
 use super::proto::{
     read_msg, write_msg, DataHello, Msg, ProtoError, SideResult, TestParams, PROTOCOL_VERSION,
 };
+use crate::probe::ebpf::{drop_peer_share, share_with_peer, EbpfIface, EbpfMode, EbpfStatus};
 use crate::probe::sample::{HostRole, Sample};
 use crate::probe::sampler::Sampler;
 use crate::probe::source::Live;
@@ -157,6 +158,8 @@ pub struct Controller {
     data_ip: IpAddr,
     sampler: Sampler,
     next_id: u64,
+    /// The peer's interfaces this host's eBPF probes count (local pair).
+    shared_ebpf: Vec<String>,
     /// Set from `Start` until a point ends cleanly: after an unclean end the
     /// agent may still send messages of the old point, so the connection is
     /// not reused.
@@ -226,8 +229,66 @@ impl Controller {
             data_ip,
             sampler: Sampler::new(Box::new(Live::default())),
             next_id: 0,
+            shared_ebpf: Vec::new(),
             poisoned: false,
         })
+    }
+
+    /// Choose the eBPF probe set of both hosts for this session and load it
+    /// now (so the log header can say what runs). `ifaces` are this host's
+    /// extra interfaces (`--iface`). `same_kernel` lists the peer's
+    /// interfaces when the agent runs on this very kernel (the local pair):
+    /// then one set here counts for both, the agent attaches nothing, and
+    /// the peer's share moves into its Samples. Returns (local, peer) status.
+    pub async fn configure_ebpf(
+        &mut self,
+        mode: EbpfMode,
+        ifaces: &[String],
+        same_kernel: Vec<EbpfIface>,
+    ) -> Result<(Option<EbpfStatus>, Option<EbpfStatus>), SessionError> {
+        let shared = mode != EbpfMode::Off && !same_kernel.is_empty();
+        let agent_mode = if shared { EbpfMode::ByPeer } else { mode };
+        write_msg(&mut self.wr, &Msg::Configure { ebpf: agent_mode })
+            .await
+            .map_err(|e| self.proto(e))?;
+        let peer_names: Vec<String> = same_kernel.iter().map(|i| i.name.clone()).collect();
+        // Mode first, then interfaces: the probes load once.
+        self.sampler
+            .set_ebpf(mode, if shared { same_kernel } else { Vec::new() });
+        self.sampler.set_ifaces(&self.local_ifaces(ifaces));
+        let local = self.sampler.ebpf_status().map(|mut s| {
+            s.ifaces.retain(|i| !peer_names.contains(i));
+            s
+        });
+        let mut peer = match self.expect("configured").await? {
+            Msg::Configured { ebpf } => ebpf,
+            other => {
+                return Err(self.proto(ProtoError::Unexpected {
+                    expected: "configured",
+                    got: other.kind(),
+                }))
+            }
+        };
+        self.shared_ebpf.clear();
+        if let (true, Some(l)) = (shared, local.as_ref()) {
+            // The peer's probes are this host's: same status, its interfaces.
+            let mut p = l.clone();
+            if l.off.is_none() {
+                p.ifaces = peer_names.clone();
+                self.shared_ebpf = peer_names;
+            }
+            peer = Some(p);
+        }
+        Ok((local, peer))
+    }
+
+    /// The interfaces this host watches: the route to the agent, then `extra`.
+    fn local_ifaces(&self, extra: &[String]) -> Vec<String> {
+        let mut ifaces: Vec<String> = crate::probe::system::route_iface(self.data_ip)
+            .into_iter()
+            .collect();
+        ifaces.extend(extra.iter().cloned());
+        ifaces
     }
 
     /// Say goodbye and close.
@@ -318,10 +379,7 @@ impl Controller {
         }
         // Everything slow happens before Go; after it, both ends start their
         // engines and clocks at once (the agent on receipt of Go).
-        let mut ifaces: Vec<String> = crate::probe::system::route_iface(self.data_ip)
-            .into_iter()
-            .collect();
-        ifaces.extend(p.ifaces.iter().cloned());
+        let ifaces = self.local_ifaces(&p.ifaces);
         self.sampler.set_ifaces(&ifaces);
         write_msg(&mut self.wr, &Msg::Go {})
             .await
@@ -346,7 +404,10 @@ impl Controller {
         };
         self.sampler.begin(Some(&engine), p.omit, p.interval);
         let t0 = Instant::now();
-        let mut pairs = Pairing::default();
+        let mut pairs = Pairing {
+            shared: self.shared_ebpf.clone(),
+            ..Default::default()
+        };
         let mut ticker =
             tokio::time::interval_at(tokio::time::Instant::now() + p.interval, p.interval);
         // After a stall, keep the period instead of bursting short intervals.
@@ -545,6 +606,8 @@ struct Pairing {
     local: BTreeMap<u32, Sample>,
     peer: BTreeMap<u32, Sample>,
     emitted: Option<u32>,
+    /// The peer's interfaces counted by this host's eBPF probes (same kernel).
+    shared: Vec<String>,
 }
 
 /// Most peer Samples kept while waiting for the local ones.
@@ -586,7 +649,14 @@ impl Pairing {
             if !ready {
                 break;
             }
-            let (local, peer) = (self.local.remove(&k), self.peer.remove(&k));
+            let (mut local, mut peer) = (self.local.remove(&k), self.peer.remove(&k));
+            if !self.shared.is_empty() {
+                match (local.as_mut(), peer.as_mut()) {
+                    (Some(l), Some(p)) => share_with_peer(l, p, &self.shared),
+                    (Some(l), None) => drop_peer_share(l, &self.shared),
+                    _ => {}
+                }
+            }
             let _ = ev
                 .send(RunEvent::Interval {
                     index: k,

@@ -17,6 +17,7 @@ pub mod proto;
 pub use proto::{ProtoError, DEFAULT_PORT, PROTOCOL_VERSION};
 
 use crate::cli::TargetChoice;
+use crate::probe::ebpf::{EbpfIface, IfaceKey};
 use anyhow::Context;
 
 /// The far end chosen on the command line, ready to connect to.
@@ -29,6 +30,9 @@ pub struct Opened {
     pub token: auth::Token,
     /// How the pair is built, for headers and logs.
     pub description: String,
+    /// The agent's interfaces when it runs on this kernel (the local pair's
+    /// veth-b): one eBPF set here counts for both ends.
+    pub same_kernel: Vec<EbpfIface>,
 }
 
 /// Build the local pair or load the token for a remote agent. Call on the
@@ -41,13 +45,38 @@ pub fn open(choice: &TargetChoice, token_file: Option<&std::path::Path>) -> anyh
                 .context("cannot find the wirescope executable to start the local agent")?;
             let pair = localpair::LocalPair::create(&exe, *queues)
                 .context("cannot build the local pair")?;
+            let agent_ns = match &pair.kind {
+                localpair::PairKind::Netns { ns_b, queues, .. } => {
+                    netns_inode(&format!("/run/netns/{ns_b}")).map(|ino| (ino, *queues))
+                }
+                localpair::PairKind::Loopback { .. } => None,
+            };
             pair.enter_controller_side()
                 .context("cannot enter the controller's namespace")?;
+            // veth-b's ifindex is veth-a's iflink, readable from this side.
+            let same_kernel = agent_ns
+                .and_then(|(netns, queues)| {
+                    let ifindex = std::fs::read_to_string("/sys/class/net/veth-a/iflink")
+                        .ok()?
+                        .trim()
+                        .parse()
+                        .ok()?;
+                    Some(EbpfIface {
+                        name: "veth-b".into(),
+                        key: IfaceKey { ifindex, netns },
+                        rx_queues: queues,
+                        tx_queues: queues,
+                        rx_mapping_is_queue: true,
+                    })
+                })
+                .into_iter()
+                .collect();
             Ok(Opened {
                 target: pair.target.clone(),
                 token: pair.token.clone(),
                 description: format!("local pair: {}", pair.kind),
                 pair: Some(pair),
+                same_kernel,
             })
         }
         TargetChoice::Peer(addr) => {
@@ -57,7 +86,14 @@ pub fn open(choice: &TargetChoice, token_file: Option<&std::path::Path>) -> anyh
                 target: controller::Target::Tcp(*addr),
                 token,
                 description: format!("remote agent {addr}"),
+                same_kernel: Vec::new(),
             })
         }
     }
+}
+
+/// Inode number of a network namespace file (what the kernel's `ns.inum` is).
+fn netns_inode(path: &str) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| m.ino() as u32)
 }

@@ -11,6 +11,7 @@
 //! and `mac_a` likewise with "agent", so each side proves it knows the token
 //! without sending it. Any refusal is a `Refused{reason}` frame, then close.
 
+use crate::probe::ebpf::{EbpfMode, EbpfStatus};
 use crate::probe::sample::{LatencySummary, Sample};
 use crate::probe::system::HostInfo;
 use crate::traffic::{ConnSnapshot, EngineSpec};
@@ -18,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Version of the control protocol; both ends must speak the same.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 /// Largest accepted control frame after authentication (bytes of JSON): the
 /// first Sample of a large host (hundreds of CPUs, thousands of NIC
 /// counters, facts) fits with room to spare.
@@ -68,6 +69,18 @@ pub enum Msg {
         /// Why, for the user.
         reason: String,
     },
+    /// controller → agent, optional, before the first test: which eBPF
+    /// probes to attach on the agent's host for this session.
+    Configure {
+        /// The probe set (`by-peer` when the controller's probes count for
+        /// the agent, on the same kernel).
+        ebpf: EbpfMode,
+    },
+    /// agent → controller: what the agent's probes do now.
+    Configured {
+        /// eBPF status on the agent's host.
+        ebpf: Option<EbpfStatus>,
+    },
     /// controller → agent: prepare a test point.
     Start {
         /// What to run.
@@ -116,6 +129,8 @@ impl Msg {
             Msg::Auth { .. } => "auth",
             Msg::Welcome { .. } => "welcome",
             Msg::Refused { .. } => "refused",
+            Msg::Configure { .. } => "configure",
+            Msg::Configured { .. } => "configured",
             Msg::Start { .. } => "start",
             Msg::Accepting { .. } => "accepting",
             Msg::DataReady {} => "data_ready",

@@ -12,7 +12,7 @@ use super::model::{Interval, LogState, Modal, Model, RunState, Source, View};
 use crate::cli::TestPlan;
 use crate::probe::sample::Sample;
 use crate::probe::system::HostInfo;
-use crate::record::schema::{Event, Header, Hosts, Record, SweepInfo, SCHEMA_VERSION};
+use crate::record::schema::{EbpfHosts, Event, Header, Hosts, Record, SweepInfo, SCHEMA_VERSION};
 use crate::record::summary::{self, PointData};
 use crate::session::controller::{EndReason, PointOutcome};
 use crate::traffic::EngineSpec;
@@ -62,6 +62,8 @@ pub enum Action {
     Tick,
     /// The terminal was resized.
     Resize,
+    /// What the eBPF probes of each host do.
+    Ebpf(Box<EbpfHosts>),
     /// The controller is connected.
     Connected {
         /// The agent's host.
@@ -153,6 +155,16 @@ pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
         Action::ToggleHelp => m.modal = Modal::Help,
         Action::Close => m.modal = Modal::None,
         Action::Tick | Action::Resize => {}
+        Action::Ebpf(e) => {
+            m.message = Some(
+                [("local", &e.local), ("peer", &e.peer)]
+                    .iter()
+                    .filter_map(|(r, s)| s.as_ref().map(|s| format!("{r}: {}", s.line())))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+            );
+            m.ebpf = Some(*e);
+        }
         Action::Connected { peer } => {
             m.peer_host = Some(peer);
             if m.state == RunState::Connecting {
@@ -191,6 +203,7 @@ fn is_key(a: &Action) -> bool {
         Action::Tick
             | Action::Resize
             | Action::Connected { .. }
+            | Action::Ebpf(_)
             | Action::PointStarted { .. }
             | Action::Interval { .. }
             | Action::PointDone(_)
@@ -309,6 +322,7 @@ fn toggle_log(m: &mut Model) -> Vec<Effect> {
             param: s.param.name().into(),
             values: s.values.clone(),
         }),
+        ebpf: m.ebpf.clone(),
     };
     vec![Effect::OpenLog {
         path: m.log_path.clone(),

@@ -88,6 +88,7 @@ pub fn handle(ev: Event, model: &mut Model, io: &mut Io) -> bool {
             }
             Action::Connected { peer }
         }
+        Event::Ebpf(e) => Action::Ebpf(e),
         Event::PointStarted(spec, time) => Action::PointStarted { spec, time },
         Event::Interval(local, peer) => Action::Interval { local, peer },
         Event::PointDone(o) => Action::PointDone(o),

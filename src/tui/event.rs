@@ -7,6 +7,7 @@
 
 use crate::probe::sample::Sample;
 use crate::probe::system::HostInfo;
+use crate::record::schema::EbpfHosts;
 use crate::session::controller::PointOutcome;
 use crate::traffic::EngineSpec;
 use crossterm::event::KeyEvent;
@@ -31,6 +32,8 @@ pub enum Event {
     Tick,
     /// The controller connected to the agent.
     Connected(HostInfo),
+    /// What the eBPF probes of each host do.
+    Ebpf(Box<EbpfHosts>),
     /// A test point started.
     PointStarted(Box<EngineSpec>, Option<Duration>),
     /// One interval: both hosts' Samples (None when one did not arrive).

@@ -88,6 +88,7 @@ pub fn run(args: TuiArgs, argv: Vec<String>) -> anyhow::Result<u8> {
         target,
         token,
         description: pair_desc,
+        same_kernel,
     } = crate::session::open(&choice, args.target.token_file.as_deref())?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -105,6 +106,7 @@ pub fn run(args: TuiArgs, argv: Vec<String>) -> anyhow::Result<u8> {
         target,
         token,
         args.observe.clone(),
+        same_kernel,
         cmd_rx,
         ev_tx.clone(),
     ));

@@ -13,6 +13,7 @@ use crate::diagnose::Finding;
 use crate::probe::facts::HostFacts;
 use crate::probe::sample::Sample;
 use crate::probe::system::HostInfo;
+use crate::record::schema::EbpfHosts;
 use crate::session::controller::EndReason;
 use crate::traffic::EngineSpec;
 use std::collections::VecDeque;
@@ -185,6 +186,8 @@ pub struct Model {
     pub local_host: HostInfo,
     /// The agent's identity, once connected.
     pub peer_host: Option<HostInfo>,
+    /// What the eBPF probes of each host do, once connected.
+    pub ebpf: Option<EbpfHosts>,
     /// How the pair is built (or which agent).
     pub pair: String,
     /// Control choices: the same options as `wirescope run`.
@@ -260,6 +263,7 @@ impl Model {
             state,
             local_host: cfg.local_host,
             peer_host: None,
+            ebpf: None,
             pair: cfg.pair,
             test: cfg.test,
             test_error,

@@ -9,6 +9,8 @@
 
 use super::event::Event;
 use crate::cli::{ObserveArgs, TestPlan};
+use crate::probe::ebpf::EbpfIface;
+use crate::record::schema::EbpfHosts;
 use crate::session::auth::Token;
 use crate::session::controller::{Controller, EndReason, PointParams, RunEvent, Target};
 use tokio::sync::mpsc;
@@ -33,6 +35,7 @@ pub async fn serve(
     target: Target,
     token: Token,
     observe: ObserveArgs,
+    same_kernel: Vec<EbpfIface>,
     mut cmds: mpsc::Receiver<SessionCmd>,
     events: mpsc::Sender<Event>,
 ) {
@@ -50,6 +53,20 @@ pub async fn serve(
     {
         ctl.close().await;
         return;
+    }
+    match ctl
+        .configure_ebpf(observe.ebpf, &observe.ifaces, same_kernel)
+        .await
+    {
+        Ok((local, peer)) => {
+            let _ = events
+                .send(Event::Ebpf(Box::new(EbpfHosts { local, peer })))
+                .await;
+        }
+        Err(e) => {
+            let _ = events.send(Event::Failed(e.to_string())).await;
+            return;
+        }
     }
     let mut pending = None;
     loop {

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use wirescope::probe::sample::{HostRole, Sample};
 use wirescope::record::log::read_log;
-use wirescope::record::schema::{Record, Summary};
+use wirescope::record::schema::{Header, Record, Summary};
 
 pub const TOKEN: &str = "integration-test-token";
 
@@ -193,6 +193,13 @@ impl Log {
         }
         Log {
             records: read_log(p).unwrap(),
+        }
+    }
+    #[allow(dead_code)]
+    pub fn header(&self) -> &Header {
+        match self.records.first() {
+            Some(Record::Header(h)) => h,
+            other => panic!("the log does not start with a header: {other:?}"),
         }
     }
     pub fn samples(&self, host: HostRole) -> Vec<&Sample> {

@@ -5,7 +5,8 @@
 //! * `build-ebpf` compiles `ebpf/` with clang and records the sources' hash.
 //! * `bench tcp|rr` runs wirescope and the reference tool (iperf3, iperf2,
 //!   sockperf) side by side, alternating, on a throwaway namespace pair, and
-//!   prints medians and ratios. Benchmarks report numbers; they never pass or
+//!   prints medians and ratios; `bench ebpf` prices the eBPF probe sets
+//!   (throughput with and without them, per-program kernel run time). Benchmarks report numbers; they never pass or
 //!   fail on them.
 //!
 //! This crate only orchestrates external commands; it must not reimplement

@@ -10,6 +10,7 @@ use crate::diagnose::thresholds::Thresholds;
 use crate::diagnose::util::{driver, secs};
 use crate::probe::counters::Dir;
 use crate::probe::facts::NicFacts;
+use crate::probe::sample::QueueSource;
 use std::collections::BTreeMap;
 
 /// All live NIC rules of one host.
@@ -44,15 +45,48 @@ fn window_secs(ctx: &HostCtx) -> f64 {
     ctx.active.iter().map(|s| secs(s)).sum::<f64>().max(1e-9)
 }
 
+/// Preference among per-queue sources of one interface: the NIC's own
+/// counters first (they count packets before GRO, on the queue the hardware
+/// chose), eBPF when the NIC has none (veth, many VFs).
+fn source_rank(s: QueueSource) -> u8 {
+    match s {
+        QueueSource::Qstats => 0,
+        QueueSource::Ethtool => 1,
+        QueueSource::Ebpf => 2,
+    }
+}
+
+fn source_label(s: QueueSource, dir: Dir) -> &'static str {
+    match (s, dir) {
+        (QueueSource::Qstats, _) => "netdev qstats",
+        (QueueSource::Ethtool, _) => "ethtool -S",
+        (QueueSource::Ebpf, Dir::Rx) => "eBPF netif_receive_skb",
+        (QueueSource::Ebpf, Dir::Tx) => "eBPF net_dev_start_xmit",
+    }
+}
+
 /// nic.queue-imbalance: one queue carries > 80 % of the packets in ≥ N intervals.
 fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
     // (iface, dir) -> (queue -> intervals it dominated, total packets per queue, queues seen)
     type Acc = (BTreeMap<u32, usize>, BTreeMap<u32, u64>, usize);
     let mut acc: BTreeMap<(String, Dir), Acc> = BTreeMap::new();
+    // One source per (iface, dir) over the whole window: the preferred one
+    // among those that counted packets (veth's ethtool -S has per-queue XDP
+    // counters that stay 0 for ordinary traffic; they do not describe it).
+    let mut best: BTreeMap<(String, Dir), QueueSource> = BTreeMap::new();
+    for q in ctx.active.iter().flat_map(|s| &s.queues) {
+        if q.packets.is_some_and(|p| p > 0) {
+            let e = best.entry((q.iface.clone(), q.dir)).or_insert(q.source);
+            if source_rank(q.source) < source_rank(*e) {
+                *e = q.source;
+            }
+        }
+    }
     for s in &ctx.active {
         let mut per: BTreeMap<(String, Dir), Vec<(u32, u64)>> = BTreeMap::new();
         for q in &s.queues {
-            if let Some(p) = q.packets {
+            let chosen = best.get(&(q.iface.clone(), q.dir)) == Some(&q.source);
+            if let (Some(p), true) = (q.packets, chosen) {
                 per.entry((q.iface.clone(), q.dir))
                     .or_default()
                     .push((q.queue, p));
@@ -86,6 +120,9 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
         let total: u64 = totals.values().sum();
         let share = totals.get(&q).copied().unwrap_or(0) as f64 / total.max(1) as f64;
         let d = if dir == Dir::Rx { "rx" } else { "tx" };
+        let src = best
+            .get(&(iface.clone(), dir))
+            .map_or("per-queue counters", |s| source_label(*s, dir));
         let streams = ctx.spec.map(|s| s.streams).unwrap_or(1);
         let veth = ctx
             .facts
@@ -104,9 +141,9 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
             ),
             share * prior("nic.queue-imbalance"),
         )
-        .ev(Evidence::num(format!("{d} queue {q} share"), share * 100.0, "%", format!("per-queue counters {iface}")))
+        .ev(Evidence::num(format!("{d} queue {q} share"), share * 100.0, "%", format!("{src} {iface}")))
         .ev(Evidence::num(format!("intervals with > {:.0} % on one queue", t.queue_share * 100.0), n as f64, "", "window"))
-        .ev(Evidence::num("queues", nq as f64, "", format!("per-queue counters {iface}")))
+        .ev(Evidence::num("queues", nq as f64, "", format!("{src} {iface}")))
         .ev(Evidence::num("streams", streams as f64, "", "test spec"))
         .why("RSS hashes each flow to one queue and so to one core: with one flow (or a hash that ignores ports) one core does all the work however many queues exist.")
         .fix(format!("wirescope run -P {}  # more flows spread over the queues", (nq as u32).max(2)));

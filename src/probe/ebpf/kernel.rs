@@ -1,14 +1,17 @@
-//! The aya side of the eBPF probes: load, attach, set the interface filter,
-//! read the per-CPU maps as deltas. Owns the kernel objects; dropping
-//! [`Ebpf`] detaches every program and closes every map (nothing is pinned).
+//! The aya side of the eBPF probes: write the configuration (interface
+//! filter, timed vectors) into the object's read-only data, load and attach
+//! the mode's programs, read the per-CPU maps as deltas. Owns the kernel
+//! objects; dropping [`Ebpf`] detaches every program and closes every map
+//! (nothing is pinned).
 
 use super::{
-    queue_index, EbpfIface, EbpfUnavailable, IfaceKey, QueueCount, QueueCpu, SoftirqSlot,
-    SoftirqTime, MAX_IFACES, NET_RX, NET_TX, NR_SOFTIRQS, OBJECT, PROGRAMS, QSTRIDE,
+    queue_index, EbpfIface, EbpfMode, EbpfStatus, EbpfUnavailable, NapiCount, NapiKey, NapiSample,
+    QueueCount, QueueCpu, SoftirqSlot, SoftirqTime, MAX_IFACES, NET_RX, NET_TX, NR_SOFTIRQS,
+    OBJECT, QSTRIDE,
 };
 use crate::probe::counters::Dir;
 use crate::units::CpuId;
-use aya::maps::{HashMap as BpfHashMap, MapData, PerCpuArray};
+use aya::maps::{MapData, PerCpuArray, PerCpuHashMap};
 use aya::programs::BtfTracePoint;
 use aya::{Btf, EbpfLoader};
 use std::collections::HashMap;
@@ -21,14 +24,17 @@ const CAP_BPF: u32 = 39;
 /// Loaded and attached probes.
 pub struct Ebpf {
     bpf: aya::Ebpf,
+    mode: EbpfMode,
     ifaces: Vec<EbpfIface>,
     prev_queues: HashMap<u32, Vec<QueueCount>>,
     prev_softirq: Vec<Vec<SoftirqSlot>>,
+    prev_napi: HashMap<NapiKey, Vec<NapiCount>>,
 }
 
 impl std::fmt::Debug for Ebpf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ebpf")
+            .field("mode", &self.mode)
             .field("ifaces", &self.ifaces)
             .finish()
     }
@@ -41,6 +47,8 @@ pub struct EbpfCounters {
     pub softirq: Vec<SoftirqTime>,
     /// The queue→CPU matrix.
     pub queue_cpus: Vec<QueueCpu>,
+    /// NAPI polls per instance and CPU (deep set).
+    pub napi: Vec<NapiSample>,
 }
 
 /// A map could not be read.
@@ -82,8 +90,14 @@ fn read_err(map: &'static str, e: impl std::fmt::Display) -> EbpfReadError {
 }
 
 impl Ebpf {
-    /// Load the embedded object, attach every program and count `ifaces`.
-    pub fn load(ifaces: &[EbpfIface]) -> Result<Self, EbpfUnavailable> {
+    /// Load the embedded object with `mode`'s programs attached, counting `ifaces`.
+    pub fn load(mode: EbpfMode, ifaces: &[EbpfIface]) -> Result<Self, EbpfUnavailable> {
+        if mode.programs().is_empty() {
+            return Err(EbpfUnavailable::Disabled(format!(
+                "--ebpf {} attaches no probe on this host",
+                mode.name()
+            )));
+        }
         if ifaces.len() > MAX_IFACES {
             return Err(EbpfUnavailable::TooManyIfaces(ifaces.len()));
         }
@@ -94,11 +108,23 @@ impl Ebpf {
             return Err(EbpfUnavailable::NoBtf);
         }
         let btf = Btf::from_sys_fs().map_err(|e| load_err("kernel BTF", e))?;
+        let mut ifindex = [0u32; MAX_IFACES];
+        let mut netns = [0u32; MAX_IFACES];
+        for (slot, i) in ifaces.iter().enumerate() {
+            ifindex[slot] = i.key.ifindex;
+            netns[slot] = i.key.netns;
+        }
+        let n = ifaces.len() as u32;
+        let all_vectors = u32::from(mode == EbpfMode::Deep);
         let mut bpf = EbpfLoader::new()
             .btf(Some(&btf))
+            .override_global("ws_nifaces", &n, true)
+            .override_global("ws_ifindex", &ifindex, true)
+            .override_global("ws_netns", &netns, true)
+            .override_global("ws_all_vectors", &all_vectors, true)
             .load(OBJECT)
             .map_err(|e| load_err("ebpf/wirescope.bpf.o", e))?;
-        for (name, tracepoint) in PROGRAMS {
+        for (name, tracepoint) in mode.programs() {
             let p: &mut BtfTracePoint = bpf
                 .program_mut(name)
                 .ok_or_else(|| load_err(name, "not in the object"))?
@@ -111,22 +137,24 @@ impl Ebpf {
                 reason: e.to_string(),
             })?;
         }
-        let mut filter: BpfHashMap<&mut MapData, IfaceKey, u32> = bpf
-            .map_mut("ws_filter")
-            .ok_or_else(|| load_err("ws_filter", "not in the object"))?
-            .try_into()
-            .map_err(|e| load_err("ws_filter", e))?;
-        for (slot, i) in ifaces.iter().enumerate() {
-            filter
-                .insert(i.key, slot as u32, 0)
-                .map_err(|e| load_err("ws_filter", e))?;
-        }
         Ok(Ebpf {
             bpf,
+            mode,
             ifaces: ifaces.to_vec(),
             prev_queues: HashMap::new(),
             prev_softirq: Vec::new(),
+            prev_napi: HashMap::new(),
         })
+    }
+
+    /// What is attached, for the log header.
+    pub fn status(&self) -> EbpfStatus {
+        EbpfStatus {
+            mode: self.mode,
+            probes: self.probes(),
+            ifaces: self.ifaces.iter().map(|i| i.name.clone()).collect(),
+            off: None,
+        }
     }
 
     /// The interfaces counted, in filter slot order.
@@ -136,7 +164,11 @@ impl Ebpf {
 
     /// The attached probes, by tracepoint.
     pub fn probes(&self) -> Vec<String> {
-        PROGRAMS.iter().map(|(_, tp)| tp.to_string()).collect()
+        self.mode
+            .programs()
+            .iter()
+            .map(|(_, tp)| tp.to_string())
+            .collect()
     }
 
     /// Per program: name, kernel id, run time and run count. The kernel
@@ -157,7 +189,51 @@ impl Ebpf {
         Ok(EbpfCounters {
             softirq: self.read_softirq()?,
             queue_cpus: self.read_queues()?,
+            napi: if self.mode == EbpfMode::Deep {
+                self.read_napi()?
+            } else {
+                Vec::new()
+            },
         })
+    }
+
+    fn read_napi(&mut self) -> Result<Vec<NapiSample>, EbpfReadError> {
+        let map: PerCpuHashMap<&MapData, NapiKey, NapiCount> = self
+            .bpf
+            .map("ws_napi")
+            .ok_or_else(|| read_err("ws_napi", "missing"))?
+            .try_into()
+            .map_err(|e| read_err("ws_napi", e))?;
+        let mut out = Vec::new();
+        for entry in map.iter() {
+            let (k, v) = entry.map_err(|e| read_err("ws_napi", e))?;
+            let cur = v.to_vec();
+            let prev = self.prev_napi.insert(k, cur.clone());
+            let Some(iface) = self.ifaces.get(k.slot as usize) else {
+                continue;
+            };
+            for (cpu, c) in cur.iter().enumerate() {
+                let p = prev
+                    .as_ref()
+                    .and_then(|p| p.get(cpu))
+                    .copied()
+                    .unwrap_or_default();
+                let polls = c.polls.wrapping_sub(p.polls);
+                if polls == 0 {
+                    continue;
+                }
+                out.push(NapiSample {
+                    iface: iface.name.clone(),
+                    napi_id: k.napi_id,
+                    cpu: CpuId(cpu as u32),
+                    polls,
+                    work: c.work.wrapping_sub(p.work),
+                    exhausted: c.exhausted.wrapping_sub(p.exhausted),
+                });
+            }
+        }
+        out.sort_by_key(|n| (n.iface.clone(), n.napi_id, n.cpu));
+        Ok(out)
     }
 
     fn read_softirq(&mut self) -> Result<Vec<SoftirqTime>, EbpfReadError> {
@@ -214,7 +290,9 @@ impl Ebpf {
         let mut out = Vec::new();
         for (slot, i) in self.ifaces.iter().enumerate() {
             for (dir, n) in [(Dir::Rx, i.rx_queues), (Dir::Tx, i.tx_queues)] {
-                // Slot 0: no recorded/in-range queue; 1 + q: queue q.
+                // Slot 0: no recorded/in-range queue; 1 + q: queue q; or
+                // slot q: queue q where queue_mapping holds the rx queue itself.
+                let raw = dir == Dir::Rx && i.rx_mapping_is_queue;
                 for qslot in 0..=n.min(QSTRIDE - 1) {
                     let idx = queue_index(slot, dir, qslot);
                     let cur = map
@@ -235,7 +313,11 @@ impl Ebpf {
                         out.push(QueueCpu {
                             iface: i.name.clone(),
                             dir,
-                            queue: qslot.checked_sub(1),
+                            queue: if raw {
+                                Some(qslot).filter(|q| *q < n)
+                            } else {
+                                qslot.checked_sub(1)
+                            },
                             cpu: CpuId(cpu as u32),
                             packets,
                             bytes: c.bytes.wrapping_sub(p.bytes),

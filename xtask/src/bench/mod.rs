@@ -5,6 +5,7 @@
 //! the common steps; `tcp` and `rr` own their measurement loops and tables.
 //! Results are printed, never asserted: this is a benchmark, not a test.
 
+mod ebpf;
 mod lab;
 mod parse;
 mod rr;
@@ -25,6 +26,8 @@ pub enum BenchCmd {
     Tcp(tcp::TcpArgs),
     /// TCP request/response latency and rate: wirescope rr vs sockperf ping-pong.
     Rr(rr::RrArgs),
+    /// Cost of the eBPF probe sets: throughput with --ebpf off/default/deep, and per-program run time.
+    Ebpf(ebpf::EbpfArgs),
 }
 
 /// Options every benchmark has.
@@ -45,10 +48,15 @@ pub const SETTLE: Duration = Duration::from_secs(1);
 pub fn run(which: BenchCmd) -> Result<()> {
     require_root()?;
     let wirescope = lab::build_release()?;
+    if let BenchCmd::Ebpf(args) = &which {
+        // The local pair of `wirescope run` itself: no lab needed.
+        return ebpf::run(&wirescope, args);
+    }
     let mut lab = Lab::start(wirescope)?;
     match which {
         BenchCmd::Tcp(args) => tcp::run(&mut lab, &args),
         BenchCmd::Rr(args) => rr::run(&mut lab, &args),
+        BenchCmd::Ebpf(_) => Ok(()),
     }
     // `lab` drops here (also on `?` above): servers killed, namespaces removed.
 }
