@@ -256,3 +256,29 @@ fn no_privileges() {
     insta::assert_snapshot!("tui_no_privileges_160x48", wide);
     insta::assert_snapshot!("tui_no_privileges_80x24", render(&m, 80, 24));
 }
+
+#[test]
+fn ebpf_queue_rows_show_which_cpus_handled_them() {
+    let mut s: Vec<Sample> = samples().into_iter().take(2).collect();
+    for x in &mut s {
+        x.queues.push(
+            serde_json::from_value(serde_json::json!({"iface":"veth-b","dir":"rx","queue":2,
+                "packets":4000,"bytes":6_000_000,"drops":null,"pps":4000.0,"bps":4.8e7,"source":"ebpf"}))
+            .unwrap(),
+        );
+        for (cpu, packets) in [(0, 1000u64), (1, 3000)] {
+            x.queue_cpus.push(
+                serde_json::from_value(serde_json::json!({"iface":"veth-b","dir":"rx","queue":2,
+                    "cpu":cpu,"packets":packets,"bytes":packets*1500}))
+                .unwrap(),
+            );
+        }
+    }
+    let mut m = live_model(&s);
+    m.view = View::Queues;
+    let a = render(&m, 160, 48);
+    assert!(
+        a.contains("eBPF cpu1 75% cpu0 25%"),
+        "the queue→CPU split, busiest first:\n{a}"
+    );
+}

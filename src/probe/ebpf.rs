@@ -38,8 +38,10 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The compiled programs, as committed next to their sources.
-pub static OBJECT: &[u8] = aya::include_bytes_aligned!("../../ebpf/wirescope.bpf.o");
+/// The compiled programs: built by `build.rs` with clang when installed,
+/// else the object committed next to the sources.
+pub static OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/wirescope.bpf.o"));
 /// The recorded hash of the sources [`OBJECT`] was built from (`ebpf/wirescope.bpf.o.sha256`).
 pub const OBJECT_SOURCE_HASH: &str = include_str!("../../ebpf/wirescope.bpf.o.sha256");
 /// Source files of the object, relative to `ebpf/`, in hashing order.
@@ -48,8 +50,8 @@ pub const SOURCES: [&str; 2] = ["wirescope.bpf.c", "wirescope.h"];
 pub const MAIN_SOURCE: &str = "wirescope.bpf.c";
 /// The object file name, relative to `ebpf/`.
 pub const OBJECT_NAME: &str = "wirescope.bpf.o";
-/// clang flags (part of the hash: changing them makes the object stale).
-pub const CLANG_ARGS: [&str; 7] = ["-O2", "-g", "-target", "bpf", "-Wall", "-Werror", "-c"];
+mod clang;
+pub use clang::CLANG_ARGS;
 /// The programs, by ELF function name, and the BTF tracepoint each attaches to.
 pub const PROGRAMS: [(&str, &str); 5] = [
     ("ws_softirq_entry", "softirq_entry"),

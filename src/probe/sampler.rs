@@ -13,7 +13,7 @@
 //!
 //! On the live host, when privileged, the eBPF probes ([`super::ebpf`]) are
 //! loaded for the interfaces under test at [`Sampler::set_ifaces`] and read
-//! once per Sample right after /proc/net/dev (so both cover the same window);
+//! once per Sample right before /proc/net/dev (so both cover the same window);
 //! otherwise every Sample says why eBPF is off.
 
 use super::counters::{classify, Class};
@@ -328,8 +328,8 @@ impl Sampler {
     pub fn begin(&mut self, engine: Option<&RunningEngine>, omit: Duration, interval: Duration) {
         let now = Instant::now();
         self.read_host(&mut Vec::new());
-        self.read_ifaces(0.0, &mut Vec::new(), &mut Vec::new());
         self.read_ebpf(0.0, &mut Vec::new());
+        self.read_ifaces(0.0, &mut Vec::new(), &mut Vec::new());
         self.t0 = now;
         self.last = now;
         self.index = 0;
@@ -377,8 +377,10 @@ impl Sampler {
         let facts = self.facts_if_changed();
         let mut nic_counters = Vec::new();
         let mut queues = Vec::new();
-        let ifaces = self.read_ifaces(secs, &mut nic_counters, &mut queues);
+        // eBPF maps right before /proc/net/dev: both windows end within
+        // microseconds of each other (ethtool reads come after both).
         let ebpf = self.read_ebpf(secs, &mut errors);
+        let ifaces = self.read_ifaces(secs, &mut nic_counters, &mut queues);
         queues.extend(ebpf.queues);
         let (engine, conns) = match self.engine.as_mut() {
             Some(v) => Self::engine_sample(v, secs, omitted, &mut self.latency_total),

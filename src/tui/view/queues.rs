@@ -1,6 +1,8 @@
 //! Queues: per-queue packets/s, bits/s and drops of both hosts, each with its
 //! source (qstats / ethtool -S / eBPF). Queues that moved nothing in the
-//! interval are folded into one line per interface and direction.
+//! interval are folded into one line per interface, direction and source.
+//! eBPF rows end with the queue→CPU split: which CPUs handled that queue's
+//! packets, busiest first ("one core does all the work" at a glance).
 
 use super::super::model::Model;
 use super::{alert, short, short_bps, style, title};
@@ -59,17 +61,17 @@ fn idle(q: &QueueSample) -> bool {
 }
 
 fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>) {
-    let mut groups: Vec<(&str, Dir)> = Vec::new();
+    let mut groups: Vec<(&str, Dir, QueueSource)> = Vec::new();
     for q in &s.queues {
-        if !groups.contains(&(q.iface.as_str(), q.dir)) {
-            groups.push((q.iface.as_str(), q.dir));
+        if !groups.contains(&(q.iface.as_str(), q.dir, q.source)) {
+            groups.push((q.iface.as_str(), q.dir, q.source));
         }
     }
-    for (iface, dir) in groups {
+    for (iface, dir, source) in groups {
         let qs: Vec<&QueueSample> = s
             .queues
             .iter()
-            .filter(|q| q.iface == iface && q.dir == dir)
+            .filter(|q| q.iface == iface && q.dir == dir && q.source == source)
             .collect();
         let d = match dir {
             Dir::Rx => "rx",
@@ -90,6 +92,9 @@ fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>)
             };
             spans.push(Span::styled(format!("{drops:>7}"), dstyle));
             spans.push(Span::raw(format!("  {}", source_name(q.source))));
+            if q.source == QueueSource::Ebpf {
+                spans.push(Span::raw(cpu_split(s, q)));
+            }
             lines.push(Line::from(spans));
         }
         let folded: Vec<u32> = qs.iter().filter(|q| idle(q)).map(|q| q.queue).collect();
@@ -106,6 +111,26 @@ fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>)
             ));
         }
     }
+}
+
+/// ` cpu1 97% cpu0 3%`: the CPUs that handled `q`'s packets (eBPF matrix).
+fn cpu_split(s: &Sample, q: &QueueSample) -> String {
+    let mut cells: Vec<(u32, u64)> = s
+        .queue_cpus
+        .iter()
+        .filter(|c| c.iface == q.iface && c.dir == q.dir && c.queue == Some(q.queue))
+        .map(|c| (c.cpu.0, c.packets))
+        .collect();
+    let total: u64 = cells.iter().map(|c| c.1).sum();
+    if total == 0 {
+        return String::new();
+    }
+    cells.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    cells
+        .iter()
+        .take(4)
+        .map(|(cpu, p)| format!(" cpu{cpu} {:.0}%", *p as f64 * 100.0 / total as f64))
+        .collect()
 }
 
 /// `0-3,6` for queue numbers.
