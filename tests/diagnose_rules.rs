@@ -306,6 +306,45 @@ fn single_core_saturated() {
 }
 
 #[test]
+fn saturated_core_names_the_queue_it_serves_from_ebpf() {
+    let mut c = Case::healthy();
+    let mut busy = [10.0; 16];
+    busy[0] = 100.0;
+    c.local = window("local", 4, &busy);
+    for s in &mut c.local {
+        for (cpu, packets) in [(0u32, 9_900u64), (1, 100)] {
+            s.queue_cpus.push(
+                serde_json::from_value(json!({"iface":"eth0","dir":"rx","queue":3,
+                    "cpu":cpu,"packets":packets,"bytes":packets*1500}))
+                .expect("queue cpu json"),
+            );
+        }
+        s.softirq_time.push(
+            serde_json::from_value(json!({"cpu":0,"net_rx_ns":700_000_000u64,"net_tx_ns":0,
+                "net_rx_count":1000,"net_tx_count":0,"all_ns":700_000_000u64}))
+            .expect("softirq time json"),
+        );
+    }
+    let f = ids(&c.run(), "cpu.single-core-saturated");
+    let f = f.first().expect("fires");
+    assert!(
+        f.title.contains("the rx path of eth0 queue 3"),
+        "{}",
+        f.title
+    );
+    let exact = f
+        .evidence
+        .iter()
+        .find(|e| e.source.contains("softirq_entry/exit"))
+        .expect("exact NET_RX time as evidence");
+    assert!(exact.what.contains("NET_RX softirq time"), "{exact:?}");
+    assert!(f
+        .evidence
+        .iter()
+        .any(|e| e.what == "eth0 rx queue 3 packets handled on cpu0"));
+}
+
+#[test]
 fn saturated_core_outranks_mtu() {
     let mut c = Case::healthy();
     let mut busy = [10.0; 16];

@@ -95,6 +95,29 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             what.push(format!("{:.0} % of NET_RX softirqs", r * 100.0));
         }
     }
+    // eBPF, when present: the rx queues whose packets this core handled
+    // (most of them), and its exact NET_RX softirq time.
+    let queues = rx_queues_on(&on, cpu);
+    if !queues.is_empty() {
+        what.push(format!(
+            "the rx path of {}",
+            queues
+                .iter()
+                .map(|(i, q, _)| format!("{i} queue {q}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let net_rx_time = {
+        let v: Vec<f64> = on
+            .iter()
+            .filter_map(|s| {
+                let t = s.softirq_time.iter().find(|t| t.cpu.0 == cpu)?;
+                Some(t.net_rx_ns as f64 / 1e9 / crate::diagnose::util::secs(s).max(1e-9) * 100.0)
+            })
+            .collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
     let mut irqs = Vec::new();
     let mut rps = Vec::new();
     if let Some(facts) = ctx.facts {
@@ -159,6 +182,22 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             r * 100.0,
             "%",
             "/proc/softirqs",
+        ));
+    }
+    if let Some(p) = net_rx_time {
+        f = f.ev(Evidence::num(
+            format!("cpu{cpu} NET_RX softirq time"),
+            p,
+            "%",
+            "eBPF softirq_entry/exit (exact)",
+        ));
+    }
+    for (iface, q, share) in &queues {
+        f = f.ev(Evidence::num(
+            format!("{iface} rx queue {q} packets handled on cpu{cpu}"),
+            share * 100.0,
+            "%",
+            "eBPF netif_receive_skb",
         ));
     }
     for (nic, irq) in &irqs {
@@ -388,4 +427,28 @@ fn backlog_drops(ctx: &HostCtx) -> Option<Finding> {
         ));
     }
     Some(f)
+}
+
+/// Rx queues (iface, queue, share) of which `cpu` handled at least half of the
+/// packets over `samples`, busiest first (eBPF queue→CPU matrix).
+fn rx_queues_on(samples: &[&&Sample], cpu: u32) -> Vec<(String, u32, f64)> {
+    use crate::probe::counters::Dir;
+    use std::collections::BTreeMap;
+    let mut per: BTreeMap<(String, u32), (u64, u64)> = BTreeMap::new();
+    for c in samples.iter().flat_map(|s| &s.queue_cpus) {
+        if let (Dir::Rx, Some(q)) = (c.dir, c.queue) {
+            let e = per.entry((c.iface.clone(), q)).or_default();
+            e.1 += c.packets;
+            if c.cpu.0 == cpu {
+                e.0 += c.packets;
+            }
+        }
+    }
+    let mut out: Vec<(String, u32, f64)> = per
+        .into_iter()
+        .filter(|(_, (mine, all))| *all > 0 && *mine * 2 >= *all)
+        .map(|((i, q), (mine, all))| (i, q, mine as f64 / all as f64))
+        .collect();
+    out.sort_by(|a, b| b.2.total_cmp(&a.2));
+    out
 }
