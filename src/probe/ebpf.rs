@@ -334,23 +334,11 @@ pub struct NapiSample {
 /// and give the peer the kernel-wide parts (softirq time, status). Used by the
 /// local pair, where the controller's probes count for both ends.
 pub fn share_with_peer(local: &mut Sample, peer: &mut Sample, peer_ifaces: &[String]) {
-    let theirs = |iface: &str| peer_ifaces.iter().any(|p| p == iface);
-    let (mine, moved): (Vec<_>, Vec<_>) = std::mem::take(&mut local.queue_cpus)
-        .into_iter()
-        .partition(|c| !theirs(&c.iface));
-    local.queue_cpus = mine;
-    peer.queue_cpus = moved;
-    let (mine, moved): (Vec<_>, Vec<_>) = std::mem::take(&mut local.napi)
-        .into_iter()
-        .partition(|c| !theirs(&c.iface));
-    local.napi = mine;
-    peer.napi = moved;
-    let (mine, moved): (Vec<_>, Vec<_>) = std::mem::take(&mut local.queues)
-        .into_iter()
-        .partition(|q| q.source != QueueSource::Ebpf || !theirs(&q.iface));
-    local.queues = mine;
+    let (queue_cpus, napi, queues) = take_peer_share(local, peer_ifaces);
+    peer.queue_cpus = queue_cpus;
+    peer.napi = napi;
     peer.queues.retain(|q| q.source != QueueSource::Ebpf);
-    peer.queues.extend(moved);
+    peer.queues.extend(queues);
     peer.softirq_time = local.softirq_time.clone();
     peer.ebpf = local.ebpf.clone();
     peer.probes = local.probes.clone();
@@ -359,12 +347,27 @@ pub fn share_with_peer(local: &mut Sample, peer: &mut Sample, peer_ifaces: &[Str
 /// Drop what a shared eBPF set counted for the peer's interfaces from a
 /// local Sample whose peer Sample never came.
 pub fn drop_peer_share(local: &mut Sample, peer_ifaces: &[String]) {
+    take_peer_share(local, peer_ifaces);
+}
+
+/// Remove the eBPF parts of `peer_ifaces` from `local` and return them.
+fn take_peer_share(
+    local: &mut Sample,
+    peer_ifaces: &[String],
+) -> (Vec<QueueCpu>, Vec<NapiSample>, Vec<QueueSample>) {
     let theirs = |iface: &str| peer_ifaces.iter().any(|p| p == iface);
-    local.queue_cpus.retain(|c| !theirs(&c.iface));
-    local.napi.retain(|c| !theirs(&c.iface));
-    local
-        .queues
-        .retain(|q| q.source != QueueSource::Ebpf || !theirs(&q.iface));
+    fn split<T>(v: &mut Vec<T>, take: impl Fn(&T) -> bool) -> Vec<T> {
+        let (taken, kept) = std::mem::take(v).into_iter().partition(|x| take(x));
+        *v = kept;
+        taken
+    }
+    (
+        split(&mut local.queue_cpus, |c| theirs(&c.iface)),
+        split(&mut local.napi, |c| theirs(&c.iface)),
+        split(&mut local.queues, |q| {
+            q.source == QueueSource::Ebpf && theirs(&q.iface)
+        }),
+    )
 }
 
 /// Hash of the object's sources in `dir` (normally `ebpf/`) and the clang flags, hex.

@@ -153,6 +153,17 @@ pub enum QueueSource {
     Ebpf,
 }
 
+impl QueueSource {
+    /// Short name for tables (`qstats`, `ethtool -S`, `eBPF`).
+    pub fn name(self) -> &'static str {
+        match self {
+            QueueSource::Qstats => "qstats",
+            QueueSource::Ethtool => "ethtool -S",
+            QueueSource::Ebpf => "eBPF",
+        }
+    }
+}
+
 /// One NIC queue for one interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueueSample {

@@ -62,6 +62,9 @@ fn thread_cpu_us() -> u64 {
 /// an agent this is the host owner's veto; `cargo xtask bench ebpf` uses it).
 pub const EBPF_ENV: &str = "WIRESCOPE_EBPF";
 
+/// eBPF status before the first interfaces are set.
+const EBPF_PENDING: &str = "eBPF off: no interfaces set yet";
+
 /// Facts are re-read every this many intervals to notice changes.
 pub const FACTS_EVERY: u32 = 10;
 
@@ -226,7 +229,7 @@ impl Sampler {
         let mode = self.ebpf_config.mode;
         match &self.ebpf {
             EbpfState::NotLive => None,
-            EbpfState::Pending => Some(EbpfStatus::off(mode, "eBPF off: no interfaces set yet")),
+            EbpfState::Pending => Some(EbpfStatus::off(mode, EBPF_PENDING)),
             EbpfState::Off(why) => Some(EbpfStatus::off(mode, why.clone())),
             EbpfState::On(e) => Some(e.status()),
         }
@@ -294,7 +297,7 @@ impl Sampler {
         match &mut self.ebpf {
             EbpfState::NotLive => EbpfPart::default(),
             EbpfState::Pending => EbpfPart {
-                status: Some("eBPF off: no interfaces set yet".into()),
+                status: Some(EBPF_PENDING.into()),
                 ..Default::default()
             },
             EbpfState::Off(why) => EbpfPart {

@@ -56,12 +56,13 @@ fn source_rank(s: QueueSource) -> u8 {
     }
 }
 
+/// The source as evidence: eBPF names the tracepoint that counted.
 fn source_label(s: QueueSource, dir: Dir) -> &'static str {
     match (s, dir) {
         (QueueSource::Qstats, _) => "netdev qstats",
-        (QueueSource::Ethtool, _) => "ethtool -S",
         (QueueSource::Ebpf, Dir::Rx) => "eBPF netif_receive_skb",
         (QueueSource::Ebpf, Dir::Tx) => "eBPF net_dev_start_xmit",
+        (s, _) => s.name(),
     }
 }
 

@@ -82,6 +82,23 @@ fn load_err(what: &str, e: impl std::fmt::Display) -> EbpfUnavailable {
     }
 }
 
+/// The map `name` of `bpf` as the typed view `M`.
+fn map<'a, M>(bpf: &'a aya::Ebpf, name: &'static str) -> Result<M, EbpfReadError>
+where
+    M: TryFrom<&'a aya::maps::Map>,
+    M::Error: std::fmt::Display,
+{
+    bpf.map(name)
+        .ok_or_else(|| read_err(name, "missing"))?
+        .try_into()
+        .map_err(|e| read_err(name, e))
+}
+
+/// The previous reading of `cpu` (zero before the first one).
+fn prev_of<T: Copy + Default>(prev: Option<&[T]>, cpu: usize) -> T {
+    prev.and_then(|p| p.get(cpu)).copied().unwrap_or_default()
+}
+
 fn read_err(map: &'static str, e: impl std::fmt::Display) -> EbpfReadError {
     EbpfReadError {
         map,
@@ -198,12 +215,7 @@ impl Ebpf {
     }
 
     fn read_napi(&mut self) -> Result<Vec<NapiSample>, EbpfReadError> {
-        let map: PerCpuHashMap<&MapData, NapiKey, NapiCount> = self
-            .bpf
-            .map("ws_napi")
-            .ok_or_else(|| read_err("ws_napi", "missing"))?
-            .try_into()
-            .map_err(|e| read_err("ws_napi", e))?;
+        let map: PerCpuHashMap<&MapData, NapiKey, NapiCount> = map(&self.bpf, "ws_napi")?;
         let mut out = Vec::new();
         for entry in map.iter() {
             let (k, v) = entry.map_err(|e| read_err("ws_napi", e))?;
@@ -213,11 +225,7 @@ impl Ebpf {
                 continue;
             };
             for (cpu, c) in cur.iter().enumerate() {
-                let p = prev
-                    .as_ref()
-                    .and_then(|p| p.get(cpu))
-                    .copied()
-                    .unwrap_or_default();
+                let p = prev_of(prev.as_deref(), cpu);
                 let polls = c.polls.wrapping_sub(p.polls);
                 if polls == 0 {
                     continue;
@@ -237,12 +245,7 @@ impl Ebpf {
     }
 
     fn read_softirq(&mut self) -> Result<Vec<SoftirqTime>, EbpfReadError> {
-        let map: PerCpuArray<&MapData, SoftirqSlot> = self
-            .bpf
-            .map("ws_softirq")
-            .ok_or_else(|| read_err("ws_softirq", "missing"))?
-            .try_into()
-            .map_err(|e| read_err("ws_softirq", e))?;
+        let map: PerCpuArray<&MapData, SoftirqSlot> = map(&self.bpf, "ws_softirq")?;
         let mut cur = Vec::with_capacity(NR_SOFTIRQS as usize);
         for vec in 0..NR_SOFTIRQS {
             let v = map.get(&vec, 0).map_err(|e| read_err("ws_softirq", e))?;
@@ -253,19 +256,16 @@ impl Ebpf {
         let ncpu = cur.first().map_or(0, Vec::len);
         let delta = |vec: usize, cpu: usize| {
             let c = cur[vec][cpu];
-            let p = prev
-                .get(vec)
-                .and_then(|v| v.get(cpu))
-                .copied()
-                .unwrap_or_default();
+            let p = prev_of(prev.get(vec).map(Vec::as_slice), cpu);
             (c.ns.wrapping_sub(p.ns), c.count.wrapping_sub(p.count))
         };
         let mut out = Vec::new();
         for cpu in 0..ncpu {
             let (net_rx_ns, net_rx_count) = delta(NET_RX, cpu);
             let (net_tx_ns, net_tx_count) = delta(NET_TX, cpu);
-            let all_ns = (0..cur.len()).map(|v| delta(v, cpu).0).sum::<u64>();
-            let all_count = (0..cur.len()).map(|v| delta(v, cpu).1).sum::<u64>();
+            let (all_ns, all_count) = (0..cur.len())
+                .map(|v| delta(v, cpu))
+                .fold((0u64, 0u64), |a, d| (a.0 + d.0, a.1 + d.1));
             if all_ns > 0 || all_count > 0 {
                 out.push(SoftirqTime {
                     cpu: CpuId(cpu as u32),
@@ -281,12 +281,7 @@ impl Ebpf {
     }
 
     fn read_queues(&mut self) -> Result<Vec<QueueCpu>, EbpfReadError> {
-        let map: PerCpuArray<&MapData, QueueCount> = self
-            .bpf
-            .map("ws_queues")
-            .ok_or_else(|| read_err("ws_queues", "missing"))?
-            .try_into()
-            .map_err(|e| read_err("ws_queues", e))?;
+        let map: PerCpuArray<&MapData, QueueCount> = map(&self.bpf, "ws_queues")?;
         let mut out = Vec::new();
         for (slot, i) in self.ifaces.iter().enumerate() {
             for (dir, n) in [(Dir::Rx, i.rx_queues), (Dir::Tx, i.tx_queues)] {
@@ -301,11 +296,7 @@ impl Ebpf {
                         .to_vec();
                     let prev = self.prev_queues.insert(idx, cur.clone());
                     for (cpu, c) in cur.iter().enumerate() {
-                        let p = prev
-                            .as_ref()
-                            .and_then(|p| p.get(cpu))
-                            .copied()
-                            .unwrap_or_default();
+                        let p = prev_of(prev.as_deref(), cpu);
                         let packets = c.packets.wrapping_sub(p.packets);
                         if packets == 0 {
                             continue;

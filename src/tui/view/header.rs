@@ -118,11 +118,7 @@ fn probes(m: &Model) -> String {
             add("net/dev");
         }
         for q in &s.queues {
-            add(match q.source {
-                crate::probe::sample::QueueSource::Qstats => "qstats",
-                crate::probe::sample::QueueSource::Ethtool => "ethtool -S",
-                crate::probe::sample::QueueSource::Ebpf => "eBPF",
-            });
+            add(q.source.name());
         }
         if s.conns.iter().any(|c| c.tcp.is_some()) {
             add("TCP_INFO");

@@ -48,14 +48,6 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
     );
 }
 
-fn source_name(s: QueueSource) -> &'static str {
-    match s {
-        QueueSource::Qstats => "qstats",
-        QueueSource::Ethtool => "ethtool -S",
-        QueueSource::Ebpf => "eBPF",
-    }
-}
-
 fn idle(q: &QueueSample) -> bool {
     q.packets.unwrap_or(0) == 0 && q.bytes.unwrap_or(0) == 0 && q.drops.unwrap_or(0) == 0
 }
@@ -91,7 +83,7 @@ fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>)
                 ratatui::style::Style::default()
             };
             spans.push(Span::styled(format!("{drops:>7}"), dstyle));
-            spans.push(Span::raw(format!("  {}", source_name(q.source))));
+            spans.push(Span::raw(format!("  {}", q.source.name())));
             if q.source == QueueSource::Ebpf {
                 spans.push(Span::raw(cpu_split(s, q)));
             }
@@ -99,7 +91,7 @@ fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>)
         }
         let folded: Vec<u32> = qs.iter().filter(|q| idle(q)).map(|q| q.queue).collect();
         if !folded.is_empty() {
-            let src = qs.first().map(|q| source_name(q.source)).unwrap_or("-");
+            let src = qs.first().map(|q| q.source.name()).unwrap_or("-");
             let list = ranges(&folded);
             lines.push(Line::styled(
                 format!(
