@@ -75,7 +75,7 @@ pub fn render(findings: &[Finding]) -> String {
 /// of that level is present, 1 when the peer cannot be read, 2 usage.
 pub fn command(args: crate::cli::CheckArgs) -> anyhow::Result<u8> {
     use crate::headless::{out, EXIT_FAILED, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
-    use crate::probe::source::{Dir, Live};
+    use crate::probe::{capture_dir::CaptureDir, live_host::LiveHost};
     use crate::probe::system::read_host_facts;
     let (source, local) = match &args.from {
         Some(dir) => {
@@ -83,7 +83,7 @@ pub fn command(args: crate::cli::CheckArgs) -> anyhow::Result<u8> {
                 eprintln!("error: --from {}: not a directory; give a `wirescope capture` directory or an unpacked sosreport", dir.display());
                 return Ok(EXIT_USAGE);
             }
-            let d = Dir::new(dir);
+            let d = CaptureDir::new(dir);
             let ifaces = crate::watch::dir_ifaces(&d, &args.ifaces);
             (
                 format!("directory {}", dir.display()),
@@ -91,7 +91,7 @@ pub fn command(args: crate::cli::CheckArgs) -> anyhow::Result<u8> {
             )
         }
         None => {
-            let live = Live::default();
+            let live = LiveHost::default();
             let mut ifaces = args.ifaces.clone();
             if ifaces.is_empty() {
                 ifaces.extend(crate::watch::default_route_iface(&live));

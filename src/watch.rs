@@ -9,12 +9,12 @@
 use crate::cli::{resolve_peer, CaptureArgs, WatchArgs};
 use crate::diagnose::live::LiveDiagnosis;
 use crate::headless::{out, spawn_signal_handler, EXIT_FAILED, EXIT_OK, EXIT_USAGE};
-use crate::probe::counters::{per_queue, QueueCounters};
+use crate::probe::ethtool_names::{per_queue, QueueCounters};
 use crate::probe::facts::{HostFacts, Support};
 use crate::probe::nic::{parse_net_dev, DevCounters};
 use crate::probe::sampler::Sampler;
 use crate::probe::softirq::{parse_softirqs, parse_softnet, Softnet};
-use crate::probe::source::{Dir, HostSource, Live};
+use crate::probe::{capture_dir::CaptureDir, live_host::LiveHost, source::HostSource};
 use crate::probe::system::{online_cpu_ids, read_host_facts};
 use crate::record::log::LogWriter;
 use crate::record::schema::{Header, Hosts, Record, SCHEMA_VERSION};
@@ -71,7 +71,7 @@ pub struct Snapshot {
 }
 
 /// Interfaces of a directory: the given ones, else every one with a sysfs entry or an `ethtool -i` file.
-pub(crate) fn dir_ifaces(dir: &Dir, given: &[String]) -> Vec<String> {
+pub(crate) fn dir_ifaces(dir: &CaptureDir, given: &[String]) -> Vec<String> {
     if !given.is_empty() {
         return given.to_vec();
     }
@@ -89,7 +89,7 @@ pub(crate) fn dir_ifaces(dir: &Dir, given: &[String]) -> Vec<String> {
 }
 
 /// Read facts and counters of a captured directory.
-pub fn snapshot(dir: &Dir, given: &[String]) -> Snapshot {
+pub fn snapshot(dir: &CaptureDir, given: &[String]) -> Snapshot {
     let ifaces = dir_ifaces(dir, given);
     let facts = read_host_facts(dir, &ifaces);
     let dev = dir
@@ -128,11 +128,11 @@ pub fn snapshot(dir: &Dir, given: &[String]) -> Snapshot {
 /// `wirescope capture DIR`.
 pub fn capture(args: CaptureArgs) -> anyhow::Result<u8> {
     let ifaces = if args.ifaces.is_empty() {
-        crate::probe::capture::default_ifaces()
+        crate::probe::capture_writer::default_ifaces()
     } else {
         args.ifaces.clone()
     };
-    let r = crate::probe::capture::capture(&args.dir, &ifaces)?;
+    let r = crate::probe::capture_writer::capture(&args.dir, &ifaces)?;
     eprintln!(
         "wirescope: captured {} files for {} into {}",
         r.files,
@@ -160,7 +160,7 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> anyhow::Result<u8> {
             eprintln!("error: --from {}: not a directory; give a `wirescope capture` directory or an unpacked sosreport", dir.display());
             return Ok(EXIT_USAGE);
         }
-        let snap = snapshot(&Dir::new(dir), &args.ifaces);
+        let snap = snapshot(&CaptureDir::new(dir), &args.ifaces);
         if args.json {
             out(&format!("{}\n", serde_json::to_string_pretty(&snap)?));
         } else {
@@ -260,9 +260,9 @@ async fn watch_local(
 ) -> anyhow::Result<u8> {
     let mut ifaces = args.ifaces.clone();
     if ifaces.is_empty() {
-        ifaces.extend(default_route_iface(&Live::default()));
+        ifaces.extend(default_route_iface(&LiveHost::default()));
     }
-    let mut sampler = Sampler::new(Box::new(Live::default()));
+    let mut sampler = Sampler::new(Box::new(LiveHost::default()));
     sampler.set_ebpf(args.ebpf, Vec::new());
     sampler.set_ifaces(&ifaces);
     sampler.begin(None, std::time::Duration::ZERO, args.interval);

@@ -3,7 +3,7 @@
 
 use wirescope::check::{render, run_check};
 use wirescope::diagnose::{Finding, HostRole, Severity};
-use wirescope::probe::source::Dir;
+use wirescope::probe::capture_dir::CaptureDir;
 use wirescope::probe::system::read_host_facts;
 
 fn facts(name: &str) -> wirescope::probe::facts::HostFacts {
@@ -11,7 +11,7 @@ fn facts(name: &str) -> wirescope::probe::facts::HostFacts {
         "{}/tests/fixtures/diagnose/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
-    read_host_facts(&Dir::new(root), &["eth0".to_string()])
+    read_host_facts(&CaptureDir::new(root), &["eth0".to_string()])
 }
 
 fn find<'a>(f: &'a [Finding], id: &str) -> Vec<&'a Finding> {

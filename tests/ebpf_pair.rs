@@ -6,7 +6,7 @@ mod common;
 
 use common::{bin, stderr, Log, Pair};
 use std::process::Command;
-use wirescope::probe::counters::Dir;
+use wirescope::probe::ethtool_names::Dir;
 use wirescope::probe::sample::{HostRole, QueueSource, Sample};
 
 /// The tests of this file run one at a time: a packet counted by

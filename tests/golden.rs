@@ -3,7 +3,7 @@
 //! read from a real host shows up as a snapshot diff to review.
 
 use std::path::Path;
-use wirescope::probe::counters::per_queue;
+use wirescope::probe::ethtool_names::per_queue;
 use wirescope::probe::ethtool_text as t;
 
 fn fixtures(dir: &str) -> Vec<(String, String)> {

@@ -30,9 +30,10 @@ mod kernel;
 
 pub use kernel::{privileged, Ebpf, EbpfCounters, EbpfReadError};
 
-use super::counters::Dir;
+use super::ethtool_names::Dir;
 use super::sample::{QueueSample, QueueSource, Sample};
-use crate::units::{BitsPerSec, CpuId};
+pub use super::sample::{NapiSample, QueueCpu, SoftirqTime};
+use crate::units::BitsPerSec;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -276,59 +277,6 @@ pub enum EbpfUnavailable {
     },
 }
 
-/// Exact softirq handler time of one CPU over an interval (eBPF `softirq_entry`/`exit`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SoftirqTime {
-    /// CPU.
-    pub cpu: CpuId,
-    /// NET_RX handler time (ns).
-    pub net_rx_ns: u64,
-    /// NET_TX handler time (ns).
-    pub net_tx_ns: u64,
-    /// NET_RX handler runs (comparable to /proc/softirqs NET_RX).
-    pub net_rx_count: u64,
-    /// NET_TX handler runs.
-    pub net_tx_count: u64,
-    /// All vectors' handler time (ns).
-    pub all_ns: u64,
-}
-
-/// One cell of the queue→CPU matrix (eBPF): what `cpu` handled of one queue in an interval.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueCpu {
-    /// Interface.
-    pub iface: String,
-    /// Direction: rx = `netif_receive_skb`, tx = `net_dev_start_xmit`.
-    pub dir: Dir,
-    /// Queue; None for received skbs with no recorded rx queue (`skb_rx_queue_recorded` false).
-    pub queue: Option<u32>,
-    /// The CPU that ran the hook.
-    pub cpu: CpuId,
-    /// skbs (a GSO/GRO skb counts once, as in /proc/net/dev).
-    pub packets: u64,
-    /// Bytes (`skb->len`).
-    pub bytes: u64,
-}
-
-/// One NAPI instance of a watched interface over an interval (eBPF
-/// `napi_poll`, deep set): how often the CPU polled it and how often the poll
-/// used its whole budget — "this queue's CPU cannot keep up".
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NapiSample {
-    /// Interface.
-    pub iface: String,
-    /// The kernel's NAPI id (netdev netlink `queue-get` maps it to a queue).
-    pub napi_id: u32,
-    /// The CPU that polled.
-    pub cpu: CpuId,
-    /// Polls.
-    pub polls: u64,
-    /// Packets processed.
-    pub work: u64,
-    /// Polls that exhausted their budget.
-    pub exhausted: u64,
-}
-
 /// Move what one eBPF set on a shared kernel counted for the peer's
 /// interfaces from `local` into `peer` (both Samples of the same interval),
 /// and give the peer the kernel-wide parts (softirq time, status). Used by the
@@ -436,6 +384,7 @@ impl EbpfCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::CpuId;
 
     #[test]
     fn shared_types_match_the_c_layout() {

@@ -5,14 +5,14 @@
 //! data; [`sampler::Sampler`] combines them with the engine counters into one
 //! [`sample::Sample`] per interval.
 
-pub mod capture;
-pub mod captured;
-pub mod counters;
+pub mod capture_dir;
+pub mod capture_writer;
 pub mod cpu;
 pub mod ebpf;
+pub mod ethtool_names;
 pub mod ethtool_text;
 pub mod facts;
-pub mod live;
+pub mod live_host;
 pub mod netlink;
 pub mod netstat;
 pub mod nic;

@@ -5,7 +5,7 @@
 //! and rates tagged with their [`QueueSource`]. A driver without qstats is
 //! asked again only when facts are refreshed, not every interval.
 
-use super::counters::{per_queue, Dir};
+use super::ethtool_names::{per_queue, Dir};
 use super::netlink::{NetdevNl, NlError, QueueType};
 use super::sample::{QueueSample, QueueSource};
 use crate::units::BitsPerSec;

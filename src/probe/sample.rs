@@ -5,15 +5,14 @@
 //! diagnosis rules read it. New telemetry is added as new optional fields
 //! (`#[serde(default)]`), so logs written by older versions still parse.
 
-use super::counters::Dir;
+use super::ethtool_names::Dir;
 use super::cpu::CpuSample;
-use super::ebpf::{NapiSample, QueueCpu, SoftirqTime};
 use super::facts::HostFacts;
 use super::nic::DevCounters;
 use super::softirq::{SoftirqCpu, SoftnetCpu};
 use super::tcpinfo::TcpInfo;
 use crate::traffic::ConnRole;
-use crate::units::{BitsPerSec, Nanos};
+use crate::units::{BitsPerSec, CpuId, Nanos};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -275,4 +274,57 @@ impl Sample {
         }
         self.cpus.iter().map(|c| c.busy().0).sum::<f64>() / self.cpus.len() as f64
     }
+}
+
+/// Exact softirq handler time of one CPU over an interval (eBPF `softirq_entry`/`exit`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SoftirqTime {
+    /// CPU.
+    pub cpu: CpuId,
+    /// NET_RX handler time (ns).
+    pub net_rx_ns: u64,
+    /// NET_TX handler time (ns).
+    pub net_tx_ns: u64,
+    /// NET_RX handler runs (comparable to /proc/softirqs NET_RX).
+    pub net_rx_count: u64,
+    /// NET_TX handler runs.
+    pub net_tx_count: u64,
+    /// All vectors' handler time (ns).
+    pub all_ns: u64,
+}
+
+/// One cell of the queue→CPU matrix (eBPF): what `cpu` handled of one queue in an interval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueueCpu {
+    /// Interface.
+    pub iface: String,
+    /// Direction: rx = `netif_receive_skb`, tx = `net_dev_start_xmit`.
+    pub dir: Dir,
+    /// Queue; None for received skbs with no recorded rx queue (`skb_rx_queue_recorded` false).
+    pub queue: Option<u32>,
+    /// The CPU that ran the hook.
+    pub cpu: CpuId,
+    /// skbs (a GSO/GRO skb counts once, as in /proc/net/dev).
+    pub packets: u64,
+    /// Bytes (`skb->len`).
+    pub bytes: u64,
+}
+
+/// One NAPI instance of a watched interface over an interval (eBPF
+/// `napi_poll`, deep set): how often the CPU polled it and how often the poll
+/// used its whole budget — "this queue's CPU cannot keep up".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NapiSample {
+    /// Interface.
+    pub iface: String,
+    /// The kernel's NAPI id (netdev netlink `queue-get` maps it to a queue).
+    pub napi_id: u32,
+    /// The CPU that polled.
+    pub cpu: CpuId,
+    /// Polls.
+    pub polls: u64,
+    /// Packets processed.
+    pub work: u64,
+    /// Polls that exhausted their budget.
+    pub exhausted: u64,
 }

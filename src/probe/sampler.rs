@@ -16,7 +16,7 @@
 //! once per Sample right before /proc/net/dev (so both cover the same window);
 //! otherwise every Sample says why eBPF is off.
 
-use super::counters::{classify, Class};
+use super::ethtool_names::{classify, Class};
 use super::cpu::{cpu_deltas, parse_proc_stat, CpuTicks};
 use super::ebpf::{Ebpf, EbpfIface, EbpfMode, EbpfStatus, EbpfUnavailable, IfaceKey};
 use super::facts::{HostFacts, Support};
@@ -150,7 +150,7 @@ impl Sampler {
     pub fn new(source: Box<dyn HostSource>) -> Self {
         let now = Instant::now();
         let mut s = Sampler {
-            ebpf: if source.describe() == "live host" {
+            ebpf: if source.is_live() {
                 EbpfState::Pending
             } else {
                 EbpfState::NotLive

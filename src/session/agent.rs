@@ -13,7 +13,7 @@ use super::proto::{
     TestParams, DATA_MAGIC, MAX_HANDSHAKE_FRAME, PROTOCOL_VERSION,
 };
 use crate::probe::sampler::Sampler;
-use crate::probe::source::Live;
+use crate::probe::live_host::LiveHost;
 use crate::probe::system::HostInfo;
 use crate::probe::tcpinfo;
 use crate::traffic::tcp::TcpEngine;
@@ -328,7 +328,7 @@ async fn handle_control<S>(
             }
         }
     });
-    let mut sampler = Sampler::new(Box::new(Live::default()));
+    let mut sampler = Sampler::new(Box::new(LiveHost::default()));
     let why = session(&state, &mut wr, &mut rx, &mut sampler, controller).await;
     reader.abort();
     eprintln!("agent: session with {who} ended: {why}");

@@ -16,7 +16,7 @@ use super::proto::{
 use crate::probe::ebpf::{drop_peer_share, share_with_peer, EbpfIface, EbpfMode, EbpfStatus};
 use crate::probe::sample::{HostRole, Sample};
 use crate::probe::sampler::Sampler;
-use crate::probe::source::Live;
+use crate::probe::live_host::LiveHost;
 use crate::probe::system::HostInfo;
 use crate::traffic::tcp::{prepare_socket, TcpEngine};
 use crate::traffic::{Engine, EngineError, EngineSpec, RunningEngine, Side};
@@ -227,7 +227,7 @@ impl Controller {
             peer,
             target,
             data_ip,
-            sampler: Sampler::new(Box::new(Live::default())),
+            sampler: Sampler::new(Box::new(LiveHost::default())),
             next_id: 0,
             shared_ebpf: Vec::new(),
             poisoned: false,

@@ -432,7 +432,7 @@ fn backlog_drops(ctx: &HostCtx) -> Option<Finding> {
 /// Rx queues (iface, queue, share) of which `cpu` handled at least half of the
 /// packets over `samples`, busiest first (eBPF queue→CPU matrix).
 fn rx_queues_on(samples: &[&&Sample], cpu: u32) -> Vec<(String, u32, f64)> {
-    use crate::probe::counters::Dir;
+    use crate::probe::ethtool_names::Dir;
     use std::collections::BTreeMap;
     let mut per: BTreeMap<(String, u32), (u64, u64)> = BTreeMap::new();
     for c in samples.iter().flat_map(|s| &s.queue_cpus) {

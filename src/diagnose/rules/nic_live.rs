@@ -8,7 +8,7 @@ use crate::diagnose::finding::{Evidence, Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
 use crate::diagnose::util::{driver, secs};
-use crate::probe::counters::Dir;
+use crate::probe::ethtool_names::Dir;
 use crate::probe::facts::NicFacts;
 use crate::probe::sample::QueueSource;
 use std::collections::BTreeMap;

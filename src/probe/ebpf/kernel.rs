@@ -9,7 +9,7 @@ use super::{
     QueueCount, QueueCpu, SoftirqSlot, SoftirqTime, MAX_IFACES, NET_RX, NET_TX, NR_SOFTIRQS,
     OBJECT, QSTRIDE,
 };
-use crate::probe::counters::Dir;
+use crate::probe::ethtool_names::Dir;
 use crate::units::CpuId;
 use aya::maps::{MapData, PerCpuArray, PerCpuHashMap};
 use aya::programs::BtfTracePoint;

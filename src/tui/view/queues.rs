@@ -6,7 +6,7 @@
 
 use super::super::model::Model;
 use super::{alert, short, short_bps, style, title};
-use crate::probe::counters::Dir;
+use crate::probe::ethtool_names::Dir;
 use crate::probe::sample::{QueueSample, QueueSource, Sample};
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier};

@@ -1,10 +1,13 @@
-//! Captured-directory answers to the command-shaped questions of
-//! [`HostSource`](super::source::HostSource): the text ethtool, tc and ps
-//! printed, as sosreport stores it under `sos_commands/`.
+//! [`CaptureDir`]: a captured directory (`wirescope capture`, a real
+//! sosreport, a test fixture) as a [`HostSource`]. Files are read below its
+//! root; the command-shaped questions are answered from the text ethtool, tc
+//! and ps printed, as sosreport stores it under `sos_commands/`.
 
 use super::ethtool_text as text;
 use super::facts::Support;
-use super::source::{Dir, EthtoolView};
+use super::source::{link_last, list_dir, EthtoolView, HostSource};
+use std::io;
+use std::path::{Path, PathBuf};
 
 /// The sosreport file name of an ethtool command's output (`-i` → `ethtool_-i_eth0`,
 /// plain `ethtool eth0` → `ethtool_eth0`).
@@ -17,7 +20,7 @@ pub fn ethtool_file(flag: &str, iface: &str) -> String {
 }
 
 fn one<T>(
-    dir: &Dir,
+    dir: &CaptureDir,
     flag: &str,
     iface: &str,
     driver: &str,
@@ -38,7 +41,7 @@ fn one<T>(
 }
 
 /// ethtool's view of `iface` from `sos_commands/networking/ethtool_*_IF`.
-pub fn ethtool(dir: &Dir, iface: &str) -> EthtoolView {
+pub fn ethtool(dir: &CaptureDir, iface: &str) -> EthtoolView {
     let drvinfo = one(dir, "-i", iface, "", text::parse_drvinfo);
     let driver = drvinfo
         .value()
@@ -57,7 +60,7 @@ pub fn ethtool(dir: &Dir, iface: &str) -> EthtoolView {
 }
 
 /// Root qdisc from `sos_commands/networking/tc_-s_qdisc_show`.
-pub fn qdisc(dir: &Dir, iface: &str) -> Option<String> {
+pub fn qdisc(dir: &CaptureDir, iface: &str) -> Option<String> {
     parse_tc_root(
         &dir.command("sos_commands/networking/tc_-s_qdisc_show")
             .ok()?,
@@ -66,7 +69,7 @@ pub fn qdisc(dir: &Dir, iface: &str) -> Option<String> {
 }
 
 /// Command names from `sos_commands/process/ps_auxwww`.
-pub fn processes(dir: &Dir) -> Option<Vec<String>> {
+pub fn processes(dir: &CaptureDir) -> Option<Vec<String>> {
     Some(parse_ps_aux(
         &dir.command("sos_commands/process/ps_auxwww").ok()?,
     ))
@@ -128,5 +131,61 @@ mod tests {
         let p = parse_ps_aux(t);
         assert!(p.contains(&"irqbalance".to_string()));
         assert_eq!(p[0], "init");
+    }
+}
+
+/// A directory laid out like the host's root (`DIR/proc/stat`), with command
+/// outputs under `DIR/sos_commands/` as sosreport stores them.
+#[derive(Debug, Clone)]
+pub struct CaptureDir {
+    root: PathBuf,
+}
+
+impl CaptureDir {
+    /// A source rooted at `root`.
+    pub fn new(root: impl AsRef<Path>) -> Self {
+        CaptureDir {
+            root: root.as_ref().to_path_buf(),
+        }
+    }
+
+    /// Path below the root.
+    pub fn path(&self, path: &str) -> PathBuf {
+        self.root.join(path.trim_start_matches('/'))
+    }
+
+    /// Text of a command output file, e.g. `sos_commands/networking/ethtool_-i_eth0`.
+    pub fn command(&self, rel: &str) -> io::Result<String> {
+        std::fs::read_to_string(self.root.join(rel))
+    }
+}
+
+impl HostSource for CaptureDir {
+    fn read(&self, path: &str) -> io::Result<String> {
+        std::fs::read_to_string(self.path(path))
+    }
+    fn list(&self, path: &str) -> io::Result<Vec<String>> {
+        list_dir(&self.path(path))
+    }
+    fn link_name(&self, path: &str) -> io::Result<String> {
+        let p = self.path(path);
+        link_last(&p).or_else(|_| {
+            std::fs::read_to_string(p.with_extension("link")).map(|s| s.trim().to_string())
+        })
+    }
+    fn ethtool(&self, iface: &str) -> EthtoolView {
+        ethtool(self, iface)
+    }
+    fn ethtool_stats(&self, iface: &str) -> Support<Vec<(String, u64)>> {
+        ethtool(self, iface).stats
+    }
+    fn qdisc(&self, iface: &str) -> Option<String> {
+        qdisc(self, iface)
+    }
+    fn processes(&self) -> Option<Vec<String>> {
+        processes(self)
+    }
+    fn describe(&self) -> String {
+        format!("directory {}", self.root.display())
     }
 }

@@ -4,13 +4,14 @@
 //! `DIR/sys/class/net/eth0/mtu`, ...) and command outputs are written where
 //! sosreport puts them (`DIR/sos_commands/networking/ethtool_-S_eth0`, ...)
 //! in the exact text format the commands print, so a capture and a real
-//! sosreport are read by the same [`Dir`](super::source::Dir) code. Only
+//! sosreport are read by the same [`Dir`](super::capture_dir::CaptureDir) code. Only
 //! reads the host; writes only below DIR.
 
-use super::captured::ethtool_file;
+use super::capture_dir::ethtool_file;
 use super::ethtool_text as text;
 use super::facts::Support;
-use super::source::{HostSource, Live};
+use super::live_host::LiveHost;
+use super::source::HostSource;
 use super::system::{online_cpu_ids, parse_interrupts, SYSCTLS};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -124,7 +125,7 @@ impl Writer<'_> {
 
 /// Interfaces worth capturing: every one but loopback.
 pub fn default_ifaces() -> Vec<String> {
-    Live::default()
+    LiveHost::default()
         .list("/sys/class/net")
         .unwrap_or_default()
         .into_iter()
@@ -141,7 +142,7 @@ pub fn capture(dir: &Path, ifaces: &[String]) -> Result<CaptureReport, CaptureEr
     {
         return Err(CaptureError::NotEmpty(dir.to_path_buf()));
     }
-    let live = Live::default();
+    let live = LiveHost::default();
     let mut w = Writer {
         root: dir,
         report: CaptureReport::default(),
@@ -208,7 +209,7 @@ pub fn capture(dir: &Path, ifaces: &[String]) -> Result<CaptureReport, CaptureEr
 
 fn capture_iface(
     w: &mut Writer<'_>,
-    live: &Live,
+    live: &LiveHost,
     iface: &str,
     interrupts: &[super::system::IrqLine],
 ) -> Result<(), CaptureError> {

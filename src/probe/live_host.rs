@@ -1,4 +1,5 @@
-//! Live answers to the command-shaped questions of [`HostSource`](super::source::HostSource):
+//! [`LiveHost`]: the running host as a [`HostSource`]. Files are read where the
+//! kernel exposes them; the command-shaped questions are answered live:
 //! ethtool through the ioctl (driver info, private stats) and generic netlink
 //! (everything else), the qdisc through rtnetlink.
 
@@ -6,7 +7,9 @@ use super::ethtool_text::features_from_kernel;
 use super::facts::Support;
 use super::netlink::EthtoolNl;
 use super::nic::{EthtoolIoctl, StatsReader};
-use super::source::EthtoolView;
+use super::source::{link_last, list_dir, EthtoolView, HostSource};
+use std::io;
+use std::path::Path;
 use std::collections::HashMap;
 
 /// The ioctl socket and `ethtool -S` names per interface, kept between intervals.
@@ -105,5 +108,56 @@ pub fn qdisc(iface: &str) -> Option<String> {
         .ok()?;
     out.status
         .success()
-        .then(|| super::captured::parse_tc_root(&String::from_utf8_lossy(&out.stdout), iface))?
+        .then(|| super::capture_dir::parse_tc_root(&String::from_utf8_lossy(&out.stdout), iface))?
 }
+
+/// The running host. Holds the ioctl socket and the per-interface counter
+/// names, so sampling does per interval only what must be per interval.
+#[derive(Debug, Default)]
+pub struct LiveHost {
+    stats: std::sync::Mutex<StatsCache>,
+}
+
+impl HostSource for LiveHost {
+    fn read(&self, path: &str) -> io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+    fn list(&self, path: &str) -> io::Result<Vec<String>> {
+        list_dir(Path::new(path))
+    }
+    fn link_name(&self, path: &str) -> io::Result<String> {
+        link_last(Path::new(path))
+    }
+    fn ethtool(&self, iface: &str) -> EthtoolView {
+        ethtool(iface)
+    }
+    fn ethtool_stats(&self, iface: &str) -> Support<Vec<(String, u64)>> {
+        let mut cache = self
+            .stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache.read(iface)
+    }
+    fn qdisc(&self, iface: &str) -> Option<String> {
+        qdisc(iface)
+    }
+    fn processes(&self) -> Option<Vec<String>> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir("/proc").ok()?.flatten() {
+            let name = e.file_name();
+            if name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+                if let Ok(c) = std::fs::read_to_string(e.path().join("comm")) {
+                    out.push(c.trim().to_string());
+                }
+            }
+        }
+        Some(out)
+    }
+    fn describe(&self) -> String {
+        "live host".into()
+    }
+    fn is_live(&self) -> bool {
+        true
+    }
+}
+
