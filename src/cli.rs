@@ -10,7 +10,8 @@
 
 use crate::probe::ebpf::EbpfMode;
 use crate::record::schema::SweepValue;
-use crate::traffic::{EngineKind, EngineSpec, TcpMode};
+use crate::traffic::limits::{MAX_CONNS, MAX_MSG, MAX_WINDOW, MIN_WINDOW};
+use crate::traffic::{EngineKind, EngineSpec, TcpMode, TcpSpec};
 use crate::units::{parse_cpu_list, parse_duration, parse_size, Bytes, CpuId};
 use clap::{Args, Parser, Subcommand};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -412,9 +413,6 @@ pub struct TestPlan {
     pub sweep: Option<Sweep>,
 }
 
-/// Largest write/message size accepted.
-const MAX_MSG: u64 = 64 << 20;
-
 impl TestArgs {
     /// Check combinations and build the plan.
     pub fn resolve(&self) -> Result<TestPlan, UsageError> {
@@ -510,7 +508,7 @@ impl TestArgs {
             }
         }
         if let Some(w) = self.window {
-            if w.0 < 1024 || w.0 > i32::MAX as u64 / 2 {
+            if w.0 < MIN_WINDOW || w.0 > MAX_WINDOW {
                 return u(format!("--window {} is out of range; use 1K to 1G (the kernel doubles it and caps it at net.core.rmem_max/wmem_max)", w.0));
             }
         }
@@ -528,8 +526,7 @@ impl TestArgs {
             self.conns.unwrap_or(1)
         };
         let cpus = self.cpus.clone().map(|c| c.0).unwrap_or_default();
-        let spec = EngineSpec {
-            engine: self.engine,
+        let spec = EngineSpec::Tcp(TcpSpec {
             mode: self.mode,
             streams: conns,
             threads: self.threads.unwrap_or(0),
@@ -551,7 +548,7 @@ impl TestArgs {
                 .unwrap_or_else(|| cpus.clone()),
             cpus,
             bytes: self.bytes,
-        };
+        });
         if let Some(sw) = &self.sweep {
             for v in &sw.values {
                 if sw.param == SweepParam::Size && *v > MAX_MSG {
@@ -559,8 +556,10 @@ impl TestArgs {
                         "sweep size {v} is out of range; use 1 byte to 64MiB"
                     ));
                 }
-                if sw.param == SweepParam::Streams && *v > 65536 {
-                    return u(format!("sweep streams {v} is out of range; use 1 to 65536"));
+                if sw.param == SweepParam::Streams && *v > MAX_CONNS {
+                    return u(format!(
+                        "sweep streams {v} is out of range; use 1 to {MAX_CONNS}"
+                    ));
                 }
             }
         }
@@ -584,15 +583,19 @@ impl TestPlan {
             .iter()
             .map(|&v| {
                 let mut s = self.spec.clone();
-                match (sw.param, s.mode) {
-                    (SweepParam::Size, TcpMode::Stream) => s.len = Bytes(v),
-                    (SweepParam::Size, _) => {
-                        if s.resp_size == s.size {
-                            s.resp_size = Bytes(v);
+                if let Some(t) = s.as_tcp_mut() {
+                    match (sw.param, t.mode) {
+                        (SweepParam::Size, TcpMode::Stream) => t.len = Bytes(v),
+                        (SweepParam::Size, _) => {
+                            if t.resp_size == t.size {
+                                t.resp_size = Bytes(v);
+                            }
+                            t.size = Bytes(v);
                         }
-                        s.size = Bytes(v);
+                        (SweepParam::Streams, _) => {
+                            t.streams = u32::try_from(v).unwrap_or(u32::MAX)
+                        }
                     }
-                    (SweepParam::Streams, _) => s.streams = u32::try_from(v).unwrap_or(u32::MAX),
                 }
                 (
                     Some(SweepValue {
@@ -607,9 +610,11 @@ impl TestPlan {
 
     /// Fill in what depends on the host (worker threads).
     fn resolved(&self, mut s: EngineSpec) -> EngineSpec {
-        if s.threads == 0 {
-            let cpus = crate::probe::system::online_cpus() as u32;
-            s.threads = s.streams.min(cpus).max(1);
+        if let Some(t) = s.as_tcp_mut() {
+            if t.threads == 0 {
+                let cpus = crate::probe::system::online_cpus() as u32;
+                t.threads = t.streams.min(cpus).max(1);
+            }
         }
         s
     }
@@ -670,6 +675,10 @@ pub fn resolve_peer(p: &str) -> Result<SocketAddr, UsageError> {
 mod tests {
     use super::*;
 
+    fn tcp(s: &EngineSpec) -> &TcpSpec {
+        s.as_tcp().unwrap()
+    }
+
     fn args(extra: &[&str]) -> Result<TestPlan, String> {
         let mut v = vec!["wirescope", "run"];
         v.extend_from_slice(extra);
@@ -683,9 +692,9 @@ mod tests {
     #[test]
     fn defaults() {
         let p = args(&[]).unwrap();
-        assert_eq!(p.spec.mode, TcpMode::Stream);
-        assert_eq!(p.spec.streams, 1);
-        assert_eq!(p.spec.len, Bytes(131072));
+        assert_eq!(tcp(&p.spec).mode, TcpMode::Stream);
+        assert_eq!(tcp(&p.spec).streams, 1);
+        assert_eq!(tcp(&p.spec).len, Bytes(131072));
         assert_eq!(p.time, Some(Duration::from_secs(10)));
     }
 
@@ -696,10 +705,10 @@ mod tests {
         let e = args(&["--len", "big"]).unwrap_err();
         assert!(e.contains("--len") && e.contains("64K"), "{e}");
         let p = args(&["--cpus", "0-1", "--peer-cpus", "1"]).unwrap();
-        assert_eq!(p.spec.cpus, vec![CpuId(0), CpuId(1)]);
-        assert_eq!(p.spec.peer_cpus, vec![CpuId(1)]);
+        assert_eq!(tcp(&p.spec).cpus, vec![CpuId(0), CpuId(1)]);
+        assert_eq!(tcp(&p.spec).peer_cpus, vec![CpuId(1)]);
         assert_eq!(
-            args(&["--cpus", "0"]).unwrap().spec.peer_cpus,
+            args(&["--cpus", "0"]).unwrap().spec.as_tcp().unwrap().peer_cpus,
             vec![CpuId(0)],
             "the peer defaults to the same list"
         );
@@ -730,11 +739,11 @@ mod tests {
         let p = args(&["-m", "rr", "--sweep", "size=64,1K"]).unwrap();
         let pts = p.points();
         assert_eq!(pts.len(), 2);
-        assert_eq!(pts[1].1.size, Bytes(1024));
-        assert_eq!(pts[1].1.resp_size, Bytes(1024));
+        assert_eq!(tcp(&pts[1].1).size, Bytes(1024));
+        assert_eq!(tcp(&pts[1].1).resp_size, Bytes(1024));
         let p = args(&["--sweep", "streams=1,2,4"]).unwrap();
         assert_eq!(
-            p.points().iter().map(|x| x.1.streams).collect::<Vec<_>>(),
+            p.points().iter().map(|x| tcp(&x.1).streams).collect::<Vec<_>>(),
             vec![1, 2, 4]
         );
     }

@@ -167,8 +167,8 @@ async fn run_async(
         outln!(
             "wirescope {}: {} {}, local {} ({}, {} CPUs) -> peer {} ({}, {} CPUs)",
             header.wirescope,
-            plan.spec.engine.name(),
-            plan.spec.mode.name(),
+            plan.spec.kind().name(),
+            plan.spec.mode_name(),
             header.hosts.local.hostname,
             header.hosts.local.kernel,
             header.hosts.local.cpus,
@@ -199,14 +199,7 @@ async fn run_async(
             &mut log,
             0.0,
             "point_start",
-            format!(
-                "{} {} streams={} len={} size={}",
-                spec.engine.name(),
-                spec.mode.name(),
-                spec.streams,
-                spec.len.0,
-                spec.size.0
-            ),
+            spec.label(),
         )?;
         let (tx, rx) = mpsc::channel(64);
         let producer = async {

@@ -143,7 +143,7 @@ fn start_stop_goes_through_the_same_validation_as_run() {
     let [Effect::Start(plan)] = eff.as_slice() else {
         panic!("{eff:?}")
     };
-    assert_eq!(plan.spec.mode, TcpMode::Stream);
+    assert_eq!(plan.spec.as_tcp().unwrap().mode, TcpMode::Stream);
     assert_eq!(plan.time, Some(Duration::from_secs(10)), "default: 10 s");
     assert_eq!(m.state, RunState::Starting);
     assert!(matches!(
@@ -173,7 +173,7 @@ fn start_stop_goes_through_the_same_validation_as_run() {
     let [Effect::Start(plan)] = eff.as_slice() else {
         panic!("{eff:?}")
     };
-    assert_eq!((plan.spec.mode, plan.spec.streams), (TcpMode::Rr, 4));
+    assert_eq!((plan.spec.as_tcp().unwrap().mode, plan.spec.as_tcp().unwrap().streams), (TcpMode::Rr, 4));
 
     // An invalid combination is refused with run's own message.
     let mut m = model();

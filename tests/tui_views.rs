@@ -195,7 +195,7 @@ fn saturated(mut s: Sample) -> Sample {
 fn one_saturated_core() {
     let s: Vec<Sample> = samples().into_iter().take(6).map(saturated).collect();
     let mut m = live_model(&s);
-    if let Some(spec) = m.spec.as_mut() {
+    if let Some(spec) = m.spec.as_mut().and_then(|s| s.as_tcp_mut()) {
         spec.cpus = vec![CpuId(1)];
         spec.peer_cpus = vec![CpuId(1)];
     }

@@ -97,6 +97,7 @@ fn host_cpu(samples: &[Sample]) -> HostCpu {
 /// Build the summary of one point.
 pub fn build(d: &PointData<'_>) -> Summary {
     let o = d.outcome;
+    let EngineSpec::Tcp(tcp) = d.spec;
     let roles = d.spec.conn_roles(Side::Controller);
     let peer = o.peer.as_ref();
     let mut streams = Vec::with_capacity(roles.len());
@@ -130,14 +131,14 @@ pub fn build(d: &PointData<'_>) -> Summary {
                 peer_conn,
             ),
             _ => (
-                d.spec.mode.name().to_string(),
+                tcp.mode.name().to_string(),
                 received(Some(&o.local), d.local, i),
                 local_tx,
                 local_re + peer_re,
                 local_conn,
             ),
         };
-        let zerocopy = if d.spec.zerocopy {
+        let zerocopy = if tcp.zerocopy {
             sender.map(|c| ZeroCopy {
                 completed: c.zc_completed,
                 copied: c.zc_copied,
@@ -157,7 +158,7 @@ pub fn build(d: &PointData<'_>) -> Summary {
     let bytes: u64 = streams.iter().map(|s| s.bytes).sum();
     let forward = roles.contains(&ConnRole::Sender);
     let backward = roles.contains(&ConnRole::Receiver);
-    let receiver_time = match (d.spec.mode, forward, backward, peer) {
+    let receiver_time = match (tcp.mode, forward, backward, peer) {
         (TcpMode::Stream, true, false, Some(p)) => p.duration_s,
         (TcpMode::Stream, true, true, Some(p)) => p.duration_s.max(o.local.duration_s),
         _ => o.local.duration_s,
@@ -170,7 +171,7 @@ pub fn build(d: &PointData<'_>) -> Summary {
             .map(|x| x.end_s)
             .fold(0.0, f64::max)
     };
-    let omitted_s = match (d.spec.mode, forward, backward) {
+    let omitted_s = match (tcp.mode, forward, backward) {
         (TcpMode::Stream, true, false) => warmup(d.peer),
         (TcpMode::Stream, true, true) => warmup(d.peer).max(warmup(d.local)),
         _ => warmup(d.local),
@@ -182,7 +183,7 @@ pub fn build(d: &PointData<'_>) -> Summary {
         .filter(|s| s.omitted)
         .map(|s| s.engine.messages)
         .sum();
-    let messages = if d.spec.mode == TcpMode::Stream {
+    let messages = if tcp.mode == TcpMode::Stream {
         0
     } else {
         o.local
@@ -206,16 +207,16 @@ pub fn build(d: &PointData<'_>) -> Summary {
         EndReason::Failed(why) => (false, false, Some(why.clone())),
     };
     Summary {
-        engine: d.spec.engine.name().into(),
-        mode: d.spec.mode.name().into(),
+        engine: d.spec.kind().name().into(),
+        mode: tcp.mode.name().into(),
         sweep: d.sweep.clone(),
         duration_s,
         bytes,
         throughput_bps: per_s(bytes as f64 * 8.0),
         messages,
         rate_per_s: per_s(messages as f64),
-        mib_per_s: (d.spec.mode == TcpMode::Pingpong).then(|| per_s(bytes as f64 / 1048576.0)),
-        latency_us: if d.spec.mode == TcpMode::Rr {
+        mib_per_s: (tcp.mode == TcpMode::Pingpong).then(|| per_s(bytes as f64 / 1048576.0)),
+        latency_us: if tcp.mode == TcpMode::Rr {
             o.local.latency
         } else {
             None

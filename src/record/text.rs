@@ -9,7 +9,7 @@ use std::fmt::Write;
 
 /// Column header for interval rows.
 pub fn interval_header(spec: &EngineSpec) -> String {
-    match spec.mode {
+    match spec.as_tcp().map(|t| t.mode).unwrap_or(TcpMode::Stream) {
         TcpMode::Stream => format!(
             "{:<5} {:>13}  {:>11}  {:>14}  {:>5}  {:>9}  {:>8}  | {:<20} | {:<20}",
             "[ ID]",
@@ -68,7 +68,7 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
     let omit = if any.omitted { " (omitted)" } else { "" };
     let mut out = String::new();
     let n = spec.connection_count();
-    match spec.mode {
+    match spec.as_tcp().map(|t| t.mode).unwrap_or(TcpMode::Stream) {
         TcpMode::Stream => {
             let roles = spec.conn_roles(Side::Controller);
             let mut total = 0;
@@ -129,7 +129,7 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
             let l = local.map(|s| &s.engine);
             let total: u64 = (0..n).map(|i| conn_bytes(spec, local, peer, i)).sum();
             let rate = l.map(|e| e.msgs_per_s).unwrap_or(0.0);
-            let unit = if spec.mode == TcpMode::Rr {
+            let unit = if spec.mode_name() == TcpMode::Rr.name() {
                 "trans/s"
             } else {
                 "msg/s"

@@ -16,8 +16,7 @@ use crate::probe::sampler::Sampler;
 use crate::probe::live_host::LiveHost;
 use crate::probe::system::HostInfo;
 use crate::probe::tcpinfo;
-use crate::traffic::tcp::TcpEngine;
-use crate::traffic::{Engine, EngineSpec, RunningEngine, Side};
+use crate::traffic::{EngineSpec, RunningEngine, Side};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -434,8 +433,8 @@ async fn run_test<W: AsyncWrite + Unpin>(
         Some(spec) => eprintln!(
             "agent: test {}: {} {} with {n} data connection(s)",
             test.id,
-            spec.engine.name(),
-            spec.mode.name()
+            spec.kind().name(),
+            spec.mode_name()
         ),
         None => eprintln!("agent: test {}: observing only", test.id),
     }
@@ -490,7 +489,7 @@ async fn run_test<W: AsyncWrite + Unpin>(
         _ => return Err("controller lost before go".into()),
     }
     let started = match &test.spec {
-        Some(spec) => TcpEngine::new(spec.clone()).start(Side::Agent, conns),
+        Some(spec) => crate::traffic::start_engine(spec, Side::Agent, conns),
         None => Ok(RunningEngine::idle()),
     };
     let mut engine = match started {

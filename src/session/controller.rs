@@ -18,8 +18,7 @@ use crate::probe::sample::{HostRole, Sample};
 use crate::probe::sampler::Sampler;
 use crate::probe::live_host::LiveHost;
 use crate::probe::system::HostInfo;
-use crate::traffic::tcp::{prepare_socket, TcpEngine};
-use crate::traffic::{Engine, EngineError, EngineSpec, RunningEngine, Side};
+use crate::traffic::{EngineError, EngineSpec, RunningEngine, Side};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream};
@@ -385,7 +384,7 @@ impl Controller {
             .await
             .map_err(|e| self.proto(e))?;
         let started = match &p.spec {
-            Some(spec) => TcpEngine::new(spec.clone()).start(Side::Controller, conns),
+            Some(spec) => crate::traffic::start_engine(spec, Side::Controller, conns),
             None => Ok(RunningEngine::idle()),
         };
         let mut engine = match started {
@@ -574,7 +573,7 @@ fn connect_data(
     let n = spec.connection_count();
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        let sock = prepare_socket(spec, &addr)?;
+        let sock = crate::traffic::prepare_data_socket(spec, &addr)?;
         sock.connect_timeout(&addr.into(), SETUP_TIMEOUT)
             .map_err(|source| SessionError::Data {
                 index: i,

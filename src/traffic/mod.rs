@@ -8,9 +8,13 @@
 //! process is, and [`EngineSpec::conn_roles`] tells each end what to do on each
 //! data connection, so the two ends cannot disagree about who sends.
 
+pub mod spec;
 pub mod tcp;
 
-use crate::units::{Bytes, CpuId};
+pub use spec::{limits, EngineSpec};
+pub use tcp::{TcpMode, TcpSpec};
+
+use crate::units::CpuId;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::net::TcpStream;
@@ -26,18 +30,6 @@ pub enum EngineKind {
     Tcp,
 }
 
-/// What the TCP engine does on its connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum TcpMode {
-    /// Bulk transfer, one thread per stream (like iperf3).
-    Stream,
-    /// Both ends echo everything they receive (muduo/evpp pingpong); reports MiB/s.
-    Pingpong,
-    /// Closed-loop request/response with a latency histogram (like netperf TCP_RR).
-    Rr,
-}
-
 impl EngineKind {
     /// Lower-case name as used on the command line and in logs.
     pub fn name(self) -> &'static str {
@@ -45,59 +37,6 @@ impl EngineKind {
             EngineKind::Tcp => "tcp",
         }
     }
-}
-
-impl TcpMode {
-    /// Lower-case name as used on the command line and in logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            TcpMode::Stream => "stream",
-            TcpMode::Pingpong => "pingpong",
-            TcpMode::Rr => "rr",
-        }
-    }
-}
-
-/// Everything both ends need to know to run one test point. Sent to the agent
-/// verbatim inside the control protocol's `StartTest`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct EngineSpec {
-    /// Engine family.
-    pub engine: EngineKind,
-    /// Mode within the engine.
-    pub mode: TcpMode,
-    /// stream: streams per direction; pingpong/rr: connections.
-    pub streams: u32,
-    /// Worker threads per side for pingpong/rr (stream always uses one per stream).
-    pub threads: u32,
-    /// stream: bytes per write() call.
-    pub len: Bytes,
-    /// pingpong: message size; rr: request size.
-    pub size: Bytes,
-    /// rr: response size.
-    pub resp_size: Bytes,
-    /// rr: requests in flight per connection.
-    pub depth: u32,
-    /// SO_SNDBUF and SO_RCVBUF on every data socket (kernel doubles it).
-    pub window: Option<Bytes>,
-    /// TCP_MAXSEG.
-    pub mss: Option<u32>,
-    /// TCP_CONGESTION (e.g. cubic, bbr).
-    pub congestion: Option<String>,
-    /// MSG_ZEROCOPY on send.
-    pub zerocopy: bool,
-    /// MSG_TRUNC on receive: the kernel discards the data without copying it.
-    pub skip_rx_copy: bool,
-    /// stream: the agent sends, the controller receives.
-    pub reverse: bool,
-    /// stream: both directions at once, `streams` connections each.
-    pub bidir: bool,
-    /// CPUs for the controller's worker threads (round-robin); empty = unpinned.
-    pub cpus: Vec<CpuId>,
-    /// CPUs for the agent's worker threads; empty = unpinned.
-    pub peer_cpus: Vec<CpuId>,
-    /// stream: stop after this many bytes in total per direction.
-    pub bytes: Option<Bytes>,
 }
 
 /// Which end of the node pair this process is.
@@ -122,86 +61,6 @@ pub enum ConnRole {
     Client,
     /// rr: answers requests; pingpong: echoes.
     Server,
-}
-
-impl EngineSpec {
-    /// Number of data connections the controller opens.
-    pub fn connection_count(&self) -> usize {
-        let n = self.streams as usize;
-        if self.mode == TcpMode::Stream && self.bidir {
-            2 * n
-        } else {
-            n
-        }
-    }
-
-    /// The role of each data connection, by index, for `side`.
-    pub fn conn_roles(&self, side: Side) -> Vec<ConnRole> {
-        let controller_roles: Vec<ConnRole> = match self.mode {
-            TcpMode::Stream => {
-                let n = self.streams as usize;
-                let fwd = if self.reverse {
-                    ConnRole::Receiver
-                } else {
-                    ConnRole::Sender
-                };
-                let mut v = vec![fwd; n];
-                if self.bidir {
-                    let back = if self.reverse {
-                        ConnRole::Sender
-                    } else {
-                        ConnRole::Receiver
-                    };
-                    v.extend(std::iter::repeat_n(back, n));
-                }
-                v
-            }
-            TcpMode::Pingpong | TcpMode::Rr => vec![ConnRole::Client; self.streams as usize],
-        };
-        match side {
-            Side::Controller => controller_roles,
-            Side::Agent => controller_roles
-                .into_iter()
-                .map(|r| match r {
-                    ConnRole::Sender => ConnRole::Receiver,
-                    ConnRole::Receiver => ConnRole::Sender,
-                    ConnRole::Client => ConnRole::Server,
-                    ConnRole::Server => ConnRole::Client,
-                })
-                .collect(),
-        }
-    }
-
-    /// Limits a receiving agent enforces on a spec that came over the network
-    /// (the controller's CLI checks the same ranges, with friendlier messages).
-    pub fn validate(&self) -> Result<(), String> {
-        const MAX_MSG: u64 = 64 << 20;
-        let check = |what: &str, v: u64, lo: u64, hi: u64| {
-            if (lo..=hi).contains(&v) {
-                Ok(())
-            } else {
-                Err(format!("{what} {v} is outside {lo}..={hi}"))
-            }
-        };
-        check("streams", u64::from(self.streams), 1, 65_536)?;
-        check("threads", u64::from(self.threads), 0, 4096)?;
-        check("depth", u64::from(self.depth), 1, 65_536)?;
-        check("len", self.len.0, 1, MAX_MSG)?;
-        check("size", self.size.0, 1, MAX_MSG)?;
-        check("resp_size", self.resp_size.0, 1, MAX_MSG)?;
-        if let Some(w) = self.window {
-            check("window", w.0, 1024, 1 << 30)?;
-        }
-        Ok(())
-    }
-
-    /// CPUs this side pins its threads to.
-    pub fn cpus_for(&self, side: Side) -> &[CpuId] {
-        match side {
-            Side::Controller => &self.cpus,
-            Side::Agent => &self.peer_cpus,
-        }
-    }
 }
 
 /// Counters of one data connection. Written by exactly one worker thread,
@@ -462,6 +321,28 @@ pub trait Engine {
     fn start(&self, side: Side, conns: Vec<TcpStream>) -> Result<RunningEngine, EngineError>;
 }
 
+/// A fresh data socket for `addr` with the options the engine needs before
+/// `connect` (buffer sizes and MSS go into the SYN).
+pub fn prepare_data_socket(
+    spec: &EngineSpec,
+    addr: &std::net::SocketAddr,
+) -> Result<socket2::Socket, EngineError> {
+    match spec {
+        EngineSpec::Tcp(t) => tcp::prepare_socket(t, addr),
+    }
+}
+
+/// Start `side` of the engine `spec` names on its data connections.
+pub fn start_engine(
+    spec: &EngineSpec,
+    side: Side,
+    conns: Vec<TcpStream>,
+) -> Result<RunningEngine, EngineError> {
+    match spec {
+        EngineSpec::Tcp(t) => tcp::TcpEngine::new(t.clone()).start(side, conns),
+    }
+}
+
 /// Pin the calling thread to `cpu` (no-op error-free when the list is empty).
 pub fn pin_current_thread(cpu: CpuId) -> Result<(), EngineError> {
     let mut set = nix::sched::CpuSet::new();
@@ -502,61 +383,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn spec(mode: TcpMode) -> EngineSpec {
-        EngineSpec {
-            engine: EngineKind::Tcp,
-            mode,
-            streams: 2,
-            threads: 1,
-            len: Bytes(1024),
-            size: Bytes(64),
-            resp_size: Bytes(64),
-            depth: 1,
-            window: None,
-            mss: None,
-            congestion: None,
-            zerocopy: false,
-            skip_rx_copy: false,
-            reverse: false,
-            bidir: false,
-            cpus: vec![],
-            peer_cpus: vec![],
-            bytes: None,
-        }
-    }
-
-    #[test]
-    fn roles_mirror_between_sides() {
-        let mut s = spec(TcpMode::Stream);
-        s.bidir = true;
-        let c = s.conn_roles(Side::Controller);
-        let a = s.conn_roles(Side::Agent);
-        assert_eq!(
-            c,
-            vec![
-                ConnRole::Sender,
-                ConnRole::Sender,
-                ConnRole::Receiver,
-                ConnRole::Receiver
-            ]
-        );
-        assert_eq!(
-            a,
-            vec![
-                ConnRole::Receiver,
-                ConnRole::Receiver,
-                ConnRole::Sender,
-                ConnRole::Sender
-            ]
-        );
-        s.reverse = true;
-        s.bidir = false;
-        assert_eq!(s.conn_roles(Side::Controller), vec![ConnRole::Receiver; 2]);
-        assert_eq!(s.connection_count(), 2);
-        let r = spec(TcpMode::Rr);
-        assert_eq!(r.conn_roles(Side::Agent), vec![ConnRole::Server; 2]);
-    }
 
     #[test]
     fn latency_take_resets() {

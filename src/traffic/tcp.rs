@@ -10,12 +10,14 @@
 //! per round trip and is what latency-oriented tools (sockperf) do.
 
 mod echo;
+mod spec;
 mod stream;
 mod zerocopy;
 
+pub use spec::{TcpMode, TcpSpec};
+
 use super::{
-    ConnRole, Engine, EngineControl, EngineCounters, EngineError, EngineSpec, RunningEngine, Side,
-    TcpMode,
+    ConnRole, Engine, EngineControl, EngineCounters, EngineError, RunningEngine, Side,
 };
 use socket2::{Domain, Protocol, Socket, Type};
 use std::net::{SocketAddr, TcpStream};
@@ -29,12 +31,12 @@ pub(crate) const WAKE_INTERVAL: Duration = Duration::from_millis(100);
 /// The TCP engine for one test point.
 #[derive(Debug, Clone)]
 pub struct TcpEngine {
-    spec: EngineSpec,
+    spec: TcpSpec,
 }
 
 impl TcpEngine {
     /// Engine for `spec` (already validated by the CLI).
-    pub fn new(spec: EngineSpec) -> Self {
+    pub fn new(spec: TcpSpec) -> Self {
         TcpEngine { spec }
     }
 }
@@ -42,7 +44,7 @@ impl TcpEngine {
 /// A fresh TCP socket for `addr` with the options that must be set before
 /// `connect` (buffer sizes decide the window scale in the SYN; MSS is
 /// advertised in the SYN).
-pub fn prepare_socket(spec: &EngineSpec, addr: &SocketAddr) -> Result<Socket, EngineError> {
+pub fn prepare_socket(spec: &TcpSpec, addr: &SocketAddr) -> Result<Socket, EngineError> {
     let sock = Socket::new(
         Domain::for_address(*addr),
         Type::STREAM,
@@ -62,7 +64,7 @@ pub fn prepare_socket(spec: &EngineSpec, addr: &SocketAddr) -> Result<Socket, En
 /// TCP_NODELAY for the message modes.
 pub fn configure_stream(
     stream: &TcpStream,
-    spec: &EngineSpec,
+    spec: &TcpSpec,
     conn: usize,
 ) -> Result<(), EngineError> {
     let sock = socket2::SockRef::from(stream);
@@ -77,7 +79,7 @@ pub fn configure_stream(
     Ok(())
 }
 
-fn apply_options(sock: &Socket, spec: &EngineSpec, conn: usize) -> Result<(), EngineError> {
+fn apply_options(sock: &Socket, spec: &TcpSpec, conn: usize) -> Result<(), EngineError> {
     if let Some(w) = spec.window {
         let w = w.as_usize();
         sock.set_send_buffer_size(w)

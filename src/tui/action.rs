@@ -340,14 +340,7 @@ fn event(t: f64, kind: &str, message: String) -> Record {
 
 fn point_text(m: &Model) -> String {
     match &m.spec {
-        Some(s) => format!(
-            "{} {} streams={} len={} size={}",
-            s.engine.name(),
-            s.mode.name(),
-            s.streams,
-            s.len.0,
-            s.size.0
-        ),
+        Some(s) => s.label(),
         None => "observe".into(),
     }
 }

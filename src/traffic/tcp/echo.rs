@@ -17,7 +17,7 @@
 use super::{is_disconnect, is_timeout, WAKE_INTERVAL};
 use crate::traffic::{
     new_latency_histogram, spawn_worker, ConnRole, EngineControl, EngineCounters, EngineError,
-    EngineSpec, TcpMode,
+    TcpSpec, TcpMode,
 };
 use crate::units::CpuId;
 use hdrhistogram::Histogram;
@@ -46,7 +46,7 @@ enum Behaviour {
 type Worker = JoinHandle<Result<(), EngineError>>;
 
 pub(super) fn spawn(
-    spec: &EngineSpec,
+    spec: &TcpSpec,
     roles: &[ConnRole],
     conns: Vec<TcpStream>,
     workers: usize,

@@ -7,7 +7,7 @@
 
 use super::{is_disconnect, is_timeout, zerocopy};
 use crate::traffic::{
-    spawn_worker, ConnCounters, ConnRole, EngineControl, EngineCounters, EngineError, EngineSpec,
+    spawn_worker, ConnCounters, ConnRole, EngineControl, EngineCounters, EngineError, TcpSpec,
 };
 use crate::units::CpuId;
 use std::io::{Read, Write};
@@ -24,7 +24,7 @@ const MIN_RECV_BUF: usize = 256 * 1024;
 type Worker = JoinHandle<Result<(), EngineError>>;
 
 pub(super) fn spawn(
-    spec: &EngineSpec,
+    spec: &TcpSpec,
     roles: &[ConnRole],
     conns: Vec<TcpStream>,
     cpus: &[CpuId],

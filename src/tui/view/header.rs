@@ -27,14 +27,7 @@ fn state_style(m: &Model) -> ratatui::style::Style {
 
 fn line1(m: &Model) -> Line<'static> {
     let test = match &m.spec {
-        Some(s) => {
-            let n = if s.mode == crate::traffic::TcpMode::Stream {
-                format!("-P {}", s.streams)
-            } else {
-                format!("--conns {}", s.streams)
-            };
-            format!("{} {} {}", s.engine.name(), s.mode.name(), n)
-        }
+        Some(s) => s.short(),
         None => format!(
             "{} {} (not started)",
             m.test.engine.name(),

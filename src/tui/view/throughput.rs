@@ -3,7 +3,6 @@
 
 use super::super::model::Model;
 use super::{directions, short, short_bps, style, title};
-use crate::traffic::TcpMode;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Color;
 use ratatui::symbols::Marker;
@@ -19,7 +18,7 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
     ));
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let msg_mode = m.spec.as_ref().is_some_and(|s| s.mode != TcpMode::Stream);
+    let msg_mode = m.spec.as_ref().is_some_and(|s| !s.is_tcp_stream());
     let [chart_area, stats_area] =
         Layout::vertical([Constraint::Min(2), Constraint::Length(u16::from(msg_mode))])
             .areas(inner);

@@ -1,0 +1,135 @@
+//! What a test point runs: [`EngineSpec`], one arm per engine, and the limits
+//! every face and the agent check against.
+//!
+//! The spec is plain data. The controller builds it from the command line (or
+//! the TUI's control view), sends it to the agent inside `Start`, and both
+//! ends run from it. It is serialised with the engine name as a tag
+//! (`{"engine": "tcp", "mode": "stream", ...}`), so each engine keeps its own
+//! knobs and logs written before engines were an enum still read back.
+
+use super::tcp::{TcpMode, TcpSpec};
+use super::{ConnRole, EngineKind, Side};
+use crate::units::CpuId;
+use serde::{Deserialize, Serialize};
+
+/// Everything both ends need to know to run one test point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "engine", rename_all = "lowercase")]
+pub enum EngineSpec {
+    /// Kernel TCP sockets: stream, pingpong, rr.
+    Tcp(TcpSpec),
+}
+
+impl EngineSpec {
+    /// Which engine.
+    pub fn kind(&self) -> EngineKind {
+        match self {
+            EngineSpec::Tcp(_) => EngineKind::Tcp,
+        }
+    }
+
+    /// The mode's name (`stream`, `rr`, ...), as typed on the command line.
+    pub fn mode_name(&self) -> &'static str {
+        match self {
+            EngineSpec::Tcp(t) => t.mode.name(),
+        }
+    }
+
+    /// The TCP arm, when this is a TCP test.
+    pub fn as_tcp(&self) -> Option<&TcpSpec> {
+        match self {
+            EngineSpec::Tcp(t) => Some(t),
+        }
+    }
+
+    /// Mutable TCP arm.
+    pub fn as_tcp_mut(&mut self) -> Option<&mut TcpSpec> {
+        match self {
+            EngineSpec::Tcp(t) => Some(t),
+        }
+    }
+
+    /// True for a bulk-transfer TCP test (the throughput table's layout).
+    pub fn is_tcp_stream(&self) -> bool {
+        self.as_tcp().is_some_and(|t| t.mode == TcpMode::Stream)
+    }
+
+    /// Data connections the controller opens to the agent for this point.
+    pub fn connection_count(&self) -> usize {
+        match self {
+            EngineSpec::Tcp(t) => t.connection_count(),
+        }
+    }
+
+    /// What `side` does on each data connection, by index.
+    pub fn conn_roles(&self, side: Side) -> Vec<ConnRole> {
+        match self {
+            EngineSpec::Tcp(t) => t.conn_roles(side),
+        }
+    }
+
+    /// The limits an agent enforces on a spec received from the network.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            EngineSpec::Tcp(t) => t.validate(),
+        }
+    }
+
+    /// CPUs `side` pins its worker threads to (empty: unpinned).
+    pub fn cpus_for(&self, side: Side) -> &[CpuId] {
+        match self {
+            EngineSpec::Tcp(t) => t.cpus_for(side),
+        }
+    }
+
+    /// A few words for a header (`tcp stream -P 2`, `tcp rr --conns 16`).
+    pub fn short(&self) -> String {
+        match self {
+            EngineSpec::Tcp(t) if t.mode == TcpMode::Stream => {
+                format!("tcp stream -P {}", t.streams)
+            }
+            EngineSpec::Tcp(t) => format!("tcp {} --conns {}", t.mode.name(), t.streams),
+        }
+    }
+
+    /// One line that says what runs, for logs and status lines
+    /// (`tcp stream streams=2 len=131072`).
+    pub fn label(&self) -> String {
+        match self {
+            EngineSpec::Tcp(t) => format!(
+                "tcp {} streams={} len={} size={}",
+                t.mode.name(),
+                t.streams,
+                t.len.0,
+                t.size.0
+            ),
+        }
+    }
+}
+
+/// Limits shared by the command line (which explains them) and the agent
+/// (which enforces them on what arrives over the network). One place, so the
+/// two cannot drift apart.
+pub mod limits {
+    /// Largest write/message size (bytes).
+    pub const MAX_MSG: u64 = 64 << 20;
+    /// Smallest SO_SNDBUF/SO_RCVBUF request (bytes).
+    pub const MIN_WINDOW: u64 = 1024;
+    /// Largest SO_SNDBUF/SO_RCVBUF request (bytes; the kernel doubles it).
+    pub const MAX_WINDOW: u64 = 1 << 30;
+    /// Most data connections (streams, or connections) of one point.
+    pub const MAX_CONNS: u64 = 65_536;
+    /// Most worker threads per side.
+    pub const MAX_THREADS: u64 = 4096;
+    /// Most requests in flight per rr connection.
+    pub const MAX_DEPTH: u64 = 65_536;
+
+    /// `Err("what v is outside lo..=hi")` unless `lo <= v <= hi`.
+    pub fn check(what: &str, v: u64, lo: u64, hi: u64) -> Result<(), String> {
+        if (lo..=hi).contains(&v) {
+            Ok(())
+        } else {
+            Err(format!("{what} {v} is outside {lo}..={hi}"))
+        }
+    }
+}
