@@ -1,15 +1,22 @@
 //! The `wirescope` binary: parse, dispatch, map results to exit codes.
+//!
+//! Arguments are read as OS strings, so an argument that is not UTF-8 is a
+//! usage error clap reports, not a panic.
 
 use clap::Parser;
 use std::process::ExitCode;
 use wirescope::cli::{AgentArgs, Cli, Command};
-use wirescope::headless::{self, EXIT_FAILED, EXIT_OK};
+use wirescope::face::{FaceError, FaceResult, EXIT_OK};
 use wirescope::session::agent::{self, AgentConfig};
 use wirescope::session::auth::{load_token, TokenOrigin};
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().collect();
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let argv: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let cli = Cli::parse_from(args);
     let result = match cli.command {
         None | Some(Command::Tui(_)) => {
             let args = match cli.command {
@@ -19,22 +26,25 @@ fn main() -> ExitCode {
             wirescope::tui::run(args, argv)
         }
         Some(Command::Agent(a)) => run_agent(a),
-        Some(Command::Run(r)) => headless::run(*r, argv),
-        Some(Command::Watch(w)) => wirescope::watch::watch(w, argv),
-        Some(Command::Capture(c)) => wirescope::watch::capture(c),
-        Some(Command::Check(c)) => wirescope::check::command(c),
+        Some(Command::Run(r)) => wirescope::face::run::run(*r, argv),
+        Some(Command::Watch(w)) => wirescope::face::watch::watch(w, argv),
+        Some(Command::Capture(c)) => wirescope::face::capture::capture(c),
+        Some(Command::Check(c)) => wirescope::face::check::command(c),
     };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::from(EXIT_FAILED)
+            match &e {
+                FaceError::Usage(m) => eprintln!("error: {m}"),
+                FaceError::Failed(a) => eprintln!("error: {a:#}"),
+            }
+            ExitCode::from(e.exit_code())
         }
     }
 }
 
-fn run_agent(a: AgentArgs) -> anyhow::Result<u8> {
-    let (token, origin) = load_token(a.token_file.as_deref(), true)?;
+fn run_agent(a: AgentArgs) -> FaceResult {
+    let (token, origin) = load_token(a.token_file.as_deref(), true).map_err(anyhow::Error::from)?;
     let hint = match &origin {
         TokenOrigin::Env => "token from $WIRESCOPE_TOKEN".to_string(),
         TokenOrigin::File(p) => format!("token file {}", p.display()),
@@ -43,14 +53,10 @@ fn run_agent(a: AgentArgs) -> anyhow::Result<u8> {
     if let TokenOrigin::Created(p) = &origin {
         eprintln!("wirescope agent: created a new token in {} (mode 0600); copy it to the controller's ~/.config/wirescope/token or pass --token-file", p.display());
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("ws-agent")
-        .worker_threads(2)
-        .build()?;
+    let rt = wirescope::face::control_runtime("ws-agent").map_err(anyhow::Error::from)?;
     rt.block_on(async move {
         let shutdown = tokio_util::sync::CancellationToken::new();
-        headless::spawn_signal_handler(shutdown.clone());
+        wirescope::face::spawn_signal_handler(shutdown.clone());
         let cfg = AgentConfig {
             listen: a.listen,
             unix: a.control_unix.clone(),
@@ -58,7 +64,9 @@ fn run_agent(a: AgentArgs) -> anyhow::Result<u8> {
             once: a.once,
             token_hint: hint.clone(),
         };
-        let (addr, serve) = agent::bind(cfg, shutdown).await?;
+        let (addr, serve) = agent::bind(cfg, shutdown)
+            .await
+            .map_err(anyhow::Error::from)?;
         eprintln!("wirescope agent: listening on {addr} (control and data), {hint}");
         serve.await;
         if let Some(p) = &a.control_unix {

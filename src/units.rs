@@ -127,13 +127,28 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if t.is_empty() {
         return Err(err());
     }
-    if let Ok(secs) = t.parse::<f64>() {
-        if secs.is_finite() && secs >= 0.0 {
-            return Ok(Duration::from_secs_f64(secs));
-        }
-        return Err(err());
+    let d = match t.parse::<f64>() {
+        Ok(secs) => Duration::try_from_secs_f64(secs).map_err(|_| err())?,
+        Err(_) => humantime::parse_duration(t).map_err(|_| err())?,
+    };
+    if d > MAX_DURATION {
+        return Err(format!(
+            "'{s}' is longer than wirescope handles; use at most 366 days (e.g. 30d)"
+        ));
     }
-    humantime::parse_duration(t).map_err(|_| err())
+    Ok(d)
+}
+
+/// Longest duration any option takes (a year and a day): long enough for a
+/// soak test, short enough that deadlines computed from it never overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
+/// Seconds read from a file or the network as a duration, if it is one
+/// wirescope would accept (finite, not negative, at most [`MAX_DURATION`]).
+pub fn duration_from_secs(secs: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(secs)
+        .ok()
+        .filter(|d| *d <= MAX_DURATION)
 }
 
 /// Parse a size in bytes: `64K`, `1M`, `8MiB`, `1500`. K/M/G are binary.

@@ -1,6 +1,6 @@
 //! A real healthy run (2 streams over the embedded namespace pair) must produce
-//! no warn or error finding. Needs root (the pair is two network namespaces);
-//! skipped otherwise.
+//! no warn or error finding. Needs root (the pair is two network namespaces)
+//! and fails loudly without it.
 
 use wirescope::diagnose::{diagnose, Input, Severity, TestContext, Window};
 use wirescope::probe::sample::{HostRole, Sample};
@@ -12,10 +12,10 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
 fn healthy_two_stream_run_has_no_warnings() {
-    if !nix::unistd::Uid::effective().is_root() {
-        eprintln!("skipped: needs root for the namespace pair");
-        return;
-    }
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "this test needs root for the namespace pair (CI runs as root); run `cargo test` as root"
+    );
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("healthy.jsonl");
@@ -33,13 +33,12 @@ fn healthy_two_stream_run_has_no_warnings() {
     let mut local: Vec<Sample> = Vec::new();
     let mut peer: Vec<Sample> = Vec::new();
     let mut spec = None;
-    let mut summary = None;
     for r in records {
         match r {
             Record::Header(h) => spec = h.spec,
             Record::Sample(s) if s.host == HostRole::Local => local.push(*s),
             Record::Sample(s) => peer.push(*s),
-            Record::Summary(s) => summary = Some(*s),
+            Record::Summary(s) => assert!(s.error.is_none(), "{s:?}"),
             _ => {}
         }
     }
@@ -49,11 +48,10 @@ fn healthy_two_stream_run_has_no_warnings() {
         peer: Window::from_samples(&peer),
         test: TestContext {
             spec: spec.as_ref(),
-            summary: summary.as_ref(),
         },
     };
     let findings = diagnose(&input);
-    eprintln!("{}", wirescope::check::render(&findings));
+    eprintln!("{}", wirescope::face::check::render(&findings));
     let bad: Vec<_> = findings
         .iter()
         .filter(|f| f.severity >= Severity::Warn)
@@ -114,10 +112,10 @@ fn load(
 /// the top finding names it; no error-level finding.
 #[test]
 fn pinned_run_names_the_saturated_core() {
-    if !nix::unistd::Uid::effective().is_root() {
-        eprintln!("skipped: needs root for the namespace pair");
-        return;
-    }
+    assert!(
+        nix::unistd::Uid::effective().is_root(),
+        "this test needs root for the namespace pair (CI runs as root); run `cargo test` as root"
+    );
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("pinned.jsonl");
@@ -148,11 +146,10 @@ fn pinned_run_names_the_saturated_core() {
         peer: Window::from_samples(&peer),
         test: TestContext {
             spec: spec.as_ref(),
-            summary: None,
         },
     };
     let findings = diagnose(&input);
-    eprintln!("{}", wirescope::check::render(&findings));
+    eprintln!("{}", wirescope::face::check::render(&findings));
     // The top finding is about cpu0. Which rule names it depends on whether the
     // machine's other cores had headroom (other load on a shared test machine
     // removes it): cpu.single-core-saturated, else softirq.concentrated.

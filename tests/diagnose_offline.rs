@@ -1,8 +1,8 @@
 //! `check` on captured directories built from real `ethtool -i` outputs
 //! (tests/fixtures/diagnose/, copied from the shared fixtures).
 
-use wirescope::check::{render, run_check};
 use wirescope::diagnose::{Finding, HostRole, Severity};
+use wirescope::face::check::{render, run_check};
 use wirescope::probe::capture_dir::CaptureDir;
 use wirescope::probe::system::read_host_facts;
 

@@ -198,7 +198,6 @@ impl Case {
             },
             test: TestContext {
                 spec: Some(&self.spec),
-                summary: None,
             },
         })
     }

@@ -2,7 +2,7 @@
 //! Starts `wirescope tui`, waits for a few intervals, checks that both hosts'
 //! per-core rows and a non-zero throughput are on screen, presses `q`, and
 //! checks the exit code, the terminal mode and that the namespaces are gone.
-//! Needs tmux (CI installs it); skipped with a message when it is missing.
+//! Needs tmux (CI installs it); fails with the install line when it is missing.
 
 use std::process::Command;
 use std::time::{Duration, Instant};

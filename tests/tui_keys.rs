@@ -9,6 +9,7 @@ use wirescope::cli::TuiArgs;
 use wirescope::probe::sample::{HostRole, Sample};
 use wirescope::probe::system::HostInfo;
 use wirescope::record::log::read_log;
+use wirescope::record::pipeline::Output;
 use wirescope::record::schema::Record;
 use wirescope::traffic::TcpMode;
 use wirescope::tui::action::{update, Action, Effect};
@@ -68,6 +69,8 @@ fn feed(m: &mut Model, n: usize) -> Vec<Effect> {
             Action::Interval {
                 local: Some(Box::new(l)),
                 peer: Some(Box::new(p)),
+                changes: Vec::new(),
+                active: Vec::new(),
             },
         ));
     }
@@ -173,7 +176,13 @@ fn start_stop_goes_through_the_same_validation_as_run() {
     let [Effect::Start(plan)] = eff.as_slice() else {
         panic!("{eff:?}")
     };
-    assert_eq!((plan.spec.as_tcp().unwrap().mode, plan.spec.as_tcp().unwrap().streams), (TcpMode::Rr, 4));
+    assert_eq!(
+        (
+            plan.spec.as_tcp().unwrap().mode,
+            plan.spec.as_tcp().unwrap().streams
+        ),
+        (TcpMode::Rr, 4)
+    );
 
     // An invalid combination is refused with run's own message.
     let mut m = model();
@@ -228,22 +237,17 @@ fn history_is_bounded() {
 }
 
 #[test]
-fn log_toggle_records_the_same_records_as_run() {
+fn log_toggle_asks_the_pipeline_and_writes_nothing_itself() {
     let mut m = model();
     let eff = press(&mut m, KeyCode::Char('l'));
-    assert!(matches!(eff.as_slice(), [Effect::OpenLog { .. }]));
+    assert!(matches!(eff.as_slice(), [Effect::OpenLog { path: None }]));
     assert!(
-        feed(&mut m, 1).is_empty(),
-        "nothing is logged before the file is open"
+        feed(&mut m, 3).is_empty(),
+        "intervals never make the UI write: the pipeline thread records"
     );
     update(&mut m, Action::LogOpened("x.jsonl".into()));
-    let eff = feed(&mut m, 1);
-    let [Effect::Log(records)] = eff.as_slice() else {
-        panic!("{eff:?}")
-    };
-    assert!(
-        matches!(records.as_slice(), [Record::Sample(l), Record::Sample(p), ..] if l.host == HostRole::Local && p.host == HostRole::Peer)
-    );
+    assert_eq!(m.log, LogState::On("x.jsonl".into()));
+    assert!(feed(&mut m, 1).is_empty());
     assert!(matches!(
         press(&mut m, KeyCode::Char('l')).as_slice(),
         [Effect::CloseLog]
@@ -258,8 +262,13 @@ fn the_loop_drains_events_and_redraws_at_most_once_per_batch() {
     let s = samples();
     let (l, p): (Vec<_>, Vec<_>) = s.into_iter().partition(|x| x.host == HostRole::Local);
     for (l, p) in l.into_iter().zip(p).cycle().take(100) {
-        tx.try_send(Event::Interval(Some(Box::new(l)), Some(Box::new(p))))
-            .unwrap();
+        tx.try_send(Event::Output(Box::new(Output::Interval {
+            local: Some(Box::new(l)),
+            peer: Some(Box::new(p)),
+            changes: Vec::new(),
+            active: Vec::new(),
+        })))
+        .unwrap();
     }
     for _ in 0..50 {
         tx.try_send(Event::Tick).unwrap();

@@ -11,9 +11,12 @@ use wirescope::probe::facts::IrqFact;
 use wirescope::probe::sample::{HostRole, QueueSource, Sample};
 use wirescope::probe::system::HostInfo;
 use wirescope::record::log::read_log;
+use wirescope::record::pipeline::{Origin, Pipeline};
 use wirescope::record::schema::Record;
-use wirescope::session::controller::{EndReason, PointOutcome};
+use wirescope::session::driver::{PointStart, SessionEvent};
+use wirescope::session::outcome::{EndReason, RunEvent};
 use wirescope::tui::action::{update, Action};
+use wirescope::tui::app::actions_of;
 use wirescope::tui::model::{Model, ModelConfig, Source, View};
 use wirescope::tui::{replay, view};
 use wirescope::units::{BitsPerSec, CpuId, Percent};
@@ -56,18 +59,34 @@ fn samples() -> Vec<Sample> {
         .collect()
 }
 
-fn interval(m: &mut Model, l: Option<Sample>, p: Option<Sample>) {
-    update(
+/// Feed one session event through the pipeline (as the TUI's pipeline thread
+/// does) and its output into the model.
+fn feed(m: &mut Model, p: &mut Pipeline, ev: SessionEvent) {
+    for a in actions_of(p.handle(ev).unwrap()) {
+        update(m, a);
+    }
+}
+
+fn interval(m: &mut Model, p: &mut Pipeline, l: Option<Sample>, r: Option<Sample>) {
+    let index = l.as_ref().or(r.as_ref()).map(|s| s.index).unwrap_or(0);
+    feed(
         m,
-        Action::Interval {
-            local: l.map(Box::new),
-            peer: p.map(Box::new),
-        },
+        p,
+        SessionEvent::Interval(Box::new(RunEvent {
+            index,
+            local: l,
+            peer: r,
+        })),
     );
 }
 
-/// A live session fed from the fixture's samples.
+/// A live session fed from the fixture's samples, through the same pipeline
+/// (diagnosis included) a live session uses.
 fn live_model(samples: &[Sample]) -> Model {
+    live_model_with(samples).0
+}
+
+fn live_model_with(samples: &[Sample]) -> (Model, Pipeline) {
     let mut m = Model::new(cfg(Source::Live));
     m.local_host.hostname = "vm".into();
     m.pair = "local pair: namespaces ws-a-1 <-> ws-b-1".into();
@@ -77,23 +96,27 @@ fn live_model(samples: &[Sample]) -> Model {
         cpus: 2,
         ..HostInfo::default()
     };
+    let mut pipe = Pipeline::new(Origin::default());
     update(&mut m, Action::Connected { peer });
     let spec = replay_model().spec.unwrap();
-    update(
+    feed(
         &mut m,
-        Action::PointStarted {
-            spec: Box::new(spec),
+        &mut pipe,
+        SessionEvent::PointStarted(Box::new(PointStart {
+            number: 1,
+            sweep: None,
+            spec: Some(spec),
             time: Some(std::time::Duration::from_secs(10)),
-        },
+        })),
     );
     let (l, p): (Vec<_>, Vec<_>) = samples
         .iter()
         .cloned()
         .partition(|s| s.host == HostRole::Local);
     for (l, p) in l.into_iter().zip(p) {
-        interval(&mut m, Some(l), Some(p));
+        interval(&mut m, &mut pipe, Some(l), Some(p));
     }
-    m
+    (m, pipe)
 }
 
 #[test]
@@ -121,19 +144,18 @@ fn every_view_at_both_sizes_from_a_recorded_run() {
 #[test]
 fn peer_lost() {
     let s = samples();
-    let mut m = live_model(&s[..4]);
+    let (mut m, mut pipe) = live_model_with(&s[..4]);
     let late_local = s
         .iter()
         .find(|x| x.host == HostRole::Local && x.index == 2)
         .cloned();
-    interval(&mut m, late_local, None);
+    interval(&mut m, &mut pipe, late_local, None);
     update(
         &mut m,
-        Action::PointDone(Box::new(PointOutcome {
-            local: Default::default(),
-            peer: None,
+        Action::PointDone {
             end: EndReason::PeerLost("no message from the agent for 3.0 s".into()),
-        })),
+            summary: None,
+        },
     );
     let a = render(&m, 80, 24);
     assert!(a.contains("peer lost"), "{a}");

@@ -2,7 +2,6 @@
 
 use crate::probe::facts::HostFacts;
 use crate::probe::sample::Sample;
-use crate::record::schema::Summary;
 use crate::traffic::EngineSpec;
 
 /// Recent Samples of one host (oldest first, latest last) and its facts.
@@ -31,13 +30,11 @@ impl<'a> Window<'a> {
     }
 }
 
-/// The test's own context: what was asked for and what it achieved.
+/// The test's own context: what was asked for.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TestContext<'a> {
     /// The engine spec (streams, pinning, SO_RCVBUF), when a test runs.
     pub spec: Option<&'a EngineSpec>,
-    /// The point's summary, when it is over.
-    pub summary: Option<&'a Summary>,
 }
 
 /// Everything [`super::diagnose`] reads.

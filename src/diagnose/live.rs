@@ -1,5 +1,5 @@
-//! Per-interval diagnosis for the consumers of a live session (`run`,
-//! `watch`, later the TUI): a bounded window of recent Samples per host, the
+//! Per-interval diagnosis for the consumer of a live session (the pipeline
+//! that `run`, `watch` and the TUI share): a bounded window of recent Samples per host, the
 //! latest facts of each, and a [`Tracker`] so findings do not flicker.
 //!
 //! Pure bookkeeping around [`super::diagnose`]: no I/O.
@@ -76,10 +76,7 @@ impl LiveDiagnosis {
                 samples: &self.peer,
                 facts: self.peer_facts.as_ref(),
             },
-            test: TestContext {
-                spec,
-                summary: None,
-            },
+            test: TestContext { spec },
         };
         let changes = self.tracker.update(diagnose(&input));
         for c in &changes {
@@ -93,6 +90,12 @@ impl LiveDiagnosis {
     /// Findings active now, most important first.
     pub fn active(&self) -> Vec<Finding> {
         self.tracker.active()
+    }
+
+    /// Count a severity found outside the per-interval diagnosis (the
+    /// closing diagnosis of a point) towards [`LiveDiagnosis::worst_raised`].
+    pub fn note_worst(&mut self, s: Option<Severity>) {
+        self.worst = self.worst.max(s);
     }
 
     /// The worst severity raised so far in this session (for `--fail-on`).

@@ -31,7 +31,7 @@ mod kernel;
 pub use kernel::{privileged, Ebpf, EbpfCounters, EbpfReadError};
 
 use super::ethtool_names::Dir;
-use super::sample::{QueueSample, QueueSource, Sample};
+use super::sample::{Hosts, QueueSample, QueueSource, Sample};
 pub use super::sample::{NapiSample, QueueCpu, SoftirqTime};
 use crate::units::BitsPerSec;
 use serde::{Deserialize, Serialize};
@@ -276,6 +276,9 @@ pub enum EbpfUnavailable {
         reason: String,
     },
 }
+
+/// eBPF status of both hosts (None for a host whose source is not live).
+pub type EbpfHosts = Hosts<Option<EbpfStatus>>;
 
 /// Move what one eBPF set on a shared kernel counted for the peer's
 /// interfaces from `local` into `peer` (both Samples of the same interval),

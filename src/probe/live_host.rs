@@ -8,9 +8,9 @@ use super::facts::Support;
 use super::netlink::EthtoolNl;
 use super::nic::{EthtoolIoctl, StatsReader};
 use super::source::{link_last, list_dir, EthtoolView, HostSource};
+use std::collections::HashMap;
 use std::io;
 use std::path::Path;
-use std::collections::HashMap;
 
 /// The ioctl socket and `ethtool -S` names per interface, kept between intervals.
 #[derive(Debug, Default)]
@@ -160,4 +160,3 @@ impl HostSource for LiveHost {
         true
     }
 }
-

@@ -19,6 +19,7 @@ pub mod nic;
 pub mod queues;
 pub mod sample;
 pub mod sampler;
+pub mod snapshot;
 pub mod softirq;
 pub mod source;
 pub mod system;

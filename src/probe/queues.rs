@@ -6,7 +6,7 @@
 //! asked again only when facts are refreshed, not every interval.
 
 use super::ethtool_names::{per_queue, Dir};
-use super::netlink::{NetdevNl, NlError, QueueType};
+use super::netlink::{NetdevNl, NlError, QueueStat, QueueType};
 use super::sample::{QueueSample, QueueSource};
 use crate::units::BitsPerSec;
 use std::collections::{BTreeMap, HashMap};
@@ -17,6 +17,18 @@ struct Cumulative {
     bytes: Option<u64>,
     drops: Option<u64>,
     other: BTreeMap<String, u64>,
+}
+
+/// Netdev generic netlink `qstats-get`: per-queue counters from the kernel.
+pub trait QstatsSource: Send {
+    /// Per-queue statistics of the interface with this index.
+    fn qstats(&mut self, ifindex: u32) -> Result<Vec<QueueStat>, NlError>;
+}
+
+impl QstatsSource for NetdevNl {
+    fn qstats(&mut self, ifindex: u32) -> Result<Vec<QueueStat>, NlError> {
+        NetdevNl::qstats(self, ifindex)
+    }
 }
 
 /// Queue counters of one interface, between intervals.
@@ -40,7 +52,7 @@ impl QueueProbe {
     /// Read the queues of one interface. `stats` is this interval's `ethtool -S`, if any.
     pub fn read(
         &mut self,
-        nl: Option<&mut NetdevNl>,
+        nl: Option<&mut (dyn QstatsSource + 'static)>,
         iface: &str,
         ifindex: Option<u32>,
         driver: &str,

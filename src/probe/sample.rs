@@ -5,8 +5,8 @@
 //! diagnosis rules read it. New telemetry is added as new optional fields
 //! (`#[serde(default)]`), so logs written by older versions still parse.
 
-use super::ethtool_names::Dir;
 use super::cpu::CpuSample;
+use super::ethtool_names::Dir;
 use super::facts::HostFacts;
 use super::nic::DevCounters;
 use super::softirq::{SoftirqCpu, SoftnetCpu};
@@ -35,6 +35,15 @@ impl HostRole {
             HostRole::Peer => "peer",
         }
     }
+}
+
+/// A pair of per-host values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hosts<T> {
+    /// The controller's host.
+    pub local: T,
+    /// The agent's host.
+    pub peer: T,
 }
 
 /// One host, one interval.

@@ -72,4 +72,3 @@ pub(super) fn link_last(p: &Path) -> io::Result<String> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default())
 }
-

@@ -351,6 +351,29 @@ pub fn route_iface(peer: std::net::IpAddr) -> Option<String> {
     None
 }
 
+/// The interface of the default route (IPv4 then IPv6), from /proc/net/route
+/// and /proc/net/ipv6_route; no packet is sent.
+pub fn default_route_iface(src: &dyn HostSource) -> Option<String> {
+    let v4 = src.read("/proc/net/route").ok().and_then(|t| {
+        t.lines().skip(1).find_map(|l| {
+            let w: Vec<&str> = l.split_ascii_whitespace().collect();
+            (w.get(1) == Some(&"00000000") && w.get(7) == Some(&"00000000"))
+                .then(|| w[0].to_string())
+        })
+    });
+    v4.or_else(|| {
+        src.read("/proc/net/ipv6_route").ok().and_then(|t| {
+            t.lines().find_map(|l| {
+                let w: Vec<&str> = l.split_ascii_whitespace().collect();
+                (w.first() == Some(&"00000000000000000000000000000000")
+                    && w.get(1) == Some(&"00")
+                    && w.get(9) != Some(&"lo"))
+                .then(|| w.get(9).map(|s| s.to_string()))?
+            })
+        })
+    })
+}
+
 #[cfg(test)]
 mod facts_tests {
     use super::*;

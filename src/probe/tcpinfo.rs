@@ -150,6 +150,51 @@ pub fn read(sock: &impl AsRawFd) -> std::io::Result<TcpInfo> {
     })
 }
 
+/// Whether the kernel still hears from the other end of a TCP connection:
+/// what decides that a silent peer is gone rather than busy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Liveness {
+    /// The connection is ESTABLISHED (or closing normally: still ours to read).
+    pub established: bool,
+    /// Segments sent and not yet acknowledged.
+    pub unacked: u32,
+    /// Milliseconds since the last ACK arrived.
+    pub last_ack_recv_ms: u32,
+}
+
+impl Liveness {
+    /// True when the peer's kernel acknowledged everything, or did so within `limit`.
+    pub fn acknowledging(&self, limit: std::time::Duration) -> bool {
+        self.established
+            && (self.unacked == 0 || u128::from(self.last_ack_recv_ms) <= limit.as_millis())
+    }
+}
+
+/// Read the liveness fields of TCP_INFO of `sock`.
+pub fn liveness(sock: &impl AsRawFd) -> std::io::Result<Liveness> {
+    let mut raw = RawTcpInfo::default();
+    let mut len = std::mem::size_of::<RawTcpInfo>() as libc::socklen_t;
+    // SAFETY: raw is a plain-old-data buffer of `len` bytes; the kernel writes at most len.
+    let r = unsafe {
+        libc::getsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut raw as *mut RawTcpInfo).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // TCP_ESTABLISHED = 1, TCP_CLOSE_WAIT = 8 (the peer closed; we may still read).
+    Ok(Liveness {
+        established: raw.state == 1 || raw.state == 8,
+        unacked: raw.unacked,
+        last_ack_recv_ms: raw.last_ack_recv,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,8 +32,50 @@ pub enum LogError {
 
 /// Writes one record per line, flushed immediately.
 pub struct LogWriter {
-    w: BufWriter<File>,
+    w: BufWriter<Box<dyn Write + Send>>,
     path: PathBuf,
+}
+
+impl std::fmt::Debug for LogWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogWriter")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+/// Standard output for JSON lines: a reader that went away (`| head`) means
+/// "enough", so a closed pipe silently ends the output; other errors are errors.
+struct Stdout {
+    closed: bool,
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.closed {
+            return Ok(buf.len());
+        }
+        match std::io::stdout().lock().write_all(buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(buf.len())
+            }
+            Err(e) => Err(e),
+            Ok(()) => Ok(buf.len()),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        match std::io::stdout().lock().flush() {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            r => r,
+        }
+    }
 }
 
 impl LogWriter {
@@ -44,9 +86,22 @@ impl LogWriter {
             source,
         })?;
         Ok(LogWriter {
-            w: BufWriter::new(f),
+            w: BufWriter::new(Box::new(f)),
             path: path.into(),
         })
+    }
+
+    /// Records as JSON lines on standard output (`watch --json`).
+    pub fn stdout() -> Self {
+        LogWriter {
+            w: BufWriter::new(Box::new(Stdout { closed: false })),
+            path: PathBuf::from("<stdout>"),
+        }
+    }
+
+    /// Where this log goes.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Append one record and flush it to the kernel.

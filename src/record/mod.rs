@@ -5,7 +5,10 @@
 //! and flushed record by record, so a run that is killed leaves a valid
 //! prefix that [`log::read_log`] (and later the TUI's replay) can read.
 
+pub mod aggregate;
 pub mod log;
+pub mod pipeline;
+pub mod replay;
 pub mod schema;
 pub mod summary;
 pub mod text;

@@ -1,9 +1,11 @@
 //! The versioned record types of the JSON-lines log.
 
 use crate::diagnose::{Change, Finding};
-use crate::probe::ebpf::EbpfStatus;
+pub use crate::probe::ebpf::EbpfHosts;
+pub use crate::probe::sample::Hosts;
 use crate::probe::sample::{LatencySummary, Sample};
 use crate::probe::system::HostInfo;
+pub use crate::session::plan::SweepValue;
 use crate::traffic::EngineSpec;
 use serde::{Deserialize, Serialize};
 
@@ -59,18 +61,6 @@ pub struct Header {
     /// interfaces they count, or why they are off. Absent for offline sources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ebpf: Option<EbpfHosts>,
-}
-
-/// eBPF status of both hosts (None for a host whose source is not live).
-pub type EbpfHosts = Hosts<Option<EbpfStatus>>;
-
-/// A pair of per-host values.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Hosts<T> {
-    /// The controller's host.
-    pub local: T,
-    /// The agent's host.
-    pub peer: T,
 }
 
 /// Sweep description.
@@ -186,16 +176,11 @@ pub struct Summary {
     /// Why the point failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Set when the figures cover less than the whole point (the receiving
+    /// host's final counters never arrived): what they do cover.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
     /// What limited the point, most important first (diagnosis over all its intervals).
     #[serde(default)]
     pub findings: Vec<Finding>,
-}
-
-/// Sweep coordinates in a summary.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepValue {
-    /// `size` or `streams`.
-    pub param: String,
-    /// Value.
-    pub value: u64,
 }

@@ -1,13 +1,19 @@
-//! Turning a finished point (outcome + its intervals) into a [`Summary`].
+//! Turning a finished point (outcome + its running aggregates) into a [`Summary`].
 //!
 //! Bytes are what the *receiving* end counted, like iperf3's receiver line:
 //! the agent's final counters for local→peer streams, ours for peer→local.
 //! The warm-up (`--omit`) is subtracted using the omitted intervals' own
 //! counts on the same host, so omitted and counted bytes add up exactly.
+//!
+//! When a receiving host's final counters never arrived (the peer was lost),
+//! its bytes are those its Samples reported and the duration is the span
+//! those Samples cover — never bytes up to one moment divided by a longer
+//! time — and the summary says so in `partial`.
 
-use super::schema::{CoreMean, HostCpu, Hosts, StreamSummary, Summary, SweepValue, ZeroCopy};
-use crate::probe::sample::Sample;
-use crate::session::controller::{EndReason, PointOutcome};
+use super::aggregate::{HostAggregate, PointAggregate};
+use super::schema::{Hosts, StreamSummary, Summary, ZeroCopy};
+use crate::session::outcome::{EndReason, PointOutcome};
+use crate::session::plan::SweepValue;
 use crate::session::proto::SideResult;
 use crate::traffic::{ConnRole, EngineSpec, Side, TcpMode};
 
@@ -19,78 +25,33 @@ pub struct PointData<'a> {
     pub sweep: Option<SweepValue>,
     /// How it ended and the totals.
     pub outcome: &'a PointOutcome,
-    /// Local Samples, in order.
-    pub local: &'a [Sample],
-    /// Peer Samples, in order.
-    pub peer: &'a [Sample],
+    /// Running sums of its intervals.
+    pub agg: &'a PointAggregate,
 }
 
-fn omitted_rx(samples: &[Sample], conn: usize) -> u64 {
-    samples
-        .iter()
-        .filter(|s| s.omitted)
-        .filter_map(|s| s.conns.get(conn))
-        .map(|c| c.rx_bytes)
-        .sum()
+/// What one receiving host counted, and over which span.
+struct Received<'a> {
+    result: Option<&'a SideResult>,
+    agg: &'a HostAggregate,
 }
 
-fn sampled_rx(samples: &[Sample], conn: usize) -> u64 {
-    samples
-        .iter()
-        .filter_map(|s| s.conns.get(conn))
-        .map(|c| c.rx_bytes)
-        .sum()
-}
-
-/// Receiver-side total of `conn`: the final counter when the side reported it, else the sum of its Samples.
-fn received(result: Option<&SideResult>, samples: &[Sample], conn: usize) -> u64 {
-    let total = result
-        .and_then(|r| r.conns.get(conn))
-        .map(|c| c.rx_bytes)
-        .unwrap_or_else(|| sampled_rx(samples, conn));
-    total.saturating_sub(omitted_rx(samples, conn))
-}
-
-/// Per-core means over the counted intervals, weighted by interval length
-/// (so a short closing interval counts for what it is).
-fn host_cpu(samples: &[Sample]) -> HostCpu {
-    let counted: Vec<&Sample> = samples
-        .iter()
-        .filter(|s| !s.omitted && !s.cpus.is_empty())
-        .collect();
-    let total: f64 = counted.iter().map(|s| (s.end_s - s.start_s).max(0.0)).sum();
-    if counted.is_empty() || total <= 0.0 {
-        return HostCpu::default();
-    }
-    let mut cores: Vec<CoreMean> = counted[0]
-        .cpus
-        .iter()
-        .map(|c| CoreMean {
-            cpu: c.cpu.0,
-            busy: 0.0,
-            user: 0.0,
-            system: 0.0,
-            irq: 0.0,
-            softirq: 0.0,
-        })
-        .collect();
-    for s in &counted {
-        let w = (s.end_s - s.start_s).max(0.0) / total;
-        for c in &s.cpus {
-            if let Some(m) = cores.iter_mut().find(|m| m.cpu == c.cpu.0) {
-                m.busy += c.busy().0 * w;
-                m.user += (c.user.0 + c.nice.0) * w;
-                m.system += c.system.0 * w;
-                m.irq += c.irq.0 * w;
-                m.softirq += c.softirq.0 * w;
-            }
+impl Received<'_> {
+    /// Counted bytes of `conn`: the final counter minus the warm-up, or the
+    /// Samples' sum when the final counters never arrived.
+    fn bytes(&self, conn: usize) -> u64 {
+        match self.result.and_then(|r| r.conns.get(conn)) {
+            Some(c) => c.rx_bytes.saturating_sub(self.agg.omitted_rx(conn)),
+            None => self.agg.counted_rx(conn),
         }
     }
-    let mean_busy = cores.iter().map(|c| c.busy).sum::<f64>() / cores.len().max(1) as f64;
-    HostCpu {
-        mean_busy,
-        cpus: cores,
-        intervals: counted.len(),
+
+    /// Seconds from Go to the end of what was counted (engine finished, or
+    /// the last Sample when the totals are missing).
+    fn until_s(&self) -> f64 {
+        match self.result {
+            Some(r) => r.duration_s,
+            None => self.agg.last_end_s,
+        }
     }
 }
 
@@ -100,52 +61,58 @@ pub fn build(d: &PointData<'_>) -> Summary {
     let EngineSpec::Tcp(tcp) = d.spec;
     let roles = d.spec.conn_roles(Side::Controller);
     let peer = o.peer.as_ref();
+    let at_local = Received {
+        result: Some(&o.local),
+        agg: &d.agg.local,
+    };
+    let at_peer = Received {
+        result: peer,
+        agg: &d.agg.peer,
+    };
     let mut streams = Vec::with_capacity(roles.len());
     for (i, role) in roles.iter().enumerate() {
-        let local_tx = o.local.conns.get(i).map(|c| c.tx_bytes).unwrap_or(0);
-        let peer_tx = peer
-            .and_then(|p| p.conns.get(i))
-            .map(|c| c.tx_bytes)
-            .unwrap_or(0);
+        let local_conn = o.local.conns.get(i);
+        let peer_conn = peer.and_then(|p| p.conns.get(i));
+        let local_tx = local_conn.map(|c| c.tx_bytes).unwrap_or(0);
+        let peer_tx = peer_conn.map(|c| c.tx_bytes).unwrap_or(0);
         let local_re = o.local.retransmits.get(i).copied().unwrap_or(0);
         let peer_re = peer
             .and_then(|p| p.retransmits.get(i))
             .copied()
             .unwrap_or(0);
-        let local_conn = o.local.conns.get(i);
-        let peer_conn = peer.and_then(|p| p.conns.get(i));
         // (direction, bytes received, bytes sent, retransmits, the sender's counters)
         let (direction, bytes, sent_bytes, retransmits, sender) = match role {
             ConnRole::Sender => (
                 "local->peer".to_string(),
-                received(peer, d.peer, i),
+                at_peer.bytes(i),
                 local_tx,
                 local_re,
                 local_conn,
             ),
             ConnRole::Receiver => (
                 "peer->local".to_string(),
-                received(Some(&o.local), d.local, i),
+                at_local.bytes(i),
                 peer_tx,
                 peer_re,
                 peer_conn,
             ),
             _ => (
                 tcp.mode.name().to_string(),
-                received(Some(&o.local), d.local, i),
+                at_local.bytes(i),
                 local_tx,
                 local_re + peer_re,
                 local_conn,
             ),
         };
-        let zerocopy = if tcp.zerocopy {
-            sender.map(|c| ZeroCopy {
-                completed: c.zc_completed,
-                copied: c.zc_copied,
+        let zerocopy = tcp
+            .zerocopy
+            .then(|| {
+                sender.map(|c| ZeroCopy {
+                    completed: c.zc_completed,
+                    copied: c.zc_copied,
+                })
             })
-        } else {
-            None
-        };
+            .flatten();
         streams.push(StreamSummary {
             id: i,
             direction,
@@ -158,31 +125,26 @@ pub fn build(d: &PointData<'_>) -> Summary {
     let bytes: u64 = streams.iter().map(|s| s.bytes).sum();
     let forward = roles.contains(&ConnRole::Sender);
     let backward = roles.contains(&ConnRole::Receiver);
-    let receiver_time = match (tcp.mode, forward, backward, peer) {
-        (TcpMode::Stream, true, false, Some(p)) => p.duration_s,
-        (TcpMode::Stream, true, true, Some(p)) => p.duration_s.max(o.local.duration_s),
-        _ => o.local.duration_s,
+    // The receiving host(s) of the point: the peer for local->peer streams.
+    let (receivers, peer_receives): (Vec<&Received>, bool) = match (tcp.mode, forward, backward) {
+        (TcpMode::Stream, true, false) => (vec![&at_peer], true),
+        (TcpMode::Stream, true, true) => (vec![&at_peer, &at_local], true),
+        _ => (vec![&at_local], false),
     };
+    let receiver_time = receivers.iter().map(|r| r.until_s()).fold(0.0, f64::max);
     // The warm-up is what the receiver's omitted intervals covered (omitted by
     // interval number on both hosts), not the nominal --omit.
-    let warmup = |v: &[Sample]| {
-        v.iter()
-            .filter(|x| x.omitted)
-            .map(|x| x.end_s)
-            .fold(0.0, f64::max)
-    };
-    let omitted_s = match (tcp.mode, forward, backward) {
-        (TcpMode::Stream, true, false) => warmup(d.peer),
-        (TcpMode::Stream, true, true) => warmup(d.peer).max(warmup(d.local)),
-        _ => warmup(d.local),
-    };
-    let duration_s = (receiver_time - omitted_s).max(0.0);
-    let omitted_msgs: u64 = d
-        .local
+    let omitted_s = receivers
         .iter()
-        .filter(|s| s.omitted)
-        .map(|s| s.engine.messages)
-        .sum();
+        .map(|r| r.agg.warmup_end_s)
+        .fold(0.0, f64::max);
+    let duration_s = (receiver_time - omitted_s).max(0.0);
+    let partial = (peer_receives && peer.is_none()).then(|| {
+        format!(
+            "the agent's final counters never arrived: bytes and rates cover {omitted_s:.2}-{:.2} s, the intervals its Samples reported",
+            d.agg.peer.last_end_s
+        )
+    });
     let messages = if tcp.mode == TcpMode::Stream {
         0
     } else {
@@ -191,7 +153,7 @@ pub fn build(d: &PointData<'_>) -> Summary {
             .iter()
             .map(|c| c.messages)
             .sum::<u64>()
-            .saturating_sub(omitted_msgs)
+            .saturating_sub(d.agg.local.omitted_msgs)
     };
     let per_s = |v: f64| {
         if duration_s > 0.0 {
@@ -223,12 +185,13 @@ pub fn build(d: &PointData<'_>) -> Summary {
         },
         streams,
         hosts: Hosts {
-            local: host_cpu(d.local),
-            peer: host_cpu(d.peer),
+            local: d.agg.local.cpu(),
+            peer: d.agg.peer.cpu(),
         },
         peer_lost,
         interrupted,
         error,
+        partial,
         findings: Vec::new(),
     }
 }

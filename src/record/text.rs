@@ -7,6 +7,25 @@ use crate::traffic::{ConnRole, EngineSpec, Side, TcpMode};
 use crate::units::{BitsPerSec, Bytes, Nanos};
 use std::fmt::Write;
 
+/// The first line of `run`'s table: what runs between which hosts.
+pub fn run_title(h: &super::schema::Header) -> String {
+    let what = h
+        .spec
+        .as_ref()
+        .map(|s| format!("{} {}", s.kind().name(), s.mode_name()))
+        .unwrap_or_else(|| "observe".into());
+    format!(
+        "wirescope {}: {what}, local {} ({}, {} CPUs) -> peer {} ({}, {} CPUs)",
+        h.wirescope,
+        h.hosts.local.hostname,
+        h.hosts.local.kernel,
+        h.hosts.local.cpus,
+        h.hosts.peer.hostname,
+        h.hosts.peer.kernel,
+        h.hosts.peer.cpus
+    )
+}
+
 /// Column header for interval rows.
 pub fn interval_header(spec: &EngineSpec) -> String {
     match spec.as_tcp().map(|t| t.mode).unwrap_or(TcpMode::Stream) {

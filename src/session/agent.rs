@@ -8,14 +8,15 @@
 //! the agent abort its engine and go back to listening.
 
 use super::auth::Token;
+use super::point::{finish, sleep_until_opt, PendingSamples, DRAIN_TIMEOUT, SETUP_TIMEOUT};
 use super::proto::{
-    read_body, read_msg, read_msg_max, write_msg, DataHello, Msg, ProtoError, SideResult,
-    TestParams, DATA_MAGIC, MAX_HANDSHAKE_FRAME, PROTOCOL_VERSION,
+    read_body, read_msg, read_msg_max, write_msg, DataHello, Msg, ProtoError, TestParams,
+    DATA_MAGIC, MAX_HANDSHAKE_FRAME, PROTOCOL_VERSION,
 };
-use crate::probe::sampler::Sampler;
 use crate::probe::live_host::LiveHost;
+use crate::probe::sampler::thread::SamplerThread;
+use crate::probe::sampler::EngineView;
 use crate::probe::system::HostInfo;
-use crate::probe::tcpinfo;
 use crate::traffic::{EngineSpec, RunningEngine, Side};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,11 +26,6 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-/// How long each handshake step and the data-connection setup may take.
-pub const SETUP_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long the engine may take to drain after Stop.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What the agent serves on.
 #[derive(Debug, Clone)]
@@ -327,8 +323,20 @@ async fn handle_control<S>(
             }
         }
     });
-    let mut sampler = Sampler::new(Box::new(LiveHost::default()));
-    let why = session(&state, &mut wr, &mut rx, &mut sampler, controller).await;
+    let why = match SamplerThread::of("ws-agent-sampler", Box::new(LiveHost::default())) {
+        Ok(sampler) => session(&state, &mut wr, &mut rx, &sampler, controller).await,
+        Err(e) => {
+            let error = format!("the agent cannot start its sampler thread: {e}");
+            let _ = write_msg(
+                &mut wr,
+                &Msg::Failed {
+                    error: error.clone(),
+                },
+            )
+            .await;
+            error
+        }
+    };
     reader.abort();
     eprintln!("agent: session with {who} ended: {why}");
     if state.once {
@@ -350,7 +358,7 @@ async fn session<W: AsyncWrite + Unpin>(
     state: &State,
     wr: &mut W,
     rx: &mut Inbox,
-    sampler: &mut Sampler,
+    sampler: &SamplerThread,
     controller: Option<std::net::IpAddr>,
 ) -> String {
     loop {
@@ -372,9 +380,14 @@ async fn session<W: AsyncWrite + Unpin>(
                     .and_then(crate::probe::system::route_iface)
                     .into_iter()
                     .collect();
-                sampler.set_ifaces(&ifaces);
-                sampler.set_ebpf(ebpf, Vec::new());
-                let status = sampler.ebpf_status();
+                let status = match sampler.set_ebpf(ebpf, Vec::new()) {
+                    Ok(()) => sampler.set_ifaces(ifaces).await,
+                    Err(e) => Err(e),
+                };
+                let status = match status {
+                    Ok(s) => s,
+                    Err(e) => return format!("sampler: {e}"),
+                };
                 if let Some(s) = &status {
                     eprintln!("agent: {}", s.line());
                 }
@@ -406,7 +419,7 @@ async fn run_test<W: AsyncWrite + Unpin>(
     state: &State,
     wr: &mut W,
     rx: &mut Inbox,
-    sampler: &mut Sampler,
+    sampler: &SamplerThread,
     test: TestParams,
     controller: Option<std::net::IpAddr>,
 ) -> Result<(), String> {
@@ -481,7 +494,9 @@ async fn run_test<W: AsyncWrite + Unpin>(
         .into_iter()
         .collect();
     ifaces.extend(test.ifaces.iter().cloned());
-    sampler.set_ifaces(&ifaces);
+    if let Err(e) = sampler.set_ifaces(ifaces).await {
+        return write(wr, fail(format!("agent sampler: {e}"))).await;
+    }
     write(wr, Msg::DataReady {}).await?;
     match tokio::time::timeout(SETUP_TIMEOUT, rx.recv()).await {
         Ok(Some(Ok(Msg::Go {}))) => {}
@@ -496,11 +511,18 @@ async fn run_test<W: AsyncWrite + Unpin>(
         Ok(e) => e,
         Err(e) => return write(wr, fail(format!("agent engine: {e}"))).await,
     };
-    sampler.begin(
-        Some(&engine),
-        Duration::from_millis(test.omit_ms),
-        Duration::from_millis(test.interval_ms.max(10)),
-    );
+    if let Err(e) = sampler
+        .begin(
+            EngineView::of(&engine),
+            Duration::from_millis(test.omit_ms),
+            Duration::from_millis(test.interval_ms.max(10)),
+        )
+        .await
+    {
+        engine.abort();
+        return write(wr, fail(format!("agent sampler: {e}"))).await;
+    }
+    let mut pending = PendingSamples::default();
     let t0 = Instant::now();
     let done = std::sync::Arc::clone(&engine.control.done);
     // Two deadlines: the engine must drain after Stop, and a Stop must follow
@@ -519,8 +541,9 @@ async fn run_test<W: AsyncWrite + Unpin>(
             biased;
             m = rx.recv() => match m {
                 Some(Ok(Msg::Tick {})) => {
-                    let s = sampler.sample();
-                    if write(wr, Msg::Sample { sample: Box::new(s) }).await.is_err() { engine.abort(); break true; }
+                    if let Err(e) = pending.request(sampler) {
+                        eprintln!("agent: interval missed: {e}");
+                    }
                 }
                 Some(Ok(Msg::Stop {})) => {
                     engine.stop();
@@ -531,6 +554,9 @@ async fn run_test<W: AsyncWrite + Unpin>(
                 Some(Ok(_)) => {}
                 _ => { engine.abort(); break true; }
             },
+            Some(s) = pending.next() => {
+                if write(wr, Msg::Sample { sample: Box::new(s) }).await.is_err() { engine.abort(); break true; }
+            }
             // The last worker thread to exit signals; nothing polls.
             _ = done.notified(), if engine_done.is_none() => {
                 engine_done = Some(t0.elapsed().as_secs_f64());
@@ -546,59 +572,22 @@ async fn run_test<W: AsyncWrite + Unpin>(
     let duration_s = engine_done.unwrap_or_else(|| t0.elapsed().as_secs_f64());
     // Always close with a (possibly short) Sample, so the intervals add up to the totals.
     if !lost {
-        let s = sampler.sample();
-        let _ = write(
-            wr,
-            Msg::Sample {
-                sample: Box::new(s),
-            },
-        )
-        .await;
+        let _ = pending.request(sampler);
+        for s in pending.drain().await {
+            let _ = write(
+                wr,
+                Msg::Sample {
+                    sample: Box::new(s),
+                },
+            )
+            .await;
+        }
     }
     let result = finish(&mut engine, sampler, duration_s).await;
     if lost {
         return Err("controller lost during the test".into());
     }
     write(wr, Msg::Finished { result }).await
-}
-
-/// Join the engine (off the async threads) and collect its totals.
-pub(crate) async fn finish(
-    engine: &mut RunningEngine,
-    sampler: &mut Sampler,
-    duration_s: f64,
-) -> SideResult {
-    let latency = sampler.latency_total();
-    sampler.end();
-    let threads = std::mem::take(&mut engine.threads);
-    let joined = tokio::task::spawn_blocking(move || crate::traffic::join_all(threads)).await;
-    let error = match joined {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(e.to_string()),
-        Err(e) => Some(format!("engine join failed: {e}")),
-    };
-    let retransmits = engine
-        .sockets
-        .iter()
-        .map(|s| tcpinfo::read(s).map(|t| t.total_retrans).unwrap_or(0))
-        .collect();
-    let conns = engine.counters.snapshot();
-    engine.sockets.clear();
-    SideResult {
-        conns,
-        retransmits,
-        duration_s,
-        latency,
-        error,
-    }
-}
-
-/// Sleep until `d`, or forever when there is no deadline.
-pub(crate) async fn sleep_until_opt(d: Option<tokio::time::Instant>) {
-    match d {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
-    }
 }
 
 async fn write<W: AsyncWrite + Unpin>(wr: &mut W, m: Msg) -> Result<(), String> {

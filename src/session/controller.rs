@@ -2,31 +2,43 @@
 //! the Samples of both hosts as [`RunEvent`]s.
 //!
 //! Per point: `Start` → `Accepting{port}` → open the data connections →
-//! `DataReady` → start the local engine → `Go`; then sample every interval,
-//! relay the agent's Samples, and stop at the time limit (or when the byte
-//! budget is spent, or on Ctrl-C) with `Stop` → `Finished`. The consumer
-//! (headless run, later the TUI) sees every interval once, with both hosts'
-//! Samples when they arrived, and an outcome that says how the point ended.
+//! `DataReady` → start the local engine → `Go`; then, on every tick of the
+//! controller's interval clock, ask the local sampler thread for a Sample and
+//! send `Tick` to the agent, relay the agent's Samples, and stop at the time
+//! limit (or when the byte budget is spent, or on cancel) with `Stop` →
+//! `Finished`. Samples of both hosts are paired by interval index
+//! ([`super::pairing`]); each keeps its own measured span.
+//!
+//! A silent agent is lost only when the kernel says so: the connection
+//! failed (keepalive, `TCP_USER_TIMEOUT`, reset) or its kernel stopped
+//! acknowledging; an agent whose kernel acknowledges is busy, not gone, and is
+//! waited for up to [`HUNG_LIMIT`].
 
-use super::agent::{finish, SETUP_TIMEOUT};
 use super::auth::Token;
+use super::outcome::{EndReason, PointOutcome, RunEvent};
+use super::pairing::Pairing;
+use super::plan::PointParams;
+use super::point::{finish, sleep_until_opt, PendingSamples, DRAIN_TIMEOUT, SETUP_TIMEOUT};
 use super::proto::{
     read_msg, write_msg, DataHello, Msg, ProtoError, SideResult, TestParams, PROTOCOL_VERSION,
 };
-use crate::probe::ebpf::{drop_peer_share, share_with_peer, EbpfIface, EbpfMode, EbpfStatus};
-use crate::probe::sample::{HostRole, Sample};
-use crate::probe::sampler::Sampler;
+use crate::probe::ebpf::{EbpfHosts, EbpfIface, EbpfMode};
 use crate::probe::live_host::LiveHost;
+use crate::probe::sample::HostRole;
+use crate::probe::sampler::thread::{SamplerError, SamplerThread};
+use crate::probe::sampler::EngineView;
 use crate::probe::system::HostInfo;
 use crate::traffic::{EngineError, EngineSpec, RunningEngine, Side};
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncWrite;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+/// Longest silence of an agent whose kernel still acknowledges (hung, not gone).
+pub const HUNG_LIMIT: Duration = Duration::from_secs(120);
 
 /// Where the agent is.
 #[derive(Debug, Clone)]
@@ -73,10 +85,12 @@ pub enum SessionError {
         source: std::io::Error,
     },
     /// A data connection failed.
-    #[error("data connection {index} to {addr}: {source}; check that TCP port {port} on the agent is reachable", port = addr.port())]
+    #[error("data connection {index} of {count} to {addr}: {source}; check that TCP port {port} on the agent is reachable and that this host has file descriptors to spare (ulimit -n)", port = addr.port())]
     Data {
         /// Index.
         index: usize,
+        /// How many the point needs.
+        count: usize,
         /// Agent data address.
         addr: SocketAddr,
         /// OS error.
@@ -86,64 +100,12 @@ pub enum SessionError {
     /// The local engine failed to start.
     #[error("local engine: {0}")]
     Engine(#[from] EngineError),
+    /// The local sampler thread failed.
+    #[error("local sampler: {0}")]
+    Sampler(#[from] SamplerError),
     /// The agent reported a failure.
     #[error("the agent failed: {0}")]
     Peer(String),
-}
-
-/// What the consumer receives.
-#[derive(Debug, Clone)]
-pub enum RunEvent {
-    /// One interval: this host's Sample and the agent's (None when it did not arrive).
-    Interval {
-        /// Interval index.
-        index: u32,
-        /// This host.
-        local: Option<Sample>,
-        /// The agent's host.
-        peer: Option<Sample>,
-    },
-}
-
-/// How a point ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum EndReason {
-    /// Time or byte limit reached.
-    Completed,
-    /// Ctrl-C / SIGTERM.
-    Interrupted,
-    /// The agent vanished.
-    PeerLost(String),
-    /// Something failed (engine, agent).
-    Failed(String),
-}
-
-/// The result of one point.
-#[derive(Debug, Clone)]
-pub struct PointOutcome {
-    /// This host's totals.
-    pub local: SideResult,
-    /// The agent's totals, when it delivered them.
-    pub peer: Option<SideResult>,
-    /// How it ended.
-    pub end: EndReason,
-}
-
-/// One test point to run.
-#[derive(Debug, Clone)]
-pub struct PointParams {
-    /// Engine parameters; None to observe both hosts without traffic.
-    pub spec: Option<EngineSpec>,
-    /// Sampling period.
-    pub interval: Duration,
-    /// Warm-up.
-    pub omit: Duration,
-    /// Time limit (None: until the byte budget is spent).
-    pub time: Option<Duration>,
-    /// Interfaces to watch besides the one that routes to the agent.
-    pub ifaces: Vec<String>,
-    /// Interfaces the agent watches besides the one that routes back to us.
-    pub peer_ifaces: Vec<String>,
 }
 
 /// A connected, authenticated controller.
@@ -155,7 +117,10 @@ pub struct Controller {
     pub peer: HostInfo,
     target: Target,
     data_ip: IpAddr,
-    sampler: Sampler,
+    /// A duplicate of the TCP control socket, to ask the kernel whether the
+    /// agent's host still acknowledges (None over a unix socket).
+    link: Option<TcpStream>,
+    sampler: SamplerThread,
     next_id: u64,
     /// The peer's interfaces this host's eBPF probes count (local pair).
     shared_ebpf: Vec<String>,
@@ -165,42 +130,48 @@ pub struct Controller {
     poisoned: bool,
 }
 
+type Halves = (
+    Box<dyn AsyncRead + Unpin + Send>,
+    Box<dyn AsyncWrite + Unpin + Send>,
+    IpAddr,
+    Option<TcpStream>,
+);
+
+async fn open(target: &Target) -> Result<Halves, SessionError> {
+    let t = target.to_string();
+    let connect_err = |source| SessionError::Connect {
+        target: t.clone(),
+        source,
+    };
+    match target {
+        Target::Tcp(addr) => {
+            let s = tokio::time::timeout(SETUP_TIMEOUT, tokio::net::TcpStream::connect(addr))
+                .await
+                .map_err(|_| connect_err(std::io::ErrorKind::TimedOut.into()))?
+                .map_err(connect_err)?;
+            let _ = s.set_nodelay(true);
+            let _ = super::net::keep_alive(&s);
+            let std = s.into_std().map_err(connect_err)?;
+            let link = std.try_clone().ok();
+            let s = tokio::net::TcpStream::from_std(std).map_err(connect_err)?;
+            let (r, w) = s.into_split();
+            Ok((Box::new(r), Box::new(w), addr.ip(), link))
+        }
+        Target::Unix { path, data_ip } => {
+            let s = tokio::net::UnixStream::connect(path)
+                .await
+                .map_err(connect_err)?;
+            let (r, w) = s.into_split();
+            Ok((Box::new(r), Box::new(w), *data_ip, None))
+        }
+    }
+}
+
 impl Controller {
     /// Connect and authenticate.
     pub async fn connect(target: Target, token: &Token) -> Result<Self, SessionError> {
+        let (mut rd, mut wr, data_ip, link) = open(&target).await?;
         let t = target.to_string();
-        let (rd, wr, data_ip): (
-            Box<dyn tokio::io::AsyncRead + Unpin + Send>,
-            Box<dyn AsyncWrite + Unpin + Send>,
-            IpAddr,
-        ) = match &target {
-            Target::Tcp(addr) => {
-                let s = tokio::time::timeout(SETUP_TIMEOUT, tokio::net::TcpStream::connect(addr))
-                    .await
-                    .map_err(|_| SessionError::Connect {
-                        target: t.clone(),
-                        source: std::io::ErrorKind::TimedOut.into(),
-                    })?
-                    .map_err(|source| SessionError::Connect {
-                        target: t.clone(),
-                        source,
-                    })?;
-                let _ = s.set_nodelay(true);
-                let (r, w) = s.into_split();
-                (Box::new(r), Box::new(w), addr.ip())
-            }
-            Target::Unix { path, data_ip } => {
-                let s = tokio::net::UnixStream::connect(path)
-                    .await
-                    .map_err(|source| SessionError::Connect {
-                        target: t.clone(),
-                        source,
-                    })?;
-                let (r, w) = s.into_split();
-                (Box::new(r), Box::new(w), *data_ip)
-            }
-        };
-        let (mut rd, mut wr) = (rd, wr);
         let proto = |source| SessionError::Proto {
             target: t.clone(),
             source,
@@ -219,6 +190,8 @@ impl Controller {
                 }
             }
         });
+        let sampler = SamplerThread::of("ws-sampler", Box::new(LiveHost::default()))
+            .map_err(|e| SessionError::Sampler(SamplerError::Spawn(e)))?;
         Ok(Controller {
             rx,
             wr,
@@ -226,7 +199,8 @@ impl Controller {
             peer,
             target,
             data_ip,
-            sampler: Sampler::new(Box::new(LiveHost::default())),
+            link,
+            sampler,
             next_id: 0,
             shared_ebpf: Vec::new(),
             poisoned: false,
@@ -238,13 +212,13 @@ impl Controller {
     /// extra interfaces (`--iface`). `same_kernel` lists the peer's
     /// interfaces when the agent runs on this very kernel (the local pair):
     /// then one set here counts for both, the agent attaches nothing, and
-    /// the peer's share moves into its Samples. Returns (local, peer) status.
+    /// the peer's share moves into its Samples. Returns each host's status.
     pub async fn configure_ebpf(
         &mut self,
         mode: EbpfMode,
         ifaces: &[String],
         same_kernel: Vec<EbpfIface>,
-    ) -> Result<(Option<EbpfStatus>, Option<EbpfStatus>), SessionError> {
+    ) -> Result<EbpfHosts, SessionError> {
         let shared = mode != EbpfMode::Off && !same_kernel.is_empty();
         let agent_mode = if shared { EbpfMode::ByPeer } else { mode };
         write_msg(&mut self.wr, &Msg::Configure { ebpf: agent_mode })
@@ -253,12 +227,15 @@ impl Controller {
         let peer_names: Vec<String> = same_kernel.iter().map(|i| i.name.clone()).collect();
         // Mode first, then interfaces: the probes load once.
         self.sampler
-            .set_ebpf(mode, if shared { same_kernel } else { Vec::new() });
-        self.sampler.set_ifaces(&self.local_ifaces(ifaces));
-        let local = self.sampler.ebpf_status().map(|mut s| {
-            s.ifaces.retain(|i| !peer_names.contains(i));
-            s
-        });
+            .set_ebpf(mode, if shared { same_kernel } else { Vec::new() })?;
+        let local = self
+            .sampler
+            .set_ifaces(self.local_ifaces(ifaces))
+            .await?
+            .map(|mut s| {
+                s.ifaces.retain(|i| !peer_names.contains(i));
+                s
+            });
         let mut peer = match self.expect("configured").await? {
             Msg::Configured { ebpf } => ebpf,
             other => {
@@ -278,7 +255,7 @@ impl Controller {
             }
             peer = Some(p);
         }
-        Ok((local, peer))
+        Ok(EbpfHosts { local, peer })
     }
 
     /// The interfaces this host watches: the route to the agent, then `extra`.
@@ -313,6 +290,22 @@ impl Controller {
         }
     }
 
+    async fn expect_kind(&mut self, what: &'static str) -> Result<Msg, SessionError> {
+        let m = self.expect(what).await?;
+        if m.kind() == what {
+            Ok(m)
+        } else {
+            Err(self.proto(ProtoError::Unexpected {
+                expected: what,
+                got: m.kind(),
+            }))
+        }
+    }
+
+    async fn fail(&mut self, error: String) {
+        let _ = write_msg(&mut self.wr, &Msg::Failed { error }).await;
+    }
+
     /// Run one point. Setup failures are errors; anything after `Go` ends up in the outcome.
     pub async fn run_point(
         &mut self,
@@ -337,49 +330,31 @@ impl Controller {
         write_msg(&mut self.wr, &Msg::Start { test })
             .await
             .map_err(|e| self.proto(e))?;
-        let port = match self.expect("accepting").await? {
-            Msg::Accepting { data_port } => data_port,
-            other => {
-                return Err(self.proto(ProtoError::Unexpected {
-                    expected: "accepting",
-                    got: other.kind(),
-                }))
-            }
+        let Msg::Accepting { data_port } = self.expect_kind("accepting").await? else {
+            unreachable!("expect_kind checked the kind")
         };
-        let addr = SocketAddr::new(self.data_ip, port);
+        let addr = SocketAddr::new(self.data_ip, data_port);
         let spec = p.spec.clone();
         let conns = tokio::task::spawn_blocking(move || match spec {
             Some(spec) => connect_data(&spec, addr, cookie),
             None => Ok(Vec::new()),
         })
         .await
-        .map_err(|e| SessionError::Peer(format!("data connection task failed: {e}")))?;
+        .map_err(|e| SessionError::Peer(format!("data connection task failed: {e}")))
+        .and_then(|r| r);
         let conns = match conns {
             Ok(c) => c,
             Err(e) => {
-                let _ = write_msg(
-                    &mut self.wr,
-                    &Msg::Failed {
-                        error: e.to_string(),
-                    },
-                )
-                .await;
+                self.fail(e.to_string()).await;
                 return Err(e);
             }
         };
-        match self.expect("data_ready").await? {
-            Msg::DataReady {} => {}
-            other => {
-                return Err(self.proto(ProtoError::Unexpected {
-                    expected: "data_ready",
-                    got: other.kind(),
-                }))
-            }
-        }
+        self.expect_kind("data_ready").await?;
         // Everything slow happens before Go; after it, both ends start their
         // engines and clocks at once (the agent on receipt of Go).
-        let ifaces = self.local_ifaces(&p.ifaces);
-        self.sampler.set_ifaces(&ifaces);
+        self.sampler
+            .set_ifaces(self.local_ifaces(&p.ifaces))
+            .await?;
         write_msg(&mut self.wr, &Msg::Go {})
             .await
             .map_err(|e| self.proto(e))?;
@@ -390,29 +365,52 @@ impl Controller {
         let mut engine = match started {
             Ok(e) => e,
             Err(e) => {
-                let _ = write_msg(
-                    &mut self.wr,
-                    &Msg::Failed {
-                        error: format!("controller engine: {e}"),
-                    },
-                )
-                .await;
-                self.poisoned = true;
+                self.fail(format!("controller engine: {e}")).await;
                 return Err(e.into());
             }
         };
-        self.sampler.begin(Some(&engine), p.omit, p.interval);
+        let view = EngineView::of(&engine);
+        self.sampler.begin(view, p.omit, p.interval).await?;
+        let run = self.drive(p, &engine, events, cancel).await;
+        let mut local = finish(&mut engine, &self.sampler, run.local_done_s).await;
+        let mut end = run.end;
+        if let (EndReason::Completed, Some(e)) = (&end, &local.error) {
+            end = EndReason::Failed(format!("local engine: {e}"));
+        }
+        if let (EndReason::Completed, Some(e)) =
+            (&end, run.peer.as_ref().and_then(|r| r.error.as_ref()))
+        {
+            end = EndReason::Failed(format!("agent engine: {e}"));
+        }
+        local.duration_s = run.local_done_s;
+        self.poisoned = !(end.clean() && run.peer.is_some());
+        Ok(PointOutcome {
+            local,
+            peer: run.peer,
+            end,
+        })
+    }
+
+    /// The running point: ticks, the agent's messages, stop and drain.
+    async fn drive(
+        &mut self,
+        p: &PointParams,
+        engine: &RunningEngine,
+        events: &mpsc::Sender<RunEvent>,
+        cancel: &CancellationToken,
+    ) -> Driven {
         let t0 = Instant::now();
-        let mut pairs = Pairing {
-            shared: self.shared_ebpf.clone(),
-            ..Default::default()
-        };
-        let mut ticker =
-            tokio::time::interval_at(tokio::time::Instant::now() + p.interval, p.interval);
+        let mut pairs = Pairing::new(self.shared_ebpf.clone());
+        let mut pending = PendingSamples::default();
+        let now = tokio::time::Instant::now();
+        let mut ticker = tokio::time::interval_at(now + p.interval, p.interval);
         // After a stall, keep the period instead of bursting short intervals.
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let time_limit = p.time.map(|t| tokio::time::Instant::now() + t);
-        let silence_limit = p.interval * 2 + Duration::from_secs(1);
+        let time_limit = p.time.and_then(|t| now.checked_add(t));
+        let silence_limit = p
+            .interval
+            .saturating_mul(2)
+            .saturating_add(Duration::from_secs(1));
         let mut last_peer = Instant::now();
         let mut stop_deadline: Option<tokio::time::Instant> = None;
         let mut local_done: Option<f64> = None;
@@ -422,22 +420,26 @@ impl Controller {
         while local_done.is_none() || peer_result.is_none() {
             tokio::select! {
                 _ = ticker.tick(), if stop_deadline.is_none() => {
-                    let s = self.sampler.sample();
+                    if let Err(e) = pending.request(&self.sampler) {
+                        end = EndReason::Failed(format!("local sampler: {e}"));
+                        engine.abort();
+                        break;
+                    }
                     if let Err(e) = write_msg(&mut self.wr, &Msg::Tick {}).await {
                         end = EndReason::PeerLost(e.to_string());
                         engine.abort();
                         break;
                     }
-                    pairs.local(s, events).await;
-                    if last_peer.elapsed() > silence_limit {
-                        end = EndReason::PeerLost(format!("no message from the agent for {:.1} s", last_peer.elapsed().as_secs_f64()));
+                    if let Some(why) = self.lost(last_peer.elapsed(), silence_limit) {
+                        end = EndReason::PeerLost(why);
                         engine.abort();
                         break;
                     }
-                    if p.time.is_some_and(|t| t0.elapsed() + Duration::from_millis(5) >= t) {
-                        stop_deadline = Some(self.begin_stop(&engine).await);
+                    if p.time.is_some_and(|t| t0.elapsed().saturating_add(Duration::from_millis(5)) >= t) {
+                        stop_deadline = Some(self.begin_stop(engine).await);
                     }
                 }
+                Some(s) = pending.next() => pairs.local(s, events).await,
                 m = self.rx.recv() => {
                     last_peer = Instant::now();
                     match m {
@@ -452,54 +454,75 @@ impl Controller {
                 // The last local worker to exit signals (byte budget spent, error, or after stop).
                 _ = done.notified(), if local_done.is_none() => {
                     local_done = Some(t0.elapsed().as_secs_f64());
-                    if stop_deadline.is_none() { stop_deadline = Some(self.begin_stop(&engine).await); }
+                    if stop_deadline.is_none() { stop_deadline = Some(self.begin_stop(engine).await); }
                 }
-                _ = super::agent::sleep_until_opt(stop_deadline) => {
-                    end = EndReason::Failed(format!("the test did not finish within {} s after stop", super::agent::DRAIN_TIMEOUT.as_secs()));
+                _ = sleep_until_opt(stop_deadline) => {
+                    end = EndReason::Failed(format!("the test did not finish within {} s after stop", DRAIN_TIMEOUT.as_secs()));
                     engine.abort();
                     break;
                 }
                 // The time limit ends the point even between ticks; the closing Sample covers the rest.
-                _ = super::agent::sleep_until_opt(time_limit), if stop_deadline.is_none() => {
-                    stop_deadline = Some(self.begin_stop(&engine).await);
+                _ = sleep_until_opt(time_limit), if stop_deadline.is_none() => {
+                    stop_deadline = Some(self.begin_stop(engine).await);
                 }
                 _ = cancel.cancelled(), if stop_deadline.is_none() => {
                     end = EndReason::Interrupted;
-                    stop_deadline = Some(self.begin_stop(&engine).await);
+                    stop_deadline = Some(self.begin_stop(engine).await);
                 }
             }
         }
-        let duration_s = local_done.unwrap_or_else(|| t0.elapsed().as_secs_f64());
         // Always close with a (possibly short) Sample, like the agent does.
-        if matches!(end, EndReason::Completed | EndReason::Interrupted) {
-            let s = self.sampler.sample();
+        if end.clean() && pending.request(&self.sampler).is_err() {
+            end = EndReason::Failed("local sampler: the closing Sample could not be taken".into());
+        }
+        for s in pending.drain().await {
             pairs.local(s, events).await;
         }
         pairs.flush(events).await;
-        let mut local = finish(&mut engine, &mut self.sampler, duration_s).await;
-        if let (EndReason::Completed, Some(e)) = (&end, &local.error) {
-            end = EndReason::Failed(format!("local engine: {e}"));
-        }
-        if let (EndReason::Completed, Some(e)) =
-            (&end, peer_result.as_ref().and_then(|r| r.error.as_ref()))
-        {
-            end = EndReason::Failed(format!("agent engine: {e}"));
-        }
-        local.duration_s = duration_s;
-        self.poisoned = !(matches!(end, EndReason::Completed | EndReason::Interrupted)
-            && peer_result.is_some());
-        Ok(PointOutcome {
-            local,
+        Driven {
+            local_done_s: local_done.unwrap_or_else(|| t0.elapsed().as_secs_f64()),
             peer: peer_result,
             end,
+        }
+    }
+
+    /// Why the agent counts as lost after `silence`, if it does: the kernel
+    /// stopped hearing from its host, or it has been silent past [`HUNG_LIMIT`].
+    fn lost(&self, silence: Duration, limit: Duration) -> Option<String> {
+        if silence <= limit {
+            return None;
+        }
+        let secs = silence.as_secs_f64();
+        if let Some(link) = &self.link {
+            match crate::probe::tcpinfo::liveness(link) {
+                Ok(l) if l.acknowledging(limit) => {}
+                Ok(l) => {
+                    return Some(format!(
+                        "no message from the agent for {secs:.1} s and its host stopped acknowledging ({} segments unacknowledged for {:.1} s)",
+                        l.unacked,
+                        f64::from(l.last_ack_recv_ms) / 1000.0
+                    ))
+                }
+                Err(e) => return Some(format!("no message from the agent for {secs:.1} s; the control connection failed: {e}")),
+            }
+        }
+        (silence > HUNG_LIMIT).then(|| {
+            format!("no message from the agent for {secs:.1} s although its host is reachable; the agent seems hung")
         })
     }
 
     async fn begin_stop(&mut self, engine: &RunningEngine) -> tokio::time::Instant {
         engine.stop();
         let _ = write_msg(&mut self.wr, &Msg::Stop {}).await;
-        tokio::time::Instant::now() + super::agent::DRAIN_TIMEOUT
+        tokio::time::Instant::now() + DRAIN_TIMEOUT
     }
+}
+
+/// What the running part of a point left behind.
+struct Driven {
+    local_done_s: f64,
+    peer: Option<SideResult>,
+    end: EndReason,
 }
 
 impl Drop for Controller {
@@ -510,7 +533,7 @@ impl Drop for Controller {
 
 async fn handshake<R, W>(rd: &mut R, wr: &mut W, token: &Token) -> Result<HostInfo, ProtoError>
 where
-    R: tokio::io::AsyncRead + Unpin,
+    R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     write_msg(
@@ -573,110 +596,23 @@ fn connect_data(
     let n = spec.connection_count();
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
-        let sock = crate::traffic::prepare_data_socket(spec, &addr)?;
+        let err = |source| SessionError::Data {
+            index: i,
+            count: n,
+            addr,
+            source,
+        };
+        let sock = crate::traffic::prepare_data_socket(spec, &addr, i)?;
         sock.connect_timeout(&addr.into(), SETUP_TIMEOUT)
-            .map_err(|source| SessionError::Data {
-                index: i,
-                addr,
-                source,
-            })?;
+            .map_err(err)?;
         let mut s: TcpStream = sock.into();
+        let _ = super::net::keep_alive(&s);
         let hello = DataHello {
             cookie,
             index: u32::try_from(i).unwrap_or(u32::MAX),
         };
-        s.write_all(&hello.encode())
-            .map_err(|source| SessionError::Data {
-                index: i,
-                addr,
-                source,
-            })?;
+        s.write_all(&hello.encode()).map_err(err)?;
         out.push(s);
     }
     Ok(out)
-}
-
-/// Pairs local and peer Samples by interval index and emits intervals in
-/// index order. A peer Sample more than two intervals late is not waited for;
-/// if it still arrives, it is forwarded alone at once. Pending Samples are
-/// bounded (a peer that runs ahead cannot grow the map without limit).
-#[derive(Default)]
-struct Pairing {
-    local: BTreeMap<u32, Sample>,
-    peer: BTreeMap<u32, Sample>,
-    emitted: Option<u32>,
-    /// The peer's interfaces counted by this host's eBPF probes (same kernel).
-    shared: Vec<String>,
-}
-
-/// Most peer Samples kept while waiting for the local ones.
-const MAX_PENDING: usize = 64;
-
-impl Pairing {
-    async fn local(&mut self, s: Sample, ev: &mpsc::Sender<RunEvent>) {
-        self.local.insert(s.index, s);
-        self.emit(ev, false).await;
-    }
-
-    async fn peer(&mut self, s: Sample, ev: &mpsc::Sender<RunEvent>) {
-        if self.emitted.is_some_and(|e| s.index <= e) {
-            let _ = ev
-                .send(RunEvent::Interval {
-                    index: s.index,
-                    local: None,
-                    peer: Some(s),
-                })
-                .await;
-            return;
-        }
-        self.peer.insert(s.index, s);
-        while self.peer.len() > MAX_PENDING {
-            self.peer.pop_first();
-        }
-        self.emit(ev, false).await;
-    }
-
-    /// Emit, oldest first, every local interval whose peer Sample is here or
-    /// two intervals late; with `all`, everything left.
-    async fn emit(&mut self, ev: &mpsc::Sender<RunEvent>, all: bool) {
-        loop {
-            let newest = self.local.keys().next_back().copied();
-            let Some(k) = self.local.keys().next().copied() else {
-                break;
-            };
-            let ready = all || self.peer.contains_key(&k) || newest.is_some_and(|n| k + 2 <= n);
-            if !ready {
-                break;
-            }
-            let (mut local, mut peer) = (self.local.remove(&k), self.peer.remove(&k));
-            if !self.shared.is_empty() {
-                match (local.as_mut(), peer.as_mut()) {
-                    (Some(l), Some(p)) => share_with_peer(l, p, &self.shared),
-                    (Some(l), None) => drop_peer_share(l, &self.shared),
-                    _ => {}
-                }
-            }
-            let _ = ev
-                .send(RunEvent::Interval {
-                    index: k,
-                    local,
-                    peer,
-                })
-                .await;
-            self.emitted = Some(k);
-        }
-    }
-
-    async fn flush(&mut self, ev: &mpsc::Sender<RunEvent>) {
-        self.emit(ev, true).await;
-        for (k, p) in std::mem::take(&mut self.peer) {
-            let _ = ev
-                .send(RunEvent::Interval {
-                    index: k,
-                    local: None,
-                    peer: Some(p),
-                })
-                .await;
-        }
-    }
 }

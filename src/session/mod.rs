@@ -10,15 +10,21 @@
 pub mod agent;
 pub mod auth;
 pub mod controller;
+pub mod driver;
 pub mod localpair;
+pub mod net;
 pub mod netns;
+pub mod outcome;
+mod pairing;
+pub mod plan;
+pub mod point;
 pub mod proto;
 
 pub use proto::{ProtoError, DEFAULT_PORT, PROTOCOL_VERSION};
 
-use crate::cli::TargetChoice;
 use crate::probe::ebpf::{EbpfIface, IfaceKey};
 use anyhow::Context;
+use plan::TargetChoice;
 
 /// The far end chosen on the command line, ready to connect to.
 pub struct Opened {

@@ -8,9 +8,11 @@
 //! process is, and [`EngineSpec::conn_roles`] tells each end what to do on each
 //! data connection, so the two ends cannot disagree about who sends.
 
+pub mod sched;
 pub mod spec;
 pub mod tcp;
 
+pub use sched::{pin_current_thread, raise_priority, Priority};
 pub use spec::{limits, EngineSpec};
 pub use tcp::{TcpMode, TcpSpec};
 
@@ -326,9 +328,10 @@ pub trait Engine {
 pub fn prepare_data_socket(
     spec: &EngineSpec,
     addr: &std::net::SocketAddr,
+    conn: usize,
 ) -> Result<socket2::Socket, EngineError> {
     match spec {
-        EngineSpec::Tcp(t) => tcp::prepare_socket(t, addr),
+        EngineSpec::Tcp(t) => tcp::prepare_socket(t, addr, conn),
     }
 }
 
@@ -341,19 +344,6 @@ pub fn start_engine(
     match spec {
         EngineSpec::Tcp(t) => tcp::TcpEngine::new(t.clone()).start(side, conns),
     }
-}
-
-/// Pin the calling thread to `cpu` (no-op error-free when the list is empty).
-pub fn pin_current_thread(cpu: CpuId) -> Result<(), EngineError> {
-    let mut set = nix::sched::CpuSet::new();
-    set.set(cpu.0 as usize).map_err(|e| {
-        EngineError::Unsupported(format!(
-            "cannot pin to {cpu}: {e} (the CPU number is too large for this system)"
-        ))
-    })?;
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(|e| {
-        EngineError::Unsupported(format!("cannot pin a worker to {cpu}: {e}; check the CPU exists and is online (see /sys/devices/system/cpu/online)"))
-    })
 }
 
 /// Spawn a named worker thread, pinned to `cpu` when given, counted in `control.running`.

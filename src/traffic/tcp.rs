@@ -16,9 +16,7 @@ mod zerocopy;
 
 pub use spec::{TcpMode, TcpSpec};
 
-use super::{
-    ConnRole, Engine, EngineControl, EngineCounters, EngineError, RunningEngine, Side,
-};
+use super::{ConnRole, Engine, EngineControl, EngineCounters, EngineError, RunningEngine, Side};
 use socket2::{Domain, Protocol, Socket, Type};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -44,7 +42,11 @@ impl TcpEngine {
 /// A fresh TCP socket for `addr` with the options that must be set before
 /// `connect` (buffer sizes decide the window scale in the SYN; MSS is
 /// advertised in the SYN).
-pub fn prepare_socket(spec: &TcpSpec, addr: &SocketAddr) -> Result<Socket, EngineError> {
+pub fn prepare_socket(
+    spec: &TcpSpec,
+    addr: &SocketAddr,
+    conn: usize,
+) -> Result<Socket, EngineError> {
     let sock = Socket::new(
         Domain::for_address(*addr),
         Type::STREAM,
@@ -52,10 +54,10 @@ pub fn prepare_socket(spec: &TcpSpec, addr: &SocketAddr) -> Result<Socket, Engin
     )
     .map_err(|source| EngineError::Io {
         op: "socket",
-        conn: 0,
+        conn,
         source,
     })?;
-    apply_options(&sock, spec, 0)?;
+    apply_options(&sock, spec, conn)?;
     Ok(sock)
 }
 

@@ -9,12 +9,12 @@
 
 use super::form::{self, FIELDS};
 use super::model::{Interval, LogState, Modal, Model, RunState, Source, View};
-use crate::cli::TestPlan;
+use crate::diagnose::{Change, Finding};
 use crate::probe::sample::Sample;
 use crate::probe::system::HostInfo;
-use crate::record::schema::{EbpfHosts, Event, Header, Hosts, Record, SweepInfo, SCHEMA_VERSION};
-use crate::record::summary::{self, PointData};
-use crate::session::controller::{EndReason, PointOutcome};
+use crate::record::schema::{EbpfHosts, Summary};
+use crate::session::outcome::EndReason;
+use crate::session::plan::TestPlan;
 use crate::traffic::EngineSpec;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -71,20 +71,31 @@ pub enum Action {
     },
     /// A point started.
     PointStarted {
-        /// Its spec.
-        spec: Box<EngineSpec>,
+        /// Its spec (None: observing without traffic).
+        spec: Option<Box<EngineSpec>>,
         /// Its time limit.
         time: Option<Duration>,
     },
-    /// One interval of both hosts.
+    /// One interval of both hosts, with what the diagnosis says after it.
     Interval {
         /// This host.
         local: Option<Box<Sample>>,
         /// The agent's host.
         peer: Option<Box<Sample>>,
+        /// Findings raised or cleared in this interval.
+        changes: Vec<Change>,
+        /// Findings active after it, most important first.
+        active: Vec<Finding>,
     },
     /// A point ended.
-    PointDone(Box<PointOutcome>),
+    PointDone {
+        /// How.
+        end: EndReason,
+        /// Its summary (throughput, busiest cores, findings), when it had a test.
+        summary: Option<Box<Summary>>,
+    },
+    /// Every point of the plan ran (or it stopped early).
+    PlanDone,
     /// The session failed (connect, setup, engine start).
     SessionFailed(String),
     /// The log file was opened by the loop.
@@ -100,16 +111,12 @@ pub enum Effect {
     Start(Box<TestPlan>),
     /// Stop the running test (the point ends as interrupted).
     Stop,
-    /// Create the log at this path (or a timestamped one) and write the header.
+    /// Start recording the log at this path (or a timestamped one).
     OpenLog {
         /// Requested path.
         path: Option<PathBuf>,
-        /// First record.
-        header: Box<Header>,
     },
-    /// Append records to the open log.
-    Log(Vec<Record>),
-    /// Close the log.
+    /// Stop recording.
     CloseLog,
 }
 
@@ -155,16 +162,9 @@ pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
         Action::ToggleHelp => m.modal = Modal::Help,
         Action::Close => m.modal = Modal::None,
         Action::Tick | Action::Resize => {}
-        Action::Ebpf(e) => {
-            m.message = Some(
-                [("local", &e.local), ("peer", &e.peer)]
-                    .iter()
-                    .filter_map(|(r, s)| s.as_ref().map(|s| format!("{r}: {}", s.line())))
-                    .collect::<Vec<_>>()
-                    .join(" | "),
-            );
-            m.ebpf = Some(*e);
-        }
+        // Shown in the header's probe line and the facts view, never over
+        // the key hints.
+        Action::Ebpf(e) => m.ebpf = Some(*e),
         Action::Connected { peer } => {
             m.peer_host = Some(peer);
             if m.state == RunState::Connecting {
@@ -173,16 +173,21 @@ pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
         }
         Action::PointStarted { spec, time } => {
             m.point += 1;
-            m.diag.reset();
-            m.spec = Some(*spec);
+            m.spec = spec.map(|s| *s);
             m.time = time;
+            m.summary = None;
             if m.state != RunState::Replay {
                 m.state = RunState::Running;
             }
-            return log_records(m, vec![event(0.0, "point_start", point_text(m))]);
         }
-        Action::Interval { local, peer } => return interval(m, local, peer),
-        Action::PointDone(outcome) => return point_done(m, *outcome),
+        Action::Interval {
+            local,
+            peer,
+            active,
+            ..
+        } => interval(m, local, peer, active),
+        Action::PointDone { end, summary } => point_done(m, end, summary),
+        Action::PlanDone => {}
         Action::SessionFailed(e) => {
             m.message = Some(e.clone());
             m.state = RunState::Failed(e);
@@ -206,7 +211,8 @@ fn is_key(a: &Action) -> bool {
             | Action::Ebpf(_)
             | Action::PointStarted { .. }
             | Action::Interval { .. }
-            | Action::PointDone(_)
+            | Action::PointDone { .. }
+            | Action::PlanDone
             | Action::SessionFailed(_)
             | Action::LogOpened(_)
             | Action::LogFailed(_)
@@ -304,65 +310,19 @@ fn toggle_log(m: &mut Model) -> Vec<Effect> {
         m.log = LogState::Off;
         return vec![Effect::CloseLog];
     }
-    let header = Header {
-        schema: SCHEMA_VERSION,
-        wirescope: env!("CARGO_PKG_VERSION").into(),
-        command_line: Vec::new(),
-        start_time: String::new(),
-        hosts: Hosts {
-            local: m.local_host.clone(),
-            peer: m.peer_host.clone().unwrap_or_default(),
-        },
-        pair: m.pair.clone(),
-        spec: m.spec.clone(),
-        time_s: m.time.map(|t| t.as_secs_f64()),
-        omit_s: m.test.omit.as_secs_f64(),
-        interval_s: m.test.interval.as_secs_f64(),
-        sweep: m.test.sweep.as_ref().map(|s| SweepInfo {
-            param: s.param.name().into(),
-            values: s.values.clone(),
-        }),
-        ebpf: m.ebpf.clone(),
-    };
     vec![Effect::OpenLog {
         path: m.log_path.clone(),
-        header: Box::new(header),
     }]
 }
 
-fn event(t: f64, kind: &str, message: String) -> Record {
-    Record::Event(Event {
-        t,
-        kind: kind.into(),
-        message,
-    })
-}
-
-fn point_text(m: &Model) -> String {
-    match &m.spec {
-        Some(s) => s.label(),
-        None => "observe".into(),
-    }
-}
-
-fn log_records(m: &Model, records: Vec<Record>) -> Vec<Effect> {
-    match m.log {
-        LogState::On(_) if !records.is_empty() => vec![Effect::Log(records)],
-        _ => Vec::new(),
-    }
-}
-
-fn interval(m: &mut Model, local: Option<Box<Sample>>, peer: Option<Box<Sample>>) -> Vec<Effect> {
+fn interval(
+    m: &mut Model,
+    local: Option<Box<Sample>>,
+    peer: Option<Box<Sample>>,
+    active: Vec<Finding>,
+) {
     let mut local = local.map(|b| *b);
     let mut peer = peer.map(|b| *b);
-    let changes = m.diag.push(local.as_ref(), peer.as_ref(), m.spec.as_ref());
-    let mut records: Vec<Record> = Vec::new();
-    if let LogState::On(_) = m.log {
-        for s in local.iter().chain(peer.iter()) {
-            records.push(Record::Sample(Box::new(s.clone())));
-        }
-        records.extend(changes.into_iter().map(|c| Record::Finding(Box::new(c))));
-    }
     if let Some(f) = local.as_mut().and_then(|s| s.facts.take()) {
         m.facts.local = Some(*f);
     }
@@ -379,7 +339,7 @@ fn interval(m: &mut Model, local: Option<Box<Sample>>, peer: Option<Box<Sample>>
         point: m.point,
         local,
         peer,
-        findings: m.diag.active(),
+        findings: active,
     });
     while m.history.len() > m.capacity {
         m.history.pop_front();
@@ -389,48 +349,16 @@ fn interval(m: &mut Model, local: Option<Box<Sample>>, peer: Option<Box<Sample>>
             m.cursor = Some(front.seq);
         }
     }
-    log_records(m, records)
 }
 
-fn point_done(m: &mut Model, outcome: PointOutcome) -> Vec<Effect> {
-    let mut records = Vec::new();
-    let t_end = m
-        .history
-        .iter()
-        .rev()
-        .find(|i| i.point == m.point)
-        .and_then(|i| i.local.as_ref())
-        .map(|s| s.end_s)
-        .unwrap_or(0.0);
-    match &outcome.end {
-        EndReason::Completed => {}
-        EndReason::Interrupted => {
-            records.push(event(t_end, "interrupted", "stopped by the user".into()))
-        }
-        EndReason::PeerLost(w) => records.push(event(t_end, "peer_lost", w.clone())),
-        EndReason::Failed(w) => records.push(event(t_end, "error", w.clone())),
-    }
-    if let (LogState::On(_), Some(spec)) = (&m.log, &m.spec) {
-        let (local, peer) = m.point_samples(m.point);
-        let s = summary::build(&PointData {
-            spec,
-            sweep: None,
-            outcome: &outcome,
-            local: &local,
-            peer: &peer,
-        });
-        records.push(Record::Summary(Box::new(s)));
-    }
-    m.state = match outcome.end {
+fn point_done(m: &mut Model, end: EndReason, summary: Option<Box<Summary>>) {
+    m.summary = summary.map(|s| *s);
+    m.state = match end {
         EndReason::PeerLost(w) => {
             m.message = Some(format!("peer lost: {w}"));
             RunState::PeerLost(w)
         }
-        end if m.state == RunState::Replay => {
-            let _ = end;
-            RunState::Replay
-        }
+        _ if m.state == RunState::Replay => RunState::Replay,
         end => RunState::Stopped(end),
     };
-    log_records(m, records)
 }

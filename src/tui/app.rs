@@ -1,5 +1,6 @@
 //! The event loop: read events, turn them into [`Action`]s, [`update`] the
-//! model, carry out the [`Effect`]s, draw. Generic over the ratatui backend,
+//! model, carry out the [`Effect`]s (commands to the session task and the
+//! pipeline thread; the loop itself does no file or socket I/O), draw. Generic over the ratatui backend,
 //! so tests drive the whole loop with a `TestBackend` and scripted events.
 //!
 //! Redraws happen only after something changed and at most once per
@@ -10,12 +11,12 @@ use super::action::{update, Action, Effect};
 use super::event::Event;
 use super::keys::action_for;
 use super::model::Model;
-use super::session::SessionCmd;
+use super::session_task::{PipeCmd, PipeIn, SessionCmd};
 use super::view;
-use crate::record::log::LogWriter;
-use crate::record::schema::Record;
+use crate::record::pipeline::Output;
 use ratatui::backend::Backend;
 use ratatui::Terminal;
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -23,15 +24,16 @@ use tokio::sync::mpsc;
 /// Shortest time between two frames (10 frames/s at most).
 pub const FRAME: Duration = Duration::from_millis(100);
 
-/// The loop's connections to the outside world.
+/// The loop's connections to the outside world. It writes nothing itself:
+/// commands go to the session task and the pipeline thread.
 #[derive(Default)]
 pub struct Io {
-    /// Commands to the controller task (None in replay).
-    pub session: Option<mpsc::Sender<SessionCmd>>,
-    /// The open log, when recording.
-    pub log: Option<LogWriter>,
-    /// argv, for the log header.
-    pub argv: Vec<String>,
+    /// Commands to the session task (None in replay).
+    pub session: Option<mpsc::UnboundedSender<SessionCmd>>,
+    /// Log commands to the pipeline thread (None in replay).
+    pub pipe: Option<mpsc::Sender<PipeIn>>,
+    /// Log commands waiting for room in the pipeline's queue (never dropped).
+    pub pipe_pending: VecDeque<PipeCmd>,
     /// Start the default test as soon as the agent is connected.
     pub autostart: bool,
     /// Start recording as soon as the agent is connected (`--log`).
@@ -66,37 +68,66 @@ pub fn run_loop<B: Backend>(
         while let Ok(ev) = events.try_recv() {
             dirty |= handle(ev, model, io);
         }
+        flush_pipe(io);
+    }
+}
+
+/// The actions an output of the session's pipeline means for the model.
+pub fn actions_of(o: Output) -> Vec<Action> {
+    match o {
+        Output::Ready { peer, ebpf } => vec![Action::Connected { peer: *peer }, Action::Ebpf(ebpf)],
+        Output::PlanStarted(_) => Vec::new(),
+        Output::PointStarted(p) => vec![Action::PointStarted {
+            spec: p.spec.map(Box::new),
+            time: p.time,
+        }],
+        Output::Interval {
+            local,
+            peer,
+            changes,
+            active,
+        } => vec![Action::Interval {
+            local,
+            peer,
+            changes,
+            active,
+        }],
+        Output::PointDone { outcome, summary } => vec![Action::PointDone {
+            end: outcome.end,
+            summary,
+        }],
+        Output::PlanDone => vec![Action::PlanDone],
+        Output::Failed(e) => vec![Action::SessionFailed(e)],
     }
 }
 
 /// Map one event to actions and apply them; true when the model changed.
 pub fn handle(ev: Event, model: &mut Model, io: &mut Io) -> bool {
-    let mut follow_up = Vec::new();
-    let action = match ev {
+    let actions = match ev {
         Event::Input(k) => match action_for(&k) {
-            Some(a) => a,
+            Some(a) => vec![a],
             None => return false,
         },
-        Event::Resize => Action::Resize,
+        Event::Resize => vec![Action::Resize],
         Event::Tick => return false,
-        Event::Connected(peer) => {
-            if io.log_at_start {
-                follow_up.push(Action::ToggleLog);
+        Event::Output(o) => {
+            let ready = matches!(*o, Output::Ready { .. });
+            let mut v = actions_of(*o);
+            if ready {
+                if io.log_at_start {
+                    v.push(Action::ToggleLog);
+                }
+                if io.autostart {
+                    v.push(Action::StartStop);
+                }
             }
-            if io.autostart {
-                follow_up.push(Action::StartStop);
-            }
-            Action::Connected { peer }
+            v
         }
-        Event::Ebpf(e) => Action::Ebpf(e),
-        Event::PointStarted(spec, time) => Action::PointStarted { spec, time },
-        Event::Interval(local, peer) => Action::Interval { local, peer },
-        Event::PointDone(o) => Action::PointDone(o),
-        Event::Failed(e) => Action::SessionFailed(e),
-        Event::Quit => Action::Quit,
+        Event::LogOpened(p) => vec![Action::LogOpened(p)],
+        Event::LogFailed(e) => vec![Action::LogFailed(e)],
+        Event::Quit => vec![Action::Quit],
     };
-    dispatch(action, model, io);
-    for a in follow_up {
+    for a in actions {
         dispatch(a, model, io);
     }
     true
@@ -118,46 +149,46 @@ fn apply(eff: Effect, io: &mut Io) -> Option<Action> {
     match eff {
         Effect::Start(plan) => send(io, SessionCmd::Start(plan)),
         Effect::Stop => send(io, SessionCmd::Stop),
-        Effect::OpenLog { path, mut header } => {
-            let path = path.unwrap_or_else(default_log_path);
-            header.start_time =
-                humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string();
-            header.command_line = io.argv.clone();
-            let opened = LogWriter::create(&path)
-                .and_then(|mut w| w.write(&Record::Header(header)).map(|()| w));
-            match opened {
-                Ok(w) => {
-                    io.log = Some(w);
-                    Some(Action::LogOpened(path))
-                }
-                Err(e) => Some(Action::LogFailed(e.to_string())),
-            }
-        }
-        Effect::Log(records) => {
-            let w = io.log.as_mut()?;
-            for r in &records {
-                if let Err(e) = w.write(r) {
-                    io.log = None;
-                    return Some(Action::LogFailed(e.to_string()));
-                }
-            }
+        Effect::OpenLog { path } => {
+            io.pipe_pending
+                .push_back(PipeCmd::Record(path.unwrap_or_else(default_log_path)));
+            flush_pipe(io);
             None
         }
         Effect::CloseLog => {
-            io.log = None;
+            io.pipe_pending.push_back(PipeCmd::StopRecording);
+            flush_pipe(io);
             None
+        }
+    }
+}
+
+/// Hand waiting log commands to the pipeline thread, in order, as room allows.
+fn flush_pipe(io: &mut Io) {
+    let Some(tx) = io.pipe.as_ref() else {
+        io.pipe_pending.clear();
+        return;
+    };
+    while let Some(cmd) = io.pipe_pending.pop_front() {
+        match tx.try_send(PipeIn::Cmd(cmd)) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(PipeIn::Cmd(c))) => {
+                io.pipe_pending.push_front(c);
+                return;
+            }
+            Err(_) => {
+                io.pipe_pending.clear();
+                return;
+            }
         }
     }
 }
 
 fn send(io: &mut Io, cmd: SessionCmd) -> Option<Action> {
     let tx = io.session.as_ref()?;
-    match tx.try_send(cmd) {
+    match tx.send(cmd) {
         Ok(()) => None,
-        Err(mpsc::error::TrySendError::Full(_)) => None,
-        Err(mpsc::error::TrySendError::Closed(_)) => {
-            Some(Action::SessionFailed("the session task ended".into()))
-        }
+        Err(_) => Some(Action::SessionFailed("the session task ended".into())),
     }
 }
 

@@ -1,16 +1,13 @@
 //! The one event stream of the TUI loop and the thread that reads the terminal.
 //!
 //! Keys, resizes and ticks come from the input thread; intervals and session
-//! news from the controller task. Both write into one bounded channel
+//! news from the pipeline thread. Both write into one bounded channel
 //! ([`EVENT_QUEUE`]); the loop is the only reader. Ticks are dropped when the
 //! queue is full (the next one will do), data events wait for room.
 
-use crate::probe::sample::Sample;
-use crate::probe::system::HostInfo;
-use crate::record::schema::EbpfHosts;
-use crate::session::controller::PointOutcome;
-use crate::traffic::EngineSpec;
+use crate::record::pipeline::Output;
 use crossterm::event::KeyEvent;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,19 +27,13 @@ pub enum Event {
     Resize,
     /// Time passed.
     Tick,
-    /// The controller connected to the agent.
-    Connected(HostInfo),
-    /// What the eBPF probes of each host do.
-    Ebpf(Box<EbpfHosts>),
-    /// A test point started.
-    PointStarted(Box<EngineSpec>, Option<Duration>),
-    /// One interval: both hosts' Samples (None when one did not arrive).
-    Interval(Option<Box<Sample>>, Option<Box<Sample>>),
-    /// A test point ended.
-    PointDone(Box<PointOutcome>),
-    /// The session failed.
-    Failed(String),
-    /// SIGTERM / SIGHUP: leave like `q`.
+    /// What the session's pipeline produced (connected, a point, an interval, ...).
+    Output(Box<Output>),
+    /// Recording started.
+    LogOpened(PathBuf),
+    /// Recording could not start, or a write failed (recording stopped).
+    LogFailed(String),
+    /// SIGTERM / SIGHUP / the terminal went away: leave like `q`.
     Quit,
 }
 

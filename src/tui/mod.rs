@@ -23,14 +23,15 @@ pub mod form;
 pub mod keys;
 pub mod model;
 pub mod replay;
-pub mod session;
+pub mod session_task;
 pub mod terminal;
 pub mod view;
 
 use crate::cli::TuiArgs;
-use crate::headless::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use crate::face::{FaceResult, EXIT_FAILED, EXIT_OK};
 use crate::probe::system::HostInfo;
 use crate::record::log::read_log;
+use crate::record::pipeline::Origin;
 use anyhow::Context;
 use model::{Model, ModelConfig, RunState, Source};
 use std::time::Duration;
@@ -42,13 +43,12 @@ pub fn color_enabled() -> bool {
 }
 
 /// Run the TUI. Builds the local pair first (privileged, on the main thread,
-/// before any other thread exists), then the runtime, the input thread and
-/// the terminal; everything is torn down in reverse order on every path.
-pub fn run(args: TuiArgs, argv: Vec<String>) -> anyhow::Result<u8> {
-    if let Err(e) = args.test.resolve() {
-        eprintln!("error: {e}");
-        return Ok(EXIT_USAGE);
-    }
+/// before any other thread exists), then the runtime, the pipeline thread, the
+/// input thread and the terminal; everything is torn down in reverse order on
+/// every path.
+pub fn run(args: TuiArgs, argv: Vec<String>) -> FaceResult {
+    // The same validation as `run`, before anything starts.
+    args.test.resolve()?;
     let cfg = ModelConfig {
         source: Source::Live,
         local_host: HostInfo::current(),
@@ -59,7 +59,7 @@ pub fn run(args: TuiArgs, argv: Vec<String>) -> anyhow::Result<u8> {
         log_path: args.log.clone(),
     };
     if let Some(path) = &args.replay {
-        let records = read_log(path)?;
+        let records = read_log(path).map_err(anyhow::Error::from)?;
         let cfg = ModelConfig {
             source: Source::Replay(path.clone()),
             ..cfg
@@ -73,16 +73,10 @@ pub fn run(args: TuiArgs, argv: Vec<String>) -> anyhow::Result<u8> {
         drop(guard);
         drop(rx);
         drop(input);
-        r?;
+        r.context("terminal I/O failed")?;
         return Ok(EXIT_OK);
     }
-    let choice = match args.target.resolve() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(EXIT_USAGE);
-        }
-    };
+    let choice = args.target.resolve()?;
     let crate::session::Opened {
         pair,
         target,
@@ -90,30 +84,37 @@ pub fn run(args: TuiArgs, argv: Vec<String>) -> anyhow::Result<u8> {
         description: pair_desc,
         same_kernel,
     } = crate::session::open(&choice, args.target.token_file.as_deref())?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("ws-tui-runtime")
-        .worker_threads(2)
-        .build()
-        .context("cannot start the async runtime")?;
+    let rt =
+        crate::face::control_runtime("ws-tui-runtime").context("cannot start the async runtime")?;
     let mut model = Model::new(ModelConfig {
-        pair: pair_desc,
+        pair: pair_desc.clone(),
         ..cfg
     });
     let (ev_tx, mut ev_rx) = mpsc::channel(event::EVENT_QUEUE);
-    let (cmd_tx, cmd_rx) = mpsc::channel(session::CMD_QUEUE);
-    let task = rt.spawn(session::serve(
+    let (pipe_tx, pipe_rx) = mpsc::channel(session_task::PIPE_QUEUE);
+    let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+    let pipeline = session_task::pipeline_thread(
+        Origin {
+            command_line: argv,
+            local: HostInfo::current(),
+            pair: pair_desc,
+        },
+        pipe_rx,
+        ev_tx.clone(),
+    )
+    .context("cannot start the pipeline thread")?;
+    let task = rt.spawn(session_task::serve(
         target,
         token,
-        args.observe.clone(),
+        args.observe.resolve(),
         same_kernel,
         cmd_rx,
-        ev_tx.clone(),
+        pipe_tx.clone(),
     ));
     rt.spawn(signals(ev_tx.clone()));
     let mut io = app::Io {
         session: Some(cmd_tx.clone()),
-        argv,
+        pipe: Some(pipe_tx),
         autostart: true,
         log_at_start: args.log.is_some(),
         ..app::Io::default()
@@ -124,19 +125,23 @@ pub fn run(args: TuiArgs, argv: Vec<String>) -> anyhow::Result<u8> {
         Err(e) => Err(e),
     };
     // The terminal is back to normal here (the guard dropped); stop the test and close.
-    let _ = cmd_tx.try_send(session::SessionCmd::Quit);
+    let _ = cmd_tx.send(session_task::SessionCmd::Quit);
     drop(cmd_tx);
     drop(io);
     input.stop();
     let stopped = rt.block_on(async {
         tokio::select! {
             r = tokio::time::timeout(Duration::from_secs(8), task) => r.is_ok(),
-            // Keep draining so the session never blocks on a full event queue.
+            // Keep draining so the pipeline never blocks on a full event queue.
             _ = async { while ev_rx.recv().await.is_some() {} } => true,
         }
     });
+    drop(ev_rx);
     drop(input);
     rt.shutdown_timeout(Duration::from_secs(1));
+    // The session task and its forwarder are gone: the pipeline thread's
+    // input closes, it writes what it has and ends.
+    let _ = pipeline.join();
     if !stopped {
         eprintln!("wirescope: the test did not stop within 8 s; its agent is killed with the pair");
     }

@@ -8,13 +8,12 @@
 //! whatever needs I/O leaves `update` as an [`super::action::Effect`].
 
 use crate::cli::TestArgs;
-use crate::diagnose::live::LiveDiagnosis;
 use crate::diagnose::Finding;
 use crate::probe::facts::HostFacts;
 use crate::probe::sample::Sample;
 use crate::probe::system::HostInfo;
-use crate::record::schema::EbpfHosts;
-use crate::session::controller::EndReason;
+use crate::record::schema::{EbpfHosts, Summary};
+use crate::session::outcome::EndReason;
 use crate::traffic::EngineSpec;
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -224,7 +223,8 @@ pub struct Model {
     pub message: Option<String>,
     /// The loop should end.
     pub quit: bool,
-    pub(super) diag: LiveDiagnosis,
+    /// Summary of the last point that ended (its result once it is over).
+    pub summary: Option<Summary>,
     pub(super) next_seq: u64,
     pub(super) point: u32,
 }
@@ -282,7 +282,7 @@ impl Model {
             color: cfg.color,
             message: None,
             quit: false,
-            diag: LiveDiagnosis::default(),
+            summary: None,
             next_seq: 0,
             point: 0,
         }
@@ -313,24 +313,6 @@ impl Model {
             .collect();
         v.reverse();
         v
-    }
-
-    /// The Samples of the point under the cursor, per host (for summaries).
-    pub fn point_samples(&self, point: u32) -> (Vec<Sample>, Vec<Sample>) {
-        let of = |i: &Interval| i.point == point;
-        let local = self
-            .history
-            .iter()
-            .filter(|i| of(i))
-            .filter_map(|i| i.local.clone())
-            .collect();
-        let peer = self
-            .history
-            .iter()
-            .filter(|i| of(i))
-            .filter_map(|i| i.peer.clone())
-            .collect();
-        (local, peer)
     }
 
     /// True when the display is pinned (paused, or moved back in time).

@@ -124,7 +124,11 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
         let src = best
             .get(&(iface.clone(), dir))
             .map_or("per-queue counters", |s| source_label(*s, dir));
-        let streams = ctx.spec.and_then(|s| s.as_tcp()).map(|t| t.streams).unwrap_or(1);
+        let streams = ctx
+            .spec
+            .and_then(|s| s.as_tcp())
+            .map(|t| t.streams)
+            .unwrap_or(1);
         let veth = ctx
             .facts
             .and_then(|f| f.nics.iter().find(|n| n.name == iface))

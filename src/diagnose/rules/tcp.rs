@@ -141,7 +141,11 @@ fn buffer_limited(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
         .unwrap_or(0.0);
     let per_conn = st.rate_bps.max(link_bps / st.conns.max(1) as f64);
     let bdp = per_conn / 8.0 * st.rtt_us / 1e6;
-    let window = ctx.spec.and_then(|s| s.as_tcp()).and_then(|t| t.window).map(|w| w.0);
+    let window = ctx
+        .spec
+        .and_then(|s| s.as_tcp())
+        .and_then(|t| t.window)
+        .map(|w| w.0);
     let want = pow2_at_least(2.0 * bdp).max(FIX_BUFFER);
     let mut out = Vec::new();
     let other = match ctx.host {

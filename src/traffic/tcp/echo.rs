@@ -17,7 +17,7 @@
 use super::{is_disconnect, is_timeout, WAKE_INTERVAL};
 use crate::traffic::{
     new_latency_histogram, spawn_worker, ConnRole, EngineControl, EngineCounters, EngineError,
-    TcpSpec, TcpMode,
+    TcpMode, TcpSpec,
 };
 use crate::units::CpuId;
 use hdrhistogram::Histogram;

@@ -120,7 +120,9 @@ impl TcpSpec {
     /// (the controller's CLI checks the same ranges from the same constants,
     /// with friendlier messages).
     pub fn validate(&self) -> Result<(), String> {
-        use crate::traffic::limits::{check, MAX_CONNS, MAX_DEPTH, MAX_MSG, MAX_THREADS, MAX_WINDOW, MIN_WINDOW};
+        use crate::traffic::limits::{
+            check, MAX_CONNS, MAX_DEPTH, MAX_MSG, MAX_THREADS, MAX_WINDOW, MIN_WINDOW,
+        };
         check("streams", u64::from(self.streams), 1, MAX_CONNS)?;
         check("threads", u64::from(self.threads), 0, MAX_THREADS)?;
         check("depth", u64::from(self.depth), 1, MAX_DEPTH)?;
@@ -141,7 +143,6 @@ impl TcpSpec {
         }
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -88,6 +88,8 @@ impl Tracker {
     fn drain(&mut self, fd: RawFd) {
         loop {
             let mut control = [0u8; 128];
+            // SAFETY: msghdr is a plain C struct of integers and pointers for
+            // which all-zero bytes are a valid value (null pointers, zero lengths).
             let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
             msg.msg_control = control.as_mut_ptr().cast();
             msg.msg_controllen = control.len() as _;
@@ -99,6 +101,9 @@ impl Tracker {
             // SAFETY: iterate the cmsgs the kernel wrote inside `control`.
             let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
             while !cmsg.is_null() {
+                // SAFETY: cmsg is non-null and was returned by CMSG_FIRSTHDR or
+                // CMSG_NXTHDR for `msg`, so it points at a complete cmsghdr
+                // inside `control`, which outlives this borrow.
                 let h = unsafe { &*cmsg };
                 let is_recverr = (h.cmsg_level == libc::SOL_IP && h.cmsg_type == libc::IP_RECVERR)
                     || (h.cmsg_level == libc::SOL_IPV6 && h.cmsg_type == libc::IPV6_RECVERR);
@@ -114,6 +119,8 @@ impl Tracker {
                         }
                     }
                 }
+                // SAFETY: `msg` describes `control` (still alive) and `cmsg` is a
+                // header inside it; CMSG_NXTHDR returns the next one or null.
                 cmsg = unsafe { libc::CMSG_NXTHDR(&msg, cmsg) };
             }
         }

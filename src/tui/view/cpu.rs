@@ -38,7 +38,8 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         "local",
         cur.and_then(|i| i.local.as_ref()),
         m.facts.local.as_ref(),
-        spec.map(|s| s.cpus_for(crate::traffic::Side::Controller)).unwrap_or(&[]),
+        spec.map(|s| s.cpus_for(crate::traffic::Side::Controller))
+            .unwrap_or(&[]),
     );
     host(
         frame,
@@ -48,7 +49,8 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         "peer",
         cur.and_then(|i| i.peer.as_ref()),
         m.facts.peer.as_ref(),
-        spec.map(|s| s.cpus_for(crate::traffic::Side::Agent)).unwrap_or(&[]),
+        spec.map(|s| s.cpus_for(crate::traffic::Side::Agent))
+            .unwrap_or(&[]),
     );
     frame.render_widget(Paragraph::new(legend_line(m)), legend);
 }

@@ -1,11 +1,16 @@
 //! `wirescope check`: the static audit of one or two hosts (facts only, no traffic).
 //!
-//! Owns the audit entry point and its human rendering; the rules themselves are
-//! in [`crate::diagnose`] (pure). This module does no I/O either: the caller
-//! reads the facts (live host or captured directory) and prints the result.
+//! Owns the audit command and its human rendering; the rules themselves are
+//! in [`crate::diagnose`] (pure), the facts come from the probes (live host,
+//! captured directory, or the peer's first Sample).
 
+use super::{out, FaceError, FaceResult, EXIT_FAILED, EXIT_FINDINGS, EXIT_OK};
 use crate::diagnose::{self, Finding, HostRole, Severity};
+use crate::probe::capture_dir::CaptureDir;
 use crate::probe::facts::HostFacts;
+use crate::probe::live_host::LiveHost;
+use crate::probe::snapshot::dir_ifaces;
+use crate::probe::system::{default_route_iface, read_host_facts};
 use std::fmt::Write as _;
 
 /// Audit this host and, when given, the peer (also comparing the two); ranked.
@@ -73,18 +78,14 @@ pub fn render(findings: &[Finding]) -> String {
 /// `wirescope check`: audit facts only (no traffic) of this host, the peer,
 /// or a captured directory. Exit codes: 0, 3 with `--fail-on` when a finding
 /// of that level is present, 1 when the peer cannot be read, 2 usage.
-pub fn command(args: crate::cli::CheckArgs) -> anyhow::Result<u8> {
-    use crate::headless::{out, EXIT_FAILED, EXIT_FINDINGS, EXIT_OK, EXIT_USAGE};
-    use crate::probe::{capture_dir::CaptureDir, live_host::LiveHost};
-    use crate::probe::system::read_host_facts;
+pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
     let (source, local) = match &args.from {
         Some(dir) => {
             if !dir.is_dir() {
-                eprintln!("error: --from {}: not a directory; give a `wirescope capture` directory or an unpacked sosreport", dir.display());
-                return Ok(EXIT_USAGE);
+                return Err(FaceError::Usage(format!("--from {}: not a directory; give a `wirescope capture` directory or an unpacked sosreport", dir.display())));
             }
             let d = CaptureDir::new(dir);
-            let ifaces = crate::watch::dir_ifaces(&d, &args.ifaces);
+            let ifaces = dir_ifaces(&d, &args.ifaces);
             (
                 format!("directory {}", dir.display()),
                 read_host_facts(&d, &ifaces),
@@ -94,29 +95,31 @@ pub fn command(args: crate::cli::CheckArgs) -> anyhow::Result<u8> {
             let live = LiveHost::default();
             let mut ifaces = args.ifaces.clone();
             if ifaces.is_empty() {
-                ifaces.extend(crate::watch::default_route_iface(&live));
+                ifaces.extend(default_route_iface(&live));
             }
             ("this host".to_string(), read_host_facts(&live, &ifaces))
         }
     };
     let peer = match &args.peer {
         None => None,
-        Some(p) => match peer_facts(p, args.token_file.as_deref()) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                eprintln!("error: cannot read the peer's facts: {e:#}");
-                return Ok(EXIT_FAILED);
+        Some(p) => {
+            let addr = crate::cli::resolve_peer(p)?;
+            match peer_facts(addr, args.token_file.as_deref()) {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    eprintln!("error: cannot read the peer's facts: {e:#}");
+                    return Ok(EXIT_FAILED);
+                }
             }
-        },
+        }
     };
     let findings = run_check(&local, peer.as_ref());
     if args.json {
-        out(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(
-                &serde_json::json!({ "source": source, "findings": findings })
-            )?
-        ));
+        let j = serde_json::to_string_pretty(
+            &serde_json::json!({ "source": source, "findings": findings }),
+        )
+        .map_err(anyhow::Error::from)?;
+        out(&format!("{j}\n"));
     } else {
         out(&format!(
             "check of {source}{}\n",
@@ -124,6 +127,7 @@ pub fn command(args: crate::cli::CheckArgs) -> anyhow::Result<u8> {
         ));
         out(&render(&findings));
     }
+    super::stdout_result()?;
     match (args.fail_on, worst(&findings)) {
         (Some(level), Some(w)) if w >= level.severity() => Ok(EXIT_FINDINGS),
         _ => Ok(EXIT_OK),
@@ -131,9 +135,13 @@ pub fn command(args: crate::cli::CheckArgs) -> anyhow::Result<u8> {
 }
 
 /// The peer's facts: a short observe-only point (no traffic), whose first peer Sample carries them.
-fn peer_facts(peer: &str, token_file: Option<&std::path::Path>) -> anyhow::Result<HostFacts> {
-    use crate::session::controller::{Controller, PointParams, RunEvent, Target};
-    let addr = crate::cli::resolve_peer(peer)?;
+fn peer_facts(
+    addr: std::net::SocketAddr,
+    token_file: Option<&std::path::Path>,
+) -> anyhow::Result<HostFacts> {
+    use crate::session::controller::{Controller, Target};
+    use crate::session::outcome::RunEvent;
+    use crate::session::plan::PointParams;
     let (token, _) = crate::session::auth::load_token(token_file, false)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -157,7 +165,7 @@ fn peer_facts(peer: &str, token_file: Option<&std::path::Path>) -> anyhow::Resul
         };
         let consumer = async {
             let mut facts = None;
-            while let Some(RunEvent::Interval { peer, .. }) = rx.recv().await {
+            while let Some(RunEvent { peer, .. }) = rx.recv().await {
                 if facts.is_none() {
                     facts = peer.and_then(|s| s.facts).map(|f| *f);
                 }

@@ -1,47 +1,59 @@
 //! The sampler: once per interval, every probe plus the engine counters → one Sample.
 //!
-//! It is driven by the session's interval clock (the period is a setting of
-//! the session, not of the sampler) and does only delta arithmetic per call:
-//! one read each of /proc/stat, /proc/softirqs, softnet_stat, /proc/net/dev,
-//! snmp and netstat; one `ETHTOOL_GSTATS` per interface (names were read
-//! once); one atomic snapshot and one `getsockopt(TCP_INFO)` per connection.
-//! Host facts (netlink and sysfs queries) are read when a point begins and
-//! re-checked every [`FACTS_EVERY`] intervals; a Sample carries them only
-//! when they changed. The sampler never blocks the engines: their counters
-//! are relaxed atomics and the latency histograms are swapped under a lock
-//! the workers hold for microseconds every 10 ms.
+//! [`Sampler`] is the synchronous core; [`thread::SamplerThread`] runs it on a
+//! named thread of its own, so blocking reads (procfs, ioctl, netlink, BPF
+//! maps) never run inside the async runtime that carries the control protocol,
+//! and a starved runtime cannot distort intervals. The session drives it with
+//! its interval clock (the period is a setting of the session, not of the
+//! sampler).
 //!
-//! On the live host, when privileged, the eBPF probes ([`super::ebpf`]) are
-//! loaded for the interfaces under test at [`Sampler::set_ifaces`] and read
-//! once per Sample right before /proc/net/dev (so both cover the same window);
-//! otherwise every Sample says why eBPF is off.
+//! Every counter is timestamped where it is read and turned into a rate over
+//! its own span: the engine's counters first (relaxed atomic loads, the
+//! interval's `start_s`/`end_s`), then the cheap host files (/proc/stat,
+//! /proc/softirqs, softnet_stat, snmp, netstat), then the eBPF maps right
+//! before /proc/net/dev (so both cover the same window), then the slower
+//! ones (one `ETHTOOL_GSTATS` per interface, names read once; netdev qstats;
+//! one `getsockopt(TCP_INFO)` per connection). Host facts (netlink and sysfs
+//! queries) are read when a point begins and re-checked every
+//! [`FACTS_EVERY`] intervals; a Sample carries them only when they changed.
+//! The sampler never blocks the engines: their counters are relaxed atomics
+//! and the latency histograms are swapped under a lock the workers hold for
+//! microseconds every 10 ms.
+//!
+//! Its kernel boundaries are traits so it runs on recorded inputs in tests:
+//! files through [`HostSource`], netdev qstats through [`QstatsSource`], the
+//! eBPF maps through [`EbpfSource`] (loaded by an [`EbpfLoader`]). On the live
+//! host, when privileged, the eBPF probes are loaded for the interfaces under
+//! test at [`Sampler::set_ifaces`]; otherwise every Sample says why eBPF is off.
 
-use super::ethtool_names::{classify, Class};
+mod engine;
+pub mod thread;
+
+pub use engine::EngineView;
+
 use super::cpu::{cpu_deltas, parse_proc_stat, CpuTicks};
-use super::ebpf::{Ebpf, EbpfIface, EbpfMode, EbpfStatus, EbpfUnavailable, IfaceKey};
+use super::ebpf::{
+    Ebpf, EbpfCounters, EbpfIface, EbpfMode, EbpfReadError, EbpfStatus, EbpfUnavailable, IfaceKey,
+};
+use super::ethtool_names::{classify, Class};
 use super::facts::{HostFacts, Support};
 use super::netlink::NetdevNl;
 use super::netstat::{parse_snmp, snmp_deltas};
 use super::nic::{parse_net_dev, DevCounters};
+pub use super::queues::QstatsSource;
 use super::queues::QueueProbe;
 use super::sample::{
-    ConnSample, EngineSample, HostRole, IfaceSample, LatencySummary, NicCounter, QueueSample,
-    Sample,
+    EngineSample, HostRole, IfaceSample, LatencySummary, NicCounter, QueueSample, Sample,
 };
 use super::softirq::{
     parse_softirqs, parse_softnet, softirq_deltas, softnet_deltas, Softirqs, Softnet,
 };
 use super::source::HostSource;
 use super::system::{online_cpu_ids, read_host_facts};
-use super::tcpinfo;
-use crate::traffic::{
-    new_latency_histogram, ConnRole, ConnSnapshot, EngineCounters, RunningEngine,
-};
+use crate::traffic::new_latency_histogram;
 use crate::units::{BitsPerSec, CpuId};
 use hdrhistogram::Histogram;
 use std::collections::{BTreeMap, HashMap};
-use std::net::TcpStream;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// CPU time consumed by the calling thread (µs).
@@ -68,12 +80,42 @@ const EBPF_PENDING: &str = "eBPF off: no interfaces set yet";
 /// Facts are re-read every this many intervals to notice changes.
 pub const FACTS_EVERY: u32 = 10;
 
-struct EngineView {
-    counters: Arc<EngineCounters>,
-    sockets: Vec<TcpStream>,
-    roles: Vec<ConnRole>,
-    prev: Vec<ConnSnapshot>,
-    prev_retrans: Vec<u32>,
+/// Loaded eBPF probes: what they count and their counts since the last read.
+pub trait EbpfSource: Send {
+    /// What runs (set, tracepoints, interfaces).
+    fn status(&self) -> EbpfStatus;
+    /// The interfaces counted, in the order the programs know them.
+    fn ifaces(&self) -> &[EbpfIface];
+    /// Attached tracepoints.
+    fn probes(&self) -> Vec<String>;
+    /// Counts since the previous read.
+    fn read(&mut self) -> Result<EbpfCounters, EbpfReadError>;
+}
+
+impl EbpfSource for Ebpf {
+    fn status(&self) -> EbpfStatus {
+        Ebpf::status(self)
+    }
+    fn ifaces(&self) -> &[EbpfIface] {
+        Ebpf::ifaces(self)
+    }
+    fn probes(&self) -> Vec<String> {
+        Ebpf::probes(self)
+    }
+    fn read(&mut self) -> Result<EbpfCounters, EbpfReadError> {
+        Ebpf::read(self)
+    }
+}
+
+/// Loads an eBPF probe set for some interfaces (the live host: aya).
+pub type EbpfLoader =
+    Box<dyn Fn(EbpfMode, &[EbpfIface]) -> Result<Box<dyn EbpfSource>, EbpfUnavailable> + Send>;
+
+fn load_kernel_probes(
+    mode: EbpfMode,
+    ifaces: &[EbpfIface],
+) -> Result<Box<dyn EbpfSource>, EbpfUnavailable> {
+    Ebpf::load(mode, ifaces).map(|e| Box::new(e) as Box<dyn EbpfSource>)
 }
 
 #[derive(Default)]
@@ -105,7 +147,7 @@ enum EbpfState {
     /// Off, with the one-line reason.
     Off(String),
     /// Loaded and attached.
-    On(Box<Ebpf>),
+    On(Box<dyn EbpfSource>),
 }
 
 /// The eBPF fields of one Sample.
@@ -131,25 +173,51 @@ struct EbpfConfig {
 pub struct Sampler {
     ebpf: EbpfState,
     ebpf_config: EbpfConfig,
+    ebpf_loader: EbpfLoader,
     source: Box<dyn HostSource>,
-    netdev: Option<NetdevNl>,
+    netdev: Option<Box<dyn QstatsSource>>,
     host: HostState,
     ifaces: Vec<IfaceState>,
     facts: Option<HostFacts>,
     facts_due: bool,
     engine: Option<EngineView>,
     index: u32,
+    /// When the point began.
     t0: Instant,
-    last: Instant,
+    /// When the engine counters were last read (an interval's boundary).
+    last_engine: Instant,
+    /// When /proc/net/dev and the queue counters were last read.
+    last_ifaces: Instant,
+    /// When the eBPF maps were last read.
+    last_ebpf: Instant,
     omit_intervals: u64,
     latency_total: Histogram<u64>,
 }
 
 impl Sampler {
-    /// A sampler reading from `source`; takes the first snapshots now.
+    /// A sampler of the host `source` describes; on the live host it asks
+    /// the kernel's netdev netlink for queue counters and loads the eBPF
+    /// probes with aya. Takes the first snapshots now.
     pub fn new(source: Box<dyn HostSource>) -> Self {
+        let netdev = if source.is_live() {
+            NetdevNl::open()
+                .ok()
+                .map(|n| Box::new(n) as Box<dyn QstatsSource>)
+        } else {
+            None
+        };
+        Self::with(source, netdev, Box::new(load_kernel_probes))
+    }
+
+    /// A sampler with explicit kernel boundaries (tests feed recorded data).
+    pub fn with(
+        source: Box<dyn HostSource>,
+        netdev: Option<Box<dyn QstatsSource>>,
+        ebpf_loader: EbpfLoader,
+    ) -> Self {
         let now = Instant::now();
         let mut s = Sampler {
+            ebpf_loader,
             ebpf: if source.is_live() {
                 EbpfState::Pending
             } else {
@@ -161,14 +229,16 @@ impl Sampler {
                 ..Default::default()
             },
             source,
-            netdev: NetdevNl::open().ok(),
+            netdev,
             ifaces: Vec::new(),
             facts: None,
             facts_due: true,
             engine: None,
             index: 0,
             t0: now,
-            last: now,
+            last_engine: now,
+            last_ifaces: now,
+            last_ebpf: now,
             omit_intervals: 0,
             latency_total: new_latency_histogram(),
         };
@@ -194,7 +264,7 @@ impl Sampler {
                 })
                 .collect();
             self.facts_due = true;
-            self.read_ifaces(0.0, &mut Vec::new(), &mut Vec::new());
+            self.read_ifaces(&mut Vec::new(), &mut Vec::new());
             if !matches!(self.ebpf, EbpfState::NotLive) {
                 self.ebpf = EbpfState::Pending;
             }
@@ -286,14 +356,18 @@ impl Sampler {
             })
             .collect();
         ifaces.extend(self.ebpf_config.peer.iter().cloned());
-        self.ebpf = match Ebpf::load(mode, &ifaces) {
-            Ok(e) => EbpfState::On(Box::new(e)),
+        self.ebpf = match (self.ebpf_loader)(mode, &ifaces) {
+            Ok(e) => EbpfState::On(e),
             Err(e) => EbpfState::Off(e.to_string()),
         };
     }
 
-    /// eBPF status and this interval's eBPF fields.
-    fn read_ebpf(&mut self, secs: f64, errors: &mut Vec<String>) -> EbpfPart {
+    /// eBPF status and this interval's eBPF fields (rates over the span
+    /// since the maps were last read).
+    fn read_ebpf(&mut self, errors: &mut Vec<String>) -> EbpfPart {
+        let now = Instant::now();
+        let secs = now.duration_since(self.last_ebpf).as_secs_f64();
+        self.last_ebpf = now;
         match &mut self.ebpf {
             EbpfState::NotLive => EbpfPart::default(),
             EbpfState::Pending => EbpfPart {
@@ -324,37 +398,24 @@ impl Sampler {
         }
     }
 
-    /// Start a new test point: interval numbering restarts, the engine (if any) is watched,
-    /// and the first Sample carries the host facts.
+    /// Start a new test point: interval numbering restarts, the engine (if
+    /// any) is watched, and the first Sample carries the host facts.
     /// Intervals are omitted by number (those that end within `omit`, at
     /// `interval` each), so both hosts mark the same ones whatever their clocks.
-    pub fn begin(&mut self, engine: Option<&RunningEngine>, omit: Duration, interval: Duration) {
-        let now = Instant::now();
+    pub fn begin(&mut self, engine: Option<EngineView>, omit: Duration, interval: Duration) {
         self.read_host(&mut Vec::new());
-        self.read_ebpf(0.0, &mut Vec::new());
-        self.read_ifaces(0.0, &mut Vec::new(), &mut Vec::new());
+        self.read_ebpf(&mut Vec::new());
+        self.read_ifaces(&mut Vec::new(), &mut Vec::new());
+        let now = Instant::now();
         self.t0 = now;
-        self.last = now;
+        self.last_engine = now;
         self.index = 0;
         self.omit_intervals =
             u64::try_from(omit.as_nanos() / interval.as_nanos().max(1)).unwrap_or(u64::MAX);
         self.facts = None;
         self.facts_due = true;
         self.latency_total.reset();
-        self.engine = engine.and_then(|e| {
-            let sockets = e
-                .sockets
-                .iter()
-                .filter_map(|s| s.try_clone().ok())
-                .collect::<Vec<_>>();
-            (sockets.len() == e.sockets.len()).then(|| EngineView {
-                counters: Arc::clone(&e.counters),
-                prev: vec![ConnSnapshot::default(); e.sockets.len()],
-                prev_retrans: vec![0; e.sockets.len()],
-                roles: e.roles.clone(),
-                sockets,
-            })
-        });
+        self.engine = engine;
     }
 
     /// Stop watching the engine and release the socket duplicates.
@@ -362,33 +423,32 @@ impl Sampler {
         self.engine = None;
     }
 
-    /// Time since the current point began.
-    pub fn elapsed(&self) -> Duration {
-        self.t0.elapsed()
-    }
-
     /// Take one Sample covering the time since the previous one.
     pub fn sample(&mut self) -> Sample {
         let cpu0 = thread_cpu_us();
+        // The engine's counters first, timestamped where they are read: they
+        // define the interval, and nothing slow may stretch it.
+        let engine_read = self.engine.as_ref().map(EngineView::read);
         let now = Instant::now();
-        let secs = now.duration_since(self.last).as_secs_f64();
-        let start_s = self.last.duration_since(self.t0).as_secs_f64();
+        let secs = now.duration_since(self.last_engine).as_secs_f64();
+        let start_s = self.last_engine.duration_since(self.t0).as_secs_f64();
         let end_s = now.duration_since(self.t0).as_secs_f64();
+        self.last_engine = now;
         let omitted = u64::from(self.index) < self.omit_intervals;
         let mut errors = Vec::new();
         let (cpus, softirqs, softnet, nstat) = self.read_host(&mut errors);
-        let facts = self.facts_if_changed();
         let mut nic_counters = Vec::new();
         let mut queues = Vec::new();
         // eBPF maps right before /proc/net/dev: both windows end within
         // microseconds of each other (ethtool reads come after both).
-        let ebpf = self.read_ebpf(secs, &mut errors);
-        let ifaces = self.read_ifaces(secs, &mut nic_counters, &mut queues);
+        let ebpf = self.read_ebpf(&mut errors);
+        let ifaces = self.read_ifaces(&mut nic_counters, &mut queues);
         queues.extend(ebpf.queues);
-        let (engine, conns) = match self.engine.as_mut() {
-            Some(v) => Self::engine_sample(v, secs, omitted, &mut self.latency_total),
-            None => (EngineSample::default(), Vec::new()),
+        let (engine, conns) = match (self.engine.as_mut(), engine_read) {
+            (Some(v), Some(r)) => v.interval(r, secs, omitted, &mut self.latency_total),
+            _ => (EngineSample::default(), Vec::new()),
         };
+        let facts = self.facts_if_changed();
         let s = Sample {
             host: HostRole::Local,
             index: self.index,
@@ -414,7 +474,6 @@ impl Sampler {
             napi: ebpf.napi,
         };
         self.index += 1;
-        self.last = now;
         Sample {
             sampler_cpu_us: thread_cpu_us().saturating_sub(cpu0),
             ..s
@@ -517,9 +576,9 @@ impl Sampler {
         (cpus, softirqs, softnet, nstat)
     }
 
+    /// Interface and queue counters, as rates over the span since they were last read.
     fn read_ifaces(
         &mut self,
-        secs: f64,
         nic_counters: &mut Vec<NicCounter>,
         queues: &mut Vec<QueueSample>,
     ) -> Vec<IfaceSample> {
@@ -531,6 +590,9 @@ impl Sampler {
             .read("/proc/net/dev")
             .map(|t| parse_net_dev(&t))
             .unwrap_or_default();
+        let now = Instant::now();
+        let secs = now.duration_since(self.last_ifaces).as_secs_f64();
+        self.last_ifaces = now;
         let mut out = Vec::new();
         for st in &mut self.ifaces {
             if let Some((_, cur)) = dev.iter().find(|(n, _)| *n == st.name) {
@@ -550,7 +612,7 @@ impl Sampler {
                 _ => None,
             };
             queues.extend(st.queues.read(
-                self.netdev.as_mut(),
+                self.netdev.as_deref_mut(),
                 &st.name,
                 st.ifindex,
                 &st.driver,
@@ -572,52 +634,6 @@ impl Sampler {
             }
         }
         out
-    }
-
-    fn engine_sample(
-        v: &mut EngineView,
-        secs: f64,
-        omitted: bool,
-        total: &mut Histogram<u64>,
-    ) -> (EngineSample, Vec<ConnSample>) {
-        let cur = v.counters.snapshot();
-        let mut e = EngineSample::default();
-        let mut conns = Vec::with_capacity(cur.len());
-        for (i, c) in cur.iter().enumerate() {
-            let p = v.prev[i];
-            let tx = c.tx_bytes.saturating_sub(p.tx_bytes);
-            let rx = c.rx_bytes.saturating_sub(p.rx_bytes);
-            e.tx_bytes += tx;
-            e.rx_bytes += rx;
-            e.messages += c.messages.saturating_sub(p.messages);
-            let tcp = tcpinfo::read(&v.sockets[i]).ok();
-            let retrans = tcp.map(|t| t.total_retrans).unwrap_or(v.prev_retrans[i]);
-            conns.push(ConnSample {
-                id: i,
-                role: v.roles[i],
-                tx_bytes: tx,
-                rx_bytes: rx,
-                retransmits: retrans.saturating_sub(v.prev_retrans[i]),
-                tcp,
-            });
-            v.prev_retrans[i] = retrans;
-        }
-        v.prev = cur;
-        e.tx_bps = BitsPerSec::from_bytes(e.tx_bytes, secs);
-        e.rx_bps = BitsPerSec::from_bytes(e.rx_bytes, secs);
-        e.msgs_per_s = if secs > 0.0 {
-            e.messages as f64 / secs
-        } else {
-            0.0
-        };
-        if !v.counters.latency.is_empty() {
-            let h = v.counters.take_latency();
-            e.latency = LatencySummary::from_histogram(&h);
-            if !omitted {
-                let _ = total.add(&h);
-            }
-        }
-        (e, conns)
     }
 
     /// Latency over every non-omitted interval of the current point.

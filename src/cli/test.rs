@@ -1,0 +1,347 @@
+//! The test itself ([`TestArgs`]): the options `run` and the TUI share, and
+//! their validation into a [`TestPlan`].
+
+use super::values::{parse_cpus, parse_sweep, CpuList};
+use super::UsageError;
+use crate::session::plan::{Sweep, SweepParam, TestPlan};
+use crate::traffic::limits::{MAX_CONNS, MAX_MSG, MAX_WINDOW, MIN_WINDOW};
+use crate::traffic::{EngineKind, EngineSpec, TcpMode, TcpSpec};
+use crate::units::{parse_duration, parse_size, Bytes};
+use clap::Args;
+use std::time::Duration;
+
+/// The test itself; shared by `run` and (later) the TUI's control panel.
+#[derive(Debug, Args, Clone)]
+pub struct TestArgs {
+    /// Traffic engine.
+    #[arg(long, value_enum, default_value = "tcp")]
+    pub engine: EngineKind,
+    /// Engine mode: stream (bulk), pingpong (echo, MiB/s), rr (request/response latency).
+    #[arg(long, short = 'm', value_enum, default_value = "stream")]
+    pub mode: TcpMode,
+    /// stream: parallel streams per direction, one thread each.
+    #[arg(long, short = 'P', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub streams: Option<u32>,
+    /// rr/pingpong: connections.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub conns: Option<u32>,
+    /// rr/pingpong: worker threads per side (default: min(conns, CPUs)).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub threads: Option<u32>,
+    /// rr: requests in flight per connection.
+    #[arg(long, value_name = "D", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub depth: u32,
+    /// rr: request size; pingpong: message size (default rr 64, pingpong 16K).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub size: Option<Bytes>,
+    /// rr: response size (default: --size).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub resp_size: Option<Bytes>,
+    /// stream: bytes per write (default 128K).
+    #[arg(long, short = 'l', value_name = "SIZE", value_parser = parse_size)]
+    pub len: Option<Bytes>,
+    /// Pin this host's worker threads to these CPUs, round-robin (e.g. 0-3,8).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<CpuList>,
+    /// Pin the agent's worker threads (default: the --cpus list).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub peer_cpus: Option<CpuList>,
+    /// stream: the agent sends, this host receives.
+    #[arg(long, short = 'R')]
+    pub reverse: bool,
+    /// stream: both directions at once.
+    #[arg(long)]
+    pub bidir: bool,
+    /// SO_SNDBUF/SO_RCVBUF of every data socket (the kernel doubles it).
+    #[arg(long, short = 'w', value_name = "SIZE", value_parser = parse_size)]
+    pub window: Option<Bytes>,
+    /// TCP maximum segment size (TCP_MAXSEG).
+    #[arg(long, short = 'M', value_name = "BYTES", value_parser = clap::value_parser!(u32).range(88..=65535))]
+    pub mss: Option<u32>,
+    /// Congestion control algorithm (TCP_CONGESTION), e.g. cubic, bbr.
+    #[arg(long, short = 'C', value_name = "ALGO")]
+    pub congestion: Option<String>,
+    /// stream: send with MSG_ZEROCOPY (completions are read and counted).
+    #[arg(long, short = 'Z')]
+    pub zerocopy: bool,
+    /// stream: receive with MSG_TRUNC, the kernel discards data without copying it.
+    #[arg(long)]
+    pub skip_rx_copy: bool,
+    /// Test length per point.
+    #[arg(long, short = 't', value_name = "DURATION", value_parser = parse_duration)]
+    pub time: Option<Duration>,
+    /// stream: stop after this many bytes per direction (no time limit unless --time is given).
+    #[arg(long, short = 'n', value_name = "SIZE", value_parser = parse_size)]
+    pub bytes: Option<Bytes>,
+    /// Warm-up at the start of each point: shown and logged, not counted in the summary.
+    #[arg(long, short = 'O', value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
+    pub omit: Duration,
+    /// Sampling period.
+    #[arg(long, short = 'i', value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Run one point per value: size=64,1K,64K,1M or streams=1,2,4.
+    #[arg(long, value_name = "PARAM=LIST", value_parser = parse_sweep)]
+    pub sweep: Option<Sweep>,
+}
+
+impl TestArgs {
+    /// Check combinations and build the plan.
+    pub fn resolve(&self) -> Result<TestPlan, UsageError> {
+        let u = |m: String| Err(UsageError(m));
+        let stream = self.mode == TcpMode::Stream;
+        let mode = self.mode.name();
+        if !stream {
+            for (set, flag) in [
+                (self.reverse, "--reverse"),
+                (self.bidir, "--bidir"),
+                (self.zerocopy, "--zerocopy"),
+                (self.skip_rx_copy, "--skip-rx-copy"),
+                (self.bytes.is_some(), "--bytes"),
+                (self.len.is_some(), "--len"),
+            ] {
+                if set {
+                    return u(format!("{flag} applies to --mode stream only, not {mode}"));
+                }
+            }
+            if self.streams.is_some() {
+                return u(format!("--mode {mode} takes --conns N, not --streams"));
+            }
+        } else {
+            for (set, flag) in [
+                (self.conns.is_some(), "--conns"),
+                (self.threads.is_some(), "--threads"),
+                (self.size.is_some(), "--size"),
+                (self.resp_size.is_some(), "--resp-size"),
+                (self.depth != 1, "--depth"),
+            ] {
+                if set {
+                    return u(format!(
+                        "{flag} applies to --mode rr/pingpong; for stream use --streams and --len"
+                    ));
+                }
+            }
+        }
+        if self.mode == TcpMode::Pingpong && (self.resp_size.is_some() || self.depth != 1) {
+            return u(
+                "--resp-size and --depth apply to --mode rr only; pingpong echoes --size bytes"
+                    .into(),
+            );
+        }
+        if self.reverse && self.bidir {
+            return u(
+                "--reverse and --bidir exclude each other; --bidir already sends both ways".into(),
+            );
+        }
+        if self.interval < Duration::from_millis(10) {
+            return u(format!(
+                "--interval {} is too short; use at least 10ms",
+                humantime::format_duration(self.interval)
+            ));
+        }
+        let time = match (self.time, self.bytes) {
+            (Some(t), _) => Some(t),
+            (None, Some(_)) => None,
+            (None, None) => Some(Duration::from_secs(10)),
+        };
+        if let Some(t) = time {
+            if t.is_zero() {
+                return u("--time must be longer than 0s, e.g. --time 10s".into());
+            }
+            if self.omit >= t {
+                return u(format!(
+                    "--omit {} must be shorter than --time {}",
+                    humantime::format_duration(self.omit),
+                    humantime::format_duration(t)
+                ));
+            }
+        }
+        if let Some(b) = self.bytes {
+            if b.0 == 0 {
+                return u("--bytes must be at least 1, e.g. --bytes 1G".into());
+            }
+        }
+        let len = self.len.unwrap_or(Bytes(128 * 1024));
+        let size = self.size.unwrap_or(if self.mode == TcpMode::Rr {
+            Bytes(64)
+        } else {
+            Bytes(16 * 1024)
+        });
+        for (v, flag) in [
+            (len, "--len"),
+            (size, "--size"),
+            (self.resp_size.unwrap_or(size), "--resp-size"),
+        ] {
+            if v.0 == 0 || v.0 > MAX_MSG {
+                return u(format!(
+                    "{flag} {} is out of range; use 1 byte to 64MiB",
+                    v.0
+                ));
+            }
+        }
+        if let Some(w) = self.window {
+            if w.0 < MIN_WINDOW || w.0 > MAX_WINDOW {
+                return u(format!("--window {} is out of range; use 1K to 1G (the kernel doubles it and caps it at net.core.rmem_max/wmem_max)", w.0));
+            }
+        }
+        if let Some(cc) = &self.congestion {
+            if cc.is_empty()
+                || cc.len() > 15
+                || !cc.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            {
+                return u(format!("--congestion '{cc}' is not an algorithm name; see /proc/sys/net/ipv4/tcp_available_congestion_control"));
+            }
+        }
+        let conns = if stream {
+            self.streams.unwrap_or(1)
+        } else {
+            self.conns.unwrap_or(1)
+        };
+        let cpus = self.cpus.clone().map(|c| c.0).unwrap_or_default();
+        let spec = EngineSpec::Tcp(TcpSpec {
+            mode: self.mode,
+            streams: conns,
+            threads: self.threads.unwrap_or(0),
+            len,
+            size,
+            resp_size: self.resp_size.unwrap_or(size),
+            depth: self.depth,
+            window: self.window,
+            mss: self.mss,
+            congestion: self.congestion.clone(),
+            zerocopy: self.zerocopy,
+            skip_rx_copy: self.skip_rx_copy,
+            reverse: self.reverse,
+            bidir: self.bidir,
+            peer_cpus: self
+                .peer_cpus
+                .clone()
+                .map(|c| c.0)
+                .unwrap_or_else(|| cpus.clone()),
+            cpus,
+            bytes: self.bytes,
+        });
+        if let Some(sw) = &self.sweep {
+            for v in &sw.values {
+                if sw.param == SweepParam::Size && *v > MAX_MSG {
+                    return u(format!(
+                        "sweep size {v} is out of range; use 1 byte to 64MiB"
+                    ));
+                }
+                if sw.param == SweepParam::Streams && *v > MAX_CONNS {
+                    return u(format!(
+                        "sweep streams {v} is out of range; use 1 to {MAX_CONNS}"
+                    ));
+                }
+            }
+        }
+        Ok(TestPlan {
+            spec,
+            time,
+            omit: self.omit,
+            interval: self.interval,
+            sweep: self.sweep.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{resolve_peer, Cli, Command};
+    use crate::units::CpuId;
+    use clap::Parser;
+
+    fn tcp(s: &EngineSpec) -> &TcpSpec {
+        s.as_tcp().unwrap()
+    }
+
+    fn args(extra: &[&str]) -> Result<TestPlan, String> {
+        let mut v = vec!["wirescope", "run"];
+        v.extend_from_slice(extra);
+        let cli = Cli::try_parse_from(v).map_err(|e| e.to_string())?;
+        match cli.command {
+            Some(Command::Run(r)) => r.test.resolve().map_err(|e| e.0),
+            _ => Err("not run".into()),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let p = args(&[]).unwrap();
+        assert_eq!(tcp(&p.spec).mode, TcpMode::Stream);
+        assert_eq!(tcp(&p.spec).streams, 1);
+        assert_eq!(tcp(&p.spec).len, Bytes(131072));
+        assert_eq!(p.time, Some(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn bad_values_name_the_flag_and_an_example() {
+        let e = args(&["--time", "10x"]).unwrap_err();
+        assert!(e.contains("--time") && e.contains("10s"), "{e}");
+        let e = args(&["--len", "big"]).unwrap_err();
+        assert!(e.contains("--len") && e.contains("64K"), "{e}");
+        let p = args(&["--cpus", "0-1", "--peer-cpus", "1"]).unwrap();
+        assert_eq!(tcp(&p.spec).cpus, vec![CpuId(0), CpuId(1)]);
+        assert_eq!(tcp(&p.spec).peer_cpus, vec![CpuId(1)]);
+        assert_eq!(
+            args(&["--cpus", "0"])
+                .unwrap()
+                .spec
+                .as_tcp()
+                .unwrap()
+                .peer_cpus,
+            vec![CpuId(0)],
+            "the peer defaults to the same list"
+        );
+        let e = args(&["--cpus", "3-1"]).unwrap_err();
+        assert!(e.contains("--cpus") && e.contains("0-3,8"), "{e}");
+        let e = args(&["--sweep", "color=red"]).unwrap_err();
+        assert!(e.contains("--sweep") && e.contains("size=64"), "{e}");
+    }
+
+    #[test]
+    fn combinations_are_checked() {
+        assert!(args(&["-m", "rr", "--reverse"])
+            .unwrap_err()
+            .contains("--reverse"));
+        assert!(args(&["-m", "rr", "--streams", "4"])
+            .unwrap_err()
+            .contains("--conns"));
+        assert!(args(&["--omit", "5s", "--time", "5s"])
+            .unwrap_err()
+            .contains("--omit"));
+        assert!(args(&["--reverse", "--bidir"]).is_err());
+        let p = args(&["--bytes", "1G"]).unwrap();
+        assert_eq!(p.time, None);
+    }
+
+    #[test]
+    fn sweeps_make_points() {
+        let p = args(&["-m", "rr", "--sweep", "size=64,1K"]).unwrap();
+        let pts: Vec<(Option<crate::session::plan::SweepValue>, EngineSpec)> =
+            p.points().into_iter().map(|x| (x.sweep, x.spec)).collect();
+        assert_eq!(pts.len(), 2);
+        assert_eq!(tcp(&pts[1].1).size, Bytes(1024));
+        assert_eq!(tcp(&pts[1].1).resp_size, Bytes(1024));
+        let p = args(&["--sweep", "streams=1,2,4"]).unwrap();
+        assert_eq!(
+            p.points()
+                .iter()
+                .map(|x| tcp(&x.spec).streams)
+                .collect::<Vec<_>>(),
+            vec![1, 2, 4]
+        );
+    }
+
+    #[test]
+    fn peers_resolve() {
+        assert_eq!(resolve_peer("127.0.0.1").unwrap().port(), 5310);
+        assert_eq!(resolve_peer("127.0.0.1:9").unwrap().port(), 9);
+        assert_eq!(resolve_peer("::1").unwrap().port(), 5310);
+        assert_eq!(resolve_peer("localhost:7").unwrap().port(), 7);
+        assert!(resolve_peer("localhost:x")
+            .unwrap_err()
+            .0
+            .contains("not a port"));
+    }
+}

@@ -1,0 +1,47 @@
+//! Value parsers for clap: each names what it expected and gives an example.
+
+use crate::session::plan::{Sweep, SweepParam};
+use crate::units::{parse_cpu_list, parse_size, CpuId};
+use std::net::SocketAddr;
+
+pub(super) fn parse_sweep(s: &str) -> Result<Sweep, String> {
+    let example = "use size=64,1K,64K,1M or streams=1,2,4";
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}' is not a sweep; {example}"))?;
+    let param = match k.trim() {
+        "size" | "len" => SweepParam::Size,
+        "streams" | "conns" => SweepParam::Streams,
+        other => return Err(format!("cannot sweep '{other}'; {example}")),
+    };
+    let mut values = Vec::new();
+    for part in v.split(',') {
+        let val = match param {
+            SweepParam::Size => parse_size(part)?.0,
+            SweepParam::Streams => part
+                .trim()
+                .parse::<u64>()
+                .map_err(|_| format!("'{part}' is not a stream count; {example}"))?,
+        };
+        if val == 0 {
+            return Err(format!("sweep values must be at least 1; {example}"));
+        }
+        values.push(val);
+    }
+    Ok(Sweep { param, values })
+}
+
+/// A CPU list as one value (`0-3,8`). A newtype, because clap reads an
+/// `Option<Vec<T>>` field as "several values of T", not as one list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<CpuId>);
+
+pub(super) fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    parse_cpu_list(s).map(CpuList)
+}
+
+pub(super) fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    s.parse().map_err(|_| {
+        format!("'{s}' is not an address and port; use e.g. 0.0.0.0:5310 or [::]:5310")
+    })
+}

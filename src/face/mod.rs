@@ -1,0 +1,133 @@
+//! The headless faces — `run`, `watch`, `capture`, `check` — and what they
+//! share: exit codes, the typed error `main` maps to them, stdout that treats
+//! only a closed pipe as "enough", signals, and the control runtime.
+//!
+//! A face chooses what to show; everything it shows comes from below: the
+//! session drives the protocol ([`crate::session::driver`]), the pipeline
+//! builds records, findings and summaries ([`crate::record::pipeline`]).
+
+pub mod capture;
+pub mod check;
+pub mod run;
+pub mod watch;
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+/// Exit code: success.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: the test failed (peer lost, engine error, agent unreachable).
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code: bad command line.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: a finding at or above `--fail-on` was raised.
+pub const EXIT_FINDINGS: u8 = 3;
+/// Exit code: interrupted by the user.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Why a face did not succeed; `main` prints it and maps it to an exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum FaceError {
+    /// The command line asks for something that cannot work (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// The test or the command failed (exit 1).
+    #[error(transparent)]
+    Failed(#[from] anyhow::Error),
+}
+
+impl FaceError {
+    /// The exit code for this error.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            FaceError::Usage(_) => EXIT_USAGE,
+            FaceError::Failed(_) => EXIT_FAILED,
+        }
+    }
+}
+
+impl From<crate::cli::UsageError> for FaceError {
+    fn from(e: crate::cli::UsageError) -> Self {
+        FaceError::Usage(e.0)
+    }
+}
+
+/// A face's result: an exit code, or an error that names what went wrong.
+pub type FaceResult = Result<u8, FaceError>;
+
+/// Set once stdout's reader went away (`wirescope run | head`): a closed
+/// pipe means "enough", not an error, so printing just stops.
+static STDOUT_CLOSED: AtomicBool = AtomicBool::new(false);
+/// Any other failure to write stdout (a full disk behind `> file`): kept so
+/// the face fails at its end instead of exiting 0 with truncated output.
+static STDOUT_ERROR: Mutex<Option<String>> = Mutex::new(None);
+
+/// Write to stdout, stopping quietly once the reader is gone.
+pub fn out(text: &str) {
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut o = std::io::stdout().lock();
+    if let Err(e) = o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            let mut slot = STDOUT_ERROR.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert_with(|| e.to_string());
+        }
+    }
+}
+
+/// Err when writing stdout failed for any reason but a closed pipe.
+pub fn stdout_result() -> Result<(), FaceError> {
+    let slot = STDOUT_ERROR.lock().unwrap_or_else(|p| p.into_inner());
+    match slot.as_ref() {
+        Some(e) => Err(FaceError::Failed(anyhow::anyhow!(
+            "cannot write to stdout: {e}; the output is incomplete"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The runtime that carries the control protocol: two named threads at
+/// raised priority (see [`crate::traffic::sched`]), so engines that keep every
+/// core busy cannot starve the session.
+pub fn control_runtime(name: &str) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name(name)
+        .worker_threads(2)
+        .on_thread_start(|| {
+            crate::traffic::raise_priority();
+        })
+        .build()
+}
+
+/// Ctrl-C or SIGTERM cancels the test gracefully (summary still printed).
+pub fn spawn_signal_handler(cancel: CancellationToken) {
+    tokio::spawn(async move {
+        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+        match term {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+        cancel.cancel();
+    });
+}
+
+/// One stderr line per host on what the eBPF probes do.
+pub fn report_ebpf(e: &crate::probe::ebpf::EbpfHosts) {
+    for (role, s) in [("local", &e.local), ("peer", &e.peer)] {
+        if let Some(s) = s {
+            eprintln!("wirescope: {role}: {}", s.line());
+        }
+    }
+}

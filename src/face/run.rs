@@ -1,0 +1,263 @@
+//! `wirescope run`: the test without a terminal UI.
+//!
+//! The session (connect, configure, every point of the plan) runs on the
+//! control runtime and publishes [`SessionEvent`]s; this thread feeds them
+//! through the [`Pipeline`] (log, findings, summaries) and prints what comes
+//! out: an iperf3-like table, or one JSON summary per point with `--json`.
+//! Exit codes: 0 ok, 1 the test failed (peer lost, engine error), 2 usage
+//! error, 3 a finding at or above `--fail-on`, 130 interrupted.
+
+use super::{out, FaceError, FaceResult, EXIT_FAILED, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK};
+use crate::cli::{FailOn, RunArgs};
+use crate::probe::ebpf::EbpfIface;
+use crate::probe::system::HostInfo;
+use crate::record::log::LogWriter;
+use crate::record::pipeline::{Origin, Output, Pipeline};
+use crate::record::text;
+use crate::session::auth::Token;
+use crate::session::controller::{Controller, Target};
+use crate::session::driver::{run_plan, SessionEvent};
+use crate::session::outcome::EndReason;
+use crate::session::plan::{Observe, Plan};
+use anyhow::Context;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Events the session may queue before the printer catches up.
+const EVENT_QUEUE: usize = 64;
+
+/// Run `wirescope run`. Builds the local pair first (privileged, on the main
+/// thread), then the runtime; the pair is torn down when this returns,
+/// whatever happened.
+pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
+    let plan = args.test.resolve()?;
+    let choice = args.target.resolve()?;
+    let log = open_log(args.log.as_deref())?;
+    let opened = crate::session::open(&choice, args.target.token_file.as_deref())?;
+    if let Some(pair) = &opened.pair {
+        eprintln!(
+            "wirescope: {}; agent pid {}",
+            opened.description,
+            pair.agent_pid().unwrap_or(0)
+        );
+    }
+    let crate::session::Opened {
+        pair,
+        target,
+        token,
+        description,
+        same_kernel,
+    } = opened;
+    let rt = super::control_runtime("ws-runtime").context("cannot start the async runtime")?;
+    let mut pipeline = Pipeline::new(Origin {
+        command_line: argv,
+        local: HostInfo::current(),
+        pair: description,
+    });
+    if let Some(w) = log {
+        pipeline.record_to(w).context("cannot write the log")?;
+    }
+    let (tx, mut rx) = mpsc::channel(EVENT_QUEUE);
+    let cancel = CancellationToken::new();
+    let task = rt.spawn(session(
+        target,
+        token,
+        same_kernel,
+        Plan::Test(Box::new(plan)),
+        args.observe.resolve(),
+        tx,
+        cancel.clone(),
+    ));
+    let mut face = RunFace::new(args.json);
+    while let Some(ev) = rx.blocking_recv() {
+        match pipeline.handle(ev) {
+            Ok(o) => face.show(&o),
+            Err(e) => {
+                // Keep draining so the session can stop cleanly; the run fails.
+                face.log_error.get_or_insert_with(|| e.to_string());
+                cancel.cancel();
+            }
+        }
+    }
+    let _ = rt.block_on(task);
+    drop(rt);
+    if let (Some(_), Some(p)) = (&face.failure, &pair) {
+        eprintln!("wirescope: local agent log: {}", p.agent_log_tail());
+    }
+    drop(pair);
+    super::stdout_result()?;
+    face.exit(pipeline.worst_raised(), args.fail_on)
+}
+
+/// Create the log before anything starts, so a bad path costs nothing.
+fn open_log(path: Option<&std::path::Path>) -> Result<Option<LogWriter>, FaceError> {
+    path.map(LogWriter::create)
+        .transpose()
+        .map_err(|e| FaceError::Usage(format!("--log: {e}; choose a writable path")))
+}
+
+/// Connect, configure, run the plan, close: the session side of `run` and
+/// `watch --peer`, publishing everything to `tx`.
+pub(crate) async fn session(
+    target: Target,
+    token: Token,
+    same_kernel: Vec<EbpfIface>,
+    plan: Plan,
+    observe: Observe,
+    tx: mpsc::Sender<SessionEvent>,
+    cancel: CancellationToken,
+) {
+    super::spawn_signal_handler(cancel.clone());
+    let mut ctl = match Controller::connect(target, &token).await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = tx.send(SessionEvent::Failed(e.to_string())).await;
+            return;
+        }
+    };
+    let ebpf = match ctl
+        .configure_ebpf(observe.ebpf, &observe.ifaces, same_kernel)
+        .await
+    {
+        Ok(e) => e,
+        Err(e) => {
+            let _ = tx.send(SessionEvent::Failed(e.to_string())).await;
+            return;
+        }
+    };
+    let _ = tx
+        .send(SessionEvent::Ready {
+            peer: Box::new(ctl.peer.clone()),
+            ebpf: Box::new(ebpf),
+        })
+        .await;
+    if run_plan(&mut ctl, &plan, &observe, &tx, &cancel)
+        .await
+        .is_ok()
+    {
+        ctl.close().await;
+    }
+}
+
+/// What `run` prints, and how it ends.
+struct RunFace {
+    json: bool,
+    /// Why the run failed, if it did (printed at the end, exit 1).
+    failure: Option<String>,
+    interrupted: bool,
+    log_error: Option<String>,
+    spec: Option<crate::traffic::EngineSpec>,
+}
+
+impl RunFace {
+    fn new(json: bool) -> Self {
+        RunFace {
+            json,
+            failure: None,
+            interrupted: false,
+            log_error: None,
+            spec: None,
+        }
+    }
+
+    fn show(&mut self, o: &Output) {
+        match o {
+            Output::Ready { ebpf, .. } => {
+                if !self.json {
+                    super::report_ebpf(ebpf);
+                }
+            }
+            Output::PlanStarted(h) => {
+                if !self.json {
+                    crate::face::out(&format!("{}\n", text::run_title(h)));
+                }
+            }
+            Output::PointStarted(p) => {
+                self.spec = p.spec.clone();
+                if !self.json {
+                    if let Some(s) = &p.sweep {
+                        out(&format!("\n== sweep {} = {} ==\n", s.param, s.value));
+                    }
+                    if let Some(spec) = &p.spec {
+                        out(&format!("{}\n", text::interval_header(spec)));
+                    }
+                }
+            }
+            Output::Interval {
+                local,
+                peer,
+                changes,
+                ..
+            } => {
+                if self.json {
+                    return;
+                }
+                if let Some(spec) = &self.spec {
+                    out(&text::interval_rows(
+                        spec,
+                        local.as_deref(),
+                        peer.as_deref(),
+                    ));
+                }
+                for c in changes {
+                    out(&text::finding_change(c));
+                }
+            }
+            Output::PointDone { outcome, summary } => {
+                if let Some(s) = summary {
+                    if self.json {
+                        match serde_json::to_string(s) {
+                            Ok(j) => out(&format!("{j}\n")),
+                            Err(e) => {
+                                self.failure = Some(format!("cannot encode the summary: {e}"))
+                            }
+                        }
+                    } else {
+                        out(&text::summary_block(s));
+                    }
+                }
+                match &outcome.end {
+                    EndReason::Completed => {}
+                    EndReason::Interrupted => self.interrupted = true,
+                    EndReason::PeerLost(_) | EndReason::Failed(_) => {
+                        let why = summary
+                            .as_ref()
+                            .and_then(|s| s.error.clone())
+                            .unwrap_or_else(|| format!("{:?}", outcome.end));
+                        self.failure.get_or_insert(why);
+                    }
+                }
+            }
+            Output::PlanDone => {}
+            Output::Failed(e) => {
+                self.failure.get_or_insert_with(|| e.clone());
+            }
+        }
+    }
+
+    fn exit(self, worst: Option<crate::diagnose::Severity>, fail_on: Option<FailOn>) -> FaceResult {
+        if let Some(e) = self.log_error {
+            return Err(FaceError::Failed(anyhow::anyhow!(
+                "the log could not be written: {e}"
+            )));
+        }
+        if let Some(e) = self.failure {
+            eprintln!("error: {e}");
+            return Ok(EXIT_FAILED);
+        }
+        if self.interrupted {
+            return Ok(EXIT_INTERRUPTED);
+        }
+        if let (Some(level), Some(w)) = (fail_on, worst) {
+            if w >= level.severity() {
+                eprintln!(
+                    "wirescope: a finding of level {} or worse was raised (--fail-on {})",
+                    w.name(),
+                    level.severity().name()
+                );
+                return Ok(EXIT_FINDINGS);
+            }
+        }
+        Ok(EXIT_OK)
+    }
+}

@@ -1,0 +1,179 @@
+//! `wirescope watch`: observing without traffic.
+//!
+//! Live, it samples this host (and with `--peer`, the agent's host through the
+//! same tick/sample protocol a test uses, with no engine) and feeds the
+//! Samples through the same pipeline as `run`: the same records in the log,
+//! and the same diagnosis, whose raised and cleared findings are printed
+//! between the rows. `--json` prints every record as one line. `--from DIR`
+//! reads a captured directory or a real sosreport through the same probes and
+//! prints facts and counters once (no rates: a snapshot has no interval).
+
+use super::{out, FaceError, FaceResult, EXIT_FAILED, EXIT_OK};
+use crate::cli::{WatchArgs, WatchPlan};
+use crate::probe::capture_dir::CaptureDir;
+use crate::probe::live_host::LiveHost;
+use crate::probe::snapshot::snapshot;
+use crate::probe::system::{default_route_iface, HostInfo};
+use crate::record::log::LogWriter;
+use crate::record::pipeline::{Origin, Output, Pipeline};
+use crate::record::text;
+use crate::session::auth::load_token;
+use crate::session::controller::Target;
+use crate::session::driver::{run_plan, LocalObserver, SessionEvent};
+use crate::session::outcome::EndReason;
+use crate::session::plan::{Observe, Plan};
+use anyhow::Context;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// `wirescope watch`.
+pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
+    let (peer, plan, mut observe) = match args.resolve()? {
+        WatchPlan::Capture { dir, ifaces } => return from_capture(&dir, &ifaces, args.json),
+        WatchPlan::Live {
+            peer,
+            plan,
+            observe,
+        } => (peer, *plan, observe),
+    };
+    let log = args
+        .log
+        .as_deref()
+        .map(LogWriter::create)
+        .transpose()
+        .map_err(|e| FaceError::Usage(format!("--log: {e}; choose a writable path")))?;
+    let token = match peer {
+        Some(_) => Some(
+            load_token(args.token_file.as_deref(), false)
+                .map_err(anyhow::Error::from)?
+                .0,
+        ),
+        None => None,
+    };
+    if peer.is_none() && observe.ifaces.is_empty() {
+        observe
+            .ifaces
+            .extend(default_route_iface(&LiveHost::default()));
+    }
+    let pair = match peer {
+        Some(a) => format!("remote agent {a}"),
+        None => format!("this host only ({})", observe.ifaces.join(", ")),
+    };
+    let mut pipeline = Pipeline::new(Origin {
+        command_line: argv,
+        local: HostInfo::current(),
+        pair,
+    });
+    if let Some(w) = log {
+        pipeline.record_to(w).context("cannot write the log")?;
+    }
+    if args.json {
+        pipeline.mirror_to(LogWriter::stdout());
+    }
+    let rt = super::control_runtime("ws-runtime").context("cannot start the async runtime")?;
+    let (tx, mut rx) = mpsc::channel(64);
+    let cancel = CancellationToken::new();
+    let task = match (peer, token) {
+        (Some(addr), Some(token)) => rt.spawn(super::run::session(
+            Target::Tcp(addr),
+            token,
+            Vec::new(),
+            plan,
+            observe,
+            tx,
+            cancel.clone(),
+        )),
+        _ => rt.spawn(local_session(plan, observe, tx, cancel.clone())),
+    };
+    let mut failure = None;
+    let mut log_error = None;
+    while let Some(ev) = rx.blocking_recv() {
+        match pipeline.handle(ev) {
+            Ok(o) => show(&o, args.json, &mut failure),
+            Err(e) => {
+                log_error.get_or_insert_with(|| e.to_string());
+                cancel.cancel();
+            }
+        }
+    }
+    let _ = rt.block_on(task);
+    super::stdout_result()?;
+    if let Some(e) = log_error {
+        return Err(FaceError::Failed(anyhow::anyhow!(
+            "the log could not be written: {e}"
+        )));
+    }
+    match failure {
+        Some(e) => {
+            eprintln!("error: {e}");
+            Ok(EXIT_FAILED)
+        }
+        None => Ok(EXIT_OK),
+    }
+}
+
+/// This host alone: sample it through the same driver.
+async fn local_session(
+    plan: Plan,
+    observe: Observe,
+    tx: mpsc::Sender<SessionEvent>,
+    cancel: CancellationToken,
+) {
+    super::spawn_signal_handler(cancel.clone());
+    let (mut obs, ebpf) = match LocalObserver::new(observe.ebpf, observe.ifaces.clone()).await {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = tx.send(SessionEvent::Failed(e.to_string())).await;
+            return;
+        }
+    };
+    let _ = tx
+        .send(SessionEvent::Ready {
+            peer: Box::new(LocalObserver::host()),
+            ebpf: Box::new(ebpf),
+        })
+        .await;
+    let _ = run_plan(&mut obs, &plan, &observe, &tx, &cancel).await;
+}
+
+fn show(o: &Output, json: bool, failure: &mut Option<String>) {
+    match o {
+        Output::Ready { ebpf, .. } if !json => super::report_ebpf(ebpf),
+        Output::PlanStarted(_) if !json => out(&format!("{}\n", text::watch_header())),
+        Output::Interval {
+            local,
+            peer,
+            changes,
+            ..
+        } if !json => {
+            out(&text::watch_row(local.as_deref(), peer.as_deref()));
+            for c in changes {
+                out(&text::finding_change(c));
+            }
+        }
+        // Ctrl-C is how a watch without --time ends: not a failure.
+        Output::PointDone { outcome, .. } => match &outcome.end {
+            EndReason::Completed | EndReason::Interrupted => {}
+            EndReason::PeerLost(e) | EndReason::Failed(e) => {
+                failure.get_or_insert_with(|| e.clone());
+            }
+        },
+        Output::Failed(e) => {
+            failure.get_or_insert_with(|| e.clone());
+        }
+        _ => {}
+    }
+}
+
+/// `watch --from DIR`: facts (and, with --json, counters) of a capture, once.
+fn from_capture(dir: &std::path::Path, ifaces: &[String], json: bool) -> FaceResult {
+    let snap = snapshot(&CaptureDir::new(dir), ifaces);
+    if json {
+        let j = serde_json::to_string_pretty(&snap).context("cannot encode the snapshot")?;
+        out(&format!("{j}\n"));
+    } else {
+        out(&text::facts_block(&snap.source, &snap.facts));
+    }
+    super::stdout_result()?;
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,231 @@
+//! Running a plan, the same way for every face.
+//!
+//! [`run_plan`] takes anything that can run one point ([`PointRunner`]: the
+//! [`Controller`](super::controller::Controller) with an agent, or
+//! [`LocalObserver`] for `watch` on this host alone) and publishes what
+//! happens as [`SessionEvent`]s, in order: `PlanStarted`, then per point
+//! `PointStarted`, its `Interval`s and `PointDone`, then `PlanDone`. The
+//! faces (`run`, `watch`, the TUI) never drive the protocol themselves: they
+//! consume these events through one pipeline (`record::pipeline`), so
+//! headers, records, findings and summaries are built once.
+
+use super::outcome::{EndReason, PointOutcome, RunEvent};
+use super::plan::{Plan, PointParams, SweepValue};
+use super::point::PendingSamples;
+use super::proto::SideResult;
+use crate::probe::ebpf::{EbpfHosts, EbpfMode};
+use crate::probe::live_host::LiveHost;
+use crate::probe::sampler::thread::{SamplerError, SamplerThread};
+use crate::probe::system::HostInfo;
+use crate::traffic::EngineSpec;
+use std::future::Future;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use super::controller::SessionError;
+
+/// Runs one test point and publishes its intervals.
+pub trait PointRunner {
+    /// Run `p`, sending every interval to `events`; setup failures are
+    /// errors, anything after the engines started ends up in the outcome.
+    fn run_point(
+        &mut self,
+        p: &PointParams,
+        events: &mpsc::Sender<RunEvent>,
+        cancel: &CancellationToken,
+    ) -> impl Future<Output = Result<PointOutcome, SessionError>> + Send;
+}
+
+impl PointRunner for super::controller::Controller {
+    fn run_point(
+        &mut self,
+        p: &PointParams,
+        events: &mpsc::Sender<RunEvent>,
+        cancel: &CancellationToken,
+    ) -> impl Future<Output = Result<PointOutcome, SessionError>> + Send {
+        super::controller::Controller::run_point(self, p, events, cancel)
+    }
+}
+
+/// Where a point stands in its plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointStart {
+    /// 1 for the first point of the plan.
+    pub number: u32,
+    /// Sweep coordinates.
+    pub sweep: Option<SweepValue>,
+    /// What runs (None: observing).
+    pub spec: Option<EngineSpec>,
+    /// Its time limit.
+    pub time: Option<Duration>,
+}
+
+/// What a session tells its face, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionEvent {
+    /// Connected: who the far end is and what each host's eBPF probes do.
+    Ready {
+        /// The agent's host (a default value when observing this host alone).
+        peer: Box<HostInfo>,
+        /// eBPF status of both hosts.
+        ebpf: Box<EbpfHosts>,
+    },
+    /// A plan begins.
+    PlanStarted(Box<Plan>),
+    /// A point begins.
+    PointStarted(Box<PointStart>),
+    /// One interval of both hosts.
+    Interval(Box<RunEvent>),
+    /// A point ended.
+    PointDone(Box<PointOutcome>),
+    /// The plan is over (every point ran, or it stopped early).
+    PlanDone,
+    /// The session cannot go on (connection, setup, engine start).
+    Failed(String),
+}
+
+/// Run every point of `plan` in order, publishing [`SessionEvent`]s to `out`.
+/// Stops after a point that did not complete; `cancel` interrupts the
+/// running point (it ends as interrupted). Returns how the last point ended;
+/// a setup failure is also sent as [`SessionEvent::Failed`].
+pub async fn run_plan<R: PointRunner>(
+    runner: &mut R,
+    plan: &Plan,
+    observe: &super::plan::Observe,
+    out: &mpsc::Sender<SessionEvent>,
+    cancel: &CancellationToken,
+) -> Result<EndReason, SessionError> {
+    let _ = out
+        .send(SessionEvent::PlanStarted(Box::new(plan.clone())))
+        .await;
+    let mut last = EndReason::Completed;
+    for (number, (sweep, spec)) in (1u32..).zip(plan.points()) {
+        let p = PointParams {
+            spec: spec.clone(),
+            interval: plan.interval(),
+            omit: plan.omit(),
+            time: plan.time(),
+            ifaces: observe.ifaces.clone(),
+            peer_ifaces: observe.peer_ifaces.clone(),
+        };
+        let _ = out
+            .send(SessionEvent::PointStarted(Box::new(PointStart {
+                number,
+                sweep,
+                spec,
+                time: plan.time(),
+            })))
+            .await;
+        let (tx, mut rx) = mpsc::channel::<RunEvent>(64);
+        let result = {
+            let run = runner.run_point(&p, &tx, cancel);
+            tokio::pin!(run);
+            loop {
+                tokio::select! {
+                    r = &mut run => break r,
+                    Some(ev) = rx.recv() => { let _ = out.send(SessionEvent::Interval(Box::new(ev))).await; }
+                }
+            }
+        };
+        drop(tx);
+        while let Some(ev) = rx.recv().await {
+            let _ = out.send(SessionEvent::Interval(Box::new(ev))).await;
+        }
+        match result {
+            Ok(outcome) => {
+                last = outcome.end.clone();
+                let _ = out.send(SessionEvent::PointDone(Box::new(outcome))).await;
+                if last != EndReason::Completed || cancel.is_cancelled() {
+                    break;
+                }
+            }
+            Err(e) => {
+                let _ = out.send(SessionEvent::Failed(e.to_string())).await;
+                let _ = out.send(SessionEvent::PlanDone).await;
+                return Err(e);
+            }
+        }
+    }
+    let _ = out.send(SessionEvent::PlanDone).await;
+    Ok(last)
+}
+
+/// This host alone, without an agent or traffic (`wirescope watch`).
+pub struct LocalObserver {
+    sampler: SamplerThread,
+}
+
+impl LocalObserver {
+    /// Sample this host's `ifaces` with the eBPF set `ebpf`.
+    pub async fn new(
+        ebpf: EbpfMode,
+        ifaces: Vec<String>,
+    ) -> Result<(Self, EbpfHosts), SessionError> {
+        let sampler = SamplerThread::of("ws-sampler", Box::new(LiveHost::default()))
+            .map_err(|e| SessionError::Sampler(SamplerError::Spawn(e)))?;
+        sampler.set_ebpf(ebpf, Vec::new())?;
+        let local = sampler.set_ifaces(ifaces).await?;
+        Ok((LocalObserver { sampler }, EbpfHosts { local, peer: None }))
+    }
+
+    /// Who this host is, as the "peer" of a one-host session.
+    pub fn host() -> HostInfo {
+        HostInfo::default()
+    }
+}
+
+impl PointRunner for LocalObserver {
+    async fn run_point(
+        &mut self,
+        p: &PointParams,
+        events: &mpsc::Sender<RunEvent>,
+        cancel: &CancellationToken,
+    ) -> Result<PointOutcome, SessionError> {
+        self.sampler.begin(None, p.omit, p.interval).await?;
+        let start = tokio::time::Instant::now();
+        let t0 = Instant::now();
+        let mut ticker = tokio::time::interval_at(start + p.interval, p.interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut pending = PendingSamples::default();
+        let mut end = EndReason::Completed;
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {
+                    if let Err(e) = pending.request(&self.sampler) {
+                        end = EndReason::Failed(format!("local sampler: {e}"));
+                        break;
+                    }
+                    // The tick at the time limit still yields its Sample (drained below).
+                    if p.time.is_some_and(|t| t0.elapsed().saturating_add(Duration::from_millis(5)) >= t) {
+                        break;
+                    }
+                }
+                Some(s) = pending.next() => {
+                    let index = s.index;
+                    let _ = events.send(RunEvent { index, local: Some(s), peer: None }).await;
+                }
+                _ = cancel.cancelled() => { end = EndReason::Interrupted; break; }
+            }
+        }
+        for s in pending.drain().await {
+            let index = s.index;
+            let _ = events
+                .send(RunEvent {
+                    index,
+                    local: Some(s),
+                    peer: None,
+                })
+                .await;
+        }
+        let _ = self.sampler.end().await;
+        Ok(PointOutcome {
+            local: SideResult {
+                duration_s: t0.elapsed().as_secs_f64(),
+                ..SideResult::default()
+            },
+            peer: None,
+            end,
+        })
+    }
+}

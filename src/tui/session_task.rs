@@ -1,0 +1,211 @@
+//! The TUI's link to the session: a tokio task that drives the controller,
+//! and a pipeline thread that turns its events into what the UI shows.
+//!
+//! The task connects once (the local pair's agent serves one controller),
+//! then waits for [`SessionCmd`]s: `Start` runs every point of a plan through
+//! [`run_plan`] (the same driver as `run`), `Stop` cancels the running point
+//! (it ends as interrupted, engines stopped on both hosts), `Quit` stops and
+//! closes. Its [`SessionEvent`]s go to the pipeline thread, which runs the
+//! same [`Pipeline`] as `run` — log records, findings, summaries — and
+//! forwards each [`Output`] to the UI as an [`Event`]. The log is written on
+//! that thread, never on the UI thread; `l` only sends [`PipeCmd`]s.
+//!
+//! Commands from the UI travel on unbounded channels: they come from key
+//! presses, at human speed, and the model lets at most one start or stop be
+//! pending at a time, so the queue cannot grow — and a command is never
+//! dropped because a queue was full.
+
+use super::event::Event;
+use crate::probe::ebpf::EbpfIface;
+use crate::record::log::LogWriter;
+use crate::record::pipeline::{Origin, Output, Pipeline};
+use crate::session::auth::Token;
+use crate::session::controller::{Controller, Target};
+use crate::session::driver::{run_plan, SessionEvent};
+use crate::session::plan::{Observe, Plan, TestPlan};
+use std::path::PathBuf;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// What the UI asks of the session.
+#[derive(Debug)]
+pub enum SessionCmd {
+    /// Run a plan.
+    Start(Box<TestPlan>),
+    /// Stop the running plan.
+    Stop,
+    /// Stop and close the session.
+    Quit,
+}
+
+/// What the UI asks of the pipeline thread.
+#[derive(Debug)]
+pub enum PipeCmd {
+    /// Start recording the log at this path.
+    Record(PathBuf),
+    /// Stop recording.
+    StopRecording,
+}
+
+/// The pipeline thread's input: the session's events and the UI's log commands.
+#[derive(Debug)]
+pub enum PipeIn {
+    /// From the session task.
+    Session(SessionEvent),
+    /// From the UI.
+    Cmd(PipeCmd),
+}
+
+/// Events the session task may queue for the pipeline thread.
+pub const PIPE_QUEUE: usize = 256;
+
+/// Connect, then serve commands until `Quit` or the UI goes away.
+pub async fn serve(
+    target: Target,
+    token: Token,
+    observe: Observe,
+    same_kernel: Vec<EbpfIface>,
+    mut cmds: mpsc::UnboundedReceiver<SessionCmd>,
+    out: mpsc::Sender<PipeIn>,
+) {
+    let (tx, mut rx) = mpsc::channel::<SessionEvent>(64);
+    let forward = {
+        let out = out.clone();
+        tokio::spawn(async move {
+            while let Some(ev) = rx.recv().await {
+                if out.send(PipeIn::Session(ev)).await.is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    session(target, token, observe, same_kernel, &mut cmds, &tx).await;
+    drop(tx);
+    let _ = forward.await;
+}
+
+async fn session(
+    target: Target,
+    token: Token,
+    observe: Observe,
+    same_kernel: Vec<EbpfIface>,
+    cmds: &mut mpsc::UnboundedReceiver<SessionCmd>,
+    tx: &mpsc::Sender<SessionEvent>,
+) {
+    let mut ctl = match Controller::connect(target, &token).await {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = tx.send(SessionEvent::Failed(e.to_string())).await;
+            return;
+        }
+    };
+    let ebpf = match ctl
+        .configure_ebpf(observe.ebpf, &observe.ifaces, same_kernel)
+        .await
+    {
+        Ok(e) => e,
+        Err(e) => {
+            let _ = tx.send(SessionEvent::Failed(e.to_string())).await;
+            return;
+        }
+    };
+    let _ = tx
+        .send(SessionEvent::Ready {
+            peer: Box::new(ctl.peer.clone()),
+            ebpf: Box::new(ebpf),
+        })
+        .await;
+    let mut pending = None;
+    loop {
+        let cmd = match pending.take() {
+            Some(c) => c,
+            None => match cmds.recv().await {
+                Some(c) => c,
+                None => break,
+            },
+        };
+        match cmd {
+            SessionCmd::Start(plan) => {
+                match run_one(&mut ctl, Plan::Test(plan), &observe, cmds, tx).await {
+                    Ok(next) => pending = next,
+                    Err(()) => return,
+                }
+            }
+            SessionCmd::Stop => {}
+            SessionCmd::Quit => break,
+        }
+    }
+    ctl.close().await;
+}
+
+/// Run one plan while still listening to commands; returns a command that
+/// arrived and must be handled next (Quit), or Err when the session is unusable.
+async fn run_one(
+    ctl: &mut Controller,
+    plan: Plan,
+    observe: &Observe,
+    cmds: &mut mpsc::UnboundedReceiver<SessionCmd>,
+    tx: &mpsc::Sender<SessionEvent>,
+) -> Result<Option<SessionCmd>, ()> {
+    let cancel = CancellationToken::new();
+    let mut after = None;
+    let result = {
+        let run = run_plan(ctl, &plan, observe, tx, &cancel);
+        tokio::pin!(run);
+        let mut cmds_open = true;
+        loop {
+            tokio::select! {
+                r = &mut run => break r,
+                c = cmds.recv(), if cmds_open => match c {
+                    Some(SessionCmd::Stop) | Some(SessionCmd::Start(_)) => cancel.cancel(),
+                    Some(SessionCmd::Quit) => { cancel.cancel(); after = Some(SessionCmd::Quit); }
+                    None => { cancel.cancel(); cmds_open = false; after = Some(SessionCmd::Quit); }
+                },
+            }
+        }
+    };
+    match result {
+        Ok(crate::session::outcome::EndReason::PeerLost(_)) | Err(_) => Err(()),
+        Ok(_) => Ok(after),
+    }
+}
+
+/// The pipeline thread: session events and log commands in, UI events out.
+/// Ends when every sender is gone or the UI stops listening.
+pub fn pipeline_thread(
+    origin: Origin,
+    mut input: mpsc::Receiver<PipeIn>,
+    ui: mpsc::Sender<Event>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("ws-tui-pipeline".into())
+        .spawn(move || {
+            let mut p = Pipeline::new(origin);
+            while let Some(msg) = input.blocking_recv() {
+                let ev = match msg {
+                    PipeIn::Session(ev) => match p.handle(ev) {
+                        Ok(o) => Event::Output(Box::new(o)),
+                        Err(e) => Event::LogFailed(e.to_string()),
+                    },
+                    PipeIn::Cmd(PipeCmd::Record(path)) => {
+                        match LogWriter::create(&path).and_then(|w| p.record_to(w)) {
+                            Ok(()) => Event::LogOpened(path),
+                            Err(e) => Event::LogFailed(e.to_string()),
+                        }
+                    }
+                    PipeIn::Cmd(PipeCmd::StopRecording) => {
+                        p.stop_recording();
+                        continue;
+                    }
+                };
+                if ui.blocking_send(ev).is_err() {
+                    return;
+                }
+            }
+        })
+}
+
+/// Replay: a log's records as the same outputs a live session produces.
+pub fn outputs_of(records: Vec<crate::record::schema::Record>) -> Vec<Output> {
+    crate::record::replay::outputs(records)
+}
