@@ -7,7 +7,7 @@
 //! send `Tick` to the agent, relay the agent's Samples, and stop at the time
 //! limit (or when the byte budget is spent, or on cancel) with `Stop` →
 //! `Finished`. Samples of both hosts are paired by interval index
-//! ([`super::pairing`]); each keeps its own measured span.
+//! (`session::pairing`); each keeps its own measured span.
 //!
 //! A silent agent is lost only when the kernel says so: the connection
 //! failed (keepalive, `TCP_USER_TIMEOUT`, reset) or its kernel stopped

@@ -2,18 +2,21 @@
 //! `wirescope tui --replay LOG`.
 //!
 //! Architecture (see the repository's STYLE notes): one [`event::Event`]
-//! stream (keys, ticks, the controller's intervals) through one bounded
-//! channel; keys become [`action::Action`]s through the
+//! stream (keys, ticks, what the session's pipeline produced) through one
+//! bounded channel; keys become [`action::Action`]s through the
 //! [`keys::KEYMAP`] table; [`action::update`] is the only code that changes
 //! the [`model::Model`] and returns [`action::Effect`]s for the loop in
 //! [`app`] to carry out; renderers in [`view`] only read the model, one
-//! module per view. The controller runs in a tokio task ([`session`]); the
-//! UI loop runs on the main thread and never waits on it. The terminal is
-//! restored on every exit path ([`terminal`]).
+//! module per view. The session runs in a tokio task and its events go
+//! through the same pipeline as `run` on a thread of their own
+//! ([`session_task`]): the UI loop runs on the main thread, never waits on
+//! either, and writes no file. The terminal is restored on every exit path
+//! ([`terminal`]).
 //!
 //! What this module must not do: compute telemetry (it shows Samples as the
-//! sampler made them), validate test options itself (the control view edits
-//! a [`TestArgs`](crate::cli::TestArgs) and asks
+//! sampler made them), diagnose or build log records (the pipeline does),
+//! validate test options itself (the control view edits a
+//! [`TestArgs`](crate::cli::TestArgs) and asks
 //! [`resolve`](crate::cli::TestArgs::resolve), like `run`), or exit the process.
 
 pub mod action;
