@@ -67,19 +67,31 @@ fn normal_end_error_and_sigint_leave_nothing_behind() {
     );
     assert_clean(pid, &err);
 
-    // SIGINT mid-test: the summary is still printed, exit 130, everything removed.
-    let c = start(&["-t", "30s"]);
+    // SIGINT mid-test (once the first interval is printed): the summary is
+    // still printed, exit 130, everything removed.
+    let mut c = start(&["-t", "30s"]);
     let pid = c.id();
-    std::thread::sleep(Duration::from_millis(2500));
+    let mut stdout = std::io::BufReader::new(c.stdout.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        assert!(n > 0, "the run ended before its first interval: {seen}");
+        seen.push_str(&line);
+        if line.starts_with("[SUM]") {
+            break;
+        }
+    }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),
         nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
+    std::io::Read::read_to_string(&mut stdout, &mut seen).unwrap();
     let out = c.wait_with_output().unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(130), "{err}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("interrupted by the user"));
+    assert!(seen.contains("interrupted by the user"), "{seen}");
     assert_clean(pid, &err);
 }
 

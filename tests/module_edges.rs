@@ -184,10 +184,7 @@ fn no_module_imports_a_layer_above_it() {
 
 /// Kahn's algorithm: the children that sit on a cycle, if any.
 fn cycle(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
-    let nodes: BTreeSet<&String> = edges
-        .keys()
-        .chain(edges.values().flatten())
-        .collect();
+    let nodes: BTreeSet<&String> = edges.keys().chain(edges.values().flatten()).collect();
     let mut indeg: BTreeMap<&String, usize> = nodes.iter().map(|n| (*n, 0)).collect();
     for tos in edges.values() {
         for t in tos {

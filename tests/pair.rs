@@ -262,16 +262,16 @@ fn peer_killed_mid_run_ends_the_run_with_exit_1() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     pair.kill_agent();
-    let killed = std::time::Instant::now();
     let out = child.wait_with_output().unwrap();
-    let took = killed.elapsed();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    // Two intervals (1 s here) plus process start-up slack: the loss is noticed, not waited out.
-    assert!(
-        took < std::time::Duration::from_secs(4),
-        "run took {took:?} to notice the lost peer"
-    );
     assert!(stderr(&out).contains("peer lost"), "{}", stderr(&out));
+    // The loss is noticed from the connection (the kernel closed it), not
+    // waited out as silence.
+    assert!(
+        !stderr(&out).contains("no message from the agent"),
+        "{}",
+        stderr(&out)
+    );
     let log = Log::read(&log);
     let local = log.samples(HostRole::Local);
     assert!(

@@ -257,3 +257,54 @@ fn watch_streams_both_hosts_without_traffic() {
     let lines = String::from_utf8_lossy(&out.stdout).lines().count();
     assert_eq!(lines, log.records.len());
 }
+
+/// `watch` runs the same pipeline as `run`: its rules raise findings (here a
+/// facts rule: GRO switched off on the watched veth), they are printed
+/// between the rows and logged as `finding` records after the samples.
+#[test]
+fn watch_runs_the_rules_and_logs_what_it_raises() {
+    let pair = Pair::new();
+    let run = |args: &[&str]| {
+        Command::new("ip")
+            .args(["netns", "exec", &pair.a])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let off = run(&["ethtool", "-K", "veth-a", "gro", "off"]);
+    assert!(off.status.success(), "{}", stderr(&off));
+    let log = pair.log_path("watch.jsonl");
+    let out = run(&[
+        bin(),
+        "watch",
+        "--iface",
+        "veth-a",
+        "-i",
+        "200ms",
+        "-t",
+        "1s",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains(">> finding [info] local nic.gro-off"),
+        "the finding is printed when raised:\n{table}"
+    );
+    let log = Log::read(&log);
+    assert!(log.samples(HostRole::Local).len() >= 4);
+    let kinds: Vec<&str> = log
+        .records
+        .iter()
+        .map(|r| match r {
+            wirescope::record::schema::Record::Header(_) => "header",
+            wirescope::record::schema::Record::Event(_) => "event",
+            wirescope::record::schema::Record::Sample(_) => "sample",
+            wirescope::record::schema::Record::Finding(_) => "finding",
+            wirescope::record::schema::Record::Summary(_) => "summary",
+        })
+        .collect();
+    assert_eq!(&kinds[..2], ["header", "event"], "{kinds:?}");
+    assert!(kinds.contains(&"finding"), "{kinds:?}");
+}

@@ -10,7 +10,7 @@ use crate::units::{parse_duration, parse_size, Bytes};
 use clap::Args;
 use std::time::Duration;
 
-/// The test itself; shared by `run` and (later) the TUI's control panel.
+/// The test itself; shared by `run` and the TUI's control view.
 #[derive(Debug, Args, Clone)]
 pub struct TestArgs {
     /// Traffic engine.

@@ -68,17 +68,7 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
         tx,
         cancel.clone(),
     ));
-    let mut face = RunFace::new(args.json);
-    while let Some(ev) = rx.blocking_recv() {
-        match pipeline.handle(ev) {
-            Ok(o) => face.show(&o),
-            Err(e) => {
-                // Keep draining so the session can stop cleanly; the run fails.
-                face.log_error.get_or_insert_with(|| e.to_string());
-                cancel.cancel();
-            }
-        }
-    }
+    let face = consume(&mut rx, &mut pipeline, args.json, &cancel);
     let _ = rt.block_on(task);
     drop(rt);
     if let (Some(_), Some(p)) = (&face.failure, &pair) {
@@ -87,6 +77,28 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
     drop(pair);
     super::stdout_result()?;
     face.exit(pipeline.worst_raised(), args.fail_on)
+}
+
+/// Feed every event of the session through the pipeline and print what comes
+/// out, until the session ends. A log that cannot be written cancels the
+/// test (the session still ends cleanly) and fails the run.
+pub fn consume(
+    rx: &mut mpsc::Receiver<SessionEvent>,
+    pipeline: &mut Pipeline,
+    json: bool,
+    cancel: &CancellationToken,
+) -> RunFace {
+    let mut face = RunFace::new(json);
+    while let Some(ev) = rx.blocking_recv() {
+        match pipeline.handle(ev) {
+            Ok(o) => face.show(&o),
+            Err(e) => {
+                face.log_error.get_or_insert_with(|| e.to_string());
+                cancel.cancel();
+            }
+        }
+    }
+    face
 }
 
 /// Create the log before anything starts, so a bad path costs nothing.
@@ -139,8 +151,8 @@ pub(crate) async fn session(
     }
 }
 
-/// What `run` prints, and how it ends.
-struct RunFace {
+/// What `run` printed, and how it ends.
+pub struct RunFace {
     json: bool,
     /// Why the run failed, if it did (printed at the end, exit 1).
     failure: Option<String>,
@@ -235,7 +247,12 @@ impl RunFace {
         }
     }
 
-    fn exit(self, worst: Option<crate::diagnose::Severity>, fail_on: Option<FailOn>) -> FaceResult {
+    /// The exit code: failures first, then an interruption, then `--fail-on`.
+    pub fn exit(
+        self,
+        worst: Option<crate::diagnose::Severity>,
+        fail_on: Option<FailOn>,
+    ) -> FaceResult {
         if let Some(e) = self.log_error {
             return Err(FaceError::Failed(anyhow::anyhow!(
                 "the log could not be written: {e}"

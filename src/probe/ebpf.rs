@@ -391,16 +391,98 @@ mod tests {
 
     #[test]
     fn shared_types_match_the_c_layout() {
-        assert_eq!(std::mem::size_of::<NapiKey>(), 8);
-        assert_eq!(std::mem::size_of::<NapiCount>(), 24);
-        assert_eq!(std::mem::size_of::<QueueCount>(), 16);
-        assert_eq!(std::mem::size_of::<SoftirqSlot>(), 24);
+        let h = CHeader::read();
+        for (name, v) in [
+            ("WS_MAX_IFACES", MAX_IFACES as u64),
+            ("WS_QSTRIDE", u64::from(QSTRIDE)),
+            ("WS_NR_SOFTIRQS", u64::from(NR_SOFTIRQS)),
+            ("WS_NET_TX", NET_TX as u64),
+            ("WS_NET_RX", NET_RX as u64),
+            ("WS_MAX_NAPIS", u64::from(MAX_NAPIS)),
+        ] {
+            assert_eq!(h.define(name), v, "{name} in ebpf/wirescope.h");
+        }
+        macro_rules! same_layout {
+            ($c:literal, $t:ty, [$($f:ident),+]) => {{
+                let c = h.layout($c);
+                let rust: Vec<(&str, usize)> =
+                    vec![$((stringify!($f), std::mem::offset_of!($t, $f))),+];
+                assert_eq!(c.fields, rust, "fields and offsets of struct {}", $c);
+                assert_eq!(c.size, std::mem::size_of::<$t>(), "size of struct {}", $c);
+            }};
+        }
+        same_layout!("ws_napi_key", NapiKey, [slot, napi_id]);
+        same_layout!("ws_napi", NapiCount, [polls, work, exhausted]);
+        same_layout!("ws_count", QueueCount, [packets, bytes]);
+        same_layout!("ws_softirq", SoftirqSlot, [ns, count, start]);
         assert_eq!(queue_index(0, Dir::Rx, 0), 0);
         assert_eq!(queue_index(0, Dir::Tx, 1), QSTRIDE + 1);
         assert_eq!(
             queue_index(MAX_IFACES - 1, Dir::Tx, QSTRIDE - 1),
             MAX_IFACES as u32 * 2 * QSTRIDE - 1
         );
+    }
+
+    /// The shared part of `ebpf/wirescope.h`, read as the C compiler lays it out.
+    struct CHeader(String);
+
+    struct CLayout {
+        fields: Vec<(&'static str, usize)>,
+        size: usize,
+    }
+
+    impl CHeader {
+        fn read() -> Self {
+            let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("ebpf/wirescope.h");
+            CHeader(std::fs::read_to_string(p).unwrap())
+        }
+
+        fn define(&self, name: &str) -> u64 {
+            let line = self
+                .0
+                .lines()
+                .find(|l| l.split_whitespace().take(2).eq(["#define", name]))
+                .unwrap_or_else(|| panic!("#define {name} not found"));
+            line.split_whitespace().nth(2).unwrap().parse().unwrap()
+        }
+
+        /// Field names with their offsets (natural alignment of `__uNN`
+        /// fields, as clang lays out a C struct), and the padded size.
+        fn layout(&self, name: &str) -> CLayout {
+            let start = self
+                .0
+                .find(&format!("struct {name} {{"))
+                .unwrap_or_else(|| panic!("struct {name} not found"));
+            let body = &self.0[start..];
+            let body = &body[body.find('{').unwrap() + 1..body.find("};").unwrap()];
+            let (mut fields, mut off, mut align) = (Vec::new(), 0usize, 1usize);
+            for decl in body.split(';') {
+                let decl = decl
+                    .lines()
+                    .map(|l| l.split("/*").next().unwrap_or(""))
+                    .collect::<String>();
+                let mut w = decl.split_whitespace();
+                let (Some(ty), Some(field)) = (w.next(), w.next()) else {
+                    continue;
+                };
+                let size = match ty {
+                    "__u8" => 1,
+                    "__u16" => 2,
+                    "__u32" => 4,
+                    "__u64" => 8,
+                    other => panic!("struct {name}: type {other} is not an integer"),
+                };
+                off = off.div_ceil(size) * size;
+                let field: &'static str = Box::leak(field.to_string().into_boxed_str());
+                fields.push((field, off));
+                off += size;
+                align = align.max(size);
+            }
+            CLayout {
+                fields,
+                size: off.div_ceil(align) * align,
+            }
+        }
     }
 
     #[test]

@@ -16,6 +16,9 @@ use std::path::Path;
 #[derive(Debug, Default)]
 pub struct StatsCache {
     io: Option<EthtoolIoctl>,
+    /// ethtool netlink, for the counter names (None where the kernel has none).
+    nl: Option<EthtoolNl>,
+    nl_tried: bool,
     readers: HashMap<String, (String, StatsReader)>,
 }
 
@@ -28,6 +31,10 @@ impl StatsCache {
                 Err(e) => return Support::Error(format!("cannot open an ioctl socket: {e}")),
             }
         }
+        if !self.nl_tried {
+            self.nl_tried = true;
+            self.nl = EthtoolNl::open().ok();
+        }
         let Some(io) = self.io.as_ref() else {
             return Support::Unknown;
         };
@@ -35,7 +42,7 @@ impl StatsCache {
             let driver = io.drvinfo(iface).map(|d| d.driver).unwrap_or_default();
             (driver, StatsReader::default())
         });
-        reader.read(io, iface, driver)
+        reader.read(io, self.nl.as_mut(), iface, driver)
     }
 }
 
@@ -65,13 +72,14 @@ pub fn ethtool(iface: &str) -> EthtoolView {
         .value()
         .map(|d| d.driver.clone())
         .unwrap_or_default();
-    let stats = StatsReader::default().read(&io, iface, &driver);
+    let mut nl = EthtoolNl::open();
+    let stats = StatsReader::default().read(&io, nl.as_mut().ok(), iface, &driver);
     let mut view = EthtoolView {
         drvinfo,
         stats,
         ..Default::default()
     };
-    match EthtoolNl::open() {
+    match nl {
         Ok(mut nl) => {
             view.channels = nl.channels(iface, &driver);
             view.rings = nl.rings(iface, &driver);

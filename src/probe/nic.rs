@@ -1,11 +1,16 @@
 //! NIC counters through the SIOCETHTOOL ioctl and /proc/net/dev.
 //!
 //! * ETHTOOL_GDRVINFO: driver, version, firmware, bus-info (`ethtool -i`).
-//! * ETHTOOL_GSSET_INFO + ETHTOOL_GSTRINGS (once, and again only when the
-//!   count changes) + ETHTOOL_GSTATS (each interval): the driver's private
-//!   counters (`ethtool -S`). The kernel writes as many values as the driver
-//!   has *now*, so the buffer is sized from a fresh GSSET_INFO each time, with
-//!   headroom, and values are discarded when the count moved under us.
+//! * ETHTOOL_GSSET_INFO (the count, first), the names once (and again only
+//!   when the count changes) and ETHTOOL_GSTATS each interval: the driver's
+//!   private counters (`ethtool -S`). The GSTRINGS and GSTATS ioctls write as
+//!   many entries as the driver has *at that moment*, whatever length the
+//!   caller passed, so a driver that grows between the count and the read
+//!   (channels added) could overrun a buffer sized from the count alone.
+//!   Names therefore come from ethtool netlink (`STRSET_GET`, a reply the
+//!   kernel sizes) when the kernel has it, GSTRINGS otherwise; both GSTRINGS
+//!   and GSTATS buffers get generous headroom ([`headroom`]), and a result
+//!   larger than the count read first is discarded and read again.
 //! * /proc/net/dev: per-interface bytes, packets, drops and errors.
 //!
 //! The ioctl socket belongs to the network namespace of the thread that
@@ -157,9 +162,9 @@ impl EthtoolIoctl {
 
     /// The names of the private statistics (ETHTOOL_GSTRINGS). The kernel
     /// writes as many names as the driver has at that moment, whatever length
-    /// we pass, so the buffer has room for twice `count` plus 64.
+    /// we pass, so the buffer has [`headroom`] beyond `count`.
     pub fn stats_names(&self, iface: &str, count: usize) -> Result<Vec<String>, IoctlError> {
-        let room = count * 2 + 64;
+        let room = headroom(count);
         let words = 3 + (room * ETH_GSTRING_LEN).div_ceil(4);
         let mut buf = vec![0u32; words];
         buf[0] = ETHTOOL_GSTRINGS;
@@ -184,7 +189,7 @@ impl EthtoolIoctl {
     /// The values of the private statistics (ETHTOOL_GSTATS), at most `cap` of them.
     pub fn stats_values(&self, iface: &str, cap: usize) -> Result<Vec<u64>, IoctlError> {
         // Headroom: the driver may have grown between GSSET_INFO and now.
-        let room = cap * 2 + 64;
+        let room = headroom(cap);
         let mut buf = vec![0u64; 1 + room];
         buf[0] = u64::from(ETHTOOL_GSTATS); // cmd (u32) + n_stats (u32) in the first u64
         self.call(iface, "GSTATS", buf.as_mut_ptr().cast())?;
@@ -202,6 +207,13 @@ impl EthtoolIoctl {
     }
 }
 
+/// Entries a GSTRINGS/GSTATS buffer has room for when the driver reported
+/// `count`: four times as many, and at least 4096 more (mlx5 adds about 30
+/// counters per channel; going from 16 to 128 channels adds some 3400).
+pub fn headroom(count: usize) -> usize {
+    count.saturating_mul(4).max(count.saturating_add(4096))
+}
+
 /// Names read once, values each interval.
 #[derive(Debug, Default)]
 pub struct StatsReader {
@@ -213,6 +225,7 @@ impl StatsReader {
     pub fn read(
         &mut self,
         io: &EthtoolIoctl,
+        nl: Option<&mut super::netlink::EthtoolNl>,
         iface: &str,
         driver: &str,
     ) -> Support<Vec<(String, u64)>> {
@@ -231,9 +244,15 @@ impl StatsReader {
             };
         }
         if count != self.names.len() {
-            match io.stats_names(iface, count) {
-                Ok(n) => self.names = n,
-                Err(e) => return Support::Error(e.to_string()),
+            let by_netlink = nl
+                .and_then(|nl| nl.stats_strings(iface).ok())
+                .filter(|n| n.len() == count);
+            match by_netlink {
+                Some(n) => self.names = n,
+                None => match io.stats_names(iface, count) {
+                    Ok(n) => self.names = n,
+                    Err(e) => return Support::Error(e.to_string()),
+                },
             }
         }
         match io.stats_values(iface, count) {

@@ -1,7 +1,7 @@
 //! The Sample: everything known about one host for one interval.
 //!
 //! A Sample is plain owned data: the sampler produces it, the control channel
-//! carries the peer's, the log serialises it, and later the TUI and the
+//! carries the peer's, the log serialises it, and the TUI and the
 //! diagnosis rules read it. New telemetry is added as new optional fields
 //! (`#[serde(default)]`), so logs written by older versions still parse.
 

@@ -3,7 +3,7 @@
 //! The log is the same Samples the TUI shows, serialised one record per line,
 //! each with a `type`: `header`, `sample`, `event`, `summary`. It is written
 //! and flushed record by record, so a run that is killed leaves a valid
-//! prefix that [`log::read_log`] (and later the TUI's replay) can read.
+//! prefix that [`log::read_log`] (and the TUI's replay) can read.
 
 pub mod aggregate;
 pub mod log;

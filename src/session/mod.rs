@@ -103,3 +103,6 @@ fn netns_inode(path: &str) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(path).ok().map(|m| m.ino() as u32)
 }
+
+#[cfg(test)]
+mod tests;

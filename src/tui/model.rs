@@ -19,6 +19,10 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Most intervals the history keeps whatever `--history` and `--interval`
+/// say (a day at 1 s): both hosts' Samples of each are kept in memory.
+pub const MAX_HISTORY: usize = 86_400;
+
 /// The views, in tab order; number keys select them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
@@ -252,7 +256,8 @@ impl Model {
     /// A model with no data yet.
     pub fn new(cfg: ModelConfig) -> Self {
         let interval = cfg.test.interval.max(Duration::from_millis(10));
-        let capacity = (cfg.history.as_secs_f64() / interval.as_secs_f64()).ceil() as usize;
+        let capacity =
+            ((cfg.history.as_secs_f64() / interval.as_secs_f64()).ceil() as usize).min(MAX_HISTORY);
         let test_error = cfg.test.resolve().err().map(|e| e.0);
         let state = match cfg.source {
             Source::Live => RunState::Connecting,

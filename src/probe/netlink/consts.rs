@@ -103,6 +103,8 @@ pub mod strset {
     pub const STRING_VALUE: u16 = 2;
     /// `ETH_SS_FEATURES` (`include/uapi/linux/ethtool.h`).
     pub const ETH_SS_FEATURES: u32 = 4;
+    /// `ETH_SS_STATS`: the names of a driver's private statistics (`ethtool -S`).
+    pub const ETH_SS_STATS: u32 = 1;
 }
 
 /// `ETHTOOL_A_FEATURES_*`.

@@ -273,17 +273,56 @@ impl EthtoolNl {
     }
 
     fn fetch_feature_strings(&mut self) -> Result<BTreeMap<u32, String>, NlError> {
+        self.strings("", c::strset::ETH_SS_FEATURES, "ETH_SS_FEATURES")
+    }
+
+    /// The names of `ifname`'s private statistics (`ethtool -S`), in the
+    /// order ETHTOOL_GSTATS reports the values. Unlike the GSTRINGS ioctl,
+    /// whose buffer the kernel fills with however many names the driver has
+    /// at that moment, the netlink reply is sized by the kernel.
+    pub fn stats_strings(&mut self, ifname: &str) -> Result<Vec<String>, NlError> {
+        if ifname.is_empty() {
+            return Err(NlError::NoDevice {
+                op: "ETHTOOL_MSG_STRSET_GET",
+                target: "\"\"".into(),
+            });
+        }
+        let m = self.strings(ifname, c::strset::ETH_SS_STATS, ifname)?;
+        // Indices are 0..n; a gap would misalign names and values.
+        if m.keys().copied().eq(0..m.len() as u32) {
+            Ok(m.into_values().collect())
+        } else {
+            Err(NlError::Malformed {
+                op: "ETHTOOL_MSG_STRSET_GET",
+                target: ifname.into(),
+                detail: "the statistics names are not numbered 0..n".into(),
+            })
+        }
+    }
+
+    /// One string set: global (`ifname` empty) or of a device.
+    fn strings(
+        &mut self,
+        ifname: &str,
+        set_id: u32,
+        target: &str,
+    ) -> Result<BTreeMap<u32, String>, NlError> {
         use c::strset as s;
         let ctx = Ctx {
             op: "ETHTOOL_MSG_STRSET_GET",
-            target: "ETH_SS_FEATURES",
+            target,
         };
-        let id = attr(&ctx, s::STRINGSET_ID, s::ETH_SS_FEATURES)?;
+        let id = attr(&ctx, s::STRINGSET_ID, set_id)?;
         let set = nest(&ctx, s::STRINGSETS_STRINGSET, &[id])?;
         // The kernel requires the header nest even for a global string set;
         // an empty one means "no device".
+        let header = if ifname.is_empty() {
+            Vec::new()
+        } else {
+            vec![attr_str(&ctx, header::DEV_NAME, ifname)?]
+        };
         let request = [
-            nest(&ctx, c::A_HEADER, &[])?,
+            nest(&ctx, c::A_HEADER, &header)?,
             nest(&ctx, s::STRINGSETS, &[set])?,
         ];
         let replies = self.sock.request(&ctx, msg::STRSET_GET, request, false)?;
@@ -294,7 +333,7 @@ impl EthtoolNl {
                 .ok_or("no ETHTOOL_A_STRSET_STRINGSETS")?;
             let mut out = BTreeMap::new();
             for set in sets.nested_all(s::STRINGSETS_STRINGSET)? {
-                if set.u32(s::STRINGSET_ID)? != Some(s::ETH_SS_FEATURES) {
+                if set.u32(s::STRINGSET_ID)? != Some(set_id) {
                     continue;
                 }
                 let Some(strings) = set.nested(s::STRINGSET_STRINGS)? else {

@@ -641,3 +641,6 @@ impl Sampler {
         LatencySummary::from_histogram(&self.latency_total)
     }
 }
+
+#[cfg(test)]
+mod tests;
