@@ -45,16 +45,6 @@ impl Copy {
         }
         std::fs::write(&p, content).expect("write in test copy");
     }
-
-    /// Remove a file or directory below the root.
-    pub fn remove(&self, rel: &str) {
-        let p = self.dir.path().join(rel.trim_start_matches('/'));
-        if p.is_dir() {
-            std::fs::remove_dir_all(&p).expect("rm -r in test copy");
-        } else {
-            std::fs::remove_file(&p).expect("rm in test copy");
-        }
-    }
 }
 
 /// An unchanged copy of the real fixtures.
