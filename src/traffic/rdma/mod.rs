@@ -9,7 +9,7 @@
 //! * [`setup`]: the connection-setup message (QPN, PSN, LID/GID, rkey,
 //!   address, length, MTU) that travels as the `setup` of `Start` /
 //!   `Accepting` over the authenticated control channel, and its checks;
-//! * [`preflight`]: is libibverbs there, is there a device, which device,
+//! * [`mod@preflight`]: is libibverbs there, is there a device, which device,
 //!   port and GID (one-line errors with the fix);
 //! * [`engine`]: prepare → connect → start, the bandwidth and latency loops,
 //!   per-interval figures, the end-of-point outcome;

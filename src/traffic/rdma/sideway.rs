@@ -78,11 +78,7 @@ impl VerbsProvider for SidewayProvider {
 
     fn devices(&self) -> Result<Vec<String>, VerbsError> {
         self.library().map_err(VerbsError::NoLibrary)?;
-        let list = DeviceList::new().map_err(|e| VerbsError::Call {
-            call: "ibv_get_device_list",
-            device: "all devices".into(),
-            source: std::io::Error::other(format!("{e}: {}", std::io::Error::last_os_error())),
-        })?;
+        let list = DeviceList::new().map_err(|e| call("ibv_get_device_list", "all devices", e))?;
         Ok(list.iter().map(|d| d.name()).collect())
     }
 
@@ -146,11 +142,26 @@ pub struct SidewayVerbs {
     port: u8,
 }
 
-fn call(call: &'static str, device: &str, e: impl std::fmt::Display) -> VerbsError {
+/// An error and its sources (sideway's errors say "failed to ..." and keep the errno below).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+fn call(call: &'static str, device: &str, e: impl std::error::Error) -> VerbsError {
     VerbsError::Call {
         call,
         device: device.to_string(),
-        source: std::io::Error::other(e.to_string()),
+        source: std::io::Error::other(chain(&e)),
     }
 }
 
@@ -178,7 +189,11 @@ impl SidewayVerbs {
     /// Open `device` and check `port` exists.
     pub fn open(device: &str, port: u8) -> Result<Self, VerbsError> {
         SidewayProvider.library().map_err(VerbsError::NoLibrary)?;
-        let list = DeviceList::new().map_err(|e| call("ibv_get_device_list", device, e))?;
+        // ENOSYS here: libibverbs is there but the kernel has no RDMA device/uverbs.
+        let list = DeviceList::new().map_err(|e| VerbsError::NoDevice {
+            name: device.to_string(),
+            seen: format!("none, ibv_get_device_list: {}", chain(&e)),
+        })?;
         let names: Vec<String> = list.iter().map(|d| d.name()).collect();
         let dev = list
             .iter()
