@@ -15,6 +15,7 @@
 //! `/sys/class/infiniband` is "no RDMA device", which is information, never
 //! an error. Counter names this code does not know are kept as they are.
 
+pub mod capture;
 pub mod counters;
 #[cfg(test)]
 pub(crate) mod testdata;
