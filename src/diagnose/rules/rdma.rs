@@ -590,6 +590,13 @@ mod tests {
         f.iter().map(|x| x.id.as_str()).collect()
     }
 
+    /// The finding `id` (the test fails naming it when absent).
+    fn one<'a>(f: &'a [Finding], id: &str) -> &'a Finding {
+        f.iter()
+            .find(|x| x.id == id)
+            .unwrap_or_else(|| panic!("no {id} in {f:#?}"))
+    }
+
     fn nic(name: &str, driver: &str) -> NicFacts {
         NicFacts {
             name: name.into(),
@@ -663,10 +670,7 @@ mod tests {
     #[test]
     fn mtu_1024_fires_and_names_the_netdev() {
         let f = check(&testdata::roce_copy(1500));
-        let m = f
-            .iter()
-            .find(|x| x.id == "rdma.mtu-small")
-            .expect("mtu-small");
+        let m = one(&f, "rdma.mtu-small");
         assert!(
             m.title.contains("active RDMA MTU 1024 of 4096"),
             "{}",
@@ -743,10 +747,7 @@ mod tests {
             "4\n",
         );
         let f = check(&c);
-        let p = f
-            .iter()
-            .find(|x| x.id == "pcie.link-downgraded")
-            .expect("pcie");
+        let p = one(&f, "pcie.link-downgraded");
         assert_eq!(p.subject, "mlx5_0");
         assert!(p.evidence[0]
             .source
@@ -808,10 +809,7 @@ mod tests {
             c.put(&format!("{HW}/out_of_buffer"), &format!("{}\n", i * 500))
         });
         let f = live(&w);
-        let o = f
-            .iter()
-            .find(|x| x.id == "rdma.out-of-buffer")
-            .expect("out-of-buffer");
+        let o = one(&f, "rdma.out-of-buffer");
         assert!(o.title.contains("1500 packets"), "{}", o.title);
         assert_eq!(o.evidence[1].value, crate::diagnose::Value::Num(500.0));
     }
@@ -831,10 +829,7 @@ mod tests {
             );
         });
         let f = live(&w);
-        let r = f
-            .iter()
-            .find(|x| x.id == "rdma.retransmits")
-            .expect("retransmits");
+        let r = one(&f, "rdma.retransmits");
         assert!(
             r.title
                 .contains("75 RDMA retransmission events in 3 interval(s)"),
@@ -887,10 +882,7 @@ mod tests {
             live(&ports)
         };
         let f = mk(true);
-        let c = f
-            .iter()
-            .find(|x| x.id == "rdma.congestion")
-            .expect("congestion");
+        let c = one(&f, "rdma.congestion");
         assert!(
             c.title.contains("RoCE traffic on priority 3"),
             "{}",

@@ -570,6 +570,20 @@ impl<'a> Loop<'a> {
         )))
     }
 
+    /// Poll `cq` into `self.comps`, dropping WRs flushed while stopping and
+    /// failing on any other error status.
+    fn reap(&mut self, cq: Cq, ending: bool, what: &str, done: u64) -> Result<(), LoopError> {
+        self.comps.clear();
+        self.verbs.poll(cq, &mut self.comps)?;
+        if ending {
+            self.comps.retain(|c| c.status == 0);
+        }
+        for c in &self.comps {
+            self.check(c, what, done)?;
+        }
+        Ok(())
+    }
+
     /// perftest's `run_iter_bw` and `run_iter_bw_server`, in one loop (bidirectional runs both).
     fn bw(&mut self) -> Result<RdmaOutcome, LoopError> {
         let qps = self.spec.qps as usize;
@@ -631,14 +645,9 @@ impl<'a> Loop<'a> {
                 }
             }
             if requester {
-                self.comps.clear();
-                self.verbs.poll(Cq::Send, &mut self.comps)?;
+                self.reap(Cq::Send, ending, "send", totccnt)?;
                 for i in 0..self.comps.len() {
                     let c = self.comps[i];
-                    if ending && c.status != 0 {
-                        continue; // flushed while stopping
-                    }
-                    self.check(&c, "send", totccnt)?;
                     let q = (c.wr_id as usize).min(qps - 1);
                     let fill = covers[q].pop_front().unwrap_or(cq_mod);
                     ccnt[q] += fill;
@@ -656,14 +665,9 @@ impl<'a> Loop<'a> {
                 progressed |= !self.comps.is_empty();
             }
             if receives {
-                self.comps.clear();
-                self.verbs.poll(Cq::Recv, &mut self.comps)?;
+                self.reap(Cq::Recv, ending, "receive", rcnt)?;
                 for i in 0..self.comps.len() {
                     let c = self.comps[i];
-                    if ending && c.status != 0 {
-                        continue;
-                    }
-                    self.check(&c, "receive", rcnt)?;
                     let q = (c.wr_id as usize).min(qps - 1);
                     rcnt += 1;
                     self.count(q, 0, u64::from(c.byte_len), 1);

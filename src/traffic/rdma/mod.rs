@@ -37,7 +37,7 @@ mod test_double;
 pub use engine::{
     interval, prepare, Connected, Prepared, RdmaError, RdmaInterval, RdmaOutcome, RdmaResult,
 };
-pub use preflight::{choose, preflight, Chosen};
+pub use preflight::{choose, choose_for_peer, preflight, Chosen};
 pub use report::{BwReport, LatReport};
 pub use setup::{QpEndpoint, RdmaSetup, SetupError};
 pub use spec::{all_sizes, RdmaEndpoint, RdmaMode, RdmaOp, RdmaSpec};

@@ -181,6 +181,34 @@ pub fn choose(
     })
 }
 
+/// The local interface and address that route to `peer` (a UDP socket is
+/// connected, no packet is sent).
+pub fn route_to(peer: IpAddr) -> (Option<String>, Option<IpAddr>) {
+    let bind = if peer.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    };
+    let local = std::net::UdpSocket::bind(bind)
+        .and_then(|s| s.connect((peer, 9)).map(|()| s))
+        .and_then(|s| s.local_addr())
+        .ok()
+        .map(|a| a.ip());
+    (crate::probe::system::route_iface(peer), local)
+}
+
+/// [`choose`] with the default taken from the route to `peer`: the RDMA
+/// device behind the interface that routes there and the RoCE v2 GID of
+/// the local address on it.
+pub fn choose_for_peer(
+    facts: &RdmaFacts,
+    want: &RdmaEndpoint,
+    peer: IpAddr,
+) -> Result<Chosen, String> {
+    let (iface, local) = route_to(peer);
+    choose(facts, want, iface.as_deref(), local)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

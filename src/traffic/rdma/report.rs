@@ -317,6 +317,20 @@ mod tests {
         assert!((a - b).abs() < 1e-9, "{a} != {b}");
     }
 
+    /// 1000-byte messages on a 1 GHz (ns) clock with peak search.
+    fn bw_ns(posted: &[u64], completed: &[u64], cq_mod: u64) -> BwReport {
+        bw_report(&BwInput {
+            size: 1000,
+            ops: posted.len() as u64,
+            ticks_per_sec: 1e9,
+            posted,
+            completed,
+            cq_mod,
+            peak: true,
+        })
+        .unwrap()
+    }
+
     #[test]
     fn bw_by_hand() {
         // 4 WRs of 1000 B, cq_mod 2, ns ticks. Posted at 1000, 1010, 1020, 1030;
@@ -329,18 +343,7 @@ mod tests {
         // peak = 1000 B * 1e9 / (50 * 125e6) = 160 Gb/s
         // avg  = 1000 * 4 * 1e9 / ((1300 - 1000) * 125e6) = 106.666.. Gb/s
         // rate = 4 * 1e9 / (300 * 1e6) = 13.333.. Mpps
-        let posted = [1000, 1010, 1020, 1030];
-        let completed = [0, 1100, 0, 1300];
-        let r = bw_report(&BwInput {
-            size: 1000,
-            ops: 4,
-            ticks_per_sec: 1e9,
-            posted: &posted,
-            completed: &completed,
-            cq_mod: 2,
-            peak: true,
-        })
-        .unwrap();
+        let r = bw_ns(&[1000, 1010, 1020, 1030], &[0, 1100, 0, 1300], 2);
         assert_eq!((r.bytes, r.iterations), (1000, 4));
         close(r.bw_peak_gbps, 160.0);
         close(r.bw_avg_gbps, 4000.0 * 1e9 / (300.0 * 125e6));
@@ -352,18 +355,11 @@ mod tests {
         // 5 WRs, cq_mod 2: the last WR is signaled on its own (tcompleted[4] = 1350).
         // Extra candidates j = 4 for every i: 350/5=70, 340/4=85, 330/3=110, 320/2=160, 310/1=310.
         // Minimum stays i=0,j=1: 50. avg = 5 * 1000 * 1e9 / (350 * 125e6) = 114.2857..
-        let posted = [1000, 1010, 1020, 1030, 1040];
-        let completed = [0, 1100, 0, 1300, 1350];
-        let r = bw_report(&BwInput {
-            size: 1000,
-            ops: 5,
-            ticks_per_sec: 1e9,
-            posted: &posted,
-            completed: &completed,
-            cq_mod: 2,
-            peak: true,
-        })
-        .unwrap();
+        let r = bw_ns(
+            &[1000, 1010, 1020, 1030, 1040],
+            &[0, 1100, 0, 1300, 1350],
+            2,
+        );
         close(r.bw_peak_gbps, 160.0);
         close(r.bw_avg_gbps, 5e12 / (350.0 * 125e6));
         // Every WR signaled (cq_mod 1) with a slow first one: the peak is the best pair.

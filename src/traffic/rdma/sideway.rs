@@ -258,6 +258,30 @@ impl SidewayVerbs {
     }
 }
 
+impl SidewayVerbs {
+    /// QP `qp`, its buffer's lkey and the address of `[offset, offset + len)`,
+    /// checked to lie inside the buffer.
+    fn slot(
+        &mut self,
+        qp: usize,
+        offset: u64,
+        len: u32,
+    ) -> Result<(&mut GenericQueuePair, u32, u64), VerbsError> {
+        let name = &self.name;
+        let (Some(q), Some(mr), Some(buf)) =
+            (self.qps.get_mut(qp), self.mrs.get(qp), self.bufs.get(qp))
+        else {
+            return Err(VerbsError::Port(format!("{name}: no QP {qp}")));
+        };
+        if offset.saturating_add(u64::from(len)) > buf.layout.size() as u64 {
+            return Err(VerbsError::Port(format!(
+                "{name}: work request past the end of QP {qp}'s buffer"
+            )));
+        }
+        Ok((q, mr.lkey(), buf.addr() + offset))
+    }
+}
+
 impl Verbs for SidewayVerbs {
     fn device(&self) -> &str {
         &self.name
@@ -406,18 +430,7 @@ impl Verbs for SidewayVerbs {
     }
 
     fn post_send(&mut self, qp: usize, wr: &SendWr) -> Result<(), VerbsError> {
-        let (Some(q), Some(mr), Some(buf)) =
-            (self.qps.get_mut(qp), self.mrs.get(qp), self.bufs.get(qp))
-        else {
-            return Err(VerbsError::Port(format!("{}: no QP {qp}", self.name)));
-        };
-        let end = wr.offset.saturating_add(u64::from(wr.len));
-        if end > buf.layout.size() as u64 {
-            return Err(VerbsError::Port(format!(
-                "{}: WR past the end of QP {qp}'s buffer",
-                self.name
-            )));
-        }
+        let (q, lkey, addr) = self.slot(qp, wr.offset, wr.len)?;
         let mut flags = WorkRequestFlags::none();
         if wr.signaled {
             flags |= WorkRequestFlags::Signaled;
@@ -432,7 +445,6 @@ impl Verbs for SidewayVerbs {
             WrOp::Read { remote_addr, rkey } => h.setup_read(rkey, remote_addr),
             WrOp::Send => h.setup_send(),
         };
-        let addr = buf.addr() + wr.offset;
         if wr.inline {
             // SAFETY: [offset, offset + len) is inside the buffer (checked above);
             // inline data is the send region, which the peer never writes.
@@ -440,7 +452,7 @@ impl Verbs for SidewayVerbs {
             h.setup_inline_data(data);
         } else {
             // SAFETY: the range is inside the registered buffer, which outlives the WR.
-            unsafe { h.setup_sge(mr.lkey(), addr, wr.len) };
+            unsafe { h.setup_sge(lkey, addr, wr.len) };
         }
         guard
             .post()
@@ -454,21 +466,11 @@ impl Verbs for SidewayVerbs {
         offset: u64,
         len: u32,
     ) -> Result<(), VerbsError> {
-        let (Some(q), Some(mr), Some(buf)) =
-            (self.qps.get_mut(qp), self.mrs.get(qp), self.bufs.get(qp))
-        else {
-            return Err(VerbsError::Port(format!("{}: no QP {qp}", self.name)));
-        };
-        if offset.saturating_add(u64::from(len)) > buf.layout.size() as u64 {
-            return Err(VerbsError::Port(format!(
-                "{}: receive past the end of QP {qp}'s buffer",
-                self.name
-            )));
-        }
+        let (q, lkey, addr) = self.slot(qp, offset, len)?;
         let mut guard = q.start_post_recv();
         let h = guard.construct_wr(wr_id);
         // SAFETY: the range is inside the registered buffer, which outlives the WR.
-        unsafe { h.setup_sge(mr.lkey(), buf.addr() + offset, len) };
+        unsafe { h.setup_sge(lkey, addr, len) };
         guard
             .post()
             .map_err(|e| call("ibv_post_recv", &format!("{} QP {qp}", self.name), e))
