@@ -347,4 +347,17 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn the_default_follows_the_real_route() {
+        // Loopback routes via lo from 127.0.0.1; no RDMA device is behind lo.
+        let (iface, local) = route_to("127.0.0.1".parse().unwrap());
+        assert_eq!(iface.as_deref(), Some("lo"));
+        assert_eq!(local, "127.0.0.1".parse().ok());
+        let c = testdata::roce_copy(9000);
+        let f = read_rdma_facts(&Dir::new(c.root()));
+        let e = choose_for_peer(&f, &RdmaEndpoint::default(), "127.0.0.1".parse().unwrap())
+            .unwrap_err();
+        assert!(e.contains("none is behind lo"), "{e}");
+    }
 }
