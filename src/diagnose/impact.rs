@@ -21,6 +21,9 @@ const IRQ: &str = "kernel Documentation/core-api/irq/irq-affinity.rst; NVIDIA \"
 const ETHTOOL: &str = "ethtool(8); NVIDIA \"Performance Tuning for Mellanox Adapters\"";
 const MLX5_COUNTERS: &str = "NVIDIA \"Understanding mlx5 ethtool Counters\"";
 const SYSCTL_NET: &str = "kernel Documentation/admin-guide/sysctl/net.rst";
+const RDMA_COUNTERS: &str = "NVIDIA \"Understanding mlx5 Linux Counters and Status Parameters\" (hw_counters); kernel Documentation/ABI/stable/sysfs-class-infiniband";
+const ROCE: &str =
+    "NVIDIA \"RoCE Configuration for ConnectX\" (PFC, ECN/DCQCN, RoCE v2); IBTA RoCEv2 annex A17";
 const TCP: &str = "kernel Documentation/networking/ip-sysctl.rst (tcp_rmem, tcp_wmem); ESnet fasterdata \"Linux Tuning\"";
 
 /// Every rule this engine implements.
@@ -145,6 +148,41 @@ pub const RULES: &[RuleInfo] = &[
         id: "platform.iommu",
         prior: 0.3,
         reference: "kernel Documentation/admin-guide/kernel-parameters.txt (iommu=pt, intel_iommu)",
+    },
+    RuleInfo {
+        id: "rdma.no-device",
+        prior: 0.0,
+        reference: "rdma-core: rdma link, ibv_devinfo(1); kernel drivers/infiniband (mlx5_ib, rdma_rxe)",
+    },
+    RuleInfo {
+        id: "rdma.port-down",
+        prior: 0.9,
+        reference: "kernel Documentation/ABI/stable/sysfs-class-infiniband (state, phys_state); ibstat(8), opensm(8)",
+    },
+    RuleInfo {
+        id: "rdma.mtu-small",
+        prior: 0.4,
+        reference: "kernel include/rdma/ib_addr.h iboe_get_mtu (RoCE MTU from the netdev MTU); NVIDIA \"RoCE MTU\"",
+    },
+    RuleInfo {
+        id: "rdma.gid-v1",
+        prior: 0.3,
+        reference: ROCE,
+    },
+    RuleInfo {
+        id: "rdma.out-of-buffer",
+        prior: 0.6,
+        reference: RDMA_COUNTERS,
+    },
+    RuleInfo {
+        id: "rdma.retransmits",
+        prior: 0.7,
+        reference: RDMA_COUNTERS,
+    },
+    RuleInfo {
+        id: "rdma.congestion",
+        prior: 0.5,
+        reference: ROCE,
     },
 ];
 

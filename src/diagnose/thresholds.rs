@@ -42,6 +42,10 @@ pub struct Thresholds {
     pub limited_share: f64,
     /// tcp.buffer-limited (check only): the round trip assumed without a measurement (µs).
     pub assumed_rtt_us: f64,
+    /// rdma.retransmits: and at least this many retransmission events in the window.
+    pub rdma_retrans_min: u64,
+    /// rdma.congestion: CNPs + ECN-marked packets per second that make an interval congested.
+    pub rdma_cnp_per_s: f64,
 }
 
 /// The shipped thresholds.
@@ -64,6 +68,8 @@ pub const THRESHOLDS: Thresholds = Thresholds {
     retrans_min_segs: 10,
     limited_share: 0.20,
     assumed_rtt_us: 1000.0,
+    rdma_retrans_min: 10,
+    rdma_cnp_per_s: 100.0,
 };
 
 impl Default for Thresholds {

@@ -17,6 +17,7 @@ pub mod netlink;
 pub mod netstat;
 pub mod nic;
 pub mod queues;
+pub mod rdma;
 pub mod sample;
 pub mod sampler;
 pub mod snapshot;

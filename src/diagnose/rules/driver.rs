@@ -39,12 +39,17 @@ fn src(nic: &NicFacts) -> String {
 }
 
 fn not_in_catalog(id: &str, nic: &NicFacts, host: HostRole, what: String) -> Finding {
+    not_in_catalog_of(id, &nic.name, host, what)
+}
+
+/// "not in catalog" (info) about `subject` (an interface or an RDMA device).
+pub(super) fn not_in_catalog_of(id: &str, subject: &str, host: HostRole, what: String) -> Finding {
     Finding::new(
         id,
         Severity::Info,
         host,
-        format!("{} catalog", nic.name),
-        format!("{}: {what} is not in catalog", nic.name),
+        format!("{subject} catalog"),
+        format!("{subject}: {what} is not in catalog"),
         0.0,
     )
     .ev(Evidence::text(
@@ -99,37 +104,50 @@ fn mlx5_driver(nic: &NicFacts, d: &DrvInfo, host: HostRole) -> Option<Finding> {
 }
 
 fn firmware(nic: &NicFacts, d: &DrvInfo, host: HostRole) -> Option<Finding> {
-    let v = version_numbers(&d.firmware);
+    firmware_of(&nic.name, &d.firmware, &d.bus_info, &src(nic), host)
+}
+
+/// firmware.outdated of a ConnectX firmware version `fw` seen by `source` on
+/// `subject` (an interface, or an RDMA device's `fw_ver`); `bus` is the PCI
+/// address for the fix, when known.
+pub(super) fn firmware_of(
+    subject: &str,
+    fw_full: &str,
+    bus: &str,
+    source: &str,
+    host: HostRole,
+) -> Option<Finding> {
+    let v = version_numbers(fw_full);
     if v.len() < 3 {
         return None;
     }
     let Some(floor) = catalog().firmware_floor(v[0]) else {
-        return Some(not_in_catalog(
+        return Some(not_in_catalog_of(
             "firmware.outdated",
-            nic,
+            subject,
             host,
-            format!("firmware major {} ({})", v[0], d.firmware),
+            format!("firmware major {} ({})", v[0], fw_full),
         ));
     };
     let min = version_numbers(&floor.floor);
     if v[..3] >= min[..min.len().min(3)] {
         return None;
     }
-    let fw = d.firmware.split_whitespace().next().unwrap_or("");
+    let fw = fw_full.split_whitespace().next().unwrap_or("");
     Some(
         Finding::new(
             "firmware.outdated",
             Severity::Warn,
             host,
-            nic.name.clone(),
-            format!("{}: {} firmware {fw} is older than {}", nic.name, floor.device, floor.floor),
+            subject.to_string(),
+            format!("{subject}: {} firmware {fw} is older than {}", floor.device, floor.floor),
             prior("firmware.outdated"),
         )
-        .ev(Evidence::text("firmware version", d.firmware.clone(), src(nic)))
+        .ev(Evidence::text("firmware version", fw_full.to_string(), source.to_string()))
         .ev(Evidence::text("device family (firmware major)", format!("{} ({})", floor.device, floor.major), "assets/catalog.toml"))
         .ev(Evidence::text("catalog floor", floor.floor.clone(), floor.source.clone()))
         .why("Old firmware misses performance and stability fixes; NVIDIA supports drivers only with matching firmware.")
-        .fix(format!("mlxfwmanager --query -d {}", if d.bus_info.is_empty() { nic.name.as_str() } else { d.bus_info.as_str() }))
+        .fix(format!("mlxfwmanager --query -d {}", if bus.is_empty() { subject } else { bus }))
         .fix("mlxfwmanager --online -u  # or flint with the PSID's image from the firmware download page"),
     )
 }

@@ -11,6 +11,9 @@ mod driver;
 mod nic;
 mod nic_live;
 mod platform;
+// Pure RDMA rules; the spine wires them into static_rules/window_rules (issue 12).
+#[allow(dead_code)]
+pub mod rdma;
 mod tcp;
 
 use super::finding::Finding;

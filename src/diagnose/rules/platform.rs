@@ -4,7 +4,7 @@
 use crate::diagnose::finding::{Evidence, Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::util::{cpus, data_irqs, driver, local_cpus, spread};
-use crate::probe::facts::{HostFacts, NicFacts};
+use crate::probe::facts::{HostFacts, NicFacts, PcieLink};
 use crate::probe::sample::HostRole;
 
 /// All platform rules of one host.
@@ -193,6 +193,22 @@ fn gts(s: &str) -> Option<f64> {
 /// pcie.link-downgraded: current PCIe speed or width below the device's maximum.
 fn pcie(nic: &NicFacts, host: HostRole) -> Option<Finding> {
     let p = nic.pcie.as_ref()?;
+    pcie_link(
+        &nic.name,
+        p,
+        &format!("/sys/class/net/{}/device", nic.name),
+        host,
+    )
+}
+
+/// pcie.link-downgraded for any PCI device (`subject`: interface or RDMA device
+/// name; `base`: its sysfs `device` directory, named in the evidence).
+pub(super) fn pcie_link(
+    subject: &str,
+    p: &PcieLink,
+    base: &str,
+    host: HostRole,
+) -> Option<Finding> {
     let (cs, ms) = (gts(&p.current_speed), gts(&p.max_speed));
     let slow = matches!((cs, ms), (Some(c), Some(m)) if c < m);
     let narrow = matches!((p.current_width, p.max_width), (Some(c), Some(m)) if c < m);
@@ -202,16 +218,14 @@ fn pcie(nic: &NicFacts, host: HostRole) -> Option<Finding> {
     let ratio = cs.unwrap_or(1.0) / ms.unwrap_or(1.0).max(1e-9)
         * p.current_width.unwrap_or(1) as f64
         / p.max_width.unwrap_or(1).max(1) as f64;
-    let base = format!("/sys/class/net/{}/device", nic.name);
     Some(
         Finding::new(
             "pcie.link-downgraded",
             Severity::Warn,
             host,
-            nic.name.clone(),
+            subject.to_string(),
             format!(
-                "{} PCIe link runs at {} x{} of {} x{}",
-                nic.name,
+                "{subject} PCIe link runs at {} x{} of {} x{}",
                 p.current_speed,
                 p.current_width.unwrap_or(0),
                 p.max_speed,

@@ -1,0 +1,54 @@
+//! The RDMA engine: RC queue pairs over libibverbs (loaded at run time),
+//! RDMA WRITE, READ and SEND/RECV in bandwidth and latency modes, with
+//! perftest's defaults, limits, arithmetic and columns.
+//!
+//! This module owns everything of an RDMA test point except the session:
+//!
+//! * [`spec`]: what a point asks for ([`RdmaSpec`]), validated by an agent
+//!   before it allocates anything;
+//! * [`setup`]: the connection-setup message (QPN, PSN, LID/GID, rkey,
+//!   address, length, MTU) that travels as the `setup` of `Start` /
+//!   `Accepting` over the authenticated control channel, and its checks;
+//! * `probe::rdma::preflight`: is libibverbs there, is there a device, which device,
+//!   port and GID (one-line errors with the fix);
+//! * [`engine`]: prepare → connect → start, the bandwidth and latency loops,
+//!   per-interval figures, the end-of-point outcome;
+//! * [`report`]: perftest's formulas as pure functions over timestamps;
+//! * [`verbs`]: the [`Verbs`](verbs::Verbs) trait, the only boundary to the
+//!   verbs library, and [`sideway`]: the one struct that implements it over
+//!   libibverbs.
+//!
+//! It must not open sockets, read the terminal or log: the session exchanges
+//! the setups and drives start/stop; the sampler reads the counters.
+//! libibverbs is never linked: `sideway` uses rdma-core-mummy, which
+//! `dlopen`s `libibverbs.so.1`, so the binary starts on hosts without rdma-core.
+
+pub mod engine;
+pub mod report;
+pub mod setup;
+pub mod sideway;
+pub mod spec;
+pub mod verbs;
+
+#[cfg(test)]
+mod test_double;
+
+pub use engine::{
+    interval, prepare, Connected, Prepared, RdmaError, RdmaInterval, RdmaOutcome, RdmaResult,
+};
+pub use report::{BwReport, LatReport};
+pub use setup::{QpEndpoint, RdmaSetup, SetupError};
+pub use spec::{all_sizes, RdmaEndpoint, RdmaMode, RdmaOp, RdmaSpec};
+
+/// The device, port and GID a host uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chosen {
+    /// Device.
+    pub device: String,
+    /// Port.
+    pub port: u8,
+    /// GID index (RoCE; None on InfiniBand: LID addressing).
+    pub gid_index: Option<u32>,
+    /// The netdev behind the port.
+    pub netdev: Option<String>,
+}
