@@ -166,7 +166,7 @@ fn start_stop_goes_through_the_same_validation_as_run() {
     let mut m = model();
     press(&mut m, KeyCode::Char('6'));
     press(&mut m, KeyCode::Left);
-    assert_eq!(m.test.mode, TcpMode::Rr);
+    assert_eq!(m.test.tcp_mode().unwrap(), TcpMode::Rr);
     press(&mut m, KeyCode::Down);
     press(&mut m, KeyCode::Right);
     press(&mut m, KeyCode::Right);

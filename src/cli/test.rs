@@ -16,9 +16,10 @@ pub struct TestArgs {
     /// Traffic engine.
     #[arg(long, value_enum, default_value = "tcp")]
     pub engine: EngineKind,
-    /// Engine mode: stream (bulk), pingpong (echo, MiB/s), rr (request/response latency).
-    #[arg(long, short = 'm', value_enum, default_value = "stream")]
-    pub mode: TcpMode,
+    /// Engine mode. tcp: stream (bulk, the default), pingpong (echo, MiB/s), rr
+    /// (request/response latency).
+    #[arg(long, short = 'm', value_name = "MODE")]
+    pub mode: Option<String>,
     /// stream: parallel streams per direction, one thread each.
     #[arg(long, short = 'P', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub streams: Option<u32>,
@@ -85,11 +86,30 @@ pub struct TestArgs {
 }
 
 impl TestArgs {
+    /// The TCP mode `--mode` names (stream when absent).
+    pub fn tcp_mode(&self) -> Result<TcpMode, UsageError> {
+        match self.mode.as_deref() {
+            None | Some("stream") => Ok(TcpMode::Stream),
+            Some("pingpong") => Ok(TcpMode::Pingpong),
+            Some("rr") => Ok(TcpMode::Rr),
+            Some(other) => Err(UsageError(format!(
+                "--mode {other} is not a tcp mode; use stream, pingpong or rr"
+            ))),
+        }
+    }
+
     /// Check combinations and build the plan.
     pub fn resolve(&self) -> Result<TestPlan, UsageError> {
+        match self.engine {
+            EngineKind::Tcp => self.resolve_tcp(),
+        }
+    }
+
+    fn resolve_tcp(&self) -> Result<TestPlan, UsageError> {
         let u = |m: String| Err(UsageError(m));
-        let stream = self.mode == TcpMode::Stream;
-        let mode = self.mode.name();
+        let tcp_mode = self.tcp_mode()?;
+        let stream = tcp_mode == TcpMode::Stream;
+        let mode = tcp_mode.name();
         if !stream {
             for (set, flag) in [
                 (self.reverse, "--reverse"),
@@ -121,7 +141,7 @@ impl TestArgs {
                 }
             }
         }
-        if self.mode == TcpMode::Pingpong && (self.resp_size.is_some() || self.depth != 1) {
+        if tcp_mode == TcpMode::Pingpong && (self.resp_size.is_some() || self.depth != 1) {
             return u(
                 "--resp-size and --depth apply to --mode rr only; pingpong echoes --size bytes"
                     .into(),
@@ -161,7 +181,7 @@ impl TestArgs {
             }
         }
         let len = self.len.unwrap_or(Bytes(128 * 1024));
-        let size = self.size.unwrap_or(if self.mode == TcpMode::Rr {
+        let size = self.size.unwrap_or(if tcp_mode == TcpMode::Rr {
             Bytes(64)
         } else {
             Bytes(16 * 1024)
@@ -198,7 +218,7 @@ impl TestArgs {
         };
         let cpus = self.cpus.clone().map(|c| c.0).unwrap_or_default();
         let spec = EngineSpec::Tcp(TcpSpec {
-            mode: self.mode,
+            mode: tcp_mode,
             streams: conns,
             threads: self.threads.unwrap_or(0),
             len,

@@ -133,6 +133,10 @@ pub struct EngineSample {
     /// rr latency of the transactions completed in this interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency: Option<LatencySummary>,
+    /// The engine's own figures for this interval (gRPC statuses, RDMA
+    /// completions, sink losses...), when it has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra: Option<crate::traffic::EngineInterval>,
 }
 
 /// One interface for one interval.

@@ -451,12 +451,32 @@ async fn run_test<W: AsyncWrite + Unpin>(
         ),
         None => eprintln!("agent: test {}: observing only", test.id),
     }
+    // Prepare the engine (buffers, devices) off the async threads, and take
+    // the controller's part of the setup exchange.
+    let mut engine = match &test.spec {
+        Some(spec) => {
+            let (spec, peer_setup) = (spec.clone(), test.setup.clone());
+            let prepared = tokio::task::spawn_blocking(move || {
+                let mut e = super::engines::prepare(&spec, Side::Agent, controller)?;
+                e.connect(peer_setup)?;
+                Ok::<_, crate::traffic::EngineError>(e)
+            })
+            .await;
+            match prepared {
+                Ok(Ok(e)) => Some(e),
+                Ok(Err(e)) => return write(wr, fail(format!("agent engine: {e}"))).await,
+                Err(e) => return write(wr, fail(format!("agent engine setup failed: {e}"))).await,
+            }
+        }
+        None => None,
+    };
     let (dtx, mut drx) = mpsc::channel(n.clamp(1, 1024));
     *lock(&state.waiter) = Some(DataWaiter { cookie, tx: dtx });
     write(
         wr,
         Msg::Accepting {
             data_port: state.data_port,
+            setup: engine.as_ref().and_then(|e| e.setup()),
         },
     )
     .await?;
@@ -503,8 +523,8 @@ async fn run_test<W: AsyncWrite + Unpin>(
         Ok(Some(Ok(_))) => return Ok(()), // controller gave up (Failed/Stop)
         _ => return Err("controller lost before go".into()),
     }
-    let started = match &test.spec {
-        Some(spec) => crate::traffic::start_engine(spec, Side::Agent, conns),
+    let started = match engine.take() {
+        Some(e) => e.start(conns),
         None => Ok(RunningEngine::idle()),
     };
     let mut engine = match started {

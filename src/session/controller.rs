@@ -319,6 +319,19 @@ impl Controller {
         self.poisoned = true;
         self.next_id += 1;
         let cookie = super::auth::random_bytes::<16>();
+        // Prepare this side's engine (buffers, devices) off the async threads.
+        let mut engine = match &p.spec {
+            Some(spec) => {
+                let (spec, peer) = (spec.clone(), self.data_ip);
+                let prepared = tokio::task::spawn_blocking(move || {
+                    super::engines::prepare(&spec, Side::Controller, Some(peer))
+                })
+                .await
+                .map_err(|e| SessionError::Peer(format!("engine setup task failed: {e}")))??;
+                Some(prepared)
+            }
+            None => None,
+        };
         let test = TestParams {
             id: self.next_id,
             cookie: hex::encode(cookie),
@@ -326,13 +339,20 @@ impl Controller {
             interval_ms: u64::try_from(p.interval.as_millis()).unwrap_or(u64::MAX),
             omit_ms: u64::try_from(p.omit.as_millis()).unwrap_or(u64::MAX),
             ifaces: p.peer_ifaces.clone(),
+            setup: engine.as_ref().and_then(|e| e.setup()),
         };
         write_msg(&mut self.wr, &Msg::Start { test })
             .await
             .map_err(|e| self.proto(e))?;
-        let Msg::Accepting { data_port } = self.expect_kind("accepting").await? else {
+        let Msg::Accepting { data_port, setup } = self.expect_kind("accepting").await? else {
             unreachable!("expect_kind checked the kind")
         };
+        if let Some(e) = engine.as_mut() {
+            if let Err(err) = e.connect(setup) {
+                self.fail(format!("controller engine: {err}")).await;
+                return Err(err.into());
+            }
+        }
         let addr = SocketAddr::new(self.data_ip, data_port);
         let spec = p.spec.clone();
         let conns = tokio::task::spawn_blocking(move || match spec {
@@ -358,8 +378,8 @@ impl Controller {
         write_msg(&mut self.wr, &Msg::Go {})
             .await
             .map_err(|e| self.proto(e))?;
-        let started = match &p.spec {
-            Some(spec) => crate::traffic::start_engine(spec, Side::Controller, conns),
+        let started = match engine.take() {
+            Some(e) => e.start(conns),
             None => Ok(RunningEngine::idle()),
         };
         let mut engine = match started {

@@ -11,6 +11,7 @@ pub mod agent;
 pub mod auth;
 pub mod controller;
 pub mod driver;
+pub mod engines;
 pub mod localpair;
 pub mod net;
 pub mod netns;

@@ -79,6 +79,7 @@ pub(crate) async fn finish(
         duration_s,
         latency,
         error,
+        extra: engine.probe.as_ref().and_then(|p| p.totals()),
     }
 }
 

@@ -14,7 +14,7 @@
 use crate::probe::ebpf::{EbpfMode, EbpfStatus};
 use crate::probe::sample::{LatencySummary, Sample};
 use crate::probe::system::HostInfo;
-use crate::traffic::{ConnSnapshot, EngineSpec};
+use crate::traffic::{ConnSnapshot, EngineSetup, EngineSpec, EngineTotals};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -90,6 +90,9 @@ pub enum Msg {
     Accepting {
         /// TCP port for data connections.
         data_port: u16,
+        /// The agent's part of the engine's setup exchange.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        setup: Option<EngineSetup>,
     },
     /// agent → controller: every data connection arrived.
     DataReady {},
@@ -161,6 +164,9 @@ pub struct TestParams {
     /// Extra interfaces the agent should watch (`--peer-iface`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ifaces: Vec<String>,
+    /// The controller's part of the engine's setup exchange.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub setup: Option<EngineSetup>,
 }
 
 /// One side's totals at the end of a point.
@@ -178,6 +184,9 @@ pub struct SideResult {
     /// Engine error on this side, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The engine's own totals, when it has any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra: Option<EngineTotals>,
 }
 
 /// The header of a data connection: magic, cookie, connection index.

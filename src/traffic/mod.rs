@@ -14,7 +14,7 @@ pub mod spec;
 pub mod tcp;
 
 pub use sched::{pin_current_thread, raise_priority, Priority};
-pub use spec::{limits, EngineSpec};
+pub use spec::{limits, EngineInterval, EngineSetup, EngineSpec, EngineTotals};
 pub use tcp::{TcpMode, TcpSpec};
 
 use crate::units::CpuId;
@@ -259,6 +259,14 @@ pub struct RunningEngine {
     pub control: EngineControl,
     /// Role of each connection on this side.
     pub roles: Vec<ConnRole>,
+    /// The engine's own figures, when it has any beyond the counters.
+    pub probe: Option<Arc<dyn EngineProbe>>,
+}
+
+impl std::fmt::Debug for dyn EngineProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EngineProbe")
+    }
 }
 
 impl RunningEngine {
@@ -271,6 +279,7 @@ impl RunningEngine {
             sockets: Vec::new(),
             control: EngineControl::default(),
             roles: Vec::new(),
+            probe: None,
         }
     }
 
@@ -318,10 +327,34 @@ pub fn join_all(threads: Vec<JoinHandle<Result<(), EngineError>>>) -> Result<(),
     first
 }
 
-/// A traffic engine: turns data connections into worker threads.
-pub trait Engine {
-    /// Start the workers of `side` on `conns` (ordered by connection index).
-    fn start(&self, side: Side, conns: Vec<TcpStream>) -> Result<RunningEngine, EngineError>;
+/// One side of an engine for one test point, prepared (its resources
+/// allocated) and not yet running. The session calls, in order:
+/// [`Engine::setup`] (what this side tells the other), [`Engine::connect`]
+/// (what the other side told), then [`Engine::start`] on the data connections.
+pub trait Engine: Send {
+    /// This side's part of the setup exchange (None: nothing to tell).
+    fn setup(&self) -> Option<EngineSetup> {
+        None
+    }
+    /// The other side's part of the setup exchange arrived (checked here).
+    fn connect(&mut self, peer: Option<EngineSetup>) -> Result<(), EngineError> {
+        match peer {
+            None => Ok(()),
+            Some(s) => Err(EngineError::Unsupported(format!(
+                "the peer sent a setup this engine does not use: {s:?}"
+            ))),
+        }
+    }
+    /// Start the workers on `conns` (this side's data connections, by index).
+    fn start(self: Box<Self>, conns: Vec<TcpStream>) -> Result<RunningEngine, EngineError>;
+}
+
+/// An engine's own figures, read by the sampler each interval and at the end.
+pub trait EngineProbe: Send + Sync {
+    /// Figures since the previous call (`secs` is the interval's span).
+    fn interval(&self, secs: f64) -> Option<EngineInterval>;
+    /// Totals of the point so far.
+    fn totals(&self) -> Option<EngineTotals>;
 }
 
 /// A fresh data socket for `addr` with the options the engine needs before
@@ -336,14 +369,11 @@ pub fn prepare_data_socket(
     }
 }
 
-/// Start `side` of the engine `spec` names on its data connections.
-pub fn start_engine(
-    spec: &EngineSpec,
-    side: Side,
-    conns: Vec<TcpStream>,
-) -> Result<RunningEngine, EngineError> {
+/// Prepare `side` of the engine `spec` names (engines that need host
+/// context beyond the spec are prepared by the session instead).
+pub fn prepare_engine(spec: &EngineSpec, side: Side) -> Result<Box<dyn Engine>, EngineError> {
     match spec {
-        EngineSpec::Tcp(t) => tcp::TcpEngine::new(t.clone()).start(side, conns),
+        EngineSpec::Tcp(t) => Ok(Box::new(tcp::TcpEngine::new(t.clone(), side))),
     }
 }
 

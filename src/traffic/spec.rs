@@ -107,6 +107,27 @@ impl EngineSpec {
     }
 }
 
+/// What one end tells the other before a point starts, when its engine needs
+/// more than data connections (RDMA: queue pairs, keys, addresses; a packet
+/// sink: MACs and queues). The controller sends its own in `Start`, the agent
+/// answers with its own in `Accepting`; both check what they receive. Each
+/// engine that exchanges anything adds its variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "engine", rename_all = "lowercase")]
+pub enum EngineSetup {}
+
+/// An engine's own figures for one interval, beyond the byte and message
+/// counters every engine has (`EngineSample::extra`). Each engine with
+/// figures of its own adds its variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "engine", rename_all = "lowercase")]
+pub enum EngineInterval {}
+
+/// An engine's own totals at the end of a point (`SideResult::extra`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "engine", rename_all = "lowercase")]
+pub enum EngineTotals {}
+
 /// Limits shared by the command line (which explains them) and the agent
 /// (which enforces them on what arrives over the network). One place, so the
 /// two cannot drift apart.

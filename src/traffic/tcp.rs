@@ -26,16 +26,17 @@ use std::time::Duration;
 /// How long a blocking worker call may wait before it re-checks the stop flags.
 pub(crate) const WAKE_INTERVAL: Duration = Duration::from_millis(100);
 
-/// The TCP engine for one test point.
+/// The TCP engine for one side of one test point.
 #[derive(Debug, Clone)]
 pub struct TcpEngine {
     spec: TcpSpec,
+    side: Side,
 }
 
 impl TcpEngine {
-    /// Engine for `spec` (already validated by the CLI).
-    pub fn new(spec: TcpSpec) -> Self {
-        TcpEngine { spec }
+    /// `side` of a point running `spec` (already validated).
+    pub fn new(spec: TcpSpec, side: Side) -> Self {
+        TcpEngine { spec, side }
     }
 }
 
@@ -126,7 +127,8 @@ fn apply_options(sock: &Socket, spec: &TcpSpec, conn: usize) -> Result<(), Engin
 }
 
 impl Engine for TcpEngine {
-    fn start(&self, side: Side, conns: Vec<TcpStream>) -> Result<RunningEngine, EngineError> {
+    fn start(self: Box<Self>, conns: Vec<TcpStream>) -> Result<RunningEngine, EngineError> {
+        let side = self.side;
         let spec = &self.spec;
         let roles = spec.conn_roles(side);
         if roles.len() != conns.len() {
@@ -200,6 +202,7 @@ impl Engine for TcpEngine {
             sockets,
             control,
             roles,
+            probe: None,
         })
     }
 }

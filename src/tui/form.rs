@@ -49,7 +49,7 @@ const TIMES: [u64; 9] = [3, 5, 10, 20, 30, 60, 120, 300, 600];
 
 /// Label of a field for the current mode.
 pub fn label(f: Field, t: &TestArgs) -> &'static str {
-    let stream = t.mode == TcpMode::Stream;
+    let stream = t.tcp_mode().unwrap_or(TcpMode::Stream) == TcpMode::Stream;
     match f {
         Field::Mode => "mode (-m)",
         Field::Count if stream => "streams (-P)",
@@ -63,9 +63,9 @@ pub fn label(f: Field, t: &TestArgs) -> &'static str {
 
 /// Value of a field as shown.
 pub fn value(f: Field, t: &TestArgs) -> String {
-    let stream = t.mode == TcpMode::Stream;
+    let stream = t.tcp_mode().unwrap_or(TcpMode::Stream) == TcpMode::Stream;
     match f {
-        Field::Mode => t.mode.name().to_string(),
+        Field::Mode => t.tcp_mode().unwrap_or(TcpMode::Stream).name().to_string(),
         Field::Count => count(t).to_string(),
         Field::Size => short_size(size(t)),
         Field::Time => match t.time {
@@ -79,7 +79,7 @@ pub fn value(f: Field, t: &TestArgs) -> String {
 }
 
 fn count(t: &TestArgs) -> u32 {
-    if t.mode == TcpMode::Stream {
+    if t.tcp_mode().unwrap_or(TcpMode::Stream) == TcpMode::Stream {
         t.streams.unwrap_or(1)
     } else {
         t.conns.unwrap_or(1)
@@ -87,7 +87,7 @@ fn count(t: &TestArgs) -> u32 {
 }
 
 fn size(t: &TestArgs) -> Bytes {
-    match t.mode {
+    match t.tcp_mode().unwrap_or(TcpMode::Stream) {
         TcpMode::Stream => t.len.unwrap_or(Bytes(128 << 10)),
         TcpMode::Rr => t.size.unwrap_or(Bytes(64)),
         TcpMode::Pingpong => t.size.unwrap_or(Bytes(16 << 10)),
@@ -115,11 +115,14 @@ fn ladder<T: Copy + PartialOrd>(values: &[T], cur: T, step: i32) -> T {
 /// Change field `f` by one step. Mode changes carry the count over and reset
 /// what only the old mode accepts, so the result resolves when the old one did.
 pub fn step(f: Field, t: &mut TestArgs, step: i32) {
-    let stream = t.mode == TcpMode::Stream;
+    let stream = t.tcp_mode().unwrap_or(TcpMode::Stream) == TcpMode::Stream;
     match f {
         Field::Mode => {
             const MODES: [TcpMode; 3] = [TcpMode::Stream, TcpMode::Pingpong, TcpMode::Rr];
-            let i = MODES.iter().position(|m| *m == t.mode).unwrap_or(0) as i32;
+            let i = MODES
+                .iter()
+                .position(|m| t.tcp_mode().is_ok_and(|x| x == *m))
+                .unwrap_or(0) as i32;
             let next = MODES[(i + step).rem_euclid(MODES.len() as i32) as usize];
             set_mode(t, next);
         }
@@ -158,7 +161,7 @@ pub fn step(f: Field, t: &mut TestArgs, step: i32) {
 
 fn set_mode(t: &mut TestArgs, mode: TcpMode) {
     let n = count(t);
-    t.mode = mode;
+    t.mode = (mode != TcpMode::Stream).then(|| mode.name().to_string());
     t.streams = None;
     t.conns = None;
     t.len = None;
@@ -181,8 +184,11 @@ fn set_mode(t: &mut TestArgs, mode: TcpMode) {
 /// The `wirescope run` command line that runs the same test.
 pub fn command_line(t: &TestArgs) -> String {
     let mut v = vec!["wirescope run".to_string()];
-    if t.mode != TcpMode::Stream {
-        v.push(format!("-m {}", t.mode.name()));
+    if t.tcp_mode().unwrap_or(TcpMode::Stream) != TcpMode::Stream {
+        v.push(format!(
+            "-m {}",
+            t.tcp_mode().unwrap_or(TcpMode::Stream).name()
+        ));
     }
     if let Some(n) = t.streams {
         v.push(format!("-P {n}"));

@@ -17,6 +17,7 @@ use std::sync::Arc;
 /// What the sampler watches of a running engine.
 pub struct EngineView {
     counters: Arc<EngineCounters>,
+    probe: Option<Arc<dyn crate::traffic::EngineProbe>>,
     sockets: Vec<TcpStream>,
     roles: Vec<ConnRole>,
     prev: Vec<ConnSnapshot>,
@@ -48,6 +49,7 @@ impl EngineView {
             .collect::<Vec<_>>();
         (sockets.len() == engine.sockets.len()).then(|| EngineView {
             counters: Arc::clone(&engine.counters),
+            probe: engine.probe.clone(),
             prev: vec![ConnSnapshot::default(); sockets.len()],
             prev_retrans: vec![0; sockets.len()],
             roles: engine.roles.clone(),
@@ -106,6 +108,7 @@ impl EngineView {
         } else {
             0.0
         };
+        e.extra = self.probe.as_ref().and_then(|p| p.interval(secs));
         if let Some(h) = read.latency {
             e.latency = LatencySummary::from_histogram(&h);
             if !omitted {

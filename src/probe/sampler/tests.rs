@@ -177,6 +177,7 @@ fn two_recorded_snapshots_become_one_interval_of_deltas_and_rates() {
         sockets: vec![c],
         control: EngineControl::default(),
         roles: vec![ConnRole::Sender],
+        probe: None,
     };
     s.begin(
         EngineView::of(&engine),

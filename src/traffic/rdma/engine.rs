@@ -322,6 +322,7 @@ impl Connected {
                 sockets: Vec::new(),
                 control,
                 roles: vec![role; qps],
+                probe: None,
             },
             result,
         ))

@@ -31,7 +31,7 @@ fn line1(m: &Model) -> Line<'static> {
         None => format!(
             "{} {} (not started)",
             m.test.engine.name(),
-            m.test.mode.name()
+            m.test.mode.as_deref().unwrap_or("stream")
         ),
     };
     let cur = m.current();
