@@ -17,6 +17,8 @@ fn main() -> ExitCode {
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     let cli = Cli::parse_from(args);
+    // Tests with thousands of connections need three descriptors each.
+    wirescope::session::net::raise_nofile_limit();
     let result = match cli.command {
         None | Some(Command::Tui(_)) => {
             let args = match cli.command {

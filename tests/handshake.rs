@@ -44,11 +44,6 @@ fn right() -> Token {
 async fn bad_clients_are_refused_and_the_agent_keeps_serving() {
     let (addr, _stop) = agent().await;
 
-    let wrong =
-        Controller::connect(Target::Tcp(addr), &Token::from_text("wrong", "t").unwrap()).await;
-    let e = wrong.err().expect("wrong token refused").to_string();
-    assert!(e.contains("authentication failed"), "{e}");
-
     let mut frame = Vec::new();
     let body = serde_json::to_vec(&Msg::Hello {
         version: 99,
@@ -77,22 +72,52 @@ async fn bad_clients_are_refused_and_the_agent_keeps_serving() {
         m => panic!("{m:?}"),
     }
 
-    // Data connections that name no test are dropped without an answer.
+    let ok = Controller::connect(Target::Tcp(addr), &right())
+        .await
+        .expect("a valid controller is served");
+    assert!(!ok.peer.hostname.is_empty());
+    ok.close().await;
+
+    // A wrong token is refused without naming the agent's token file, and
+    // its address is ignored for a while (the next attempt, even with the
+    // right token, is dropped without a word); then it is served again.
+    let wrong =
+        Controller::connect(Target::Tcp(addr), &Token::from_text("wrong", "t").unwrap()).await;
+    let e = wrong.err().expect("wrong token refused").to_string();
+    assert!(e.contains("authentication failed"), "{e}");
+    assert!(
+        !e.contains("test token"),
+        "the token's origin is not told: {e}"
+    );
+    let banned = Controller::connect(Target::Tcp(addr), &right()).await;
+    assert!(banned.is_err(), "the address is banned for a second");
+    let t = std::time::Instant::now();
+    let ok = loop {
+        if let Ok(c) = Controller::connect(Target::Tcp(addr), &right()).await {
+            break c;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "the ban never ended");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    ok.close().await;
+}
+
+#[tokio::test]
+async fn a_data_connection_that_names_no_test_is_dropped() {
+    let (addr, _stop) = agent().await;
     let mut d = tokio::net::TcpStream::connect(addr).await.unwrap();
-    d.write_all(b"WSD1").await.unwrap();
-    d.write_all(&[0u8; 20]).await.unwrap();
+    d.write_all(&wirescope::session::proto::DATA_MAGIC)
+        .await
+        .unwrap();
+    d.write_all(&[0u8; wirescope::session::proto::DataHello::REST])
+        .await
+        .unwrap();
     let mut buf = [0u8; 1];
     let n = tokio::time::timeout(Duration::from_secs(5), d.read(&mut buf))
         .await
         .unwrap()
         .unwrap_or(0);
     assert_eq!(n, 0);
-
-    let ok = Controller::connect(Target::Tcp(addr), &right())
-        .await
-        .expect("a valid controller is served");
-    assert!(!ok.peer.hostname.is_empty());
-    ok.close().await;
 }
 
 #[tokio::test]

@@ -374,6 +374,19 @@ pub fn default_route_iface(src: &dyn HostSource) -> Option<String> {
     })
 }
 
+/// `MemAvailable` of /proc/meminfo: what the kernel thinks can be
+/// allocated without swapping (None when it cannot be read).
+pub fn mem_available() -> Option<crate::units::Bytes> {
+    parse_mem_available(&std::fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+/// `MemAvailable` of a /proc/meminfo text.
+pub fn parse_mem_available(text: &str) -> Option<crate::units::Bytes> {
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(crate::units::Bytes(kib.saturating_mul(1024)))
+}
+
 #[cfg(test)]
 mod facts_tests {
     use super::*;

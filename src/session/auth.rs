@@ -80,6 +80,11 @@ impl Token {
         Token(hex::encode(random_bytes::<32>()).into_bytes())
     }
 
+    /// The secret itself, as key material for the session keys.
+    pub(crate) fn secret(&self) -> &[u8] {
+        &self.0
+    }
+
     /// The token text (to hand to a child agent through the environment).
     pub fn as_text(&self) -> String {
         String::from_utf8_lossy(&self.0).into_owned()

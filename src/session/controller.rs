@@ -15,6 +15,7 @@
 //! waited for up to [`HUNG_LIMIT`].
 
 use super::auth::Token;
+use super::channel::{read_sealed, Direction, SealedWriter, SessionKeys};
 use super::outcome::{EndReason, PointOutcome, RunEvent};
 use super::pairing::Pairing;
 use super::plan::PointParams;
@@ -111,7 +112,9 @@ pub enum SessionError {
 /// A connected, authenticated controller.
 pub struct Controller {
     rx: mpsc::Receiver<Result<Msg, ProtoError>>,
-    wr: Box<dyn AsyncWrite + Unpin + Send>,
+    wr: SealedWriter<Box<dyn AsyncWrite + Unpin + Send>>,
+    /// The session's keys (data connections are tagged with them).
+    keys: std::sync::Arc<SessionKeys>,
     reader: tokio::task::JoinHandle<()>,
     /// The agent's identity.
     pub peer: HostInfo,
@@ -176,14 +179,16 @@ impl Controller {
             target: t.clone(),
             source,
         };
-        let peer = tokio::time::timeout(SETUP_TIMEOUT, handshake(&mut rd, &mut wr, token))
+        let (peer, keys) = tokio::time::timeout(SETUP_TIMEOUT, handshake(&mut rd, &mut wr, token))
             .await
             .map_err(|_| proto(ProtoError::Timeout("the agent's handshake")))?
             .map_err(proto)?;
+        let mut opener = keys.opener(Direction::ToController);
+        let wr = SealedWriter::new(wr, keys.sealer(Direction::ToAgent));
         let (tx, rx) = mpsc::channel(64);
         let reader = tokio::spawn(async move {
             loop {
-                let m = read_msg(&mut rd).await;
+                let m = read_sealed(&mut rd, &mut opener).await;
                 let end = m.is_err();
                 if tx.send(m).await.is_err() || end {
                     return;
@@ -195,6 +200,7 @@ impl Controller {
         Ok(Controller {
             rx,
             wr,
+            keys: std::sync::Arc::new(keys),
             reader,
             peer,
             target,
@@ -221,7 +227,8 @@ impl Controller {
     ) -> Result<EbpfHosts, SessionError> {
         let shared = mode != EbpfMode::Off && !same_kernel.is_empty();
         let agent_mode = if shared { EbpfMode::ByPeer } else { mode };
-        write_msg(&mut self.wr, &Msg::Configure { ebpf: agent_mode })
+        self.wr
+            .send(&Msg::Configure { ebpf: agent_mode })
             .await
             .map_err(|e| self.proto(e))?;
         let peer_names: Vec<String> = same_kernel.iter().map(|i| i.name.clone()).collect();
@@ -267,9 +274,16 @@ impl Controller {
         ifaces
     }
 
+    /// Tell the agent this idle session is still wanted (call at least every
+    /// [`PING_EVERY`](super::proto::PING_EVERY) between tests; the agent drops
+    /// a session silent for [`IDLE_LIMIT`](super::proto::IDLE_LIMIT)).
+    pub async fn ping(&mut self) -> Result<(), SessionError> {
+        self.wr.send(&Msg::Ping {}).await.map_err(|e| self.proto(e))
+    }
+
     /// Say goodbye and close.
     pub async fn close(mut self) {
-        let _ = write_msg(&mut self.wr, &Msg::Bye {}).await;
+        let _ = self.wr.send(&Msg::Bye {}).await;
         self.reader.abort();
     }
 
@@ -303,7 +317,7 @@ impl Controller {
     }
 
     async fn fail(&mut self, error: String) {
-        let _ = write_msg(&mut self.wr, &Msg::Failed { error }).await;
+        let _ = self.wr.send(&Msg::Failed { error }).await;
     }
 
     /// Run one point. Setup failures are errors; anything after `Go` ends up in the outcome.
@@ -318,7 +332,6 @@ impl Controller {
         }
         self.poisoned = true;
         self.next_id += 1;
-        let cookie = super::auth::random_bytes::<16>();
         // Prepare this side's engine (buffers, devices) off the async threads.
         let mut engine = match &p.spec {
             Some(spec) => {
@@ -332,16 +345,17 @@ impl Controller {
             }
             None => None,
         };
+        let test_id = self.next_id;
         let test = TestParams {
-            id: self.next_id,
-            cookie: hex::encode(cookie),
+            id: test_id,
             spec: p.spec.clone(),
             interval_ms: u64::try_from(p.interval.as_millis()).unwrap_or(u64::MAX),
             omit_ms: u64::try_from(p.omit.as_millis()).unwrap_or(u64::MAX),
             ifaces: p.peer_ifaces.clone(),
             setup: engine.as_ref().and_then(|e| e.setup()),
         };
-        write_msg(&mut self.wr, &Msg::Start { test })
+        self.wr
+            .send(&Msg::Start { test })
             .await
             .map_err(|e| self.proto(e))?;
         let Msg::Accepting { data_port, setup } = self.expect_kind("accepting").await? else {
@@ -355,8 +369,9 @@ impl Controller {
         }
         let addr = SocketAddr::new(self.data_ip, data_port);
         let spec = p.spec.clone();
+        let keys = std::sync::Arc::clone(&self.keys);
         let conns = tokio::task::spawn_blocking(move || match spec {
-            Some(spec) => connect_data(&spec, addr, cookie),
+            Some(spec) => connect_data(&spec, addr, &keys, test_id),
             None => Ok(Vec::new()),
         })
         .await
@@ -375,9 +390,7 @@ impl Controller {
         self.sampler
             .set_ifaces(self.local_ifaces(&p.ifaces))
             .await?;
-        write_msg(&mut self.wr, &Msg::Go {})
-            .await
-            .map_err(|e| self.proto(e))?;
+        self.wr.send(&Msg::Go {}).await.map_err(|e| self.proto(e))?;
         let started = match engine.take() {
             Some(e) => e.start(conns),
             None => Ok(RunningEngine::idle()),
@@ -445,7 +458,7 @@ impl Controller {
                         engine.abort();
                         break;
                     }
-                    if let Err(e) = write_msg(&mut self.wr, &Msg::Tick {}).await {
+                    if let Err(e) = self.wr.send(&Msg::Tick {}).await {
                         end = EndReason::PeerLost(e.to_string());
                         engine.abort();
                         break;
@@ -533,7 +546,7 @@ impl Controller {
 
     async fn begin_stop(&mut self, engine: &RunningEngine) -> tokio::time::Instant {
         engine.stop();
-        let _ = write_msg(&mut self.wr, &Msg::Stop {}).await;
+        let _ = self.wr.send(&Msg::Stop {}).await;
         tokio::time::Instant::now() + DRAIN_TIMEOUT
     }
 }
@@ -551,7 +564,11 @@ impl Drop for Controller {
     }
 }
 
-async fn handshake<R, W>(rd: &mut R, wr: &mut W, token: &Token) -> Result<HostInfo, ProtoError>
+async fn handshake<R, W>(
+    rd: &mut R,
+    wr: &mut W,
+    token: &Token,
+) -> Result<(HostInfo, SessionKeys), ProtoError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -594,7 +611,7 @@ where
     match read_msg(rd).await? {
         Msg::Welcome { mac, host } => {
             if token.verify("agent", &nonce_c, &nonce_a, &mac) {
-                Ok(host)
+                Ok((host, SessionKeys::derive(token, &nonce_a, &nonce_c)))
             } else {
                 Err(ProtoError::Auth("the agent could not prove it knows the token; is something else listening on that port?".into()))
             }
@@ -611,7 +628,8 @@ where
 fn connect_data(
     spec: &EngineSpec,
     addr: SocketAddr,
-    cookie: [u8; 16],
+    keys: &SessionKeys,
+    test: u64,
 ) -> Result<Vec<TcpStream>, SessionError> {
     let n = spec.connection_count();
     let mut out = Vec::with_capacity(n);
@@ -627,9 +645,11 @@ fn connect_data(
             .map_err(err)?;
         let mut s: TcpStream = sock.into();
         let _ = super::net::keep_alive(&s);
+        let index = u32::try_from(i).unwrap_or(u32::MAX);
         let hello = DataHello {
-            cookie,
-            index: u32::try_from(i).unwrap_or(u32::MAX),
+            test,
+            index,
+            tag: keys.data_tag(test, index),
         };
         s.write_all(&hello.encode()).map_err(err)?;
         out.push(s);

@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod auth;
+pub mod channel;
 pub mod controller;
 pub mod driver;
 pub mod engines;

@@ -34,6 +34,44 @@ pub fn keep_alive(sock: &impl AsFd) -> std::io::Result<()> {
     s.set_tcp_user_timeout(Some(USER_TIMEOUT))
 }
 
+/// The process's open-file limit (soft, hard).
+pub fn nofile_limit() -> (u64, u64) {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid rlimit the kernel writes into.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return (1024, 1024);
+    }
+    (r.rlim_cur, r.rlim_max)
+}
+
+/// Raise the open-file soft limit to the hard limit (a test with thousands
+/// of connections needs three descriptors each); returns the new soft limit.
+pub fn raise_nofile_limit() -> u64 {
+    let (soft, hard) = nofile_limit();
+    if soft >= hard {
+        return soft;
+    }
+    let r = libc::rlimit {
+        rlim_cur: hard,
+        rlim_max: hard,
+    };
+    // SAFETY: `r` is a valid rlimit; raising the soft limit up to the hard
+    // one needs no privilege.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } == 0 {
+        hard
+    } else {
+        soft
+    }
+}
+
+/// Descriptors this process has open now (None when /proc is unreadable).
+pub fn open_fds() -> Option<u64> {
+    Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +85,13 @@ mod tests {
         assert!(s.keepalive().unwrap());
         assert_eq!(s.keepalive_time().unwrap(), KEEPALIVE_IDLE);
         assert_eq!(s.tcp_user_timeout().unwrap(), Some(USER_TIMEOUT));
+    }
+
+    #[test]
+    fn the_soft_limit_is_raised_to_the_hard_one() {
+        let (_, hard) = nofile_limit();
+        assert_eq!(raise_nofile_limit(), hard);
+        assert_eq!(nofile_limit().0, hard);
+        assert!(open_fds().unwrap() > 2);
     }
 }

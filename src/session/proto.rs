@@ -10,6 +10,9 @@
 //! `Welcome{mac_a, host}`; `mac_c = HMAC-SHA256(token, "controller" ‖ nonce_a ‖ nonce_c)`
 //! and `mac_a` likewise with "agent", so each side proves it knows the token
 //! without sending it. Any refusal is a `Refused{reason}` frame, then close.
+//! These four frames are plain; every frame after `Welcome`, both ways, is
+//! sealed with keys derived from the token and both nonces
+//! ([`super::channel`]).
 
 use crate::probe::ebpf::{EbpfMode, EbpfStatus};
 use crate::probe::sample::{LatencySummary, Sample};
@@ -19,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Version of the control protocol; both ends must speak the same.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 /// Largest accepted control frame after authentication (bytes of JSON): the
 /// first Sample of a large host (hundreds of CPUs, thousands of NIC
 /// counters, facts) fits with room to spare.
@@ -28,7 +31,7 @@ pub const MAX_FRAME: u32 = 16 << 20;
 /// and an unauthenticated peer must not make the agent allocate much.
 pub const MAX_HANDSHAKE_FRAME: u32 = 64 << 10;
 /// First bytes of a data connection.
-pub const DATA_MAGIC: [u8; 4] = *b"WSD1";
+pub const DATA_MAGIC: [u8; 4] = *b"WSD3";
 /// Default agent port.
 pub const DEFAULT_PORT: u16 = 5310;
 
@@ -121,7 +124,16 @@ pub enum Msg {
     },
     /// controller → agent: session over.
     Bye {},
+    /// controller → agent, between tests: still here (the agent frees a
+    /// session that says nothing for [`IDLE_LIMIT`]).
+    Ping {},
 }
+
+/// How long an authenticated controller may stay silent between tests
+/// before the agent ends its session (controllers ping every [`PING_EVERY`]).
+pub const IDLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How often an idle controller pings.
+pub const PING_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Msg {
     /// The `type` tag, for error messages.
@@ -144,6 +156,7 @@ impl Msg {
             Msg::Finished { .. } => "finished",
             Msg::Failed { .. } => "failed",
             Msg::Bye {} => "bye",
+            Msg::Ping {} => "ping",
         }
     }
 }
@@ -151,10 +164,9 @@ impl Msg {
 /// One test point as both ends run it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestParams {
-    /// Test number within the session.
+    /// Test number within the session (data connections name it, with a tag
+    /// under the session's data key).
     pub id: u64,
-    /// Random cookie (hex, 16 bytes) every data connection must present.
-    pub cookie: String,
     /// The engine's parameters; None to observe only (`wirescope watch --peer`).
     pub spec: Option<EngineSpec>,
     /// Sampling period (ms).
@@ -189,35 +201,44 @@ pub struct SideResult {
     pub extra: Option<EngineTotals>,
 }
 
-/// The header of a data connection: magic, cookie, connection index.
+/// The header of a data connection: magic, test id, connection index, and
+/// a tag over both under the session's data key ([`super::channel`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DataHello {
-    /// The test's cookie.
-    pub cookie: [u8; 16],
+    /// The test's id.
+    pub test: u64,
     /// Connection index.
     pub index: u32,
+    /// HMAC of test and index under the session's data key (truncated).
+    pub tag: [u8; 16],
 }
 
 impl DataHello {
+    /// Bytes after the magic.
+    pub const REST: usize = 8 + 4 + 16;
     /// Wire size including the magic.
-    pub const LEN: usize = 4 + 16 + 4;
+    pub const LEN: usize = 4 + Self::REST;
 
     /// Encode with the magic.
     pub fn encode(&self) -> [u8; Self::LEN] {
         let mut b = [0u8; Self::LEN];
         b[..4].copy_from_slice(&DATA_MAGIC);
-        b[4..20].copy_from_slice(&self.cookie);
-        b[20..].copy_from_slice(&self.index.to_be_bytes());
+        b[4..12].copy_from_slice(&self.test.to_be_bytes());
+        b[12..16].copy_from_slice(&self.index.to_be_bytes());
+        b[16..].copy_from_slice(&self.tag);
         b
     }
 
-    /// Decode the 20 bytes that follow the magic.
-    pub fn decode_after_magic(b: &[u8; 20]) -> Self {
-        let mut cookie = [0u8; 16];
-        cookie.copy_from_slice(&b[..16]);
+    /// Decode the bytes that follow the magic.
+    pub fn decode_after_magic(b: &[u8; Self::REST]) -> Self {
+        let mut test = [0u8; 8];
+        test.copy_from_slice(&b[..8]);
+        let mut tag = [0u8; 16];
+        tag.copy_from_slice(&b[12..]);
         DataHello {
-            cookie,
-            index: u32::from_be_bytes([b[16], b[17], b[18], b[19]]),
+            test: u64::from_be_bytes(test),
+            index: u32::from_be_bytes([b[8], b[9], b[10], b[11]]),
+            tag,
         }
     }
 }
@@ -270,6 +291,9 @@ pub enum ProtoError {
     /// A step took too long.
     #[error("timed out waiting for {0}")]
     Timeout(&'static str),
+    /// A sealed frame could not be sealed or opened.
+    #[error("{0}")]
+    Sealed(String),
 }
 
 /// Check a frame length against `max`; `first` are the raw 4 bytes for the garbage message.
@@ -328,7 +352,7 @@ pub async fn write_msg<W: AsyncWrite + Unpin>(w: &mut W, msg: &Msg) -> Result<()
     Ok(())
 }
 
-fn eof_is_closed(e: std::io::Error) -> ProtoError {
+pub(crate) fn eof_is_closed(e: std::io::Error) -> ProtoError {
     if e.kind() == std::io::ErrorKind::UnexpectedEof {
         ProtoError::Closed
     } else {
@@ -381,12 +405,13 @@ mod tests {
     #[test]
     fn data_hello_round_trip() {
         let h = DataHello {
-            cookie: [7; 16],
+            test: 9,
             index: 3,
+            tag: [7; 16],
         };
         let b = h.encode();
         assert_eq!(&b[..4], &DATA_MAGIC);
-        let mut rest = [0u8; 20];
+        let mut rest = [0u8; DataHello::REST];
         rest.copy_from_slice(&b[4..]);
         assert_eq!(DataHello::decode_after_magic(&rest), h);
     }

@@ -92,6 +92,20 @@ impl EngineSpec {
         }
     }
 
+    /// What this point allocates on `side`, checked against the host's
+    /// available memory before anything is allocated.
+    pub fn memory_needed(&self, side: Side) -> MemoryNeed {
+        match self {
+            EngineSpec::Tcp(t) => t.memory_needed(side),
+        }
+    }
+
+    /// File descriptors this point opens on a side (data sockets and the
+    /// duplicates kept for TCP_INFO).
+    pub fn descriptors_needed(&self) -> u64 {
+        (self.connection_count() as u64).saturating_mul(3)
+    }
+
     /// One line that says what runs, for logs and status lines
     /// (`tcp stream streams=2 len=131072`).
     pub fn label(&self) -> String {
@@ -105,6 +119,17 @@ impl EngineSpec {
             ),
         }
     }
+}
+
+/// Memory a test point needs on one host, and how to ask for less.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryNeed {
+    /// Bytes the engine allocates.
+    pub bytes: crate::units::Bytes,
+    /// What they are, for the user (`64 streams x 64 MiB send buffers`).
+    pub what: String,
+    /// How to need less (`use fewer streams or a smaller --len`).
+    pub smaller: String,
 }
 
 /// What one end tells the other before a point starts, when its engine needs

@@ -23,6 +23,7 @@ use crate::session::auth::Token;
 use crate::session::controller::{Controller, Target};
 use crate::session::driver::{run_plan, SessionEvent};
 use crate::session::plan::{Observe, Plan, TestPlan};
+use crate::session::proto::PING_EVERY;
 use std::path::PathBuf;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -119,9 +120,17 @@ async fn session(
     loop {
         let cmd = match pending.take() {
             Some(c) => c,
-            None => match cmds.recv().await {
-                Some(c) => c,
-                None => break,
+            // Idle between tests: keep the agent's session alive.
+            None => match tokio::time::timeout(PING_EVERY, cmds.recv()).await {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(_) => {
+                    if let Err(e) = ctl.ping().await {
+                        let _ = tx.send(SessionEvent::Failed(e.to_string())).await;
+                        return;
+                    }
+                    continue;
+                }
             },
         };
         match cmd {

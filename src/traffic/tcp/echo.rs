@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 /// How often a worker merges its private latency histogram into the shared one.
 const HIST_FLUSH: Duration = Duration::from_millis(10);
-const IO_BUF: usize = 256 * 1024;
+pub(crate) const IO_BUF: usize = 256 * 1024;
 
 #[derive(Debug, Clone, Copy)]
 enum Behaviour {

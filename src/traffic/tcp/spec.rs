@@ -135,6 +135,40 @@ impl TcpSpec {
         Ok(())
     }
 
+    /// The buffers this side's workers allocate (see `stream.rs`, `echo.rs`).
+    pub fn memory_needed(&self, side: Side) -> crate::traffic::spec::MemoryNeed {
+        use crate::traffic::spec::MemoryNeed;
+        let roles = self.conn_roles(side);
+        let n = roles.len() as u64;
+        match self.mode {
+            TcpMode::Stream => {
+                let send = self.len.0;
+                let recv = self.len.0.max(super::stream::MIN_RECV_BUF as u64);
+                let senders = roles.iter().filter(|r| **r == ConnRole::Sender).count() as u64;
+                let bytes = senders
+                    .saturating_mul(send)
+                    .saturating_add((n - senders).saturating_mul(recv));
+                MemoryNeed {
+                    bytes: Bytes(bytes),
+                    what: format!("{n} stream(s) x {} buffers", Bytes(send.max(recv))),
+                    smaller: "use fewer streams (-P) or a smaller --len".into(),
+                }
+            }
+            TcpMode::Pingpong | TcpMode::Rr => {
+                let per_conn = self.size.0.saturating_add(self.resp_size.0);
+                let io = super::echo::IO_BUF as u64 * 2 * u64::from(self.threads.max(1));
+                MemoryNeed {
+                    bytes: Bytes(n.saturating_mul(per_conn).saturating_add(io)),
+                    what: format!(
+                        "{n} connection(s) x {} request+response buffers",
+                        Bytes(per_conn)
+                    ),
+                    smaller: "use fewer connections (--conns) or smaller --size/--resp-size".into(),
+                }
+            }
+        }
+    }
+
     /// CPUs this side pins its threads to.
     pub fn cpus_for(&self, side: Side) -> &[CpuId] {
         match side {

@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 
 /// Smallest receive buffer: large reads amortise the syscall; the kernel
 /// hands over whatever is queued, up to this much, per `read`.
-const MIN_RECV_BUF: usize = 256 * 1024;
+pub(crate) const MIN_RECV_BUF: usize = 256 * 1024;
 
 type Worker = JoinHandle<Result<(), EngineError>>;
 

@@ -1,0 +1,319 @@
+//! One test point on the agent: check it, prepare the engine, collect the
+//! data connections, run it with the controller's clock, finish.
+//!
+//! Nothing is allocated before the checks pass: the spec's limits
+//! (`EngineSpec::validate`), the memory the engine would take on this host
+//! against what the kernel says is available, and the descriptors the data
+//! connections need against the open-file limit. A controller with valid
+//! options must not be able to make the agent abort on an allocation.
+
+use super::control::Inbox;
+use super::{lock, tick_limit, DataWaiter, State};
+use crate::probe::sampler::thread::SamplerThread;
+use crate::probe::sampler::EngineView;
+use crate::session::channel::{SealedWriter, SessionKeys};
+use crate::session::point::{
+    finish, sleep_until_opt, PendingSamples, DRAIN_TIMEOUT, SETUP_TIMEOUT,
+};
+use crate::session::proto::{Msg, TestParams};
+use crate::traffic::{EngineSpec, RunningEngine, Side};
+use crate::units::{Bytes, MAX_DURATION};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::AsyncWrite;
+use tokio::sync::mpsc;
+
+/// What a test needs of its session.
+pub(super) struct Ctx<'a> {
+    pub state: &'a State,
+    pub sampler: &'a SamplerThread,
+    pub controller: Option<std::net::IpAddr>,
+    pub keys: &'a Arc<SessionKeys>,
+}
+
+/// Share of the available memory a test may take (the rest is the host's).
+const MEMORY_SHARE: f64 = 0.8;
+/// Descriptors kept free besides what a test needs.
+const FD_MARGIN: u64 = 64;
+
+/// Why this host cannot run `spec`, before anything is allocated.
+pub fn admit(spec: &EngineSpec, side: Side) -> Result<(), String> {
+    spec.validate()
+        .map_err(|e| format!("the agent refuses this test: {e}"))?;
+    let need = spec.memory_needed(side);
+    if let Some(avail) = crate::probe::system::mem_available() {
+        let may = (avail.0 as f64 * MEMORY_SHARE) as u64;
+        if need.bytes.0 > may {
+            return Err(format!(
+                "the test would allocate {} on this host ({}) but only {} is available ({} of MemAvailable {}); {}",
+                need.bytes, need.what, Bytes(may), "80 %", avail, need.smaller
+            ));
+        }
+    }
+    let (limit, _) = crate::session::net::nofile_limit();
+    let open = crate::session::net::open_fds().unwrap_or(0);
+    let fds = spec.descriptors_needed();
+    if fds.saturating_add(open).saturating_add(FD_MARGIN) > limit {
+        return Err(format!(
+            "the test needs about {fds} file descriptors on this host but only {} more may be opened (RLIMIT_NOFILE {limit}, {open} open); use fewer connections or raise the limit (ulimit -n, LimitNOFILE=)",
+            limit.saturating_sub(open).saturating_sub(FD_MARGIN)
+        ));
+    }
+    Ok(())
+}
+
+/// Run one test point. Err means the control connection is gone.
+pub(super) async fn run<W: AsyncWrite + Unpin>(
+    ctx: &Ctx<'_>,
+    wr: &mut SealedWriter<W>,
+    rx: &mut Inbox,
+    test: TestParams,
+) -> Result<(), String> {
+    let fail = |e: String| Msg::Failed { error: e };
+    if let Some(Err(e)) = test.spec.as_ref().map(|s| admit(s, Side::Agent)) {
+        eprintln!("agent: test {} refused: {e}", test.id);
+        return send(wr, fail(e)).await;
+    }
+    let Some(interval) =
+        Some(Duration::from_millis(test.interval_ms.max(10))).filter(|i| *i <= MAX_DURATION)
+    else {
+        return send(
+            wr,
+            fail(format!(
+                "interval of {} ms is out of range",
+                test.interval_ms
+            )),
+        )
+        .await;
+    };
+    let n = test.spec.as_ref().map_or(0, EngineSpec::connection_count);
+    match &test.spec {
+        Some(spec) => eprintln!(
+            "agent: test {}: {} with {n} data connection(s)",
+            test.id,
+            spec.label()
+        ),
+        None => eprintln!("agent: test {}: observing only", test.id),
+    }
+    // Prepare the engine (buffers, devices) off the async threads, and take
+    // the controller's part of the setup exchange.
+    let mut engine = match &test.spec {
+        Some(spec) => {
+            let (spec, peer_setup, peer) = (spec.clone(), test.setup.clone(), ctx.controller);
+            let prepared = tokio::task::spawn_blocking(move || {
+                let mut e = crate::session::engines::prepare(&spec, Side::Agent, peer)?;
+                e.connect(peer_setup)?;
+                Ok::<_, crate::traffic::EngineError>(e)
+            })
+            .await;
+            match prepared {
+                Ok(Ok(e)) => Some(e),
+                Ok(Err(e)) => return send(wr, fail(format!("agent engine: {e}"))).await,
+                Err(e) => return send(wr, fail(format!("agent engine setup failed: {e}"))).await,
+            }
+        }
+        None => None,
+    };
+    let Some(conns) = collect(
+        ctx,
+        wr,
+        rx,
+        &test,
+        n,
+        engine.as_ref().and_then(|e| e.setup()),
+    )
+    .await?
+    else {
+        return Ok(()); // the controller gave up (Stop/Failed), or it was told why
+    };
+    // Watch the interface that carries the test: the route back to the
+    // controller (its data connections' address, else its control address).
+    let mut ifaces: Vec<String> = conns
+        .first()
+        .and_then(|c| c.peer_addr().ok())
+        .map(|a| a.ip())
+        .or(ctx.controller)
+        .and_then(crate::probe::system::route_iface)
+        .into_iter()
+        .collect();
+    ifaces.extend(test.ifaces.iter().cloned());
+    if let Err(e) = ctx.sampler.set_ifaces(ifaces).await {
+        return send(wr, fail(format!("agent sampler: {e}"))).await;
+    }
+    send(wr, Msg::DataReady {}).await?;
+    match tokio::time::timeout(SETUP_TIMEOUT, rx.recv()).await {
+        Ok(Some(Ok(Msg::Go {}))) => {}
+        Ok(Some(Ok(_))) => return Ok(()), // controller gave up (Failed/Stop)
+        _ => return Err("controller lost before go".into()),
+    }
+    let started = match engine.take() {
+        Some(e) => e.start(conns),
+        None => Ok(RunningEngine::idle()),
+    };
+    let mut engine = match started {
+        Ok(e) => e,
+        Err(e) => return send(wr, fail(format!("agent engine: {e}"))).await,
+    };
+    let omit = Duration::from_millis(test.omit_ms).min(MAX_DURATION);
+    if let Err(e) = ctx
+        .sampler
+        .begin(EngineView::of(&engine), omit, interval)
+        .await
+    {
+        engine.abort();
+        return send(wr, fail(format!("agent sampler: {e}"))).await;
+    }
+    drive(ctx, wr, rx, &mut engine, interval).await
+}
+
+/// Announce the data port (with this side's setup) and wait for every data
+/// connection of the test. Ok(None): the test ended before it started.
+async fn collect<W: AsyncWrite + Unpin>(
+    ctx: &Ctx<'_>,
+    wr: &mut SealedWriter<W>,
+    rx: &mut Inbox,
+    test: &TestParams,
+    n: usize,
+    setup: Option<crate::traffic::EngineSetup>,
+) -> Result<Option<Vec<std::net::TcpStream>>, String> {
+    let state = ctx.state;
+    let (dtx, mut drx) = mpsc::channel(n.clamp(1, 1024));
+    *lock(&state.waiter) = Some(DataWaiter {
+        test: test.id,
+        keys: Arc::clone(ctx.keys),
+        tx: dtx,
+    });
+    let accepting = Msg::Accepting {
+        data_port: state.data_port,
+        setup,
+    };
+    if let Err(e) = send(wr, accepting).await {
+        *lock(&state.waiter) = None;
+        return Err(e);
+    }
+    let mut slots: Vec<Option<std::net::TcpStream>> = (0..n).map(|_| None).collect();
+    let mut have = 0;
+    let deadline = tokio::time::Instant::now() + SETUP_TIMEOUT;
+    let result = loop {
+        if have == n {
+            break Ok(Some(slots.into_iter().flatten().collect()));
+        }
+        tokio::select! {
+            c = drx.recv() => if let Some((i, s)) = c {
+                if let Some(slot) = slots.get_mut(i as usize) {
+                    if slot.is_none() {
+                        let _ = crate::session::net::keep_alive(&s);
+                        *slot = Some(s);
+                        have += 1;
+                    }
+                }
+            },
+            m = rx.recv() => match m {
+                Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) => break Ok(None),
+                Some(Ok(_)) => {}
+                _ => break Err("controller lost during setup".to_string()),
+            },
+            _ = tokio::time::sleep_until(deadline) => {
+                let why = format!("only {have} of {n} data connections reached the agent within {} s; check that TCP port {} is reachable from the controller", SETUP_TIMEOUT.as_secs(), state.data_port);
+                break send(wr, Msg::Failed { error: why }).await.map(|()| None);
+            }
+        }
+    };
+    *lock(&state.waiter) = None;
+    result
+}
+
+/// The running point: Ticks from the controller's clock, Samples back, stop and drain.
+async fn drive<W: AsyncWrite + Unpin>(
+    ctx: &Ctx<'_>,
+    wr: &mut SealedWriter<W>,
+    rx: &mut Inbox,
+    engine: &mut RunningEngine,
+    interval: Duration,
+) -> Result<(), String> {
+    let sampler = ctx.sampler;
+    let mut pending = PendingSamples::default();
+    let t0 = Instant::now();
+    let done = Arc::clone(&engine.control.done);
+    let silence = tick_limit(interval);
+    let mut last_msg = tokio::time::Instant::now();
+    // Two deadlines: the engine must drain after Stop, and a Stop must follow
+    // an engine that finished on its own (byte budget, error).
+    let mut stop_deadline: Option<tokio::time::Instant> = None;
+    let mut stopped = false;
+    let mut engine_done: Option<f64> = None;
+    // The point ends when the engine is done *and* the controller said Stop:
+    // the controller sends its last Tick before Stop, but the data sockets
+    // can report EOF before that Tick arrives on the control socket.
+    let lost = loop {
+        if stopped && engine_done.is_some() {
+            break None;
+        }
+        tokio::select! {
+            biased;
+            m = rx.recv() => {
+                last_msg = tokio::time::Instant::now();
+                match m {
+                    Some(Ok(Msg::Tick {})) => {
+                        if let Err(e) = pending.request(sampler) {
+                            eprintln!("agent: interval missed: {e}");
+                        }
+                    }
+                    Some(Ok(Msg::Stop {})) => {
+                        engine.stop();
+                        stopped = true;
+                        if engine_done.is_none() { stop_deadline = Some(tokio::time::Instant::now() + DRAIN_TIMEOUT); }
+                    }
+                    Some(Ok(Msg::Failed { error })) => { eprintln!("agent: controller failed: {error}"); engine.abort(); stopped = true; }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => { engine.abort(); break Some(format!("controller lost during the test: {e}")); }
+                    None => { engine.abort(); break Some("controller lost during the test".into()); }
+                }
+            }
+            Some(s) = pending.next() => {
+                if let Err(e) = send(wr, Msg::Sample { sample: Box::new(s) }).await { engine.abort(); break Some(e); }
+            }
+            // The last worker thread to exit signals; nothing polls.
+            _ = done.notified(), if engine_done.is_none() => {
+                engine_done = Some(t0.elapsed().as_secs_f64());
+                stop_deadline = (!stopped).then(|| tokio::time::Instant::now() + DRAIN_TIMEOUT);
+            }
+            _ = sleep_until_opt(stop_deadline) => {
+                stop_deadline = None;
+                if engine_done.is_some() { break None; } // no Stop came: finish anyway
+                engine.abort();
+            }
+            // A controller that stops ticking (hung, or its host gone while
+            // its kernel state lingers) must not hold the agent.
+            _ = tokio::time::sleep_until(last_msg + silence), if !stopped => {
+                engine.abort();
+                break Some(format!("no message from the controller for {} s during the test", silence.as_secs()));
+            }
+        }
+    };
+    let duration_s = engine_done.unwrap_or_else(|| t0.elapsed().as_secs_f64());
+    // Always close with a (possibly short) Sample, so the intervals add up to the totals.
+    if lost.is_none() {
+        let _ = pending.request(sampler);
+        for s in pending.drain().await {
+            let _ = send(
+                wr,
+                Msg::Sample {
+                    sample: Box::new(s),
+                },
+            )
+            .await;
+        }
+    }
+    let result = finish(engine, sampler, duration_s).await;
+    if let Some(why) = lost {
+        return Err(why);
+    }
+    send(wr, Msg::Finished { result }).await
+}
+
+async fn send<W: AsyncWrite + Unpin>(wr: &mut SealedWriter<W>, m: Msg) -> Result<(), String> {
+    wr.send(&m)
+        .await
+        .map_err(|e| format!("controller lost: {e}"))
+}
