@@ -374,10 +374,75 @@ pub fn default_route_iface(src: &dyn HostSource) -> Option<String> {
     })
 }
 
-/// `MemAvailable` of /proc/meminfo: what the kernel thinks can be
-/// allocated without swapping (None when it cannot be read).
+/// Memory this process may still allocate: the least of the kernel's
+/// `MemAvailable`, the room left under its memory cgroup's limit (v2
+/// `memory.max − memory.current`, v1 `memory.limit_in_bytes −
+/// memory.usage_in_bytes`) and `RLIMIT_AS` minus its `VmSize` (None when
+/// none of these can be read).
 pub fn mem_available() -> Option<crate::units::Bytes> {
-    parse_mem_available(&std::fs::read_to_string("/proc/meminfo").ok()?)
+    let host = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| parse_mem_available(&t))
+        .map(|b| b.0);
+    [host, cgroup_room(), address_space_room()]
+        .into_iter()
+        .flatten()
+        .min()
+        .map(crate::units::Bytes)
+}
+
+/// Room under this process's memory cgroup limit, if it has one.
+fn cgroup_room() -> Option<u64> {
+    let cg = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let read = |p: String| -> Option<u64> { std::fs::read_to_string(p).ok()?.trim().parse().ok() };
+    for line in cg.lines() {
+        let mut f = line.splitn(3, ':');
+        let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+        let (max, cur) = if ctrl.is_empty() {
+            let d = format!("/sys/fs/cgroup{path}");
+            (
+                read(format!("{d}/memory.max")),
+                read(format!("{d}/memory.current")),
+            )
+        } else if ctrl.split(',').any(|c| c == "memory") {
+            let d = format!("/sys/fs/cgroup/memory{path}");
+            (
+                read(format!("{d}/memory.limit_in_bytes")),
+                read(format!("{d}/memory.usage_in_bytes")),
+            )
+        } else {
+            continue;
+        };
+        // "max" (v2) does not parse: no limit. v1 reports "no limit" as a huge number.
+        if let (Some(max), Some(cur)) = (max, cur) {
+            if max < (1 << 60) {
+                return Some(max.saturating_sub(cur));
+            }
+        }
+    }
+    None
+}
+
+/// Room under `RLIMIT_AS`, if it is set.
+fn address_space_room() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid rlimit the kernel writes into.
+    if unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut r) } != 0 || r.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmSize:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(r.rlim_cur.saturating_sub(kib.saturating_mul(1024)))
 }
 
 /// `MemAvailable` of a /proc/meminfo text.

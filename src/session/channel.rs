@@ -243,6 +243,11 @@ impl<W: AsyncWrite + Unpin> SealedWriter<W> {
     pub async fn shutdown(&mut self) {
         let _ = self.w.shutdown().await;
     }
+
+    /// The underlying writer (the sealer is dropped).
+    pub fn into_inner(self) -> W {
+        self.w
+    }
 }
 
 /// Write one sealed frame and flush it.

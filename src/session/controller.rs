@@ -107,6 +107,9 @@ pub enum SessionError {
     /// The agent reported a failure.
     #[error("the agent failed: {0}")]
     Peer(String),
+    /// This host cannot run the test (memory, descriptors, limits).
+    #[error("this host cannot run the test: {0}")]
+    Local(String),
 }
 
 /// A connected, authenticated controller.
@@ -332,6 +335,14 @@ impl Controller {
         }
         self.poisoned = true;
         self.next_id += 1;
+        if let Some(Err(e)) = p
+            .spec
+            .as_ref()
+            .map(|s| super::engines::admit(s, Side::Controller))
+        {
+            self.poisoned = false;
+            return Err(SessionError::Local(e));
+        }
         // Prepare this side's engine (buffers, devices) off the async threads.
         let mut engine = match &p.spec {
             Some(spec) => {

@@ -4,6 +4,7 @@
 //! allocate large buffers or open devices.
 
 use crate::traffic::{prepare_engine, Engine, EngineError, EngineSpec, Side};
+use crate::units::Bytes;
 use std::net::IpAddr;
 
 /// Prepare `side` of `spec`; `peer` is the other host's address as this
@@ -15,4 +16,37 @@ pub fn prepare(
 ) -> Result<Box<dyn Engine>, EngineError> {
     let _ = peer;
     prepare_engine(spec, side)
+}
+
+/// Share of the available memory a test may take (the rest is the host's).
+const MEMORY_SHARE: f64 = 0.8;
+/// Descriptors kept free besides what a test needs.
+const FD_MARGIN: u64 = 64;
+
+/// Why this host cannot run `side` of `spec` (None: it can), checked before
+/// anything is allocated: the spec's limits, the memory its buffers take
+/// against what this process may still allocate, and the descriptors it opens.
+pub fn admit(spec: &EngineSpec, side: Side) -> Result<(), String> {
+    spec.validate()
+        .map_err(|e| format!("{e} (out of the allowed range)"))?;
+    let need = spec.memory_needed(side);
+    if let Some(avail) = crate::probe::system::mem_available() {
+        let may = (avail.0 as f64 * MEMORY_SHARE) as u64;
+        if need.bytes.0 > may {
+            return Err(format!(
+                "the test would allocate {} on this host ({}) but only {} is available ({} of MemAvailable {}); {}",
+                need.bytes, need.what, Bytes(may), "80 %", avail, need.smaller
+            ));
+        }
+    }
+    let (limit, _) = crate::session::net::nofile_limit();
+    let open = crate::session::net::open_fds().unwrap_or(0);
+    let fds = spec.descriptors_needed();
+    if fds.saturating_add(open).saturating_add(FD_MARGIN) > limit {
+        return Err(format!(
+            "the test needs about {fds} file descriptors on this host but only {} more may be opened (RLIMIT_NOFILE {limit}, {open} open); use fewer connections or raise the limit (ulimit -n, LimitNOFILE=)",
+            limit.saturating_sub(open).saturating_sub(FD_MARGIN)
+        ));
+    }
+    Ok(())
 }

@@ -149,7 +149,7 @@ async fn a_plan_publishes_its_events_in_order() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_agent_refuses_a_spec_outside_its_limits_and_keeps_serving() {
+async fn a_spec_outside_the_limits_is_refused_before_anything_is_sent() {
     let (addr, stop) = agent().await;
     let mut ctl = Controller::connect(Target::Tcp(addr), &token())
         .await
@@ -163,13 +163,134 @@ async fn the_agent_refuses_a_spec_outside_its_limits_and_keeps_serving() {
         .run_point(&point(Some(bad)), &tx, &CancellationToken::new())
         .await
         .unwrap_err();
+    assert!(
+        matches!(e, super::controller::SessionError::Local(_)),
+        "{e}"
+    );
     assert!(e.to_string().contains("len 0"), "{e}");
-    drop(ctl);
-    // The agent is free for the next controller.
-    let ctl = Controller::connect(Target::Tcp(addr), &token())
+    // The session is still usable: nothing was sent.
+    let (tx, _rx) = mpsc::channel(64);
+    let ok = ctl
+        .run_point(&point(None), &tx, &CancellationToken::new())
         .await
         .unwrap();
+    assert_eq!(ok.end, EndReason::Completed);
     ctl.close().await;
+    stop.cancel();
+}
+
+/// A controller written by hand: handshake, then sealed frames.
+async fn raw_session(
+    addr: std::net::SocketAddr,
+) -> (
+    tokio::net::tcp::OwnedReadHalf,
+    super::channel::Opener,
+    super::channel::SealedWriter<tokio::net::tcp::OwnedWriteHalf>,
+) {
+    use super::channel::{Direction, SealedWriter, SessionKeys};
+    use super::proto::{read_msg, write_msg, Msg, PROTOCOL_VERSION};
+    let s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut rd, mut wr) = s.into_split();
+    write_msg(
+        &mut wr,
+        &Msg::Hello {
+            version: PROTOCOL_VERSION,
+            software: "test".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let Msg::Challenge { nonce, .. } = read_msg(&mut rd).await.unwrap() else {
+        panic!("challenge expected")
+    };
+    let nonce_a = hex::decode(nonce).unwrap();
+    let nonce_c = [5u8; 16];
+    let t = token();
+    let mac = hex::encode(t.mac("controller", &nonce_a, &nonce_c));
+    write_msg(
+        &mut wr,
+        &Msg::Auth {
+            nonce: hex::encode(nonce_c),
+            mac,
+        },
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        read_msg(&mut rd).await.unwrap(),
+        Msg::Welcome { .. }
+    ));
+    let keys = SessionKeys::derive(&t, &nonce_a, &nonce_c);
+    (
+        rd,
+        keys.opener(Direction::ToController),
+        SealedWriter::new(wr, keys.sealer(Direction::ToAgent)),
+    )
+}
+
+fn start(spec: Option<EngineSpec>) -> super::proto::Msg {
+    super::proto::Msg::Start {
+        test: super::proto::TestParams {
+            id: 1,
+            spec,
+            interval_ms: 100,
+            omit_ms: 0,
+            ifaces: Vec::new(),
+            setup: None,
+        },
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_refuses_a_spec_outside_its_limits_and_keeps_serving() {
+    use super::proto::Msg;
+    let (addr, stop) = agent().await;
+    let (mut rd, mut opener, mut wr) = raw_session(addr).await;
+    let mut bad = stream(1);
+    if let Some(t) = bad.as_tcp_mut() {
+        t.streams = 70_000;
+    }
+    wr.send(&start(Some(bad))).await.unwrap();
+    match super::channel::read_sealed(&mut rd, &mut opener)
+        .await
+        .unwrap()
+    {
+        Msg::Failed { error } => assert!(
+            error.contains("the agent refuses this test") && error.contains("streams 70000"),
+            "{error}"
+        ),
+        m => panic!("{m:?}"),
+    }
+    wr.send(&Msg::Bye {}).await.unwrap();
+    drop((rd, wr));
+    // The agent is free for the next controller.
+    let t = std::time::Instant::now();
+    let ctl = loop {
+        match Controller::connect(Target::Tcp(addr), &token()).await {
+            Ok(c) => break c,
+            Err(e) => assert!(t.elapsed() < Duration::from_secs(5), "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    ctl.close().await;
+    stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_injected_after_the_handshake_ends_the_session() {
+    use super::proto::write_msg;
+    let (addr, stop) = agent().await;
+    // A man in the middle relayed the handshake and now speaks for the
+    // controller: its plain frame fails authentication and the agent hangs up.
+    let (mut rd, _opener, wr) = raw_session(addr).await;
+    let mut plain = wr.into_inner();
+    write_msg(&mut plain, &start(None)).await.unwrap();
+    let mut buf = [0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(5), rd.read(&mut buf))
+        .await
+        .unwrap()
+        .unwrap_or(0);
+    assert_eq!(n, 0, "the agent hung up without answering the forged frame");
     stop.cancel();
 }
 

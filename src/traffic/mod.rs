@@ -242,6 +242,27 @@ pub enum EngineError {
     /// A worker thread panicked (a bug; the message is the panic payload).
     #[error("worker thread {0} panicked")]
     Panicked(String),
+    /// A buffer could not be allocated (the host is out of memory, or a
+    /// limit such as RLIMIT_AS or the cgroup's stops it).
+    #[error("cannot allocate {bytes} for {what}: the host is out of memory for this test; use fewer connections or smaller buffers")]
+    Memory {
+        /// What the buffer is for.
+        what: &'static str,
+        /// Its size.
+        bytes: crate::units::Bytes,
+    },
+}
+
+/// A buffer of `len` bytes set to `fill`, or [`EngineError::Memory`] when
+/// it cannot be had: an engine never aborts the process on an allocation.
+pub fn alloc_buf(len: usize, fill: u8, what: &'static str) -> Result<Vec<u8>, EngineError> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| EngineError::Memory {
+        what,
+        bytes: crate::units::Bytes(len as u64),
+    })?;
+    v.resize(len, fill);
+    Ok(v)
 }
 
 /// A started engine: its threads, its counters and a duplicate of every data

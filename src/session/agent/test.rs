@@ -1,11 +1,11 @@
 //! One test point on the agent: check it, prepare the engine, collect the
 //! data connections, run it with the controller's clock, finish.
 //!
-//! Nothing is allocated before the checks pass: the spec's limits
-//! (`EngineSpec::validate`), the memory the engine would take on this host
-//! against what the kernel says is available, and the descriptors the data
-//! connections need against the open-file limit. A controller with valid
-//! options must not be able to make the agent abort on an allocation.
+//! Nothing is allocated before [`admit`](crate::session::engines::admit)
+//! passes: the spec's limits, the memory the engine would take on this host
+//! against what is available, and the descriptors the data connections need
+//! against the open-file limit. A controller with valid options must not be
+//! able to make the agent abort on an allocation.
 
 use super::control::Inbox;
 use super::{lock, tick_limit, DataWaiter, State};
@@ -17,7 +17,7 @@ use crate::session::point::{
 };
 use crate::session::proto::{Msg, TestParams};
 use crate::traffic::{EngineSpec, RunningEngine, Side};
-use crate::units::{Bytes, MAX_DURATION};
+use crate::units::MAX_DURATION;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWrite;
@@ -31,37 +31,6 @@ pub(super) struct Ctx<'a> {
     pub keys: &'a Arc<SessionKeys>,
 }
 
-/// Share of the available memory a test may take (the rest is the host's).
-const MEMORY_SHARE: f64 = 0.8;
-/// Descriptors kept free besides what a test needs.
-const FD_MARGIN: u64 = 64;
-
-/// Why this host cannot run `spec`, before anything is allocated.
-pub fn admit(spec: &EngineSpec, side: Side) -> Result<(), String> {
-    spec.validate()
-        .map_err(|e| format!("the agent refuses this test: {e}"))?;
-    let need = spec.memory_needed(side);
-    if let Some(avail) = crate::probe::system::mem_available() {
-        let may = (avail.0 as f64 * MEMORY_SHARE) as u64;
-        if need.bytes.0 > may {
-            return Err(format!(
-                "the test would allocate {} on this host ({}) but only {} is available ({} of MemAvailable {}); {}",
-                need.bytes, need.what, Bytes(may), "80 %", avail, need.smaller
-            ));
-        }
-    }
-    let (limit, _) = crate::session::net::nofile_limit();
-    let open = crate::session::net::open_fds().unwrap_or(0);
-    let fds = spec.descriptors_needed();
-    if fds.saturating_add(open).saturating_add(FD_MARGIN) > limit {
-        return Err(format!(
-            "the test needs about {fds} file descriptors on this host but only {} more may be opened (RLIMIT_NOFILE {limit}, {open} open); use fewer connections or raise the limit (ulimit -n, LimitNOFILE=)",
-            limit.saturating_sub(open).saturating_sub(FD_MARGIN)
-        ));
-    }
-    Ok(())
-}
-
 /// Run one test point. Err means the control connection is gone.
 pub(super) async fn run<W: AsyncWrite + Unpin>(
     ctx: &Ctx<'_>,
@@ -70,9 +39,13 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
     test: TestParams,
 ) -> Result<(), String> {
     let fail = |e: String| Msg::Failed { error: e };
-    if let Some(Err(e)) = test.spec.as_ref().map(|s| admit(s, Side::Agent)) {
+    if let Some(Err(e)) = test
+        .spec
+        .as_ref()
+        .map(|s| crate::session::engines::admit(s, Side::Agent))
+    {
         eprintln!("agent: test {} refused: {e}", test.id);
-        return send(wr, fail(e)).await;
+        return send(wr, fail(format!("the agent refuses this test: {e}"))).await;
     }
     let Some(interval) =
         Some(Duration::from_millis(test.interval_ms.max(10))).filter(|i| *i <= MAX_DURATION)

@@ -16,8 +16,8 @@
 
 use super::{is_disconnect, is_timeout, WAKE_INTERVAL};
 use crate::traffic::{
-    new_latency_histogram, spawn_worker, ConnRole, EngineControl, EngineCounters, EngineError,
-    TcpMode, TcpSpec,
+    alloc_buf, new_latency_histogram, spawn_worker, ConnRole, EngineControl, EngineCounters,
+    EngineError, TcpMode, TcpSpec,
 };
 use crate::units::CpuId;
 use hdrhistogram::Histogram;
@@ -172,8 +172,8 @@ impl WorkerCtx<'_> {
         };
         match b {
             Behaviour::RrClient { req, resp, .. } => {
-                let out = vec![0u8; req as usize];
-                let mut inb = vec![0u8; resp as usize];
+                let out = alloc_buf(req as usize, 0, "a request buffer")?;
+                let mut inb = alloc_buf(resp as usize, 0, "a response buffer")?;
                 let mut n: u64 = 0;
                 while !self.control.stopping() {
                     let t0 = Instant::now();
@@ -205,8 +205,8 @@ impl WorkerCtx<'_> {
                 Ok(())
             }
             Behaviour::RrServer { req, resp } => {
-                let mut inb = vec![0u8; req as usize];
-                let out = vec![0u8; resp as usize];
+                let mut inb = alloc_buf(req as usize, 0, "a request buffer")?;
+                let out = alloc_buf(resp as usize, 0, "a response buffer")?;
                 let mut n: u64 = 0;
                 while let Xfer::Done =
                     read_full(sock, &mut inb, self.control).map_err(|e| io("read", e))?
@@ -277,8 +277,8 @@ impl WorkerCtx<'_> {
             }
             conns.push(c);
         }
-        let zeros = vec![0u8; IO_BUF];
-        let mut buf = vec![0u8; IO_BUF];
+        let zeros = alloc_buf(IO_BUF, 0, "an I/O buffer")?;
+        let mut buf = alloc_buf(IO_BUF, 0, "an I/O buffer")?;
         let mut events = Events::with_capacity(256);
         let mut drain_deadline: Option<Instant> = None;
         for c in conns.iter_mut() {

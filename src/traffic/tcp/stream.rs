@@ -67,7 +67,7 @@ fn send_loop(
     quota: Option<u64>,
     zc: bool,
 ) -> Result<(), EngineError> {
-    let buf = vec![0x5Au8; len];
+    let buf = super::super::alloc_buf(len, 0x5A, "a send buffer")?;
     let mut zc_state = zc.then(zerocopy::Tracker::default);
     let mut sent: u64 = 0;
     let mut w = sock;
@@ -124,7 +124,7 @@ fn recv_loop(
     len: usize,
     skip_copy: bool,
 ) -> Result<(), EngineError> {
-    let mut buf = vec![0u8; len.max(MIN_RECV_BUF)];
+    let mut buf = super::super::alloc_buf(len.max(MIN_RECV_BUF), 0, "a receive buffer")?;
     let mut got: u64 = 0;
     let mut r = sock;
     loop {
