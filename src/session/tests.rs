@@ -279,6 +279,7 @@ async fn the_agent_refuses_a_spec_outside_its_limits_and_keeps_serving() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_injected_after_the_handshake_ends_the_session() {
     use super::proto::write_msg;
+    use tokio::io::AsyncReadExt;
     let (addr, stop) = agent().await;
     // A man in the middle relayed the handshake and now speaks for the
     // controller: its plain frame fails authentication and the agent hangs up.
