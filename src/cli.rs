@@ -41,6 +41,8 @@ pub enum Command {
     Capture(CaptureArgs),
     /// Audit the configuration (driver, firmware, offloads, IRQs, sysctls...) of this host, the peer, or a capture; no traffic.
     Check(CheckArgs),
+    /// Tuning profiles: list, show, save, diff, apply (all-or-nothing, backed up), rollback.
+    Profile(crate::tune::cli::ProfileArgs),
 }
 
 /// `wirescope check`.

@@ -17,5 +17,6 @@ pub mod record;
 pub mod session;
 pub mod traffic;
 pub mod tui;
+pub mod tune;
 pub mod units;
 pub mod watch;
