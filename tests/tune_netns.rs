@@ -113,6 +113,18 @@ features = { gro = true }
 rps = "all"
 "#;
 
+/// Does the diff output have the row `setting  a  ->  b`?
+fn has_row(out: &str, setting: &str, a: &str, b: &str) -> bool {
+    out.lines().any(|l| {
+        let w: Vec<&str> = l
+            .split("  ")
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .collect();
+        w == [setting, a, "->", b]
+    })
+}
+
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -297,16 +309,7 @@ fn diff_of_shipped_profiles_and_of_live_against_a_profile() {
     ]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{out}");
-    let line = |s: &str, a: &str, b: &str| {
-        out.lines().any(|l| {
-            let w: Vec<&str> = l
-                .split("  ")
-                .map(str::trim)
-                .filter(|x| !x.is_empty())
-                .collect();
-            w == [s, a, "->", b]
-        })
-    };
+    let line = |s: &str, a: &str, b: &str| has_row(&out, s, a, b);
     assert!(
         line("sysctl net.core.rmem_max", "536870912", "212992"),
         "{out}"
@@ -339,17 +342,7 @@ fn diff_of_shipped_profiles_and_of_live_against_a_profile() {
         ("veth-a channels rx", "4", "2"),
         ("veth-a feature rx-gro", "off", "on"),
     ] {
-        assert!(
-            out.lines().any(|l| {
-                let w: Vec<&str> = l
-                    .split("  ")
-                    .map(str::trim)
-                    .filter(|x| !x.is_empty())
-                    .collect();
-                w == [s, a, "->", b]
-            }),
-            "{s}: {out}"
-        );
+        assert!(has_row(&out, s, a, b), "{s}: {out}");
     }
 }
 

@@ -32,6 +32,34 @@ fn read(root: &Path, p: &str) -> String {
     std::fs::read_to_string(root.join(p)).unwrap()
 }
 
+fn apply_profile(
+    p: &Profile,
+    host: &Host,
+    state: &StateDir,
+) -> Result<wirescope::tune::ApplyReport, wirescope::tune::TuneError> {
+    apply::apply(
+        p,
+        host,
+        state,
+        &ResolveOpts::default(),
+        &ApplyOptions::default(),
+    )
+}
+
+/// The files the host-wide profile touches (and IRQ 37, which it must not).
+fn host_wide_files(root: &Path) -> Vec<String> {
+    [
+        "proc/irq/37/smp_affinity_list",
+        "proc/irq/38/smp_affinity_list",
+        "proc/irq/39/smp_affinity_list",
+        "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
+        "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
+    ]
+    .iter()
+    .map(|f| read(root, f))
+    .collect()
+}
+
 const HOST_WIDE: &str = r#"
 name = "host-wide"
 [host]
@@ -49,25 +77,9 @@ fn irq_affinity_and_governor_apply_and_roll_back_exactly() {
     let host = Host::at_root(r.path());
     let state = StateDir::at(st.path());
     let p = Profile::parse(HOST_WIDE, "host-wide.toml").unwrap();
-    let before: Vec<String> = [
-        "proc/irq/37/smp_affinity_list",
-        "proc/irq/38/smp_affinity_list",
-        "proc/irq/39/smp_affinity_list",
-        "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
-        "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
-    ]
-    .iter()
-    .map(|f| read(r.path(), f))
-    .collect();
+    let before = host_wide_files(r.path());
 
-    let report = apply::apply(
-        &p,
-        &host,
-        &state,
-        &ResolveOpts::default(),
-        &ApplyOptions::default(),
-    )
-    .unwrap();
+    let report = apply_profile(&p, &host, &state).unwrap();
     let changed: Vec<(String, String, String)> = report
         .changes
         .iter()
@@ -97,18 +109,7 @@ fn irq_affinity_and_governor_apply_and_roll_back_exactly() {
 
     let rb = apply::rollback(&host, &state).unwrap();
     assert_eq!(rb.restored.len(), 4);
-    let after: Vec<String> = [
-        "proc/irq/37/smp_affinity_list",
-        "proc/irq/38/smp_affinity_list",
-        "proc/irq/39/smp_affinity_list",
-        "sys/devices/system/cpu/cpu0/cpufreq/scaling_governor",
-        "sys/devices/system/cpu/cpu1/cpufreq/scaling_governor",
-    ]
-    .iter()
-    .map(|f| read(r.path(), f).trim().to_string())
-    .collect();
-    let before: Vec<String> = before.iter().map(|s| s.trim().to_string()).collect();
-    assert_eq!(after, before);
+    assert_eq!(host_wide_files(r.path()), before, "byte for byte");
     // Nothing left to roll back.
     assert!(apply::rollback(&host, &state).is_err());
 }
@@ -125,15 +126,7 @@ fn unsupported_host_settings_are_reported_before_anything_changes() {
         "x.toml",
     )
     .unwrap();
-    let e = apply::apply(
-        &p,
-        &host,
-        &state,
-        &ResolveOpts::default(),
-        &ApplyOptions::default(),
-    )
-    .unwrap_err()
-    .to_string();
+    let e = apply_profile(&p, &host, &state).unwrap_err().to_string();
     assert!(e.contains("nothing was changed"), "{e}");
     assert!(e.contains("cpu0 governor: governor ondemand is not available; one of: performance, powersave, schedutil"), "{e}");
     assert!(e.contains("irqbalance:"), "{e}");

@@ -183,6 +183,23 @@ pub fn apply_plan(
     if changes.is_empty() {
         return Ok(report);
     }
+    // Read the values again under the lock: the plan may be minutes old (a
+    // confirmation prompt), and the backup must hold what is there now.
+    let mut steps = Vec::with_capacity(changes.len());
+    for p in &changes {
+        let before = if p.new_queue {
+            String::new()
+        } else {
+            host.read(&p.key)?
+        };
+        steps.push(Step {
+            key: p.key.clone(),
+            before,
+            after: p.target.clone(),
+            origin: p.origin.clone(),
+            read_before: p.new_queue,
+        });
+    }
     let backup = Backup {
         version: 0,
         id: String::new(),
@@ -191,16 +208,7 @@ pub fn apply_plan(
         namespace: host.namespace(),
         profile: plan.profile.clone(),
         source: source.to_string(),
-        steps: changes
-            .iter()
-            .map(|p| Step {
-                key: p.key.clone(),
-                before: p.current.clone(),
-                after: p.target.clone(),
-                origin: p.origin.clone(),
-                read_before: p.new_queue,
-            })
-            .collect(),
+        steps,
     };
     let (backup, mut journal) = state.create(backup)?;
     report.backup = backup.id.clone();

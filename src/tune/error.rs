@@ -143,11 +143,18 @@ impl std::fmt::Display for SettingFailure {
 }
 
 fn list(problems: &[Problem]) -> String {
-    problems
+    let mut s = problems
         .iter()
         .map(|p| format!("  - {p}"))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    let n = problems.iter().filter(|p| p.unsupported).count();
+    if n > 0 {
+        s.push_str(&format!(
+            "\n{n} of these are settings this host does not have; --skip-unsupported applies the rest"
+        ));
+    }
+    s
 }
 
 fn phase_name(p: Phase) -> &'static str {

@@ -173,6 +173,17 @@ impl Host {
         }
     }
 
+    /// Is this process in the initial network namespace (the one of PID 1)?
+    /// None for a directory, or when PID 1's namespace cannot be read.
+    pub fn in_initial_netns(&self) -> Option<bool> {
+        if !self.is_live() {
+            return None;
+        }
+        let ours = std::fs::read_link("/proc/self/ns/net").ok()?;
+        let init = std::fs::read_link("/proc/1/ns/net").ok()?;
+        Some(ours == init)
+    }
+
     fn file(&self, path: &str) -> PathBuf {
         match &self.root {
             Some(r) => r.join(path.trim_start_matches('/')),
@@ -445,23 +456,14 @@ impl Host {
             Key::Mtu { iface } => self.mtu(iface)?.mtu.to_string(),
             Key::Channel { iface, which } => {
                 let c = value(self.nic_parts(iface, &[Part::Channels]).channels, key)?;
-                let v = match which {
-                    ChannelKind::Rx => c.rx,
-                    ChannelKind::Tx => c.tx,
-                    ChannelKind::Other => c.other,
-                    ChannelKind::Combined => c.combined,
-                };
-                v.ok_or_else(|| missing(key))?.to_string()
+                channel(&c, *which)
+                    .1
+                    .ok_or_else(|| missing(key))?
+                    .to_string()
             }
             Key::Ring { iface, which } => {
                 let r = value(self.nic_parts(iface, &[Part::Rings]).rings, key)?;
-                let v = match which {
-                    RingKind::Rx => r.rx,
-                    RingKind::RxMini => r.rx_mini,
-                    RingKind::RxJumbo => r.rx_jumbo,
-                    RingKind::Tx => r.tx,
-                };
-                v.ok_or_else(|| missing(key))?.to_string()
+                ring(&r, *which).1.ok_or_else(|| missing(key))?.to_string()
             }
             Key::Coalesce { iface, param } => {
                 let c = value(self.nic_parts(iface, &[Part::Coalesce]).coalesce, key)?;
@@ -473,11 +475,7 @@ impl Host {
             }
             Key::Pause { iface, which } => {
                 let p = value(self.nic_parts(iface, &[Part::Pause]).pause, key)?;
-                on_off(match which {
-                    PauseKind::Autoneg => p.autoneg,
-                    PauseKind::Rx => p.rx,
-                    PauseKind::Tx => p.tx,
-                })
+                on_off(pause(&p, *which))
             }
             Key::Irqbalance => match self.irqbalance_running() {
                 Some(true) => "running".into(),
@@ -599,6 +597,44 @@ fn value<T>(s: Support<T>, key: &Key) -> Result<T, HostError> {
 
 fn missing(key: &Key) -> HostError {
     HostError::Unsupported(format!("{key}: the driver does not report it"))
+}
+
+/// (maximum, current) of one channel count (`ethtool -l`).
+pub fn channel(c: &Channels, k: ChannelKind) -> (Option<u32>, Option<u32>) {
+    match k {
+        ChannelKind::Rx => (c.max_rx, c.rx),
+        ChannelKind::Tx => (c.max_tx, c.tx),
+        ChannelKind::Other => (c.max_other, c.other),
+        ChannelKind::Combined => (c.max_combined, c.combined),
+    }
+}
+
+/// (maximum, current) of one ring size (`ethtool -g`).
+pub fn ring(r: &Rings, k: RingKind) -> (Option<u32>, Option<u32>) {
+    match k {
+        RingKind::Rx => (r.max_rx, r.rx),
+        RingKind::RxMini => (r.max_rx_mini, r.rx_mini),
+        RingKind::RxJumbo => (r.max_rx_jumbo, r.rx_jumbo),
+        RingKind::Tx => (r.max_tx, r.tx),
+    }
+}
+
+/// One pause parameter (`ethtool -a`).
+pub fn pause(p: &Pause, k: PauseKind) -> bool {
+    match k {
+        PauseKind::Autoneg => p.autoneg,
+        PauseKind::Rx => p.rx,
+        PauseKind::Tx => p.tx,
+    }
+}
+
+/// The kinds the driver has (a maximum above 0), in order.
+pub fn with_max<K: Copy>(kinds: &[K], f: impl Fn(K) -> (Option<u32>, Option<u32>)) -> Vec<K> {
+    kinds
+        .iter()
+        .copied()
+        .filter(|k| f(*k).0.unwrap_or(0) > 0)
+        .collect()
 }
 
 /// A coalescing parameter's value in canonical text.

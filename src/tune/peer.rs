@@ -173,23 +173,29 @@ pub fn serve(
     let failed = |e: &dyn std::fmt::Display| TuneResponse::Failed {
         error: e.to_string(),
     };
-    let parse = |text: &str| Profile::parse(text, "profile from the controller");
-    match req {
-        TuneRequest::Save { name, ifaces } => match snapshot(host, name, ifaces) {
+    let profile = match req {
+        TuneRequest::Plan { profile, .. } | TuneRequest::Apply { profile, .. } => {
+            match Profile::parse(profile, "profile from the controller") {
+                Ok(p) => Some(p),
+                Err(e) => return failed(&e),
+            }
+        }
+        _ => None,
+    };
+    match (req, profile) {
+        (TuneRequest::Save { name, ifaces }, _) => match snapshot(host, name, ifaces) {
             Ok(s) => TuneResponse::Saved {
                 profile: s.text,
                 notes: s.notes,
             },
             Err(e) => failed(&e),
         },
-        TuneRequest::Plan {
-            profile,
-            skip_unsupported,
-        } => {
-            let p = match parse(profile) {
-                Ok(p) => p,
-                Err(e) => return failed(&e),
-            };
+        (
+            TuneRequest::Plan {
+                skip_unsupported, ..
+            },
+            Some(p),
+        ) => {
             let mut plan = super::resolve::resolve(&p, host, &opts);
             let skipped = if *skip_unsupported {
                 plan.skip_unsupported()
@@ -198,14 +204,12 @@ pub fn serve(
             };
             TuneResponse::Planned { plan, skipped }
         }
-        TuneRequest::Apply {
-            profile,
-            skip_unsupported,
-        } => {
-            let p = match parse(profile) {
-                Ok(p) => p,
-                Err(e) => return failed(&e),
-            };
+        (
+            TuneRequest::Apply {
+                skip_unsupported, ..
+            },
+            Some(p),
+        ) => {
             let aopts = ApplyOptions {
                 skip_unsupported: *skip_unsupported,
                 after_step: None,
@@ -215,15 +219,16 @@ pub fn serve(
                 Err(e) => failed(&e),
             }
         }
-        TuneRequest::Rollback => match apply::rollback(host, state) {
+        (TuneRequest::Plan { .. } | TuneRequest::Apply { .. }, None) => failed(&"no profile"),
+        (TuneRequest::Rollback, _) => match apply::rollback(host, state) {
             Ok(r) => TuneResponse::RolledBack(r),
             Err(e) => failed(&e),
         },
-        TuneRequest::Finish => match apply::finish(host, state, &ApplyOptions::default()) {
+        (TuneRequest::Finish, _) => match apply::finish(host, state, &ApplyOptions::default()) {
             Ok(r) => TuneResponse::Applied(r),
             Err(e) => failed(&e),
         },
-        TuneRequest::Status => match apply::pending(state) {
+        (TuneRequest::Status, _) => match apply::pending(state) {
             Ok(pending) => TuneResponse::Status { pending },
             Err(e) => failed(&e),
         },

@@ -302,6 +302,27 @@ fn type_name(v: &toml::Value) -> &'static str {
     }
 }
 
+impl Ctx<'_> {
+    /// `v` as a table, or an error saying what was expected.
+    fn table<'v>(
+        &self,
+        key: &str,
+        v: &'v toml::Value,
+        allowed: impl Into<String>,
+    ) -> Result<&'v toml::Table, ProfileError> {
+        v.as_table()
+            .ok_or_else(|| self.err(key, format!("is {}", type_name(v)), allowed))
+    }
+
+    /// At most `max` entries.
+    fn at_most(&self, key: &str, n: usize, max: usize) -> Result<(), ProfileError> {
+        if n > max {
+            return Err(self.err(key, format!("{n} entries"), format!("at most {max}")));
+        }
+        Ok(())
+    }
+}
+
 impl Profile {
     /// Parse profile text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Profile, ProfileError> {
@@ -357,13 +378,7 @@ impl Profile {
                             "write each block as [[interface]] with a `match` key",
                         )
                     })?;
-                    if arr.len() > MAX_INTERFACE_BLOCKS {
-                        return Err(cx.err(
-                            "interface",
-                            format!("{} blocks", arr.len()),
-                            format!("at most {MAX_INTERFACE_BLOCKS}"),
-                        ));
-                    }
+                    cx.at_most("interface", arr.len(), MAX_INTERFACE_BLOCKS)?;
                     for (i, b) in arr.iter().enumerate() {
                         p.sections
                             .push(Section::Interface(parse_interface(&cx, i + 1, b)?));
@@ -468,20 +483,12 @@ pub fn normalize_sysctl(v: &str) -> String {
 }
 
 fn parse_sysctls(cx: &Ctx, v: &toml::Value) -> Result<Vec<(String, String)>, ProfileError> {
-    let t = v.as_table().ok_or_else(|| {
-        cx.err(
-            "sysctl",
-            format!("is {}", type_name(v)),
-            "write [sysctl] with \"name\" = \"value\" lines",
-        )
-    })?;
-    if t.len() > MAX_SYSCTLS {
-        return Err(cx.err(
-            "sysctl",
-            format!("{} entries", t.len()),
-            format!("at most {MAX_SYSCTLS}"),
-        ));
-    }
+    let t = cx.table(
+        "sysctl",
+        v,
+        "write [sysctl] with \"name\" = \"value\" lines",
+    )?;
+    cx.at_most("sysctl", t.len(), MAX_SYSCTLS)?;
     let mut out = Vec::new();
     for (name, val) in t {
         let key = format!("sysctl.\"{name}\"");
@@ -783,13 +790,7 @@ fn parse_interface(
     v: &toml::Value,
 ) -> Result<InterfaceBlock, ProfileError> {
     let base = format!("[[interface]] #{index}");
-    let t = v.as_table().ok_or_else(|| {
-        cx.err(
-            &base,
-            format!("is {}", type_name(v)),
-            "a table with `match` and settings",
-        )
-    })?;
+    let t = cx.table(&base, v, "a table with `match` and settings")?;
     let m = t.get("match").ok_or_else(|| {
         cx.err(
             format!("{base} match"),
@@ -864,13 +865,7 @@ fn parse_coalesce(
     v: &toml::Value,
 ) -> Result<Vec<(String, CoalesceValue)>, ProfileError> {
     let names = coalesce_names().join(", ");
-    let t = v.as_table().ok_or_else(|| {
-        cx.err(
-            key,
-            format!("is {}", type_name(v)),
-            format!("a table of {names}"),
-        )
-    })?;
+    let t = cx.table(key, v, format!("a table of {names}"))?;
     let mut out = Vec::new();
     for (k, val) in t {
         let n = norm_key(k);
@@ -905,9 +900,7 @@ fn parse_features(
 ) -> Result<Vec<(String, bool)>, ProfileError> {
     let allowed =
         "a table of feature names (gro, tso, rx-gro, generic-receive-offload, ...) = true/false";
-    let t = v
-        .as_table()
-        .ok_or_else(|| cx.err(key, format!("is {}", type_name(v)), allowed))?;
+    let t = cx.table(key, v, allowed)?;
     let mut out = Vec::new();
     for (k, val) in t {
         let sub = format!("{key}.{k}");
@@ -929,9 +922,7 @@ fn parse_pause(
     v: &toml::Value,
 ) -> Result<Vec<(PauseKind, bool)>, ProfileError> {
     let allowed = "a table of autoneg, rx, tx = true/false";
-    let t = v
-        .as_table()
-        .ok_or_else(|| cx.err(key, format!("is {}", type_name(v)), allowed))?;
+    let t = cx.table(key, v, allowed)?;
     let mut out = Vec::new();
     for (k, val) in t {
         let sub = format!("{key}.{k}");
@@ -989,13 +980,7 @@ fn governor_name(cx: &Ctx, key: &str, v: &toml::Value) -> Result<String, Profile
 }
 
 fn parse_host(cx: &Ctx, v: &toml::Value) -> Result<Vec<HostSetting>, ProfileError> {
-    let t = v.as_table().ok_or_else(|| {
-        cx.err(
-            "host",
-            format!("is {}", type_name(v)),
-            format!("a [host] table with {HOST_KEYS}"),
-        )
-    })?;
+    let t = cx.table("host", v, format!("a [host] table with {HOST_KEYS}"))?;
     let mut out = Vec::new();
     for (k, val) in t {
         let key = format!("host.{k}");

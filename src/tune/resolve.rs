@@ -14,14 +14,14 @@
 
 use super::cpuset;
 use super::features::kernel_names;
-use super::host::{coalesce_value, Host, NicState};
+use super::host::{channel, coalesce_value, pause, ring, with_max, Host, NicState};
 use super::key::{on_off, Key};
 use super::profile::{
     glob_match, sysctl_path, Count, Counts, Governor, HostSetting, IfSetting, InterfaceBlock,
     IrqSpec, MaskSpec, Matcher, PerQueue, Profile, Section,
 };
 use crate::probe::facts::Support;
-use crate::probe::netlink::ethtool_set::{ChannelKind, CoalesceValue, PauseKind, RingKind};
+use crate::probe::netlink::ethtool_set::{ChannelKind, CoalesceValue, RingKind};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::net::IpAddr;
@@ -231,9 +231,15 @@ impl Resolver<'_> {
         match self.host.read(key) {
             Ok(v) => Some(v),
             Err(e) => {
+                // xps_cpus exists on every queue but answers ENOENT on a single-queue device.
+                let hint = if matches!(key, Key::Xps { .. }) {
+                    "XPS needs a device with several tx queues"
+                } else {
+                    ""
+                };
                 self.fail(Problem {
                     unsupported: e.is_unsupported(),
-                    ..problem(key.to_string(), format!("cannot read it: {e}"), "")
+                    ..problem(key.to_string(), format!("cannot read it: {e}"), hint)
                 });
                 None
             }
@@ -253,7 +259,7 @@ impl Resolver<'_> {
         };
         if !self.host.exists(&path) {
             let hint = if name.starts_with("net.core.")
-                && self.host.exists("/proc/sys/net/core/somaxconn")
+                && self.host.in_initial_netns() == Some(false)
             {
                 "it may exist only in the initial network namespace; apply it there"
             } else {
@@ -266,10 +272,15 @@ impl Resolver<'_> {
             ));
         }
         if !self.host.writable(&path) {
-            return self.fail(problem(
+            let why = if self.host.in_initial_netns() == Some(false) {
+                "read-only in this network namespace (the initial namespace owns it)"
+            } else {
+                "read-only"
+            };
+            return self.fail(unsupported(
                 key.to_string(),
-                "read-only",
-                "remove it from the profile",
+                why,
+                "apply it where it can be written, or remove it",
             ));
         }
         let Some(current) = self.read(&key) else {
@@ -474,17 +485,14 @@ impl Resolver<'_> {
         what: &str,
         counts: &Counts<K>,
         kinds: &[K],
+        all_max: Vec<K>,
         fields: impl Fn(K) -> (Option<u32>, Option<u32>),
         key: impl Fn(K) -> Key,
         name: fn(K) -> &'static str,
         origin: &str,
     ) {
         let wanted: Vec<(K, Count)> = match counts {
-            Counts::AllMax => kinds
-                .iter()
-                .filter(|k| fields(**k).0.unwrap_or(0) > 0)
-                .map(|k| (*k, Count::Max))
-                .collect(),
+            Counts::AllMax => all_max.into_iter().map(|k| (k, Count::Max)).collect(),
             Counts::Each(v) => v.clone(),
         };
         for (kind, count) in wanted {
@@ -496,10 +504,9 @@ impl Resolver<'_> {
                     format!("the driver has no {} {what} (maximum n/a)", name(kind)),
                     format!(
                         "kinds with a maximum: {}",
-                        kinds
-                            .iter()
-                            .filter(|x| fields(**x).0.unwrap_or(0) > 0)
-                            .map(|x| name(*x))
+                        with_max(kinds, &fields)
+                            .into_iter()
+                            .map(name)
                             .collect::<Vec<_>>()
                             .join(", ")
                     ),
@@ -711,20 +718,28 @@ impl Resolver<'_> {
                 let Some(ch) = self.nic_value(&nic.channels, "channels", iface, &driver) else {
                     return;
                 };
+                let fields = |k| channel(&ch, k);
+                let have = with_max(&ChannelKind::ALL, fields);
+                // "max": combined channels when the driver has them (drivers
+                // refuse mixing combined with rx/tx), else rx and tx.
+                let all_max = if have.contains(&ChannelKind::Combined) {
+                    vec![ChannelKind::Combined]
+                } else {
+                    have.into_iter()
+                        .filter(|k| *k != ChannelKind::Other)
+                        .collect()
+                };
+                let key = |which| Key::Channel {
+                    iface: iface.into(),
+                    which,
+                };
                 self.counts(
                     "channels",
                     c,
                     &ChannelKind::ALL,
-                    |k| match k {
-                        ChannelKind::Rx => (ch.max_rx, ch.rx),
-                        ChannelKind::Tx => (ch.max_tx, ch.tx),
-                        ChannelKind::Other => (ch.max_other, ch.other),
-                        ChannelKind::Combined => (ch.max_combined, ch.combined),
-                    },
-                    |k| Key::Channel {
-                        iface: iface.into(),
-                        which: k,
-                    },
+                    all_max,
+                    fields,
+                    key,
                     ChannelKind::name,
                     origin,
                 );
@@ -733,20 +748,19 @@ impl Resolver<'_> {
                 let Some(r) = self.nic_value(&nic.rings, "rings", iface, &driver) else {
                     return;
                 };
+                let fields = |k| ring(&r, k);
+                let all_max = with_max(&RingKind::ALL, fields);
+                let key = |which| Key::Ring {
+                    iface: iface.into(),
+                    which,
+                };
                 self.counts(
                     "rings",
                     c,
                     &RingKind::ALL,
-                    |k| match k {
-                        RingKind::Rx => (r.max_rx, r.rx),
-                        RingKind::RxMini => (r.max_rx_mini, r.rx_mini),
-                        RingKind::RxJumbo => (r.max_rx_jumbo, r.rx_jumbo),
-                        RingKind::Tx => (r.max_tx, r.tx),
-                    },
-                    |k| Key::Ring {
-                        iface: iface.into(),
-                        which: k,
-                    },
+                    all_max,
+                    fields,
+                    key,
                     RingKind::name,
                     origin,
                 );
@@ -829,11 +843,7 @@ impl Resolver<'_> {
                     return;
                 };
                 for (kind, on) in list {
-                    let cur = match kind {
-                        PauseKind::Autoneg => p.autoneg,
-                        PauseKind::Rx => p.rx,
-                        PauseKind::Tx => p.tx,
-                    };
+                    let cur = pause(&p, *kind);
                     self.push(
                         Key::Pause {
                             iface: iface.into(),

@@ -145,115 +145,11 @@ pub fn run(c: &Checklist, rounds: u32, d: &mut dyn Driver) -> Result<Summary, St
     let baseline = super::decide::stats(&current).median;
     let mut steps = Vec::new();
     for check in &c.checks {
-        let mut rec = StepRecord {
-            step: steps.len() + 1,
-            rule: check.rule.clone(),
-            title: check.title.clone(),
-            host: None,
-            subject: String::new(),
-            changes: Vec::new(),
-            profile: None,
-            verdict: None,
-            status: StepStatus::NotFound,
-        };
-        let Some(f) = find(check, &findings).cloned() else {
-            d.record(&Record::Step(Box::new(rec.clone())));
-            steps.push(rec);
-            continue;
-        };
-        rec.host = Some(f.host);
-        rec.subject = f.subject.clone();
-        let fragment = match check.instantiate(&f.subject) {
-            Ok(t) => t,
-            Err(e) => {
-                rec.status = StepStatus::Skipped(e);
-                d.record(&Record::Step(Box::new(rec.clone())));
-                steps.push(rec);
-                continue;
-            }
-        };
-        let change = match d.preview(f.host, &fragment) {
-            Ok(cmds) if cmds.is_empty() => {
-                rec.status = StepStatus::Skipped(format!(
-                    "the {} host already has these values",
-                    f.host.name()
-                ));
-                d.record(&Record::Step(Box::new(rec.clone())));
-                steps.push(rec);
-                continue;
-            }
-            Ok(cmds) => cmds.join("\n"),
-            Err(e) => {
-                rec.status = StepStatus::Failed(e);
-                d.record(&Record::Step(Box::new(rec.clone())));
-                steps.push(rec);
-                continue;
-            }
-        };
-        let q = Question::Apply {
-            step: rec.step,
-            rule: f.id.clone(),
-            finding: f.title.clone(),
-            evidence: f.evidence.iter().map(Evidence::to_string).collect(),
-            host: f.host,
-            change,
-        };
-        if !d.confirm(&q) {
-            rec.status = StepStatus::Declined;
-            d.record(&Record::Step(Box::new(rec.clone())));
-            steps.push(rec);
-            continue;
+        let (rec, kept) = step(c, check, steps.len() + 1, rounds, &current, &findings, d);
+        if let Some((values, f)) = kept {
+            current = values;
+            findings = f;
         }
-        let report = match d.apply(f.host, &fragment) {
-            Ok(r) => r,
-            Err(e) => {
-                rec.status = StepStatus::Failed(e);
-                d.record(&Record::Step(Box::new(rec.clone())));
-                steps.push(rec);
-                continue;
-            }
-        };
-        rec.changes = report
-            .changes
-            .iter()
-            .map(|ch| format!("{}: {} -> {}", ch.setting, ch.before, ch.after))
-            .collect();
-        rec.profile = Some(fragment);
-        let after = match measure(d, c, rounds) {
-            Ok(x) => x,
-            Err(e) => {
-                // Leave the host as it was before this step.
-                let undo = d
-                    .rollback(f.host)
-                    .err()
-                    .map(|u| format!("; rolling back failed too: {u}"))
-                    .unwrap_or_default();
-                rec.status =
-                    StepStatus::Failed(format!("measuring after the change failed: {e}{undo}"));
-                d.record(&Record::Step(Box::new(rec.clone())));
-                steps.push(rec);
-                continue;
-            }
-        };
-        let v = decide(c.test.metric, &current, &after.0, c.min_gain_pct);
-        rec.status = if v.keep {
-            StepStatus::Kept
-        } else if d.confirm(&Question::Rollback {
-            step: rec.step,
-            verdict: v.clone(),
-        }) {
-            match d.rollback(f.host) {
-                Ok(_) => StepStatus::RolledBack,
-                Err(e) => StepStatus::Failed(format!("rolling back failed: {e}")),
-            }
-        } else {
-            StepStatus::KeptAnyway
-        };
-        if matches!(rec.status, StepStatus::Kept | StepStatus::KeptAnyway) {
-            current = after.0;
-            findings = after.1;
-        }
-        rec.verdict = Some(v);
         d.record(&Record::Step(Box::new(rec.clone())));
         steps.push(rec);
     }
@@ -269,6 +165,103 @@ pub fn run(c: &Checklist, rounds: u32, d: &mut dyn Driver) -> Result<Summary, St
     };
     d.record(&Record::Summary(Box::new(summary.clone())));
     Ok(summary)
+}
+
+/// One check: find its finding, propose, apply, re-measure, decide. Returns
+/// the record and, when the change stays, the new rounds and findings.
+#[allow(clippy::type_complexity)]
+fn step(
+    c: &Checklist,
+    check: &Check,
+    n: usize,
+    rounds: u32,
+    current: &[f64],
+    findings: &[Finding],
+    d: &mut dyn Driver,
+) -> (StepRecord, Option<(Vec<f64>, Vec<Finding>)>) {
+    let mut rec = StepRecord {
+        step: n,
+        rule: check.rule.clone(),
+        title: check.title.clone(),
+        host: None,
+        subject: String::new(),
+        changes: Vec::new(),
+        profile: None,
+        verdict: None,
+        status: StepStatus::NotFound,
+    };
+    let Some(f) = find(check, findings) else {
+        return (rec, None);
+    };
+    rec.host = Some(f.host);
+    rec.subject = f.subject.clone();
+    let end = |mut rec: StepRecord, status| {
+        rec.status = status;
+        (rec, None)
+    };
+    let fragment = match check.instantiate(&f.subject) {
+        Ok(t) => t,
+        Err(e) => return end(rec, StepStatus::Skipped(e)),
+    };
+    let change = match d.preview(f.host, &fragment) {
+        Ok(cmds) if cmds.is_empty() => {
+            let why = format!("the {} host already has these values", f.host.name());
+            return end(rec, StepStatus::Skipped(why));
+        }
+        Ok(cmds) => cmds.join("\n"),
+        Err(e) => return end(rec, StepStatus::Failed(e)),
+    };
+    let q = Question::Apply {
+        step: n,
+        rule: f.id.clone(),
+        finding: f.title.clone(),
+        evidence: f.evidence.iter().map(Evidence::to_string).collect(),
+        host: f.host,
+        change,
+    };
+    if !d.confirm(&q) {
+        return end(rec, StepStatus::Declined);
+    }
+    let report = match d.apply(f.host, &fragment) {
+        Ok(r) => r,
+        Err(e) => return end(rec, StepStatus::Failed(e)),
+    };
+    rec.changes = report
+        .changes
+        .iter()
+        .map(|ch| format!("{}: {} -> {}", ch.setting, ch.before, ch.after))
+        .collect();
+    rec.profile = Some(fragment);
+    let after = match measure(d, c, rounds) {
+        Ok(x) => x,
+        Err(e) => {
+            // Leave the host as it was before this step.
+            let undo = d
+                .rollback(f.host)
+                .err()
+                .map(|u| format!("; rolling back failed too: {u}"))
+                .unwrap_or_default();
+            let why = format!("measuring after the change failed: {e}{undo}");
+            return end(rec, StepStatus::Failed(why));
+        }
+    };
+    let v = decide(c.test.metric, current, &after.0, c.min_gain_pct);
+    rec.status = if v.keep {
+        StepStatus::Kept
+    } else if d.confirm(&Question::Rollback {
+        step: n,
+        verdict: v.clone(),
+    }) {
+        match d.rollback(f.host) {
+            Ok(_) => StepStatus::RolledBack,
+            Err(e) => StepStatus::Failed(format!("rolling back failed: {e}")),
+        }
+    } else {
+        StepStatus::KeptAnyway
+    };
+    rec.verdict = Some(v);
+    let kept = matches!(rec.status, StepStatus::Kept | StepStatus::KeptAnyway).then_some(after);
+    (rec, kept)
 }
 
 #[cfg(test)]

@@ -9,10 +9,11 @@
 //! note, as is anything else that cannot be read.
 
 use super::error::TuneError;
-use super::host::{coalesce_value, Host};
+use super::host::{channel, coalesce_value, ring, with_max, Host};
 use super::key::Key;
 use super::profile::{sysctl_path, Profile};
 use crate::probe::facts::Support;
+use crate::probe::netlink::ethtool_set::{ChannelKind, RingKind};
 
 /// Sysctls `profile save` records (every one the shipped profiles or the rules name).
 pub const SYSCTLS: &[&str] = &[
@@ -194,43 +195,27 @@ fn interface(host: &Host, iface: &str, t: &mut String, notes: &mut Vec<String>) 
         Ok(m) => lines.push(format!("mtu = {}", m.mtu)),
         Err(e) => notes.push(format!("{iface} mtu: {e}")),
     }
-    match &nic.channels {
-        Support::Value(c) => {
-            let pairs: Vec<(String, String)> = [
-                ("rx", c.max_rx, c.rx),
-                ("tx", c.max_tx, c.tx),
-                ("other", c.max_other, c.other),
-                ("combined", c.max_combined, c.combined),
-            ]
-            .into_iter()
-            .filter_map(|(n, max, cur)| {
-                (max.unwrap_or(0) > 0).then_some((n.to_string(), cur?.to_string()))
-            })
-            .collect();
-            if !pairs.is_empty() {
-                lines.push(format!("channels = {}", inline(&pairs)));
-            }
+    for (what, pairs, why) in [
+        (
+            "channels",
+            nic.channels
+                .value()
+                .map(|c| counts(&ChannelKind::ALL, |k| channel(c, k), ChannelKind::name)),
+            support_text(&nic.channels),
+        ),
+        (
+            "rings",
+            nic.rings
+                .value()
+                .map(|r| counts(&RingKind::ALL, |k| ring(r, k), RingKind::name)),
+            support_text(&nic.rings),
+        ),
+    ] {
+        match pairs {
+            Some(p) if !p.is_empty() => lines.push(format!("{what} = {}", inline(&p))),
+            Some(_) => {}
+            None => notes.push(format!("{iface} {what}: {why}")),
         }
-        other => notes.push(format!("{iface} channels: {}", support_text(other))),
-    }
-    match &nic.rings {
-        Support::Value(r) => {
-            let pairs: Vec<(String, String)> = [
-                ("rx", r.max_rx, r.rx),
-                ("rx-mini", r.max_rx_mini, r.rx_mini),
-                ("rx-jumbo", r.max_rx_jumbo, r.rx_jumbo),
-                ("tx", r.max_tx, r.tx),
-            ]
-            .into_iter()
-            .filter_map(|(n, max, cur)| {
-                (max.unwrap_or(0) > 0).then_some((n.to_string(), cur?.to_string()))
-            })
-            .collect();
-            if !pairs.is_empty() {
-                lines.push(format!("rings = {}", inline(&pairs)));
-            }
-        }
-        other => notes.push(format!("{iface} rings: {}", support_text(other))),
     }
     match &nic.pause {
         Support::Value(p) => lines.push(format!(
@@ -354,6 +339,18 @@ fn interface(host: &Host, iface: &str, t: &mut String, notes: &mut Vec<String>) 
             t.push_str(&format!("{} = {v}\n", key(&k)));
         }
     }
+}
+
+/// `kind = current` for every kind the driver has.
+fn counts<K: Copy>(
+    kinds: &[K],
+    f: impl Fn(K) -> (Option<u32>, Option<u32>),
+    name: fn(K) -> &'static str,
+) -> Vec<(String, String)> {
+    with_max(kinds, &f)
+        .into_iter()
+        .filter_map(|k| Some((name(k).to_string(), f(k).1?.to_string())))
+        .collect()
 }
 
 fn support_text<T>(s: &Support<T>) -> String {
