@@ -29,4 +29,5 @@ pub mod record;
 pub mod session;
 pub mod traffic;
 pub mod tui;
+pub mod tune;
 pub mod units;

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 /// listed before it (never after it, never one of the same layer unless it
 /// is listed before it).
 const LAYERS: &[&str] = &[
-    "units", "traffic", "probe", "diagnose", "session", "record", "cli", "face", "tui",
+    "units", "traffic", "probe", "diagnose", "tune", "session", "record", "cli", "face", "tui",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -146,7 +146,10 @@ fn graph() -> Graph {
             siblings.extend(targets(&text, "super::super::"));
         }
         siblings.remove(&child);
-        siblings.retain(|s| !s.is_empty() && s.chars().next().is_some_and(|c| c.is_lowercase()));
+        // Only the module's own files and folders are nodes (a name like
+        // `crate::traffic::alloc_buf` is an item of the module itself).
+        let dir = src.join(&top);
+        siblings.retain(|s| dir.join(format!("{s}.rs")).exists() || dir.join(s).is_dir());
         g.inner
             .entry(top.clone())
             .or_default()

@@ -11,6 +11,8 @@
 //! This module sits above the session and record layers and below the faces
 //! (`face`, `tui`): it only describes and validates; `main` dispatches.
 
+pub mod checklist;
+pub mod profile;
 mod target;
 mod test;
 mod values;
@@ -51,6 +53,8 @@ pub enum Command {
     Capture(CaptureArgs),
     /// Audit the configuration (driver, firmware, offloads, IRQs, sysctls...) of this host, the peer, or a capture; no traffic.
     Check(CheckArgs),
+    /// Tuning profiles: list, show, save, diff, apply (all-or-nothing, backed up), rollback.
+    Profile(profile::ProfileArgs),
 }
 
 /// `wirescope check`.

@@ -31,7 +31,7 @@ pub mod live;
 mod rules;
 mod thresholds;
 mod tracker;
-mod util;
+pub(crate) mod util;
 
 pub use finding::{Evidence, Finding, Severity, Value};
 pub use input::{Input, TestContext, Window};

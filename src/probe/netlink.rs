@@ -16,8 +16,10 @@
 mod consts;
 mod error;
 mod ethtool;
+pub mod ethtool_set;
 mod features;
 mod genl;
+pub mod link;
 mod netdev;
 #[cfg(test)]
 mod tests;

@@ -8,13 +8,15 @@
 //! process is, and [`EngineSpec::conn_roles`] tells each end what to do on each
 //! data connection, so the two ends cannot disagree about who sends.
 
+pub mod limits;
 pub mod rdma;
 pub mod sched;
 pub mod spec;
 pub mod tcp;
 
+pub use limits::MemoryNeed;
 pub use sched::{pin_current_thread, raise_priority, Priority};
-pub use spec::{limits, EngineInterval, EngineSetup, EngineSpec, EngineTotals};
+pub use spec::{EngineInterval, EngineSetup, EngineSpec, EngineTotals};
 pub use tcp::{TcpMode, TcpSpec};
 
 use crate::units::CpuId;

@@ -136,8 +136,8 @@ impl TcpSpec {
     }
 
     /// The buffers this side's workers allocate (see `stream.rs`, `echo.rs`).
-    pub fn memory_needed(&self, side: Side) -> crate::traffic::spec::MemoryNeed {
-        use crate::traffic::spec::MemoryNeed;
+    pub fn memory_needed(&self, side: Side) -> crate::traffic::limits::MemoryNeed {
+        use crate::traffic::limits::MemoryNeed;
         let roles = self.conn_roles(side);
         let n = roles.len() as u64;
         match self.mode {

@@ -1,0 +1,340 @@
+//! `wirescope profile list | show | save | diff | apply | rollback | finish`:
+//! the command functions (the argument types are in [`crate::cli::profile`]).
+//!
+//! The functions only choose what to print; every decision is in the
+//! modules below (resolve, apply, diff, snapshot). Human text goes to
+//! stdout, except for `apply --dry-run`, whose stdout is exactly the
+//! equivalent commands (one per line, ready to paste) and whose summary goes
+//! to stderr. `--json` prints the records instead ([`ApplyReport`] is the
+//! before → after record the log carries).
+//!
+//! Test hook (not for users): with `WIRESCOPE_TEST_PAUSE_AFTER=N` in the
+//! environment, `apply` and `finish` stop after N settings are written and
+//! journaled, print `wirescope: test hook: paused after N of T settings` on
+//! stderr and wait until killed, so tests can kill an apply between two
+//! settings at a known point.
+
+use crate::cli::profile::*;
+use crate::tune::apply::{self, ApplyOptions, ApplyReport, RollbackReport};
+use crate::tune::diff::{self, Side};
+use crate::tune::error::TuneError;
+use crate::tune::host::Host;
+use crate::tune::library;
+use crate::tune::resolve::ResolveOpts;
+use crate::tune::snapshot::snapshot;
+use crate::tune::state::StateDir;
+use std::io::{BufRead, IsTerminal, Write as _};
+use std::path::PathBuf;
+
+const EXIT_OK: u8 = 0;
+const EXIT_DIFFERENT: u8 = 1;
+
+/// Environment variable of the test hook (see the module docs).
+pub const TEST_PAUSE_ENV: &str = "WIRESCOPE_TEST_PAUSE_AFTER";
+
+/// Run `wirescope profile ...`; the exit code.
+pub fn command(args: ProfileArgs) -> anyhow::Result<u8> {
+    let state = StateDir::resolve(args.state_dir.as_deref());
+    match args.command {
+        ProfileCommand::List(a) => list(&state, &a),
+        ProfileCommand::Show(a) => show(&state, &a),
+        ProfileCommand::Save(a) => save(&state, &a),
+        ProfileCommand::Diff(a) => diff_cmd(&state, &a),
+        ProfileCommand::Apply(a) => apply_cmd(&state, &a),
+        ProfileCommand::Rollback(a) => rollback_cmd(&state, &a),
+        ProfileCommand::Finish(a) => finish_cmd(&state, &a),
+    }
+}
+
+fn host_for(from: Option<&PathBuf>) -> anyhow::Result<Host> {
+    match from {
+        Some(d) if !d.is_dir() => anyhow::bail!("--from {}: not a directory", d.display()),
+        Some(d) => Ok(Host::at_root(d)),
+        None => Ok(Host::live()),
+    }
+}
+
+fn list(state: &StateDir, a: &ListArgs) -> anyhow::Result<u8> {
+    let items = library::list(state);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&items)?);
+        return Ok(EXIT_OK);
+    }
+    let w = items.iter().map(|i| i.name.len()).max().unwrap_or(4).max(4);
+    println!("{:w$}  {:10}  FOR", "NAME", "ORIGIN");
+    for i in &items {
+        let origin = if i.origin == "shipped" {
+            "shipped"
+        } else {
+            "saved"
+        };
+        match &i.error {
+            Some(e) => println!("{:w$}  {origin:10}  (does not load: {e})", i.name),
+            None => println!("{:w$}  {origin:10}  {}", i.name, i.purpose),
+        }
+    }
+    println!("(saved profiles are in {})", state.profiles_dir().display());
+    Ok(EXIT_OK)
+}
+
+fn show(state: &StateDir, a: &ShowArgs) -> anyhow::Result<u8> {
+    let f = library::find(&a.profile, state)?;
+    println!("# {} ({})", f.profile.name, f.origin);
+    print!("{}", f.text);
+    if !f.text.ends_with('\n') {
+        println!();
+    }
+    Ok(EXIT_OK)
+}
+
+fn save(state: &StateDir, a: &SaveArgs) -> anyhow::Result<u8> {
+    let host = host_for(a.from.as_ref())?;
+    let snap = snapshot(&host, &a.name, &a.ifaces)?;
+    for n in &snap.notes {
+        eprintln!("wirescope: not recorded: {n}");
+    }
+    let path = match &a.output {
+        Some(p) if p.as_os_str() == "-" => {
+            print!("{}", snap.text);
+            return Ok(EXIT_OK);
+        }
+        Some(p) => p.clone(),
+        None => library::saved_path(state, &a.name),
+    };
+    if path.exists() && !a.force {
+        anyhow::bail!("{} exists; pass --force to overwrite it", path.display());
+    }
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("create {}: {e}", dir.display()))?;
+    }
+    std::fs::write(&path, &snap.text)
+        .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
+    println!("saved profile {} to {}", a.name, path.display());
+    Ok(EXIT_OK)
+}
+
+fn side(arg: &str, state: &StateDir) -> Result<Side, TuneError> {
+    if arg == "live" {
+        return Ok(Side::Live);
+    }
+    Ok(Side::Profile(Box::new(library::find(arg, state)?.profile)))
+}
+
+fn diff_cmd(state: &StateDir, a: &DiffArgs) -> anyhow::Result<u8> {
+    let host = host_for(a.from.as_ref())?;
+    let sa = side(&a.a, state)?;
+    let sb = side(&a.b, state)?;
+    let opts = ResolveOpts {
+        route_to: a.route.route_to,
+        subject: None,
+    };
+    let d = diff::diff(&sa, &sb, &host, &opts);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&d)?);
+    } else {
+        print!("{}", diff::render(&d));
+    }
+    Ok(if a.exit_code && !d.lines.is_empty() {
+        EXIT_DIFFERENT
+    } else {
+        EXIT_OK
+    })
+}
+
+/// Ask a yes/no question on the terminal.
+fn confirm(question: &str) -> anyhow::Result<bool> {
+    Ok(ask(&format!("{question} [y/N] "))?.eq_ignore_ascii_case("y"))
+}
+
+fn ask(prompt: &str) -> anyhow::Result<String> {
+    eprint!("{prompt}");
+    std::io::stderr().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(line.trim().to_string())
+}
+
+fn interactive() -> bool {
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// The test hook (module docs): pause after N settings until killed.
+fn test_hook() -> Option<usize> {
+    std::env::var(TEST_PAUSE_ENV).ok()?.parse().ok()
+}
+
+fn pause_hook(n: usize) -> impl Fn(usize, usize) {
+    move |done, total| {
+        if done == n {
+            eprintln!("wirescope: test hook: paused after {done} of {total} settings");
+            loop {
+                std::thread::park();
+            }
+        }
+    }
+}
+
+/// An interrupted apply is pending: on a terminal, offer to finish or undo it.
+fn resolve_interrupted(host: &Host, state: &StateDir, err: TuneError) -> anyhow::Result<()> {
+    if !interactive() {
+        return Err(err.into());
+    }
+    eprintln!("wirescope: {err}");
+    match ask("finish it (f), undo it (u), or cancel (c)? ")?.as_str() {
+        "f" | "F" => {
+            let r = apply::finish(host, state, &ApplyOptions::default())?;
+            print_apply(&r, "finished");
+            Ok(())
+        }
+        "u" | "U" => {
+            let r = apply::rollback(host, state)?;
+            print_rollback(&r);
+            Ok(())
+        }
+        _ => anyhow::bail!("cancelled; nothing was changed"),
+    }
+}
+
+fn apply_cmd(state: &StateDir, a: &ApplyArgs) -> anyhow::Result<u8> {
+    let found = library::find(&a.profile, state)?;
+    let host = host_for(a.from.as_ref())?;
+    let opts = ResolveOpts {
+        route_to: a.route.route_to,
+        subject: None,
+    };
+    if !a.dry_run {
+        if let Err(e @ TuneError::Interrupted { .. }) = apply::check_interrupted(state) {
+            resolve_interrupted(&host, state, e)?;
+        }
+    }
+    let (plan, skipped) = apply::plan(&found.profile, &host, &opts, a.skip_unsupported)?;
+    for p in &skipped {
+        eprintln!("wirescope: skipped (unsupported here): {p}");
+    }
+    for n in &plan.notes {
+        eprintln!("wirescope: note: {n}");
+    }
+    let changes = plan.changes();
+    if a.dry_run {
+        for c in &changes {
+            println!("{}", c.command());
+        }
+        eprintln!(
+            "wirescope: dry run of profile {} on {}: {} change(s), {} already set; nothing was changed",
+            plan.profile,
+            plan.host,
+            changes.len(),
+            plan.settings.len() - changes.len()
+        );
+        return Ok(EXIT_OK);
+    }
+    if changes.is_empty() {
+        println!(
+            "profile {}: all {} setting(s) already have their values; nothing to change",
+            plan.profile,
+            plan.settings.len()
+        );
+        return Ok(EXIT_OK);
+    }
+    if !a.yes {
+        if !interactive() {
+            anyhow::bail!(
+                "profile {} would change {} setting(s) on {}; add --yes to apply without a prompt (or --dry-run to see the commands)",
+                plan.profile,
+                changes.len(),
+                plan.host
+            );
+        }
+        eprintln!("profile {} on {}:", plan.profile, plan.host);
+        for c in &changes {
+            eprintln!("  {}: {} -> {}", c.key, c.current_text(), c.target);
+        }
+        if !confirm(&format!("apply these {} change(s)?", changes.len()))? {
+            anyhow::bail!("cancelled; nothing was changed");
+        }
+    }
+    let hook = test_hook().map(pause_hook);
+    let aopts = ApplyOptions {
+        skip_unsupported: a.skip_unsupported,
+        after_step: hook.as_ref().map(|h| h as &dyn Fn(usize, usize)),
+    };
+    let report = apply::apply_plan(&plan, &found.profile.source, skipped, &host, state, &aopts)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_apply(&report, "applied");
+    }
+    Ok(EXIT_OK)
+}
+
+fn print_apply(r: &ApplyReport, verb: &str) {
+    let w = r.changes.iter().map(|c| c.setting.len()).max().unwrap_or(0);
+    println!("profile {} on {}:", r.profile, r.host);
+    for c in &r.changes {
+        println!("  {:w$}  {}  ->  {}", c.setting, c.before, c.after);
+    }
+    println!(
+        "{verb} {} setting(s) ({} already set); backup {}; undo with `wirescope profile rollback`",
+        r.changes.len(),
+        r.unchanged,
+        r.backup
+    );
+}
+
+fn print_rollback(r: &RollbackReport) {
+    let w = r
+        .restored
+        .iter()
+        .map(|c| c.setting.len())
+        .max()
+        .unwrap_or(0);
+    println!(
+        "rolled back profile {} (backup {}) on {}:",
+        r.profile, r.backup, r.host
+    );
+    for c in &r.restored {
+        println!("  {:w$}  {}  ->  {}", c.setting, c.before, c.after);
+    }
+    for d in &r.drifted {
+        println!("  note: {d} had been changed by something else since; restored anyway");
+    }
+    println!(
+        "restored {} setting(s); {} already had the value from before the apply",
+        r.restored.len(),
+        r.already
+    );
+}
+
+fn rollback_cmd(state: &StateDir, a: &RollbackArgs) -> anyhow::Result<u8> {
+    let host = Host::live();
+    if let Some(p) = apply::pending(state)? {
+        eprintln!(
+            "wirescope: undoing the interrupted apply of profile {} ({} of {} settings were confirmed)",
+            p.profile, p.done, p.total
+        );
+    }
+    let r = apply::rollback(&host, state)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print_rollback(&r);
+    }
+    Ok(EXIT_OK)
+}
+
+fn finish_cmd(state: &StateDir, a: &FinishArgs) -> anyhow::Result<u8> {
+    let host = Host::live();
+    let hook = test_hook().map(pause_hook);
+    let aopts = ApplyOptions {
+        skip_unsupported: false,
+        after_step: hook.as_ref().map(|h| h as &dyn Fn(usize, usize)),
+    };
+    let r = apply::finish(&host, state, &aopts)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print_apply(&r, "finished");
+    }
+    Ok(EXIT_OK)
+}

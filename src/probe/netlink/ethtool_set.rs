@@ -1,0 +1,346 @@
+//! ethtool netlink `*_SET` requests: the one place outside the read-only
+//! probes that changes a NIC (`ethtool -L/-G/-C/-K/-A` without the ethtool
+//! binary).
+//!
+//! It exists for [`crate::tune`], which validates every value against what
+//! the matching `*_GET` reported, backs it up and journals it before calling
+//! here; nothing in the probes or the sampler uses it. Each call sends one
+//! acknowledged request carrying only the attributes given, so the kernel
+//! leaves every other parameter as it is (the same partial-update semantics
+//! as `ethtool -L eth0 rx 4`). Replies are suppressed with
+//! `ETHTOOL_FLAG_OMIT_REPLY`; the caller reads the value back with the GET
+//! request to confirm what the driver actually took.
+//!
+//! Errors carry the kernel's extended-ack text (for example "requested
+//! channel count exceeds maximum"), classified like the GET errors:
+//! EOPNOTSUPP is [`NlError::NotSupported`], ENODEV [`NlError::NoDevice`],
+//! EPERM [`NlError::Permission`].
+
+use super::consts::{self as c, bitset, header};
+use super::error::NlError;
+use super::genl::{attr, attr_str, nest, Ctx, GenlSocket};
+use neli::{genl::Nlattr, types::Buffer};
+use serde::{Deserialize, Serialize};
+
+/// `ETHTOOL_MSG_*_SET` request numbers (`include/uapi/linux/ethtool_netlink.h`).
+mod msg {
+    /// `ETHTOOL_MSG_FEATURES_SET`.
+    pub const FEATURES_SET: u8 = 12;
+    /// `ETHTOOL_MSG_RINGS_SET`.
+    pub const RINGS_SET: u8 = 16;
+    /// `ETHTOOL_MSG_CHANNELS_SET`.
+    pub const CHANNELS_SET: u8 = 18;
+    /// `ETHTOOL_MSG_COALESCE_SET`.
+    pub const COALESCE_SET: u8 = 20;
+    /// `ETHTOOL_MSG_PAUSE_SET`.
+    pub const PAUSE_SET: u8 = 22;
+}
+
+/// `ETHTOOL_FLAG_OMIT_REPLY`: no `*_SET_REPLY` (FEATURES_SET would send one).
+const FLAG_OMIT_REPLY: u32 = 1 << 1;
+
+/// A channel count (`ethtool -L IF KIND N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChannelKind {
+    /// rx-only channels.
+    Rx,
+    /// tx-only channels.
+    Tx,
+    /// Other channels (link interrupts, SR-IOV coordination).
+    Other,
+    /// Combined rx+tx channels.
+    Combined,
+}
+
+/// A ring size (`ethtool -G IF KIND N`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RingKind {
+    /// rx ring.
+    Rx,
+    /// rx mini ring.
+    RxMini,
+    /// rx jumbo ring.
+    RxJumbo,
+    /// tx ring.
+    Tx,
+}
+
+/// A pause (flow control) parameter (`ethtool -A IF KIND on|off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PauseKind {
+    /// Autonegotiate pause.
+    Autoneg,
+    /// Honour received pause frames.
+    Rx,
+    /// Send pause frames.
+    Tx,
+}
+
+impl ChannelKind {
+    /// Every kind, in `ethtool -L` order.
+    pub const ALL: [ChannelKind; 4] = [
+        ChannelKind::Rx,
+        ChannelKind::Tx,
+        ChannelKind::Other,
+        ChannelKind::Combined,
+    ];
+
+    /// The word `ethtool -L` takes (`rx`, `combined`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ChannelKind::Rx => "rx",
+            ChannelKind::Tx => "tx",
+            ChannelKind::Other => "other",
+            ChannelKind::Combined => "combined",
+        }
+    }
+}
+
+impl RingKind {
+    /// Every kind, in `ethtool -G` order.
+    pub const ALL: [RingKind; 4] = [
+        RingKind::Rx,
+        RingKind::RxMini,
+        RingKind::RxJumbo,
+        RingKind::Tx,
+    ];
+
+    /// The word `ethtool -G` takes (`rx`, `rx-mini`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RingKind::Rx => "rx",
+            RingKind::RxMini => "rx-mini",
+            RingKind::RxJumbo => "rx-jumbo",
+            RingKind::Tx => "tx",
+        }
+    }
+}
+
+impl PauseKind {
+    /// Every parameter, in `ethtool -A` order.
+    pub const ALL: [PauseKind; 3] = [PauseKind::Autoneg, PauseKind::Rx, PauseKind::Tx];
+
+    /// The word `ethtool -A` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            PauseKind::Autoneg => "autoneg",
+            PauseKind::Rx => "rx",
+            PauseKind::Tx => "tx",
+        }
+    }
+}
+
+/// One coalescing parameter, by the name `ethtool -C` takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CoalesceValue {
+    /// `adaptive-rx` / `adaptive-tx` (u8 attributes).
+    Flag(bool),
+    /// Every other parameter (u32 attributes).
+    Num(u32),
+}
+
+/// Attribute type of a coalescing parameter and whether it is a flag, or
+/// None for a name the ethtool netlink interface does not have.
+pub fn coalesce_attr(name: &str) -> Option<(u16, bool)> {
+    use c::coalesce as a;
+    match name {
+        "adaptive-rx" => Some((a::USE_ADAPTIVE_RX, true)),
+        "adaptive-tx" => Some((a::USE_ADAPTIVE_TX, true)),
+        "rx-usecs" => Some((a::RX_USECS, false)),
+        "rx-frames" => Some((a::RX_MAX_FRAMES, false)),
+        "tx-usecs" => Some((a::TX_USECS, false)),
+        "tx-frames" => Some((a::TX_MAX_FRAMES, false)),
+        other => a::OTHER_U32
+            .iter()
+            .find(|(_, n)| *n == other)
+            .map(|(ty, _)| (*ty, false)),
+    }
+}
+
+/// Every coalescing parameter name [`coalesce_attr`] knows.
+pub fn coalesce_names() -> Vec<&'static str> {
+    let mut v = vec![
+        "adaptive-rx",
+        "adaptive-tx",
+        "rx-usecs",
+        "rx-frames",
+        "tx-usecs",
+        "tx-frames",
+    ];
+    v.extend(c::coalesce::OTHER_U32.iter().map(|(_, n)| *n));
+    v
+}
+
+/// A NETLINK_GENERIC socket for ethtool SET requests, bound to the network
+/// namespace of the thread that opened it.
+pub struct EthtoolSet {
+    sock: GenlSocket,
+}
+
+impl std::fmt::Debug for EthtoolSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EthtoolSet").finish_non_exhaustive()
+    }
+}
+
+impl EthtoolSet {
+    /// Open the socket and resolve the family ([`NlError::FamilyMissing`]
+    /// before Linux 5.6).
+    pub fn open() -> Result<Self, NlError> {
+        Ok(EthtoolSet {
+            sock: GenlSocket::open(c::ETHTOOL_FAMILY, c::ETHTOOL_VERSION, "5.6")?,
+        })
+    }
+
+    /// `ethtool -L IF KIND N`: ETHTOOL_MSG_CHANNELS_SET with one count.
+    pub fn set_channel(&mut self, ifname: &str, kind: ChannelKind, n: u32) -> Result<(), NlError> {
+        use c::channels as a;
+        let ty = match kind {
+            ChannelKind::Rx => a::RX_COUNT,
+            ChannelKind::Tx => a::TX_COUNT,
+            ChannelKind::Other => a::OTHER_COUNT,
+            ChannelKind::Combined => a::COMBINED_COUNT,
+        };
+        let ctx = Ctx {
+            op: "ETHTOOL_MSG_CHANNELS_SET",
+            target: ifname,
+        };
+        let body = attr(&ctx, ty, n)?;
+        self.set(&ctx, msg::CHANNELS_SET, ifname, vec![body])
+    }
+
+    /// `ethtool -G IF KIND N`: ETHTOOL_MSG_RINGS_SET with one size.
+    pub fn set_ring(&mut self, ifname: &str, kind: RingKind, n: u32) -> Result<(), NlError> {
+        use c::rings as a;
+        let ty = match kind {
+            RingKind::Rx => a::RX,
+            RingKind::RxMini => a::RX_MINI,
+            RingKind::RxJumbo => a::RX_JUMBO,
+            RingKind::Tx => a::TX,
+        };
+        let ctx = Ctx {
+            op: "ETHTOOL_MSG_RINGS_SET",
+            target: ifname,
+        };
+        let body = attr(&ctx, ty, n)?;
+        self.set(&ctx, msg::RINGS_SET, ifname, vec![body])
+    }
+
+    /// `ethtool -C IF NAME VALUE`: ETHTOOL_MSG_COALESCE_SET with one
+    /// parameter; `name` as [`coalesce_attr`] knows it.
+    pub fn set_coalesce(
+        &mut self,
+        ifname: &str,
+        name: &str,
+        value: CoalesceValue,
+    ) -> Result<(), NlError> {
+        let ctx = Ctx {
+            op: "ETHTOOL_MSG_COALESCE_SET",
+            target: ifname,
+        };
+        let body = match (coalesce_attr(name), value) {
+            (Some((ty, true)), CoalesceValue::Flag(on)) => attr(&ctx, ty, u8::from(on))?,
+            (Some((ty, false)), CoalesceValue::Num(n)) => attr(&ctx, ty, n)?,
+            (Some((_, flag)), _) => {
+                return Err(NlError::Encode {
+                    op: ctx.op,
+                    target: ifname.to_string(),
+                    detail: format!("{name} takes {}", if flag { "on/off" } else { "a number" }),
+                })
+            }
+            (None, _) => {
+                return Err(NlError::Encode {
+                    op: ctx.op,
+                    target: ifname.to_string(),
+                    detail: format!("unknown coalescing parameter {name}"),
+                })
+            }
+        };
+        self.set(&ctx, msg::COALESCE_SET, ifname, vec![body])
+    }
+
+    /// `ethtool -A IF KIND on|off`: ETHTOOL_MSG_PAUSE_SET with one flag.
+    pub fn set_pause(&mut self, ifname: &str, kind: PauseKind, on: bool) -> Result<(), NlError> {
+        use c::pause as a;
+        let ty = match kind {
+            PauseKind::Autoneg => a::AUTONEG,
+            PauseKind::Rx => a::RX,
+            PauseKind::Tx => a::TX,
+        };
+        let ctx = Ctx {
+            op: "ETHTOOL_MSG_PAUSE_SET",
+            target: ifname,
+        };
+        let body = attr(&ctx, ty, u8::from(on))?;
+        self.set(&ctx, msg::PAUSE_SET, ifname, vec![body])
+    }
+
+    /// `ethtool -K IF NAME on|off ...`: ETHTOOL_MSG_FEATURES_SET with a
+    /// verbose `ETHTOOL_A_FEATURES_WANTED` bitset that lists only these
+    /// features (the mask), by their kernel names (`rx-gro`), each with
+    /// `ETHTOOL_A_BITSET_BIT_VALUE` when it is wanted on.
+    ///
+    /// The kernel may accept the request and still leave a feature as it
+    /// was (a dependency, the driver refusing in `ndo_fix_features`); read
+    /// the features back to know.
+    pub fn set_features(&mut self, ifname: &str, wanted: &[(&str, bool)]) -> Result<(), NlError> {
+        let ctx = Ctx {
+            op: "ETHTOOL_MSG_FEATURES_SET",
+            target: ifname,
+        };
+        let mut bits = Vec::with_capacity(wanted.len());
+        for (name, on) in wanted {
+            let mut inner = vec![attr_str(&ctx, bitset::BIT_NAME, name)?];
+            if *on {
+                inner.push(attr(&ctx, bitset::BIT_VALUE, Vec::<u8>::new())?);
+            }
+            bits.push(nest(&ctx, bitset::BITS_BIT, &inner)?);
+        }
+        let set = nest(&ctx, bitset::BITS, &bits)?;
+        let body = nest(&ctx, c::features::WANTED, &[set])?;
+        self.set(&ctx, msg::FEATURES_SET, ifname, vec![body])
+    }
+
+    /// One acknowledged SET request: header (device, OMIT_REPLY) + `body`.
+    fn set(
+        &mut self,
+        ctx: &Ctx<'_>,
+        cmd: u8,
+        ifname: &str,
+        body: Vec<Nlattr<u16, Buffer>>,
+    ) -> Result<(), NlError> {
+        if ifname.is_empty() {
+            return Err(NlError::NoDevice {
+                op: ctx.op,
+                target: "\"\"".into(),
+            });
+        }
+        let hdr = [
+            attr_str(ctx, header::DEV_NAME, ifname)?,
+            attr(ctx, header::FLAGS, FLAG_OMIT_REPLY)?,
+        ];
+        let mut request = vec![nest(ctx, c::A_HEADER, &hdr)?];
+        request.extend(body);
+        self.sock.request(ctx, cmd, request, false)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coalesce_names_map_to_attributes() {
+        for n in coalesce_names() {
+            assert!(coalesce_attr(n).is_some(), "{n}");
+        }
+        assert_eq!(coalesce_attr("adaptive-rx"), Some((11, true)));
+        assert_eq!(coalesce_attr("rx-usecs"), Some((2, false)));
+        assert_eq!(coalesce_attr("rx-usecs-irq"), Some((4, false)));
+        assert_eq!(coalesce_attr("rx-usec"), None);
+    }
+}

@@ -1,0 +1,291 @@
+//! Tuning the peer: the request a controller sends and the agent's answer,
+//! validated on receipt, and the agent's policy (`--allow-tuning`).
+//!
+//! A request carries a profile as TOML text, never as pre-resolved keys: the
+//! agent parses it with the same parser as a local file (so the sysctl
+//! allow-list, name checks and size bounds hold for the network too) and
+//! resolves it on its own host, where `@route` means the interface that
+//! routes back to the controller. Reading (save, plan, status) is always
+//! allowed: the agent already reports its facts. Changing (apply, rollback,
+//! finish) needs the agent's owner to have started it with
+//! `--allow-tuning`; otherwise the answer is [`TuneResponse::Refused`] with
+//! [`refusal`]'s text and nothing changes.
+//!
+//! [`serve`] is the whole agent side; the control-protocol glue only moves
+//! these two types and runs `serve` on a blocking thread.
+
+use super::apply::{self, ApplyOptions, ApplyReport, Pending, RollbackReport};
+use super::host::Host;
+use super::profile::{check_interface_name, check_profile_name, Profile, MAX_TEXT};
+use super::resolve::{Plan, Problem, ResolveOpts};
+use super::snapshot::snapshot;
+use super::state::StateDir;
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+
+/// Most interfaces a save request may name.
+pub const MAX_IFACES: usize = 64;
+
+/// What the controller asks the agent's host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum TuneRequest {
+    /// `profile save --peer`: the agent host's current values.
+    Save {
+        /// Name of the profile to write.
+        name: String,
+        /// Interfaces (empty: every one but lo).
+        ifaces: Vec<String>,
+    },
+    /// `profile apply --peer --dry-run` and the confirmation screen: resolve only.
+    Plan {
+        /// Profile text.
+        profile: String,
+        /// Drop settings the host does not have.
+        skip_unsupported: bool,
+    },
+    /// `profile apply --peer`.
+    Apply {
+        /// Profile text.
+        profile: String,
+        /// Drop settings the host does not have.
+        skip_unsupported: bool,
+    },
+    /// `profile rollback --peer`.
+    Rollback,
+    /// `profile finish --peer`.
+    Finish,
+    /// Is an interrupted apply pending there?
+    Status,
+}
+
+/// The agent's answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "result", rename_all = "snake_case")]
+pub enum TuneResponse {
+    /// A saved profile.
+    Saved {
+        /// Profile text.
+        profile: String,
+        /// What was left out.
+        notes: Vec<String>,
+    },
+    /// A resolved plan (dry run).
+    Planned {
+        /// The plan.
+        plan: Plan,
+        /// Settings skipped as unsupported.
+        skipped: Vec<Problem>,
+    },
+    /// Applied (or finished).
+    Applied(ApplyReport),
+    /// Rolled back.
+    RolledBack(RollbackReport),
+    /// Status.
+    Status {
+        /// The interrupted apply, if any.
+        pending: Option<Pending>,
+    },
+    /// Not allowed here.
+    Refused {
+        /// Why, and how to allow it.
+        reason: String,
+    },
+    /// It failed (the message names the setting and the kernel's error).
+    Failed {
+        /// The error.
+        error: String,
+    },
+}
+
+impl TuneRequest {
+    /// Check a request received from the network before acting on it.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            TuneRequest::Save { name, ifaces } => {
+                check_profile_name(name)?;
+                if ifaces.len() > MAX_IFACES {
+                    return Err(format!("{} interfaces; at most {MAX_IFACES}", ifaces.len()));
+                }
+                for i in ifaces {
+                    check_interface_name(i)?;
+                }
+                Ok(())
+            }
+            TuneRequest::Plan { profile, .. } | TuneRequest::Apply { profile, .. } => {
+                if profile.len() > MAX_TEXT {
+                    return Err(format!(
+                        "profile of {} bytes; at most {MAX_TEXT}",
+                        profile.len()
+                    ));
+                }
+                Profile::parse(profile, "profile from the controller")
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            }
+            TuneRequest::Rollback | TuneRequest::Finish | TuneRequest::Status => Ok(()),
+        }
+    }
+
+    /// Does it change the host (and so need `--allow-tuning`)?
+    pub fn changes_host(&self) -> bool {
+        matches!(
+            self,
+            TuneRequest::Apply { .. } | TuneRequest::Rollback | TuneRequest::Finish
+        )
+    }
+}
+
+/// What an agent without `--allow-tuning` answers.
+pub fn refusal(host: &str) -> String {
+    format!(
+        "the agent on {host} does not allow tuning, so nothing was changed there. \
+         Its owner can allow it by restarting it with `wirescope agent --allow-tuning`; \
+         changes are then backed up under its state directory and can be undone with \
+         `wirescope profile rollback --peer`"
+    )
+}
+
+/// The agent's side: validate, check the policy, act on `host`.
+/// `controller` is the controller's address (what `@route` resolves towards).
+pub fn serve(
+    req: &TuneRequest,
+    allow_tuning: bool,
+    host: &Host,
+    state: &StateDir,
+    controller: Option<IpAddr>,
+) -> TuneResponse {
+    if let Err(e) = req.validate() {
+        return TuneResponse::Failed {
+            error: format!("invalid request: {e}"),
+        };
+    }
+    if req.changes_host() && !allow_tuning {
+        let name = crate::probe::system::HostInfo::current().hostname;
+        return TuneResponse::Refused {
+            reason: refusal(&name),
+        };
+    }
+    let opts = ResolveOpts {
+        route_to: controller,
+        subject: None,
+    };
+    let failed = |e: &dyn std::fmt::Display| TuneResponse::Failed {
+        error: e.to_string(),
+    };
+    let profile = match req {
+        TuneRequest::Plan { profile, .. } | TuneRequest::Apply { profile, .. } => {
+            match Profile::parse(profile, "profile from the controller") {
+                Ok(p) => Some(p),
+                Err(e) => return failed(&e),
+            }
+        }
+        _ => None,
+    };
+    match (req, profile) {
+        (TuneRequest::Save { name, ifaces }, _) => match snapshot(host, name, ifaces) {
+            Ok(s) => TuneResponse::Saved {
+                profile: s.text,
+                notes: s.notes,
+            },
+            Err(e) => failed(&e),
+        },
+        (
+            TuneRequest::Plan {
+                skip_unsupported, ..
+            },
+            Some(p),
+        ) => {
+            let mut plan = super::resolve::resolve(&p, host, &opts);
+            let skipped = if *skip_unsupported {
+                plan.skip_unsupported()
+            } else {
+                Vec::new()
+            };
+            TuneResponse::Planned { plan, skipped }
+        }
+        (
+            TuneRequest::Apply {
+                skip_unsupported, ..
+            },
+            Some(p),
+        ) => {
+            let aopts = ApplyOptions {
+                skip_unsupported: *skip_unsupported,
+                after_step: None,
+            };
+            match apply::apply(&p, host, state, &opts, &aopts) {
+                Ok(r) => TuneResponse::Applied(r),
+                Err(e) => failed(&e),
+            }
+        }
+        (TuneRequest::Plan { .. } | TuneRequest::Apply { .. }, None) => failed(&"no profile"),
+        (TuneRequest::Rollback, _) => match apply::rollback(host, state) {
+            Ok(r) => TuneResponse::RolledBack(r),
+            Err(e) => failed(&e),
+        },
+        (TuneRequest::Finish, _) => match apply::finish(host, state, &ApplyOptions::default()) {
+            Ok(r) => TuneResponse::Applied(r),
+            Err(e) => failed(&e),
+        },
+        (TuneRequest::Status, _) => match apply::pending(state) {
+            Ok(pending) => TuneResponse::Status { pending },
+            Err(e) => failed(&e),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_are_checked() {
+        let r = TuneRequest::Apply {
+            profile: "name = \"x\"\n[sysctl]\n\"net.ipv4.tcp_rmem\" = \"4096 131072 6291456\"\n"
+                .into(),
+            skip_unsupported: false,
+        };
+        let j = serde_json::to_string(&r).unwrap();
+        assert!(j.starts_with("{\"op\":\"apply\""), "{j}");
+        assert_eq!(serde_json::from_str::<TuneRequest>(&j).unwrap(), r);
+        r.validate().unwrap();
+        assert!(r.changes_host());
+        let bad = TuneRequest::Apply {
+            profile: "name = \"x\"\n[sysctl]\n\"kernel.core_pattern\" = \"|/tmp/x\"\n".into(),
+            skip_unsupported: false,
+        };
+        assert!(bad.validate().unwrap_err().contains("only net.*"));
+        let bad = TuneRequest::Save {
+            name: "x".into(),
+            ifaces: vec!["../../etc".into()],
+        };
+        assert!(bad.validate().is_err());
+        assert!(!TuneRequest::Status.changes_host());
+    }
+
+    #[test]
+    fn an_agent_without_allow_tuning_refuses_and_says_how() {
+        let d = tempfile::tempdir().unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let host = Host::at_root(root.path());
+        let state = StateDir::at(d.path());
+        for req in [TuneRequest::Rollback, TuneRequest::Finish] {
+            match serve(&req, false, &host, &state, None) {
+                TuneResponse::Refused { reason } => {
+                    assert!(
+                        reason.contains("--allow-tuning") && reason.contains("nothing was changed"),
+                        "{reason}"
+                    )
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        // Nothing was written to the state directory either.
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+        assert!(matches!(
+            serve(&TuneRequest::Status, false, &host, &state, None),
+            TuneResponse::Status { pending: None }
+        ));
+    }
+}
