@@ -41,6 +41,8 @@ pub enum Command {
     Capture(CaptureArgs),
     /// Audit the configuration (driver, firmware, offloads, IRQs, sysctls...) of this host, the peer, or a capture; no traffic.
     Check(CheckArgs),
+    /// Run a server alone for third-party clients, e.g. `serve grpc` (grpc.testing.BenchmarkService), no token.
+    Serve(crate::traffic::grpc::serve::ServeArgs),
 }
 
 /// `wirescope check`.
