@@ -64,7 +64,7 @@ fn counts_match(mode: GrpcMode) {
     assert_eq!(c.rx_payload, c.rpcs * 500);
     assert_eq!((c.error_total(), s.error_total()), (0, 0));
     let lat = client.counters().take_latency();
-    assert!(lat.len() > 0, "latencies are recorded");
+    assert!(!lat.is_empty(), "latencies are recorded");
     srv.stop();
     srv.join().unwrap();
 }
