@@ -5,8 +5,9 @@
 //! Owns two body adapters around tonic's request and response bodies:
 //!
 //! * [`AdmittedBody`] reads each request message's 5-byte gRPC prefix as it
-//!   passes and, before letting any of that message's bytes through to
-//!   tonic's decoder, takes the message's length from the budget. The permit
+//!   passes and, before letting the byte that completes the prefix through
+//!   to tonic's decoder (which reserves the whole message as soon as it has
+//!   a prefix), takes the message's length from the budget. The permit
 //!   goes into a [`PermitQueue`] that the handler pops (and drops) when it is
 //!   done with the message. A stream that cannot be admitted stops being read,
 //!   so HTTP/2 flow control stops its sender after one stream window
@@ -33,7 +34,7 @@ use std::task::{ready, Context, Poll};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::PollSemaphore;
 
-use super::proto::PREFIX_LEN;
+use super::proto::{ResponseScanner, PREFIX_LEN};
 
 /// Budget granularity: permits are KiB.
 const UNIT: usize = 1024;
@@ -83,7 +84,8 @@ impl Budget {
 pub struct PermitQueue(Arc<Mutex<VecDeque<Option<OwnedSemaphorePermit>>>>);
 
 impl PermitQueue {
-    fn push(&self, p: Option<OwnedSemaphorePermit>) {
+    /// Hold `p` until one message more has been handled.
+    pub fn push(&self, p: Option<OwnedSemaphorePermit>) {
         self.0
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -110,6 +112,8 @@ pub struct AdmittedBody<B> {
     prefix_have: usize,
     /// Bytes of the current message still to pass.
     remaining: usize,
+    /// The message whose prefix is being read holds its permit.
+    admitted: bool,
 }
 
 impl<B> AdmittedBody<B> {
@@ -125,11 +129,13 @@ impl<B> AdmittedBody<B> {
             prefix: [0; PREFIX_LEN],
             prefix_have: 0,
             remaining: 0,
+            admitted: false,
         }
     }
 
-    /// Walk `chunk`; returns how many leading bytes may pass now. Sets `need`
-    /// when a new message's prefix completes inside it.
+    /// Walk `chunk`; returns how many leading bytes may pass now. The byte
+    /// that completes a message's prefix never passes before the message is
+    /// admitted: tonic reserves the whole message as soon as it reads a prefix.
     fn scan(&mut self, chunk: &[u8]) -> usize {
         let mut pos = 0;
         while pos < chunk.len() {
@@ -143,24 +149,29 @@ impl<B> AdmittedBody<B> {
             if self.prefix_have == 0 && pos > 0 {
                 return pos;
             }
-            let take = (PREFIX_LEN - self.prefix_have).min(chunk.len() - pos);
-            self.prefix[self.prefix_have..self.prefix_have + take]
-                .copy_from_slice(&chunk[pos..pos + take]);
-            self.prefix_have += take;
-            pos += take;
-            if self.prefix_have == PREFIX_LEN {
-                self.prefix_have = 0;
-                let p = &self.prefix;
-                let len = u32::from_be_bytes([p[1], p[2], p[3], p[4]]) as usize;
-                self.remaining = len;
+            let missing = PREFIX_LEN - self.prefix_have;
+            if chunk.len() - pos < missing {
+                // A partial prefix tells tonic nothing yet; it may pass.
+                let n = chunk.len() - pos;
+                self.prefix[self.prefix_have..self.prefix_have + n].copy_from_slice(&chunk[pos..]);
+                self.prefix_have += n;
+                return chunk.len();
+            }
+            let mut p = self.prefix;
+            p[self.prefix_have..].copy_from_slice(&chunk[pos..pos + missing]);
+            let len = u32::from_be_bytes([p[1], p[2], p[3], p[4]]) as usize;
+            if !self.admitted {
                 let units = self.budget.units_for(len);
                 if units > 0 {
                     self.need = Some(units);
-                } else {
-                    self.queue.push(None);
+                    return pos;
                 }
-                return pos;
+                self.queue.push(None);
             }
+            self.admitted = false;
+            self.prefix_have = 0;
+            self.remaining = len;
+            pos += missing;
         }
         pos
     }
@@ -178,26 +189,31 @@ where
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
-        if let Some(n) = this.need {
-            let permit = ready!(this.sem.poll_acquire_many(cx, n));
-            this.queue.push(permit);
-            this.need = None;
-        }
-        let mut chunk = match this.pending.take() {
-            Some(c) => c,
-            None => match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => data,
-                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+        loop {
+            if let Some(n) = this.need {
+                let permit = ready!(this.sem.poll_acquire_many(cx, n));
+                this.queue.push(permit);
+                this.need = None;
+                this.admitted = true;
+            }
+            let mut chunk = match this.pending.take() {
+                Some(c) => c,
+                None => match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+                    Some(Ok(frame)) => match frame.into_data() {
+                        Ok(data) => data,
+                        Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                    },
+                    other => return Poll::Ready(other),
                 },
-                other => return Poll::Ready(other),
-            },
-        };
-        let pass = this.scan(&chunk);
-        if pass < chunk.len() {
-            this.pending = Some(chunk.split_off(pass));
+            };
+            let pass = this.scan(&chunk);
+            if pass < chunk.len() {
+                this.pending = Some(chunk.split_off(pass));
+            }
+            if !chunk.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(chunk))));
+            }
         }
-        Poll::Ready(Some(Ok(Frame::data(chunk))))
     }
 
     fn is_end_stream(&self) -> bool {
@@ -209,25 +225,30 @@ where
     }
 }
 
-/// Holds a response's budget permit (response extensions must be `Clone`).
+/// The permits of a call's responses, in order (a request extension the
+/// handlers push to; the call's [`SlicedBody`] gives them back).
 #[derive(Debug, Clone, Default)]
-pub struct ResponsePermit(pub Arc<Mutex<Option<OwnedSemaphorePermit>>>);
+pub struct ResponsePermits(pub PermitQueue);
 
-/// A response body handed to h2 in [`SLICE`]-byte zero-copy slices, holding
-/// its permit until the last slice has been handed over.
+/// A response body handed to h2 in [`SLICE`]-byte zero-copy slices. It gives
+/// back one response permit each time the last slice of a message has been
+/// handed over, so encoded responses waiting for the client count against
+/// the budget.
 pub struct SlicedBody<B> {
     inner: B,
     rest: Bytes,
-    permit: Option<OwnedSemaphorePermit>,
+    permits: PermitQueue,
+    framing: ResponseScanner,
 }
 
 impl<B> SlicedBody<B> {
-    /// Wrap `inner`, holding `permit` while it sends.
-    pub fn new(inner: B, permit: Option<OwnedSemaphorePermit>) -> Self {
+    /// Wrap `inner`, giving back `permits` message by message.
+    pub fn new(inner: B, permits: PermitQueue) -> Self {
         SlicedBody {
             inner,
             rest: Bytes::new(),
-            permit,
+            permits,
+            framing: ResponseScanner::default(),
         }
     }
 }
@@ -248,19 +269,16 @@ where
             match ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => this.rest = data,
-                    Err(frame) => {
-                        this.permit = None;
-                        return Poll::Ready(Some(Ok(frame)));
-                    }
+                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
                 },
-                other => {
-                    this.permit = None;
-                    return Poll::Ready(other);
-                }
+                other => return Poll::Ready(other),
             }
         }
         let n = SLICE.min(this.rest.remaining());
         let slice = this.rest.split_to(n);
+        let permits = &this.permits;
+        // Our own encoder's framing; a malformed frame only stops the accounting.
+        let _ = this.framing.feed(&slice, |_| permits.release_one());
         Poll::Ready(Some(Ok(Frame::data(slice))))
     }
 
@@ -307,9 +325,9 @@ mod tests {
         while let Some(f) = b.frame().await {
             sizes.push(f.unwrap().into_data().unwrap().len());
         }
-        // Each prefix passes alone (its message's bytes wait for the budget),
-        // and a message's tail passes before the next prefix is read.
-        assert_eq!(sizes, vec![5, 3000, 5, 10, 3, 2, 2048]);
+        // A message passes whole once admitted, its tail before the next
+        // prefix; a partial prefix passes, its completing byte waits.
+        assert_eq!(sizes, vec![3005, 15, 3, 2050]);
         let full = 4 << 20;
         assert_eq!(budget.available(), full - 3 * 1024 - 1024 - 2048);
         for _ in 0..3 {
@@ -324,32 +342,40 @@ mod tests {
         let hold = budget.acquire(1 << 20).await;
         let q = PermitQueue::default();
         let mut b = AdmittedBody::new(body(vec![msg(100)]), &budget, q.clone());
-        // The prefix passes; the message body waits for the budget.
-        let first = b.frame().await.unwrap().unwrap().into_data().unwrap();
-        assert_eq!(first.len(), PREFIX_LEN);
+        // Not even the prefix passes (tonic would reserve the message for it).
         use futures_util::FutureExt;
         assert!(
             b.frame().now_or_never().is_none(),
             "must wait while the budget is taken"
         );
         drop(hold);
-        let rest = b.frame().await.unwrap().unwrap().into_data().unwrap();
-        assert_eq!(rest.len(), 100);
+        let all = b.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(all.len(), PREFIX_LEN + 100);
     }
 
     #[tokio::test]
-    async fn sliced_body_holds_permit_to_the_last_slice() {
+    async fn sliced_body_gives_back_each_message_after_its_last_slice() {
         let budget = Budget::new(1 << 20);
-        let permit = budget.acquire(200 * 1024).await;
-        let mut b = SlicedBody::new(body(vec![vec![1u8; 150 * 1024]]), permit);
-        let mut lens = vec![];
+        let q = PermitQueue::default();
+        q.push(budget.acquire(150 * 1024).await);
+        q.push(budget.acquire(1024).await);
+        let mut wire = msg(150 * 1024 - PREFIX_LEN);
+        wire.extend(msg(100));
+        let mut b = SlicedBody::new(body(vec![wire]), q);
+        let mut seen = vec![];
         while let Some(f) = b.frame().await {
-            lens.push(f.unwrap().into_data().unwrap().len());
-            if lens.len() == 1 {
-                assert!(budget.available() < 1 << 20);
-            }
+            let len = f.unwrap().into_data().unwrap().len();
+            seen.push((len, budget.available() / 1024));
         }
-        assert_eq!(lens, vec![SLICE, SLICE, 150 * 1024 - 2 * SLICE]);
-        assert_eq!(budget.available(), 1 << 20);
+        // Held through the first message's slices; each message's bytes come
+        // back once its last byte has been handed over.
+        assert_eq!(
+            seen,
+            vec![
+                (SLICE, 1024 - 151),
+                (SLICE, 1024 - 151),
+                (150 * 1024 - 2 * SLICE + 105, 1024)
+            ]
+        );
     }
 }

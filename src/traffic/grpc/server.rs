@@ -13,7 +13,7 @@
 //! window of `max_streams x 64 KiB`, so at most `budget + connections x
 //! max_streams x 64 KiB` bytes of messages are held at once.
 
-use super::budget::{AdmittedBody, Budget, PermitQueue, ResponsePermit, SlicedBody};
+use super::budget::{AdmittedBody, Budget, PermitQueue, ResponsePermits, SlicedBody};
 use super::counters::GrpcCounters;
 use super::proto::{Payload, SimpleRequest, SimpleResponse, SERVICE, STREAMING_PATH, UNARY_PATH};
 use super::GrpcError;
@@ -28,7 +28,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -425,6 +425,13 @@ impl Shared {
         ))
     }
 
+    /// Take the budget for an encoded response; the call's body gives it back.
+    async fn hold_response(&self, resp: &SimpleResponse, permits: Option<&ResponsePermits>) {
+        if let Some(p) = permits {
+            p.0.push(self.budget.acquire(resp.encoded_len() + 5).await);
+        }
+    }
+
     fn grpc(&self) -> tonic::server::Grpc<BenchCodec> {
         tonic::server::Grpc::new(BenchCodec)
             .max_decoding_message_size(self.max_message)
@@ -474,8 +481,10 @@ impl tower_service::Service<http::Request<Body>> for BenchService {
         }
         Box::pin(async move {
             let queue = PermitQueue::default();
+            let responses = PermitQueue::default();
             let (mut parts, body) = req.into_parts();
             parts.extensions.insert(queue.clone());
+            parts.extensions.insert(ResponsePermits(responses.clone()));
             let req =
                 http::Request::from_parts(parts, AdmittedBody::new(body, &shared.budget, queue));
             let mut grpc = shared.grpc();
@@ -484,11 +493,7 @@ impl tower_service::Service<http::Request<Body>> for BenchService {
             } else {
                 grpc.streaming(Streaming(Arc::clone(&shared)), req).await
             };
-            let permit = resp
-                .extensions()
-                .get::<ResponsePermit>()
-                .and_then(|p| p.0.lock().unwrap_or_else(|e| e.into_inner()).take());
-            Ok(resp.map(|b| Body::new(SlicedBody::new(b, permit))))
+            Ok(resp.map(|b| Body::new(SlicedBody::new(b, responses))))
         })
     }
 }
@@ -504,6 +509,7 @@ impl UnaryService<SimpleRequest> for Unary {
         let shared = Arc::clone(&self.0);
         Box::pin(async move {
             let queue = req.extensions().get::<PermitQueue>().cloned();
+            let responses = req.extensions().get::<ResponsePermits>().cloned();
             let msg = req.into_inner();
             let rx = msg.payload_len() as u64;
             let answer = shared.answer(&msg);
@@ -518,12 +524,9 @@ impl UnaryService<SimpleRequest> for Unary {
                     Err(st)
                 }
                 Ok((resp, tx)) => {
-                    let permit = shared.budget.acquire(resp.encoded_len() + 5).await;
+                    shared.hold_response(&resp, responses.as_ref()).await;
                     shared.counters.record_ok(tx as u64, rx, None);
-                    let mut resp = Response::new(resp);
-                    resp.extensions_mut()
-                        .insert(ResponsePermit(Arc::new(Mutex::new(permit))));
-                    Ok(resp)
+                    Ok(Response::new(resp))
                 }
             }
         })
@@ -541,17 +544,18 @@ impl StreamingService<SimpleRequest> for Streaming {
     fn call(&mut self, req: Request<tonic::Streaming<SimpleRequest>>) -> Self::Future {
         let shared = Arc::clone(&self.0);
         let queue = req.extensions().get::<PermitQueue>().cloned();
+        let responses = req.extensions().get::<ResponsePermits>().cloned();
         let incoming = req.into_inner();
         let stream = futures_util::stream::unfold(
-            (shared, incoming, queue, false),
-            |(shared, mut incoming, queue, done)| async move {
+            (shared, incoming, queue, responses, false),
+            |(shared, mut incoming, queue, responses, done)| async move {
                 if done {
                     return None;
                 }
                 let msg = match incoming.message().await {
                     Ok(Some(m)) => m,
                     Ok(None) => return None,
-                    Err(st) => return Some((Err(st), (shared, incoming, queue, true))),
+                    Err(st) => return Some((Err(st), (shared, incoming, queue, responses, true))),
                 };
                 let rx = msg.payload_len() as u64;
                 let answer = shared.answer(&msg);
@@ -561,6 +565,7 @@ impl StreamingService<SimpleRequest> for Streaming {
                 }
                 let item = match answer {
                     Ok((resp, tx)) => {
+                        shared.hold_response(&resp, responses.as_ref()).await;
                         shared.counters.record_ok(tx as u64, rx, None);
                         Ok(resp)
                     }
@@ -570,7 +575,7 @@ impl StreamingService<SimpleRequest> for Streaming {
                     }
                 };
                 let done = item.is_err();
-                Some((item, (shared, incoming, queue, done)))
+                Some((item, (shared, incoming, queue, responses, done)))
             },
         );
         Box::pin(async move { Ok(Response::new(Box::pin(stream) as Self::ResponseStream)) })
