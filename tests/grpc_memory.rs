@@ -20,9 +20,19 @@ fn server_hwm(pid: u32) -> u64 {
     parse_status_kib(&status, "VmHWM").unwrap().0
 }
 
+/// Kills the server on every way out of the test (a failed assert included).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn four_mib_by_64_in_flight_stays_bounded_on_both_ends() {
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_wirescope"))
+    let serve = Command::new(env!("CARGO_BIN_EXE_wirescope"))
         .args([
             "serve",
             "grpc",
@@ -36,7 +46,8 @@ fn four_mib_by_64_in_flight_stays_bounded_on_both_ends() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(serve.stderr.take().unwrap());
+    let mut serve = Killed(serve);
+    let mut err = BufReader::new(serve.0.stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
     let addr = line
@@ -47,9 +58,9 @@ fn four_mib_by_64_in_flight_stays_bounded_on_both_ends() {
         .to_string();
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
 
-    for mode in [GrpcMode::Unary] {
+    for mode in [GrpcMode::Unary, GrpcMode::Stream] {
         reset_peak().unwrap();
-        std::fs::write(format!("/proc/{}/clear_refs", serve.id()), "5").unwrap();
+        std::fs::write(format!("/proc/{}/clear_refs", serve.0.id()), "5").unwrap();
         let cfg = ClientConfig {
             mode,
             channels: 8,
@@ -78,7 +89,7 @@ fn four_mib_by_64_in_flight_stays_bounded_on_both_ends() {
         }
         client.stop();
         client.join().unwrap();
-        let (mine, theirs) = (peak_resident().unwrap().0, server_hwm(serve.id()));
+        let (mine, theirs) = (peak_resident().unwrap().0, server_hwm(serve.0.id()));
         eprintln!(
             "{mode:?}: client VmHWM {} MB, server VmHWM {} MB",
             mine / 1_000_000,
@@ -87,6 +98,4 @@ fn four_mib_by_64_in_flight_stays_bounded_on_both_ends() {
         assert!(mine < BOUND, "{mode:?}: client VmHWM {mine} bytes");
         assert!(theirs < BOUND, "{mode:?}: server VmHWM {theirs} bytes");
     }
-    serve.kill().unwrap();
-    serve.wait().unwrap();
 }

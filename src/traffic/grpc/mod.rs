@@ -54,6 +54,7 @@ pub mod memory;
 pub mod proto;
 pub mod serve;
 pub mod server;
+pub mod stream_call;
 
 use crate::traffic::EngineError;
 use crate::units::{Bytes, CpuId};

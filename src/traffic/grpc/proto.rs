@@ -272,6 +272,38 @@ fn payload_len_from_head(head: &[u8], message_len: usize) -> usize {
     }
 }
 
+/// Payload body bytes in a `Payload` message of `content_len` bytes whose
+/// first bytes are `head` (the body's own field header is among them).
+pub fn body_len_in_payload(head: &[u8], content_len: usize) -> usize {
+    match find_len_field(head, 2) {
+        Some((_, len)) => len,
+        None if content_len <= head.len() => 0,
+        None => content_len,
+    }
+}
+
+/// The framed `SimpleResponse` header that precedes a `size`-byte payload
+/// body: prefix, `payload` field header, `body` field header.
+pub fn response_head(size: usize) -> Bytes {
+    let size64 = size as u64;
+    let payload_msg = if size > 0 {
+        1 + varint_len(size64) + size
+    } else {
+        0
+    };
+    let msg_len = 1 + varint_len(payload_msg as u64) + payload_msg;
+    let mut head = BytesMut::with_capacity(PREFIX_LEN + 12);
+    head.put_u8(0);
+    head.put_u32(msg_len as u32);
+    head.put_u8(0x0A);
+    prost::encoding::encode_varint(payload_msg as u64, &mut head);
+    if size > 0 {
+        head.put_u8(0x12);
+        prost::encoding::encode_varint(size64, &mut head);
+    }
+    head.freeze()
+}
+
 /// Offset of the content of the first length-delimited field `field` in `b`
 /// (at top level), and its declared length.
 fn find_len_field(b: &[u8], field: u64) -> Option<(usize, usize)> {
@@ -364,6 +396,22 @@ mod tests {
             assert_eq!(got, vec![0, 1, 64, 200, 70_000], "chunk {chunk}");
             assert!(s.at_boundary());
         }
+    }
+
+    #[test]
+    fn response_head_is_what_prost_encodes() {
+        for size in [0usize, 1, 127, 128, 70_000] {
+            let body = payload_body(size);
+            let mut wire = response_head(size).to_vec();
+            wire.extend_from_slice(&body);
+            let want = SimpleResponse {
+                payload: Some(Payload { r#type: 0, body }),
+            };
+            assert_eq!(wire, framed(&want), "size {size}");
+        }
+        assert_eq!(body_len_in_payload(&[0x12, 0x05], 7), 5);
+        assert_eq!(body_len_in_payload(&[0x08, 0x00], 2), 0);
+        assert_eq!(body_len_in_payload(&[0x08], 300), 300);
     }
 
     #[test]

@@ -15,13 +15,16 @@
 
 use super::budget::{AdmittedBody, Budget, PermitQueue, ResponsePermits, SlicedBody};
 use super::counters::GrpcCounters;
-use super::proto::{Payload, SimpleRequest, SimpleResponse, SERVICE, STREAMING_PATH, UNARY_PATH};
+use super::proto::{
+    response_head, EchoStatus, Payload, SimpleRequest, SimpleResponse, SERVICE, STREAMING_PATH,
+    UNARY_PATH,
+};
+use super::stream_call::{Answer, ParsedRequest, StreamCallBody};
 use super::GrpcError;
 use crate::traffic::{pin_current_thread, spawn_worker, EngineControl, EngineError};
 use crate::units::CpuId;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use futures_util::stream::BoxStream;
 use prost::Message;
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -35,7 +38,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tonic::body::Body;
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
-use tonic::server::{NamedService, StreamingService, UnaryService};
+use tonic::server::{NamedService, UnaryService};
 use tonic::transport::server::{Connected, TcpConnectInfo};
 use tonic::{Code, Request, Response, Status};
 
@@ -378,12 +381,13 @@ struct Shared {
     counters: Arc<GrpcCounters>,
     budget: Budget,
     max_message: usize,
-    payloads: RwLock<HashMap<usize, Bytes>>,
+    /// Framed response header and payload body, shared, per size.
+    payloads: RwLock<HashMap<usize, (Bytes, Bytes)>>,
 }
 
 impl Shared {
-    /// One shared body per response size.
-    fn payload(&self, size: usize) -> Bytes {
+    /// One shared header and body per response size.
+    fn payload(&self, size: usize) -> (Bytes, Bytes) {
         if let Some(b) = self
             .payloads
             .read()
@@ -392,31 +396,37 @@ impl Shared {
         {
             return b.clone();
         }
-        let body = super::proto::payload_body(size);
+        let made = (response_head(size), super::proto::payload_body(size));
         let mut map = self.payloads.write().unwrap_or_else(|e| e.into_inner());
         if map.len() < PAYLOAD_CACHE_ENTRIES {
-            map.insert(size, body.clone());
+            map.insert(size, made.clone());
         }
-        body
+        made
     }
 
-    /// The response a request asks for, or the status it asks for.
-    fn answer(&self, req: &SimpleRequest) -> Result<(SimpleResponse, usize), Status> {
-        if let Some(st) = &req.response_status {
+    /// The payload size a request asks for, or the status it asks for.
+    fn check(&self, response_size: i32, status: Option<&EchoStatus>) -> Result<usize, Status> {
+        if let Some(st) = status {
             if st.code != 0 {
                 return Err(Status::new(Code::from_i32(st.code), st.message.clone()));
             }
         }
-        let size = usize::try_from(req.response_size).map_err(|_| {
-            Status::invalid_argument(format!("response_size {} is negative", req.response_size))
+        let size = usize::try_from(response_size).map_err(|_| {
+            Status::invalid_argument(format!("response_size {response_size} is negative"))
         })?;
-        if size.saturating_add(16) > self.max_message {
+        if size.saturating_add(super::MESSAGE_OVERHEAD) > self.max_message {
             return Err(Status::resource_exhausted(format!(
                 "response_size {size} exceeds this server's max message size of {} bytes",
                 self.max_message
             )));
         }
-        let body = self.payload(size);
+        Ok(size)
+    }
+
+    /// The response a unary request asks for, or the status it asks for.
+    fn answer(&self, req: &SimpleRequest) -> Result<(SimpleResponse, usize), Status> {
+        let size = self.check(req.response_size, req.response_status.as_ref())?;
+        let (_, body) = self.payload(size);
         Ok((
             SimpleResponse {
                 payload: Some(Payload { r#type: 0, body }),
@@ -479,6 +489,16 @@ impl tower_service::Service<http::Request<Body>> for BenchService {
             let msg = format!("wirescope serves {UNARY_PATH} and {STREAMING_PATH}, not {path}");
             return Box::pin(async move { Ok(Status::unimplemented(msg).into_http()) });
         }
+        if !unary {
+            let max = shared.max_message;
+            let body = StreamCallBody::new(req.into_body(), shared, max);
+            let mut resp = http::Response::new(Body::new(body));
+            resp.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/grpc"),
+            );
+            return Box::pin(async move { Ok(resp) });
+        }
         Box::pin(async move {
             let queue = PermitQueue::default();
             let responses = PermitQueue::default();
@@ -488,13 +508,20 @@ impl tower_service::Service<http::Request<Body>> for BenchService {
             let req =
                 http::Request::from_parts(parts, AdmittedBody::new(body, &shared.budget, queue));
             let mut grpc = shared.grpc();
-            let resp = if unary {
-                grpc.unary(Unary(Arc::clone(&shared)), req).await
-            } else {
-                grpc.streaming(Streaming(Arc::clone(&shared)), req).await
-            };
+            let resp = grpc.unary(Unary(Arc::clone(&shared)), req).await;
             Ok(resp.map(|b| Body::new(SlicedBody::new(b, responses))))
         })
+    }
+}
+
+impl Answer for Shared {
+    fn answer(&self, req: &ParsedRequest) -> Result<(Bytes, Bytes, usize), Status> {
+        let size = self.check(req.response_size, req.status.as_ref())?;
+        let (head, body) = self.payload(size);
+        Ok((head, body, size))
+    }
+    fn counters(&self) -> &GrpcCounters {
+        &self.counters
     }
 }
 
@@ -530,55 +557,6 @@ impl UnaryService<SimpleRequest> for Unary {
                 }
             }
         })
-    }
-}
-
-/// `StreamingCall`: one response per request, in order, until the client ends its side.
-struct Streaming(Arc<Shared>);
-
-impl StreamingService<SimpleRequest> for Streaming {
-    type Response = SimpleResponse;
-    type ResponseStream = BoxStream<'static, Result<SimpleResponse, Status>>;
-    type Future = BoxFuture<'static, Result<Response<Self::ResponseStream>, Status>>;
-
-    fn call(&mut self, req: Request<tonic::Streaming<SimpleRequest>>) -> Self::Future {
-        let shared = Arc::clone(&self.0);
-        let queue = req.extensions().get::<PermitQueue>().cloned();
-        let responses = req.extensions().get::<ResponsePermits>().cloned();
-        let incoming = req.into_inner();
-        let stream = futures_util::stream::unfold(
-            (shared, incoming, queue, responses, false),
-            |(shared, mut incoming, queue, responses, done)| async move {
-                if done {
-                    return None;
-                }
-                let msg = match incoming.message().await {
-                    Ok(Some(m)) => m,
-                    Ok(None) => return None,
-                    Err(st) => return Some((Err(st), (shared, incoming, queue, responses, true))),
-                };
-                let rx = msg.payload_len() as u64;
-                let answer = shared.answer(&msg);
-                drop(msg);
-                if let Some(q) = &queue {
-                    q.release_one();
-                }
-                let item = match answer {
-                    Ok((resp, tx)) => {
-                        shared.hold_response(&resp, responses.as_ref()).await;
-                        shared.counters.record_ok(tx as u64, rx, None);
-                        Ok(resp)
-                    }
-                    Err(st) => {
-                        shared.counters.record_error(st.code() as i32);
-                        Err(st)
-                    }
-                };
-                let done = item.is_err();
-                Some((item, (shared, incoming, queue, responses, done)))
-            },
-        );
-        Box::pin(async move { Ok(Response::new(Box::pin(stream) as Self::ResponseStream)) })
     }
 }
 
