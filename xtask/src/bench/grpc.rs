@@ -162,7 +162,10 @@ impl Place {
         loop {
             self.ws.ensure_running()?;
             self.go.ensure_running()?;
-            let mut ss = self.client("ss");
+            let mut ss = match &self.pair {
+                Some(p) => p.command(Side::B, "ss"),
+                None => Command::new("ss"),
+            };
             ss.arg("-Hltn");
             let table = cmd::output(&mut ss)?;
             let suffix = format!("{}:{port}", self.host);
