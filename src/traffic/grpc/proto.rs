@@ -162,7 +162,7 @@ pub struct ScannedMessage {
 const HEAD_KEEP: usize = 64;
 
 /// Walks gRPC-framed bytes as they arrive and reports each complete message's
-/// payload length. Keeps at most [`HEAD_KEEP`] bytes of a message, never the
+/// payload length. Keeps at most 64 bytes of a message, never the
 /// message itself.
 #[derive(Debug, Default)]
 pub struct ResponseScanner {

@@ -1,8 +1,9 @@
 //! The BenchmarkService server: tonic, on its own runtime of N worker threads.
 //!
-//! Owns the service glue (written by hand: a tower service that routes the two
-//! methods to tonic's `server::Grpc` with a prost codec, and answers any other
-//! path UNIMPLEMENTED), the handlers, and the runner that serves either data
+//! Owns the service glue (written by hand: a tower service that routes
+//! `UnaryCall` to tonic's `server::Grpc` with a prost codec, `StreamingCall`
+//! to [`super::stream_call`], and answers any other path UNIMPLEMENTED), the
+//! handlers, and the runner that serves either data
 //! connections the session already accepted or its own listener
 //! (`wirescope serve grpc`). It never keeps a message past its handler: the
 //! request is dropped (and its budget given back) before the response is
