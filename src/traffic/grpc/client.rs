@@ -16,8 +16,8 @@ use super::proto::{
     UNARY_PATH,
 };
 use super::server::{flag_set, runtime};
-use super::{GrpcError, GrpcMode};
-use crate::traffic::{spawn_worker, EngineControl, EngineError};
+use super::{GrpcError, GrpcMode, Supervisor};
+use crate::traffic::{EngineControl, EngineError};
 use crate::units::CpuId;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Uri};
@@ -32,7 +32,6 @@ use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
@@ -95,9 +94,8 @@ impl Windows {
 
 /// A running client.
 pub struct GrpcClient {
-    control: EngineControl,
+    sup: Supervisor,
     counters: Arc<GrpcCounters>,
-    thread: Option<JoinHandle<Result<(), EngineError>>>,
     failure: Arc<Mutex<Option<GrpcError>>>,
     windows: Windows,
 }
@@ -108,19 +106,17 @@ impl GrpcClient {
     pub fn start(cfg: ClientConfig, target: Target) -> Result<Self, GrpcError> {
         check_config(&cfg, &target)?;
         super::check_cpus(&cfg.cpus)?;
-        let control = EngineControl::default();
         let counters = GrpcCounters::new(cfg.threads);
         let failure = Arc::new(Mutex::new(None));
         let windows = Windows::for_point(cfg.channels, cfg.resp_size);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (ctl, c, f) = (control.clone(), Arc::clone(&counters), Arc::clone(&failure));
-        let thread = spawn_worker("grpc-client".into(), None, &control, move || {
+        let (c, f) = (Arc::clone(&counters), Arc::clone(&failure));
+        let sup = Supervisor::spawn("grpc-client", move |ctl| {
             run(cfg, target, windows, ctl, c, f, ready_tx)
         })?;
         let mut client = GrpcClient {
-            control,
+            sup,
             counters,
-            thread: Some(thread),
             failure,
             windows,
         };
@@ -146,7 +142,7 @@ impl GrpcClient {
     }
     /// Stop flags and completion signal.
     pub fn control(&self) -> &EngineControl {
-        &self.control
+        self.sup.control()
     }
     /// The receive windows advertised.
     pub fn windows(&self) -> Windows {
@@ -154,23 +150,19 @@ impl GrpcClient {
     }
     /// Graceful end: every slot finishes its RPC, streams are closed cleanly.
     pub fn stop(&self) {
-        self.control.stop.store(true, Ordering::Relaxed);
+        self.sup.stop();
     }
-    /// Immediate end.
+    /// Immediate end (dropping the client does it too, and joins).
     pub fn abort(&self) {
-        self.control.abort.store(true, Ordering::Relaxed);
-        self.stop();
+        self.sup.abort();
     }
     /// True once the client thread has returned.
     pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+        self.sup.is_finished()
     }
     /// Wait for the end; the first error of any slot wins.
     pub fn join(&mut self) -> Result<(), GrpcError> {
-        let joined = match self.thread.take() {
-            Some(t) => crate::traffic::join_all(vec![t]),
-            None => Ok(()),
-        };
+        let joined = self.sup.join();
         if let Some(e) = self
             .failure
             .lock()
@@ -180,16 +172,6 @@ impl GrpcClient {
             return Err(e);
         }
         joined.map_err(GrpcError::from)
-    }
-}
-
-impl Drop for GrpcClient {
-    /// A dropped client aborts and is joined: no thread or socket outlives it.
-    fn drop(&mut self) {
-        if self.thread.is_some() {
-            self.abort();
-            let _ = self.join();
-        }
     }
 }
 
@@ -529,12 +511,9 @@ async fn unary_slot(
     while !ctl.stopping() {
         let t0 = Instant::now();
         let req = request(&plan.unary_uri, ReqBody::unary(&plan.request));
-        let resp = match ch.send.send_request(req).await {
-            Ok(r) => r,
-            Err(e) if ctl.stopping() => return stopped(e),
-            Err(e) => return Err(transport(&plan, &ch, e)),
+        let Some(mut reader) = call(&mut ch, req, &plan, &ctl).await? else {
+            return Ok(());
         };
-        let mut reader = ResponseReader::open(resp).map_err(|d| transport(&plan, &ch, d))?;
         let mut rx = 0u64;
         loop {
             match reader.next().await {
@@ -555,9 +534,21 @@ async fn unary_slot(
     Ok(())
 }
 
-/// A send that failed because the test is ending is not an error.
-fn stopped(_e: hyper::Error) -> Result<(), GrpcError> {
-    Ok(())
+/// Send `req` and check the response head; `None` when the send failed
+/// because the test is ending (not an error).
+async fn call(
+    ch: &mut Channel,
+    req: http::Request<ReqBody>,
+    plan: &Plan,
+    ctl: &EngineControl,
+) -> Result<Option<ResponseReader>, GrpcError> {
+    match ch.send.send_request(req).await {
+        Ok(resp) => ResponseReader::open(resp)
+            .map(Some)
+            .map_err(|d| transport(plan, ch, d)),
+        Err(_) if ctl.stopping() => Ok(None),
+        Err(e) => Err(transport(plan, ch, e)),
+    }
 }
 
 async fn stream_slot(
@@ -574,12 +565,9 @@ async fn stream_slot(
             return Ok(());
         }
         let req = request(&plan.stream_uri, ReqBody::stream(rx));
-        let resp = match ch.send.send_request(req).await {
-            Ok(r) => r,
-            Err(e) if ctl.stopping() => return stopped(e),
-            Err(e) => return Err(transport(&plan, &ch, e)),
+        let Some(mut reader) = call(&mut ch, req, &plan, &ctl).await? else {
+            return Ok(());
         };
-        let mut reader = ResponseReader::open(resp).map_err(|d| transport(&plan, &ch, d))?;
         let mut tx = Some(tx);
         loop {
             match reader.next().await {

@@ -143,6 +143,16 @@ impl RequestTemplate {
     }
 }
 
+/// `msg` as one length-prefixed gRPC message (uncompressed).
+pub fn framed(msg: &impl prost::Message) -> Vec<u8> {
+    let body = msg.encode_to_vec();
+    let mut v = Vec::with_capacity(PREFIX_LEN + body.len());
+    v.push(0);
+    v.extend_from_slice(&(body.len() as u32).to_be_bytes());
+    v.extend_from_slice(&body);
+    v
+}
+
 /// One payload body of `size` bytes (a repeating pattern, like grpc-go's zeros
 /// but not compressible to nothing by accident in a capture).
 pub fn payload_body(size: usize) -> Bytes {
@@ -334,14 +344,6 @@ fn find_len_field(b: &[u8], field: u64) -> Option<(usize, usize)> {
 mod tests {
     use super::*;
     use prost::Message;
-
-    fn framed(msg: &impl Message) -> Vec<u8> {
-        let body = msg.encode_to_vec();
-        let mut v = vec![0u8];
-        v.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        v.extend_from_slice(&body);
-        v
-    }
 
     #[test]
     fn template_is_what_prost_encodes() {

@@ -21,8 +21,8 @@ use super::proto::{
     UNARY_PATH,
 };
 use super::stream_call::{Answer, ParsedRequest, StreamCallBody};
-use super::GrpcError;
-use crate::traffic::{pin_current_thread, spawn_worker, EngineControl, EngineError};
+use super::{GrpcError, Supervisor};
+use crate::traffic::{pin_current_thread, EngineControl, EngineError};
 use crate::units::CpuId;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -34,7 +34,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
-use std::thread::JoinHandle;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tonic::body::Body;
@@ -95,9 +94,8 @@ pub enum Incoming {
 
 /// A running server.
 pub struct GrpcServer {
-    control: EngineControl,
+    sup: Supervisor,
     counters: Arc<GrpcCounters>,
-    thread: Option<JoinHandle<Result<(), EngineError>>>,
     local_addr: Option<SocketAddr>,
 }
 
@@ -117,17 +115,12 @@ impl GrpcServer {
             }
             Incoming::Streams(_) => None,
         };
-        let control = EngineControl::default();
         let counters = GrpcCounters::new(cfg.threads);
-        let ctl = control.clone();
         let c = Arc::clone(&counters);
-        let thread = spawn_worker("grpc-server".into(), None, &control, move || {
-            run(cfg, incoming, ctl, c)
-        })?;
+        let sup = Supervisor::spawn("grpc-server", move |ctl| run(cfg, incoming, ctl, c))?;
         Ok(GrpcServer {
-            control,
+            sup,
             counters,
-            thread: Some(thread),
             local_addr,
         })
     }
@@ -142,38 +135,24 @@ impl GrpcServer {
     }
     /// Stop flags and completion signal.
     pub fn control(&self) -> &EngineControl {
-        &self.control
+        self.sup.control()
     }
     /// Graceful end: GOAWAY, in-flight RPCs finish.
     pub fn stop(&self) {
-        self.control.stop.store(true, Ordering::Relaxed);
+        self.sup.stop();
     }
-    /// Immediate end.
+    /// Immediate end (dropping the server does it too, and joins).
     pub fn abort(&self) {
-        self.control.abort.store(true, Ordering::Relaxed);
-        self.stop();
+        self.sup.abort();
     }
     /// True once the server thread has returned.
     pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
+        self.sup.is_finished()
     }
     /// Wait for the server to end (after [`stop`](Self::stop), or once every
     /// handed-in connection is closed).
     pub fn join(&mut self) -> Result<(), EngineError> {
-        match self.thread.take() {
-            Some(t) => crate::traffic::join_all(vec![t]),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for GrpcServer {
-    /// A dropped server aborts and is joined: no thread or socket outlives it.
-    fn drop(&mut self) {
-        if self.thread.is_some() {
-            self.abort();
-            let _ = self.join();
-        }
+        self.sup.join()
     }
 }
 

@@ -382,15 +382,9 @@ impl<B, A: Answer> StreamCallBody<B, A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::traffic::grpc::proto::{payload_body, Payload, RequestTemplate, SimpleRequest};
-
-    fn framed(msg: &impl Message) -> Vec<u8> {
-        let body = msg.encode_to_vec();
-        let mut v = vec![0u8];
-        v.extend_from_slice(&(body.len() as u32).to_be_bytes());
-        v.extend_from_slice(&body);
-        v
-    }
+    use crate::traffic::grpc::proto::{
+        framed, payload_body, Payload, RequestTemplate, SimpleRequest,
+    };
 
     #[test]
     fn walks_requests_split_anywhere() {
