@@ -289,12 +289,13 @@ fn sigint(child: &Child) {
 
 #[test]
 fn serve_and_client_as_two_processes() {
-    let (mut serve, addr) = spawn_serve(&["--threads", "1"]);
+    let (mut serve, addr) = spawn_serve(&["--threads", "1", "--cpus", "0"]);
     for mode in ["unary", "stream"] {
         let out = Command::new(env!("CARGO_BIN_EXE_wirescope"))
             .args(["serve", "grpc-client", "--target", &addr, "--mode", mode])
             .args(["--channels", "2", "--concurrency", "4", "--size", "256"])
-            .args(["-t", "1s", "--omit", "0s", "--threads", "1", "--json"])
+            .args(["-t", "1s", "--omit", "0s", "--threads", "1", "--cpus", "0"])
+            .arg("--json")
             .output()
             .unwrap();
         assert!(

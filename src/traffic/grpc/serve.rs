@@ -47,8 +47,8 @@ pub struct ServeGrpcArgs {
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub threads: u32,
     /// Pin the worker threads to these CPUs (e.g. 0-3,8).
-    #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
-    pub cpus: Option<Vec<CpuId>>,
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<Cpus>,
     /// Largest request or response message accepted.
     #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
     pub max_message: Bytes,
@@ -94,11 +94,19 @@ pub struct GrpcClientArgs {
     #[arg(long, default_value_t = 0)]
     pub threads: u32,
     /// Pin the worker threads to these CPUs.
-    #[arg(long, value_name = "LIST", value_parser = parse_cpu_list)]
-    pub cpus: Option<Vec<CpuId>>,
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<Cpus>,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A CPU list (`0-3,8`) as one value (a bare `Vec` would make clap expect several).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cpus(pub Vec<CpuId>);
+
+fn parse_cpus(s: &str) -> Result<Cpus, String> {
+    parse_cpu_list(s).map(Cpus)
 }
 
 /// Run `wirescope serve ...`; returns the exit code.
@@ -123,7 +131,7 @@ pub fn command(args: ServeArgs) -> anyhow::Result<u8> {
 fn serve_grpc(a: ServeGrpcArgs) -> Result<u8, GrpcError> {
     let cfg = ServerConfig {
         threads: threads_or_cores(a.threads),
-        cpus: a.cpus.unwrap_or_default(),
+        cpus: a.cpus.map(|c| c.0).unwrap_or_default(),
         max_message: a.max_message.as_usize(),
         memory_budget: a.memory_budget.as_usize(),
         max_streams: a.max_streams,
@@ -246,7 +254,7 @@ fn grpc_client(a: GrpcClientArgs) -> Result<u8, GrpcError> {
         size,
         resp_size: a.resp_size.map_or(size, Bytes::as_usize),
         threads: threads_or_cores(a.threads),
-        cpus: a.cpus.unwrap_or_default(),
+        cpus: a.cpus.map(|c| c.0).unwrap_or_default(),
         response_status: None,
     };
     let _ = memory::reset_peak();
