@@ -61,6 +61,9 @@ pub struct ServeGrpcArgs {
     /// Print one line of figures per interval (0 = only at the end).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
+    /// Print the totals at the end as one JSON line (`{"totals": ..., "vm_hwm_bytes": ...}`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `wirescope serve grpc-client` (hidden).
@@ -176,7 +179,16 @@ fn serve_grpc(a: ServeGrpcArgs) -> Result<u8, GrpcError> {
         start.elapsed().as_secs_f64(),
         &counters.take_latency(),
     );
-    println!("total    {}", line(&total, memory::peak_resident().ok()));
+    let hwm = memory::peak_resident().ok();
+    if a.json {
+        let totals = serde_json::json!({
+            "totals": counters.snapshot(),
+            "vm_hwm_bytes": hwm.map(|b| b.0),
+        });
+        println!("{totals}");
+    } else {
+        println!("total    {}", line(&total, hwm));
+    }
     joined.map_err(GrpcError::from)?;
     Ok(EXIT_OK)
 }
@@ -241,6 +253,9 @@ pub struct ClientReport {
     pub mode: GrpcMode,
     /// Figures over the measured time.
     pub result: GrpcInterval,
+    /// Cumulative counters at the end (setup RPC and warm-up included), to
+    /// compare with the server's.
+    pub totals: GrpcSnapshot,
     /// Peak resident memory of this process during the point.
     pub vm_hwm_bytes: Option<u64>,
 }
@@ -277,6 +292,7 @@ fn grpc_client(a: GrpcClientArgs) -> Result<u8, GrpcError> {
         target: a.target,
         mode: a.mode,
         result: interval(&first, &last, secs, &lat),
+        totals: counters.snapshot(),
         vm_hwm_bytes: memory::peak_resident().ok().map(|b| b.0),
     };
     if a.json {
