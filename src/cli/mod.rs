@@ -13,6 +13,7 @@
 
 pub mod checklist;
 pub mod profile;
+pub mod serve;
 mod target;
 mod test;
 mod values;
@@ -55,6 +56,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Tuning profiles: list, show, save, diff, apply (all-or-nothing, backed up), rollback.
     Profile(profile::ProfileArgs),
+    /// Run a server alone for third-party clients, e.g. `serve grpc` (grpc.testing.BenchmarkService), no token.
+    Serve(serve::ServeArgs),
 }
 
 /// `wirescope check`.

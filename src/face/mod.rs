@@ -10,6 +10,7 @@ pub mod capture;
 pub mod check;
 pub mod profile;
 pub mod run;
+pub mod serve;
 pub mod watch;
 
 use std::io::Write;

@@ -12,8 +12,8 @@ use super::nic::DevCounters;
 use super::softirq::{SoftirqCpu, SoftnetCpu};
 use super::tcpinfo::TcpInfo;
 use crate::traffic::ConnRole;
-use crate::units::{BitsPerSec, CpuId, Nanos};
-use hdrhistogram::Histogram;
+pub use crate::traffic::LatencySummary;
+use crate::units::{BitsPerSec, CpuId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -229,47 +229,6 @@ pub struct ConnSample {
     /// TCP_INFO at the end of the interval (absent once the socket is gone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp: Option<TcpInfo>,
-}
-
-/// Latency percentiles (µs) of a histogram.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct LatencySummary {
-    /// Transactions measured.
-    pub count: u64,
-    /// Minimum.
-    pub min: f64,
-    /// Mean.
-    pub mean: f64,
-    /// Median.
-    pub p50: f64,
-    /// 90th percentile.
-    pub p90: f64,
-    /// 99th percentile.
-    pub p99: f64,
-    /// 99.9th percentile.
-    pub p999: f64,
-    /// Maximum.
-    pub max: f64,
-}
-
-impl LatencySummary {
-    /// Percentiles of a histogram recorded in ns; None when empty.
-    pub fn from_histogram(h: &Histogram<u64>) -> Option<Self> {
-        if h.is_empty() {
-            return None;
-        }
-        let us = |ns: u64| Nanos(ns).0 as f64 / 1000.0;
-        Some(LatencySummary {
-            count: h.len(),
-            min: us(h.min()),
-            mean: h.mean() / 1000.0,
-            p50: us(h.value_at_quantile(0.50)),
-            p90: us(h.value_at_quantile(0.90)),
-            p99: us(h.value_at_quantile(0.99)),
-            p999: us(h.value_at_quantile(0.999)),
-            max: us(h.max()),
-        })
-    }
 }
 
 impl Sample {

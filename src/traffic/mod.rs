@@ -8,6 +8,7 @@
 //! process is, and [`EngineSpec::conn_roles`] tells each end what to do on each
 //! data connection, so the two ends cannot disagree about who sends.
 
+pub mod grpc;
 pub mod limits;
 pub mod rdma;
 pub mod sched;
@@ -116,6 +117,47 @@ impl ConnCounters {
             zc_completed: self.zc_completed.load(Ordering::Relaxed),
             zc_copied: self.zc_copied.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// Latency percentiles (µs) of a histogram.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LatencySummary {
+    /// Transactions measured.
+    pub count: u64,
+    /// Minimum.
+    pub min: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl LatencySummary {
+    /// Percentiles of a histogram recorded in ns; None when empty.
+    pub fn from_histogram(h: &Histogram<u64>) -> Option<Self> {
+        if h.is_empty() {
+            return None;
+        }
+        let us = |ns: u64| ns as f64 / 1000.0;
+        Some(LatencySummary {
+            count: h.len(),
+            min: us(h.min()),
+            mean: h.mean() / 1000.0,
+            p50: us(h.value_at_quantile(0.50)),
+            p90: us(h.value_at_quantile(0.90)),
+            p99: us(h.value_at_quantile(0.99)),
+            p999: us(h.value_at_quantile(0.999)),
+            max: us(h.max()),
+        })
     }
 }
 

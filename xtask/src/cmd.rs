@@ -145,6 +145,11 @@ impl Server {
         }
     }
 
+    /// The server's process id (`ip netns exec` execs in place: the server itself).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The server's name, for messages.
     pub fn name(&self) -> &str {
         &self.name

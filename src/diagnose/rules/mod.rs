@@ -8,6 +8,7 @@
 
 mod cpu;
 mod driver;
+pub mod grpc;
 mod nic;
 mod nic_live;
 mod platform;

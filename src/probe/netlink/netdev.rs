@@ -170,7 +170,7 @@ mod tests {
         let mut v = ((4 + payload.len()) as u16).to_ne_bytes().to_vec();
         v.extend_from_slice(&ty.to_ne_bytes());
         v.extend_from_slice(payload);
-        while v.len() % 4 != 0 {
+        while !v.len().is_multiple_of(4) {
             v.push(0);
         }
         v

@@ -481,7 +481,7 @@ impl Sampler {
     }
 
     fn facts_if_changed(&mut self) -> Option<Box<HostFacts>> {
-        if !self.facts_due && self.index % FACTS_EVERY != 0 {
+        if !self.facts_due && !self.index.is_multiple_of(FACTS_EVERY) {
             return None;
         }
         self.facts_due = false;

@@ -766,7 +766,7 @@ impl<'a> Loop<'a> {
                 self.verbs.wait(cq, EVENT_WAIT)?;
             }
             spins += 1;
-            if spins % SPIN_CHECK == 0 || self.spec.use_event {
+            if spins.is_multiple_of(SPIN_CHECK) || self.spec.use_event {
                 self.interrupted()?;
             }
         }
@@ -789,7 +789,7 @@ impl<'a> Loop<'a> {
         let mut spins = 0u32;
         while self.verbs.read_byte(0, at) != marker {
             spins += 1;
-            if spins % SPIN_CHECK == 0 {
+            if spins.is_multiple_of(SPIN_CHECK) {
                 self.interrupted()?;
                 std::hint::spin_loop();
             }

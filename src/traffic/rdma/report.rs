@@ -82,7 +82,7 @@ pub fn bw_report(i: &BwInput) -> Option<BwReport> {
                 opt_delta = opt_delta.min(t);
                 j += cq_mod;
             }
-            if n % cq_mod != 0 {
+            if !n.is_multiple_of(cq_mod) {
                 let j = n - 1;
                 let t = tc(j).wrapping_sub(tp(a)) / (j - a + 1);
                 opt_delta = opt_delta.min(t);

@@ -6,6 +6,7 @@
 //! Results are printed, never asserted: this is a benchmark, not a test.
 
 mod ebpf;
+mod grpc;
 mod lab;
 mod parse;
 mod rr;
@@ -28,6 +29,8 @@ pub enum BenchCmd {
     Rr(rr::RrArgs),
     /// Cost of the eBPF probe sets: throughput with --ebpf off/default/deep, and per-program run time.
     Ebpf(ebpf::EbpfArgs),
+    /// gRPC: wirescope's client and server vs ghz and grpc-go's benchmark server (req/s, memory).
+    Grpc(grpc::GrpcArgs),
 }
 
 /// Options every benchmark has.
@@ -52,11 +55,15 @@ pub fn run(which: BenchCmd) -> Result<()> {
         // The local pair of `wirescope run` itself: no lab needed.
         return ebpf::run(&wirescope, args);
     }
+    if let BenchCmd::Grpc(args) = &which {
+        // Its own servers on loopback and/or its own namespace pair: no agent.
+        return grpc::run(&wirescope, args);
+    }
     let mut lab = Lab::start(wirescope)?;
     match which {
         BenchCmd::Tcp(args) => tcp::run(&mut lab, &args),
         BenchCmd::Rr(args) => rr::run(&mut lab, &args),
-        BenchCmd::Ebpf(_) => Ok(()),
+        BenchCmd::Ebpf(_) | BenchCmd::Grpc(_) => Ok(()),
     }
     // `lab` drops here (also on `?` above): servers killed, namespaces removed.
 }

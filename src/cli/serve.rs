@@ -1,0 +1,99 @@
+//! `wirescope serve ...`: the argument types (the commands are in `face::serve`).
+
+use crate::traffic::grpc::GrpcMode;
+use crate::units::{parse_cpu_list, parse_duration, parse_size, Bytes, CpuId};
+use clap::{Args, Subcommand};
+use std::time::Duration;
+
+/// `wirescope serve ...`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// What to serve.
+    #[command(subcommand)]
+    pub what: ServeWhat,
+}
+
+/// Servers `wirescope serve` can run.
+#[derive(Debug, Subcommand)]
+pub enum ServeWhat {
+    /// grpc.testing.BenchmarkService (UnaryCall, StreamingCall) without a token, until Ctrl-C.
+    Grpc(ServeGrpcArgs),
+    /// wirescope's gRPC client alone against any BenchmarkService server (for benchmarks).
+    #[command(hide = true)]
+    GrpcClient(GrpcClientArgs),
+}
+
+/// `wirescope serve grpc`.
+#[derive(Debug, Args)]
+pub struct ServeGrpcArgs {
+    /// Address and port to listen on.
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:50051")]
+    pub listen: std::net::SocketAddr,
+    /// Server worker threads (default: one per core).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub threads: u32,
+    /// Pin the worker threads to these CPUs (e.g. 0-3,8).
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<Cpus>,
+    /// Largest request or response message accepted.
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
+    pub max_message: Bytes,
+    /// Bytes of messages held at once, over all connections.
+    #[arg(long, value_name = "SIZE", default_value = "96M", value_parser = parse_size)]
+    pub memory_budget: Bytes,
+    /// Concurrent streams per HTTP/2 connection.
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_streams: u32,
+    /// Print one line of figures per interval (0 = only at the end).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Print the totals at the end as one JSON line (`{"totals": ..., "vm_hwm_bytes": ...}`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `wirescope serve grpc-client` (hidden).
+#[derive(Debug, Args)]
+pub struct GrpcClientArgs {
+    /// HOST:PORT of a BenchmarkService server.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub target: String,
+    /// unary or stream.
+    #[arg(long, value_enum, default_value = "unary")]
+    pub mode: GrpcMode,
+    /// HTTP/2 connections.
+    #[arg(long, default_value_t = 1)]
+    pub channels: usize,
+    /// RPCs in flight in all.
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: usize,
+    /// Request payload.
+    #[arg(long, default_value = "64", value_parser = parse_size)]
+    pub size: Bytes,
+    /// Response payload (default: --size).
+    #[arg(long, value_parser = parse_size)]
+    pub resp_size: Option<Bytes>,
+    /// Measured time.
+    #[arg(long, short = 't', default_value = "5s", value_parser = parse_duration)]
+    pub time: Duration,
+    /// Warm-up not measured.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub omit: Duration,
+    /// Client worker threads (default: one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: u32,
+    /// Pin the worker threads to these CPUs.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<Cpus>,
+    /// Print the result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A CPU list (`0-3,8`) as one value (a bare `Vec` would make clap expect several).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cpus(pub Vec<CpuId>);
+
+fn parse_cpus(s: &str) -> Result<Cpus, String> {
+    parse_cpu_list(s).map(Cpus)
+}

@@ -1,0 +1,228 @@
+//! `wirescope serve grpc`: the BenchmarkService server alone, for third-party
+//! clients (ghz, grpc-go's benchmark client), and the hidden `serve
+//! grpc-client`, wirescope's client alone against any BenchmarkService server
+//! (what `wirescope run --engine grpc --target` will run once the session
+//! glue exists; the benchmark uses it now).
+//!
+//! Owns these two commands' plain-text/JSON output (their arguments are in
+//! [`crate::cli::serve`]). The
+//! server has no token: anyone who reaches the port may use it, and it says so
+//! when it starts.
+
+use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
+use crate::cli::serve::*;
+use crate::traffic::grpc::client::{ClientConfig, GrpcClient, Target};
+use crate::traffic::grpc::counters::{interval, GrpcCounters, GrpcInterval, GrpcSnapshot};
+use crate::traffic::grpc::server::{GrpcServer, Incoming, ServerConfig};
+use crate::traffic::grpc::{memory, threads_or_cores, GrpcError, GrpcMode};
+use crate::units::Bytes;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Run `wirescope serve ...`; returns the exit code.
+pub fn command(args: ServeArgs) -> anyhow::Result<u8> {
+    let r = match args.what {
+        ServeWhat::Grpc(a) => serve_grpc(a),
+        ServeWhat::GrpcClient(a) => grpc_client(a),
+    };
+    match r {
+        Ok(code) => Ok(code),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(if e.is_usage() {
+                EXIT_USAGE
+            } else {
+                EXIT_FAILED
+            })
+        }
+    }
+}
+
+fn serve_grpc(a: ServeGrpcArgs) -> Result<u8, GrpcError> {
+    let cfg = ServerConfig {
+        threads: threads_or_cores(a.threads),
+        cpus: a.cpus.map(|c| c.0).unwrap_or_default(),
+        max_message: a.max_message.as_usize(),
+        memory_budget: a.memory_budget.as_usize(),
+        max_streams: a.max_streams,
+    };
+    let listener = std::net::TcpListener::bind(a.listen).map_err(|source| GrpcError::Io {
+        op: "binding the gRPC listener",
+        source,
+    })?;
+    let _ = memory::reset_peak();
+    let server = GrpcServer::start(cfg.clone(), Incoming::Listener(listener))?;
+    let addr = server.local_addr().unwrap_or(a.listen);
+    eprintln!(
+        "wirescope serve grpc: grpc.testing.BenchmarkService on {addr}, {} threads, max message {}, memory budget {}, {} streams per connection",
+        cfg.threads,
+        Bytes(cfg.max_message as u64),
+        Bytes(cfg.memory_budget as u64),
+        cfg.max_streams
+    );
+    eprintln!("wirescope serve grpc: NO TOKEN: anyone who reaches {addr} can use this server; Ctrl-C stops it");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| GrpcError::Io {
+            op: "starting the signal runtime",
+            source,
+        })?;
+    let counters = Arc::clone(server.counters());
+    let start = Instant::now();
+    rt.block_on(wait_for_signal(&counters, a.interval));
+    server.stop();
+    // Give clients a moment to finish; then cut.
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while !server.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server.abort();
+    let mut server = server;
+    let joined = server.join();
+    let total = interval(
+        &GrpcSnapshot::default(),
+        &counters.snapshot(),
+        start.elapsed().as_secs_f64(),
+        &counters.take_latency(),
+    );
+    let hwm = memory::peak_resident().ok();
+    if a.json {
+        let totals = serde_json::json!({
+            "totals": counters.snapshot(),
+            "vm_hwm_bytes": hwm.map(|b| b.0),
+        });
+        println!("{totals}");
+    } else {
+        println!("total    {}", line(&total, hwm));
+    }
+    joined.map_err(GrpcError::from)?;
+    Ok(EXIT_OK)
+}
+
+async fn wait_for_signal(counters: &GrpcCounters, every: Duration) {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("wirescope serve grpc: cannot watch SIGTERM ({e}); only Ctrl-C stops it");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    let mut prev = counters.snapshot();
+    let mut at = Instant::now();
+    let mut tick = tokio::time::interval(if every.is_zero() {
+        Duration::from_secs(3600)
+    } else {
+        every
+    });
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return,
+            _ = term.recv() => return,
+            _ = tick.tick() => {
+                if every.is_zero() { continue; }
+                let now = counters.snapshot();
+                let secs = at.elapsed().as_secs_f64();
+                at = Instant::now();
+                let i = interval(&prev, &now, secs, &counters.take_latency());
+                prev = now;
+                println!("{:7.1}s {}", at.elapsed().as_secs_f64(), line(&i, memory::peak_resident().ok()));
+            }
+        }
+    }
+}
+
+/// One line of server figures.
+fn line(i: &GrpcInterval, hwm: Option<Bytes>) -> String {
+    let mut s = format!(
+        "{:>10.0} RPC/s  rx {:>9.2} MB/s  tx {:>9.2} MB/s",
+        i.rpcs_per_sec,
+        i.rx_bytes_per_sec / 1e6,
+        i.tx_bytes_per_sec / 1e6
+    );
+    if let Some(h) = hwm {
+        s.push_str(&format!("  VmHWM {h}"));
+    }
+    for (code, n) in &i.errors {
+        s.push_str(&format!("  {code} {n}"));
+    }
+    s
+}
+
+/// What `serve grpc-client --json` prints.
+#[derive(Debug, Serialize)]
+pub struct ClientReport {
+    /// Target.
+    pub target: String,
+    /// unary or stream.
+    pub mode: GrpcMode,
+    /// Figures over the measured time.
+    pub result: GrpcInterval,
+    /// Cumulative counters at the end (setup RPC and warm-up included), to
+    /// compare with the server's.
+    pub totals: GrpcSnapshot,
+    /// Peak resident memory of this process during the point.
+    pub vm_hwm_bytes: Option<u64>,
+}
+
+fn grpc_client(a: GrpcClientArgs) -> Result<u8, GrpcError> {
+    let size = a.size.as_usize();
+    let cfg = ClientConfig {
+        mode: a.mode,
+        channels: a.channels,
+        concurrency: a.concurrency,
+        size,
+        resp_size: a.resp_size.map_or(size, Bytes::as_usize),
+        threads: threads_or_cores(a.threads),
+        cpus: a.cpus.map(|c| c.0).unwrap_or_default(),
+        response_status: None,
+    };
+    let _ = memory::reset_peak();
+    let mut client = GrpcClient::start(cfg, Target::Addr(a.target.clone()))?;
+    let counters = Arc::clone(client.counters());
+    std::thread::sleep(a.omit);
+    let first = counters.snapshot();
+    let _ = counters.take_latency();
+    let t0 = Instant::now();
+    // Wake early if the client fails (e.g. the server went away).
+    while t0.elapsed() < a.time && !client.is_finished() {
+        std::thread::sleep(Duration::from_millis(20).min(a.time));
+    }
+    let last = counters.snapshot();
+    let secs = t0.elapsed().as_secs_f64();
+    let lat = counters.take_latency();
+    client.stop();
+    client.join()?;
+    let report = ClientReport {
+        target: a.target,
+        mode: a.mode,
+        result: interval(&first, &last, secs, &lat),
+        totals: counters.snapshot(),
+        vm_hwm_bytes: memory::peak_resident().ok().map(|b| b.0),
+    };
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+        );
+    } else {
+        let l = report.result.latency;
+        println!(
+            "{} {} -> {}: {}",
+            report.mode.name(),
+            secs.round(),
+            report.target,
+            line(&report.result, report.vm_hwm_bytes.map(Bytes))
+        );
+        if let Some(l) = l {
+            println!(
+                "latency us: p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}",
+                l.p50, l.p90, l.p99, l.p999
+            );
+        }
+    }
+    Ok(EXIT_OK)
+}

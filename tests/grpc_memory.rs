@@ -1,0 +1,101 @@
+//! Memory stays bounded at large messages: 4 MiB x 64 RPCs in flight over 8
+//! connections, the client in this process (its own test binary, so no other
+//! test's allocations count) and `wirescope serve grpc` as a second process.
+//! The bound asserted is the 300 MB; `cargo xtask bench grpc`
+//! reports the real figures (about a tenth of it for the client).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wirescope::traffic::grpc::client::{ClientConfig, GrpcClient, Target};
+use wirescope::traffic::grpc::memory::{parse_status_kib, peak_resident, reset_peak};
+use wirescope::traffic::grpc::GrpcMode;
+
+const BOUND: u64 = 300_000_000;
+const MIB4: usize = 4 << 20;
+
+fn server_hwm(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    parse_status_kib(&status, "VmHWM").unwrap().0
+}
+
+/// Kills the server on every way out of the test (a failed assert included).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn four_mib_by_64_in_flight_stays_bounded_on_both_ends() {
+    let serve = Command::new(env!("CARGO_BIN_EXE_wirescope"))
+        .args([
+            "serve",
+            "grpc",
+            "--listen",
+            "127.0.0.1:0",
+            "--interval",
+            "0",
+        ])
+        .args(["--threads", "2"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut serve = Killed(serve);
+    let mut err = BufReader::new(serve.0.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = line
+        .split(" on ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .expect("serve grpc prints its address")
+        .to_string();
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+
+    for mode in [GrpcMode::Unary, GrpcMode::Stream] {
+        reset_peak().unwrap();
+        std::fs::write(format!("/proc/{}/clear_refs", serve.0.id()), "5").unwrap();
+        let cfg = ClientConfig {
+            mode,
+            channels: 8,
+            concurrency: 64,
+            size: MIB4,
+            resp_size: MIB4,
+            threads: 2,
+            cpus: vec![],
+            response_status: None,
+        };
+        let mut client = GrpcClient::start(cfg, Target::Addr(addr.clone())).unwrap();
+        let c = Arc::clone(client.counters());
+        let deadline = Instant::now() + Duration::from_secs(120);
+        // Two full rounds of the 64 slots: every slot has had a message in flight.
+        while c.snapshot().rpcs < 128 {
+            assert!(
+                Instant::now() < deadline,
+                "128 RPCs of 4 MiB did not complete"
+            );
+            assert!(
+                !client.is_finished(),
+                "the client ended early: {:?}",
+                client.join()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        client.stop();
+        client.join().unwrap();
+        let (mine, theirs) = (peak_resident().unwrap().0, server_hwm(serve.0.id()));
+        eprintln!(
+            "{mode:?}: client VmHWM {} MB, server VmHWM {} MB",
+            mine / 1_000_000,
+            theirs / 1_000_000
+        );
+        assert!(mine < BOUND, "{mode:?}: client VmHWM {mine} bytes");
+        assert!(theirs < BOUND, "{mode:?}: server VmHWM {theirs} bytes");
+    }
+}
