@@ -41,6 +41,9 @@ pub enum Command {
     Capture(CaptureArgs),
     /// Audit the configuration (driver, firmware, offloads, IRQs, sysctls...) of this host, the peer, or a capture; no traffic.
     Check(CheckArgs),
+    /// Packet test between two interfaces of this host (benchmarks and tests; the session will carry it as `run --engine sink`).
+    #[command(hide = true)]
+    SinkLab(Box<crate::sink_lab::SinkLabArgs>),
 }
 
 /// `wirescope check`.

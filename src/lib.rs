@@ -15,6 +15,7 @@ pub mod headless;
 pub mod probe;
 pub mod record;
 pub mod session;
+pub mod sink_lab;
 pub mod traffic;
 pub mod tui;
 pub mod units;

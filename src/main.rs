@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         Some(Command::Watch(w)) => wirescope::watch::watch(w, argv),
         Some(Command::Capture(c)) => wirescope::watch::capture(c),
         Some(Command::Check(c)) => wirescope::check::command(c),
+        Some(Command::SinkLab(s)) => wirescope::sink_lab::command(*s),
     };
     match result {
         Ok(code) => ExitCode::from(code),

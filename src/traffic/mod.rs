@@ -8,6 +8,7 @@
 //! process is, and [`EngineSpec::conn_roles`] tells each end what to do on each
 //! data connection, so the two ends cannot disagree about who sends.
 
+pub mod sink;
 pub mod tcp;
 
 use crate::units::{Bytes, CpuId};
