@@ -12,8 +12,8 @@
 //! interval goes to a callback, the point's figures are returned.
 
 use super::figures::{
-    gen_interval, sink_interval, summarize, GenInterval, GenSnapshot, GenTotals, PointInputs,
-    SinkInterval, SinkSnapshot, SinkSummary,
+    gen_interval, sink_interval, summarize, tally, FlowRow, GenInterval, GenSnapshot, GenTotals,
+    PointInputs, SinkInterval, SinkSnapshot, SinkSummary,
 };
 use super::gen::{self, RunningGenerator};
 use super::rx::{self, RunningSink, SinkTotals};
@@ -70,6 +70,8 @@ pub struct PointResult {
     pub gen_end: Option<GeneratorEnd>,
     /// The summary (`--json`).
     pub summary: SinkSummary,
+    /// Every flow: sent, received, lost, reordered, duplicates.
+    pub flows: Vec<FlowRow>,
     /// The kernel id of the sink's XDP program while it ran (None without XDP).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub xdp_program_id: Option<u32>,
@@ -220,7 +222,9 @@ pub fn run_point(
     let mut refused = sink_end.refused.clone();
     refused.extend(summary.refused.drain(..));
     summary.refused = refused;
+    let sent = totals.map(|t| t.sent_per_flow).unwrap_or_default();
     Ok(PointResult {
+        flows: tally(&sent, &seen.seen, spec.dst_port).flows,
         sink_end,
         gen_end,
         summary,
