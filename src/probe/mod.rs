@@ -23,3 +23,4 @@ pub mod softirq;
 pub mod source;
 pub mod system;
 pub mod tcpinfo;
+pub mod topology;
