@@ -256,3 +256,30 @@ fn loss_on_the_wire_is_found_by_the_xdp_sinks() {
         }
     }
 }
+
+#[test]
+fn a_paced_run_is_generator_bound() {
+    use wirescope::diagnose::sink_rules::{generator_bound, SinkRuleInput, SINK_THRESHOLDS};
+    use wirescope::diagnose::{HostRole, Severity};
+    let p = common::Pair::new();
+    let (r, intervals) = run(&p, paced(SinkMode::AfXdp, TxPath::Auto), 2.0);
+    assert_eq!(r.summary.lost, 0);
+    let sink: Vec<_> = intervals.iter().map(|i| i.sink.clone()).collect();
+    let gen: Vec<_> = intervals.iter().filter_map(|i| i.gen.clone()).collect();
+    let input = SinkRuleInput {
+        host: HostRole::Peer,
+        gen_host: HostRole::Local,
+        iface: "veth-b",
+        mode: r.summary.mode,
+        rate_asked: 50_000,
+        sink: &sink,
+        gen: &gen,
+        topology: None,
+        core_busy: &[],
+    };
+    let f = generator_bound(&input, &SINK_THRESHOLDS).unwrap_or_else(|| {
+        panic!("generator-bound did not fire: {:#?}", r.summary)
+    });
+    assert_eq!((f.id.as_str(), f.severity, f.host), ("sink.generator-bound", Severity::Info, HostRole::Local));
+    assert!(f.title.contains("50000 pps"), "{}", f.title);
+}

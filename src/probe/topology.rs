@@ -50,6 +50,9 @@ pub struct SinkTopology {
     /// Its NUMA node (None: not on one, or virtual).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic_numa_node: Option<u32>,
+    /// CPUs local to the NIC (`device/local_cpulist`), kernel list form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_local_cpus: Option<String>,
     /// What could not be read, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<String>,
@@ -136,6 +139,8 @@ pub fn read(src: &dyn HostSource, cpus: &[CpuId], nic: Option<&str>) -> SinkTopo
         }
     }
     if let Some(n) = nic {
+        t.nic_local_cpus = list(src, &format!("/sys/class/net/{n}/device/local_cpulist"))
+            .map(|c| format_cpu_list(&c));
         match num(src, &format!("/sys/class/net/{n}/device/numa_node")) {
             Some(v) if v >= 0 => t.nic_numa_node = u32::try_from(v).ok(),
             Some(_) => t
@@ -213,6 +218,7 @@ mod tests {
         );
         assert!(t.unavailable.is_empty(), "{:?}", t.unavailable);
         assert_eq!(t.nic_numa_node, Some(1));
+        assert_eq!(t.nic_local_cpus.as_deref(), Some("2-3,6-7"));
         let p0 = &t.cpus[0];
         assert_eq!(
             (p0.numa_node, p0.core_id, p0.package),

@@ -11,6 +11,7 @@ mod driver;
 mod nic;
 mod nic_live;
 mod platform;
+pub mod sink;
 mod tcp;
 
 use super::finding::Finding;
