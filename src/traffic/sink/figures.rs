@@ -595,6 +595,10 @@ pub struct SinkSummary {
     /// Sink threads' CPU (% of one core, summed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sink_cpu_pct: Option<f64>,
+    /// Frames the sink's interface received in the window (all of them,
+    /// test or not: /proc/net/dev), when read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iface_rx_packets: Option<u64>,
     /// Where frames were dropped.
     pub drops: Drops,
     /// Per queue of the sink.
@@ -663,6 +667,7 @@ pub fn summarize(spec: &super::spec::SinkSpec, i: PointInputs) -> SinkSummary {
         generator_pps: g.as_ref().map_or(0.0, |g| g.rates.pps),
         generator_cpu_pct: g.as_ref().and_then(|g| g.cpu_pct),
         sink_cpu_pct: s.cpu_pct,
+        iface_rx_packets: s.iface_rx_packets,
         drops,
         per_queue: s.queues,
         flows_with_loss: t.flows_with_loss,

@@ -9,6 +9,7 @@ mod ebpf;
 mod lab;
 mod parse;
 mod rr;
+mod sink;
 mod stats;
 mod table;
 mod tcp;
@@ -28,6 +29,8 @@ pub enum BenchCmd {
     Rr(rr::RrArgs),
     /// Cost of the eBPF probe sets: throughput with --ebpf off/default/deep, and per-program run time.
     Ebpf(ebpf::EbpfArgs),
+    /// Packet engine: generator vs trafgen (64 B), sink efficiency per mode, frame-size and cores sweeps.
+    Sink(sink::SinkArgs),
 }
 
 /// Options every benchmark has.
@@ -52,11 +55,15 @@ pub fn run(which: BenchCmd) -> Result<()> {
         // The local pair of `wirescope run` itself: no lab needed.
         return ebpf::run(&wirescope, args);
     }
+    if let BenchCmd::Sink(args) = &which {
+        // Its own namespace pair; no agent (sink-lab runs both ends).
+        return sink::run(&wirescope, args);
+    }
     let mut lab = Lab::start(wirescope)?;
     match which {
         BenchCmd::Tcp(args) => tcp::run(&mut lab, &args),
         BenchCmd::Rr(args) => rr::run(&mut lab, &args),
-        BenchCmd::Ebpf(_) => Ok(()),
+        BenchCmd::Ebpf(_) | BenchCmd::Sink(_) => Ok(()),
     }
     // `lab` drops here (also on `?` above): servers killed, namespaces removed.
 }
