@@ -105,6 +105,8 @@ fn point(p: &common::Pair, spec: SinkSpec) -> Point {
 
 /// Start `sink-lab` and wait for its first interval line (the marker that
 /// the XDP program and the sockets are in place and traffic flows).
+/// The caller waits for the child (it is signalled and reaped there).
+#[allow(clippy::zombie_processes)]
 fn start_lab(
     p: &common::Pair,
     mode: &str,
@@ -139,8 +141,11 @@ fn start_lab(
     let mut line = String::new();
     loop {
         line.clear();
-        let n = out.read_line(&mut line).unwrap();
-        assert!(n > 0, "sink-lab ended before its first interval");
+        if out.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("sink-lab ended before its first interval");
+        }
         if line.starts_with("[  0]") {
             return (child, out);
         }

@@ -277,9 +277,11 @@ fn a_paced_run_is_generator_bound() {
         topology: None,
         core_busy: &[],
     };
-    let f = generator_bound(&input, &SINK_THRESHOLDS).unwrap_or_else(|| {
-        panic!("generator-bound did not fire: {:#?}", r.summary)
-    });
-    assert_eq!((f.id.as_str(), f.severity, f.host), ("sink.generator-bound", Severity::Info, HostRole::Local));
+    let f = generator_bound(&input, &SINK_THRESHOLDS)
+        .unwrap_or_else(|| panic!("generator-bound did not fire: {:#?}", r.summary));
+    assert_eq!(
+        (f.id.as_str(), f.severity, f.host),
+        ("sink.generator-bound", Severity::Info, HostRole::Local)
+    );
     assert!(f.title.contains("50000 pps"), "{}", f.title);
 }

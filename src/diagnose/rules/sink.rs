@@ -25,16 +25,12 @@ pub struct SinkThresholds {
     /// sink.generator-bound: the sink counted at least this share of what
     /// the generator sent (nothing lost on the way).
     pub counted_share: f64,
-    /// sink.generator-bound (unpaced): a generator thread at or above this
-    /// CPU % is the limit.
-    pub gen_busy_pct: f64,
 }
 
 /// The shipped table.
 pub const SINK_THRESHOLDS: SinkThresholds = SinkThresholds {
     sink_idle_pct: 80.0,
     counted_share: 0.99,
-    gen_busy_pct: 90.0,
 };
 
 const NUMA_REF: &str = "kernel Documentation/admin-guide/mm/numa_memory_policy.rst; Documentation/networking/scaling.rst";
@@ -113,7 +109,10 @@ pub fn remote_numa(i: &SinkRuleInput, topo: &SinkTopology) -> Option<Finding> {
         i.iface.to_string(),
         format!(
             "sink cores {} are on another NUMA node than {} (node {nic_node})",
-            cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "),
+            cpus.iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             i.iface
         ),
         remote.len() as f64 / topo.cpus.len().max(1) as f64 * 0.5,

@@ -220,7 +220,7 @@ pub fn run_point(
     );
     summary.interrupted = interrupted || cancel.load(Ordering::Relaxed);
     let mut refused = sink_end.refused.clone();
-    refused.extend(summary.refused.drain(..));
+    refused.append(&mut summary.refused);
     summary.refused = refused;
     let sent = totals.map(|t| t.sent_per_flow).unwrap_or_default();
     Ok(PointResult {

@@ -274,7 +274,7 @@ mod tests {
     fn shared_types_match_the_c_layout() {
         assert_eq!(std::mem::size_of::<SinkCount>(), 32);
         assert_eq!(MAX_FLOWS, super::super::spec::MAX_FLOWS);
-        assert!(MAX_QUEUES >= super::super::spec::MAX_QUEUES);
+        const { assert!(MAX_QUEUES >= super::super::spec::MAX_QUEUES) };
     }
 
     #[test]
