@@ -13,7 +13,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
-use wirescope::traffic::sink::lab::{run_point, End, Point};
+use wirescope::traffic::sink::lab::{run_point, Point};
 use wirescope::traffic::sink::xdp::program_loaded;
 use wirescope::traffic::sink::{SinkMode, SinkSpec};
 
@@ -88,19 +88,12 @@ fn assert_clean(p: &common::Pair, id: Option<u32>, sockets_before: Option<usize>
 }
 
 fn point(p: &common::Pair, spec: SinkSpec) -> Point {
-    Point {
+    common::sink_point(
+        p,
         spec,
-        sink: End {
-            netns: Some(p.b.clone()),
-            iface: "veth-b".into(),
-        },
-        gen: Some(End {
-            netns: Some(p.a.clone()),
-            iface: "veth-a".into(),
-        }),
-        time: Duration::from_millis(800),
-        interval: Duration::from_millis(200),
-    }
+        Duration::from_millis(800),
+        Duration::from_millis(200),
+    )
 }
 
 /// Start `sink-lab` and wait for its first interval line (the marker that

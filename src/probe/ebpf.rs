@@ -372,8 +372,14 @@ fn take_peer_share(
 
 /// Hash of the object's sources in `dir` (normally `ebpf/`) and the clang flags, hex.
 pub fn source_hash(dir: &Path) -> std::io::Result<String> {
+    hash_sources(dir, &SOURCES)
+}
+
+/// Hash of `sources` (relative to `dir`) and the clang flags, hex: the
+/// scheme of every committed eBPF object's `.sha256`.
+pub fn hash_sources(dir: &Path, sources: &[&str]) -> std::io::Result<String> {
     let mut h = Sha256::new();
-    for name in SOURCES {
+    for name in sources {
         let text = std::fs::read(dir.join(name))?;
         h.update(name.as_bytes());
         h.update([0]);

@@ -453,6 +453,9 @@ pub fn gen_interval(
 pub struct GenTotals {
     /// The path that ran.
     pub path: TxPath,
+    /// AF_XDP: zero-copy (true) or copy mode (false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zero_copy: Option<bool>,
     /// Why faster paths were refused, one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<String>,
@@ -554,6 +557,9 @@ pub struct SinkSummary {
     pub mode: SinkMode,
     /// Generator path that ran.
     pub tx_path: TxPath,
+    /// AF_XDP generator: zero-copy (true) or copy mode (false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_zero_copy: Option<bool>,
     /// Refused modes and paths, one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<String>,
@@ -649,6 +655,7 @@ pub fn summarize(spec: &super::spec::SinkSpec, i: PointInputs) -> SinkSummary {
         engine: "sink".into(),
         mode: s.mode,
         tx_path: i.totals.map_or(TxPath::Auto, |t| t.path),
+        tx_zero_copy: i.totals.and_then(|t| t.zero_copy),
         refused: i.totals.map(|t| t.refused.clone()).unwrap_or_default(),
         frame_size: spec.frame_size,
         queues: spec.queues,

@@ -4,14 +4,18 @@
 //! Paths, fastest first (`TxPath::Auto` tries them in this order and says
 //! why each faster one was refused):
 //!
-//! 1. AF_XDP in zero-copy mode: descriptors point into a UMEM the NIC reads
-//!    directly; one socket per thread, bound to tx queue = thread index.
-//!    Copy mode (any driver) builds an skb per frame like the TX ring does,
-//!    and is only used when asked for (`--tx-path af-xdp`): it is not faster.
+//! 1. AF_XDP: one socket per thread, bound to tx queue = thread index, in
+//!    zero-copy mode where the driver binds so (the NIC reads the UMEM
+//!    directly), else in copy mode (the kernel builds an skb per frame and
+//!    hands it straight to the driver). Copy mode still beats the TX ring:
+//!    on this project's veth pair it sent 1.4-1.6x trafgen's rate against
+//!    0.8-1.0x for the TX ring (`cargo xtask bench sink`), because the
+//!    descriptors are 16 bytes in a lock-free ring and the queue is fixed.
 //! 2. AF_PACKET `PACKET_TX_RING` with `PACKET_QDISC_BYPASS`: frames are
 //!    written into a shared ring, one `send()` hands a whole batch to the
 //!    driver without the qdisc. The kernel picks the tx queue (XPS, else
-//!    the sending CPU).
+//!    the sending CPU). Used when AF_XDP is refused
+//!    (more threads than tx queues, frames above 4 KiB, an old kernel).
 //! 3. `sendmmsg` on kernel UDP sockets, one per flow: no privileges, goes
 //!    through routing, netfilter and the qdisc like any application.
 //!
@@ -32,14 +36,14 @@ use super::path::PathProbe;
 use super::ring::TxRing;
 use super::spec::{GeneratorEnd, SinkEnd, SinkSpec, TxPath, RING_FRAMES};
 use super::sys::{self, IfaceInfo};
+use super::workers::Workers;
 use super::xsk::{XdpDesc, Xsk, XskConfig};
 use super::SinkError;
-use crate::traffic::{join_all, spawn_worker, EngineControl, EngineError, Side};
+use crate::traffic::{EngineControl, EngineError, Side};
 use crate::units::CpuId;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// A generator whose interface is known, before the sink's setup arrives.
@@ -99,12 +103,12 @@ impl PreparedGenerator {
         let (path, txs, refused, zero_copy) = self.open_path(&b)?;
         let spec = self.spec;
         let n = spec.queues as usize;
-        let control = EngineControl::default();
+        let mut workers = Workers::default();
+        let control = workers.control().clone();
         let counters: Arc<Vec<GenThreadCounters>> =
             Arc::new((0..n).map(|_| GenThreadCounters::default()).collect());
         let sent = Arc::new(Mutex::new(vec![0u64; spec.flow_count() as usize]));
         let mut meta = Vec::new();
-        let mut threads = Vec::new();
         let starter = control.starter();
         for (t, tx) in txs.into_iter().enumerate() {
             let cpu = spec.cpu_of(self.side, t);
@@ -120,21 +124,12 @@ impl PreparedGenerator {
                 counters: counters.clone(),
                 sent: sent.clone(),
             };
-            let h = spawn_worker(format!("ws-gen-{t}"), cpu, &control, move || w.run());
-            match h {
-                Ok(h) => threads.push(h),
-                Err(e) => {
-                    control.abort.store(true, Ordering::Relaxed);
-                    let _ = join_all(threads);
-                    return Err(SinkError::Engine(e));
-                }
-            }
+            workers.spawn(format!("ws-gen-{t}"), cpu, move || w.run())?;
         }
         drop(starter);
         super::counters::wait_for_tids(counters.iter().map(|c| &c.tid));
         Ok(RunningGenerator {
-            threads,
-            control,
+            workers,
             counters,
             meta,
             path,
@@ -181,6 +176,7 @@ impl PreparedGenerator {
         match self.spec.tx_path {
             TxPath::Auto => vec![
                 (TxPath::AfXdp, true),
+                (TxPath::AfXdp, false),
                 (TxPath::TxRing, true),
                 (TxPath::Sendmmsg, true),
             ],
@@ -608,8 +604,7 @@ fn udp_loop(
 /// A running generator.
 #[derive(Debug)]
 pub struct RunningGenerator {
-    threads: Vec<JoinHandle<Result<(), EngineError>>>,
-    control: EngineControl,
+    workers: Workers,
     counters: Arc<Vec<GenThreadCounters>>,
     meta: Vec<(Option<u32>, Option<CpuId>)>,
     path: TxPath,
@@ -635,7 +630,7 @@ impl RunningGenerator {
     }
     /// Stop flags and the done signal.
     pub fn control(&self) -> &EngineControl {
-        &self.control
+        self.workers.control()
     }
 
     /// The counters now, with the host's tx drops.
@@ -657,20 +652,21 @@ impl RunningGenerator {
 
     /// Finish: threads drain what they queued, then return.
     pub fn stop(&self) {
-        self.control.stop.store(true, Ordering::Relaxed);
+        self.workers.stop();
     }
     /// Return at once.
     pub fn abort(&self) {
-        self.control.abort.store(true, Ordering::Relaxed);
-        self.stop();
+        self.workers.abort();
     }
 
     /// Wait for every thread; the totals (per-flow sent counts) of the point.
+    /// (A generator dropped while running aborts and joins its threads.)
     pub fn join(mut self) -> Result<GenTotals, EngineError> {
-        join_all(std::mem::take(&mut self.threads))?;
+        self.workers.join()?;
         let sent = self.sent.lock().unwrap_or_else(|p| p.into_inner()).clone();
         Ok(GenTotals {
             path: self.path,
+            zero_copy: self.zero_copy,
             refused: self.refused.clone(),
             sent_per_flow: sent,
             errors: self
@@ -679,15 +675,5 @@ impl RunningGenerator {
                 .map(|c| c.errors.load(Ordering::Relaxed))
                 .sum(),
         })
-    }
-}
-
-impl Drop for RunningGenerator {
-    /// A dropped running generator aborts and joins its threads.
-    fn drop(&mut self) {
-        if !self.threads.is_empty() {
-            self.abort();
-            let _ = join_all(std::mem::take(&mut self.threads));
-        }
     }
 }

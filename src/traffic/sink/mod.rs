@@ -43,6 +43,7 @@ mod ring;
 pub mod rx;
 pub mod spec;
 pub mod sys;
+mod workers;
 pub mod xdp;
 mod xsk;
 

@@ -27,15 +27,15 @@ use super::path::PathProbe;
 use super::ring::{fanout_group_id, RxRing, PACKET_FANOUT_QM};
 use super::spec::{SinkEnd, SinkMode, SinkSpec, RING_FRAMES};
 use super::sys::{self, IfaceInfo};
+use super::workers::Workers;
 use super::xdp::{Filter, Program, SinkXdp};
 use super::xsk::{XdpDesc, Xsk, XskConfig, XDP_PACKET_HEADROOM};
 use super::SinkError;
-use crate::traffic::{join_all, spawn_worker, EngineControl, EngineError, Side};
+use crate::traffic::{EngineControl, EngineError, Side};
 use crate::units::CpuId;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Instant;
 
 /// One receive socket.
@@ -315,14 +315,14 @@ impl PreparedSink {
         let threads_n = (self.spec.queues as usize).min(self.rxs.len()).max(1);
         let counters: Arc<Vec<SinkQueueCounters>> =
             Arc::new((0..rows).map(|_| SinkQueueCounters::default()).collect());
-        let control = EngineControl::default();
+        let mut workers = Workers::default();
+        let control = workers.control().clone();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let mut per_thread: Vec<Vec<(usize, Rx)>> = (0..threads_n).map(|_| Vec::new()).collect();
         for (r, rx) in std::mem::take(&mut self.rxs).into_iter().enumerate() {
             per_thread[r % threads_n].push((r, rx));
         }
         let mut cpus = vec![None; rows];
-        let mut threads = Vec::new();
         let starter = control.starter();
         if !per_thread.iter().all(Vec::is_empty) {
             for (t, mine) in per_thread.into_iter().enumerate() {
@@ -339,24 +339,16 @@ impl PreparedSink {
                     counters: counters.clone(),
                     seen: seen.clone(),
                 };
-                match spawn_worker(format!("ws-sink-{t}"), cpu, &control, move || w.run()) {
-                    Ok(h) => threads.push(h),
-                    Err(e) => {
-                        control.abort.store(true, Ordering::Relaxed);
-                        let _ = join_all(threads);
-                        return Err(SinkError::Engine(e));
-                    }
-                }
+                workers.spawn(format!("ws-sink-{t}"), cpu, move || w.run())?;
             }
         }
         drop(starter);
-        let threads_n = threads.len();
+        let threads_n = workers.len();
         if threads_n > 0 {
             super::counters::wait_for_tids(counters.iter().map(|c| &c.tid));
         }
         Ok(RunningSink {
-            threads,
-            control,
+            workers,
             counters,
             labels: self.labels,
             threads_n,
@@ -607,8 +599,8 @@ fn update_drops(s: &mut Slot, c: &SinkQueueCounters) {
 
 /// A running sink.
 pub struct RunningSink {
-    threads: Vec<JoinHandle<Result<(), EngineError>>>,
-    control: EngineControl,
+    // First: dropped (aborted and joined, sockets closed) before the XDP program.
+    workers: Workers,
     counters: Arc<Vec<SinkQueueCounters>>,
     labels: Vec<u32>,
     cpus: Vec<Option<CpuId>>,
@@ -626,7 +618,7 @@ impl std::fmt::Debug for RunningSink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunningSink")
             .field("end", &self.end)
-            .field("threads", &self.threads.len())
+            .field("threads", &self.workers.len())
             .finish()
     }
 }
@@ -647,7 +639,7 @@ impl RunningSink {
     }
     /// Stop flags and the done signal.
     pub fn control(&self) -> &EngineControl {
-        &self.control
+        self.workers.control()
     }
     /// The kernel id of the attached XDP program, if any.
     pub fn program_id(&self) -> Option<u32> {
@@ -684,18 +676,18 @@ impl RunningSink {
 
     /// Finish: threads read what is queued, then return.
     pub fn stop(&self) {
-        self.control.stop.store(true, Ordering::Relaxed);
+        self.workers.stop();
     }
     /// Return at once.
     pub fn abort(&self) {
-        self.control.abort.store(true, Ordering::Relaxed);
-        self.stop();
+        self.workers.abort();
     }
 
     /// Wait for the threads (after [`RunningSink::stop`]); per-flow results.
     /// The XDP program is detached when this returns.
+    /// (A sink dropped while running aborts and joins its threads, then detaches XDP.)
     pub fn join(mut self) -> Result<SinkTotals, EngineError> {
-        join_all(std::mem::take(&mut self.threads))?;
+        self.workers.join()?;
         let mut seen = std::mem::take(&mut *self.seen.lock().unwrap_or_else(|p| p.into_inner()));
         if self.end.mode == SinkMode::Xdp {
             if let Some(x) = &self.xdp {
@@ -720,16 +712,5 @@ impl RunningSink {
             mode: self.end.mode,
             seen: merge(seen),
         })
-    }
-}
-
-impl Drop for RunningSink {
-    /// A dropped running sink aborts and joins its threads, then detaches XDP.
-    fn drop(&mut self) {
-        if !self.threads.is_empty() {
-            self.abort();
-            let _ = join_all(std::mem::take(&mut self.threads));
-        }
-        self.xdp.take();
     }
 }

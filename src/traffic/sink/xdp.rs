@@ -20,7 +20,6 @@ use crate::units::CpuId;
 use aya::maps::{MapData, PerCpuArray, XskMap};
 use aya::programs::{Xdp, XdpMode};
 use aya::EbpfLoader;
-use sha2::{Digest, Sha256};
 use std::net::Ipv4Addr;
 use std::os::fd::RawFd;
 use std::path::Path;
@@ -61,16 +60,7 @@ unsafe impl aya::Pod for SinkCount {}
 /// Hash of the object's sources in `dir` (normally `ebpf/`) and the clang
 /// flags, hex: the same scheme as the probes' object.
 pub fn source_hash(dir: &Path) -> std::io::Result<String> {
-    let mut h = Sha256::new();
-    for name in SOURCES {
-        let text = std::fs::read(dir.join(name))?;
-        h.update(name.as_bytes());
-        h.update([0]);
-        h.update((text.len() as u64).to_le_bytes());
-        h.update(&text);
-    }
-    h.update(crate::probe::ebpf::CLANG_ARGS.join(" ").as_bytes());
-    Ok(hex::encode(h.finalize()))
+    crate::probe::ebpf::hash_sources(dir, &SOURCES)
 }
 
 /// Which program to attach.
