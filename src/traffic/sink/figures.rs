@@ -572,9 +572,10 @@ pub struct SinkSummary {
     /// CPUs of the sink threads.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sink_cpus: Vec<CpuId>,
-    /// Length of the measured window (s).
+    /// Length of the measured window (s): the generator's sending time when
+    /// this process saw it, else the sink's window.
     pub duration_s: f64,
-    /// Packets per second counted by the sink.
+    /// Packets per second counted by the sink over `duration_s`.
     pub rate_per_s: f64,
     /// Packets counted by the sink.
     pub messages: u64,
@@ -640,6 +641,10 @@ pub fn summarize(spec: &super::spec::SinkSpec, i: PointInputs) -> SinkSummary {
     let g = i
         .gen
         .map(|(a, b)| gen_interval(a, b, spec.frame_size, i.speed_mbps));
+    // Rates over the time the generator sent (the sink's window also holds
+    // the drain after it stopped); the sink's own window without one.
+    let secs = g.as_ref().map_or(s.secs, |g| g.secs);
+    let rates = Rates::of(s.counted, secs, spec.frame_size, i.speed_mbps);
     let sent_per_flow = i
         .totals
         .map(|t| t.sent_per_flow.clone())
@@ -661,12 +666,12 @@ pub fn summarize(spec: &super::spec::SinkSpec, i: PointInputs) -> SinkSummary {
         queues: spec.queues,
         flows: spec.flow_count(),
         sink_cpus: spec.cpus_for(spec.sink_side()).to_vec(),
-        duration_s: s.secs,
-        rate_per_s: s.rates.pps,
+        duration_s: secs,
+        rate_per_s: if secs > 0.0 { s.counted as f64 / secs } else { 0.0 },
         messages: s.counted,
-        l2_bps: s.rates.l2_bps,
-        l1_bps: s.rates.l1_bps,
-        line_rate_pct: s.rates.line_rate_pct,
+        l2_bps: rates.l2_bps,
+        l1_bps: rates.l1_bps,
+        line_rate_pct: rates.line_rate_pct,
         sent: t.sent,
         lost: t.lost,
         reordered: t.reordered,
