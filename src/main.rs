@@ -34,6 +34,9 @@ fn main() -> ExitCode {
         Some(Command::Check(c)) => wirescope::face::check::command(c),
         Some(Command::Profile(p)) => wirescope::face::profile::command(p).map_err(FaceError::from),
         Some(Command::Serve(s)) => wirescope::face::serve::command(s).map_err(FaceError::from),
+        Some(Command::SinkLab(s)) => {
+            wirescope::face::sink_lab::command(*s).map_err(FaceError::from)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code),

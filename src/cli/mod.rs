@@ -14,6 +14,7 @@
 pub mod checklist;
 pub mod profile;
 pub mod serve;
+pub mod sink_lab;
 mod target;
 mod test;
 mod values;
@@ -58,6 +59,9 @@ pub enum Command {
     Profile(profile::ProfileArgs),
     /// Run a server alone for third-party clients, e.g. `serve grpc` (grpc.testing.BenchmarkService), no token.
     Serve(serve::ServeArgs),
+    /// Packet test between two interfaces of this host (benchmarks and tests; the session will carry it as `run --engine sink`).
+    #[command(hide = true)]
+    SinkLab(Box<sink_lab::SinkLabArgs>),
 }
 
 /// `wirescope check`.

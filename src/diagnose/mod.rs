@@ -29,6 +29,7 @@ pub mod impact;
 mod input;
 pub mod live;
 mod rules;
+pub use rules::sink as sink_rules;
 mod thresholds;
 mod tracker;
 pub(crate) mod util;

@@ -11,6 +11,7 @@ pub mod check;
 pub mod profile;
 pub mod run;
 pub mod serve;
+pub mod sink_lab;
 pub mod watch;
 
 use std::io::Write;

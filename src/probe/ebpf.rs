@@ -35,7 +35,6 @@ use super::sample::{Hosts, QueueSample, QueueSource, Sample};
 pub use super::sample::{NapiSample, QueueCpu, SoftirqTime};
 use crate::units::BitsPerSec;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -51,8 +50,7 @@ pub const SOURCES: [&str; 2] = ["wirescope.bpf.c", "wirescope.h"];
 pub const MAIN_SOURCE: &str = "wirescope.bpf.c";
 /// The object file name, relative to `ebpf/`.
 pub const OBJECT_NAME: &str = "wirescope.bpf.o";
-mod clang;
-pub use clang::CLANG_ARGS;
+pub use crate::traffic::bpf::{hash_sources, CLANG_ARGS};
 /// The programs, by ELF function name, and the BTF tracepoint each attaches to.
 pub const PROGRAMS: [(&str, &str); 5] = [
     ("ws_softirq_entry", "softirq_entry"),
@@ -323,16 +321,7 @@ fn take_peer_share(
 
 /// Hash of the object's sources in `dir` (normally `ebpf/`) and the clang flags, hex.
 pub fn source_hash(dir: &Path) -> std::io::Result<String> {
-    let mut h = Sha256::new();
-    for name in SOURCES {
-        let text = std::fs::read(dir.join(name))?;
-        h.update(name.as_bytes());
-        h.update([0]);
-        h.update((text.len() as u64).to_le_bytes());
-        h.update(&text);
-    }
-    h.update(CLANG_ARGS.join(" ").as_bytes());
-    Ok(hex::encode(h.finalize()))
+    hash_sources(dir, &SOURCES)
 }
 
 /// Index into `ws_queues` of (interface slot, direction, queue slot).

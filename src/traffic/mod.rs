@@ -8,10 +8,12 @@
 //! process is, and [`EngineSpec::conn_roles`] tells each end what to do on each
 //! data connection, so the two ends cannot disagree about who sends.
 
+pub mod bpf;
 pub mod grpc;
 pub mod limits;
 pub mod rdma;
 pub mod sched;
+pub mod sink;
 pub mod spec;
 pub mod tcp;
 

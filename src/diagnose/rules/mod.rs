@@ -15,6 +15,7 @@ mod platform;
 // Pure RDMA rules; the spine wires them into static_rules/window_rules (issue 12).
 #[allow(dead_code)]
 pub mod rdma;
+pub mod sink;
 mod tcp;
 
 use super::finding::Finding;

@@ -10,6 +10,7 @@ mod grpc;
 mod lab;
 mod parse;
 mod rr;
+mod sink;
 mod stats;
 mod table;
 mod tcp;
@@ -31,6 +32,8 @@ pub enum BenchCmd {
     Ebpf(ebpf::EbpfArgs),
     /// gRPC: wirescope's client and server vs ghz and grpc-go's benchmark server (req/s, memory).
     Grpc(grpc::GrpcArgs),
+    /// Packet engine: generator vs trafgen (64 B), sink efficiency per mode, frame-size and cores sweeps.
+    Sink(sink::SinkArgs),
 }
 
 /// Options every benchmark has.
@@ -59,11 +62,15 @@ pub fn run(which: BenchCmd) -> Result<()> {
         // Its own servers on loopback and/or its own namespace pair: no agent.
         return grpc::run(&wirescope, args);
     }
+    if let BenchCmd::Sink(args) = &which {
+        // Its own namespace pair; no agent (sink-lab runs both ends).
+        return sink::run(&wirescope, args);
+    }
     let mut lab = Lab::start(wirescope)?;
     match which {
         BenchCmd::Tcp(args) => tcp::run(&mut lab, &args),
         BenchCmd::Rr(args) => rr::run(&mut lab, &args),
-        BenchCmd::Ebpf(_) | BenchCmd::Grpc(_) => Ok(()),
+        BenchCmd::Ebpf(_) | BenchCmd::Grpc(_) | BenchCmd::Sink(_) => Ok(()),
     }
     // `lab` drops here (also on `?` above): servers killed, namespaces removed.
 }

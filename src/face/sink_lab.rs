@@ -1,0 +1,224 @@
+//! `wirescope sink-lab` (hidden): a packet test between two interfaces of
+//! this host — usually the two ends of a veth in two namespaces — with both
+//! ends in this one process. What `cargo xtask bench sink` and the cleanup
+//! tests drive until the session carries packet tests (`run --engine
+//! sink`); then this face goes and the same engine runs on both nodes.
+//!
+//! A face only: it parses, prints (a table or JSON lines) and maps the end
+//! to an exit code. Ctrl-C/SIGTERM end the point early; the engine detaches
+//! its XDP program and closes its sockets, the summary is still printed and
+//! the exit code is 130.
+
+use crate::cli::sink_lab::*;
+use crate::traffic::sink::lab::{run_point, End, LabInterval, Point};
+use crate::traffic::sink::SinkSpec;
+use crate::units::format_cpu_list;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Run the command; the exit code.
+static CANCEL: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    CANCEL.store(true, Ordering::Relaxed);
+}
+
+fn install_signal_handlers() {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let a = SigAction::new(
+        SigHandler::Handler(on_signal),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for s in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        let _ = unsafe { sigaction(s, &a) };
+    }
+}
+
+/// `wirescope sink-lab`.
+pub fn command(a: SinkLabArgs) -> anyhow::Result<u8> {
+    install_signal_handlers();
+    let base = SinkSpec {
+        mode: a.sink,
+        fallback: !a.no_fallback,
+        tx_path: a.tx_path,
+        frame_size: a.frame_size,
+        queues: a.queues,
+        flows: a.flows,
+        rate: a.rate,
+        cpus: a.cpus.clone().map(|c| c.0).unwrap_or_default(),
+        peer_cpus: a.peer_cpus.clone().map(|c| c.0).unwrap_or_default(),
+        ..SinkSpec::default()
+    };
+    let specs = points(&a, &base).map_err(anyhow::Error::msg)?;
+    for s in &specs {
+        s.validate()
+            .map_err(|e| anyhow::anyhow!("invalid test: {e}"))?;
+    }
+    let mut rows = Vec::new();
+    for spec in specs {
+        let p = Point {
+            spec: spec.clone(),
+            sink: End {
+                netns: a.sink_netns.clone(),
+                iface: a.sink_iface.clone(),
+            },
+            gen: a.gen_iface.as_ref().map(|g| End {
+                netns: a.gen_netns.clone(),
+                iface: g.clone(),
+            }),
+            time: a.time,
+            interval: a.interval,
+        };
+        let r = run_point(
+            &p,
+            &crate::probe::sink_path::PathProbe::opener(),
+            &CANCEL,
+            |i| print_interval(&a, i),
+        )?;
+        if a.json {
+            let mut v = serde_json::to_value(&r.summary)?;
+            v["type"] = "summary".into();
+            v["sink_end"] = serde_json::to_value(&r.sink_end)?;
+            println!("{v}");
+        } else {
+            print_summary(&r.summary, &r.sink_end);
+        }
+        rows.push(r.summary);
+        if CANCEL.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    if a.sweep.is_some() && !a.json {
+        print_sweep(&rows);
+    }
+    Ok(if CANCEL.load(Ordering::Relaxed) {
+        super::EXIT_INTERRUPTED
+    } else {
+        super::EXIT_OK
+    })
+}
+
+fn mpps(pps: f64) -> String {
+    format!("{:.3} Mpps", pps / 1e6)
+}
+
+fn print_interval(a: &SinkLabArgs, i: &LabInterval) {
+    if a.json {
+        if let Ok(mut v) = serde_json::to_value(i) {
+            v["type"] = "interval".into();
+            println!("{v}");
+        }
+        return;
+    }
+    let s = &i.sink;
+    let gen = i
+        .gen
+        .as_ref()
+        .map(|g| {
+            format!(
+                " | gen {} ({}, err {})",
+                mpps(g.rates.pps),
+                g.path.name(),
+                g.errors
+            )
+        })
+        .unwrap_or_default();
+    let cpu = s
+        .cpu_pct
+        .map(|c| format!(" cpu {c:.0}%"))
+        .unwrap_or_default();
+    println!(
+        "[{:>3}] sink {} L2 {} L1 {}{cpu} missing {} ring-full {}{gen}",
+        i.index,
+        mpps(s.rates.pps),
+        s.rates.l2_bps,
+        s.rates.l1_bps,
+        s.missing,
+        s.drops.ring_full,
+    );
+}
+
+fn print_summary(
+    s: &crate::traffic::sink::figures::SinkSummary,
+    end: &crate::traffic::sink::SinkEnd,
+) {
+    println!(
+        "sink {} on {} ({} rx queues{}), generator {}: {} B frames, {} flows, {} thread(s)",
+        s.mode.name(),
+        end.iface,
+        end.rx_queues,
+        match end.zero_copy {
+            Some(true) => ", zero-copy",
+            Some(false) => ", copy mode",
+            None => "",
+        },
+        s.tx_path.name(),
+        s.frame_size,
+        s.flows,
+        s.queues
+    );
+    for r in &s.refused {
+        println!("  {r}");
+    }
+    println!(
+        "counted {} in {:.2} s = {} (L2 {}, L1 {}); sent {}, lost {}, reordered {}, duplicates {}",
+        s.messages,
+        s.duration_s,
+        mpps(s.rate_per_s),
+        s.l2_bps,
+        s.l1_bps,
+        s.sent,
+        s.lost,
+        s.reordered,
+        s.duplicates
+    );
+    for q in &s.per_queue {
+        println!(
+            "  queue {:>3}{}: {:>12} counted {}{}",
+            q.queue,
+            q.cpu.map(|c| format!(" ({c})")).unwrap_or_default(),
+            q.counted,
+            mpps(q.rates.pps),
+            q.cpu_pct
+                .map(|c| format!(", thread cpu {c:.0}%"))
+                .unwrap_or_default()
+        );
+    }
+    if s.flows_with_loss > 0 {
+        let ids: Vec<String> = s
+            .lossy_flows
+            .iter()
+            .take(16)
+            .map(|f| format!("{}({})", f.flow, f.lost))
+            .collect();
+        println!(
+            "  {} flow(s) lost frames: {}",
+            s.flows_with_loss,
+            ids.join(" ")
+        );
+    }
+    if s.interrupted {
+        println!("  interrupted");
+    }
+}
+
+fn print_sweep(rows: &[crate::traffic::sink::figures::SinkSummary]) {
+    println!("threads  cores       frame  pps          L2 Mbps     CPU %");
+    for s in rows {
+        println!(
+            "{:>7}  {:<10}  {:>5}  {:>11.0}  {:>10.1}  {:>6}",
+            s.queues,
+            if s.sink_cpus.is_empty() {
+                "-".to_string()
+            } else {
+                format_cpu_list(&s.sink_cpus)
+            },
+            s.frame_size,
+            s.rate_per_s,
+            s.l2_bps.0 / 1e6,
+            s.sink_cpu_pct
+                .map_or("-".to_string(), |c| format!("{c:.1}")),
+        );
+    }
+}

@@ -1,0 +1,722 @@
+//! The sink: counts what arrives, per receive queue, in one of four modes,
+//! falling back to the next when a mode is refused (and saying why).
+//!
+//! * `xdp` — the count-and-drop XDP program; no user-space thread. The
+//!   ceiling of what reaches the host; counts per queue, CPU and flow.
+//! * `af-xdp` — the redirect program plus one AF_XDP socket per rx queue
+//!   (zero-copy when the driver binds so, copy mode otherwise); threads
+//!   read every frame and check its sequence.
+//! * `tpacket` — one TPACKET_V3 ring per rx queue in a `PACKET_FANOUT_QM`
+//!   group, so member *m* gets the frames of queue *m*.
+//! * `udp` — kernel UDP sockets in a SO_REUSEPORT group (no privileges).
+//!
+//! Sockets cover every rx queue of the interface, because RSS may put a
+//! flow on any of them; `queues` threads serve them round-robin (queue *q*
+//! by thread *q mod threads*), pinned to the sink side's CPUs.
+//!
+//! Kernel objects are owned here and released on every path: sockets by
+//! their threads (closed when a thread returns), the XDP program by
+//! [`RunningSink`]/[`PreparedSink`] (detached when dropped, after the
+//! threads are joined).
+
+use super::counters::{current_tid, SinkQueueCounters, SinkQueueSnap};
+use super::figures::SinkSnapshot;
+use super::figures::{PathOpener, PathSource};
+use super::flow::{merge, FlowSeen, FlowTable};
+use super::frame::{parse_frame, parse_payload};
+use super::ring::{fanout_group_id, RxRing, PACKET_FANOUT_QM};
+use super::spec::{SinkEnd, SinkMode, SinkSpec, RING_FRAMES};
+use super::sys::{self, IfaceInfo};
+use super::workers::Workers;
+use super::xdp::{Filter, Program, SinkXdp};
+use super::xsk::{XdpDesc, Xsk, XskConfig, XDP_PACKET_HEADROOM};
+use super::SinkError;
+use crate::traffic::{EngineControl, EngineError, Side};
+use crate::units::CpuId;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// One receive socket.
+enum Rx {
+    Xsk(Box<Xsk>),
+    Packet(Box<RxRing>),
+    Udp(OwnedFd),
+}
+
+impl Rx {
+    fn fd(&self) -> RawFd {
+        match self {
+            Rx::Xsk(x) => x.fd(),
+            Rx::Packet(r) => r.fd(),
+            Rx::Udp(f) => f.as_raw_fd(),
+        }
+    }
+}
+
+/// A sink with its sockets bound and XDP attached, before traffic starts.
+pub struct PreparedSink {
+    spec: SinkSpec,
+    side: Side,
+    info: IfaceInfo,
+    mode: SinkMode,
+    refused: Vec<String>,
+    zero_copy: Option<bool>,
+    rxs: Vec<Rx>,
+    labels: Vec<u32>,
+    probe: Box<dyn PathSource>,
+    // Last: detached after the sockets are closed.
+    xdp: Option<SinkXdp>,
+}
+
+impl std::fmt::Debug for PreparedSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedSink")
+            .field("mode", &self.mode)
+            .field("iface", &self.info.name)
+            .field("sockets", &self.rxs.len())
+            .finish()
+    }
+}
+
+/// What a mode opened.
+struct Opened {
+    rxs: Vec<Rx>,
+    labels: Vec<u32>,
+    xdp: Option<SinkXdp>,
+    zero_copy: Option<bool>,
+}
+
+/// Bind the sink on `iface` (in the calling thread's namespace) for `spec`,
+/// run by `side`; tries the asked mode, then its fallbacks.
+pub fn prepare(
+    spec: &SinkSpec,
+    side: Side,
+    iface: &str,
+    paths: &PathOpener,
+) -> Result<PreparedSink, SinkError> {
+    spec.validate().map_err(SinkError::Unsupported)?;
+    let info = sys::iface_info(iface)?;
+    if info.ipv4.is_none() {
+        return Err(SinkError::Iface {
+            iface: iface.into(),
+            what: "IPv4 address",
+            reason: "none configured; the test's flows are IPv4/UDP".into(),
+        });
+    }
+    let mut refused = Vec::new();
+    let mut mode = spec.mode;
+    loop {
+        match open_mode(spec, &info, mode) {
+            Ok(o) => {
+                let probe = paths(iface, &info.driver);
+                return Ok(PreparedSink {
+                    spec: spec.clone(),
+                    side,
+                    info,
+                    mode,
+                    refused,
+                    zero_copy: o.zero_copy,
+                    rxs: o.rxs,
+                    labels: o.labels,
+                    probe,
+                    xdp: o.xdp,
+                });
+            }
+            Err(why) => {
+                let next = mode.fallback().filter(|_| spec.fallback);
+                let tail =
+                    next.map_or(String::new(), |n| format!("; falling back to {}", n.name()));
+                refused.push(format!("{} refused on {iface}: {why}{tail}", mode.name()));
+                match next {
+                    Some(n) => mode = n,
+                    None => return Err(SinkError::Unsupported(refused.join("; "))),
+                }
+            }
+        }
+    }
+}
+
+fn filter(spec: &SinkSpec, info: &IfaceInfo, per_flow: bool) -> Filter {
+    Filter {
+        port_lo: spec.dst_port,
+        port_hi: spec.dst_port,
+        dst_ip: info.ipv4.map(|a| a.0),
+        per_flow,
+    }
+}
+
+fn open_mode(spec: &SinkSpec, info: &IfaceInfo, mode: SinkMode) -> Result<Opened, String> {
+    let n = info.rx_queues;
+    match mode {
+        SinkMode::Xdp => {
+            let x = SinkXdp::attach(
+                &info.name,
+                info.ifindex,
+                Program::Drop,
+                filter(spec, info, true),
+            )
+            .map_err(|e| e.to_string())?;
+            Ok(Opened {
+                rxs: Vec::new(),
+                labels: (0..n).collect(),
+                xdp: Some(x),
+                zero_copy: None,
+            })
+        }
+        SinkMode::AfXdp => open_xsks(spec, info),
+        SinkMode::Tpacket => {
+            if !sys::can_raw() {
+                return Err("needs CAP_NET_RAW (run as root)".into());
+            }
+            let group = fanout_group_id();
+            let mut rxs = Vec::new();
+            for _ in 0..n {
+                let r = RxRing::open(
+                    info.ifindex,
+                    RING_FRAMES,
+                    spec.wire_len(),
+                    group,
+                    PACKET_FANOUT_QM,
+                )
+                .map_err(|e| e.to_string())?;
+                rxs.push(Rx::Packet(Box::new(r)));
+            }
+            Ok(Opened {
+                rxs,
+                labels: fanout_labels(&info.driver, n),
+                xdp: None,
+                zero_copy: None,
+            })
+        }
+        SinkMode::Udp => {
+            let ip = info.ipv4.map_or(std::net::Ipv4Addr::UNSPECIFIED, |a| a.0);
+            let mut rxs = Vec::new();
+            for _ in 0..spec.queues {
+                rxs.push(Rx::Udp(udp_socket(ip, spec.dst_port).map_err(|e| {
+                    format!("binding UDP {ip}:{}: {e}", spec.dst_port)
+                })?));
+            }
+            Ok(Opened {
+                rxs,
+                labels: (0..spec.queues).collect(),
+                xdp: None,
+                zero_copy: None,
+            })
+        }
+    }
+}
+
+/// Queue of each fanout member. PACKET_FANOUT_QM picks member
+/// `skb_get_rx_queue() % members`; drivers record rx queue + 1 so member
+/// *m* is queue *m*. veth records nothing and leaves the sender's tx queue
+/// index in `queue_mapping`, which reads back as queue − 1: member *m* gets
+/// the frames of queue *m* + 1.
+fn fanout_labels(driver: &str, n: u32) -> Vec<u32> {
+    if driver == "veth" {
+        (0..n).map(|m| (m + 1) % n).collect()
+    } else {
+        (0..n).collect()
+    }
+}
+
+fn open_xsks(spec: &SinkSpec, info: &IfaceInfo) -> Result<Opened, String> {
+    if !sys::can_raw() {
+        return Err("needs CAP_NET_RAW (run as root)".into());
+    }
+    let need = spec.wire_len() as u32 + XDP_PACKET_HEADROOM;
+    let chunk = if need <= 2048 { 2048 } else { 4096 };
+    if need > chunk {
+        return Err(format!(
+            "{} B frames do not fit a {chunk} B chunk after {XDP_PACKET_HEADROOM} B of headroom (AF_XDP multi-buffer is not used)",
+            spec.frame_size
+        ));
+    }
+    let mut xdp = SinkXdp::attach(
+        &info.name,
+        info.ifindex,
+        Program::Redirect,
+        filter(spec, info, false),
+    )
+    .map_err(|e| e.to_string())?;
+    let mut rxs = Vec::new();
+    let mut zero_copy = xdp.native();
+    for q in 0..info.rx_queues {
+        let mut cfg = XskConfig {
+            frames: RING_FRAMES,
+            chunk,
+            rx: true,
+            tx: false,
+            zero_copy,
+        };
+        let x = match Xsk::open(info.ifindex, q, cfg) {
+            Ok(x) => x,
+            Err(_) if zero_copy => {
+                zero_copy = false;
+                cfg.zero_copy = false;
+                Xsk::open(info.ifindex, q, cfg).map_err(|e| e.to_string())?
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        let mut x = Box::new(x);
+        let addrs: Vec<u64> = (0..u64::from(RING_FRAMES))
+            .map(|i| i * u64::from(chunk))
+            .collect();
+        x.fill(&addrs);
+        xdp.add_socket(q, x.fd()).map_err(|e| e.to_string())?;
+        rxs.push(Rx::Xsk(x));
+    }
+    Ok(Opened {
+        rxs,
+        labels: (0..info.rx_queues).collect(),
+        xdp: Some(xdp),
+        zero_copy: Some(zero_copy),
+    })
+}
+
+fn udp_socket(ip: std::net::Ipv4Addr, port: u16) -> std::io::Result<OwnedFd> {
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)?;
+    s.set_reuse_port(true)?;
+    let _ = s.set_recv_buffer_size(4 << 20);
+    s.set_nonblocking(true)?;
+    s.bind(&std::net::SocketAddrV4::new(ip, port).into())?;
+    Ok(s.into())
+}
+
+impl PreparedSink {
+    /// The mode that will run.
+    pub fn mode(&self) -> SinkMode {
+        self.mode
+    }
+
+    /// The setup message for the generator's end.
+    pub fn end(&self) -> SinkEnd {
+        SinkEnd {
+            iface: self.info.name.clone(),
+            mac: self.info.mac.to_string(),
+            ip: self
+                .info
+                .ipv4
+                .map_or(std::net::Ipv4Addr::UNSPECIFIED, |a| a.0),
+            rx_queues: self.info.rx_queues,
+            mtu: self.info.mtu,
+            speed_mbps: self.info.speed_mbps,
+            mode: self.mode,
+            refused: self.refused.clone(),
+            zero_copy: self.zero_copy,
+        }
+    }
+
+    /// The kernel id of the attached XDP program, if any.
+    pub fn program_id(&self) -> Option<u32> {
+        self.xdp.as_ref().and_then(SinkXdp::program_id)
+    }
+
+    /// Start the threads.
+    pub fn start(mut self) -> Result<RunningSink, SinkError> {
+        let end = self.end();
+        let rows = self.labels.len();
+        let threads_n = (self.spec.queues as usize).min(self.rxs.len()).max(1);
+        let counters: Arc<Vec<SinkQueueCounters>> =
+            Arc::new((0..rows).map(|_| SinkQueueCounters::default()).collect());
+        let mut workers = Workers::default();
+        let control = workers.control().clone();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut per_thread: Vec<Vec<(usize, Rx)>> = (0..threads_n).map(|_| Vec::new()).collect();
+        for (r, rx) in std::mem::take(&mut self.rxs).into_iter().enumerate() {
+            per_thread[r % threads_n].push((r, rx));
+        }
+        let mut cpus = vec![None; rows];
+        let starter = control.starter();
+        if !per_thread.iter().all(Vec::is_empty) {
+            for (t, mine) in per_thread.into_iter().enumerate() {
+                let cpu = self.spec.cpu_of(self.side, t);
+                for (r, _) in &mine {
+                    cpus[*r] = cpu;
+                }
+                let w = SinkWorker {
+                    mine,
+                    labels: self.labels.clone(),
+                    flows: self.spec.flow_count(),
+                    dst_port: self.spec.dst_port,
+                    control: control.clone(),
+                    counters: counters.clone(),
+                    seen: seen.clone(),
+                };
+                workers.spawn(format!("ws-sink-{t}"), cpu, move || w.run())?;
+            }
+        }
+        drop(starter);
+        let threads_n = workers.len();
+        if threads_n > 0 {
+            super::counters::wait_for_tids(counters.iter().map(|c| &c.tid));
+        }
+        Ok(RunningSink {
+            workers,
+            counters,
+            labels: self.labels,
+            threads_n,
+            cpus,
+            end,
+            flows: self.spec.flow_count(),
+            seen,
+            started: Instant::now(),
+            probe: Mutex::new(self.probe),
+            xdp: self.xdp,
+        })
+    }
+}
+
+/// One sink thread: its sockets (row index, socket) and a flow table per socket.
+struct SinkWorker {
+    mine: Vec<(usize, Rx)>,
+    labels: Vec<u32>,
+    flows: u32,
+    dst_port: u16,
+    control: EngineControl,
+    counters: Arc<Vec<SinkQueueCounters>>,
+    seen: Arc<Mutex<Vec<FlowSeen>>>,
+}
+
+/// Per-socket state of a sink thread.
+struct Slot {
+    row: usize,
+    rx: Rx,
+    table: FlowTable,
+    drops: u64,
+}
+
+impl SinkWorker {
+    fn run(self) -> Result<(), EngineError> {
+        let tid = current_tid();
+        let mut slots: Vec<Slot> = self
+            .mine
+            .into_iter()
+            .map(|(row, rx)| Slot {
+                row,
+                rx,
+                table: FlowTable::new(self.flows),
+                drops: 0,
+            })
+            .collect();
+        for s in &slots {
+            self.counters[s.row].tid.store(tid, Ordering::Release);
+        }
+        let mut pfds: Vec<libc::pollfd> = slots
+            .iter()
+            .map(|s| libc::pollfd {
+                fd: s.rx.fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let mut scratch = Scratch::new();
+        let mut rounds = 0u32;
+        loop {
+            if self.control.aborted() {
+                break;
+            }
+            let mut got = 0;
+            for s in &mut slots {
+                got += drain(s, &mut scratch, self.dst_port, &self.counters[s.row]);
+            }
+            rounds = rounds.wrapping_add(1);
+            if got == 0 || rounds.is_multiple_of(256) {
+                for s in &mut slots {
+                    update_drops(s, &self.counters[s.row]);
+                }
+            }
+            if got == 0 {
+                if self.control.stopping() {
+                    break;
+                }
+                // SAFETY: pfds is a valid array of pollfd for the call.
+                unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, 10) };
+            }
+        }
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        for s in &slots {
+            seen.extend(
+                s.table
+                    .rows(self.labels.get(s.row).copied().unwrap_or(s.row as u32)),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Buffers reused across batches.
+struct Scratch {
+    descs: Vec<XdpDesc>,
+    back: Vec<u64>,
+    bufs: Vec<Vec<u8>>,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        Scratch {
+            descs: Vec::with_capacity(64),
+            back: Vec::with_capacity(64),
+            bufs: Vec::new(),
+        }
+    }
+}
+
+/// Per-batch accumulation, published once per batch.
+#[derive(Default)]
+struct Batch {
+    frames: u64,
+    bytes: u64,
+    foreign: u64,
+}
+
+impl Batch {
+    #[inline]
+    fn frame(&mut self, table: &mut FlowTable, stamp: Option<super::frame::Stamp>, len: usize) {
+        match stamp {
+            Some(st) => {
+                self.frames += 1;
+                self.bytes += len as u64;
+                table.on_frame(st.flow, st.seq);
+            }
+            None => self.foreign += 1,
+        }
+    }
+
+    fn publish(&self, table: &FlowTable, c: &SinkQueueCounters) {
+        c.frames.fetch_add(self.frames, Ordering::Relaxed);
+        c.bytes.fetch_add(self.bytes, Ordering::Relaxed);
+        c.foreign.fetch_add(self.foreign, Ordering::Relaxed);
+        let t = table.totals();
+        c.received.store(t.received, Ordering::Relaxed);
+        c.expected.store(t.expected, Ordering::Relaxed);
+        c.duplicates.store(t.duplicates, Ordering::Relaxed);
+        c.reordered.store(t.reordered, Ordering::Relaxed);
+        c.unknown_flow.store(t.unknown_flow, Ordering::Relaxed);
+    }
+}
+
+/// Read what one socket has; returns the frames handled.
+fn drain(s: &mut Slot, sc: &mut Scratch, port: u16, c: &SinkQueueCounters) -> usize {
+    let mut b = Batch::default();
+    let n = match &mut s.rx {
+        Rx::Xsk(x) => {
+            let mask = !(u64::from(x.chunk()) - 1);
+            let n = x.rx_peek(&mut sc.descs, 64);
+            sc.back.clear();
+            for d in &sc.descs {
+                let data = x.data(d.addr, d.len);
+                b.frame(&mut s.table, parse_frame(data, port), data.len());
+                sc.back.push(d.addr & mask);
+            }
+            x.rx_release(n);
+            x.fill(&sc.back);
+            n as usize
+        }
+        Rx::Packet(r) => {
+            let table = &mut s.table;
+            let mut n = 0;
+            for _ in 0..4 {
+                let k = r.next_block(|f| b.frame(table, parse_frame(f, port), f.len()));
+                if k == 0 {
+                    break;
+                }
+                n += k as usize;
+            }
+            n
+        }
+        Rx::Udp(fd) => recv_udp(fd.as_raw_fd(), sc, &mut s.table, &mut b),
+    };
+    if n > 0 {
+        b.publish(&s.table, c);
+    }
+    n
+}
+
+fn recv_udp(fd: RawFd, sc: &mut Scratch, table: &mut FlowTable, b: &mut Batch) -> usize {
+    const N: usize = 64;
+    if sc.bufs.is_empty() {
+        sc.bufs = (0..N).map(|_| vec![0u8; 9216]).collect();
+    }
+    let mut iov: Vec<libc::iovec> = sc
+        .bufs
+        .iter_mut()
+        .map(|v| libc::iovec {
+            iov_base: v.as_mut_ptr().cast(),
+            iov_len: v.len(),
+        })
+        .collect();
+    // SAFETY: mmsghdr is plain data; all-zero is valid.
+    let mut msgs: Vec<libc::mmsghdr> = (0..N).map(|_| unsafe { std::mem::zeroed() }).collect();
+    for (m, v) in msgs.iter_mut().zip(iov.iter_mut()) {
+        m.msg_hdr.msg_iov = v;
+        m.msg_hdr.msg_iovlen = 1;
+    }
+    // SAFETY: msgs point at live iovecs and buffers for the call.
+    let r = unsafe {
+        libc::recvmmsg(
+            fd,
+            msgs.as_mut_ptr(),
+            N as u32,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    if r <= 0 {
+        return 0;
+    }
+    for (m, buf) in msgs.iter().zip(&sc.bufs).take(r as usize) {
+        let len = (m.msg_len as usize).min(buf.len());
+        // The wire length: UDP payload + 42 B of headers.
+        b.frame(
+            table,
+            parse_payload(&buf[..len]),
+            len + super::frame::HEADERS,
+        );
+    }
+    r as usize
+}
+
+/// Refresh the kernel's drop counters of one socket.
+fn update_drops(s: &mut Slot, c: &SinkQueueCounters) {
+    match &s.rx {
+        Rx::Xsk(x) => {
+            if let Ok(st) = x.stats() {
+                c.ring_drops
+                    .store(st.rx_dropped + st.rx_ring_full, Ordering::Relaxed);
+                c.fill_empty
+                    .store(st.rx_fill_ring_empty_descs, Ordering::Relaxed);
+            }
+        }
+        Rx::Packet(r) => {
+            s.drops += r.take_drops();
+            c.ring_drops.store(s.drops, Ordering::Relaxed);
+        }
+        Rx::Udp(fd) => {
+            let mut m = [0u32; 9];
+            if sys::getsockopt(fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_MEMINFO, &mut m).is_ok() {
+                c.ring_drops.store(u64::from(m[8]), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A running sink.
+pub struct RunningSink {
+    // First: dropped (aborted and joined, sockets closed) before the XDP program.
+    workers: Workers,
+    counters: Arc<Vec<SinkQueueCounters>>,
+    labels: Vec<u32>,
+    cpus: Vec<Option<CpuId>>,
+    threads_n: usize,
+    end: SinkEnd,
+    flows: u32,
+    seen: Arc<Mutex<Vec<FlowSeen>>>,
+    started: Instant,
+    probe: Mutex<Box<dyn PathSource>>,
+    // Last: detached after the threads (and their sockets) are gone.
+    xdp: Option<SinkXdp>,
+}
+
+impl std::fmt::Debug for RunningSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningSink")
+            .field("end", &self.end)
+            .field("threads", &self.workers.len())
+            .finish()
+    }
+}
+
+/// What the sink reports at the end of a point (serde: it crosses the
+/// control channel to whichever end computes the tally).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SinkTotals {
+    /// The mode that ran.
+    pub mode: SinkMode,
+    /// Per flow, merged over queues.
+    pub seen: Vec<FlowSeen>,
+}
+
+impl RunningSink {
+    /// The setup message it answered with.
+    pub fn end(&self) -> &SinkEnd {
+        &self.end
+    }
+    /// Stop flags and the done signal.
+    pub fn control(&self) -> &EngineControl {
+        self.workers.control()
+    }
+    /// The kernel id of the attached XDP program, if any.
+    pub fn program_id(&self) -> Option<u32> {
+        self.xdp.as_ref().and_then(SinkXdp::program_id)
+    }
+
+    /// The counters now, with the host's loss counters.
+    pub fn snapshot(&self) -> SinkSnapshot {
+        let xdp = self
+            .xdp
+            .as_ref()
+            .map(|x| x.queue_counts(self.labels.iter().max().map_or(0, |m| m + 1)));
+        let path = self.probe.lock().unwrap_or_else(|p| p.into_inner()).read();
+        let elapsed_s = self.started.elapsed().as_secs_f64();
+        let queues = self
+            .counters
+            .iter()
+            .enumerate()
+            .map(|(r, c)| {
+                let q = self.labels.get(r).copied().unwrap_or(r as u32);
+                let mut s: SinkQueueSnap = c.snapshot(q, self.cpus.get(r).copied().flatten());
+                s.thread = (self.threads_n > 0).then(|| (r % self.threads_n) as u32);
+                s.xdp = xdp.as_ref().and_then(|v| v.get(q as usize).copied());
+                s
+            })
+            .collect();
+        SinkSnapshot {
+            elapsed_s,
+            mode: self.end.mode,
+            queues,
+            path: Some(path),
+        }
+    }
+
+    /// Finish: threads read what is queued, then return.
+    pub fn stop(&self) {
+        self.workers.stop();
+    }
+    /// Return at once.
+    pub fn abort(&self) {
+        self.workers.abort();
+    }
+
+    /// Wait for the threads (after [`RunningSink::stop`]); per-flow results.
+    /// The XDP program is detached when this returns.
+    /// (A sink dropped while running aborts and joins its threads, then detaches XDP.)
+    pub fn join(mut self) -> Result<SinkTotals, EngineError> {
+        self.workers.join()?;
+        let mut seen = std::mem::take(&mut *self.seen.lock().unwrap_or_else(|p| p.into_inner()));
+        if self.end.mode == SinkMode::Xdp {
+            if let Some(x) = &self.xdp {
+                seen = x
+                    .flow_counts(self.flows)
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(_, n)| *n > 0)
+                    .map(|(f, n)| FlowSeen {
+                        flow: f as u16,
+                        queues: Vec::new(),
+                        received: n,
+                        next: n,
+                        duplicates: 0,
+                        reordered: 0,
+                        late: 0,
+                    })
+                    .collect();
+            }
+        }
+        Ok(SinkTotals {
+            mode: self.end.mode,
+            seen: merge(seen),
+        })
+    }
+}

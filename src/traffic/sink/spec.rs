@@ -1,0 +1,484 @@
+//! What a packet test point is ([`SinkSpec`]) and what the two ends tell each
+//! other before it starts ([`SinkEnd`], [`GeneratorEnd`]).
+//!
+//! Plain serde data, no I/O: the controller's CLI builds a spec, the agent
+//! runs [`SinkSpec::validate`] on the copy it received from the network
+//! before it allocates anything, and both ends derive the same flows, ports
+//! and frame layout from it with the helpers here, so they cannot disagree.
+
+use crate::traffic::Side;
+use crate::units::CpuId;
+use serde::{Deserialize, Serialize};
+
+/// Smallest Ethernet frame, with FCS (RFC 2544).
+pub const MIN_FRAME: u32 = 64;
+/// Largest frame accepted (jumbo, with FCS).
+pub const MAX_FRAME: u32 = 9000;
+/// Queues (threads per side) at most.
+pub const MAX_QUEUES: u32 = 1024;
+/// Flows at most: the flow id is 16 bits in the payload and each flow has
+/// its own source port in `[SRC_PORT_BASE, SRC_PORT_BASE + MAX_FLOWS)`.
+pub const MAX_FLOWS: u32 = 16_384;
+/// Source port of flow 0; flow `f` uses `SRC_PORT_BASE + f`.
+pub const SRC_PORT_BASE: u16 = 32_768;
+/// Default destination UDP port: 9, the discard service (RFC 863).
+pub const DEFAULT_DST_PORT: u16 = 9;
+/// Memory one test may ask a host to map for its rings and UMEMs.
+pub const MAX_MEMORY: u64 = 4 << 30;
+/// Bytes a frame carries on the wire besides itself: preamble + SFD (8) and
+/// the minimum inter-frame gap (12). L1 rate = (frame + 20) × 8 × pps.
+pub const L1_OVERHEAD: u32 = 20;
+/// The FCS the NIC appends; frames are sized with it, written without it.
+pub const FCS: u32 = 4;
+
+/// How the receiving end counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum SinkMode {
+    /// An XDP program counts per queue and CPU and drops: the ceiling of
+    /// what reaches the host (no sequence checks, per-flow counts only).
+    Xdp,
+    /// XDP redirect into one AF_XDP socket per queue; user space reads
+    /// every frame and checks its sequence.
+    AfXdp,
+    /// AF_PACKET TPACKET_V3 rings, one per queue in a PACKET_FANOUT group.
+    Tpacket,
+    /// Kernel UDP sockets (SO_REUSEPORT, recvmmsg), one per thread: the
+    /// unprivileged last resort; rows are per socket, not per queue.
+    Udp,
+}
+
+impl SinkMode {
+    /// Name as on the command line and in logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            SinkMode::Xdp => "xdp",
+            SinkMode::AfXdp => "af-xdp",
+            SinkMode::Tpacket => "tpacket",
+            SinkMode::Udp => "udp",
+        }
+    }
+
+    /// The mode tried when this one is refused.
+    pub fn fallback(self) -> Option<SinkMode> {
+        match self {
+            SinkMode::Xdp | SinkMode::AfXdp => Some(SinkMode::Tpacket),
+            SinkMode::Tpacket => Some(SinkMode::Udp),
+            SinkMode::Udp => None,
+        }
+    }
+
+    /// True when user space sees every frame and checks sequences.
+    pub fn checks_sequences(self) -> bool {
+        !matches!(self, SinkMode::Xdp)
+    }
+}
+
+/// How the generator transmits.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum TxPath {
+    /// The fastest the interface accepts, tried in order: AF_XDP
+    /// zero-copy, PACKET_TX_RING with PACKET_QDISC_BYPASS, sendmmsg.
+    #[default]
+    Auto,
+    /// AF_XDP transmit (zero-copy where the driver supports it, else copy mode).
+    AfXdp,
+    /// AF_PACKET PACKET_TX_RING with PACKET_QDISC_BYPASS.
+    TxRing,
+    /// sendmmsg on kernel UDP sockets (no privileges needed; goes through
+    /// the qdisc, netfilter and tc like any application traffic).
+    Sendmmsg,
+}
+
+impl TxPath {
+    /// Name as on the command line and in logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            TxPath::Auto => "auto",
+            TxPath::AfXdp => "af-xdp",
+            TxPath::TxRing => "tx-ring",
+            TxPath::Sendmmsg => "sendmmsg",
+        }
+    }
+}
+
+/// Everything both ends need to know to run one packet test point. Sent to
+/// the agent verbatim inside the session's `Start`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SinkSpec {
+    /// How the receiving end counts.
+    pub mode: SinkMode,
+    /// Try the next mode when this one is refused (no privileges, no XDP,
+    /// AF_XDP refused), and say why; false makes a refusal an error.
+    #[serde(default = "yes")]
+    pub fallback: bool,
+    /// Generator path (`auto` picks the fastest the interface accepts).
+    #[serde(default)]
+    pub tx_path: TxPath,
+    /// Ethernet frame size including the FCS, as RFC 2544 counts (64–9000).
+    pub frame_size: u32,
+    /// Generator threads and sink queues, one thread per queue on each side.
+    pub queues: u32,
+    /// Distinct 5-tuples; None = [`SinkSpec::default_flows`], enough to
+    /// spread over every queue by RSS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flows: Option<u32>,
+    /// Packets per second in total over all generator threads; 0 = as fast as possible.
+    pub rate: u64,
+    /// Destination UDP port of every flow.
+    #[serde(default = "default_dst_port")]
+    pub dst_port: u16,
+    /// The agent generates and the controller sinks.
+    #[serde(default)]
+    pub reverse: bool,
+    /// CPUs for the controller's threads (round-robin); empty = unpinned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<CpuId>,
+    /// CPUs for the agent's threads; empty = unpinned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peer_cpus: Vec<CpuId>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_dst_port() -> u16 {
+    DEFAULT_DST_PORT
+}
+
+impl Default for SinkSpec {
+    fn default() -> Self {
+        SinkSpec {
+            mode: SinkMode::AfXdp,
+            fallback: true,
+            tx_path: TxPath::Auto,
+            frame_size: MIN_FRAME,
+            queues: 1,
+            flows: None,
+            rate: 0,
+            dst_port: DEFAULT_DST_PORT,
+            reverse: false,
+            cpus: Vec::new(),
+            peer_cpus: Vec::new(),
+        }
+    }
+}
+
+/// Frames each sink queue's UMEM or ring holds.
+pub const RING_FRAMES: u32 = 4096;
+
+impl SinkSpec {
+    /// Flows when `--flows` is not given: 16 per queue, at least 64 (at
+    /// most [`MAX_FLOWS`]). With a hash that spreads flows uniformly over Q
+    /// queues, some queue stays empty with probability Q·(1 − 1/Q)^F ≈
+    /// Q·e⁻¹⁶ ≈ Q·10⁻⁷: 4·10⁻⁷ at 4 queues, 10⁻⁴ at 1024.
+    pub fn default_flows(queues: u32) -> u32 {
+        (queues.saturating_mul(16)).clamp(64, MAX_FLOWS)
+    }
+
+    /// The number of flows this test uses.
+    pub fn flow_count(&self) -> u32 {
+        self.flows
+            .unwrap_or_else(|| Self::default_flows(self.queues))
+    }
+
+    /// Which end generates.
+    pub fn generator_side(&self) -> Side {
+        if self.reverse {
+            Side::Agent
+        } else {
+            Side::Controller
+        }
+    }
+
+    /// Which end sinks.
+    pub fn sink_side(&self) -> Side {
+        match self.generator_side() {
+            Side::Controller => Side::Agent,
+            Side::Agent => Side::Controller,
+        }
+    }
+
+    /// CPUs of `side`'s threads.
+    pub fn cpus_for(&self, side: Side) -> &[CpuId] {
+        match side {
+            Side::Controller => &self.cpus,
+            Side::Agent => &self.peer_cpus,
+        }
+    }
+
+    /// The CPU thread `i` of `side` is pinned to (round-robin), if any.
+    pub fn cpu_of(&self, side: Side, i: usize) -> Option<CpuId> {
+        let c = self.cpus_for(side);
+        (!c.is_empty()).then(|| c[i % c.len()])
+    }
+
+    /// Bytes written per frame (the FCS is the NIC's).
+    pub fn wire_len(&self) -> usize {
+        (self.frame_size - FCS) as usize
+    }
+
+    /// The rate each generator thread paces to (0 = unpaced); the
+    /// remainder goes to the first threads so the sum is exact.
+    pub fn thread_rate(&self, thread: u32) -> u64 {
+        if self.rate == 0 {
+            return 0;
+        }
+        let q = u64::from(self.queues.max(1));
+        self.rate / q + u64::from(u64::from(thread) < self.rate % q)
+    }
+
+    /// Flows generator thread `t` sends: `t, t + queues, t + 2·queues, ...`.
+    pub fn flows_of_thread(&self, t: u32) -> Vec<u16> {
+        (t..self.flow_count())
+            .step_by(self.queues.max(1) as usize)
+            .map(|f| f as u16)
+            .collect()
+    }
+
+    /// Upper bound of what one side maps for rings and UMEMs (bytes).
+    pub fn memory_bound(&self) -> u64 {
+        // A UMEM or ring of RING_FRAMES frames of at most 16 KiB, twice
+        // (AF_XDP: fill/rx and tx/completion share one UMEM of that size).
+        let frame = u64::from(self.frame_size.next_power_of_two().max(2048)).min(16 << 10);
+        let umem = u64::from(RING_FRAMES) * frame * 2;
+        // A TPACKET_V3 ring: at least 256 blocks of 64 KiB (see `ring.rs`).
+        let tpacket = (256u64 * (64 << 10)).max(u64::from(RING_FRAMES) * frame * 2);
+        u64::from(self.queues) * umem.max(tpacket)
+    }
+
+    /// Limits a receiving agent enforces on a spec that came over the
+    /// network (the CLI checks the same ranges, with friendlier messages).
+    pub fn validate(&self) -> Result<(), String> {
+        let check = |what: &str, v: u64, lo: u64, hi: u64| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(format!("{what} {v} is outside {lo}..={hi}"))
+            }
+        };
+        check(
+            "frame size",
+            u64::from(self.frame_size),
+            u64::from(MIN_FRAME),
+            u64::from(MAX_FRAME),
+        )?;
+        check("queues", u64::from(self.queues), 1, u64::from(MAX_QUEUES))?;
+        let flows = self.flow_count();
+        check("flows", u64::from(flows), 1, u64::from(MAX_FLOWS))?;
+        if flows < self.queues {
+            return Err(format!(
+                "{flows} flows cannot feed {} queues: use at least one flow per queue (--flows {})",
+                self.queues, self.queues
+            ));
+        }
+        check("rate", self.rate, 0, 1_000_000_000)?;
+        if self.dst_port == 0 {
+            return Err("destination port 0 is not a port".into());
+        }
+        for c in self.cpus.iter().chain(&self.peer_cpus) {
+            check("cpu", u64::from(c.0), 0, 8191)?;
+        }
+        let mem = self.memory_bound();
+        if mem > MAX_MEMORY {
+            return Err(format!(
+                "{} queues of {} B frames need up to {} MiB of rings, more than the {} MiB allowed",
+                self.queues,
+                self.frame_size,
+                mem >> 20,
+                MAX_MEMORY >> 20
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The sink's side of the setup exchange: where to send, and what it runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SinkEnd {
+    /// Interface the sink listens on.
+    pub iface: String,
+    /// Its MAC address (`aa:bb:cc:dd:ee:ff`): the generator's destination.
+    pub mac: String,
+    /// Its IPv4 address: the destination of every flow.
+    pub ip: std::net::Ipv4Addr,
+    /// Receive queues of the interface.
+    pub rx_queues: u32,
+    /// Its MTU.
+    pub mtu: u32,
+    /// Link speed (Mb/s) when the driver reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_mbps: Option<u32>,
+    /// The mode that runs (after any fallback).
+    pub mode: SinkMode,
+    /// One line per refused mode, saying why (empty when the asked mode runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
+    /// af-xdp: zero-copy (true) or copy mode (false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zero_copy: Option<bool>,
+}
+
+/// The generator's side of the setup exchange.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GeneratorEnd {
+    /// Interface the generator sends on.
+    pub iface: String,
+    /// Its MAC address: the frames' source.
+    pub mac: String,
+    /// Its IPv4 address: the source of every flow.
+    pub ip: std::net::Ipv4Addr,
+    /// Flows it sends (ids `0..flows`, source port `SRC_PORT_BASE + id`).
+    pub flows: u32,
+    /// Transmit queues of the interface.
+    pub tx_queues: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_flows_spread_and_are_bounded() {
+        assert_eq!(SinkSpec::default_flows(1), 64);
+        assert_eq!(SinkSpec::default_flows(4), 64);
+        assert_eq!(SinkSpec::default_flows(16), 256);
+        assert_eq!(SinkSpec::default_flows(1024), MAX_FLOWS);
+        // Probability that a queue stays empty stays small at every size.
+        for q in [2u32, 4, 8, 64, 512, 1024] {
+            let f = f64::from(SinkSpec::default_flows(q));
+            let q = f64::from(q);
+            assert!(q * (1.0 - 1.0 / q).powf(f) < q * 2e-7, "q={q}");
+        }
+    }
+
+    #[test]
+    fn validate_checks_ranges_and_memory() {
+        let ok = SinkSpec {
+            queues: 4,
+            ..SinkSpec::default()
+        };
+        ok.validate().unwrap();
+        for (bad, needle) in [
+            (
+                SinkSpec {
+                    frame_size: 63,
+                    ..ok.clone()
+                },
+                "frame size",
+            ),
+            (
+                SinkSpec {
+                    frame_size: 9001,
+                    ..ok.clone()
+                },
+                "frame size",
+            ),
+            (
+                SinkSpec {
+                    queues: 0,
+                    ..ok.clone()
+                },
+                "queues",
+            ),
+            (
+                SinkSpec {
+                    flows: Some(2),
+                    ..ok.clone()
+                },
+                "at least one flow per queue",
+            ),
+            (
+                SinkSpec {
+                    flows: Some(MAX_FLOWS + 1),
+                    ..ok.clone()
+                },
+                "flows",
+            ),
+            (
+                SinkSpec {
+                    dst_port: 0,
+                    ..ok.clone()
+                },
+                "port",
+            ),
+            (
+                SinkSpec {
+                    queues: 1024,
+                    frame_size: 9000,
+                    ..ok.clone()
+                },
+                "MiB of rings",
+            ),
+        ] {
+            let e = bad.validate().unwrap_err();
+            assert!(e.contains(needle), "{e}");
+        }
+    }
+
+    #[test]
+    fn rates_and_flows_split_exactly_over_threads() {
+        let s = SinkSpec {
+            queues: 3,
+            rate: 100,
+            flows: Some(8),
+            ..SinkSpec::default()
+        };
+        let rates: Vec<u64> = (0..3).map(|t| s.thread_rate(t)).collect();
+        assert_eq!(rates, vec![34, 33, 33]);
+        let all: Vec<u16> = (0..3).flat_map(|t| s.flows_of_thread(t)).collect();
+        let mut sorted = all.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..8).collect::<Vec<u16>>());
+        assert_eq!(s.flows_of_thread(1), vec![1, 4, 7]);
+    }
+
+    #[test]
+    fn sides_and_pinning() {
+        let mut s = SinkSpec {
+            cpus: vec![CpuId(2), CpuId(3)],
+            ..SinkSpec::default()
+        };
+        assert_eq!(s.sink_side(), Side::Agent);
+        assert_eq!(s.cpu_of(Side::Controller, 3), Some(CpuId(3)));
+        assert_eq!(s.cpu_of(Side::Agent, 0), None);
+        s.reverse = true;
+        assert_eq!(s.generator_side(), Side::Agent);
+    }
+
+    #[test]
+    fn spec_and_setup_round_trip_through_json() {
+        let s = SinkSpec {
+            mode: SinkMode::Tpacket,
+            tx_path: TxPath::TxRing,
+            flows: Some(12),
+            ..SinkSpec::default()
+        };
+        let j = serde_json::to_value(&s).unwrap();
+        assert_eq!(j["mode"], "tpacket");
+        assert_eq!(j["tx_path"], "tx-ring");
+        assert_eq!(serde_json::from_value::<SinkSpec>(j).unwrap(), s);
+        // Old or minimal specs fill in defaults.
+        let min: SinkSpec =
+            serde_json::from_str(r#"{"mode":"af-xdp","frame_size":64,"queues":2,"rate":0}"#)
+                .unwrap();
+        assert!(min.fallback && min.dst_port == DEFAULT_DST_PORT);
+        let end = SinkEnd {
+            iface: "veth-b".into(),
+            mac: "02:00:00:00:00:02".into(),
+            ip: "198.18.0.2".parse().unwrap(),
+            rx_queues: 4,
+            mtu: 1500,
+            speed_mbps: Some(10_000),
+            mode: SinkMode::Xdp,
+            refused: vec![],
+            zero_copy: None,
+        };
+        let back: SinkEnd = serde_json::from_str(&serde_json::to_string(&end).unwrap()).unwrap();
+        assert_eq!(back, end);
+    }
+}
