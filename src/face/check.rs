@@ -86,10 +86,9 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
             }
             let d = CaptureDir::new(dir);
             let ifaces = dir_ifaces(&d, &args.ifaces);
-            (
-                format!("directory {}", dir.display()),
-                read_host_facts(&d, &ifaces),
-            )
+            let facts = read_host_facts(&d, &ifaces);
+            super::watch::report_capture(&d, &facts)?;
+            (format!("directory {}", dir.display()), facts)
         }
         None => {
             let live = LiveHost::default();

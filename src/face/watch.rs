@@ -165,9 +165,32 @@ fn show(o: &Output, json: bool, failure: &mut Option<String>) {
     }
 }
 
+/// What a capture lacks or hid, on stderr; an error when it describes no
+/// host at all (an empty or unrelated directory must not pass as healthy).
+pub(crate) fn report_capture(
+    d: &CaptureDir,
+    facts: &crate::probe::facts::HostFacts,
+) -> Result<(), FaceError> {
+    for s in d.skipped() {
+        eprintln!("wirescope: skipped {s}");
+    }
+    if facts.is_empty() {
+        return Err(FaceError::Usage(format!(
+            "--from {}: holds none of the files of a host description (proc/, sys/, sos_commands/); give a `wirescope capture` directory or an unpacked sosreport",
+            d.root().display()
+        )));
+    }
+    for m in &facts.unavailable {
+        eprintln!("wirescope: not in this capture: {m}");
+    }
+    Ok(())
+}
+
 /// `watch --from DIR`: facts (and, with --json, counters) of a capture, once.
 fn from_capture(dir: &std::path::Path, ifaces: &[String], json: bool) -> FaceResult {
-    let snap = snapshot(&CaptureDir::new(dir), ifaces);
+    let d = CaptureDir::new(dir);
+    let snap = snapshot(&d, ifaces);
+    report_capture(&d, &snap.facts)?;
     if json {
         let j = serde_json::to_string_pretty(&snap).context("cannot encode the snapshot")?;
         out(&format!("{j}\n"));

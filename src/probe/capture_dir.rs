@@ -5,9 +5,12 @@
 
 use super::ethtool_text as text;
 use super::facts::Support;
-use super::source::{link_last, list_dir, EthtoolView, HostSource};
+use super::source::{EthtoolView, HostSource};
+use super::untrusted::{ReadError, Root};
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 /// The sosreport file name of an ethtool command's output (`-i` → `ethtool_-i_eth0`,
 /// plain `ethtool eth0` → `ethtool_eth0`).
@@ -136,41 +139,71 @@ mod tests {
 
 /// A directory laid out like the host's root (`DIR/proc/stat`), with command
 /// outputs under `DIR/sos_commands/` as sosreport stores them.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct CaptureDir {
-    root: PathBuf,
+    root: Root,
+    /// Files that were there but not read, with the reason (reported, not silent).
+    skipped: Mutex<BTreeMap<String, String>>,
 }
 
 impl CaptureDir {
-    /// A source rooted at `root`.
+    /// A source rooted at `root`. Nothing below it is trusted: see
+    /// [`super::untrusted`].
     pub fn new(root: impl AsRef<Path>) -> Self {
         CaptureDir {
-            root: root.as_ref().to_path_buf(),
+            root: Root::new(root.as_ref()),
+            skipped: Mutex::new(BTreeMap::new()),
         }
     }
 
-    /// Path below the root.
+    /// The directory as given.
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    /// Path below the root (for messages; reads go through [`HostSource`]).
     pub fn path(&self, path: &str) -> PathBuf {
-        self.root.join(path.trim_start_matches('/'))
+        self.root.path().join(path.trim_start_matches('/'))
     }
 
     /// Text of a command output file, e.g. `sos_commands/networking/ethtool_-i_eth0`.
     pub fn command(&self, rel: &str) -> io::Result<String> {
-        std::fs::read_to_string(self.root.join(rel))
+        self.note(rel, self.root.read(rel))
+    }
+
+    /// Files present but not read so far, each with why ("proc/x: it leads
+    /// out of the capture"), for the user.
+    pub fn skipped(&self) -> Vec<String> {
+        self.skipped
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(p, why)| format!("{p}: {why}"))
+            .collect()
+    }
+
+    fn note<T>(&self, rel: &str, r: Result<T, ReadError>) -> io::Result<T> {
+        if let Err(ReadError::Refused(why)) = &r {
+            self.skipped
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(rel.trim_start_matches('/').to_string(), why.to_string());
+        }
+        r.map_err(io::Error::from)
     }
 }
 
 impl HostSource for CaptureDir {
     fn read(&self, path: &str) -> io::Result<String> {
-        std::fs::read_to_string(self.path(path))
+        self.note(path, self.root.read(path))
     }
     fn list(&self, path: &str) -> io::Result<Vec<String>> {
-        list_dir(&self.path(path))
+        self.note(path, self.root.list(path))
     }
     fn link_name(&self, path: &str) -> io::Result<String> {
-        let p = self.path(path);
-        link_last(&p).or_else(|_| {
-            std::fs::read_to_string(p.with_extension("link")).map(|s| s.trim().to_string())
+        self.note(path, self.root.link_name(path)).or_else(|_| {
+            let alt = format!("{}.link", path.trim_end_matches('/'));
+            self.read(&alt).map(|s| s.trim().to_string())
         })
     }
     fn ethtool(&self, iface: &str) -> EthtoolView {
@@ -186,6 +219,6 @@ impl HostSource for CaptureDir {
         processes(self)
     }
     fn describe(&self) -> String {
-        format!("directory {}", self.root.display())
+        format!("directory {}", self.root.path().display())
     }
 }

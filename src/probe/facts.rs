@@ -205,6 +205,21 @@ pub struct QueueMask {
     pub mask: String,
 }
 
+impl HostFacts {
+    /// True when nothing at all was learned: a directory that holds none of
+    /// the files of a host description (not a capture, not a sosreport).
+    pub fn is_empty(&self) -> bool {
+        self.kernel.is_empty()
+            && self.cpus == 0
+            && self.sysctls.is_empty()
+            && self.numa.is_empty()
+            && self
+                .nics
+                .iter()
+                .all(|n| n.mtu.is_none() && n.ifindex.is_none() && n.drvinfo.value().is_none())
+    }
+}
+
 /// Everything configured on one interface.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct NicFacts {

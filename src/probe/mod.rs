@@ -27,3 +27,4 @@ pub mod source;
 pub mod system;
 pub mod tcpinfo;
 pub mod topology;
+pub mod untrusted;

@@ -124,16 +124,63 @@ fn read_trim(src: &dyn HostSource, path: &str) -> Option<String> {
 
 /// Online CPUs of a host as its sysfs says (falls back to /proc/stat's cpuN lines).
 pub fn online_cpu_ids(src: &dyn HostSource) -> Vec<CpuId> {
-    if let Some(l) = read_trim(src, "/sys/devices/system/cpu/online") {
-        if let Ok(v) = parse_cpu_list(&l) {
-            return v;
-        }
+    online_cpus_with_source(src).0
+}
+
+/// The online CPUs and the file they were read from, taken from the first
+/// of these that has them (a sosreport holds some, a capture all): sysfs
+/// `cpu/online`, `/proc/stat`, `/proc/cpuinfo` (`processor` lines), the CPU
+/// columns of `/proc/interrupts`, `lscpu` output ("On-line CPU(s) list").
+pub fn online_cpus_with_source(src: &dyn HostSource) -> (Vec<CpuId>, &'static str) {
+    if let Some(v) = read_trim(src, "/sys/devices/system/cpu/online")
+        .and_then(|l| parse_cpu_list(&l).ok())
+        .filter(|v| !v.is_empty())
+    {
+        return (v, "/sys/devices/system/cpu/online");
     }
-    src.read("/proc/stat")
+    if let Some(v) = src
+        .read("/proc/stat")
         .ok()
         .and_then(|t| super::cpu::parse_proc_stat(&t).ok())
-        .map(|v| v.into_iter().map(|(c, _)| c).collect())
-        .unwrap_or_default()
+        .map(|v| v.into_iter().map(|(c, _)| c).collect::<Vec<_>>())
+        .filter(|v| !v.is_empty())
+    {
+        return (v, "/proc/stat");
+    }
+    if let Ok(t) = src.read("/proc/cpuinfo") {
+        let v: Vec<CpuId> = t
+            .lines()
+            .filter_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim() == "processor").then(|| v.trim().parse().ok().map(CpuId))?
+            })
+            .collect();
+        if !v.is_empty() {
+            return (v, "/proc/cpuinfo");
+        }
+    }
+    if let Ok(t) = src.read("/proc/interrupts") {
+        let (v, _) = parse_interrupts(&t);
+        if !v.is_empty() {
+            return (v, "/proc/interrupts");
+        }
+    }
+    for f in [
+        "/sos_commands/processor/lscpu",
+        "/sos_commands/processor/lscpu_-ae",
+    ] {
+        if let Some(v) = src.read(f).ok().and_then(|t| {
+            t.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim() == "On-line CPU(s) list")
+                    .then(|| parse_cpu_list(v.trim()).ok())
+                    .flatten()
+            })
+        }) {
+            return (v, "lscpu");
+        }
+    }
+    (Vec::new(), "")
 }
 
 fn cpu_model(cpuinfo: &str) -> String {
@@ -153,16 +200,34 @@ fn cpu_model(cpuinfo: &str) -> String {
 pub fn read_host_facts(src: &dyn HostSource, ifaces: &[String]) -> HostFacts {
     let mut f = HostFacts::default();
     let mut missing = Vec::new();
-    f.kernel = read_trim(src, "/proc/sys/kernel/osrelease").unwrap_or_else(|| {
-        missing.push("kernel release (/proc/sys/kernel/osrelease)".to_string());
-        String::new()
-    });
+    f.kernel = read_trim(src, "/proc/sys/kernel/osrelease")
+        .or_else(|| {
+            // `Linux version 6.1.0-18-amd64 (...)`, or `uname -a`'s third word.
+            let v = src.read("/proc/version").ok()?;
+            v.split_whitespace().nth(2).map(String::from)
+        })
+        .or_else(|| {
+            let u = src.read("/sos_commands/kernel/uname_-a").ok()?;
+            u.split_whitespace().nth(2).map(String::from)
+        })
+        .unwrap_or_else(|| {
+            missing.push(
+                "kernel release (/proc/sys/kernel/osrelease, /proc/version, uname -a)".to_string(),
+            );
+            String::new()
+        });
     f.cpu_model = src
         .read("/proc/cpuinfo")
         .map(|t| cpu_model(&t))
         .unwrap_or_default();
-    let online = online_cpu_ids(src);
+    let (online, _) = online_cpus_with_source(src);
     f.cpus = online.len();
+    if online.is_empty() {
+        missing.push(
+            "CPUs (/sys/devices/system/cpu/online, /proc/stat, /proc/cpuinfo, /proc/interrupts, lscpu)"
+                .to_string(),
+        );
+    }
     let mut nodes: Vec<u32> = src
         .list("/sys/devices/system/node")
         .unwrap_or_default()

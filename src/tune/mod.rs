@@ -18,7 +18,7 @@
 //!   `wirescope check` calls to notice one);
 //! * [`snapshot`] (`profile save`), [`diff`], [`library`] (shipped and saved
 //!   profiles), [`peer`] (the request/response the agent serves when started
-//!   with `--allow-tuning`), [`cli`] (`wirescope profile ...`);
+//!   with `--allow-tuning`), `crate::face::profile` (`wirescope profile ...`);
 //! * [`checklist`] (the file format) and [`decide`] (the pure keep-or-roll-back
 //!   logic, summary table and kept-changes profile) with [`runner`], the
 //!   step loop over a [`runner::Driver`] the session will implement.

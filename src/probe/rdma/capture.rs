@@ -2,7 +2,7 @@
 //! and the counter reader read (`/sys/class/infiniband/DEV/...`, the MTU and
 //! `dev_port` of each port's netdev) to the same paths below DIR, and store
 //! symlink targets (`device`, `device/driver`) as `NAME.link` files, which is
-//! how [`Dir`](crate::probe::source::Dir) reads links. Reading the capture
+//! how [`CaptureDir`](crate::probe::capture_dir::CaptureDir) reads links. Reading the capture
 //! back gives the same facts as the live host.
 //!
 //! Only reads the host (through [`HostSource`]); writes only below DIR.
