@@ -57,6 +57,9 @@ fn run_agent(a: AgentArgs) -> FaceResult {
         TokenOrigin::File(p) => format!("token file {}", p.display()),
         TokenOrigin::Created(p) => format!("token file {}", p.display()),
     };
+    if let Some(w) = token.weakness() {
+        eprintln!("wirescope agent: warning: {w} ({hint})");
+    }
     if let TokenOrigin::Created(p) = &origin {
         eprintln!("wirescope agent: created a new token in {} (mode 0600); copy it to the controller's ~/.config/wirescope/token or pass --token-file", p.display());
     }

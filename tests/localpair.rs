@@ -5,7 +5,13 @@ mod common;
 
 use common::{local_pair_namespaces, process_alive, require_root, stderr};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
+
+/// Each run sweeps the local-pair namespaces of dead processes; the stale
+/// ones the second test plants would be swept by the first test's runs while
+/// `ip netns add` is still mounting them. The two tests take turns.
+static ONE_PAIR_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn agent_pid(stderr: &str) -> u32 {
     let tail = stderr
@@ -45,6 +51,7 @@ fn start(args: &[&str]) -> std::process::Child {
 #[test]
 fn normal_end_error_and_sigint_leave_nothing_behind() {
     require_root();
+    let _turn = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
 
     // Normal end.
     let c = start(&["-t", "1s", "-i", "500ms"]);
@@ -98,6 +105,7 @@ fn normal_end_error_and_sigint_leave_nothing_behind() {
 #[test]
 fn leftovers_of_a_killed_run_are_removed_by_the_next() {
     require_root();
+    let _turn = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     // A pid that cannot be alive (above the largest pid_max, 2^22) marks these
     // as stale; ours is added so concurrent test runs do not collide.
     let dead = 4_194_304 + std::process::id();
@@ -110,8 +118,15 @@ fn leftovers_of_a_killed_run_are_removed_by_the_next() {
             .unwrap()
             .success());
     }
+    // The working directory a kill -9 left in $TMPDIR goes too.
+    let stale_dir = std::env::temp_dir().join(format!("wirescope-{dead}-killed"));
+    std::fs::create_dir_all(&stale_dir).unwrap();
+    std::fs::write(stale_dir.join("agent.log"), "left behind").unwrap();
     let out = start(&["-t", "1s"]).wait_with_output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
+    let dir_left = stale_dir.exists();
+    let _ = std::fs::remove_dir_all(&stale_dir);
+    assert!(!dir_left, "{} was not removed", stale_dir.display());
     let list = String::from_utf8_lossy(
         &Command::new("ip")
             .args(["netns", "list"])

@@ -363,3 +363,22 @@ fn stream_options_byte_budget_zerocopy_trunc_window_mss_congestion() {
         "TCP_MAXSEG applied: {mss:?}"
     );
 }
+
+#[test]
+fn unknown_interface_names_are_refused_before_traffic() {
+    let mut pair = Pair::new();
+    pair.start_agent();
+    for (flag, side) in [("--iface", "veth-a"), ("--peer-iface", "veth-b")] {
+        let log = pair.log_path(&format!("{flag}.jsonl"));
+        let out = pair.run(&["-t", "1s", flag, "nosuch0", "--log", log.to_str().unwrap()]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("{flag}: no interface 'nosuch0'")) && err.contains(side),
+            "{err}"
+        );
+        // Nothing ran: the log holds no test result.
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(!text.contains("\"type\":\"summary\""), "{text}");
+    }
+}

@@ -96,6 +96,12 @@ pub struct WatchArgs {
     /// Token file shared with the agent (with --peer).
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
+    /// Watch both ends of the embedded local pair (as root: two network
+    /// namespaces joined by veth; else loopback) instead of this host: its
+    /// telemetry without traffic, or while you send your own into it
+    /// (4 queues per veth).
+    #[arg(long, conflicts_with_all = ["peer", "from", "token_file"])]
+    pub local_pair: bool,
     /// Interfaces to watch (repeatable). Default: the interface of the default route.
     #[arg(long = "iface", value_name = "IF")]
     pub ifaces: Vec<String>,

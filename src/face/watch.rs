@@ -42,22 +42,34 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
         .map(LogWriter::create)
         .transpose()
         .map_err(|e| FaceError::Usage(format!("--log: {e}; choose a writable path")))?;
-    let token = match peer {
-        Some(_) => Some(
+    // The local pair is built here, on the main thread, before any runtime
+    // (it moves this thread into the controller's namespace).
+    let opened = if args.local_pair {
+        Some(crate::session::open(
+            &crate::session::plan::TargetChoice::LocalPair { queues: 4 },
+            None,
+        )?)
+    } else {
+        None
+    };
+    let token = match (&opened, peer) {
+        (Some(o), _) => Some(o.token.clone()),
+        (None, Some(_)) => Some(
             load_token(args.token_file.as_deref(), false)
                 .map_err(anyhow::Error::from)?
                 .0,
         ),
-        None => None,
+        (None, None) => None,
     };
-    if peer.is_none() && observe.ifaces.is_empty() {
+    if opened.is_none() && peer.is_none() && observe.ifaces.is_empty() {
         observe
             .ifaces
             .extend(default_route_iface(&LiveHost::default()));
     }
-    let pair = match peer {
-        Some(a) => format!("remote agent {a}"),
-        None => format!("this host only ({})", observe.ifaces.join(", ")),
+    let pair = match (&opened, peer) {
+        (Some(o), _) => o.description.clone(),
+        (None, Some(a)) => format!("remote agent {a}"),
+        (None, None) => format!("this host only ({})", observe.ifaces.join(", ")),
     };
     let mut pipeline = Pipeline::new(Origin {
         command_line: argv,
@@ -73,11 +85,15 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
     let rt = super::control_runtime("ws-runtime").context("cannot start the async runtime")?;
     let (tx, mut rx) = mpsc::channel(64);
     let cancel = CancellationToken::new();
-    let task = match (peer, token) {
-        (Some(addr), Some(token)) => rt.spawn(super::run::session(
-            Target::Tcp(addr),
+    let (target, same_kernel, _pair) = match opened {
+        Some(o) => (Some(o.target), o.same_kernel, o.pair),
+        None => (peer.map(Target::Tcp), Vec::new(), None),
+    };
+    let task = match (target, token) {
+        (Some(target), Some(token)) => rt.spawn(super::run::session(
+            target,
             token,
-            Vec::new(),
+            same_kernel,
             plan,
             observe,
             tx,

@@ -51,6 +51,7 @@ use super::facts::{HostFacts, IrqFact, NicFacts, NumaNode, PcieLink, QueueMask};
 use super::source::HostSource;
 use crate::units::{format_cpu_list, parse_cpu_list, CpuId};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// Sysctls a throughput diagnosis looks at (dotted names).
 pub const SYSCTLS: &[&str] = &[
@@ -387,6 +388,44 @@ pub fn nic_irqs(
         .collect()
 }
 
+/// Check interface names the user typed (`--iface`, `--peer-iface`) against
+/// this host's network namespace. `Err` names the first unknown one and
+/// lists what the host has, so the user can correct the spelling.
+pub fn check_ifaces(names: &[String]) -> Result<(), String> {
+    check_ifaces_in(Path::new("/sys/class/net"), names)
+}
+
+fn check_ifaces_in(class_net: &Path, names: &[String]) -> Result<(), String> {
+    for n in names {
+        let valid = !n.is_empty()
+            && n.len() < 16
+            && n != "."
+            && n != ".."
+            && !n.contains(['/', '\0'])
+            && !n.chars().any(char::is_whitespace);
+        if valid && class_net.join(n).exists() {
+            continue;
+        }
+        let mut have: Vec<String> = std::fs::read_dir(class_net)
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        have.sort();
+        return Err(format!(
+            "no interface '{n}' on this host (it has {})",
+            if have.is_empty() {
+                "none".to_string()
+            } else {
+                have.join(", ")
+            }
+        ));
+    }
+    Ok(())
+}
+
 /// The interface that carries traffic to `peer`: connect a UDP socket (no
 /// packet is sent), take the local address the kernel chose, find the
 /// interface that holds it.
@@ -544,5 +583,24 @@ mod facts_tests {
             cpu_model("processor\t: 0\nmodel name\t: AMD EPYC 7B13\n"),
             "AMD EPYC 7B13"
         );
+    }
+}
+
+#[cfg(test)]
+mod iface_tests {
+    use super::check_ifaces_in;
+
+    #[test]
+    fn unknown_interface_names_are_refused_with_what_the_host_has() {
+        let d = tempfile::tempdir().unwrap();
+        for n in ["eth0", "lo"] {
+            std::fs::create_dir(d.path().join(n)).unwrap();
+        }
+        assert!(check_ifaces_in(d.path(), &["eth0".into(), "lo".into()]).is_ok());
+        let e = check_ifaces_in(d.path(), &["eth0".into(), "eht0".into()]).unwrap_err();
+        assert_eq!(e, "no interface 'eht0' on this host (it has eth0, lo)");
+        for bad in ["../etc", "", "a/b", ".."] {
+            assert!(check_ifaces_in(d.path(), &[bad.into()]).is_err(), "{bad}");
+        }
     }
 }

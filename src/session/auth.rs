@@ -16,6 +16,9 @@ type HmacSha256 = Hmac<Sha256>;
 /// Environment variable that carries the token.
 pub const TOKEN_ENV: &str = "WIRESCOPE_TOKEN";
 
+/// Shorter tokens get a warning: 32 hex characters hold 128 bits.
+pub const MIN_TOKEN_CHARS: usize = 32;
+
 /// A shared secret.
 #[derive(Clone)]
 pub struct Token(Vec<u8>);
@@ -73,6 +76,18 @@ impl Token {
             return Err(TokenError::Empty(origin.to_string()));
         }
         Ok(Token(t.as_bytes().to_vec()))
+    }
+
+    /// A warning when the token is too short to resist guessing: fewer than
+    /// 32 characters (128 bits written as hex, the least wirescope asks for;
+    /// the tokens it generates carry 256). `None` when long enough.
+    pub fn weakness(&self) -> Option<String> {
+        (self.0.len() < MIN_TOKEN_CHARS).then(|| {
+            format!(
+                "the token has only {} characters; use at least {MIN_TOKEN_CHARS} random ones (e.g. `openssl rand -hex 32`), or delete the file and let `wirescope agent` create one",
+                self.0.len()
+            )
+        })
     }
 
     /// A fresh random token (64 hex characters).
@@ -196,6 +211,21 @@ fn write_new_token(path: &Path, token: &Token) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn short_tokens_are_flagged_generated_ones_are_not() {
+        assert!(Token::random().weakness().is_none());
+        let w = Token::from_text("x", "test").unwrap().weakness().unwrap();
+        assert!(
+            w.contains("only 1 characters") && w.contains("openssl rand"),
+            "{w}"
+        );
+        let edge = "a".repeat(MIN_TOKEN_CHARS);
+        assert!(Token::from_text(&edge, "test")
+            .unwrap()
+            .weakness()
+            .is_none());
+    }
 
     #[test]
     fn proofs_verify_only_with_the_same_token_and_label() {

@@ -130,6 +130,9 @@ pub struct Controller {
     next_id: u64,
     /// The peer's interfaces this host's eBPF probes count (local pair).
     shared_ebpf: Vec<String>,
+    /// The agent's interfaces when it runs on this kernel (the local pair):
+    /// what it watches when no data connection shows it the route.
+    same_kernel_ifaces: Vec<String>,
     /// Set from `Start` until a point ends cleanly: after an unclean end the
     /// agent may still send messages of the old point, so the connection is
     /// not reused.
@@ -212,6 +215,7 @@ impl Controller {
             sampler,
             next_id: 0,
             shared_ebpf: Vec::new(),
+            same_kernel_ifaces: Vec::new(),
             poisoned: false,
         })
     }
@@ -228,6 +232,8 @@ impl Controller {
         ifaces: &[String],
         same_kernel: Vec<EbpfIface>,
     ) -> Result<EbpfHosts, SessionError> {
+        crate::probe::system::check_ifaces(ifaces)
+            .map_err(|e| SessionError::Local(format!("--iface: {e}")))?;
         let shared = mode != EbpfMode::Off && !same_kernel.is_empty();
         let agent_mode = if shared { EbpfMode::ByPeer } else { mode };
         self.wr
@@ -256,6 +262,7 @@ impl Controller {
             }
         };
         self.shared_ebpf.clear();
+        self.same_kernel_ifaces = peer_names.clone();
         if let (true, Some(l)) = (shared, local.as_ref()) {
             // The peer's probes are this host's: same status, its interfaces.
             let mut p = l.clone();
@@ -266,6 +273,21 @@ impl Controller {
             peer = Some(p);
         }
         Ok(EbpfHosts { local, peer })
+    }
+
+    /// The interfaces the agent watches besides the route back to this host:
+    /// `--peer-iface`, and when observing the local pair without traffic (no
+    /// data connection shows the agent the route), its end of the veth.
+    fn peer_ifaces(&self, p: &PointParams) -> Vec<String> {
+        let mut ifaces = p.peer_ifaces.clone();
+        if p.spec.is_none() {
+            for n in &self.same_kernel_ifaces {
+                if !ifaces.contains(n) {
+                    ifaces.push(n.clone());
+                }
+            }
+        }
+        ifaces
     }
 
     /// The interfaces this host watches: the route to the agent, then `extra`.
@@ -362,7 +384,7 @@ impl Controller {
             spec: p.spec.clone(),
             interval_ms: u64::try_from(p.interval.as_millis()).unwrap_or(u64::MAX),
             omit_ms: u64::try_from(p.omit.as_millis()).unwrap_or(u64::MAX),
-            ifaces: p.peer_ifaces.clone(),
+            ifaces: self.peer_ifaces(p),
             setup: engine.as_ref().and_then(|e| e.setup()),
         };
         self.wr

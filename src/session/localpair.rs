@@ -19,7 +19,7 @@ use super::controller::Target;
 use super::netns::{self, NetnsError, NetnsGuard};
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -88,17 +88,55 @@ pub struct LocalPair {
     _netns: NetnsGuard,
 }
 
+/// The pair's working directory (control socket, agent log) is
+/// `$TMPDIR/wirescope-PID-XXXXXX`, so the next run can tell whose it was.
+const DIR_PREFIX: &str = "wirescope-";
+
+/// Remove the working directories of local pairs whose process is gone (a
+/// `kill -9` skips the pair's own clean-up). Only directories this user owns,
+/// named `wirescope-PID-*`, are touched; returns what was removed.
+pub fn remove_stale_dirs(tmp: &Path) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let mut removed = Vec::new();
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return removed;
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(DIR_PREFIX)
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        // symlink_metadata: a link named like ours is not followed.
+        let Ok(meta) = e.path().symlink_metadata() else {
+            continue;
+        };
+        if !meta.is_dir() || meta.uid() != me || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        if std::fs::remove_dir_all(e.path()).is_ok() {
+            removed.push(e.path());
+        }
+    }
+    removed
+}
+
 impl LocalPair {
     /// Build the pair and start the agent. Call on the main thread, before
     /// any runtime threads exist (PR_SET_PDEATHSIG follows the spawning thread).
     pub fn create(exe: &Path, queues: u32) -> Result<Self, PairError> {
         let token = Token::random();
+        let pid = std::process::id();
+        remove_stale_dirs(&std::env::temp_dir());
         let dir = tempfile::Builder::new()
-            .prefix("wirescope-")
+            .prefix(&format!("{DIR_PREFIX}{pid}-"))
             .tempdir()
             .map_err(PairError::TempDir)?;
         let sock = dir.path().join("control.sock");
-        let pid = std::process::id();
         let mut netns = NetnsGuard::default();
         let kind = if nix::unistd::geteuid().is_root() {
             netns::remove_stale(&NS_PREFIXES);
@@ -296,5 +334,33 @@ impl Drop for LocalPair {
             let _ = c.wait();
         }
         // `dir` and then `netns` are dropped after this, in field order.
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::remove_stale_dirs;
+
+    #[test]
+    fn only_dead_runs_directories_are_swept() {
+        let root = tempfile::tempdir().unwrap();
+        let mk = |n: &str| {
+            let p = root.path().join(n);
+            std::fs::create_dir(&p).unwrap();
+            std::fs::write(p.join("agent.log"), "x").unwrap();
+            p
+        };
+        // Above the largest pid_max (2^22): cannot be a live process.
+        let dead = mk("wirescope-4194305-abc");
+        let alive = mk(&format!("wirescope-{}-abc", std::process::id()));
+        let other = mk("wirescope-notapid");
+        let target = mk("elsewhere");
+        let link = root.path().join("wirescope-4194306-link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+
+        assert_eq!(remove_stale_dirs(root.path()), vec![dead.clone()]);
+        assert!(!dead.exists());
+        assert!(alive.exists() && other.exists() && target.join("agent.log").exists());
+        assert!(link.symlink_metadata().is_ok());
     }
 }

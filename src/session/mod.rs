@@ -89,6 +89,9 @@ pub fn open(choice: &TargetChoice, token_file: Option<&std::path::Path>) -> anyh
         }
         TargetChoice::Peer(addr) => {
             let (token, _) = auth::load_token(token_file, false)?;
+            if let Some(w) = token.weakness() {
+                eprintln!("warning: {w}");
+            }
             Ok(Opened {
                 pair: None,
                 target: controller::Target::Tcp(*addr),

@@ -109,6 +109,9 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
         .and_then(crate::probe::system::route_iface)
         .into_iter()
         .collect();
+    if let Err(e) = crate::probe::system::check_ifaces(&test.ifaces) {
+        return send(wr, fail(format!("--peer-iface: {e}"))).await;
+    }
     ifaces.extend(test.ifaces.iter().cloned());
     if let Err(e) = ctx.sampler.set_ifaces(ifaces).await {
         return send(wr, fail(format!("agent sampler: {e}"))).await;
