@@ -69,6 +69,17 @@ fn mtu_mismatch_between_hosts_is_a_warning() {
     assert!(m[0].fix[0].starts_with("ip link set dev eth0 mtu 9000"));
     // Both hosts audited.
     assert!(f.iter().any(|x| x.host == HostRole::Peer));
+    // The peer's side read as loopback (a peer on this very host): no MTU
+    // advice derived from it.
+    let mut lo = facts("ofed-4.3");
+    lo.nics[0].name = "lo".into();
+    lo.nics[0].mtu = Some(65536);
+    let f = run_check(&facts("inbox-2015"), Some(&lo));
+    assert!(
+        f.iter()
+            .all(|x| x.fix.iter().all(|c| !c.contains("mtu 65536"))),
+        "{f:#?}"
+    );
 }
 
 #[test]

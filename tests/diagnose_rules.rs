@@ -270,6 +270,37 @@ fn healthy_case_has_no_findings() {
 // ---------- cpu / softirq / irq ----------
 
 #[test]
+fn all_cores_saturated_says_the_host_is_cpu_bound() {
+    // Every core at 100 %: no single core to relieve, but the host is
+    // CPU-bound, which a user must be told (not only GRO-off infos).
+    let mut c = Case::healthy();
+    c.local = window("local", 4, &[100.0; 16]);
+    let f = fires_and_clears(
+        &c,
+        "cpu.all-cores-saturated",
+        HostRole::Local,
+        Severity::Warn,
+    );
+    assert!(
+        f.title.starts_with("all 16 cores are 100 % busy"),
+        "{}",
+        f.title
+    );
+    assert!(
+        f.title.contains("user") && f.title.contains("softirq"),
+        "{}",
+        f.title
+    );
+    assert!(!f.fix.is_empty());
+    // One idle core: not all saturated.
+    let mut busy = [100.0; 16];
+    busy[5] = 20.0;
+    let mut one_idle = Case::healthy();
+    one_idle.local = window("local", 4, &busy);
+    assert!(ids(&one_idle.run(), "cpu.all-cores-saturated").is_empty());
+}
+
+#[test]
 fn single_core_saturated() {
     let mut c = Case::healthy();
     let mut busy = [10.0; 16];
@@ -486,9 +517,13 @@ fn queues(s: &mut Sample, packets: &[u64]) {
 }
 
 fn add_queues(s: &mut Sample, packets: &[u64], source: &str) {
+    add_dir_queues(s, packets, source, "rx");
+}
+
+fn add_dir_queues(s: &mut Sample, packets: &[u64], source: &str, dir: &str) {
     s.queues.extend(packets.iter().enumerate().map(|(q, p)| {
         serde_json::from_value::<wirescope::probe::sample::QueueSample>(
-            json!({"iface":"eth0","dir":"rx","queue":q,"packets":p,"bytes":p*1500,
+            json!({"iface":"eth0","dir":dir,"queue":q,"packets":p,"bytes":p*1500,
             "drops":0,"pps":*p as f64,"bps":0.0,"source":source}),
         )
         .expect("queue json")
@@ -519,6 +554,32 @@ fn nic_queue_imbalance_reads_one_source_the_one_that_counted() {
         add_queues(s, &[300_000, 1_000, 1_000, 1_000], "ebpf");
     }
     assert!(ids(&c.run(), "nic.queue-imbalance").is_empty());
+}
+
+#[test]
+fn nic_queue_imbalance_is_one_finding_per_interface_with_both_directions() {
+    // One flow skews rx and tx of the same interface: one finding names both.
+    let mut c = Case::healthy();
+    for s in &mut c.peer {
+        queues(s, &[500_000, 100, 50, 0]);
+        add_dir_queues(s, &[0, 0, 200_000, 10], "ethtool", "tx");
+    }
+    let all = c.run();
+    let f = ids(&all, "nic.queue-imbalance");
+    assert_eq!(
+        f.len(),
+        1,
+        "{:?}",
+        f.iter().map(|x| &x.title).collect::<Vec<_>>()
+    );
+    let f = fires_and_clears(&c, "nic.queue-imbalance", HostRole::Peer, Severity::Info);
+    assert_eq!(f.subject, "eth0 rx+tx");
+    assert!(
+        f.title.contains("rx queue 0 carries 100 %")
+            && f.title.contains("tx queue 2 carries 100 %"),
+        "{}",
+        f.title
+    );
 }
 
 #[test]
@@ -768,17 +829,26 @@ fn driver_mlx5_outdated() {
     let f = ids(&c.run(), "driver.mlx5-outdated");
     assert_eq!(f[0].severity, Severity::Info);
     assert!(f[0].title.contains("not in catalog"));
-    // A driver the catalog does not know at all: info, never outdated.
-    nic_mut(&mut c).drvinfo = Support::Value(DrvInfo {
-        driver: "ice".into(),
-        version: "1.0.0".into(),
-        firmware: "4.40 0x8001af35".into(),
-        bus_info: "0000:5e:00.0".into(),
-        ..Default::default()
-    });
-    let f = c.run();
-    assert!(f.iter().all(|x| x.severity == Severity::Info), "{f:#?}");
-    assert!(f.iter().any(|x| x.title.contains("not in catalog")));
+    // Drivers the rules do not know (a VM's virtio_net, Intel's ice): no
+    // driver or firmware finding at all, not even "not in catalog".
+    for (driver, version, firmware) in [
+        ("ice", "1.0.0", "4.40 0x8001af35"),
+        ("virtio_net", "1.0.0", ""),
+    ] {
+        nic_mut(&mut c).drvinfo = Support::Value(DrvInfo {
+            driver: driver.into(),
+            version: version.into(),
+            firmware: firmware.into(),
+            bus_info: "0000:5e:00.0".into(),
+            ..Default::default()
+        });
+        let f = c.run();
+        assert!(
+            f.iter()
+                .all(|x| x.id != "driver.mlx5-outdated" && x.id != "firmware.outdated"),
+            "{driver}: {f:#?}"
+        );
+    }
 }
 
 #[test]

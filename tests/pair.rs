@@ -382,3 +382,21 @@ fn unknown_interface_names_are_refused_before_traffic() {
         assert!(!text.contains("\"type\":\"summary\""), "{text}");
     }
 }
+
+#[test]
+fn cpus_this_host_does_not_have_are_refused_before_traffic() {
+    let mut pair = Pair::new();
+    pair.start_agent();
+    for (flag, side) in [
+        ("--cpus", "this host cannot run"),
+        ("--peer-cpus", "the agent refuses"),
+    ] {
+        let out = pair.run(&["-t", "1s", flag, "0,4000"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(&format!("{flag} 0,4000: CPU 4000 cannot be used")) && err.contains(side),
+            "{err}"
+        );
+    }
+}

@@ -308,3 +308,27 @@ fn watch_runs_the_rules_and_logs_what_it_raises() {
     assert_eq!(&kinds[..2], ["header", "event"], "{kinds:?}");
     assert!(kinds.contains(&"finding"), "{kinds:?}");
 }
+
+#[test]
+fn expected_absences_go_to_the_manifest_not_to_warnings() {
+    // lo has no speed or duplex (EINVAL): normal, not a capture failure.
+    let pair = Pair::new();
+    let dir = pair.dir.path().join("capture-lo");
+    let c = Command::new("ip")
+        .args(["netns", "exec", &pair.a, bin()])
+        .args(["capture", dir.to_str().unwrap(), "--iface", "lo"])
+        .output()
+        .unwrap();
+    let err = stderr(&c);
+    assert!(c.status.success(), "{err}");
+    assert!(
+        !err.contains("not captured: /sys/class/net/lo/speed"),
+        "{err}"
+    );
+    assert!(err.contains("have no value on this host"), "{err}");
+    let manifest = std::fs::read_to_string(dir.join("wirescope-capture.txt")).unwrap();
+    assert!(
+        manifest.contains("/sys/class/net/lo/speed: Invalid argument"),
+        "{manifest}"
+    );
+}

@@ -34,6 +34,11 @@ pub const RULES: &[RuleInfo] = &[
         reference: SCALING,
     },
     RuleInfo {
+        id: "cpu.all-cores-saturated",
+        prior: 0.7,
+        reference: SCALING,
+    },
+    RuleInfo {
         id: "softirq.concentrated",
         prior: 0.6,
         reference: SCALING,

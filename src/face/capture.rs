@@ -26,6 +26,13 @@ pub fn capture(args: CaptureArgs) -> FaceResult {
     for s in &r.skipped {
         eprintln!("  not captured: {s}");
     }
+    if !r.absent.is_empty() {
+        eprintln!(
+            "  {} file(s) have no value on this host (virtual devices; listed in {})",
+            r.absent.len(),
+            crate::probe::capture_writer::MANIFEST
+        );
+    }
     eprintln!(
         "read it back with: wirescope watch --from {}",
         args.dir.display()

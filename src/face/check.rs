@@ -79,6 +79,11 @@ pub fn render(findings: &[Finding]) -> String {
 /// or a captured directory. Exit codes: 0, 3 with `--fail-on` when a finding
 /// of that level is present, 1 when the peer cannot be read, 2 usage.
 pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
+    let peer_addr = args
+        .peer
+        .as_deref()
+        .map(crate::cli::resolve_peer)
+        .transpose()?;
     let (source, local) = match &args.from {
         Some(dir) => {
             if !dir.is_dir() {
@@ -93,24 +98,27 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
         None => {
             let live = LiveHost::default();
             let mut ifaces = args.ifaces.clone();
+            // With --peer, the interface that carries the pair's traffic
+            // (the route to the peer), as `watch --peer` watches; else the
+            // default route's.
             if ifaces.is_empty() {
-                ifaces.extend(default_route_iface(&live));
+                match peer_addr {
+                    Some(a) => ifaces.extend(crate::probe::system::route_iface(a.ip())),
+                    None => ifaces.extend(default_route_iface(&live)),
+                }
             }
             ("this host".to_string(), read_host_facts(&live, &ifaces))
         }
     };
-    let peer = match &args.peer {
+    let peer = match peer_addr {
         None => None,
-        Some(p) => {
-            let addr = crate::cli::resolve_peer(p)?;
-            match peer_facts(addr, args.token_file.as_deref()) {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    eprintln!("error: cannot read the peer's facts: {e:#}");
-                    return Ok(EXIT_FAILED);
-                }
+        Some(addr) => match peer_facts(addr, args.token_file.as_deref()) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!("error: cannot read the peer's facts: {e:#}");
+                return Ok(EXIT_FAILED);
             }
-        }
+        },
     };
     let findings = run_check(&local, peer.as_ref());
     if args.json {

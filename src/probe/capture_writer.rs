@@ -23,6 +23,23 @@ pub struct CaptureReport {
     pub files: usize,
     /// What could not be captured, with the reason.
     pub skipped: Vec<String>,
+    /// Files the kernel has but gives no value for on this host (a virtual
+    /// interface's `speed`: EINVAL): expected, listed in [`MANIFEST`], not warned about.
+    pub absent: Vec<String>,
+}
+
+/// The capture's own manifest below DIR: what wirescope wrote it with and
+/// which files were absent on the captured host (and why).
+pub const MANIFEST: &str = "wirescope-capture.txt";
+
+/// Errors of a read that mean "this host has no value here" rather than a
+/// failure: virtual devices answer EINVAL/ENODEV/EOPNOTSUPP for speed,
+/// duplex and the like.
+fn expected_absence(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::ENODEV | libc::EOPNOTSUPP | libc::ENXIO | libc::ENODATA)
+    )
 }
 
 /// Capture errors that stop the capture.
@@ -72,6 +89,10 @@ impl Writer<'_> {
         match std::fs::read_to_string(path) {
             Ok(t) => self.put(path, &t),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) if expected_absence(&e) => {
+                self.report.absent.push(format!("{path}: {e}"));
+                Ok(())
+            }
             Err(e) => {
                 self.report.skipped.push(format!("{path}: {e}"));
                 Ok(())
@@ -204,6 +225,20 @@ pub fn capture(dir: &Path, ifaces: &[String]) -> Result<CaptureReport, CaptureEr
         &["-s", "-d", "link"],
     )?;
     w.command("sos_commands/process/ps_auxwww", "ps", &["auxwww"])?;
+    let mut manifest = format!(
+        "wirescope {} capture\n# absent on this host (the kernel has no value for them; expected for virtual devices):\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    for a in &w.report.absent {
+        manifest.push_str(a);
+        manifest.push('\n');
+    }
+    for s in &w.report.skipped {
+        manifest.push_str("# not captured: ");
+        manifest.push_str(s);
+        manifest.push('\n');
+    }
+    w.put(MANIFEST, &manifest)?;
     Ok(w.report)
 }
 

@@ -63,6 +63,9 @@ pub enum TokenError {
         /// Its permission bits.
         mode: u32,
     },
+    /// The `--token-file` given does not exist.
+    #[error("--token-file {0}: no such file; copy the agent's token file there (the agent prints its path when it starts)")]
+    GivenMissing(PathBuf),
     /// No token anywhere and we may not create one.
     #[error("no token: copy the agent's token file to {0} (the agent prints its path), pass --token-file, or set WIRESCOPE_TOKEN")]
     Missing(PathBuf),
@@ -189,6 +192,9 @@ pub fn load_token(file: Option<&Path>, create: bool) -> Result<(Token, TokenOrig
             })?;
             Ok((token, TokenOrigin::Created(path)))
         }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && file.is_some() => {
+            Err(TokenError::GivenMissing(path))
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(TokenError::Missing(path)),
         Err(source) => Err(TokenError::Io { path, source }),
     }
@@ -211,6 +217,18 @@ fn write_new_token(path: &Path, token: &Token) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_missing_token_file_given_by_the_user_is_named() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("nonexistent");
+        let e = load_token(Some(&p), false).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("--token-file {}: no such file", p.display())),
+            "{e}"
+        );
+        assert!(!e.contains("pass --token-file"), "{e}");
+    }
 
     #[test]
     fn short_tokens_are_flagged_generated_ones_are_not() {

@@ -29,6 +29,22 @@ const FD_MARGIN: u64 = 64;
 pub fn admit(spec: &EngineSpec, side: Side) -> Result<(), String> {
     spec.validate()
         .map_err(|e| format!("{e} (out of the allowed range)"))?;
+    let cpus = spec.cpus_for(side);
+    match crate::traffic::sched::unusable_cpus(cpus) {
+        Ok(bad) if !bad.is_empty() => {
+            let flag = match side {
+                Side::Controller => "--cpus",
+                Side::Agent => "--peer-cpus",
+            };
+            return Err(format!(
+                "{flag} {}: CPU {} cannot be used on this host (offline, absent or outside this process's cpuset); pick from /sys/devices/system/cpu/online",
+                crate::units::format_cpu_list(cpus),
+                crate::units::format_cpu_list(&bad),
+            ));
+        }
+        Ok(_) => {}
+        Err(e) => return Err(format!("cannot read this process's CPU affinity: {e}")),
+    }
     let need = spec.memory_needed(side);
     if let Some(avail) = crate::probe::system::mem_available() {
         let may = (avail.0 as f64 * MEMORY_SHARE) as u64;

@@ -78,3 +78,18 @@ pub fn raise_priority() -> Priority {
         Priority::Unchanged
     }
 }
+
+/// The CPUs of `cpus` this process may not run on (offline, absent, or
+/// outside its cgroup's cpuset / affinity mask); empty when all are usable.
+pub fn unusable_cpus(cpus: &[CpuId]) -> std::io::Result<Vec<CpuId>> {
+    if cpus.is_empty() {
+        return Ok(Vec::new());
+    }
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .map_err(std::io::Error::from)?;
+    Ok(cpus
+        .iter()
+        .copied()
+        .filter(|c| !allowed.is_set(c.0 as usize).unwrap_or(false))
+        .collect())
+}

@@ -1,5 +1,5 @@
 //! CPU and softirq rules on live counters: cpu.single-core-saturated,
-//! softirq.concentrated, softnet.squeeze, softnet.backlog-drops.
+//! cpu.all-cores-saturated, softirq.concentrated, softnet.squeeze, softnet.backlog-drops.
 
 use super::HostCtx;
 use crate::diagnose::finding::{Evidence, Finding, Severity};
@@ -14,10 +14,67 @@ use std::collections::BTreeMap;
 pub fn rules(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     out.extend(single_core(ctx, t));
+    out.extend(all_cores(ctx, t));
     out.extend(softirq_concentrated(ctx, t));
     out.extend(squeeze(ctx, t));
     out.extend(backlog_drops(ctx));
     out
+}
+
+/// True when every core of the sample is at or above the saturation mark.
+fn all_saturated(s: &Sample, t: &Thresholds) -> bool {
+    !s.cpus.is_empty() && s.cpus.iter().all(|c| c.busy().0 >= t.core_saturated_pct)
+}
+
+/// cpu.all-cores-saturated: every core ≥ the saturation mark, sustained. The
+/// host is CPU-bound as a whole (no single core to relieve): say where the
+/// time goes and what buys cycles back.
+fn all_cores(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
+    let on: Vec<&&Sample> = ctx.active.iter().filter(|s| all_saturated(s, t)).collect();
+    if on.is_empty() || on.len() < ctx.need(t) {
+        return None;
+    }
+    let cores = on.iter().map(|s| s.cpus.len()).max().unwrap_or(0);
+    let n = on.iter().map(|s| s.cpus.len()).sum::<usize>().max(1) as f64;
+    let mean = |f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64| {
+        on.iter().flat_map(|s| s.cpus.iter()).map(f).sum::<f64>() / n
+    };
+    let busy = mean(&|c| c.busy().0);
+    let user = mean(&|c| c.user.0 + c.nice.0);
+    let sys = mean(&|c| c.system.0);
+    let soft = mean(&|c| c.softirq.0 + c.irq.0);
+    let gro_off = ctx.facts.is_some_and(|f| {
+        f.nics.iter().any(|nic| {
+            nic.features
+                .value()
+                .is_some_and(|fs| fs.on("generic-receive-offload") == Some(false))
+        })
+    });
+    let mut f = Finding::new(
+        "cpu.all-cores-saturated",
+        Severity::Warn,
+        ctx.host,
+        "",
+        format!(
+            "all {cores} cores are {busy:.0} % busy: the host is CPU-bound (user {user:.0} %, sys {sys:.0} %, irq+softirq {soft:.0} %)"
+        ),
+        prior("cpu.all-cores-saturated"),
+    )
+    .ev(Evidence::num("cores", cores as f64, "", "/proc/stat"))
+    .ev(Evidence::num("mean busy", busy, "%", "/proc/stat"))
+    .ev(Evidence::num("user", user, "%", "/proc/stat"))
+    .ev(Evidence::num("sys", sys, "%", "/proc/stat"))
+    .ev(Evidence::num("irq+softirq", soft, "%", "/proc/stat"))
+    .ev(Evidence::num("saturated intervals", on.len() as f64, "", "window"))
+    .why("Every core is busy, so no IRQ or thread placement can help: the work per byte must shrink or more cores must do it. sys time is copies and the TCP stack, irq+softirq is packet processing.")
+    .fix("run on a host with more cores, or fewer streams than cores so the stack and the copies do not compete (wirescope run -P N)");
+    if soft >= sys && gro_off {
+        f = f.fix("ethtool -K IFACE gro on  # fewer, larger packets through the stack");
+    }
+    if sys > soft {
+        f = f.fix("wirescope run --zerocopy  # MSG_ZEROCOPY saves the send copy (large writes)");
+    }
+    Some(f)
 }
 
 /// The saturated core of a sample, if one core is ≥ threshold and the others have headroom.

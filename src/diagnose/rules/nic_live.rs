@@ -110,7 +110,17 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
             }
         }
     }
-    let mut out = Vec::new();
+    // One finding per interface, both directions in it: a single flow
+    // skews rx and tx alike, and four near-identical findings tell nothing more.
+    struct Hit {
+        dir: Dir,
+        queue: u32,
+        share: f64,
+        intervals: usize,
+        queues: usize,
+        source: &'static str,
+    }
+    let mut hits: BTreeMap<String, Vec<Hit>> = BTreeMap::new();
     for ((iface, dir), (dominated, totals, nq)) in acc {
         let Some((&q, &n)) = dominated.iter().max_by_key(|e| e.1) else {
             continue;
@@ -120,15 +130,40 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
         }
         let total: u64 = totals.values().sum();
         let share = totals.get(&q).copied().unwrap_or(0) as f64 / total.max(1) as f64;
-        let d = if dir == Dir::Rx { "rx" } else { "tx" };
-        let src = best
+        let source = best
             .get(&(iface.clone(), dir))
             .map_or("per-queue counters", |s| source_label(*s, dir));
-        let streams = ctx
-            .spec
-            .and_then(|s| s.as_tcp())
-            .map(|t| t.streams)
-            .unwrap_or(1);
+        hits.entry(iface).or_default().push(Hit {
+            dir,
+            queue: q,
+            share,
+            intervals: n,
+            queues: nq,
+            source,
+        });
+    }
+    let streams = ctx
+        .spec
+        .and_then(|s| s.as_tcp())
+        .map(|t| t.streams)
+        .unwrap_or(1);
+    let mut out = Vec::new();
+    for (iface, hits) in hits {
+        let name = |d: Dir| if d == Dir::Rx { "rx" } else { "tx" };
+        let dirs: Vec<&str> = hits.iter().map(|h| name(h.dir)).collect();
+        let parts: Vec<String> = hits
+            .iter()
+            .map(|h| {
+                format!(
+                    "{} queue {} carries {:.0} % of the packets",
+                    name(h.dir),
+                    h.queue,
+                    h.share * 100.0
+                )
+            })
+            .collect();
+        let nq = hits.iter().map(|h| h.queues).max().unwrap_or(1);
+        let share = hits.iter().map(|h| h.share).fold(0.0, f64::max);
         let veth = ctx
             .facts
             .and_then(|f| f.nics.iter().find(|n| n.name == iface))
@@ -138,21 +173,39 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
             "nic.queue-imbalance",
             Severity::Info,
             ctx.host,
-            format!("{iface} {d}"),
+            format!("{iface} {}", dirs.join("+")),
             format!(
-                "{iface} {d} queue {q} carries {:.0} % of the packets; {} other queue(s) idle",
-                share * 100.0,
+                "{iface} {}; {} other queue(s) idle",
+                parts.join(", "),
                 nq.saturating_sub(1)
             ),
             share * prior("nic.queue-imbalance"),
-        )
-        .ev(Evidence::num(format!("{d} queue {q} share"), share * 100.0, "%", format!("{src} {iface}")))
-        .ev(Evidence::num(format!("intervals with > {:.0} % on one queue", t.queue_share * 100.0), n as f64, "", "window"))
-        .ev(Evidence::num("queues", nq as f64, "", format!("{src} {iface}")))
-        .ev(Evidence::num("streams", streams as f64, "", "test spec"))
-        .why("RSS hashes each flow to one queue and so to one core: with one flow (or a hash that ignores ports) one core does all the work however many queues exist.")
-        .fix(format!("wirescope run -P {}  # more flows spread over the queues", (nq as u32).max(2)));
-        if !veth && dir == Dir::Rx {
+        );
+        for h in &hits {
+            let d = name(h.dir);
+            f = f
+                .ev(Evidence::num(
+                    format!("{d} queue {} share", h.queue),
+                    h.share * 100.0,
+                    "%",
+                    format!("{} {iface}", h.source),
+                ))
+                .ev(Evidence::num(
+                    format!(
+                        "{d} intervals with > {:.0} % on one queue",
+                        t.queue_share * 100.0
+                    ),
+                    h.intervals as f64,
+                    "",
+                    "window",
+                ));
+        }
+        f = f
+            .ev(Evidence::num("queues", nq as f64, "", format!("{} {iface}", hits[0].source)))
+            .ev(Evidence::num("streams", streams as f64, "", "test spec"))
+            .why("RSS hashes each flow to one queue and so to one core: with one flow (or a hash that ignores ports) one core does all the work however many queues exist.")
+            .fix(format!("wirescope run -P {}  # more flows spread over the queues", (nq as u32).max(2)));
+        if !veth && hits.iter().any(|h| h.dir == Dir::Rx) {
             f = f.fix(format!("ethtool -N {iface} rx-flow-hash tcp4 sdfn"));
         }
         out.push(f);
