@@ -13,7 +13,7 @@ use wirescope::probe::sample::{HostRole, Sample};
 use wirescope::record::log::read_log;
 use wirescope::record::schema::{Header, Record, Summary};
 
-pub const TOKEN: &str = "integration-test-token";
+pub const TOKEN: &str = "wirescope-test-token-0123456789abcdef";
 
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_wirescope")
@@ -93,17 +93,17 @@ impl Pair {
 
     /// Start `wirescope agent` in namespace b and wait until it listens.
     pub fn start_agent(&mut self) {
+        self.start_agent_under(&[]);
+    }
+
+    /// Start the agent under a wrapper command (e.g. `prlimit --nofile=256`).
+    #[allow(dead_code)]
+    pub fn start_agent_under(&mut self, wrapper: &[&str]) {
         let log = self.dir.path().join("agent.log");
         let child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &self.b,
-                bin(),
-                "agent",
-                "--listen",
-                "198.18.0.2:5310",
-            ])
+            .args(["netns", "exec", &self.b])
+            .args(wrapper)
+            .args([bin(), "agent", "--listen", "198.18.0.2:5310"])
             .env("WIRESCOPE_TOKEN", TOKEN)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

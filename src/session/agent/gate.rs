@@ -7,7 +7,9 @@
 //! * at most [`Gate::max_pending`] unauthenticated connections at once (sized
 //!   from the open-file limit, keeping [`RESERVE`] descriptors for the
 //!   authenticated controller and its data connections), and at most
-//!   [`PER_SOURCE`] from one address;
+//!   [`PER_SOURCE`] from one address, and never more than a quarter of all
+//!   places (so one address cannot fill them: with a 256-descriptor limit
+//!   there are 4 places and one address gets 1);
 //! * new connections from one address are rate-limited (a token bucket of
 //!   [`RATE`] per second, bursts of [`BURST`]);
 //! * a wrong token bans its address for 1 s, doubling with each further
@@ -91,6 +93,7 @@ struct Inner {
 pub struct Gate {
     inner: Mutex<Inner>,
     max_pending: usize,
+    per_source: usize,
 }
 
 /// An admitted, not yet authenticated connection; dropping it frees its place.
@@ -116,9 +119,11 @@ impl Gate {
         let budget = usize::try_from(nofile)
             .unwrap_or(usize::MAX)
             .saturating_sub(RESERVE);
+        let max_pending = (budget / 4).clamp(4, 64);
         Arc::new(Gate {
             inner: Mutex::new(Inner::default()),
-            max_pending: (budget / 4).clamp(4, 64),
+            max_pending,
+            per_source: (max_pending / 4).clamp(1, PER_SOURCE),
         })
     }
 
@@ -158,7 +163,7 @@ impl Gate {
             if s.tokens < 1.0 {
                 return refused(&mut g, Refusal::RateLimited);
             }
-            if s.pending >= PER_SOURCE {
+            if s.pending >= self.per_source {
                 return refused(&mut g, Refusal::SourceBusy);
             }
             if g.pending >= self.max_pending {
@@ -260,6 +265,17 @@ mod tests {
             .collect();
         assert_eq!(others.len(), g.max_pending());
         assert_eq!(g.admit_at(None, t).unwrap_err(), Refusal::Full);
+    }
+
+    #[test]
+    fn one_address_never_takes_every_place() {
+        // RLIMIT_NOFILE 256: everything is reserve, 4 places, 1 per address.
+        let g = Gate::new(256);
+        let t = Instant::now();
+        let flood: Vec<Permit> = (0..500).filter_map(|_| g.admit_at(ip(9), t).ok()).collect();
+        assert_eq!(flood.len(), 1);
+        assert!(g.admit_at(ip(1), t).is_ok(), "the controller still gets in");
+        assert!(g.admit_at(None, t).is_ok(), "so does the local socket");
     }
 
     #[test]
