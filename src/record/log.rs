@@ -2,7 +2,7 @@
 
 use super::schema::Record;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// Log errors, naming the file and line.
@@ -28,7 +28,21 @@ pub enum LogError {
         #[source]
         source: serde_json::Error,
     },
+    /// A line longer than any record wirescope writes.
+    #[error("log {path} line {line} is longer than {max} bytes; this is not a wirescope log (or it is damaged)")]
+    LineTooLong {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// The bound ([`MAX_LINE`]).
+        max: u64,
+    },
 }
+
+/// The longest line the reader accepts: a Sample of a host with thousands
+/// of CPUs and queues is a few MiB; a line beyond this is not a record.
+pub const MAX_LINE: u64 = 64 << 20;
 
 /// Writes one record per line, flushed immediately.
 pub struct LogWriter {
@@ -128,14 +142,24 @@ pub fn read_log(path: &Path) -> Result<Vec<Record>, LogError> {
     let mut n = 0;
     loop {
         line.clear();
-        let got = r.read_line(&mut line).map_err(|source| LogError::Io {
-            path: path.into(),
-            source,
-        })?;
+        let got = (&mut r)
+            .take(MAX_LINE + 1)
+            .read_line(&mut line)
+            .map_err(|source| LogError::Io {
+                path: path.into(),
+                source,
+            })?;
         if got == 0 {
             break;
         }
         n += 1;
+        if got as u64 > MAX_LINE {
+            return Err(LogError::LineTooLong {
+                path: path.into(),
+                line: n,
+                max: MAX_LINE,
+            });
+        }
         if line.trim().is_empty() {
             continue;
         }
@@ -158,6 +182,17 @@ pub fn read_log(path: &Path) -> Result<Vec<Record>, LogError> {
 mod tests {
     use super::*;
     use crate::record::schema::Event;
+
+    #[test]
+    fn a_line_longer_than_any_record_is_refused_without_reading_it_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("huge.jsonl");
+        let f = std::fs::File::create(&p).unwrap();
+        // Sparse: the file is MAX_LINE + 1 MiB of zero bytes with no newline.
+        f.set_len(MAX_LINE + (1 << 20)).unwrap();
+        let e = read_log(&p).unwrap_err();
+        assert!(matches!(e, LogError::LineTooLong { line: 1, .. }), "{e}");
+    }
 
     #[test]
     fn truncated_tail_is_ignored_but_bad_lines_are_errors() {
