@@ -82,12 +82,19 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
 /// Feed every event of the session through the pipeline and print what comes
 /// out, until the session ends. A log that cannot be written cancels the
 /// test (the session still ends cleanly) and fails the run.
+///
+/// The consumer is part of the control path: when it falls behind, the
+/// session's event queue fills, the controller stops reading the agent and
+/// sending its ticks, and both ends' intervals go wrong (`-P 1000` on two
+/// CPUs gave the consumer a 1/1000 share). So the calling thread runs at
+/// raised priority, like the runtime and the sampler.
 pub fn consume(
     rx: &mut mpsc::Receiver<SessionEvent>,
     pipeline: &mut Pipeline,
     json: bool,
     cancel: &CancellationToken,
 ) -> RunFace {
+    crate::traffic::raise_priority();
     let mut face = RunFace::new(json);
     while let Some(ev) = rx.blocking_recv() {
         match pipeline.handle(ev) {

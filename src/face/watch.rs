@@ -103,6 +103,8 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
     };
     let mut failure = None;
     let mut log_error = None;
+    // The consumer is part of the control path (see `run::consume`).
+    crate::traffic::raise_priority();
     while let Some(ev) = rx.blocking_recv() {
         match pipeline.handle(ev) {
             Ok(o) => show(&o, args.json, &mut failure),

@@ -65,16 +65,33 @@ fn cpu_cell(s: Option<&Sample>) -> String {
 /// Received bytes per connection for one interval: the receiving host's count
 /// when its Sample arrived, else the sender's.
 fn conn_bytes(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sample>, i: usize) -> u64 {
+    counted(spec, local, peer, i).0
+}
+
+/// [`conn_bytes`] with the rate over the span of the host that counted them:
+/// under overload the two hosts' Samples of one interval can cover very
+/// different spans (seen: 3.1 s against 1.1 s), and dividing one host's
+/// bytes by the other's span gave rates no link carries.
+fn counted(
+    spec: &EngineSpec,
+    local: Option<&Sample>,
+    peer: Option<&Sample>,
+    i: usize,
+) -> (u64, f64) {
     let roles = spec.conn_roles(Side::Controller);
     let get = |s: Option<&Sample>, rx: bool| {
-        s.and_then(|s| s.conns.get(i))
-            .map(|c| if rx { c.rx_bytes } else { c.tx_bytes })
+        let s = s?;
+        let c = s.conns.get(i)?;
+        let b = if rx { c.rx_bytes } else { c.tx_bytes };
+        Some((b, (s.end_s - s.start_s).max(1e-9)))
     };
-    match roles.get(i) {
-        Some(ConnRole::Sender) => get(peer, true).or(get(local, false)).unwrap_or(0),
-        Some(ConnRole::Receiver) => get(local, true).or(get(peer, false)).unwrap_or(0),
-        _ => get(local, true).unwrap_or(0),
+    let (b, secs) = match roles.get(i) {
+        Some(ConnRole::Sender) => get(peer, true).or(get(local, false)),
+        Some(ConnRole::Receiver) => get(local, true).or(get(peer, false)),
+        _ => get(local, true),
     }
+    .unwrap_or((0, 1.0));
+    (b, b as f64 * 8.0 / secs)
 }
 
 /// Rows for one interval (per stream when there are several, then SUM).
@@ -91,10 +108,12 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
         TcpMode::Stream => {
             let roles = spec.conn_roles(Side::Controller);
             let mut total = 0;
+            let mut total_bps = 0.0;
             let mut retr_total = 0;
             for (i, role) in roles.iter().enumerate() {
-                let b = conn_bytes(spec, local, peer, i);
+                let (b, bps) = counted(spec, local, peer, i);
                 total += b;
+                total_bps += bps;
                 let sender = if *role == ConnRole::Sender {
                     local
                 } else {
@@ -115,7 +134,7 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
                         out,
                         "[{i:>3}] {span}  {:>11}  {:>14}  {retr:>5}  {cwnd:>9}  {rtt:>8}{omit}",
                         Bytes(b).to_string(),
-                        BitsPerSec::from_bytes(b, secs).to_string()
+                        BitsPerSec(bps).to_string()
                     );
                 }
             }
@@ -139,7 +158,7 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
                 out,
                 "[SUM] {span}  {:>11}  {:>14}  {retr_total:>5}  {cwnd:>9}  {rtt:>8}  | {:<20} | {:<20}{omit}",
                 Bytes(total).to_string(),
-                BitsPerSec::from_bytes(total, secs).to_string(),
+                BitsPerSec(total_bps).to_string(),
                 cpu_cell(local),
                 cpu_cell(peer)
             );
@@ -564,4 +583,37 @@ pub fn findings_block(findings: &[crate::diagnose::Finding], limit: usize) -> St
         );
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(host: &str, start: f64, end: f64, rx: u64, tx: u64, role: &str) -> Sample {
+        serde_json::from_value(serde_json::json!({
+            "host": host, "index": 0, "start_s": start, "end_s": end, "omitted": false,
+            "engine": {"tx_bytes": tx, "rx_bytes": rx, "tx_bps": 0.0, "rx_bps": 0.0,
+                       "messages": 0, "msgs_per_s": 0.0},
+            "conns": [{"id": 0, "role": role, "tx_bytes": tx, "rx_bytes": rx, "retransmits": 0}],
+            "cpus": [], "softirqs": [], "softnet": [], "ifaces": [], "nstat": {}
+        }))
+        .expect("sample json")
+    }
+
+    #[test]
+    fn a_rate_is_over_the_span_of_the_host_that_counted_the_bytes() {
+        // Overload: the controller's Sample covers 1 ms, the agent's (which
+        // counted the received bytes) a full second. 1.25 GB in 1 s = 10 Gbit/s,
+        // not 10 Tbit/s.
+        let spec: EngineSpec = serde_json::from_value(serde_json::json!({
+            "engine": "tcp", "mode": "stream", "streams": 1, "threads": 1, "len": 65536,
+            "size": 64, "resp_size": 64, "depth": 1, "zerocopy": false, "skip_rx_copy": false,
+            "reverse": false, "bidir": false, "cpus": [], "peer_cpus": []
+        }))
+        .expect("spec json");
+        let local = sample("local", 4.679, 4.680, 0, 1_250_000_000, "sender");
+        let peer = sample("peer", 3.7, 4.7, 1_250_000_000, 0, "receiver");
+        let rows = interval_rows(&spec, Some(&local), Some(&peer));
+        assert!(rows.contains("10.00 Gbit/s"), "{rows}");
+    }
 }

@@ -289,7 +289,7 @@ mod tests {
         let p = dir.path().join("none");
         assert!(matches!(
             load_token(Some(&p), false),
-            Err(TokenError::Missing(_))
+            Err(TokenError::GivenMissing(_))
         ));
         std::fs::write(&p, "\n").unwrap();
         std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();

@@ -437,6 +437,8 @@ impl Controller {
         };
         let view = EngineView::of(&engine);
         self.sampler.begin(view, p.omit, p.interval).await?;
+        // Every worker exists and the clock runs: let them go at once.
+        engine.release();
         let run = self.drive(p, &engine, events, cancel).await;
         let mut local = finish(&mut engine, &self.sampler, run.local_done_s).await;
         let mut end = run.end;

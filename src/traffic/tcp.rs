@@ -159,7 +159,9 @@ impl Engine for TcpEngine {
                 source,
             })?);
         }
-        let control = EngineControl::default();
+        // Workers wait at the gate until the session releases them, so the
+        // spawning (slow with hundreds of streams) is not measured.
+        let control = EngineControl::gated();
         let cpus = spec.cpus_for(side).to_vec();
         // A starter token keeps `running` above zero until every worker is
         // spawned, so an early-exiting first worker cannot signal "done".
@@ -193,6 +195,7 @@ impl Engine for TcpEngine {
             control
                 .stop
                 .store(true, std::sync::atomic::Ordering::Relaxed);
+            control.gate.open();
         }
         drop(starter);
         let (threads, counters) = spawned?;

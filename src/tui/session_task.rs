@@ -189,6 +189,8 @@ pub fn pipeline_thread(
     std::thread::Builder::new()
         .name("ws-tui-pipeline".into())
         .spawn(move || {
+            // Part of the control path: engines must not starve it.
+            crate::traffic::raise_priority();
             let mut p = Pipeline::new(origin);
             while let Some(msg) = input.blocking_recv() {
                 let ev = match msg {

@@ -86,6 +86,10 @@ struct Inner {
     pending: usize,
     sources: HashMap<IpAddr, Source>,
     refused: HashMap<(Refusal, Option<IpAddr>), u64>,
+    /// Data connections the authenticated controller is about to open (its
+    /// address when known, the count): they pass the rate and count limits,
+    /// which are meant for strangers (`-P 1000` opens 1000 at once).
+    passes: Option<(Option<IpAddr>, usize)>,
 }
 
 /// The admission state of one agent.
@@ -153,26 +157,38 @@ impl Gate {
             if !g.sources.contains_key(&ip) && g.sources.len() >= MAX_SOURCES {
                 forget_idle(&mut g, now);
             }
-            let s = g.sources.entry(ip).or_insert_with(|| Source::new(now));
+            let total = g.pending;
+            let Inner {
+                sources, passes, ..
+            } = &mut *g;
+            let s = sources.entry(ip).or_insert_with(|| Source::new(now));
             if s.banned_until.is_some_and(|t| now < t) {
                 return refused(&mut g, Refusal::Banned);
             }
             let elapsed = now.saturating_duration_since(s.last).as_secs_f64();
             s.tokens = (s.tokens + elapsed * RATE).min(BURST);
             s.last = now;
-            if s.tokens < 1.0 {
-                return refused(&mut g, Refusal::RateLimited);
-            }
-            if s.pending >= self.per_source {
-                return refused(&mut g, Refusal::SourceBusy);
-            }
-            if g.pending >= self.max_pending {
-                return refused(&mut g, Refusal::Full);
-            }
-            if let Some(s) = g.sources.get_mut(&ip) {
+            let pass = passes
+                .as_mut()
+                .filter(|(from, left)| *left > 0 && from.is_none_or(|f| f == ip));
+            if let Some((_, left)) = pass {
+                *left -= 1;
+            } else {
+                let limit = if s.tokens < 1.0 {
+                    Some(Refusal::RateLimited)
+                } else if s.pending >= self.per_source {
+                    Some(Refusal::SourceBusy)
+                } else if total >= self.max_pending {
+                    Some(Refusal::Full)
+                } else {
+                    None
+                };
+                if let Some(r) = limit {
+                    return refused(&mut g, r);
+                }
                 s.tokens -= 1.0;
-                s.pending += 1;
             }
+            s.pending += 1;
         } else if g.pending >= self.max_pending {
             return refused(&mut g, Refusal::Full);
         }
@@ -181,6 +197,20 @@ impl Gate {
             gate: Arc::clone(self),
             ip,
         })
+    }
+
+    /// The authenticated controller will open `n` data connections now, from
+    /// `from` (None: its address is unknown, e.g. it came over the unix
+    /// socket; then any address may use them). Until [`Gate::expect_done`],
+    /// that many connections pass the limits meant for strangers; they still
+    /// must prove the session's data key to be used.
+    pub fn expect_data(&self, from: Option<IpAddr>, n: usize) {
+        self.lock().passes = (n > 0).then_some((from, n));
+    }
+
+    /// The data connections are in (or the wait is over): no more passes.
+    pub fn expect_done(&self) {
+        self.lock().passes = None;
     }
 
     /// `ip` sent a wrong token: ban it for a while; returns how long.
@@ -265,6 +295,24 @@ mod tests {
             .collect();
         assert_eq!(others.len(), g.max_pending());
         assert_eq!(g.admit_at(None, t).unwrap_err(), Refusal::Full);
+    }
+
+    #[test]
+    fn the_controllers_data_connections_pass_the_limits_strangers_do_not() {
+        let g = Gate::new(256);
+        let t = Instant::now();
+        g.expect_data(ip(1), 1000);
+        let data: Vec<Permit> = (0..1000)
+            .filter_map(|_| g.admit_at(ip(1), t).ok())
+            .collect();
+        assert_eq!(data.len(), 1000, "-P 1000 gets all its connections at once");
+        assert!(g.admit_at(ip(1), t).is_err(), "no more than expected");
+        let strangers = (0..100).filter(|_| g.admit_at(ip(9), t).is_ok()).count();
+        assert_eq!(strangers, 0, "the places are taken; passes are not theirs");
+        g.expect_done();
+        drop(data);
+        g.expect_data(None, 2);
+        assert!(g.admit_at(ip(7), t).is_ok() && g.admit_at(ip(7), t).is_ok());
     }
 
     #[test]

@@ -139,6 +139,8 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
         engine.abort();
         return send(wr, fail(format!("agent sampler: {e}"))).await;
     }
+    // Every worker exists and the clock runs: let them go at once.
+    engine.release();
     drive(ctx, wr, rx, &mut engine, interval).await
 }
 
@@ -159,12 +161,16 @@ async fn collect<W: AsyncWrite + Unpin>(
         keys: Arc::clone(ctx.keys),
         tx: dtx,
     });
+    // The controller's own data connections pass the limits meant for
+    // strangers (rate, per address, in all): -P 1000 opens 1000 at once.
+    state.gate.expect_data(ctx.controller, n);
     let accepting = Msg::Accepting {
         data_port: state.data_port,
         setup,
     };
     if let Err(e) = send(wr, accepting).await {
         *lock(&state.waiter) = None;
+        state.gate.expect_done();
         return Err(e);
     }
     let mut slots: Vec<Option<std::net::TcpStream>> = (0..n).map(|_| None).collect();
@@ -196,6 +202,7 @@ async fn collect<W: AsyncWrite + Unpin>(
         }
     };
     *lock(&state.waiter) = None;
+    state.gate.expect_done();
     result
 }
 
