@@ -298,6 +298,18 @@ fn all_cores_saturated_says_the_host_is_cpu_bound() {
     let mut one_idle = Case::healthy();
     one_idle.local = window("local", 4, &busy);
     assert!(ids(&one_idle.run(), "cpu.all-cores-saturated").is_empty());
+    // Both ends on one kernel (the local pair): true, but only info.
+    let mut shared = c.clone();
+    shared.pf.boot_id = "b7f3".into();
+    shared.lf.boot_id = "b7f3".into();
+    let f = ids(&shared.run(), "cpu.all-cores-saturated");
+    assert_eq!(f[0].severity, Severity::Info);
+    assert!(
+        f[0].title
+            .ends_with("both ends of the pair run on these cores"),
+        "{}",
+        f[0].title
+    );
 }
 
 #[test]

@@ -310,7 +310,11 @@ fn pinning_runs_on_the_given_cpus_and_refuses_missing_ones() {
     // A CPU this machine does not have: refused before traffic, and says why.
     let out = pair.run(&["-t", "1s", "--cpus", "1000"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("CPU 1000 cannot be used"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("CPU 1000 cannot be used"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

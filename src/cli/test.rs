@@ -167,6 +167,14 @@ impl TestArgs {
             if t.is_zero() {
                 return u("--time must be longer than 0s, e.g. --time 10s".into());
             }
+            if !self.omit.is_zero() && self.omit < self.interval {
+                return u(format!(
+                    "--omit {} is shorter than --interval {}: whole intervals are omitted, so nothing would be; use --omit {} (or a shorter --interval)",
+                    humantime::format_duration(self.omit),
+                    humantime::format_duration(self.interval),
+                    humantime::format_duration(self.interval)
+                ));
+            }
             if self.omit >= t {
                 return u(format!(
                     "--omit {} must be shorter than --time {}",
@@ -327,6 +335,9 @@ mod tests {
         assert!(args(&["-m", "rr", "--streams", "4"])
             .unwrap_err()
             .contains("--conns"));
+        let e = args(&["--omit", "500ms", "-i", "1s"]).unwrap_err();
+        assert!(e.contains("nothing would be"), "{e}");
+        assert!(args(&["--omit", "1s", "-i", "1s"]).is_ok());
         assert!(args(&["--omit", "5s", "--time", "5s"])
             .unwrap_err()
             .contains("--omit"));

@@ -107,6 +107,9 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
                     None => ifaces.extend(default_route_iface(&live)),
                 }
             }
+            if ifaces.is_empty() {
+                eprintln!("warning: this host has no default route, so no interface is audited; name one with --iface IF (the host-wide settings are still checked)");
+            }
             ("this host".to_string(), read_host_facts(&live, &ifaces))
         }
     };

@@ -295,6 +295,10 @@ pub struct HostFacts {
     pub sysctls: BTreeMap<String, String>,
     /// Kernel command line.
     pub cmdline: String,
+    /// `/proc/sys/kernel/random/boot_id`: equal on both ends exactly when
+    /// they share one kernel (the local pair's namespaces), so its cores too.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub boot_id: String,
     /// Facts that could not be read, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<String>,

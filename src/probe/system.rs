@@ -281,6 +281,7 @@ pub fn read_host_facts(src: &dyn HostSource, ifaces: &[String]) -> HostFacts {
         }
     }
     f.cmdline = read_trim(src, "/proc/cmdline").unwrap_or_default();
+    f.boot_id = read_trim(src, "/proc/sys/kernel/random/boot_id").unwrap_or_default();
     f.irqbalance = src.processes().map(|p| p.iter().any(|c| c == "irqbalance"));
     let interrupts = src
         .read("/proc/interrupts")

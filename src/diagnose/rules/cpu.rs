@@ -50,13 +50,24 @@ fn all_cores(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
                 .is_some_and(|fs| fs.on("generic-receive-offload") == Some(false))
         })
     });
+    // The local pair's two ends share one kernel and its cores: saturating
+    // them is what any fast test there does, not a finding about a host.
+    let shared = ctx
+        .facts
+        .zip(ctx.other_facts)
+        .is_some_and(|(a, b)| !a.boot_id.is_empty() && a.boot_id == b.boot_id);
+    let (sev, also) = if shared {
+        (Severity::Info, "; both ends of the pair run on these cores")
+    } else {
+        (Severity::Warn, "")
+    };
     let mut f = Finding::new(
         "cpu.all-cores-saturated",
-        Severity::Warn,
+        sev,
         ctx.host,
         "",
         format!(
-            "all {cores} cores are {busy:.0} % busy: the host is CPU-bound (user {user:.0} %, sys {sys:.0} %, irq+softirq {soft:.0} %)"
+            "all {cores} cores are {busy:.0} % busy: the host is CPU-bound (user {user:.0} %, sys {sys:.0} %, irq+softirq {soft:.0} %){also}"
         ),
         prior("cpu.all-cores-saturated"),
     )
