@@ -287,6 +287,19 @@ fn peer_killed_mid_run_ends_the_run_with_exit_1() {
     let s = log.summaries();
     assert_eq!(s.len(), 1);
     assert!(s[0].peer_lost);
+    // Partial results: the bytes the agent's Samples reported over the span
+    // those Samples cover (not that many bytes over the run's longer time),
+    // and the summary says so.
+    let peer = log.samples(HostRole::Peer);
+    let covered = peer.last().map_or(0.0, |p| p.end_s);
+    assert!(s[0].partial.is_some(), "{:?}", s[0]);
+    assert!(
+        (s[0].duration_s - covered).abs() < 1e-6,
+        "duration {} vs the agent's Samples covering {covered}",
+        s[0].duration_s
+    );
+    let reported: u64 = peer.iter().map(|p| p.engine.rx_bytes).sum();
+    assert_eq!(s[0].bytes, reported);
 }
 
 #[test]
