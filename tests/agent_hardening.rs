@@ -207,3 +207,51 @@ fn a_connection_flood_does_not_lock_out_the_controller() {
     assert!(process_alive(pair.agent_pid()));
     drop(flood);
 }
+
+#[test]
+fn a_thousand_streams_on_two_cpus_keep_their_numbers_right() {
+    // Overload on purpose: 1000 streams, both ends on the same two CPUs.
+    // Every data connection gets in, the run completes, the summary is what
+    // the receiver counted, and no interval reports a rate its own bytes and
+    // span do not support (seen: "0.00-0.00 s 14.84 GiB 387.97 Tbit/s").
+    let mut pair = Pair::new();
+    pair.start_agent();
+    let log = pair.log_path("p1000.jsonl");
+    let o = pair.run(&["-P", "1000", "-t", "3s", "--log", log.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let log = common::Log::read(&log);
+    let s = log.summaries()[0];
+    assert_eq!(s.streams.len(), 1000);
+    let peer = log.samples(wirescope::probe::sample::HostRole::Peer);
+    let counted: u64 = peer.iter().map(|p| p.engine.rx_bytes).sum();
+    assert!(s.bytes > 0 && counted > 0);
+    assert!(
+        counted >= s.bytes,
+        "intervals {counted} vs summary {}",
+        s.bytes
+    );
+    for p in &peer {
+        let span = p.end_s - p.start_s;
+        if span > 0.0 {
+            let implied = p.engine.rx_bytes as f64 * 8.0 / span;
+            assert!(
+                (p.engine.rx_bps.0 - implied).abs() <= 0.01 * implied.max(1.0),
+                "interval {}: {} bit/s reported, its bytes over its span give {implied}",
+                p.index,
+                p.engine.rx_bps
+            );
+        }
+    }
+    // The mean over the whole run bounds every interval within reason: a
+    // stalled clock once put seconds of bytes into a millisecond.
+    let mean = s.throughput_bps;
+    let worst = peer
+        .iter()
+        .filter(|p| p.end_s - p.start_s >= 0.1)
+        .map(|p| p.engine.rx_bps.0)
+        .fold(0.0, f64::max);
+    assert!(
+        worst < 10.0 * mean,
+        "an interval at {worst} bit/s against a mean of {mean}"
+    );
+}
