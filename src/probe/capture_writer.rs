@@ -179,6 +179,8 @@ pub fn capture(dir: &Path, ifaces: &[String]) -> Result<CaptureReport, CaptureEr
         "/proc/net/snmp",
         "/proc/net/netstat",
         "/proc/sys/kernel/osrelease",
+        // Tells a reader whether two captures (or a capture and a live host) come from one running kernel.
+        "/proc/sys/kernel/random/boot_id",
         // Present in every network namespace; tells a reader that hidden net.core sysctls are global ones.
         "/proc/sys/net/core/somaxconn",
         "/sys/devices/system/cpu/online",
