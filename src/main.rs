@@ -43,7 +43,9 @@ fn main() -> ExitCode {
         Err(e) => {
             match &e {
                 FaceError::Usage(m) => eprintln!("error: {m}"),
-                FaceError::Failed(a) => eprintln!("error: {a:#}"),
+                FaceError::Failed(a) => {
+                    eprintln!("error: {}", wirescope::face::error_text(a.as_ref()))
+                }
             }
             ExitCode::from(e.exit_code())
         }

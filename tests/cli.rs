@@ -141,3 +141,124 @@ fn check_audits_a_capture_offline() {
     let o = wirescope(&["check", "--from", "/nonexistent"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// Run `wirescope args`, killing it after `secs` (a hang is a failure, not a stuck CI job).
+fn wirescope_within(secs: u64, args: &[&str]) -> std::process::Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_wirescope"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+        Ok(o) => o.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("wirescope {args:?} did not finish within {secs} s");
+        }
+    }
+}
+
+#[test]
+fn a_hostile_capture_cannot_leak_files_or_hang_the_reader() {
+    let fixture = format!(
+        "{}/tests/fixtures/diagnose/inbox-2015",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("capture");
+    assert!(Command::new("cp")
+        .args(["-r", &fixture, dir.to_str().unwrap()])
+        .status()
+        .unwrap()
+        .success());
+    // A secret outside the capture, linked from a file the reader wants.
+    let secret = tmp.path().join("token");
+    std::fs::write(&secret, "s3cret-token-that-must-not-leak\n").unwrap();
+    let cmdline = dir.join("proc/cmdline");
+    std::fs::remove_file(&cmdline).unwrap();
+    std::os::unix::fs::symlink(&secret, &cmdline).unwrap();
+    // A FIFO nobody writes to, and a link to an endless device.
+    let mtu = dir.join("sys/class/net/eth0/mtu");
+    std::fs::remove_file(&mtu).unwrap();
+    nix::unistd::mkfifo(&mtu, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let features = dir.join("sos_commands/networking/ethtool_-k_eth0");
+    std::fs::remove_file(&features).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", &features).unwrap();
+    std::fs::create_dir_all(dir.join("proc/net")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", dir.join("proc/net/dev")).unwrap();
+
+    for args in [
+        vec!["check", "--from", dir.to_str().unwrap(), "--json"],
+        vec!["watch", "--from", dir.to_str().unwrap(), "--json"],
+    ] {
+        let o = wirescope_within(60, &args);
+        let out = String::from_utf8_lossy(&o.stdout);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !out.contains("s3cret") && !err.contains("s3cret"),
+            "{args:?} leaked the linked file: {out}{err}"
+        );
+        assert!(
+            out.len() < 1 << 20,
+            "{args:?} read a device: {} bytes of output",
+            out.len()
+        );
+        let mut skipped = vec![
+            "proc/cmdline",
+            "sys/class/net/eth0/mtu",
+            "sos_commands/networking/ethtool_-k_eth0",
+        ];
+        if args[0] == "watch" {
+            // Only watch reads the counters.
+            skipped.push("proc/net/dev");
+        }
+        for skipped in skipped {
+            assert!(
+                err.contains(skipped),
+                "{args:?} does not say it skipped {skipped}: {err}"
+            );
+        }
+        // What is left is still read: the driver facts give check its finding.
+        if args[0] == "check" {
+            assert!(out.contains("driver.mlx5-outdated"), "{out}");
+        }
+    }
+
+    // A directory that is no capture at all is a usage error, not "no findings".
+    let o = wirescope_within(60, &["check", "--from", "/etc", "--fail-on", "warn"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn an_unwritable_log_fails_before_any_traffic() {
+    // The peer does not exist: were the log opened after connecting, the
+    // error would name the peer instead of the log.
+    let o = Command::new(env!("CARGO_BIN_EXE_wirescope"))
+        .args([
+            "run",
+            "--peer",
+            "127.0.0.1:1",
+            "-t",
+            "1s",
+            "--log",
+            "/nonexistent-dir/run.jsonl",
+        ])
+        .env("WIRESCOPE_TOKEN", "x")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("/nonexistent-dir/run.jsonl"), "{err}");
+    assert!(!err.contains("127.0.0.1:1"), "{err}");
+}

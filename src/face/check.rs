@@ -118,7 +118,10 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
         Some(addr) => match peer_facts(addr, args.token_file.as_deref()) {
             Ok(f) => Some(f),
             Err(e) => {
-                eprintln!("error: cannot read the peer's facts: {e:#}");
+                eprintln!(
+                    "error: cannot read the peer's facts: {}",
+                    super::error_text(e.as_ref())
+                );
                 return Ok(EXIT_FAILED);
             }
         },

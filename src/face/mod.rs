@@ -134,3 +134,46 @@ pub fn report_ebpf(e: &crate::probe::ebpf::EbpfHosts) {
         }
     }
 }
+
+/// An error and its causes on one line, `: `-separated like anyhow's `{:#}`,
+/// without a cause whose text the line already holds (many messages embed
+/// their source, and printing it again read "...: the peer closed the
+/// control connection: the peer closed the control connection").
+pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !text.is_empty() && !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cause = c.source();
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_text;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("agent 10.0.0.2:5201: {source}")]
+    struct Outer {
+        source: crate::session::proto::ProtoError,
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let e = Outer {
+            source: crate::session::proto::ProtoError::Closed,
+        };
+        assert_eq!(
+            error_text(&e),
+            "agent 10.0.0.2:5201: the peer closed the control connection"
+        );
+        let a =
+            anyhow::Error::new(std::io::Error::other("disk full")).context("cannot write the log");
+        assert_eq!(error_text(a.as_ref()), "cannot write the log: disk full");
+    }
+}

@@ -96,7 +96,9 @@ async fn session(
     let mut ctl = match Controller::connect(target, &token).await {
         Ok(c) => c,
         Err(e) => {
-            let _ = tx.send(SessionEvent::Failed(e.to_string())).await;
+            let _ = tx
+                .send(SessionEvent::Failed(crate::face::error_text(&e)))
+                .await;
             return;
         }
     };
@@ -106,7 +108,9 @@ async fn session(
     {
         Ok(e) => e,
         Err(e) => {
-            let _ = tx.send(SessionEvent::Failed(e.to_string())).await;
+            let _ = tx
+                .send(SessionEvent::Failed(crate::face::error_text(&e)))
+                .await;
             return;
         }
     };
@@ -126,7 +130,9 @@ async fn session(
                 Ok(None) => break,
                 Err(_) => {
                     if let Err(e) = ctl.ping().await {
-                        let _ = tx.send(SessionEvent::Failed(e.to_string())).await;
+                        let _ = tx
+                            .send(SessionEvent::Failed(crate::face::error_text(&e)))
+                            .await;
                         return;
                     }
                     continue;
