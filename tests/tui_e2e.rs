@@ -101,6 +101,10 @@ fn dashboard_on_the_local_pair_under_tmux() {
                 .collect::<String>()
         )
     });
+    assert!(
+        ns.is_some(),
+        "the header names the pair's namespaces:\n{screen}"
+    );
     tmux(&["send-keys", "-t", &name, "q"]);
     let code = wait_for("exit", Duration::from_secs(15), || {
         std::fs::read_to_string(&exit_file)
@@ -115,4 +119,83 @@ fn dashboard_on_the_local_pair_under_tmux() {
         let list = String::from_utf8_lossy(&list.stdout);
         assert!(!list.contains(&ns), "{ns} left behind:\n{list}");
     }
+}
+
+/// Pids of processes whose command line holds `needle`.
+fn pids_with(needle: &str) -> Vec<String> {
+    let out = Command::new("pgrep")
+        .args(["-f", needle])
+        .output()
+        .expect("pgrep runs");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_terminal_hang_up_ends_the_tui_like_q() {
+    assert!(
+        Command::new("tmux").arg("-V").output().is_ok(),
+        "this test drives the real binary in tmux: apt-get install tmux (.ci/run does)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("hangup.jsonl");
+    let name = format!("wst-hup-{}", std::process::id());
+    // The binary is the pane's only process: killing the session hangs up its terminal.
+    let cmd = format!(
+        "{} tui -P 2 -t 60s --log {}",
+        env!("CARGO_BIN_EXE_wirescope"),
+        log.display()
+    );
+    let status = Command::new("tmux")
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &name,
+            "-x",
+            "120",
+            "-y",
+            "40",
+            &cmd,
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let session = Session(name.clone());
+    let screen = wait_for("two intervals", Duration::from_secs(30), || {
+        let p = tmux(&["capture-pane", "-p", "-t", &name]);
+        (p.contains("running 2.") || p.contains("running 3.")).then_some(p)
+    });
+    let ns = screen.split("ws-a-").nth(1).map(|r| {
+        format!(
+            "ws-a-{}",
+            r.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        )
+    });
+    assert!(
+        ns.is_some(),
+        "the header names the pair's namespaces:\n{screen}"
+    );
+    let needle = log.display().to_string();
+    assert!(!pids_with(&needle).is_empty(), "the TUI runs");
+    drop(session); // tmux kill-session: SIGHUP, then the pty is gone.
+    wait_for(
+        "every wirescope process to end",
+        Duration::from_secs(20),
+        || pids_with(&needle).is_empty().then(String::new),
+    );
+    if let Some(ns) = ns {
+        let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        let list = String::from_utf8_lossy(&list.stdout);
+        assert!(!list.contains(&ns), "{ns} left behind:\n{list}");
+    }
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        text.lines().count() >= 3,
+        "the log holds the test up to the hang-up:\n{text}"
+    );
 }

@@ -251,8 +251,32 @@ fn replay_shows_the_numbers_of_the_log() {
             .find(|x| x.host == HostRole::Local && x.index as usize == idx)
             .unwrap();
         let screen = render(&m, 160, 48);
-        // Receiver-counted local→peer rate, as the log has it.
-        let want = format!("local→peer {}", peer.engine.rx_bps);
+        // Receiver-counted local→peer rate, as the log has it; on the last
+        // interval (a 1 ms tail after the test stopped) the point's result:
+        // the summary's bytes over its measured span, as `run` prints it.
+        let want = if idx + 1 == n_intervals {
+            let sum = records()
+                .into_iter()
+                .find_map(|r| match r {
+                    Record::Summary(s) => Some(s),
+                    _ => None,
+                })
+                .unwrap();
+            let bytes: u64 = sum
+                .streams
+                .iter()
+                .filter(|x| x.direction == "local->peer")
+                .map(|x| x.bytes)
+                .sum();
+            let mean = BitsPerSec(bytes as f64 * 8.0 / sum.duration_s);
+            assert!(
+                screen.contains(&format!("Result: local→peer {mean}")),
+                "the result under the chart:\n{screen}"
+            );
+            format!("result local→peer {mean}")
+        } else {
+            format!("local→peer {}", peer.engine.rx_bps)
+        };
         assert!(
             screen.contains(&want),
             "interval {idx}: {want} not on screen:\n{screen}"

@@ -77,9 +77,20 @@ pub struct Evidence {
 }
 
 impl fmt::Display for Evidence {
-    /// `what = value unit (source)`.
+    /// `what = value unit (source)`; percentages to a tenth at most, as
+    /// the titles print them (`100 %`, `99.9 %`, never `100.00 %`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} = {}", self.what, self.value)?;
+        match self.value {
+            Value::Num(v) if self.unit == "%" => {
+                let r = (v * 10.0).round() / 10.0;
+                if r.fract() == 0.0 {
+                    write!(f, "{} = {r:.0}", self.what)?;
+                } else {
+                    write!(f, "{} = {r:.1}", self.what)?;
+                }
+            }
+            _ => write!(f, "{} = {}", self.what, self.value)?,
+        }
         if !self.unit.is_empty() {
             write!(f, " {}", self.unit)?;
         }

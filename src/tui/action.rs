@@ -175,7 +175,6 @@ pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
             m.point += 1;
             m.spec = spec.map(|s| *s);
             m.time = time;
-            m.summary = None;
             if m.state != RunState::Replay {
                 m.state = RunState::Running;
             }
@@ -352,7 +351,13 @@ fn interval(
 }
 
 fn point_done(m: &mut Model, end: EndReason, summary: Option<Box<Summary>>) {
-    m.summary = summary.map(|s| *s);
+    if let Some(s) = summary {
+        m.summaries.insert(m.point, *s);
+        // As many as the history can show intervals of.
+        while m.summaries.len() > m.capacity {
+            m.summaries.pop_first();
+        }
+    }
     m.state = match end {
         EndReason::PeerLost(w) => {
             m.message = Some(format!("peer lost: {w}"));

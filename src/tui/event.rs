@@ -66,31 +66,120 @@ impl InputThread {
 }
 
 impl Drop for InputThread {
+    /// Joins the thread, but waits at most [`JOIN_LIMIT`]: should a terminal
+    /// read ever hang, the TUI still stops its test and removes the pair
+    /// (the process exit ends the thread).
     fn drop(&mut self) {
         self.stop();
         if let Some(h) = self.handle.take() {
-            let _ = h.join();
+            let t0 = std::time::Instant::now();
+            while !h.is_finished() && t0.elapsed() < JOIN_LIMIT {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            }
         }
     }
 }
 
+/// How long dropping [`InputThread`] waits for the thread (a few [`TICK`]s).
+const JOIN_LIMIT: Duration = Duration::from_millis(500);
+
+/// What the terminal's descriptor says before crossterm reads it.
+#[derive(Debug, PartialEq, Eq)]
+enum Tty {
+    /// Bytes (or a buffered event) wait.
+    Readable,
+    /// Nothing within the timeout.
+    Quiet,
+    /// Hung up, closed or failed: nothing will ever come.
+    Gone,
+}
+
+/// `poll(2)` on the terminal. crossterm 0.28 must not be the first to see a
+/// hang-up: its reader retries a read that returns EOF or EIO forever (one
+/// core at 100 %, the thread never returns), so the hang-up is caught here.
+fn wait_tty(fd: std::os::fd::BorrowedFd<'_>, timeout: Duration) -> Tty {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let ms = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    match poll(&mut fds, PollTimeout::from(ms)) {
+        Ok(0) => Tty::Quiet,
+        Ok(_) => {
+            let r = fds[0].revents().unwrap_or(PollFlags::empty());
+            if r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL) {
+                Tty::Gone
+            } else {
+                Tty::Readable
+            }
+        }
+        Err(nix::errno::Errno::EINTR) => Tty::Quiet,
+        Err(_) => Tty::Gone,
+    }
+}
+
+/// The descriptor crossterm reads keys from: stdin when it is a terminal,
+/// else `/dev/tty` (kept open here only to watch it).
+enum TtyFd {
+    Stdin(std::io::Stdin),
+    Opened(std::fs::File),
+}
+
+impl TtyFd {
+    fn open() -> Option<TtyFd> {
+        use std::io::IsTerminal;
+        if std::io::stdin().is_terminal() {
+            return Some(TtyFd::Stdin(std::io::stdin()));
+        }
+        std::fs::File::open("/dev/tty").ok().map(TtyFd::Opened)
+    }
+
+    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        use std::os::fd::AsFd;
+        match self {
+            TtyFd::Stdin(s) => s.as_fd(),
+            TtyFd::Opened(f) => f.as_fd(),
+        }
+    }
+}
+
+/// Reads the terminal until told to stop. When the terminal is gone (hang-up,
+/// EOF, EIO) it sends [`Event::Quit`] once and ends, so the loop leaves like
+/// `q` instead of waiting for keys that never come.
 fn input_loop(tx: &mpsc::Sender<Event>, stop: &AtomicBool) {
     use crossterm::event::{self as ct, Event as Ct};
+    let tty = TtyFd::open();
+    let gone = |tx: &mpsc::Sender<Event>| {
+        let _ = tx.blocking_send(Event::Quit);
+    };
     while !stop.load(Ordering::Relaxed) {
-        let ev = match ct::poll(TICK) {
-            Ok(true) => match ct::read() {
+        // Events crossterm already parsed come first; it reads the descriptor
+        // only once poll(2) has said it holds bytes and no hang-up.
+        let ready = match ct::poll(Duration::ZERO) {
+            Ok(true) => true,
+            Ok(false) => match tty.as_ref().map(|t| wait_tty(t.fd(), TICK)) {
+                Some(Tty::Gone) => return gone(tx),
+                Some(Tty::Quiet) => false,
+                Some(Tty::Readable) | None => match ct::poll(TICK) {
+                    Ok(r) => r,
+                    Err(_) => return gone(tx),
+                },
+            },
+            Err(_) => return gone(tx),
+        };
+        let ev = if ready {
+            match ct::read() {
                 Ok(Ct::Key(k)) => Event::Input(k),
                 Ok(Ct::Resize(..)) => Event::Resize,
                 Ok(_) => continue,
-                Err(_) => return,
-            },
-            Ok(false) => {
-                if tx.try_send(Event::Tick).is_err() && tx.is_closed() {
-                    return;
-                }
-                continue;
+                Err(_) => return gone(tx),
             }
-            Err(_) => return,
+        } else {
+            if tx.try_send(Event::Tick).is_err() && tx.is_closed() {
+                return;
+            }
+            continue;
         };
         if tx.blocking_send(ev).is_err() {
             return;

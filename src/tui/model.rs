@@ -227,8 +227,8 @@ pub struct Model {
     pub message: Option<String>,
     /// The loop should end.
     pub quit: bool,
-    /// Summary of the last point that ended (its result once it is over).
-    pub summary: Option<Summary>,
+    /// Summaries of the points that ended, by point number (bounded like the history).
+    pub summaries: std::collections::BTreeMap<u32, Summary>,
     pub(super) next_seq: u64,
     pub(super) point: u32,
 }
@@ -287,7 +287,7 @@ impl Model {
             color: cfg.color,
             message: None,
             quit: false,
-            summary: None,
+            summaries: std::collections::BTreeMap::new(),
             next_seq: 0,
             point: 0,
         }
@@ -331,6 +331,41 @@ impl Model {
             (Some(c), Some(last)) => usize::try_from(last.seq.saturating_sub(c)).unwrap_or(0),
             _ => 0,
         }
+    }
+
+    /// The result of the point under the cursor, once that point has ended
+    /// and the cursor is on its last interval: what the header, the chart's
+    /// legend and the dashboard show instead of that (often short) interval.
+    pub fn result(&self) -> Option<&Summary> {
+        let cur = self.current()?;
+        let last_of_point = self
+            .history
+            .iter()
+            .rev()
+            .find(|i| i.point == cur.point)
+            .is_some_and(|i| i.seq == cur.seq);
+        if last_of_point {
+            self.summaries.get(&cur.point)
+        } else {
+            None
+        }
+    }
+
+    /// True for the short interval that ends a point (the test stopped a few
+    /// milliseconds into it): its rate is noise, so the chart leaves it out.
+    pub fn is_tail(&self, i: &Interval) -> bool {
+        let span = i
+            .local
+            .as_ref()
+            .or(i.peer.as_ref())
+            .map(|s| s.end_s - s.start_s)
+            .unwrap_or(0.0);
+        let last_of_point = !self
+            .history
+            .iter()
+            .any(|j| j.seq > i.seq && j.point == i.point);
+        let ended = self.summaries.contains_key(&i.point);
+        ended && last_of_point && span < self.test.interval.as_secs_f64() / 2.0
     }
 
     /// Time limit of the running point as shown (None: byte budget or unknown).

@@ -10,6 +10,20 @@ use super::app::actions_of;
 use super::model::{Model, ModelConfig};
 use crate::record::schema::Record;
 
+/// The test options of the logged command line (`run ...`, `tui ...` or a
+/// bare `wirescope`), so the control view shows the test the log holds.
+/// None for logs of commands without a test (`watch`) or from another version.
+fn logged_test(argv: &[String]) -> Option<crate::cli::TestArgs> {
+    use crate::cli::{Cli, Command, TuiArgs};
+    use clap::Parser;
+    match Cli::try_parse_from(argv).ok()?.command {
+        Some(Command::Run(r)) => Some(r.test),
+        Some(Command::Tui(t)) => Some(t.test),
+        None => Some(TuiArgs::defaults().test),
+        Some(_) => None,
+    }
+}
+
 /// Build a replay model from a log's records.
 pub fn model_from_records(records: Vec<Record>, mut cfg: ModelConfig) -> Model {
     let header = records.iter().find_map(|r| match r {
@@ -17,6 +31,9 @@ pub fn model_from_records(records: Vec<Record>, mut cfg: ModelConfig) -> Model {
         _ => None,
     });
     if let Some(h) = &header {
+        if let Some(test) = logged_test(&h.command_line) {
+            cfg.test = test;
+        }
         cfg.local_host = h.hosts.local.clone();
         cfg.pair = h.pair.clone();
         if let Some(i) = crate::units::duration_from_secs(h.interval_s).filter(|d| !d.is_zero()) {

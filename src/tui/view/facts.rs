@@ -18,9 +18,26 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         " Host facts (≠ differs between hosts) ",
         title(m),
     ));
-    let rows = fact_rows(m.facts.local.as_ref(), m.facts.peer.as_ref());
+    let mut rows = fact_rows(m.facts.local.as_ref(), m.facts.peer.as_ref());
+    if let Some(e) = &m.ebpf {
+        let line = |s: &Option<_>| {
+            s.as_ref()
+                .map(|s: &crate::probe::ebpf::EbpfStatus| s.line())
+                .unwrap_or_else(|| "-".into())
+        };
+        rows.insert(
+            0,
+            ("eBPF probes".to_string(), line(&e.local), line(&e.peer)),
+        );
+    }
     let inner_h = usize::from(block.inner(area).height.saturating_sub(1));
     let skip = usize::from(m.scroll).min(rows.len().saturating_sub(inner_h));
+    let longest_key = rows
+        .iter()
+        .map(|(k, ..)| k.chars().count())
+        .max()
+        .unwrap_or(4)
+        .min(usize::from(u16::MAX)) as u16;
     let table_rows: Vec<Row> = rows
         .into_iter()
         .skip(skip)
@@ -36,7 +53,9 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         })
         .collect();
     let w = area.width.saturating_sub(2);
-    let key_w = 24.min(w / 3);
+    // The longest name in full (sysctl names run to 30+ characters), unless
+    // that would leave the values less than half the width.
+    let key_w = (longest_key + 2).min(w / 2);
     let val_w = (w.saturating_sub(key_w + 2)) / 2;
     let header = Row::new(vec![
         Cell::from("fact"),

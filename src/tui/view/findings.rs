@@ -38,11 +38,25 @@ fn findings(m: &Model) -> &[Finding] {
     m.current().map(|i| i.findings.as_slice()).unwrap_or(&[])
 }
 
+/// `text` wrapped to `width` columns, every line after the first indented
+/// like the text after `prefix` (the wrapped part of a fix stays under it).
+fn wrapped(prefix: &str, text: &str, width: u16, st: Style) -> Vec<Line<'static>> {
+    let indent = " ".repeat(prefix.chars().count());
+    let opts = textwrap::Options::new(usize::from(width).max(prefix.len() + 10))
+        .initial_indent(prefix)
+        .subsequent_indent(&indent);
+    textwrap::wrap(text, opts)
+        .into_iter()
+        .map(|l| Line::styled(l.into_owned(), st))
+        .collect()
+}
+
 /// The full panel: every active finding with evidence, why and fix.
 pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
     let block = Block::default()
         .borders(Borders::ALL)
         .title(Span::styled(" Findings (live diagnosis) ", title(m)));
+    let width = block.inner(area).width;
     let mut lines: Vec<Line> = Vec::new();
     let fs = findings(m);
     if fs.is_empty() {
@@ -51,16 +65,13 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
     for f in fs {
         lines.push(head(m, f));
         for e in &f.evidence {
-            lines.push(Line::raw(format!("     {e}")));
+            lines.extend(wrapped("     ", &e.to_string(), width, Style::default()));
         }
         if !f.why.is_empty() {
-            lines.push(Line::styled(
-                format!("     why: {}", f.why),
-                style(m, Color::Gray),
-            ));
+            lines.extend(wrapped("     why: ", &f.why, width, style(m, Color::Gray)));
         }
         for fix in &f.fix {
-            lines.push(Line::styled(format!("     fix: {fix}"), alert(m)));
+            lines.extend(wrapped("     fix: ", fix, width, alert(m)));
         }
     }
     let inner_h = block.inner(area).height;
@@ -72,6 +83,56 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
             .scroll((scroll, 0)),
         area,
     );
+}
+
+/// `cpu3 100 % (u 2 s 40 i 0 q 58)`: a host's busiest core over the point,
+/// split with the CPU panel's letters.
+fn busiest(h: &crate::record::schema::HostCpu) -> String {
+    match h.cpus.iter().max_by(|a, b| a.busy.total_cmp(&b.busy)) {
+        Some(c) => format!(
+            "cpu{} {:.0} % (u {:.0} s {:.0} i {:.0} q {:.0})",
+            c.cpu, c.busy, c.user, c.system, c.irq, c.softirq
+        ),
+        None => "no CPU figures".into(),
+    }
+}
+
+/// Dashboard strip once the point under the cursor has ended: its result
+/// (mean throughput over the measured span, the busiest core of each host)
+/// and its top findings over the whole point, in replay as live.
+pub fn render_result(frame: &mut Frame, area: Rect, m: &Model, s: &crate::record::schema::Summary) {
+    let (l2p, p2l) = super::result_directions(s);
+    let mut head_line = format!(
+        " Result: local→peer {}  peer→local {}  over {:.2} s",
+        crate::units::BitsPerSec(l2p),
+        crate::units::BitsPerSec(p2l),
+        s.duration_s
+    );
+    if s.rate_per_s > 0.0 {
+        head_line.push_str(&format!("  {} msg/s", super::short(s.rate_per_s, "")));
+    }
+    if let Some(l) = &s.latency_us {
+        head_line.push_str(&format!("  p50 {:.1} us  p99 {:.1} us", l.p50, l.p99));
+    }
+    if let Some(p) = &s.partial {
+        head_line.push_str(&format!("  (partial: {p})"));
+    }
+    let mut lines = vec![
+        Line::styled(head_line, title(m)),
+        Line::raw(format!(
+            " busiest core: {} {}; {} {}",
+            super::host_name(m, true),
+            busiest(&s.hosts.local),
+            super::host_name(m, false),
+            busiest(&s.hosts.peer)
+        )),
+    ];
+    let room = usize::from(area.height).saturating_sub(lines.len());
+    if s.findings.is_empty() {
+        lines.push(Line::raw(" no findings over the point"));
+    }
+    lines.extend(s.findings.iter().take(room).map(|f| head(m, f)));
+    frame.render_widget(Paragraph::new(lines), area);
 }
 
 /// Dashboard strip: a title line and the top findings, one line each.

@@ -11,7 +11,7 @@ use ratatui::Frame;
 
 /// Draw the three header lines.
 pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
-    let lines = vec![line1(m), line2(m), tabs(m)];
+    let lines = vec![line1(m, area.width), line2(m, area.width), tabs(m)];
     frame.render_widget(Paragraph::new(lines), area);
 }
 
@@ -25,7 +25,94 @@ fn state_style(m: &Model) -> ratatui::style::Style {
     style(m, c).add_modifier(Modifier::BOLD)
 }
 
-fn line1(m: &Model) -> Line<'static> {
+/// One field of a header line: its text, a shorter form, and how long it
+/// stays when the line is too wide (higher keeps its full form longer and
+/// is dropped later; a required field is never dropped, only shortened).
+struct Field {
+    keep: u8,
+    required: bool,
+    full: Vec<Span<'static>>,
+    short: Option<Vec<Span<'static>>>,
+}
+
+const SEPARATOR: &str = " │ ";
+
+impl Field {
+    fn new(keep: u8, full: Vec<Span<'static>>) -> Self {
+        Field {
+            keep,
+            required: false,
+            full,
+            short: None,
+        }
+    }
+
+    /// A field that is never dropped.
+    fn required(keep: u8, full: Vec<Span<'static>>) -> Self {
+        Field {
+            required: true,
+            ..Field::new(keep, full)
+        }
+    }
+
+    fn or_short(mut self, short: Vec<Span<'static>>) -> Self {
+        self.short = Some(short);
+        self
+    }
+}
+
+fn spans_width(spans: &[Span<'_>]) -> usize {
+    spans.iter().map(Span::width).sum()
+}
+
+/// Lay the fields out in order, separated by `│`, within `width`: while the
+/// line is too wide, the field that is the least useful is shortened, then
+/// dropped (a narrow terminal keeps the state, the throughput and the log).
+fn fit(mut fields: Vec<Field>, width: u16) -> Line<'static> {
+    let width = usize::from(width);
+    let mut shown = vec![true; fields.len()];
+    loop {
+        let total: usize = fields
+            .iter()
+            .zip(&shown)
+            .filter(|(_, s)| **s)
+            .map(|(f, _)| spans_width(&f.full))
+            .sum::<usize>()
+            + Span::raw(SEPARATOR).width() * shown.iter().filter(|s| **s).count().saturating_sub(1);
+        if total <= width {
+            break;
+        }
+        // First shorten, least useful first (among equals the rightmost);
+        // only when every short form is in use, drop.
+        let by_keep = |i: &usize| (fields[*i].keep, std::cmp::Reverse(*i));
+        let shorten = (0..fields.len())
+            .filter(|&i| shown[i] && fields[i].short.is_some())
+            .min_by_key(by_keep);
+        if let Some(i) = shorten {
+            if let Some(short) = fields[i].short.take() {
+                fields[i].full = short;
+            }
+            continue;
+        }
+        match (0..fields.len())
+            .filter(|&i| shown[i] && !fields[i].required)
+            .min_by_key(by_keep)
+        {
+            Some(i) => shown[i] = false,
+            None => break,
+        }
+    }
+    let mut spans = Vec::new();
+    for (f, _) in fields.into_iter().zip(shown).filter(|(_, s)| *s) {
+        if !spans.is_empty() {
+            spans.push(Span::raw(SEPARATOR));
+        }
+        spans.extend(f.full);
+    }
+    Line::from(spans)
+}
+
+fn line1(m: &Model, width: u16) -> Line<'static> {
     let test = match &m.spec {
         Some(s) => s.short(),
         None => format!(
@@ -47,42 +134,121 @@ fn line1(m: &Model) -> Line<'static> {
     if m.paused() {
         state.push_str(&format!(", display paused (+{})", m.newer_than_cursor()));
     }
-    let peer = match &m.peer_host {
-        Some(h) => format!("peer {} ({} CPUs, {})", h.hostname, h.cpus, h.kernel),
-        None => "peer: not connected".into(),
+    let point = cur.map(|i| i.point).unwrap_or(0);
+    let at = if m.cursor.is_some() && point > 0 {
+        format!(" point {point}")
+    } else {
+        String::new()
     };
-    Line::from(vec![
-        Span::styled(" wirescope ", title(m)),
-        Span::raw(format!("{test} │ ")),
-        Span::styled(state, state_style(m)),
-        Span::raw(format!(" {elapsed:.1}/{total} │ {peer} │ {}", m.pair)),
-    ])
+    let peer = match &m.peer_host {
+        Some(h) => Field::new(
+            100,
+            vec![Span::raw(format!(
+                "peer {} ({} CPUs, {})",
+                h.hostname, h.cpus, h.kernel
+            ))],
+        )
+        .or_short(vec![Span::raw(format!("peer {}", h.hostname))]),
+        None => Field::new(100, vec![Span::raw("peer: not connected")]),
+    };
+    fit(
+        vec![
+            Field::required(
+                250,
+                vec![
+                    Span::styled(" wirescope ", title(m)),
+                    Span::raw(test.clone()),
+                ],
+            )
+            .or_short(vec![Span::raw(format!(" {test}"))]),
+            Field::required(
+                255,
+                vec![
+                    Span::styled(state, state_style(m)),
+                    Span::raw(format!("{at} {elapsed:.1}/{total}")),
+                ],
+            ),
+            peer,
+            // "namespaces ws-a-1 (198.18.0.1, veth-a) <-> ..." shortens to its first words.
+            Field::new(50, vec![Span::raw(m.pair.clone())]).or_short(vec![Span::raw(
+                m.pair.split(" (").next().unwrap_or_default().to_string(),
+            )]),
+        ],
+        width,
+    )
 }
 
-fn line2(m: &Model) -> Line<'static> {
+fn line2(m: &Model, width: u16) -> Line<'static> {
     let cur = m.current();
-    let (l2p, p2l) = cur.map(directions).unwrap_or((0.0, 0.0));
-    let mut spans = vec![
-        Span::raw(" local→peer "),
-        Span::styled(format!("{}", BitsPerSec(l2p)), alert(m)),
-        Span::raw("  peer→local "),
-        Span::styled(format!("{}", BitsPerSec(p2l)), alert(m)),
-    ];
-    let msgs = cur
-        .and_then(|i| i.local.as_ref())
-        .map(|s| s.engine.msgs_per_s)
-        .unwrap_or(0.0);
-    if msgs > 0.0 {
-        spans.push(Span::raw(format!("  {} msg/s", super::short(msgs, ""))));
-    }
-    spans.push(Span::raw(format!(" │ probes: {}", probes(m))));
-    let log = match &m.log {
-        LogState::Off => "off".to_string(),
-        LogState::On(p) => format!("→ {}", p.display()),
-        LogState::Failed(_) => "FAILED".to_string(),
+    let result = m.result();
+    let (l2p, p2l) = match result {
+        Some(s) => super::result_directions(s),
+        None => cur.map(directions).unwrap_or((0.0, 0.0)),
     };
-    spans.push(Span::raw(format!(" │ log {log}")));
-    Line::from(spans)
+    let (label, span) = match result {
+        Some(s) => (" result ", format!(" (mean of {:.2} s)", s.duration_s)),
+        None => (" ", String::new()),
+    };
+    // Shortened before the log path (which a narrow terminal must still show).
+    let throughput = Field::required(
+        150,
+        vec![
+            Span::raw(format!("{label}local→peer ")),
+            Span::styled(format!("{}", BitsPerSec(l2p)), alert(m)),
+            Span::raw("  peer→local "),
+            Span::styled(format!("{}", BitsPerSec(p2l)), alert(m)),
+            Span::raw(span),
+        ],
+    )
+    .or_short(vec![
+        Span::raw(format!("{label}→")),
+        Span::styled(format!("{}", BitsPerSec(l2p)), alert(m)),
+        Span::raw(" ←"),
+        Span::styled(format!("{}", BitsPerSec(p2l)), alert(m)),
+    ]);
+    let mut fields = vec![throughput];
+    let msgs = match result {
+        Some(s) => s.rate_per_s,
+        None => cur
+            .and_then(|i| i.local.as_ref())
+            .map(|s| s.engine.msgs_per_s)
+            .unwrap_or(0.0),
+    };
+    if msgs > 0.0 {
+        fields.push(Field::new(
+            150,
+            vec![Span::raw(format!("{} msg/s", super::short(msgs, "")))],
+        ));
+    }
+    let log = match &m.log {
+        LogState::Off => Field::new(120, vec![Span::raw("log off")]),
+        LogState::On(p) => Field::new(200, vec![Span::raw(format!("log → {}", p.display()))])
+            .or_short(vec![Span::raw(format!(
+                "log → {}",
+                p.file_name().unwrap_or(p.as_os_str()).to_string_lossy()
+            ))]),
+        LogState::Failed(_) => Field::required(255, vec![Span::styled("log FAILED", alert(m))]),
+    };
+    fields.push(log);
+    fields.push(
+        Field::new(60, vec![Span::raw(format!("probes: {}", probes(m)))])
+            .or_short(vec![Span::raw(probes_short(m))]),
+    );
+    fit(fields, width)
+}
+
+/// The probes field in a few characters: whether eBPF counts and how many probes failed.
+fn probes_short(m: &Model) -> String {
+    let full = probes(m);
+    let ebpf = if full.contains("no eBPF") {
+        "no eBPF"
+    } else {
+        "eBPF"
+    };
+    match full.split(' ').position(|w| w == "probe") {
+        Some(_) => format!("{ebpf}, probe errors"),
+        None => ebpf.to_string(),
+    }
 }
 
 /// Which probes delivered data in the interval under the cursor.
@@ -149,4 +315,54 @@ fn tabs(m: &Model) -> Line<'static> {
         spans.push(Span::raw(" "));
     }
     Line::from(spans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fit, Field};
+    use ratatui::text::Span;
+
+    fn text(line: &ratatui::text::Line<'_>) -> String {
+        line.spans.iter().map(|s| s.content.as_ref()).collect()
+    }
+
+    fn fields() -> Vec<Field> {
+        vec![
+            Field::required(
+                150,
+                vec![Span::raw("local→peer 35.51 Gbit/s  peer→local 0.00 bit/s")],
+            )
+            .or_short(vec![Span::raw("→35.51 Gbit/s ←0.00 bit/s")]),
+            Field::new(200, vec![Span::raw("log → /var/tmp/wirescope/run-1.jsonl")])
+                .or_short(vec![Span::raw("log → run-1.jsonl")]),
+            Field::new(
+                60,
+                vec![Span::raw("probes: stat softirqs softnet net/dev eBPF")],
+            )
+            .or_short(vec![Span::raw("eBPF")]),
+        ]
+    }
+
+    #[test]
+    fn a_wide_line_keeps_every_field_in_full() {
+        let l = fit(fields(), 200);
+        assert_eq!(
+            text(&l),
+            "local→peer 35.51 Gbit/s  peer→local 0.00 bit/s │ log → /var/tmp/wirescope/run-1.jsonl │ probes: stat softirqs softnet net/dev eBPF"
+        );
+    }
+
+    #[test]
+    fn a_narrow_line_shortens_before_it_drops_and_keeps_the_log() {
+        let l = fit(fields(), 80);
+        let t = text(&l);
+        assert!(t.chars().count() <= 80, "{t}");
+        assert!(t.contains("log → /var/tmp/wirescope/run-1.jsonl"), "{t}");
+        assert!(t.starts_with("→35.51 Gbit/s"), "{t}");
+        // Everything short (49 columns) does not fit 48: the probes go first.
+        let l = fit(fields(), 48);
+        assert_eq!(text(&l), "→35.51 Gbit/s ←0.00 bit/s │ log → run-1.jsonl");
+        let l = fit(fields(), 30);
+        assert_eq!(text(&l), "→35.51 Gbit/s ←0.00 bit/s");
+    }
 }

@@ -47,8 +47,17 @@ pub fn draw(frame: &mut Frame, m: &Model) {
 
 /// Throughput on top, both hosts' CPU below, the top findings at the bottom.
 fn dashboard(frame: &mut Frame, area: Rect, m: &Model) {
-    let n_find = m.current().map(|i| i.findings.len()).unwrap_or(0);
-    let find_h = (n_find.clamp(1, 3) + 1) as u16;
+    let result = m.result();
+    let find_h = match result {
+        Some(s) => (s.findings.len().clamp(1, 3) + 2) as u16,
+        None => {
+            (m.current()
+                .map(|i| i.findings.len())
+                .unwrap_or(0)
+                .clamp(1, 3)
+                + 1) as u16
+        }
+    };
     let cores = m
         .current()
         .map(|i| {
@@ -68,7 +77,10 @@ fn dashboard(frame: &mut Frame, area: Rect, m: &Model) {
     .areas(area);
     throughput::render(frame, top, m);
     cpu::render(frame, mid, m);
-    findings::render_compact(frame, bottom, m);
+    match result {
+        Some(s) => findings::render_result(frame, bottom, m, s),
+        None => findings::render_compact(frame, bottom, m),
+    }
 }
 
 fn footer(frame: &mut Frame, area: Rect, m: &Model) {
@@ -148,6 +160,31 @@ pub fn directions(i: &Interval) -> (f64, f64) {
         .or(p.map(|e| e.tx_bps.0))
         .unwrap_or(0.0);
     (l2p, p2l)
+}
+
+/// A point's result as (local→peer, peer→local) bit/s: the bytes the
+/// receivers counted over the measured span, like `run`'s summary line
+/// (request/response modes: the total, shown as local→peer).
+pub fn result_directions(s: &crate::record::schema::Summary) -> (f64, f64) {
+    if s.duration_s <= 0.0 {
+        return (0.0, 0.0);
+    }
+    let rate = |dir: &str| {
+        s.streams
+            .iter()
+            .filter(|x| x.direction == dir)
+            .map(|x| x.bytes as f64)
+            // fold from +0.0: an empty f64 sum is -0.0 ("-0.00 bit/s").
+            .fold(0.0, |a, b| a + b)
+            * 8.0
+            / s.duration_s
+    };
+    let (a, b) = (rate("local->peer"), rate("peer->local"));
+    if a == 0.0 && b == 0.0 {
+        (s.throughput_bps, 0.0)
+    } else {
+        (a, b)
+    }
 }
 
 /// Host name or a placeholder.

@@ -1,6 +1,8 @@
 //! Queues: per-queue packets/s, bits/s and drops of both hosts, each with its
-//! source (qstats / ethtool -S / eBPF). Queues that moved nothing in the
-//! interval are folded into one line per interface, direction and source.
+//! source (qstats / ethtool -S / eBPF) and the layer its bytes are counted
+//! at (L2 frames or L3 packets), busiest first. Queues that moved nothing in
+//! the interval are folded into one line per interface, direction and
+//! source; sources where nothing moved at all are one line per host.
 //! eBPF rows end with the queue→CPU split: which CPUs handled that queue's
 //! packets, busiest first ("one core does all the work" at a glance).
 
@@ -16,15 +18,16 @@ use ratatui::Frame;
 
 /// Draw the queue table.
 pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
-    let block = Block::default()
-        .borders(Borders::ALL)
-        .title(Span::styled(" NIC queues (idle queues folded) ", title(m)));
+    let block = Block::default().borders(Borders::ALL).title(Span::styled(
+        " NIC queues, busiest first (at: L2 = frames with Ethernet header, L3 = IP packets) ",
+        title(m),
+    ));
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let mut lines = vec![Line::styled(
         format!(
-            " {:<6}{:<10}{:<4}{:>6} {:>9} {:>9} {:>7}  {}",
-            "host", "iface", "dir", "queue", "pkt/s", "bit/s", "drops", "source"
+            " {:<6}{:<10}{:<4}{:>6} {:>9} {:>9} {:<3}{:>7}  {}",
+            "host", "iface", "dir", "queue", "pkt/s", "bit/s", "at", "drops", "source"
         ),
         style(m, Color::Gray).add_modifier(Modifier::BOLD),
     )];
@@ -52,6 +55,19 @@ fn idle(q: &QueueSample) -> bool {
     q.packets.unwrap_or(0) == 0 && q.bytes.unwrap_or(0) == 0 && q.drops.unwrap_or(0) == 0
 }
 
+/// Which bytes a source counts: the driver's counters and eBPF at transmit
+/// see whole frames (L2, Ethernet header included); eBPF at receive sees
+/// `skb->len` after the Ethernet header is pulled (L3, the IP packet).
+fn layer(source: QueueSource, dir: Dir) -> &'static str {
+    match (source, dir) {
+        (QueueSource::Ebpf, Dir::Rx) => "L3",
+        _ => "L2",
+    }
+}
+
+/// One host's queues: the busiest (interface, direction, source) groups
+/// first, each with its active queues busiest first and its idle ones
+/// folded; groups where nothing moved are one line at the end.
 fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>) {
     let mut groups: Vec<(&str, Dir, QueueSource)> = Vec::new();
     for q in &s.queues {
@@ -59,23 +75,35 @@ fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>)
             groups.push((q.iface.as_str(), q.dir, q.source));
         }
     }
-    for (iface, dir, source) in groups {
-        let qs: Vec<&QueueSample> = s
-            .queues
+    let members = |g: &(&str, Dir, QueueSource)| -> Vec<&QueueSample> {
+        s.queues
             .iter()
-            .filter(|q| q.iface == iface && q.dir == dir && q.source == source)
-            .collect();
+            .filter(|q| q.iface == g.0 && q.dir == g.1 && q.source == g.2)
+            .collect()
+    };
+    let activity = |g: &(&str, Dir, QueueSource)| -> f64 { members(g).iter().map(|q| q.pps).sum() };
+    groups.sort_by(|a, b| activity(b).total_cmp(&activity(a)));
+    let mut quiet: Vec<String> = Vec::new();
+    for g in &groups {
+        let (iface, dir, source) = *g;
+        let mut qs = members(g);
         let d = match dir {
             Dir::Rx => "rx",
             Dir::Tx => "tx",
         };
+        if qs.iter().all(|q| idle(q)) {
+            quiet.push(format!("{iface} {d} {}", source.name()));
+            continue;
+        }
+        qs.sort_by(|a, b| b.pps.total_cmp(&a.pps).then(a.queue.cmp(&b.queue)));
         for q in qs.iter().filter(|q| !idle(q)) {
             let drops = q.drops.map(|d| d.to_string()).unwrap_or_else(|| "-".into());
             let mut spans = vec![Span::raw(format!(
-                " {role:<6}{iface:<10}{d:<4}{:>6} {:>9} {:>9} ",
+                " {role:<6}{iface:<10}{d:<4}{:>6} {:>9} {:>9} {:<3}",
                 q.queue,
                 short(q.pps, ""),
                 short_bps(q.bps.0),
+                layer(source, dir),
             ))];
             let dstyle = if q.drops.unwrap_or(0) > 0 {
                 alert(m)
@@ -91,17 +119,23 @@ fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>)
         }
         let folded: Vec<u32> = qs.iter().filter(|q| idle(q)).map(|q| q.queue).collect();
         if !folded.is_empty() {
-            let src = qs.first().map(|q| q.source.name()).unwrap_or("-");
             let list = ranges(&folded);
             lines.push(Line::styled(
                 format!(
-                    " {role:<6}{iface:<10}{d:<4}{:>6} idle: {} queue(s) folded  {src}",
+                    " {role:<6}{iface:<10}{d:<4}{:>6} idle: {} queue(s) folded  {}",
                     list,
-                    folded.len()
+                    folded.len(),
+                    source.name()
                 ),
                 style(m, Color::DarkGray),
             ));
         }
+    }
+    if !quiet.is_empty() {
+        lines.push(Line::styled(
+            format!(" {role:<6}nothing moved: {}", quiet.join(", ")),
+            style(m, Color::DarkGray),
+        ));
     }
 }
 

@@ -27,7 +27,7 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
     let win: Vec<_> = m
         .window(n)
         .into_iter()
-        .filter(|i| Some(i.point) == point)
+        .filter(|i| Some(i.point) == point && !m.is_tail(i))
         .collect();
     if win.is_empty() {
         frame.render_widget(Paragraph::new(" no intervals yet"), chart_area);
@@ -48,7 +48,11 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         .map(|i| i.seq as f64)
         .unwrap_or(0.0)
         .max(x0 + 1.0);
-    let last = win.last().map(|i| directions(i)).unwrap_or((0.0, 0.0));
+    // Once the point is over: its result; else the last full interval.
+    let (last, what) = match m.result() {
+        Some(r) => (super::result_directions(r), "result, "),
+        None => (win.last().map(|i| directions(i)).unwrap_or((0.0, 0.0)), ""),
+    };
     let top = max * 1.1;
     let [legend_area, plot_area] =
         Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(chart_area);
@@ -59,7 +63,7 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
             Span::styled("   • peer→local ", style(m, Color::Magenta)),
             Span::raw(format!("{}/s", super::short(last.1, "bit"))),
             Span::raw(format!(
-                "   (point {}, last {} intervals)",
+                "   ({what}point {}, last {} intervals)",
                 point.unwrap_or(0),
                 win.len()
             )),
