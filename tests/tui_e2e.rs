@@ -22,6 +22,39 @@ impl Drop for Session {
     }
 }
 
+/// Start `cmd` in a detached tmux session of `w` x `h`; killed when dropped.
+fn start(name: &str, w: &str, h: &str, cmd: &str) -> Session {
+    assert!(
+        Command::new("tmux").arg("-V").output().is_ok(),
+        "this test drives the real binary in tmux: apt-get install tmux (.ci/run does)"
+    );
+    let status = Command::new("tmux")
+        .args(["new-session", "-d", "-s", name, "-x", w, "-y", h, cmd])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    Session(name.to_string())
+}
+
+/// The local pair's first namespace as the header names it (`ws-a-1234`).
+fn namespace_on(screen: &str) -> String {
+    let ns = screen.split("ws-a-").nth(1).map(|r| {
+        format!(
+            "ws-a-{}",
+            r.chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+        )
+    });
+    ns.unwrap_or_else(|| panic!("the header names the pair's namespaces:\n{screen}"))
+}
+
+fn assert_namespace_gone(ns: &str) {
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(!list.contains(ns), "{ns} left behind:\n{list}");
+}
+
 fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> Option<String>) -> String {
     let t0 = Instant::now();
     loop {
@@ -35,10 +68,6 @@ fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> Option<String>) 
 
 #[test]
 fn dashboard_on_the_local_pair_under_tmux() {
-    assert!(
-        Command::new("tmux").arg("-V").output().is_ok(),
-        "this test drives the real binary in tmux: apt-get install tmux (.ci/run does)"
-    );
     let dir = tempfile::tempdir().unwrap();
     let exit_file = dir.path().join("exit");
     let name = format!("wst-tui-{}", std::process::id());
@@ -47,22 +76,7 @@ fn dashboard_on_the_local_pair_under_tmux() {
         env!("CARGO_BIN_EXE_wirescope"),
         exit_file.display()
     );
-    let status = Command::new("tmux")
-        .args([
-            "new-session",
-            "-d",
-            "-s",
-            &name,
-            "-x",
-            "160",
-            "-y",
-            "48",
-            &cmd,
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let _s = Session(name.clone());
+    let _s = start(&name, "160", "48", &cmd);
     let screen = wait_for(
         "three intervals with traffic",
         Duration::from_secs(30),
@@ -93,18 +107,7 @@ fn dashboard_on_the_local_pair_under_tmux() {
         !rate.starts_with("0.00") && rate.contains("bit/s"),
         "non-zero throughput: {rate}\n{screen}"
     );
-    let ns = screen.split("ws-a-").nth(1).map(|r| {
-        format!(
-            "ws-a-{}",
-            r.chars()
-                .take_while(char::is_ascii_digit)
-                .collect::<String>()
-        )
-    });
-    assert!(
-        ns.is_some(),
-        "the header names the pair's namespaces:\n{screen}"
-    );
+    let ns = namespace_on(&screen);
     tmux(&["send-keys", "-t", &name, "q"]);
     let code = wait_for("exit", Duration::from_secs(15), || {
         std::fs::read_to_string(&exit_file)
@@ -114,11 +117,7 @@ fn dashboard_on_the_local_pair_under_tmux() {
     assert_eq!(code.trim(), "0", "exit code");
     let alt = tmux(&["display-message", "-p", "-t", &name, "#{alternate_on}"]);
     assert_eq!(alt.trim(), "0", "the terminal left the alternate screen");
-    if let Some(ns) = ns {
-        let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
-        let list = String::from_utf8_lossy(&list.stdout);
-        assert!(!list.contains(&ns), "{ns} left behind:\n{list}");
-    }
+    assert_namespace_gone(&ns);
 }
 
 /// Pids of processes whose command line holds `needle`.
@@ -135,10 +134,6 @@ fn pids_with(needle: &str) -> Vec<String> {
 
 #[test]
 fn a_terminal_hang_up_ends_the_tui_like_q() {
-    assert!(
-        Command::new("tmux").arg("-V").output().is_ok(),
-        "this test drives the real binary in tmux: apt-get install tmux (.ci/run does)"
-    );
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("hangup.jsonl");
     let name = format!("wst-hup-{}", std::process::id());
@@ -148,51 +143,25 @@ fn a_terminal_hang_up_ends_the_tui_like_q() {
         env!("CARGO_BIN_EXE_wirescope"),
         log.display()
     );
-    let status = Command::new("tmux")
-        .args([
-            "new-session",
-            "-d",
-            "-s",
-            &name,
-            "-x",
-            "120",
-            "-y",
-            "40",
-            &cmd,
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let session = Session(name.clone());
+    let session = start(&name, "120", "40", &cmd);
     let screen = wait_for("two intervals", Duration::from_secs(30), || {
         let p = tmux(&["capture-pane", "-p", "-t", &name]);
         (p.contains("running 2.") || p.contains("running 3.")).then_some(p)
     });
-    let ns = screen.split("ws-a-").nth(1).map(|r| {
-        format!(
-            "ws-a-{}",
-            r.chars()
-                .take_while(char::is_ascii_digit)
-                .collect::<String>()
-        )
-    });
-    assert!(
-        ns.is_some(),
-        "the header names the pair's namespaces:\n{screen}"
-    );
+    let ns = namespace_on(&screen);
     let needle = log.display().to_string();
-    assert!(!pids_with(&needle).is_empty(), "the TUI runs");
+    let tui = pids_with(&needle);
+    assert_eq!(tui.len(), 1, "the TUI runs: {tui:?}");
+    // The local pair's agent runs with a working directory named after the TUI's pid.
+    let agent_needle = format!("wirescope-{}-", tui[0]);
+    assert!(!pids_with(&agent_needle).is_empty(), "its agent runs");
     drop(session); // tmux kill-session: SIGHUP, then the pty is gone.
     wait_for(
-        "every wirescope process to end",
+        "the TUI and its agent to end",
         Duration::from_secs(20),
-        || pids_with(&needle).is_empty().then(String::new),
+        || (pids_with(&needle).is_empty() && pids_with(&agent_needle).is_empty()).then(String::new),
     );
-    if let Some(ns) = ns {
-        let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
-        let list = String::from_utf8_lossy(&list.stdout);
-        assert!(!list.contains(&ns), "{ns} left behind:\n{list}");
-    }
+    assert_namespace_gone(&ns);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
         text.lines().count() >= 3,
