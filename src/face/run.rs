@@ -15,8 +15,8 @@ use crate::record::log::LogWriter;
 use crate::record::pipeline::{Origin, Output, Pipeline};
 use crate::record::text;
 use crate::session::auth::Token;
-use crate::session::controller::{Controller, Target};
-use crate::session::driver::{run_plan, SessionEvent};
+use crate::session::controller::Target;
+use crate::session::driver::{connect_ready, run_plan, SessionEvent};
 use crate::session::outcome::EndReason;
 use crate::session::plan::{Observe, Plan};
 use anyhow::Context;
@@ -127,29 +127,13 @@ pub(crate) async fn session(
     cancel: CancellationToken,
 ) {
     super::spawn_signal_handler(cancel.clone());
-    let mut ctl = match Controller::connect(target, &token).await {
+    let mut ctl = match connect_ready(target, &token, &observe, same_kernel, &tx).await {
         Ok(c) => c,
         Err(e) => {
-            let _ = tx.send(SessionEvent::Failed(e.to_string())).await;
+            let _ = tx.send(SessionEvent::Failed(super::error_text(&e))).await;
             return;
         }
     };
-    let ebpf = match ctl
-        .configure_ebpf(observe.ebpf, &observe.ifaces, same_kernel)
-        .await
-    {
-        Ok(e) => e,
-        Err(e) => {
-            let _ = tx.send(SessionEvent::Failed(e.to_string())).await;
-            return;
-        }
-    };
-    let _ = tx
-        .send(SessionEvent::Ready {
-            peer: Box::new(ctl.peer.clone()),
-            ebpf: Box::new(ebpf),
-        })
-        .await;
     if run_plan(&mut ctl, &plan, &observe, &tx, &cancel)
         .await
         .is_ok()

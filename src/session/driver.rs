@@ -85,6 +85,30 @@ pub enum SessionEvent {
     Failed(String),
 }
 
+/// The start of every session with an agent (`run`, `watch --peer`, the
+/// TUI): connect and authenticate, set up both hosts' eBPF probes for the
+/// observed interfaces, and publish [`SessionEvent::Ready`]. The caller
+/// reports an error as [`SessionEvent::Failed`] in its own words.
+pub async fn connect_ready(
+    target: super::controller::Target,
+    token: &super::auth::Token,
+    observe: &super::plan::Observe,
+    same_kernel: Vec<crate::probe::ebpf::EbpfIface>,
+    out: &tokio::sync::mpsc::Sender<SessionEvent>,
+) -> Result<super::controller::Controller, SessionError> {
+    let mut ctl = super::controller::Controller::connect(target, token).await?;
+    let ebpf = ctl
+        .configure_ebpf(observe.ebpf, &observe.ifaces, same_kernel)
+        .await?;
+    let _ = out
+        .send(SessionEvent::Ready {
+            peer: Box::new(ctl.peer.clone()),
+            ebpf: Box::new(ebpf),
+        })
+        .await;
+    Ok(ctl)
+}
+
 /// Run every point of `plan` in order, publishing [`SessionEvent`]s to `out`.
 /// Stops after a point that did not complete; `cancel` interrupts the
 /// running point (it ends as interrupted). Returns how the last point ended;

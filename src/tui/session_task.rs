@@ -21,7 +21,7 @@ use crate::record::log::LogWriter;
 use crate::record::pipeline::{Origin, Output, Pipeline};
 use crate::session::auth::Token;
 use crate::session::controller::{Controller, Target};
-use crate::session::driver::{run_plan, SessionEvent};
+use crate::session::driver::{connect_ready, run_plan, SessionEvent};
 use crate::session::plan::{Observe, Plan, TestPlan};
 use crate::session::proto::PING_EVERY;
 use std::path::PathBuf;
@@ -93,7 +93,7 @@ async fn session(
     cmds: &mut mpsc::UnboundedReceiver<SessionCmd>,
     tx: &mpsc::Sender<SessionEvent>,
 ) {
-    let mut ctl = match Controller::connect(target, &token).await {
+    let mut ctl = match connect_ready(target, &token, &observe, same_kernel, tx).await {
         Ok(c) => c,
         Err(e) => {
             let _ = tx
@@ -102,24 +102,6 @@ async fn session(
             return;
         }
     };
-    let ebpf = match ctl
-        .configure_ebpf(observe.ebpf, &observe.ifaces, same_kernel)
-        .await
-    {
-        Ok(e) => e,
-        Err(e) => {
-            let _ = tx
-                .send(SessionEvent::Failed(crate::face::error_text(&e)))
-                .await;
-            return;
-        }
-    };
-    let _ = tx
-        .send(SessionEvent::Ready {
-            peer: Box::new(ctl.peer.clone()),
-            ebpf: Box::new(ebpf),
-        })
-        .await;
     let mut pending = None;
     loop {
         let cmd = match pending.take() {
