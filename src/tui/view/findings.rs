@@ -120,10 +120,8 @@ pub fn render_result(frame: &mut Frame, area: Rect, m: &Model, s: &crate::record
     let mut lines = vec![
         Line::styled(head_line, title(m)),
         Line::raw(format!(
-            " busiest core: {} {}; {} {}",
-            super::host_name(m, true),
+            " busiest core: local {}  peer {}",
             busiest(&s.hosts.local),
-            super::host_name(m, false),
             busiest(&s.hosts.peer)
         )),
     ];
