@@ -328,3 +328,24 @@ fn ebpf_queue_rows_show_which_cpus_handled_them() {
         "the queue→CPU split, busiest first:\n{a}"
     );
 }
+
+/// The control view of a replay shows the test the log holds, not defaults.
+#[test]
+fn replay_control_shows_the_logged_test() {
+    let m = replay_model();
+    // The fixture was written by `wirescope run -t 3s -P 2`.
+    assert_eq!(m.test.streams, Some(2));
+    assert_eq!(m.test.time, Some(std::time::Duration::from_secs(3)));
+    let mut m = m;
+    m.view = View::Control;
+    let screen = render(&m, 160, 48);
+    assert!(screen.contains("-P 2"), "{screen}");
+}
+
+/// An empty log says so instead of a blank dashboard.
+#[test]
+fn an_empty_log_says_it_is_empty() {
+    let m = replay::model_from_records(Vec::new(), cfg(Source::Replay("empty.jsonl".into())));
+    let screen = render(&m, 80, 24);
+    assert!(screen.contains("holds no interval"), "{screen}");
+}
