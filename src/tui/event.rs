@@ -66,7 +66,7 @@ impl InputThread {
 }
 
 impl Drop for InputThread {
-    /// Joins the thread, but waits at most [`JOIN_LIMIT`]: should a terminal
+    /// Joins the thread, but waits at most half a second: should a terminal
     /// read ever hang, the TUI still stops its test and removes the pair
     /// (the process exit ends the thread).
     fn drop(&mut self) {
