@@ -4,6 +4,9 @@
 use super::values::{parse_cpus, parse_sweep, CpuList};
 use super::UsageError;
 use crate::session::plan::{Sweep, SweepParam, TestPlan};
+use crate::traffic::grpc::{
+    GrpcMode, GrpcSpec, MAX_CONCURRENCY, MAX_MESSAGE as GRPC_MAX_MESSAGE, MESSAGE_OVERHEAD,
+};
 use crate::traffic::limits::{MAX_CONNS, MAX_MSG, MAX_WINDOW, MIN_WINDOW};
 use crate::traffic::{EngineKind, EngineSpec, TcpMode, TcpSpec};
 use crate::units::{parse_duration, parse_size, Bytes};
@@ -17,7 +20,8 @@ pub struct TestArgs {
     #[arg(long, value_enum, default_value = "tcp")]
     pub engine: EngineKind,
     /// Engine mode. tcp: stream (bulk, the default), pingpong (echo, MiB/s), rr
-    /// (request/response latency).
+    /// (request/response latency); grpc: unary (the default) or stream (ping-pong
+    /// on one bidi stream per concurrency slot).
     #[arg(long, short = 'm', value_name = "MODE")]
     pub mode: Option<String>,
     /// stream: parallel streams per direction, one thread each.
@@ -26,13 +30,23 @@ pub struct TestArgs {
     /// rr/pingpong: connections.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub conns: Option<u32>,
-    /// rr/pingpong: worker threads per side (default: min(conns, CPUs)).
+    /// grpc: HTTP/2 connections (default 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub channels: Option<u32>,
+    /// grpc: RPCs in flight in all, spread over the channels (default 64 per channel).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub concurrency: Option<u32>,
+    /// grpc: the agent's server threads (default: all its cores).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub peer_threads: Option<u32>,
+    /// rr/pingpong: worker threads per side (default: min(conns, CPUs)); grpc: client threads (default: all cores).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub threads: Option<u32>,
     /// rr: requests in flight per connection.
     #[arg(long, value_name = "D", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub depth: u32,
-    /// rr: request size; pingpong: message size (default rr 64, pingpong 16K).
+    /// rr: request size; pingpong: message size (default rr 64, pingpong 16K);
+    /// grpc: request payload (default 64).
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub size: Option<Bytes>,
     /// rr: response size (default: --size).
@@ -80,7 +94,8 @@ pub struct TestArgs {
     /// Sampling period.
     #[arg(long, short = 'i', value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
-    /// Run one point per value: size=64,1K,64K,1M or streams=1,2,4.
+    /// Run one point per value: size=64,1K,64K,1M or streams=1,2,4 (grpc:
+    /// size, channels=1,2,4,8 or concurrency=1,16,256).
     #[arg(long, value_name = "PARAM=LIST", value_parser = parse_sweep)]
     pub sweep: Option<Sweep>,
 }
@@ -101,8 +116,163 @@ impl TestArgs {
     /// Check combinations and build the plan.
     pub fn resolve(&self) -> Result<TestPlan, UsageError> {
         match self.engine {
-            EngineKind::Tcp => self.resolve_tcp(),
+            EngineKind::Tcp => {
+                for (set, flag) in [
+                    (self.channels.is_some(), "--channels"),
+                    (self.concurrency.is_some(), "--concurrency"),
+                    (self.peer_threads.is_some(), "--peer-threads"),
+                ] {
+                    if set {
+                        return Err(UsageError(format!(
+                            "{flag} applies to --engine grpc; tcp tests take --streams or --conns"
+                        )));
+                    }
+                }
+                if self.sweep.as_ref().is_some_and(|s| {
+                    matches!(s.param, SweepParam::Channels | SweepParam::Concurrency)
+                }) {
+                    return Err(UsageError(
+                        "tcp sweeps size or streams; channels and concurrency are grpc's".into(),
+                    ));
+                }
+                self.resolve_tcp()
+            }
+            EngineKind::Grpc => self.resolve_grpc(),
         }
+    }
+
+    /// The time limit (10 s unless --time or, for tcp stream, --bytes),
+    /// checked with --interval and --omit: the same rules for every engine.
+    fn timing(&self) -> Result<Option<Duration>, UsageError> {
+        let u = |m: String| Err(UsageError(m));
+        if self.interval < Duration::from_millis(10) {
+            return u(format!(
+                "--interval {} is too short; use at least 10ms",
+                humantime::format_duration(self.interval)
+            ));
+        }
+        let time = match (self.time, self.bytes) {
+            (Some(t), _) => Some(t),
+            (None, Some(_)) => None,
+            (None, None) => Some(Duration::from_secs(10)),
+        };
+        if let Some(t) = time {
+            if t.is_zero() {
+                return u("--time must be longer than 0s, e.g. --time 10s".into());
+            }
+            if !self.omit.is_zero() && self.omit < self.interval {
+                return u(format!(
+                    "--omit {} is shorter than --interval {}: whole intervals are omitted, so nothing would be; use --omit {} (or a shorter --interval)",
+                    humantime::format_duration(self.omit),
+                    humantime::format_duration(self.interval),
+                    humantime::format_duration(self.interval)
+                ));
+            }
+            if self.omit >= t {
+                return u(format!(
+                    "--omit {} must be shorter than --time {}",
+                    humantime::format_duration(self.omit),
+                    humantime::format_duration(t)
+                ));
+            }
+        }
+        Ok(time)
+    }
+
+    /// The gRPC mode `--mode` names (unary when absent).
+    pub fn grpc_mode(&self) -> Result<GrpcMode, UsageError> {
+        match self.mode.as_deref() {
+            None | Some("unary") => Ok(GrpcMode::Unary),
+            Some("stream") => Ok(GrpcMode::Stream),
+            Some(other) => Err(UsageError(format!(
+                "--mode {other} is not a grpc mode; use unary or stream"
+            ))),
+        }
+    }
+
+    fn resolve_grpc(&self) -> Result<TestPlan, UsageError> {
+        let u = |m: String| Err(UsageError(m));
+        let mode = self.grpc_mode()?;
+        for (set, flag) in [
+            (self.streams.is_some(), "--streams"),
+            (self.conns.is_some(), "--conns (use --channels)"),
+            (self.depth != 1, "--depth (use --concurrency)"),
+            (self.len.is_some(), "--len (use --size)"),
+            (self.reverse, "--reverse"),
+            (self.bidir, "--bidir"),
+            (self.window.is_some(), "--window"),
+            (self.mss.is_some(), "--mss"),
+            (self.congestion.is_some(), "--congestion"),
+            (self.zerocopy, "--zerocopy"),
+            (self.skip_rx_copy, "--skip-rx-copy"),
+            (self.bytes.is_some(), "--bytes"),
+        ] {
+            if set {
+                return u(format!(
+                    "{flag} applies to --engine tcp; grpc tests take --channels, --concurrency, --size and --resp-size"
+                ));
+            }
+        }
+        if self
+            .sweep
+            .as_ref()
+            .is_some_and(|s| s.param == SweepParam::Streams)
+        {
+            return u("grpc sweeps size, channels or concurrency, not streams".into());
+        }
+        let time = self.timing()?;
+        let channels = self.channels.unwrap_or(1);
+        let concurrency = self
+            .concurrency
+            .unwrap_or_else(|| channels.saturating_mul(64).min(MAX_CONCURRENCY));
+        let size = self.size.unwrap_or(Bytes(64));
+        let cpus = self.cpus.clone().map(|c| c.0).unwrap_or_default();
+        let spec = GrpcSpec {
+            mode,
+            channels,
+            concurrency,
+            size,
+            resp_size: self.resp_size.unwrap_or(size),
+            threads: self.threads.unwrap_or(0),
+            peer_threads: self.peer_threads.unwrap_or(0),
+            peer_cpus: self
+                .peer_cpus
+                .clone()
+                .map(|c| c.0)
+                .unwrap_or_else(|| cpus.clone()),
+            cpus,
+        };
+        let max = (GRPC_MAX_MESSAGE - MESSAGE_OVERHEAD) as u64;
+        for (v, flag) in [(spec.size, "--size"), (spec.resp_size, "--resp-size")] {
+            if v.0 > max {
+                return u(format!(
+                    "{flag} {v} exceeds the largest gRPC message wirescope sends ({}); use at most 64M",
+                    Bytes(max)
+                ));
+            }
+        }
+        spec.validate().map_err(|e| {
+            UsageError(format!(
+                "this grpc test is not valid: {e}; --concurrency must be at least --channels"
+            ))
+        })?;
+        let plan = TestPlan {
+            spec: EngineSpec::Grpc(spec),
+            time,
+            omit: self.omit,
+            interval: self.interval,
+            sweep: self.sweep.clone(),
+        };
+        // Every point of a sweep must be a valid test too.
+        for p in plan.points() {
+            p.spec.validate().map_err(|e| {
+                UsageError(format!(
+                    "sweep point {}: {e}",
+                    p.sweep.map(|v| v.value.to_string()).unwrap_or_default()
+                ))
+            })?;
+        }
+        Ok(plan)
     }
 
     fn resolve_tcp(&self) -> Result<TestPlan, UsageError> {
@@ -152,37 +322,7 @@ impl TestArgs {
                 "--reverse and --bidir exclude each other; --bidir already sends both ways".into(),
             );
         }
-        if self.interval < Duration::from_millis(10) {
-            return u(format!(
-                "--interval {} is too short; use at least 10ms",
-                humantime::format_duration(self.interval)
-            ));
-        }
-        let time = match (self.time, self.bytes) {
-            (Some(t), _) => Some(t),
-            (None, Some(_)) => None,
-            (None, None) => Some(Duration::from_secs(10)),
-        };
-        if let Some(t) = time {
-            if t.is_zero() {
-                return u("--time must be longer than 0s, e.g. --time 10s".into());
-            }
-            if !self.omit.is_zero() && self.omit < self.interval {
-                return u(format!(
-                    "--omit {} is shorter than --interval {}: whole intervals are omitted, so nothing would be; use --omit {} (or a shorter --interval)",
-                    humantime::format_duration(self.omit),
-                    humantime::format_duration(self.interval),
-                    humantime::format_duration(self.interval)
-                ));
-            }
-            if self.omit >= t {
-                return u(format!(
-                    "--omit {} must be shorter than --time {}",
-                    humantime::format_duration(self.omit),
-                    humantime::format_duration(t)
-                ));
-            }
-        }
+        let time = self.timing()?;
         if let Some(b) = self.bytes {
             if b.0 == 0 {
                 return u("--bytes must be at least 1, e.g. --bytes 1G".into());

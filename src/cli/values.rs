@@ -5,23 +5,25 @@ use crate::units::{parse_cpu_list, parse_size, CpuId};
 use std::net::SocketAddr;
 
 pub(super) fn parse_sweep(s: &str) -> Result<Sweep, String> {
-    let example = "use size=64,1K,64K,1M or streams=1,2,4";
+    let example = "use size=64,1K,64K,1M, streams=1,2,4, or for grpc channels=1,2,4,8 or concurrency=1,16,256";
     let (k, v) = s
         .split_once('=')
         .ok_or_else(|| format!("'{s}' is not a sweep; {example}"))?;
     let param = match k.trim() {
         "size" | "len" => SweepParam::Size,
         "streams" | "conns" => SweepParam::Streams,
+        "channels" => SweepParam::Channels,
+        "concurrency" => SweepParam::Concurrency,
         other => return Err(format!("cannot sweep '{other}'; {example}")),
     };
     let mut values = Vec::new();
     for part in v.split(',') {
         let val = match param {
             SweepParam::Size => parse_size(part)?.0,
-            SweepParam::Streams => part
+            SweepParam::Streams | SweepParam::Channels | SweepParam::Concurrency => part
                 .trim()
                 .parse::<u64>()
-                .map_err(|_| format!("'{part}' is not a stream count; {example}"))?,
+                .map_err(|_| format!("'{part}' is not a count; {example}"))?,
         };
         if val == 0 {
             return Err(format!("sweep values must be at least 1; {example}"));

@@ -20,6 +20,8 @@ pub struct HostAggregate {
     pub sampled_rx: Vec<u64>,
     /// Messages completed during omitted intervals.
     pub omitted_msgs: u64,
+    /// Bytes the engine sent during omitted intervals (all connections).
+    pub omitted_tx: u64,
     /// End of the last omitted interval (s since the point started).
     pub warmup_end_s: f64,
     /// End of the last interval seen (s since the point started).
@@ -51,6 +53,7 @@ impl HostAggregate {
         self.last_end_s = self.last_end_s.max(s.end_s);
         if s.omitted {
             self.omitted_msgs = self.omitted_msgs.saturating_add(s.engine.messages);
+            self.omitted_tx = self.omitted_tx.saturating_add(s.engine.tx_bytes);
             self.warmup_end_s = self.warmup_end_s.max(s.end_s);
             return;
         }

@@ -111,6 +111,26 @@ pub struct ZeroCopy {
     pub copied: u64,
 }
 
+/// A gRPC point's own figures (the client's counts over the measured span).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrpcSummary {
+    /// RPCs (or stream messages) completed with OK per second.
+    pub rpcs_per_s: f64,
+    /// Request payload bytes per second (client → server).
+    pub request_bytes_per_s: f64,
+    /// Response payload bytes per second (server → client).
+    pub response_bytes_per_s: f64,
+    /// Non-OK statuses by code name.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub errors: std::collections::BTreeMap<String, u64>,
+    /// Peak resident memory of the client's process during the point (VmHWM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_peak_rss: Option<crate::units::Bytes>,
+    /// Peak resident memory of the agent during the point (VmHWM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_peak_rss: Option<crate::units::Bytes>,
+}
+
 /// Mean per-core CPU of one host over the counted intervals.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct HostCpu {
@@ -162,6 +182,9 @@ pub struct Summary {
     /// pingpong: MiB/s the client received (muduo's figure).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mib_per_s: Option<f64>,
+    /// gRPC: RPC rate, payload goodput both ways, statuses and peak memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<GrpcSummary>,
     /// rr latency (µs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<LatencySummary>,

@@ -58,7 +58,16 @@ impl Received<'_> {
 /// Build the summary of one point.
 pub fn build(d: &PointData<'_>) -> Summary {
     let o = d.outcome;
-    let EngineSpec::Tcp(tcp) = d.spec;
+    let spec = d.spec;
+    let mode = spec.mode_name();
+    let stream = spec.is_tcp_stream();
+    let zerocopy_on = spec.as_tcp().is_some_and(|t| t.zerocopy);
+    let pingpong = spec.as_tcp().is_some_and(|t| t.mode == TcpMode::Pingpong);
+    // Request/response engines whose client measured latency.
+    let has_latency = match spec {
+        EngineSpec::Tcp(t) => t.mode == TcpMode::Rr,
+        EngineSpec::Grpc(_) => true,
+    };
     let roles = d.spec.conn_roles(Side::Controller);
     let peer = o.peer.as_ref();
     let at_local = Received {
@@ -97,15 +106,14 @@ pub fn build(d: &PointData<'_>) -> Summary {
                 peer_conn,
             ),
             _ => (
-                tcp.mode.name().to_string(),
+                mode.to_string(),
                 at_local.bytes(i),
                 local_tx,
                 local_re + peer_re,
                 local_conn,
             ),
         };
-        let zerocopy = tcp
-            .zerocopy
+        let zerocopy = zerocopy_on
             .then(|| {
                 sender.map(|c| ZeroCopy {
                     completed: c.zc_completed,
@@ -122,13 +130,25 @@ pub fn build(d: &PointData<'_>) -> Summary {
             zerocopy,
         });
     }
+    if let EngineSpec::Grpc(_) = spec {
+        // One runtime carries every HTTP/2 connection: the client counts
+        // bytes for the engine, not per connection (entry 0); retransmits
+        // are per connection and add up.
+        if let Some(first) = streams.first().cloned() {
+            let retransmits = streams.iter().map(|s| s.retransmits).sum();
+            streams = vec![StreamSummary {
+                retransmits,
+                ..first
+            }];
+        }
+    }
     let bytes: u64 = streams.iter().map(|s| s.bytes).sum();
     let forward = roles.contains(&ConnRole::Sender);
     let backward = roles.contains(&ConnRole::Receiver);
     // The receiving host(s) of the point: the peer for local->peer streams.
-    let (receivers, peer_receives): (Vec<&Received>, bool) = match (tcp.mode, forward, backward) {
-        (TcpMode::Stream, true, false) => (vec![&at_peer], true),
-        (TcpMode::Stream, true, true) => (vec![&at_peer, &at_local], true),
+    let (receivers, peer_receives): (Vec<&Received>, bool) = match (stream, forward, backward) {
+        (true, true, false) => (vec![&at_peer], true),
+        (true, true, true) => (vec![&at_peer, &at_local], true),
         _ => (vec![&at_local], false),
     };
     let receiver_time = receivers.iter().map(|r| r.until_s()).fold(0.0, f64::max);
@@ -145,7 +165,7 @@ pub fn build(d: &PointData<'_>) -> Summary {
             d.agg.peer.last_end_s
         )
     });
-    let messages = if tcp.mode == TcpMode::Stream {
+    let messages = if stream {
         0
     } else {
         o.local
@@ -170,19 +190,16 @@ pub fn build(d: &PointData<'_>) -> Summary {
     };
     Summary {
         engine: d.spec.kind().name().into(),
-        mode: tcp.mode.name().into(),
+        mode: mode.into(),
         sweep: d.sweep.clone(),
         duration_s,
         bytes,
         throughput_bps: per_s(bytes as f64 * 8.0),
         messages,
         rate_per_s: per_s(messages as f64),
-        mib_per_s: (tcp.mode == TcpMode::Pingpong).then(|| per_s(bytes as f64 / 1048576.0)),
-        latency_us: if tcp.mode == TcpMode::Rr {
-            o.local.latency
-        } else {
-            None
-        },
+        mib_per_s: pingpong.then(|| per_s(bytes as f64 / 1048576.0)),
+        grpc: grpc_summary(o, d.agg, duration_s),
+        latency_us: if has_latency { o.local.latency } else { None },
         streams,
         hosts: Hosts {
             local: d.agg.local.cpu(),
@@ -194,4 +211,36 @@ pub fn build(d: &PointData<'_>) -> Summary {
         partial,
         findings: Vec::new(),
     }
+}
+
+/// The gRPC figures of a point: RPC rate and payload goodput both ways over
+/// the measured span, non-OK statuses, and each end's peak memory.
+fn grpc_summary(
+    o: &PointOutcome,
+    agg: &PointAggregate,
+    duration_s: f64,
+) -> Option<super::schema::GrpcSummary> {
+    use crate::traffic::EngineTotals;
+    let totals = |r: Option<&SideResult>| match r.and_then(|r| r.extra.as_ref()) {
+        Some(EngineTotals::Grpc(t)) => Some(t.clone()),
+        _ => None,
+    };
+    let client = totals(Some(&o.local))?;
+    let server = totals(o.peer.as_ref());
+    let per_s = |v: u64| {
+        if duration_s > 0.0 {
+            v as f64 / duration_s
+        } else {
+            0.0
+        }
+    };
+    let omitted = agg.local.omitted_tx;
+    Some(super::schema::GrpcSummary {
+        rpcs_per_s: per_s(client.rpcs.saturating_sub(agg.local.omitted_msgs)),
+        request_bytes_per_s: per_s(client.tx_payload.saturating_sub(omitted)),
+        response_bytes_per_s: per_s(client.rx_payload.saturating_sub(agg.local.omitted_rx(0))),
+        errors: client.errors,
+        client_peak_rss: client.peak_rss,
+        agent_peak_rss: server.and_then(|s| s.peak_rss),
+    })
 }

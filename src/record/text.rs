@@ -28,8 +28,8 @@ pub fn run_title(h: &super::schema::Header) -> String {
 
 /// Column header for interval rows.
 pub fn interval_header(spec: &EngineSpec) -> String {
-    match spec.as_tcp().map(|t| t.mode).unwrap_or(TcpMode::Stream) {
-        TcpMode::Stream => format!(
+    match spec.is_tcp_stream() {
+        true => format!(
             "{:<5} {:>13}  {:>11}  {:>14}  {:>5}  {:>9}  {:>8}  | {:<20} | {:<20}",
             "[ ID]",
             "Interval",
@@ -41,7 +41,7 @@ pub fn interval_header(spec: &EngineSpec) -> String {
             "CPU local (busiest)",
             "CPU peer (busiest)"
         ),
-        _ => format!(
+        false => format!(
             "{:<5} {:>13}  {:>13}  {:>14}  {:>10}  {:>10}  | {:<20} | {:<20}",
             "[ ID]",
             "Interval",
@@ -104,8 +104,8 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
     let omit = if any.omitted { " (omitted)" } else { "" };
     let mut out = String::new();
     let n = spec.connection_count();
-    match spec.as_tcp().map(|t| t.mode).unwrap_or(TcpMode::Stream) {
-        TcpMode::Stream => {
+    match spec.is_tcp_stream() {
+        true => {
             let roles = spec.conn_roles(Side::Controller);
             let mut total = 0;
             let mut total_bps = 0.0;
@@ -163,14 +163,23 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
                 cpu_cell(peer)
             );
         }
-        _ => {
+        false => {
             let l = local.map(|s| &s.engine);
             let total: u64 = (0..n).map(|i| conn_bytes(spec, local, peer, i)).sum();
             let rate = l.map(|e| e.msgs_per_s).unwrap_or(0.0);
-            let unit = if spec.mode_name() == TcpMode::Rr.name() {
-                "trans/s"
-            } else {
-                "msg/s"
+            let unit = match spec {
+                EngineSpec::Grpc(_) => "RPC/s",
+                EngineSpec::Tcp(t) if t.mode == TcpMode::Rr => "trans/s",
+                EngineSpec::Tcp(_) => "msg/s",
+            };
+            // Non-OK gRPC statuses of the interval, after the row.
+            let errors = match l.and_then(|e| e.extra.as_ref()) {
+                Some(crate::traffic::EngineInterval::Grpc(g)) if !g.errors.is_empty() => {
+                    let list: Vec<String> =
+                        g.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                    format!("  errors: {}", list.join(", "))
+                }
+                _ => String::new(),
             };
             let (p50, p99) = match l.and_then(|e| e.latency) {
                 Some(q) => (format!("{:.1} us", q.p50), format!("{:.1} us", q.p99)),
@@ -178,7 +187,7 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
             };
             let _ = writeln!(
                 out,
-                "[SUM] {span}  {:>13}  {:>14}  {p50:>10}  {p99:>10}  | {:<20} | {:<20}{omit}",
+                "[SUM] {span}  {:>13}  {:>14}  {p50:>10}  {p99:>10}  | {:<20} | {:<20}{omit}{errors}",
                 format!("{} {unit}", si(rate)),
                 BitsPerSec::from_bytes(total, secs).to_string(),
                 cpu_cell(local),
@@ -263,6 +272,28 @@ pub fn summary_block(s: &Summary) -> String {
             } else {
                 ""
             }
+        );
+    }
+    if let Some(g) = &s.grpc {
+        let per_s = |b: f64| BitsPerSec(b * 8.0).to_string();
+        let _ = write!(
+            out,
+            "gRPC: {} RPC/s, request payload {}, response payload {}",
+            si(g.rpcs_per_s),
+            per_s(g.request_bytes_per_s),
+            per_s(g.response_bytes_per_s)
+        );
+        if !g.errors.is_empty() {
+            let list: Vec<String> = g.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let _ = write!(out, "; non-OK statuses: {}", list.join(", "));
+        }
+        out.push('\n');
+        let rss = |b: Option<Bytes>| b.map(|b| b.to_string()).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "peak resident memory (VmHWM) during the point: client {}, agent {}",
+            rss(g.client_peak_rss),
+            rss(g.agent_peak_rss)
         );
     }
     if let Some(l) = s.latency_us {

@@ -30,6 +30,10 @@ pub enum SweepParam {
     Size,
     /// stream: --streams; rr/pingpong: --conns.
     Streams,
+    /// grpc: --channels (HTTP/2 connections).
+    Channels,
+    /// grpc: --concurrency (RPCs in flight in all).
+    Concurrency,
 }
 
 impl SweepParam {
@@ -38,6 +42,8 @@ impl SweepParam {
         match self {
             SweepParam::Size => "size",
             SweepParam::Streams => "streams",
+            SweepParam::Channels => "channels",
+            SweepParam::Concurrency => "concurrency",
         }
     }
 }
@@ -100,6 +106,23 @@ impl TestPlan {
                         (SweepParam::Streams, _) => {
                             t.streams = u32::try_from(v).unwrap_or(u32::MAX)
                         }
+                        // Refused for tcp by the command line.
+                        (SweepParam::Channels | SweepParam::Concurrency, _) => {}
+                    }
+                }
+                if let Some(g) = s.as_grpc_mut() {
+                    let n = u32::try_from(v).unwrap_or(u32::MAX);
+                    match sw.param {
+                        SweepParam::Size => {
+                            if g.resp_size == g.size {
+                                g.resp_size = Bytes(v);
+                            }
+                            g.size = Bytes(v);
+                        }
+                        SweepParam::Channels => g.channels = n,
+                        SweepParam::Concurrency => g.concurrency = n,
+                        // Refused for grpc by the command line.
+                        SweepParam::Streams => {}
                     }
                 }
                 Point {

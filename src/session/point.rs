@@ -71,7 +71,7 @@ pub(crate) async fn finish(
         .iter()
         .map(|s| tcpinfo::read(s).map(|t| t.total_retrans).unwrap_or(0))
         .collect();
-    let conns = engine.counters.snapshot();
+    let conns = engine.snapshot();
     engine.sockets.clear();
     SideResult {
         conns,

@@ -36,6 +36,8 @@ use std::thread::JoinHandle;
 pub enum EngineKind {
     /// Kernel TCP sockets.
     Tcp,
+    /// gRPC (grpc.testing.BenchmarkService) over HTTP/2.
+    Grpc,
 }
 
 impl EngineKind {
@@ -43,6 +45,7 @@ impl EngineKind {
     pub fn name(self) -> &'static str {
         match self {
             EngineKind::Tcp => "tcp",
+            EngineKind::Grpc => "grpc",
         }
     }
 }
@@ -432,6 +435,15 @@ impl RunningEngine {
     pub fn join(&mut self) -> Result<(), EngineError> {
         join_all(std::mem::take(&mut self.threads))
     }
+
+    /// The byte and message counters now: the engine's own when its probe
+    /// keeps them, else those of its connections.
+    pub fn snapshot(&self) -> Vec<ConnSnapshot> {
+        self.probe
+            .as_ref()
+            .and_then(|p| p.counters())
+            .unwrap_or_else(|| self.counters.snapshot())
+    }
 }
 
 impl Drop for RunningEngine {
@@ -480,6 +492,15 @@ pub trait Engine: Send {
 
 /// An engine's own figures, read by the sampler each interval and at the end.
 pub trait EngineProbe: Send + Sync {
+    /// The byte and message counters, for engines that do not count per
+    /// connection into [`EngineCounters`] (read first in every interval).
+    fn counters(&self) -> Option<Vec<ConnSnapshot>> {
+        None
+    }
+    /// Latencies recorded since the previous call, for such engines.
+    fn take_latency(&self) -> Option<Histogram<u64>> {
+        None
+    }
     /// Figures since the previous call (`secs` is the interval's span).
     fn interval(&self, secs: f64) -> Option<EngineInterval>;
     /// Totals of the point so far.
@@ -495,6 +516,19 @@ pub fn prepare_data_socket(
 ) -> Result<socket2::Socket, EngineError> {
     match spec {
         EngineSpec::Tcp(t) => tcp::prepare_socket(t, addr, conn),
+        EngineSpec::Grpc(_) => {
+            let sock = socket2::Socket::new(
+                socket2::Domain::for_address(*addr),
+                socket2::Type::STREAM,
+                Some(socket2::Protocol::TCP),
+            )
+            .map_err(|source| EngineError::Io {
+                op: "socket",
+                conn,
+                source,
+            })?;
+            Ok(sock)
+        }
     }
 }
 
@@ -503,6 +537,7 @@ pub fn prepare_data_socket(
 pub fn prepare_engine(spec: &EngineSpec, side: Side) -> Result<Box<dyn Engine>, EngineError> {
     match spec {
         EngineSpec::Tcp(t) => Ok(Box::new(tcp::TcpEngine::new(t.clone(), side))),
+        EngineSpec::Grpc(g) => Ok(Box::new(grpc::GrpcEngine::new(g.clone(), side))),
     }
 }
 

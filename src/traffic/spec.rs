@@ -7,6 +7,7 @@
 //! (`{"engine": "tcp", "mode": "stream", ...}`), so each engine keeps its own
 //! knobs and logs written before engines were an enum still read back.
 
+use super::grpc::{GrpcInterval, GrpcSpec};
 use super::limits::MemoryNeed;
 use super::tcp::{TcpMode, TcpSpec};
 use super::{ConnRole, EngineKind, Side};
@@ -19,6 +20,8 @@ use serde::{Deserialize, Serialize};
 pub enum EngineSpec {
     /// Kernel TCP sockets: stream, pingpong, rr.
     Tcp(TcpSpec),
+    /// grpc.testing.BenchmarkService: unary calls or ping-pong streams.
+    Grpc(GrpcSpec),
 }
 
 impl EngineSpec {
@@ -26,6 +29,7 @@ impl EngineSpec {
     pub fn kind(&self) -> EngineKind {
         match self {
             EngineSpec::Tcp(_) => EngineKind::Tcp,
+            EngineSpec::Grpc(_) => EngineKind::Grpc,
         }
     }
 
@@ -33,6 +37,7 @@ impl EngineSpec {
     pub fn mode_name(&self) -> &'static str {
         match self {
             EngineSpec::Tcp(t) => t.mode.name(),
+            EngineSpec::Grpc(g) => g.mode.name(),
         }
     }
 
@@ -40,6 +45,23 @@ impl EngineSpec {
     pub fn as_tcp(&self) -> Option<&TcpSpec> {
         match self {
             EngineSpec::Tcp(t) => Some(t),
+            EngineSpec::Grpc(_) => None,
+        }
+    }
+
+    /// The gRPC arm, when this is a gRPC test.
+    pub fn as_grpc(&self) -> Option<&GrpcSpec> {
+        match self {
+            EngineSpec::Grpc(g) => Some(g),
+            EngineSpec::Tcp(_) => None,
+        }
+    }
+
+    /// Mutable gRPC arm.
+    pub fn as_grpc_mut(&mut self) -> Option<&mut GrpcSpec> {
+        match self {
+            EngineSpec::Grpc(g) => Some(g),
+            EngineSpec::Tcp(_) => None,
         }
     }
 
@@ -47,6 +69,7 @@ impl EngineSpec {
     pub fn as_tcp_mut(&mut self) -> Option<&mut TcpSpec> {
         match self {
             EngineSpec::Tcp(t) => Some(t),
+            EngineSpec::Grpc(_) => None,
         }
     }
 
@@ -59,6 +82,7 @@ impl EngineSpec {
     pub fn connection_count(&self) -> usize {
         match self {
             EngineSpec::Tcp(t) => t.connection_count(),
+            EngineSpec::Grpc(g) => g.connection_count(),
         }
     }
 
@@ -66,6 +90,7 @@ impl EngineSpec {
     pub fn conn_roles(&self, side: Side) -> Vec<ConnRole> {
         match self {
             EngineSpec::Tcp(t) => t.conn_roles(side),
+            EngineSpec::Grpc(g) => g.conn_roles(side),
         }
     }
 
@@ -73,6 +98,7 @@ impl EngineSpec {
     pub fn validate(&self) -> Result<(), String> {
         match self {
             EngineSpec::Tcp(t) => t.validate(),
+            EngineSpec::Grpc(g) => g.validate(),
         }
     }
 
@@ -80,6 +106,7 @@ impl EngineSpec {
     pub fn cpus_for(&self, side: Side) -> &[CpuId] {
         match self {
             EngineSpec::Tcp(t) => t.cpus_for(side),
+            EngineSpec::Grpc(g) => g.cpus_for(side),
         }
     }
 
@@ -90,6 +117,12 @@ impl EngineSpec {
                 format!("tcp stream -P {}", t.streams)
             }
             EngineSpec::Tcp(t) => format!("tcp {} --conns {}", t.mode.name(), t.streams),
+            EngineSpec::Grpc(g) => format!(
+                "grpc {} --channels {} --concurrency {}",
+                g.mode.name(),
+                g.channels,
+                g.concurrency
+            ),
         }
     }
 
@@ -98,6 +131,7 @@ impl EngineSpec {
     pub fn memory_needed(&self, side: Side) -> MemoryNeed {
         match self {
             EngineSpec::Tcp(t) => t.memory_needed(side),
+            EngineSpec::Grpc(g) => g.memory_needed(side),
         }
     }
 
@@ -118,6 +152,14 @@ impl EngineSpec {
                 t.len.0,
                 t.size.0
             ),
+            EngineSpec::Grpc(g) => format!(
+                "grpc {} channels={} concurrency={} size={} resp_size={}",
+                g.mode.name(),
+                g.channels,
+                g.concurrency,
+                g.size.0,
+                g.resp_size.0
+            ),
         }
     }
 }
@@ -136,9 +178,15 @@ pub enum EngineSetup {}
 /// figures of its own adds its variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "engine", rename_all = "lowercase")]
-pub enum EngineInterval {}
+pub enum EngineInterval {
+    /// The gRPC end's RPC rate, payload goodput, latency and statuses.
+    Grpc(GrpcInterval),
+}
 
 /// An engine's own totals at the end of a point (`SideResult::extra`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "engine", rename_all = "lowercase")]
-pub enum EngineTotals {}
+pub enum EngineTotals {
+    /// The gRPC end's figures over the whole point and its peak memory.
+    Grpc(super::grpc::GrpcTotals),
+}

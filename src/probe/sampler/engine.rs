@@ -60,6 +60,12 @@ impl EngineView {
     /// Read the counters now (relaxed atomic loads and one histogram swap per
     /// latency worker): the first thing an interval does.
     pub fn read(&self) -> EngineRead {
+        if let Some(cur) = self.probe.as_ref().and_then(|p| p.counters()) {
+            return EngineRead {
+                cur,
+                latency: self.probe.as_ref().and_then(|p| p.take_latency()),
+            };
+        }
         EngineRead {
             cur: self.counters.snapshot(),
             latency: (!self.counters.latency.is_empty()).then(|| self.counters.take_latency()),

@@ -104,9 +104,20 @@ impl GrpcClient {
     /// Connect, make one RPC to check the target, then start the load.
     /// Returns when the load runs (or with the error that stopped it from starting).
     pub fn start(cfg: ClientConfig, target: Target) -> Result<Self, GrpcError> {
+        let counters = GrpcCounters::new(cfg.threads);
+        Self::start_counted(cfg, target, counters)
+    }
+
+    /// [`GrpcClient::start`] counting into `counters` (made by the caller
+    /// with [`GrpcCounters::new`]`(cfg.threads)`, so a sampler can hold them
+    /// before the client runs).
+    pub fn start_counted(
+        cfg: ClientConfig,
+        target: Target,
+        counters: Arc<GrpcCounters>,
+    ) -> Result<Self, GrpcError> {
         check_config(&cfg, &target)?;
         super::check_cpus(&cfg.cpus)?;
-        let counters = GrpcCounters::new(cfg.threads);
         let failure = Arc::new(Mutex::new(None));
         let windows = Windows::for_point(cfg.channels, cfg.resp_size);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();

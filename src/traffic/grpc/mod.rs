@@ -58,6 +58,7 @@
 pub mod budget;
 pub mod client;
 pub mod counters;
+pub mod engine;
 pub mod memory;
 pub mod proto;
 pub mod server;
@@ -71,6 +72,7 @@ use std::thread::JoinHandle;
 
 pub use client::{ClientConfig, GrpcClient, Target, Windows};
 pub use counters::{interval, GrpcCounters, GrpcInterval, GrpcSnapshot};
+pub use engine::{GrpcEngine, GrpcProbe, GrpcTotals};
 pub use server::{GrpcServer, Incoming, ServerConfig};
 
 /// Largest message (request or response payload plus framing) either end accepts.

@@ -102,6 +102,17 @@ pub struct GrpcServer {
 impl GrpcServer {
     /// Start serving on `incoming` with `cfg`.
     pub fn start(cfg: ServerConfig, incoming: Incoming) -> Result<Self, GrpcError> {
+        let counters = GrpcCounters::new(cfg.threads);
+        Self::start_counted(cfg, incoming, counters)
+    }
+
+    /// [`GrpcServer::start`] counting into `counters` (made by the caller
+    /// with [`GrpcCounters::new`]`(cfg.threads)`).
+    pub fn start_counted(
+        cfg: ServerConfig,
+        incoming: Incoming,
+        counters: Arc<GrpcCounters>,
+    ) -> Result<Self, GrpcError> {
         super::check_cpus(&cfg.cpus)?;
         let local_addr = match &incoming {
             Incoming::Listener(l) => Some(l.local_addr().map_err(|e| GrpcError::Io {
@@ -115,7 +126,6 @@ impl GrpcServer {
             }
             Incoming::Streams(_) => None,
         };
-        let counters = GrpcCounters::new(cfg.threads);
         let c = Arc::clone(&counters);
         let sup = Supervisor::spawn("grpc-server", move |ctl| run(cfg, incoming, ctl, c))?;
         Ok(GrpcServer {

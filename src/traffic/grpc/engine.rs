@@ -1,0 +1,379 @@
+//! The gRPC engine inside a session: the controller's [`GrpcClient`] and the
+//! agent's [`GrpcServer`] on the test's own data connections (opened,
+//! authenticated and bound to the test by the session, one per channel), run
+//! like every other engine (see [`crate::traffic::Engine`]).
+//!
+//! What the sampler reads ([`GrpcProbe`]):
+//! * as the engine's byte and message counters, one entry for the whole
+//!   engine: payload bytes sent and received and RPCs completed with OK (the
+//!   HTTP/2 connections share one runtime, so bytes are not split per
+//!   connection; TCP_INFO is still read for every connection);
+//! * the latency of the RPCs the client completed (through the same
+//!   histogram path as `tcp rr`, so `latency` and the summary's percentiles
+//!   mean the same thing);
+//! * as the engine's own figures: RPCs/s, payload goodput both ways and the
+//!   non-OK statuses per interval ([`GrpcInterval`]), and at the end the
+//!   point's totals with this process's peak resident memory (VmHWM, reset
+//!   when the point starts).
+//!
+//! The client is started on its own thread: its first RPC waits for the
+//! agent's server, and the session's async threads must never wait on the
+//! network (a server that never answers would hold them). The thread then
+//! forwards stop and abort to the client and reports its error, if any, as
+//! the engine's result.
+
+use super::client::{GrpcClient, Target};
+use super::counters::{interval, GrpcCounters, GrpcSnapshot};
+use super::server::{GrpcServer, Incoming};
+use super::{memory, GrpcSpec};
+use crate::traffic::limits::MemoryNeed;
+use crate::traffic::{
+    spawn_worker, ConnRole, ConnSnapshot, Engine, EngineControl, EngineCounters, EngineError,
+    EngineInterval, EngineProbe, EngineTotals, RunningEngine, Side,
+};
+use crate::units::{Bytes, CpuId};
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How often the engine's thread looks at the stop flags (the client and
+/// server react within their own loops; this only forwards the request).
+const WATCH_EVERY: Duration = Duration::from_millis(20);
+
+impl GrpcSpec {
+    /// The controller is the client on every connection, the agent the server.
+    pub fn conn_roles(&self, side: Side) -> Vec<ConnRole> {
+        let role = match side {
+            Side::Controller => ConnRole::Client,
+            Side::Agent => ConnRole::Server,
+        };
+        vec![role; self.connection_count()]
+    }
+
+    /// CPUs `side` pins its runtime threads to.
+    pub fn cpus_for(&self, side: Side) -> &[CpuId] {
+        match side {
+            Side::Controller => &self.cpus,
+            Side::Agent => &self.peer_cpus,
+        }
+    }
+
+    /// What a point holds at most: the client one shared payload and its
+    /// receive windows (64 MiB in all); the server its message budget, one
+    /// shared response and the HTTP/2 connection windows.
+    pub fn memory_needed(&self, side: Side) -> MemoryNeed {
+        match side {
+            Side::Controller => MemoryNeed {
+                bytes: Bytes(self.size.0.saturating_add(64 << 20)),
+                what: format!(
+                    "one {} request payload and 64 MiB of HTTP/2 receive windows",
+                    self.size
+                ),
+                smaller: "use a smaller --size".into(),
+            },
+            Side::Agent => {
+                let cfg = self.server_config();
+                let windows = u64::from(cfg.conn_window()).saturating_mul(u64::from(self.channels));
+                MemoryNeed {
+                    bytes: Bytes(
+                        (cfg.memory_budget as u64)
+                            .saturating_add(self.resp_size.0)
+                            .saturating_add(windows),
+                    ),
+                    what: format!(
+                        "the server's {} message budget, one {} response and {} channels' HTTP/2 windows",
+                        Bytes(cfg.memory_budget as u64),
+                        self.resp_size,
+                        self.channels
+                    ),
+                    smaller: "use fewer --channels or less --concurrency".into(),
+                }
+            }
+        }
+    }
+}
+
+/// One end of a gRPC point over the whole point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrpcTotals {
+    /// RPCs (or stream messages) completed with OK.
+    pub rpcs: u64,
+    /// Payload bytes sent (client: requests; server: responses).
+    pub tx_payload: u64,
+    /// Payload bytes received.
+    pub rx_payload: u64,
+    /// Non-OK statuses by code name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, u64>,
+    /// This process's peak resident memory during the point (VmHWM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss: Option<Bytes>,
+}
+
+/// What the sampler reads of a running gRPC end.
+pub struct GrpcProbe {
+    counters: Arc<GrpcCounters>,
+    /// (previous, latest) snapshots: `counters()` reads, `interval()` uses
+    /// the span between the two, so both see one read.
+    reads: Mutex<(GrpcSnapshot, GrpcSnapshot)>,
+}
+
+impl GrpcProbe {
+    fn new(counters: Arc<GrpcCounters>) -> Self {
+        GrpcProbe {
+            counters,
+            reads: Mutex::new((GrpcSnapshot::default(), GrpcSnapshot::default())),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (GrpcSnapshot, GrpcSnapshot)> {
+        self.reads.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl EngineProbe for GrpcProbe {
+    fn counters(&self) -> Option<Vec<ConnSnapshot>> {
+        let now = self.counters.snapshot();
+        self.lock().1 = now;
+        Some(vec![ConnSnapshot {
+            tx_bytes: now.tx_payload,
+            rx_bytes: now.rx_payload,
+            messages: now.rpcs,
+            ..ConnSnapshot::default()
+        }])
+    }
+
+    fn take_latency(&self) -> Option<Histogram<u64>> {
+        Some(self.counters.take_latency())
+    }
+
+    fn interval(&self, secs: f64) -> Option<EngineInterval> {
+        let mut reads = self.lock();
+        let (prev, now) = *reads;
+        reads.0 = now;
+        // Latency travels in the Sample's own latency field.
+        let empty = crate::traffic::new_latency_histogram();
+        Some(EngineInterval::Grpc(interval(&prev, &now, secs, &empty)))
+    }
+
+    fn totals(&self) -> Option<EngineTotals> {
+        let s = self.counters.snapshot();
+        let empty = crate::traffic::new_latency_histogram();
+        let errors = interval(&GrpcSnapshot::default(), &s, 1.0, &empty).errors;
+        Some(EngineTotals::Grpc(GrpcTotals {
+            rpcs: s.rpcs,
+            tx_payload: s.tx_payload,
+            rx_payload: s.rx_payload,
+            errors,
+            peak_rss: memory::peak_resident().ok(),
+        }))
+    }
+}
+
+/// One side of a gRPC point, prepared.
+pub struct GrpcEngine {
+    spec: GrpcSpec,
+    side: Side,
+}
+
+impl GrpcEngine {
+    /// `side` of the point `spec` describes.
+    pub fn new(spec: GrpcSpec, side: Side) -> Self {
+        GrpcEngine { spec, side }
+    }
+}
+
+/// The client or the server, as the engine's thread sees it.
+enum Running {
+    Client(GrpcClient),
+    Server(GrpcServer),
+}
+
+impl Running {
+    fn stop(&self) {
+        match self {
+            Running::Client(c) => c.stop(),
+            Running::Server(s) => s.stop(),
+        }
+    }
+    fn abort(&self) {
+        match self {
+            Running::Client(c) => c.abort(),
+            Running::Server(s) => s.abort(),
+        }
+    }
+    fn is_finished(&self) -> bool {
+        match self {
+            Running::Client(c) => c.is_finished(),
+            Running::Server(s) => s.is_finished(),
+        }
+    }
+    fn join(&mut self) -> Result<(), EngineError> {
+        match self {
+            Running::Client(c) => c
+                .join()
+                .map_err(|e| EngineError::Unsupported(e.to_string())),
+            Running::Server(s) => s.join(),
+        }
+    }
+}
+
+impl Engine for GrpcEngine {
+    fn start(self: Box<Self>, conns: Vec<TcpStream>) -> Result<RunningEngine, EngineError> {
+        let sockets = conns
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                c.try_clone().map_err(|source| EngineError::Io {
+                    op: "dup",
+                    conn: i,
+                    source,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for (i, c) in conns.iter().enumerate() {
+            c.set_nodelay(true).map_err(|source| EngineError::Io {
+                op: "setsockopt TCP_NODELAY",
+                conn: i,
+                source,
+            })?;
+        }
+        // The engine's thread shuts the connections down once the client or
+        // server is done: the sampler's duplicates keep each socket open, so
+        // closing hyper's copy alone would never send the FIN the other end
+        // waits for.
+        let shut = sockets
+            .iter()
+            .filter_map(|s| s.try_clone().ok())
+            .collect::<Vec<_>>();
+        let roles = self.spec.conn_roles(self.side);
+        let (side, spec) = (self.side, self.spec);
+        let threads = match side {
+            Side::Controller => spec.client_config().threads,
+            Side::Agent => spec.server_config().threads,
+        };
+        let counters = GrpcCounters::new(threads);
+        let probe = Arc::new(GrpcProbe::new(Arc::clone(&counters)));
+        // The point's peak memory starts here (best effort: without
+        // /proc/self/clear_refs the peak is the process's).
+        let _ = memory::reset_peak();
+        let control = EngineControl::default();
+        let ctl = control.clone();
+        let name = match side {
+            Side::Controller => "ws-grpc-client",
+            Side::Agent => "ws-grpc-server",
+        };
+        let thread = spawn_worker(name.into(), None, &control, move || {
+            let started = match side {
+                Side::Controller => GrpcClient::start_counted(
+                    spec.client_config(),
+                    Target::Streams(conns),
+                    counters,
+                )
+                .map(Running::Client),
+                Side::Agent => GrpcServer::start_counted(
+                    spec.server_config(),
+                    Incoming::Streams(conns),
+                    counters,
+                )
+                .map(Running::Server),
+            };
+            let mut running = match started {
+                Ok(r) => r,
+                Err(e) => {
+                    for s in &shut {
+                        let _ = s.shutdown(std::net::Shutdown::Both);
+                    }
+                    return Err(EngineError::Unsupported(e.to_string()));
+                }
+            };
+            loop {
+                if ctl.abort.load(Ordering::Relaxed) {
+                    running.abort();
+                    break;
+                }
+                if ctl.stop.load(Ordering::Relaxed) {
+                    running.stop();
+                    break;
+                }
+                if running.is_finished() {
+                    break;
+                }
+                std::thread::sleep(WATCH_EVERY);
+            }
+            let result = running.join();
+            for s in &shut {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+            result
+        })?;
+        Ok(RunningEngine {
+            threads: vec![thread],
+            counters: Arc::new(EngineCounters::new(0, 0)),
+            sockets,
+            control,
+            roles,
+            probe: Some(probe),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::grpc::GrpcMode;
+
+    fn spec() -> GrpcSpec {
+        GrpcSpec {
+            mode: GrpcMode::Unary,
+            channels: 2,
+            concurrency: 8,
+            size: Bytes(64),
+            resp_size: Bytes(64),
+            threads: 1,
+            peer_threads: 1,
+            cpus: Vec::new(),
+            peer_cpus: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn roles_and_memory_per_side() {
+        let s = spec();
+        assert_eq!(s.conn_roles(Side::Controller), vec![ConnRole::Client; 2]);
+        assert_eq!(s.conn_roles(Side::Agent), vec![ConnRole::Server; 2]);
+        assert!(s.memory_needed(Side::Agent).bytes.0 >= 96 << 20);
+        assert_eq!(s.memory_needed(Side::Controller).bytes.0, 64 + (64 << 20));
+    }
+
+    #[test]
+    fn the_probe_reports_one_read_per_interval() {
+        let c = GrpcCounters::new(1);
+        let p = GrpcProbe::new(Arc::clone(&c));
+        c.record_ok(100, 50, Some(Duration::from_micros(20)));
+        c.record_ok(100, 50, Some(Duration::from_micros(40)));
+        c.record_error(14);
+        let read = p.counters().unwrap();
+        assert_eq!(
+            (read[0].tx_bytes, read[0].rx_bytes, read[0].messages),
+            (200, 100, 2)
+        );
+        // Counted after the read: not in this interval.
+        c.record_ok(100, 50, None);
+        let Some(EngineInterval::Grpc(i)) = p.interval(2.0) else {
+            panic!("a gRPC interval")
+        };
+        assert_eq!(i.rpcs_per_sec, 1.0);
+        assert_eq!(i.tx_bytes_per_sec, 100.0);
+        assert_eq!(i.errors.get("UNAVAILABLE"), Some(&1));
+        assert_eq!(p.take_latency().map(|h| h.len()), Some(2));
+        let Some(EngineTotals::Grpc(t)) = p.totals() else {
+            panic!("gRPC totals")
+        };
+        assert_eq!((t.rpcs, t.tx_payload, t.rx_payload), (3, 300, 150));
+    }
+}
