@@ -879,3 +879,62 @@ fn firmware_outdated() {
     assert_eq!(f[0].severity, Severity::Info);
     assert!(f[0].title.contains("not in catalog"));
 }
+
+// ---------- gRPC rules through diagnose(), on Samples of a gRPC test ----------
+
+fn grpc_spec(channels: u32, concurrency: u32) -> EngineSpec {
+    serde_json::from_value(json!({"engine":"grpc","mode":"unary","channels":channels,
+        "concurrency":concurrency,"size":64,"resp_size":64,"threads":0,"peer_threads":0,
+        "cpus":[],"peer_cpus":[]}))
+    .expect("grpc spec json")
+}
+
+/// Client-host Samples of a gRPC point: per-core busy, and the client's figures.
+fn grpc_window(busy: &[f64], errors: &[(&str, u64)]) -> Vec<Sample> {
+    (0..5)
+        .map(|i| {
+            let mut s = sample("local", i, busy);
+            s.engine.extra = Some(wirescope::traffic::EngineInterval::Grpc(
+                wirescope::traffic::grpc::GrpcInterval {
+                    secs: 1.0,
+                    rpcs_per_sec: 90_000.0,
+                    tx_bytes_per_sec: 5.76e6,
+                    rx_bytes_per_sec: 5.76e6,
+                    latency: None,
+                    errors: errors.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+                },
+            ));
+            s
+        })
+        .collect()
+}
+
+fn grpc_ids(spec: &EngineSpec, local: &[Sample]) -> Vec<String> {
+    let peer = window("peer", 5, &[20.0; 4]);
+    diagnose(&Input {
+        local: Window::from_samples(local),
+        peer: Window::from_samples(&peer),
+        test: TestContext { spec: Some(spec) },
+    })
+    .into_iter()
+    .map(|f| f.id)
+    .collect()
+}
+
+#[test]
+fn grpc_rules_read_the_clients_samples() {
+    // One connection: its core at 100 % while three idle.
+    let hot = grpc_window(&[100.0, 10.0, 10.0, 10.0], &[]);
+    let ids = grpc_ids(&grpc_spec(1, 256), &hot);
+    assert!(ids.iter().any(|i| i == "grpc.connection-bound"), "{ids:?}");
+    // Four connections on four cores: not connection-bound.
+    let ids = grpc_ids(&grpc_spec(4, 256), &hot);
+    assert!(!ids.iter().any(|i| i == "grpc.connection-bound"), "{ids:?}");
+    // Non-OK statuses are named, whatever the CPUs do.
+    let failing = grpc_window(&[30.0; 4], &[("UNAVAILABLE", 5000)]);
+    let ids = grpc_ids(&grpc_spec(4, 256), &failing);
+    assert!(ids.iter().any(|i| i == "grpc.errors"), "{ids:?}");
+    // A TCP test never runs them.
+    let ids = grpc_ids(&spec(1, &[]), &failing);
+    assert!(!ids.iter().any(|i| i.starts_with("grpc.")), "{ids:?}");
+}

@@ -162,10 +162,33 @@ fn start_stop_goes_through_the_same_validation_as_run() {
         [Effect::Stop]
     ));
 
-    // Control view: mode rr (Left wraps stream -> rr), more connections, start.
+    // Control view: Left wraps tcp stream -> grpc stream; channels and
+    // RPCs in flight, then start: the plan is run's own.
     let mut m = model();
     press(&mut m, KeyCode::Char('6'));
     press(&mut m, KeyCode::Left);
+    assert_eq!(m.test.engine, wirescope::traffic::EngineKind::Grpc);
+    press(&mut m, KeyCode::Down);
+    press(&mut m, KeyCode::Right);
+    assert_eq!(m.test.channels, Some(2));
+    press(&mut m, KeyCode::Down);
+    press(&mut m, KeyCode::Left);
+    assert!(m.test_error.is_none(), "{:?}", m.test_error);
+    let eff = press(&mut m, KeyCode::Enter);
+    let [Effect::Start(plan)] = eff.as_slice() else {
+        panic!("{eff:?}")
+    };
+    let g = plan.spec.as_grpc().unwrap();
+    assert_eq!(
+        (g.mode, g.channels, g.concurrency),
+        (wirescope::traffic::grpc::GrpcMode::Stream, 2, 64)
+    );
+
+    // Control view: mode rr (Right twice: stream -> pingpong -> rr), more connections, start.
+    let mut m = model();
+    press(&mut m, KeyCode::Char('6'));
+    press(&mut m, KeyCode::Right);
+    press(&mut m, KeyCode::Right);
     assert_eq!(m.test.tcp_mode().unwrap(), TcpMode::Rr);
     press(&mut m, KeyCode::Down);
     press(&mut m, KeyCode::Right);

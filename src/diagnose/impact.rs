@@ -26,6 +26,8 @@ const ROCE: &str =
     "NVIDIA \"RoCE Configuration for ConnectX\" (PFC, ECN/DCQCN, RoCE v2); IBTA RoCEv2 annex A17";
 const TCP: &str = "kernel Documentation/networking/ip-sysctl.rst (tcp_rmem, tcp_wmem); ESnet fasterdata \"Linux Tuning\"";
 
+const GRPC: &str = "grpc.io \"Performance Best Practices\" (one connection per few cores, keep channels busy); RFC 9113 section 5.2 (HTTP/2 flow control)";
+
 /// Every rule this engine implements.
 pub const RULES: &[RuleInfo] = &[
     RuleInfo {
@@ -188,6 +190,21 @@ pub const RULES: &[RuleInfo] = &[
         id: "rdma.congestion",
         prior: 0.5,
         reference: ROCE,
+    },
+    RuleInfo {
+        id: "grpc.connection-bound",
+        prior: 0.6,
+        reference: GRPC,
+    },
+    RuleInfo {
+        id: "grpc.flow-control-limited",
+        prior: 0.5,
+        reference: GRPC,
+    },
+    RuleInfo {
+        id: "grpc.errors",
+        prior: 0.8,
+        reference: GRPC,
     },
 ];
 

@@ -110,6 +110,21 @@ impl EngineSpec {
         }
     }
 
+    /// The options that run this test with `n` flows (for fixes that spread
+    /// traffic over queues or cores): `-P n`, `-m rr --conns n`,
+    /// `--engine grpc --channels n`.
+    pub fn with_flows(&self, n: u32) -> String {
+        match self {
+            EngineSpec::Tcp(t) if t.mode == TcpMode::Stream => format!("-P {n}"),
+            EngineSpec::Tcp(t) => format!("-m {} --conns {n}", t.mode.name()),
+            EngineSpec::Grpc(g) => format!(
+                "--engine grpc -m {} --channels {n} --concurrency {}",
+                g.mode.name(),
+                g.concurrency.max(n)
+            ),
+        }
+    }
+
     /// A few words for a header (`tcp stream -P 2`, `tcp rr --conns 16`).
     pub fn short(&self) -> String {
         match self {

@@ -3,7 +3,8 @@
 //! is a valid test. Pure functions; no I/O.
 
 use crate::cli::TestArgs;
-use crate::traffic::TcpMode;
+use crate::traffic::grpc::GrpcMode;
+use crate::traffic::{EngineKind, TcpMode};
 use crate::units::Bytes;
 use std::time::Duration;
 
@@ -12,8 +13,10 @@ use std::time::Duration;
 pub enum Field {
     /// `--mode`.
     Mode,
-    /// `--streams` (stream) or `--conns` (rr/pingpong).
+    /// `--streams` (stream), `--conns` (rr/pingpong) or `--channels` (grpc).
     Count,
+    /// grpc: `--concurrency` (RPCs in flight in all).
+    Concurrency,
     /// `--len` (stream) or `--size` (rr/pingpong).
     Size,
     /// `--time`.
@@ -23,9 +26,10 @@ pub enum Field {
 }
 
 /// Fields in display order.
-pub const FIELDS: [Field; 5] = [
+pub const FIELDS: [Field; 6] = [
     Field::Mode,
     Field::Count,
+    Field::Concurrency,
     Field::Size,
     Field::Time,
     Field::Direction,
@@ -46,15 +50,55 @@ const SIZES: [u64; 11] = [
     16 << 20,
 ];
 const TIMES: [u64; 9] = [3, 5, 10, 20, 30, 60, 120, 300, 600];
+const CONCURRENCY: [u32; 11] = [1, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096];
+
+/// Engine and mode together: what the mode field cycles through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Choice {
+    Tcp(TcpMode),
+    Grpc(GrpcMode),
+}
+
+const CHOICES: [Choice; 5] = [
+    Choice::Tcp(TcpMode::Stream),
+    Choice::Tcp(TcpMode::Pingpong),
+    Choice::Tcp(TcpMode::Rr),
+    Choice::Grpc(GrpcMode::Unary),
+    Choice::Grpc(GrpcMode::Stream),
+];
+
+fn choice(t: &TestArgs) -> Choice {
+    match t.engine {
+        EngineKind::Tcp => Choice::Tcp(t.tcp_mode().unwrap_or(TcpMode::Stream)),
+        EngineKind::Grpc => Choice::Grpc(t.grpc_mode().unwrap_or(GrpcMode::Unary)),
+    }
+}
+
+fn choice_name(c: Choice) -> String {
+    match c {
+        Choice::Tcp(m) => format!("tcp {}", m.name()),
+        Choice::Grpc(m) => format!("grpc {}", m.name()),
+    }
+}
+
+fn concurrency(t: &TestArgs) -> u32 {
+    t.concurrency
+        .unwrap_or_else(|| t.channels.unwrap_or(1).saturating_mul(64))
+}
 
 /// Label of a field for the current mode.
 pub fn label(f: Field, t: &TestArgs) -> &'static str {
-    let stream = t.tcp_mode().unwrap_or(TcpMode::Stream) == TcpMode::Stream;
+    let c = choice(t);
+    let stream = c == Choice::Tcp(TcpMode::Stream);
+    let grpc = matches!(c, Choice::Grpc(_));
     match f {
-        Field::Mode => "mode (-m)",
+        Field::Mode => "engine, mode (--engine, -m)",
+        Field::Count if grpc => "HTTP/2 connections (--channels)",
         Field::Count if stream => "streams (-P)",
         Field::Count => "connections (--conns)",
+        Field::Concurrency => "RPCs in flight (--concurrency)",
         Field::Size if stream => "write size (-l)",
+        Field::Size if grpc => "request payload (--size)",
         Field::Size => "message size (--size)",
         Field::Time => "duration (-t)",
         Field::Direction => "direction (-R/--bidir)",
@@ -63,10 +107,13 @@ pub fn label(f: Field, t: &TestArgs) -> &'static str {
 
 /// Value of a field as shown.
 pub fn value(f: Field, t: &TestArgs) -> String {
-    let stream = t.tcp_mode().unwrap_or(TcpMode::Stream) == TcpMode::Stream;
+    let c = choice(t);
+    let stream = c == Choice::Tcp(TcpMode::Stream);
     match f {
-        Field::Mode => t.tcp_mode().unwrap_or(TcpMode::Stream).name().to_string(),
+        Field::Mode => choice_name(c),
         Field::Count => count(t).to_string(),
+        Field::Concurrency if matches!(c, Choice::Grpc(_)) => concurrency(t).to_string(),
+        Field::Concurrency => "n/a (grpc only)".into(),
         Field::Size => short_size(size(t)),
         Field::Time => match t.time {
             Some(d) => humantime::format_duration(d).to_string(),
@@ -79,18 +126,18 @@ pub fn value(f: Field, t: &TestArgs) -> String {
 }
 
 fn count(t: &TestArgs) -> u32 {
-    if t.tcp_mode().unwrap_or(TcpMode::Stream) == TcpMode::Stream {
-        t.streams.unwrap_or(1)
-    } else {
-        t.conns.unwrap_or(1)
+    match choice(t) {
+        Choice::Tcp(TcpMode::Stream) => t.streams.unwrap_or(1),
+        Choice::Tcp(_) => t.conns.unwrap_or(1),
+        Choice::Grpc(_) => t.channels.unwrap_or(1),
     }
 }
 
 fn size(t: &TestArgs) -> Bytes {
-    match t.tcp_mode().unwrap_or(TcpMode::Stream) {
-        TcpMode::Stream => t.len.unwrap_or(Bytes(128 << 10)),
-        TcpMode::Rr => t.size.unwrap_or(Bytes(64)),
-        TcpMode::Pingpong => t.size.unwrap_or(Bytes(16 << 10)),
+    match choice(t) {
+        Choice::Tcp(TcpMode::Stream) => t.len.unwrap_or(Bytes(128 << 10)),
+        Choice::Tcp(TcpMode::Rr) | Choice::Grpc(_) => t.size.unwrap_or(Bytes(64)),
+        Choice::Tcp(TcpMode::Pingpong) => t.size.unwrap_or(Bytes(16 << 10)),
     }
 }
 
@@ -115,25 +162,34 @@ fn ladder<T: Copy + PartialOrd>(values: &[T], cur: T, step: i32) -> T {
 /// Change field `f` by one step. Mode changes carry the count over and reset
 /// what only the old mode accepts, so the result resolves when the old one did.
 pub fn step(f: Field, t: &mut TestArgs, step: i32) {
-    let stream = t.tcp_mode().unwrap_or(TcpMode::Stream) == TcpMode::Stream;
+    let c = choice(t);
+    let stream = c == Choice::Tcp(TcpMode::Stream);
+    let grpc = matches!(c, Choice::Grpc(_));
     match f {
         Field::Mode => {
-            const MODES: [TcpMode; 3] = [TcpMode::Stream, TcpMode::Pingpong, TcpMode::Rr];
-            let i = MODES
-                .iter()
-                .position(|m| t.tcp_mode().is_ok_and(|x| x == *m))
-                .unwrap_or(0) as i32;
-            let next = MODES[(i + step).rem_euclid(MODES.len() as i32) as usize];
+            let i = CHOICES.iter().position(|m| *m == c).unwrap_or(0) as i32;
+            let next = CHOICES[(i + step).rem_euclid(CHOICES.len() as i32) as usize];
             set_mode(t, next);
         }
         Field::Count => {
             let n = ladder(&COUNTS, count(t), step);
-            if stream {
+            if grpc {
+                t.channels = Some(n);
+                // Every channel needs an RPC in flight.
+                if concurrency(t) < n {
+                    t.concurrency = Some(n);
+                }
+            } else if stream {
                 t.streams = Some(n);
             } else {
                 t.conns = Some(n);
             }
         }
+        Field::Concurrency if grpc => {
+            let n = ladder(&CONCURRENCY, concurrency(t), step).max(count(t));
+            t.concurrency = Some(n);
+        }
+        Field::Concurrency => {}
         Field::Size => {
             let s = Bytes(ladder(&SIZES, size(t).0, step));
             if stream {
@@ -159,11 +215,13 @@ pub fn step(f: Field, t: &mut TestArgs, step: i32) {
     }
 }
 
-fn set_mode(t: &mut TestArgs, mode: TcpMode) {
+fn set_mode(t: &mut TestArgs, next: Choice) {
     let n = count(t);
-    t.mode = (mode != TcpMode::Stream).then(|| mode.name().to_string());
     t.streams = None;
     t.conns = None;
+    t.channels = None;
+    t.concurrency = None;
+    t.peer_threads = None;
     t.len = None;
     t.size = None;
     t.resp_size = None;
@@ -174,21 +232,41 @@ fn set_mode(t: &mut TestArgs, mode: TcpMode) {
     t.zerocopy = false;
     t.skip_rx_copy = false;
     t.bytes = None;
-    if mode == TcpMode::Stream {
-        t.streams = (n > 1).then_some(n);
-    } else {
-        t.conns = (n > 1).then_some(n);
+    t.window = None;
+    t.mss = None;
+    t.congestion = None;
+    let keep = (n > 1).then_some(n);
+    match next {
+        Choice::Tcp(mode) => {
+            t.engine = EngineKind::Tcp;
+            t.mode = (mode != TcpMode::Stream).then(|| mode.name().to_string());
+            if mode == TcpMode::Stream {
+                t.streams = keep;
+            } else {
+                t.conns = keep;
+            }
+        }
+        Choice::Grpc(mode) => {
+            t.engine = EngineKind::Grpc;
+            t.mode = (mode != GrpcMode::Unary).then(|| mode.name().to_string());
+            t.channels = keep;
+        }
     }
 }
 
 /// The `wirescope run` command line that runs the same test.
 pub fn command_line(t: &TestArgs) -> String {
     let mut v = vec!["wirescope run".to_string()];
-    if t.tcp_mode().unwrap_or(TcpMode::Stream) != TcpMode::Stream {
-        v.push(format!(
-            "-m {}",
-            t.tcp_mode().unwrap_or(TcpMode::Stream).name()
-        ));
+    match choice(t) {
+        Choice::Tcp(TcpMode::Stream) => {}
+        Choice::Tcp(m) => v.push(format!("-m {}", m.name())),
+        Choice::Grpc(m) => v.push(format!("--engine grpc -m {}", m.name())),
+    }
+    if let Some(n) = t.channels {
+        v.push(format!("--channels {n}"));
+    }
+    if let Some(n) = t.concurrency {
+        v.push(format!("--concurrency {n}"));
     }
     if let Some(n) = t.streams {
         v.push(format!("-P {n}"));

@@ -78,11 +78,11 @@ fn all_cores(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     .ev(Evidence::num("irq+softirq", soft, "%", "/proc/stat"))
     .ev(Evidence::num("saturated intervals", on.len() as f64, "", "window"))
     .why("Every core is busy, so no IRQ or thread placement can help: the work per byte must shrink or more cores must do it. sys time is copies and the TCP stack, irq+softirq is packet processing.")
-    .fix("run on a host with more cores, or fewer streams than cores so the stack and the copies do not compete (wirescope run -P N)");
+    .fix("run on a host with more cores, or fewer connections than cores so the stack and the copies do not compete");
     if soft >= sys && gro_off {
         f = f.fix("ethtool -K IFACE gro on  # fewer, larger packets through the stack");
     }
-    if sys > soft {
+    if sys > soft && ctx.spec.is_some_and(|s| s.is_tcp_stream()) {
         f = f.fix("wirescope run --zerocopy  # MSG_ZEROCOPY saves the send copy (large writes)");
     }
     Some(f)

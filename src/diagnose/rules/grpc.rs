@@ -2,17 +2,16 @@
 //!
 //! Pure functions of a [`GrpcWindow`]: the client's interval figures over the
 //! window plus the few host numbers each rule compares them with (per-core
-//! busy %, the data connections' RTT, the HTTP/2 windows in force). The
-//! spine builds the window from Samples once gRPC figures travel in them;
-//! until then these are unit-tested on constructed windows.
-
-// Not yet called outside the tests: the spine's diagnosis calls [`rules`]
-// once Samples carry gRPC figures (see the glue notes of issue 10).
-#![allow(dead_code)]
+//! busy %, the data connections' RTT, the HTTP/2 windows in force).
+//! [`window`] builds it from the client host's Samples of a gRPC test
+//! (the controller runs the client), which [`crate::diagnose::diagnose`]
+//! does for every window of a gRPC point.
 
 use crate::diagnose::finding::{Evidence, Finding, Severity};
-use crate::probe::sample::HostRole;
+use crate::probe::sample::{HostRole, Sample};
 use crate::traffic::grpc::counters::GrpcInterval;
+use crate::traffic::grpc::{GrpcSpec, Windows};
+use crate::traffic::EngineInterval;
 use std::collections::BTreeMap;
 
 /// A core at or above this busy % is saturated.
@@ -25,6 +24,57 @@ const WINDOW_BOUND_SHARE: f64 = 0.8;
 const ERROR_SHARE: f64 = 0.01;
 /// The rule of thumb: about one HTTP/2 connection per this many busy cores.
 const CORES_PER_CONNECTION: usize = 4;
+
+/// The rules' window from the client's Samples (warm-up left out); None
+/// while no interval carries gRPC figures.
+pub fn window(spec: &GrpcSpec, samples: &[Sample]) -> Option<GrpcWindow> {
+    let counted: Vec<&Sample> = samples.iter().filter(|s| !s.omitted).collect();
+    let intervals: Vec<GrpcInterval> = counted
+        .iter()
+        .filter_map(|s| match &s.engine.extra {
+            Some(EngineInterval::Grpc(g)) => Some(GrpcInterval {
+                latency: s.engine.latency,
+                ..g.clone()
+            }),
+            _ => None,
+        })
+        .collect();
+    if intervals.is_empty() {
+        return None;
+    }
+    let mut busy: BTreeMap<u32, (f64, usize)> = BTreeMap::new();
+    for s in &counted {
+        for c in &s.cpus {
+            let e = busy.entry(c.cpu.0).or_default();
+            e.0 += c.busy().0;
+            e.1 += 1;
+        }
+    }
+    let core_busy = busy
+        .into_iter()
+        .map(|(cpu, (sum, n))| (cpu, sum / n.max(1) as f64))
+        .collect();
+    let rtts: Vec<f64> = counted
+        .iter()
+        .flat_map(|s| s.conns.iter())
+        .filter_map(|c| c.tcp.map(|t| f64::from(t.rtt_us)))
+        .collect();
+    let rtt_us = (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64);
+    let recv = Windows::for_point(spec.channels as usize, spec.resp_size.as_usize());
+    let server = spec.server_config();
+    Some(GrpcWindow {
+        host: HostRole::Local,
+        channels: spec.channels,
+        concurrency: spec.concurrency,
+        intervals,
+        core_busy,
+        rtt_us,
+        recv_stream_window: recv.stream,
+        recv_conn_window: recv.connection,
+        send_stream_window: crate::traffic::grpc::server::STREAM_WINDOW,
+        send_conn_window: server.conn_window(),
+    })
+}
 
 /// What the gRPC rules look at, for the host running the client.
 #[derive(Debug, Clone, PartialEq)]

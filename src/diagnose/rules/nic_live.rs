@@ -142,11 +142,7 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
             source,
         });
     }
-    let streams = ctx
-        .spec
-        .and_then(|s| s.as_tcp())
-        .map(|t| t.streams)
-        .unwrap_or(1);
+    let streams = ctx.spec.map(|s| s.connection_count()).unwrap_or(1);
     let mut out = Vec::new();
     for (iface, hits) in hits {
         let name = |d: Dir| if d == Dir::Rx { "rx" } else { "tx" };
@@ -202,9 +198,15 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
         }
         f = f
             .ev(Evidence::num("queues", nq as f64, "", format!("{} {iface}", hits[0].source)))
-            .ev(Evidence::num("streams", streams as f64, "", "test spec"))
+            .ev(Evidence::num("connections", streams as f64, "", "test spec"))
             .why("RSS hashes each flow to one queue and so to one core: with one flow (or a hash that ignores ports) one core does all the work however many queues exist.")
-            .fix(format!("wirescope run -P {}  # more flows spread over the queues", (nq as u32).max(2)));
+            .fix(format!(
+                "wirescope run {}  # more flows spread over the queues",
+                ctx.spec.map_or_else(
+                    || format!("-P {}", (nq as u32).max(2)),
+                    |s| s.with_flows((nq as u32).max(2))
+                )
+            ));
         if !veth && hits.iter().any(|h| h.dir == Dir::Rx) {
             f = f.fix(format!("ethtool -N {iface} rx-flow-hash tcp4 sdfn"));
         }

@@ -43,6 +43,9 @@ use std::time::Duration;
 /// How often the engine's thread looks at the stop flags (the client and
 /// server react within their own loops; this only forwards the request).
 const WATCH_EVERY: Duration = Duration::from_millis(20);
+/// How long the agent's server waits, once told to stop, for the client to
+/// close the connections before it stops on its own.
+const SERVER_GRACE: Duration = Duration::from_secs(3);
 
 impl GrpcSpec {
     /// The controller is the client on every connection, the agent the server.
@@ -291,14 +294,30 @@ impl Engine for GrpcEngine {
                     return Err(EngineError::Unsupported(e.to_string()));
                 }
             };
+            // The client ends a point: on stop it finishes its RPCs and closes
+            // the connections. The server ends when they are closed (like a
+            // TCP receiver at EOF); stopping it at the same moment would cut
+            // RPCs the client still waits for ("operation was canceled").
+            // Only if the client never closes does the server stop itself.
+            let mut stop_seen: Option<std::time::Instant> = None;
             loop {
                 if ctl.abort.load(Ordering::Relaxed) {
                     running.abort();
                     break;
                 }
                 if ctl.stop.load(Ordering::Relaxed) {
-                    running.stop();
-                    break;
+                    match (&running, stop_seen) {
+                        (Running::Client(_), _) => {
+                            running.stop();
+                            break;
+                        }
+                        (Running::Server(_), None) => stop_seen = Some(std::time::Instant::now()),
+                        (Running::Server(_), Some(t)) if t.elapsed() > SERVER_GRACE => {
+                            running.stop();
+                            break;
+                        }
+                        (Running::Server(_), Some(_)) => {}
+                    }
                 }
                 if running.is_finished() {
                     break;

@@ -26,7 +26,7 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         };
         lines.push(Line::from(vec![
             Span::raw(if selected { " ▸ " } else { "   " }),
-            Span::raw(format!("{:<24}", form::label(*f, &m.test))),
+            Span::raw(format!("{:<32}", form::label(*f, &m.test))),
             Span::styled(format!("◂ {} ▸", form::value(*f, &m.test)), st),
         ]));
     }

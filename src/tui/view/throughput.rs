@@ -122,11 +122,17 @@ fn rate_line(m: &Model) -> Line<'static> {
         .iter()
         .chain(i.peer.iter())
         .find_map(|s| s.engine.latency);
-    let mut text = format!(" {} msg/s", short(msgs, ""));
+    let unit = match m.spec.as_ref().map(|s| s.kind()) {
+        Some(crate::traffic::EngineKind::Grpc) => "RPC/s",
+        _ => "msg/s",
+    };
+    let mut text = format!(" {} {unit}", short(msgs, ""));
     match lat {
         Some(l) => text.push_str(&format!(
-            "  latency p50 {:.1} us  p99 {:.1} us  (TCP engine, local)",
-            l.p50, l.p99
+            "  latency p50 {:.1} us  p99 {:.1} us  ({} client, local)",
+            l.p50,
+            l.p99,
+            m.spec.as_ref().map_or("tcp", |s| s.kind().name())
         )),
         None => text.push_str("  latency: none this interval"),
     }
