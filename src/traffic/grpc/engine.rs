@@ -12,7 +12,7 @@
 //!   histogram path as `tcp rr`, so `latency` and the summary's percentiles
 //!   mean the same thing);
 //! * as the engine's own figures: RPCs/s, payload goodput both ways and the
-//!   non-OK statuses per interval ([`GrpcInterval`]), and at the end the
+//!   non-OK statuses per interval ([`super::GrpcInterval`]), and at the end the
 //!   point's totals with this process's peak resident memory (VmHWM, reset
 //!   when the point starts).
 //!
