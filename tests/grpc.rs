@@ -350,3 +350,74 @@ fn client_exit_codes_say_usage_or_failure() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect"));
 }
+
+#[test]
+fn run_against_a_third_party_server_samples_this_host_only() {
+    let (mut serve, addr) = spawn_serve(&["--threads", "1"]);
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("target.jsonl");
+    let out = Command::new(env!("CARGO_BIN_EXE_wirescope"))
+        .args(["run", "--engine", "grpc", "--target", &addr])
+        .args(["--channels", "2", "--concurrency", "8", "--size", "100"])
+        .args([
+            "--resp-size",
+            "40",
+            "-t",
+            "1s",
+            "-i",
+            "500ms",
+            "--ebpf",
+            "off",
+        ])
+        .arg("--log")
+        .arg(&log)
+        .output()
+        .unwrap();
+    sigint(&serve);
+    let _ = serve.wait();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("only this host's telemetry"), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains(&format!("gRPC server {addr}")), "{text}");
+    // The log: local Samples only, and a summary whose counts add up.
+    let records = wirescope::record::log::read_log(&log).unwrap();
+    let mut msgs = 0;
+    let mut summary = None;
+    for r in records {
+        match r {
+            wirescope::record::schema::Record::Sample(s) => {
+                assert_eq!(s.host, wirescope::probe::sample::HostRole::Local);
+                msgs += s.engine.messages;
+            }
+            wirescope::record::schema::Record::Summary(s) => summary = Some(s),
+            _ => {}
+        }
+    }
+    let s = summary.expect("a summary");
+    assert!(s.messages > 0);
+    assert_eq!(s.messages, msgs, "the closing Sample covers the last RPCs");
+    assert_eq!(s.bytes, s.messages * 40);
+    assert_eq!(s.latency_us.map(|l| l.count), Some(s.messages));
+
+    // Nothing listens: one line, exit 1; another engine: a usage error.
+    let code = |args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_wirescope"))
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let (c, e) = code(&["run", "--engine", "grpc", "--target", &addr, "-t", "1s"]);
+    assert_eq!(c, Some(1), "{e}");
+    assert!(
+        e.contains("cannot connect") && e.contains("serve grpc"),
+        "{e}"
+    );
+    let (c, e) = code(&["run", "--target", &addr, "-t", "1s"]);
+    assert_eq!(c, Some(2), "{e}");
+    assert!(e.contains("--engine grpc"), "{e}");
+}

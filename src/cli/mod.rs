@@ -212,6 +212,11 @@ pub struct RunArgs {
     /// Write a JSON-lines log (header, one sample per host per interval, summary).
     #[arg(long, value_name = "PATH")]
     pub log: Option<PathBuf>,
+    /// --engine grpc: run the client against any grpc.testing.BenchmarkService
+    /// server at HOST:PORT (grpc-go's, grpc-java's, `wirescope serve grpc`)
+    /// instead of an agent; only this host is observed.
+    #[arg(long = "target", value_name = "HOST:PORT", conflicts_with_all = ["peer", "local_pair"])]
+    pub grpc_target: Option<String>,
     /// Print the summary as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,

@@ -31,6 +31,9 @@ const EVENT_QUEUE: usize = 64;
 /// whatever happened.
 pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
     let plan = args.test.resolve()?;
+    if let Some(t) = args.grpc_target.clone() {
+        return against_server(args, plan, t, argv);
+    }
     let choice = args.target.resolve()?;
     let log = open_log(args.log.as_deref())?;
     let opened = crate::session::open(&choice, args.target.token_file.as_deref())?;
@@ -75,6 +78,64 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
         eprintln!("wirescope: local agent log: {}", p.agent_log_tail());
     }
     drop(pair);
+    super::stdout_result()?;
+    face.exit(pipeline.worst_raised(), args.fail_on)
+}
+
+/// `run --engine grpc --target HOST:PORT`: wirescope's client against a
+/// third-party BenchmarkService server, through the same driver, pipeline,
+/// log and summary as a test with an agent; only this host is sampled (the
+/// interface that routes to the server is watched).
+fn against_server(
+    args: RunArgs,
+    plan: crate::session::plan::TestPlan,
+    target: String,
+    argv: Vec<String>,
+) -> FaceResult {
+    if !matches!(plan.spec, crate::traffic::EngineSpec::Grpc(_)) {
+        return Err(FaceError::Usage(
+            "--target runs the gRPC client against a BenchmarkService server; add --engine grpc (other engines need an agent: --peer)".into(),
+        ));
+    }
+    let addr = std::net::ToSocketAddrs::to_socket_addrs(&target)
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| {
+            FaceError::Usage(format!(
+                "--target {target} is not a HOST:PORT that resolves; e.g. --target 10.0.0.2:50051"
+            ))
+        })?;
+    let log = open_log(args.log.as_deref())?;
+    let mut observe = args.observe.resolve();
+    if let Some(i) = crate::probe::system::route_iface(addr.ip()) {
+        if !observe.ifaces.contains(&i) {
+            observe.ifaces.insert(0, i);
+        }
+    }
+    eprintln!(
+        "wirescope: gRPC client against {target} (no agent: only this host's telemetry is sampled)"
+    );
+    let rt = super::control_runtime("ws-runtime").context("cannot start the async runtime")?;
+    let mut pipeline = Pipeline::new(Origin {
+        command_line: argv,
+        local: HostInfo::current(),
+        pair: format!("gRPC server {target} (no agent)"),
+    });
+    if let Some(w) = log {
+        pipeline.record_to(w).context("cannot write the log")?;
+    }
+    let (tx, mut rx) = mpsc::channel(EVENT_QUEUE);
+    let cancel = CancellationToken::new();
+    let task = rt.spawn(super::watch::local_session(
+        Plan::Test(Box::new(plan)),
+        observe,
+        Some(target),
+        tx,
+        cancel.clone(),
+    ));
+    let face = consume(&mut rx, &mut pipeline, args.json, &cancel);
+    let _ = rt.block_on(task);
+    drop(rt);
     super::stdout_result()?;
     face.exit(pipeline.worst_raised(), args.fail_on)
 }

@@ -99,7 +99,7 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
             tx,
             cancel.clone(),
         )),
-        _ => rt.spawn(local_session(plan, observe, tx, cancel.clone())),
+        _ => rt.spawn(local_session(plan, observe, None, tx, cancel.clone())),
     };
     let mut failure = None;
     let mut log_error = None;
@@ -130,16 +130,24 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
     }
 }
 
-/// This host alone: sample it through the same driver.
-async fn local_session(
+/// This host alone: sample it through the same driver (with `target`, a
+/// gRPC plan's client calls that server: `run --engine grpc --target`).
+pub(crate) async fn local_session(
     plan: Plan,
     observe: Observe,
+    target: Option<String>,
     tx: mpsc::Sender<SessionEvent>,
     cancel: CancellationToken,
 ) {
     super::spawn_signal_handler(cancel.clone());
     let (mut obs, ebpf) = match LocalObserver::new(observe.ebpf, observe.ifaces.clone()).await {
-        Ok(x) => x,
+        Ok((o, e)) => (
+            match target {
+                Some(t) => o.with_target(t),
+                None => o,
+            },
+            e,
+        ),
         Err(e) => {
             let _ = tx.send(SessionEvent::Failed(e.to_string())).await;
             return;

@@ -14,15 +14,18 @@ pub fn run_title(h: &super::schema::Header) -> String {
         .as_ref()
         .map(|s| format!("{} {}", s.kind().name(), s.mode_name()))
         .unwrap_or_else(|| "observe".into());
+    // Without an agent (`run --engine grpc --target`) the far end is the pair's description.
+    let far = if h.hosts.peer.cpus == 0 && h.hosts.peer.hostname.is_empty() {
+        h.pair.clone()
+    } else {
+        format!(
+            "peer {} ({}, {} CPUs)",
+            h.hosts.peer.hostname, h.hosts.peer.kernel, h.hosts.peer.cpus
+        )
+    };
     format!(
-        "wirescope {}: {what}, local {} ({}, {} CPUs) -> peer {} ({}, {} CPUs)",
-        h.wirescope,
-        h.hosts.local.hostname,
-        h.hosts.local.kernel,
-        h.hosts.local.cpus,
-        h.hosts.peer.hostname,
-        h.hosts.peer.kernel,
-        h.hosts.peer.cpus
+        "wirescope {}: {what}, local {} ({}, {} CPUs) -> {far}",
+        h.wirescope, h.hosts.local.hostname, h.hosts.local.kernel, h.hosts.local.cpus,
     )
 }
 
@@ -289,11 +292,14 @@ pub fn summary_block(s: &Summary) -> String {
         }
         out.push('\n');
         let rss = |b: Option<Bytes>| b.map(|b| b.to_string()).unwrap_or_else(|| "-".into());
+        let agent = match g.agent_peak_rss {
+            Some(b) => format!(", agent {b}"),
+            None => String::new(),
+        };
         let _ = writeln!(
             out,
-            "peak resident memory (VmHWM) during the point: client {}, agent {}",
-            rss(g.client_peak_rss),
-            rss(g.agent_peak_rss)
+            "peak resident memory (VmHWM) during the point: client {}{agent}",
+            rss(g.client_peak_rss)
         );
     }
     if let Some(l) = s.latency_us {
@@ -310,7 +316,9 @@ pub fn summary_block(s: &Summary) -> String {
         );
     }
     let _ = writeln!(out, "{}", cpu_line("local", &s.hosts.local));
-    let _ = writeln!(out, "{}", cpu_line("peer ", &s.hosts.peer));
+    if s.hosts.peer.intervals > 0 || s.grpc.as_ref().is_none_or(|g| g.agent_peak_rss.is_some()) {
+        let _ = writeln!(out, "{}", cpu_line("peer ", &s.hosts.peer));
+    }
     out.push_str(&findings_block(&s.findings, 5));
     if s.interrupted {
         out.push_str("interrupted by the user\n");

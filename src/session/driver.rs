@@ -175,9 +175,13 @@ pub async fn run_plan<R: PointRunner>(
     Ok(last)
 }
 
-/// This host alone, without an agent or traffic (`wirescope watch`).
+/// This host alone, without an agent: observing without traffic
+/// (`wirescope watch`), or running wirescope's gRPC client against a
+/// third-party BenchmarkService server (`run --engine grpc --target`).
 pub struct LocalObserver {
     sampler: SamplerThread,
+    /// `HOST:PORT` of the server a gRPC point's client calls.
+    target: Option<String>,
 }
 
 impl LocalObserver {
@@ -190,7 +194,19 @@ impl LocalObserver {
             .map_err(|e| SessionError::Sampler(SamplerError::Spawn(e)))?;
         sampler.set_ebpf(ebpf, Vec::new())?;
         let local = sampler.set_ifaces(ifaces).await?;
-        Ok((LocalObserver { sampler }, EbpfHosts { local, peer: None }))
+        Ok((
+            LocalObserver {
+                sampler,
+                target: None,
+            },
+            EbpfHosts { local, peer: None },
+        ))
+    }
+
+    /// Run gRPC points' clients against the server at `target`.
+    pub fn with_target(mut self, target: String) -> Self {
+        self.target = Some(target);
+        self
     }
 
     /// Who this host is, as the "peer" of a one-host session.
@@ -206,7 +222,30 @@ impl PointRunner for LocalObserver {
         events: &mpsc::Sender<RunEvent>,
         cancel: &CancellationToken,
     ) -> Result<PointOutcome, SessionError> {
-        self.sampler.begin(None, p.omit, p.interval).await?;
+        let mut engine = match (&p.spec, &self.target) {
+            (Some(EngineSpec::Grpc(g)), Some(addr)) => {
+                let e = crate::traffic::grpc::GrpcEngine::against(g.clone(), addr.clone());
+                // Its first RPC proves the server before the clock starts.
+                let started = tokio::task::spawn_blocking(move || e.start_ready())
+                    .await
+                    .map_err(|e| SessionError::Local(format!("the gRPC client's task failed: {e}")))?;
+                Some(started?)
+            }
+            (Some(spec), _) => {
+                return Err(SessionError::Local(format!(
+                    "{} needs an agent (--peer or the local pair); only --engine grpc runs against --target",
+                    spec.short()
+                )))
+            }
+            (None, _) => None,
+        };
+        let view = engine
+            .as_ref()
+            .and_then(crate::probe::sampler::EngineView::of);
+        self.sampler.begin(view, p.omit, p.interval).await?;
+        if let Some(e) = &engine {
+            e.release();
+        }
         let start = tokio::time::Instant::now();
         let t0 = Instant::now();
         let mut ticker = tokio::time::interval_at(start + p.interval, p.interval);
@@ -224,12 +263,32 @@ impl PointRunner for LocalObserver {
                     if p.time.is_some_and(|t| t0.elapsed().saturating_add(Duration::from_millis(5)) >= t) {
                         break;
                     }
+                    // A client that ended by itself (it failed) ends the point.
+                    if engine.as_ref().is_some_and(|e| e.is_finished()) {
+                        break;
+                    }
                 }
                 Some(s) = pending.next() => {
                     let index = s.index;
                     let _ = events.send(RunEvent { index, local: Some(s), peer: None }).await;
                 }
                 _ = cancel.cancelled() => { end = EndReason::Interrupted; break; }
+            }
+        }
+        if let Some(e) = &engine {
+            // The client finishes its RPCs; their latencies are merged when
+            // its threads end, so the final Sample waits for that (bounded).
+            e.stop();
+            let until = tokio::time::Instant::now() + Duration::from_secs(10);
+            while !e.is_finished() && tokio::time::Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // A closing (short) Sample covers what the client did after the
+            // last tick, as the controller's does.
+            if end == EndReason::Completed && pending.request(&self.sampler).is_err() {
+                end = EndReason::Failed(
+                    "local sampler: the closing Sample could not be taken".into(),
+                );
             }
         }
         for s in pending.drain().await {
@@ -242,12 +301,24 @@ impl PointRunner for LocalObserver {
                 })
                 .await;
         }
-        let _ = self.sampler.end().await;
+        let local = match engine.as_mut() {
+            Some(e) => {
+                let r = super::point::finish(e, &self.sampler, t0.elapsed().as_secs_f64()).await;
+                if let (EndReason::Completed, Some(err)) = (&end, &r.error) {
+                    end = EndReason::Failed(format!("gRPC client: {err}"));
+                }
+                r
+            }
+            None => {
+                let _ = self.sampler.end().await;
+                SideResult {
+                    duration_s: t0.elapsed().as_secs_f64(),
+                    ..SideResult::default()
+                }
+            }
+        };
         Ok(PointOutcome {
-            local: SideResult {
-                duration_s: t0.elapsed().as_secs_f64(),
-                ..SideResult::default()
-            },
+            local,
             peer: None,
             end,
         })

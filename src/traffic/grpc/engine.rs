@@ -181,12 +181,29 @@ impl EngineProbe for GrpcProbe {
 pub struct GrpcEngine {
     spec: GrpcSpec,
     side: Side,
+    /// `HOST:PORT` of a third-party server (`run --engine grpc --target`):
+    /// the client connects there itself instead of using the session's
+    /// data connections.
+    target: Option<String>,
 }
 
 impl GrpcEngine {
     /// `side` of the point `spec` describes.
     pub fn new(spec: GrpcSpec, side: Side) -> Self {
-        GrpcEngine { spec, side }
+        GrpcEngine {
+            spec,
+            side,
+            target: None,
+        }
+    }
+
+    /// The client alone, against any BenchmarkService server at `target`.
+    pub fn against(spec: GrpcSpec, target: String) -> Self {
+        GrpcEngine {
+            spec,
+            side: Side::Controller,
+            target: Some(target),
+        }
     }
 }
 
@@ -227,6 +244,39 @@ impl Running {
 
 impl Engine for GrpcEngine {
     fn start(self: Box<Self>, conns: Vec<TcpStream>) -> Result<RunningEngine, EngineError> {
+        self.launch(conns).map(|(e, _)| e)
+    }
+}
+
+impl GrpcEngine {
+    /// Start, and wait until the client's first RPC succeeded (or say why it
+    /// could not): for a client without a session around it, whose errors
+    /// (nothing listens, not gRPC, UNIMPLEMENTED) must stop the test at once.
+    /// Blocks the calling thread.
+    pub fn start_ready(self) -> Result<RunningEngine, EngineError> {
+        let (mut engine, ready) = self.launch(Vec::new())?;
+        match ready.recv() {
+            Ok(Ok(())) => Ok(engine),
+            Ok(Err(e)) => {
+                let _ = engine.join();
+                Err(EngineError::Unsupported(e))
+            }
+            Err(_) => match engine.join() {
+                Err(e) => Err(e),
+                Ok(()) => Err(EngineError::Unsupported(
+                    "the gRPC client ended before it started".into(),
+                )),
+            },
+        }
+    }
+
+    /// Start the thread that runs the client or server; the receiver says
+    /// when it runs (or why it could not start).
+    fn launch(
+        self,
+        conns: Vec<TcpStream>,
+    ) -> Result<(RunningEngine, std::sync::mpsc::Receiver<Result<(), String>>), EngineError> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let sockets = conns
             .iter()
             .enumerate()
@@ -253,8 +303,12 @@ impl Engine for GrpcEngine {
             .iter()
             .filter_map(|s| s.try_clone().ok())
             .collect::<Vec<_>>();
-        let roles = self.spec.conn_roles(self.side);
-        let (side, spec) = (self.side, self.spec);
+        let roles = if self.target.is_some() {
+            Vec::new()
+        } else {
+            self.spec.conn_roles(self.side)
+        };
+        let (side, spec, target) = (self.side, self.spec, self.target);
         let threads = match side {
             Side::Controller => spec.client_config().threads,
             Side::Agent => spec.server_config().threads,
@@ -274,7 +328,10 @@ impl Engine for GrpcEngine {
             let started = match side {
                 Side::Controller => GrpcClient::start_counted(
                     spec.client_config(),
-                    Target::Streams(conns),
+                    match target {
+                        Some(addr) => Target::Addr(addr),
+                        None => Target::Streams(conns),
+                    },
                     counters,
                 )
                 .map(Running::Client),
@@ -291,9 +348,11 @@ impl Engine for GrpcEngine {
                     for s in &shut {
                         let _ = s.shutdown(std::net::Shutdown::Both);
                     }
+                    let _ = ready_tx.send(Err(e.to_string()));
                     return Err(EngineError::Unsupported(e.to_string()));
                 }
             };
+            let _ = ready_tx.send(Ok(()));
             // The client ends a point: on stop it finishes its RPCs and closes
             // the connections. The server ends when they are closed (like a
             // TCP receiver at EOF); stopping it at the same moment would cut
@@ -330,14 +389,17 @@ impl Engine for GrpcEngine {
             }
             result
         })?;
-        Ok(RunningEngine {
-            threads: vec![thread],
-            counters: Arc::new(EngineCounters::new(0, 0)),
-            sockets,
-            control,
-            roles,
-            probe: Some(probe),
-        })
+        Ok((
+            RunningEngine {
+                threads: vec![thread],
+                counters: Arc::new(EngineCounters::new(0, 0)),
+                sockets,
+                control,
+                roles,
+                probe: Some(probe),
+            },
+            ready_rx,
+        ))
     }
 }
 
