@@ -211,6 +211,8 @@ pub struct RunFace {
     interrupted: bool,
     log_error: Option<String>,
     spec: Option<crate::traffic::EngineSpec>,
+    /// Summaries of the plan's points, for the sweep table at its end.
+    points: Vec<crate::record::schema::Summary>,
 }
 
 impl RunFace {
@@ -220,6 +222,7 @@ impl RunFace {
             failure: None,
             interrupted: false,
             log_error: None,
+            points: Vec::new(),
             spec: None,
         }
     }
@@ -279,6 +282,7 @@ impl RunFace {
                     } else {
                         out(&text::summary_block(s));
                     }
+                    self.points.push((**s).clone());
                 }
                 match &outcome.end {
                     EndReason::Completed => {}
@@ -292,7 +296,12 @@ impl RunFace {
                     }
                 }
             }
-            Output::PlanDone => {}
+            Output::PlanDone => {
+                if !self.json {
+                    out(&text::sweep_table(&self.points));
+                }
+                self.points.clear();
+            }
             Output::Failed(e) => {
                 self.failure.get_or_insert_with(|| e.clone());
             }

@@ -226,6 +226,94 @@ fn cpu_line(name: &str, h: &HostCpu) -> String {
     s
 }
 
+/// The table a sweep ends with: one row per point, the swept value first,
+/// then what the point achieved and what it cost (the table a user draws by
+/// hand from iperf3 or ghz runs). Empty for fewer than two swept points.
+pub fn sweep_table(points: &[Summary]) -> String {
+    let swept: Vec<&Summary> = points.iter().filter(|s| s.sweep.is_some()).collect();
+    let Some(param) = swept
+        .first()
+        .and_then(|s| s.sweep.as_ref())
+        .map(|v| v.param.clone())
+    else {
+        return String::new();
+    };
+    if swept.len() < 2 {
+        return String::new();
+    }
+    let value = |s: &Summary| {
+        let v = s.sweep.as_ref().map_or(0, |v| v.value);
+        if param == "size" {
+            Bytes(v).to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    let mut out = format!(
+        "\nsweep of {param}: one row per point\n{:>12}  {:>14}  {:>11}  {:>11}  {:>11}  {:>10}  {:>10}  {:>7}  {:>7}\n",
+        param, "throughput", "msg/s", "MB/s sent", "MB/s recv", "p50", "p99", "CPU loc", "CPU peer"
+    );
+    for s in swept {
+        // From this host's side: what it sent and what it received, MB/s.
+        let mbs = |bytes: u64| {
+            if s.duration_s > 0.0 {
+                format!("{:.1}", bytes as f64 / s.duration_s / 1e6)
+            } else {
+                "-".into()
+            }
+        };
+        let dir = |d: &str| -> u64 {
+            s.streams
+                .iter()
+                .filter(|x| x.direction == d)
+                .map(|x| x.bytes)
+                .sum()
+        };
+        let (req, resp) = match &s.grpc {
+            Some(g) => (
+                format!("{:.1}", g.request_bytes_per_s / 1e6),
+                format!("{:.1}", g.response_bytes_per_s / 1e6),
+            ),
+            None if s.mode == "stream" => (mbs(dir("local->peer")), mbs(dir("peer->local"))),
+            None => ("-".into(), mbs(s.bytes)),
+        };
+        let (p50, p99) = match s.latency_us {
+            Some(l) => (
+                Nanos((l.p50 * 1000.0) as u64).to_string(),
+                Nanos((l.p99 * 1000.0) as u64).to_string(),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        let cpu = |h: &HostCpu| {
+            if h.intervals == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.0}%", h.mean_busy)
+            }
+        };
+        let rate = if s.messages > 0 {
+            si(s.rate_per_s)
+        } else {
+            "-".into()
+        };
+        let _ = writeln!(
+            out,
+            "{:>12}  {:>14}  {:>11}  {:>11}  {:>11}  {:>10}  {:>10}  {:>7}  {:>7}{}",
+            value(s),
+            BitsPerSec(s.throughput_bps).to_string(),
+            rate,
+            req,
+            resp,
+            p50,
+            p99,
+            cpu(&s.hosts.local),
+            cpu(&s.hosts.peer),
+            if s.error.is_some() { "  (failed)" } else { "" }
+        );
+    }
+    out
+}
+
 /// The closing block of a point.
 pub fn summary_block(s: &Summary) -> String {
     let mut out = String::from("- - - - - - - - - - - - - - - - - - - - - - - - -\n");
@@ -654,5 +742,47 @@ mod tests {
         let peer = sample("peer", 3.7, 4.7, 1_250_000_000, 0, "receiver");
         let rows = interval_rows(&spec, Some(&local), Some(&peer));
         assert!(rows.contains("10.00 Gbit/s"), "{rows}");
+    }
+
+    fn summary(value: u64, mode: &str, grpc: bool) -> Summary {
+        let mut v = serde_json::json!({
+            "engine": if grpc { "grpc" } else { "tcp" }, "mode": mode,
+            "sweep": {"param": "size", "value": value},
+            "duration_s": 2.0, "bytes": value * 1000, "throughput_bps": (value * 4000) as f64,
+            "messages": 1000, "rate_per_s": 500.0,
+            "latency_us": {"count": 1000, "min": 10.0, "mean": 50.0, "p50": 40.0, "p90": 80.0,
+                           "p99": 120.0, "p999": 200.0, "max": 300.0},
+            "streams": [{"id": 0, "direction": mode, "bytes": value * 1000, "sent_bytes": value * 1000, "retransmits": 0}],
+            "hosts": {"local": {"mean_busy": 50.0, "cpus": [], "intervals": 2},
+                      "peer": {"mean_busy": 25.0, "cpus": [], "intervals": 2}},
+            "peer_lost": false, "interrupted": false
+        });
+        if grpc {
+            v["grpc"] = serde_json::json!({"rpcs_per_s": 500.0, "request_bytes_per_s": 1e6,
+                                           "response_bytes_per_s": 2e6});
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_sweep_ends_with_one_row_per_point() {
+        let t = sweep_table(&[summary(64, "unary", true), summary(4096, "unary", true)]);
+        let rows: Vec<&str> = t.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(rows.len(), 4, "{t}");
+        assert!(rows[0].contains("sweep of size"), "{t}");
+        assert!(
+            rows[2].trim_start().starts_with("64 B") && rows[3].contains("4.00 KiB"),
+            "{t}"
+        );
+        assert!(
+            rows[2].contains("1.0") && rows[2].contains("2.0"),
+            "request and response MB/s: {t}"
+        );
+        assert!(
+            rows[2].contains("40.0 us") && rows[2].contains("50%") && rows[2].contains("25%"),
+            "{t}"
+        );
+        // One point is no sweep.
+        assert_eq!(sweep_table(&[summary(64, "rr", false)]), "");
     }
 }

@@ -1,5 +1,6 @@
 //! Control: the test's options (the same as `wirescope run`'s, validated by
-//! the same `TestArgs::resolve`), the equivalent command line, start/stop.
+//! the same `TestArgs::resolve`), the equivalent command line, start/stop,
+//! and the table of the last sweep's points.
 
 use super::super::form::{self, FIELDS};
 use super::super::model::Model;
@@ -55,6 +56,20 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         ),
         style(m, Color::Gray),
     ));
+    // The points of the last sweep, one row each (the same table as `run`).
+    let param = |s: &crate::record::schema::Summary| s.sweep.as_ref().map(|v| v.param.clone());
+    let last = m.summaries.values().next_back().and_then(param);
+    let mut points: Vec<_> = m
+        .summaries
+        .values()
+        .rev()
+        .take_while(|s| last.is_some() && param(s) == last)
+        .cloned()
+        .collect();
+    points.reverse();
+    for l in crate::record::text::sweep_table(&points).lines() {
+        lines.push(Line::raw(format!(" {l}")));
+    }
     frame.render_widget(
         Paragraph::new(lines)
             .block(block)
