@@ -902,6 +902,7 @@ fn grpc_window(busy: &[f64], errors: &[(&str, u64)]) -> Vec<Sample> {
                     rx_bytes_per_sec: 5.76e6,
                     latency: None,
                     errors: errors.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+                    peak_rss: None,
                 },
             ));
             s

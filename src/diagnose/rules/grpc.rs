@@ -310,6 +310,7 @@ mod tests {
             rx_bytes_per_sec: bytes,
             latency: None,
             errors: errors.iter().map(|(c, n)| (c.to_string(), *n)).collect(),
+            peak_rss: None,
         }
     }
 

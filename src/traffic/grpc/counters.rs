@@ -254,6 +254,10 @@ pub struct GrpcInterval {
     /// Non-OK statuses in the interval, by code name (`UNAVAILABLE`: ...).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<String, u64>,
+    /// This end's peak resident memory so far in the point (VmHWM), when
+    /// the engine runs in a session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_rss: Option<crate::units::Bytes>,
 }
 
 /// Figures of the span between `prev` and `now`, `secs` long, with the
@@ -288,6 +292,7 @@ pub fn interval(
         rx_bytes_per_sec: rate(prev.rx_payload, now.rx_payload),
         latency: LatencySummary::from_histogram(latency),
         errors,
+        peak_rss: None,
     }
 }
 

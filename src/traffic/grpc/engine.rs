@@ -160,7 +160,9 @@ impl EngineProbe for GrpcProbe {
         reads.0 = now;
         // Latency travels in the Sample's own latency field.
         let empty = crate::traffic::new_latency_histogram();
-        Some(EngineInterval::Grpc(interval(&prev, &now, secs, &empty)))
+        let mut i = interval(&prev, &now, secs, &empty);
+        i.peak_rss = memory::peak_resident().ok();
+        Some(EngineInterval::Grpc(i))
     }
 
     fn totals(&self) -> Option<EngineTotals> {
