@@ -126,6 +126,37 @@ pub fn spawn_signal_handler(cancel: CancellationToken) {
     });
 }
 
+/// This host alone: sample it through the same driver (with `target`, a
+/// gRPC plan's client calls that server: `run --engine grpc --target`).
+pub(crate) async fn local_session(
+    plan: crate::session::plan::Plan,
+    observe: crate::session::plan::Observe,
+    target: Option<String>,
+    tx: tokio::sync::mpsc::Sender<crate::session::driver::SessionEvent>,
+    cancel: CancellationToken,
+) {
+    use crate::session::driver::{run_plan, LocalObserver, SessionEvent};
+    spawn_signal_handler(cancel.clone());
+    let (obs, ebpf) = match LocalObserver::new(observe.ebpf, observe.ifaces.clone()).await {
+        Ok(x) => x,
+        Err(e) => {
+            let _ = tx.send(SessionEvent::Failed(error_text(&e))).await;
+            return;
+        }
+    };
+    let mut obs = match target {
+        Some(t) => obs.with_target(t),
+        None => obs,
+    };
+    let _ = tx
+        .send(SessionEvent::Ready {
+            peer: Box::new(LocalObserver::host()),
+            ebpf: Box::new(ebpf),
+        })
+        .await;
+    let _ = run_plan(&mut obs, &plan, &observe, &tx, &cancel).await;
+}
+
 /// One stderr line per host on what the eBPF probes do.
 pub fn report_ebpf(e: &crate::probe::ebpf::EbpfHosts) {
     for (role, s) in [("local", &e.local), ("peer", &e.peer)] {

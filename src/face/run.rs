@@ -126,7 +126,7 @@ fn against_server(
     }
     let (tx, mut rx) = mpsc::channel(EVENT_QUEUE);
     let cancel = CancellationToken::new();
-    let task = rt.spawn(super::watch::local_session(
+    let task = rt.spawn(super::local_session(
         Plan::Test(Box::new(plan)),
         observe,
         Some(target),

@@ -19,9 +19,7 @@ use crate::record::pipeline::{Origin, Output, Pipeline};
 use crate::record::text;
 use crate::session::auth::load_token;
 use crate::session::controller::Target;
-use crate::session::driver::{run_plan, LocalObserver, SessionEvent};
 use crate::session::outcome::EndReason;
-use crate::session::plan::{Observe, Plan};
 use anyhow::Context;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -99,7 +97,13 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
             tx,
             cancel.clone(),
         )),
-        _ => rt.spawn(local_session(plan, observe, None, tx, cancel.clone())),
+        _ => rt.spawn(super::local_session(
+            plan,
+            observe,
+            None,
+            tx,
+            cancel.clone(),
+        )),
     };
     let mut failure = None;
     let mut log_error = None;
@@ -128,38 +132,6 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
         }
         None => Ok(EXIT_OK),
     }
-}
-
-/// This host alone: sample it through the same driver (with `target`, a
-/// gRPC plan's client calls that server: `run --engine grpc --target`).
-pub(crate) async fn local_session(
-    plan: Plan,
-    observe: Observe,
-    target: Option<String>,
-    tx: mpsc::Sender<SessionEvent>,
-    cancel: CancellationToken,
-) {
-    super::spawn_signal_handler(cancel.clone());
-    let (mut obs, ebpf) = match LocalObserver::new(observe.ebpf, observe.ifaces.clone()).await {
-        Ok((o, e)) => (
-            match target {
-                Some(t) => o.with_target(t),
-                None => o,
-            },
-            e,
-        ),
-        Err(e) => {
-            let _ = tx.send(SessionEvent::Failed(e.to_string())).await;
-            return;
-        }
-    };
-    let _ = tx
-        .send(SessionEvent::Ready {
-            peer: Box::new(LocalObserver::host()),
-            ebpf: Box::new(ebpf),
-        })
-        .await;
-    let _ = run_plan(&mut obs, &plan, &observe, &tx, &cancel).await;
 }
 
 fn show(o: &Output, json: bool, failure: &mut Option<String>) {
