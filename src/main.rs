@@ -33,6 +33,7 @@ fn main() -> ExitCode {
         Some(Command::Capture(c)) => wirescope::face::capture::capture(c),
         Some(Command::Check(c)) => wirescope::face::check::command(c),
         Some(Command::Profile(p)) => wirescope::face::profile::command(p).map_err(FaceError::from),
+        Some(Command::Checklist(c)) => wirescope::face::checklist::command(c, argv),
         Some(Command::Serve(s)) => wirescope::face::serve::command(s).map_err(FaceError::from),
         Some(Command::SinkLab(s)) => {
             wirescope::face::sink_lab::command(*s).map_err(FaceError::from)
@@ -75,6 +76,8 @@ fn run_agent(a: AgentArgs) -> FaceResult {
             token,
             once: a.once,
             token_hint: hint.clone(),
+            allow_tuning: a.allow_tuning,
+            state_dir: a.state_dir.clone(),
         };
         let (addr, serve) = agent::bind(cfg, shutdown)
             .await

@@ -17,6 +17,8 @@ async fn agent() -> (SocketAddr, tokio_util::sync::CancellationToken) {
         token: Token::from_text("right", "test").unwrap(),
         once: false,
         token_hint: "test token".into(),
+        allow_tuning: false,
+        state_dir: None,
     };
     let (addr, serve) = bind(cfg, stop.clone()).await.unwrap();
     tokio::spawn(serve);

@@ -28,6 +28,47 @@ pub fn check_run_args(step: &TestStep) -> Result<(), String> {
     }
 }
 
+/// `wirescope checklist`.
+#[derive(Debug, clap::Args)]
+pub struct ChecklistArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: ChecklistCommand,
+}
+
+/// `checklist list | run`.
+#[derive(Debug, clap::Subcommand)]
+pub enum ChecklistCommand {
+    /// The shipped checklists.
+    List,
+    /// Walk through a checklist: a baseline test, then each proposed change
+    /// (confirmed, backed up, re-measured, kept or rolled back).
+    Run(ChecklistRunArgs),
+}
+
+/// `checklist run NAME`.
+#[derive(Debug, clap::Args)]
+pub struct ChecklistRunArgs {
+    /// The checklist (see `checklist list`), or a TOML file.
+    pub name: String,
+    /// Where the agent is (the local pair by default; changes on the peer
+    /// need `wirescope agent --allow-tuning` there).
+    #[command(flatten)]
+    pub target: super::TargetArgs,
+    /// Answer yes to every question (apply, roll back, save the kept changes).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// JSON-lines records (baseline, steps, summary) instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Test runs before and after each change (default: the checklist's).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub rounds: Option<u32>,
+    /// This host's state directory (backups, journals, saved profiles).
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<std::path::PathBuf>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

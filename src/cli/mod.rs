@@ -57,6 +57,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Tuning profiles: list, show, save, diff, apply (all-or-nothing, backed up), rollback.
     Profile(profile::ProfileArgs),
+    /// Guided tuning: a baseline test, then each proposed change measured before and after.
+    Checklist(checklist::ChecklistArgs),
     /// Run a server alone for third-party clients, e.g. `serve grpc` (grpc.testing.BenchmarkService), no token.
     Serve(serve::ServeArgs),
     /// Packet test between two interfaces of this host (benchmarks and tests; the session will carry it as `run --engine sink`).
@@ -195,6 +197,13 @@ pub struct AgentArgs {
     /// Exit after the first controller's session (used by the local pair).
     #[arg(long, hide = true)]
     pub once: bool,
+    /// Let the controller change this host's settings (`profile apply --peer`,
+    /// `checklist run --peer`); every change is backed up and can be rolled back.
+    #[arg(long)]
+    pub allow_tuning: bool,
+    /// Where tuning backups and journals go. Default: $WIRESCOPE_STATE_DIR, else /var/lib/wirescope.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
 }
 
 /// `wirescope run`.

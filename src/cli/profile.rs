@@ -69,6 +69,12 @@ pub struct SaveArgs {
     /// Record a captured directory (`wirescope capture`, a sosreport) instead of this host.
     #[arg(long, value_name = "DIR")]
     pub from: Option<PathBuf>,
+    /// On the agent's host instead (changing it needs `agent --allow-tuning` there).
+    #[arg(long, value_name = "HOST[:PORT]", conflicts_with = "from")]
+    pub peer: Option<String>,
+    /// Token file shared with the agent (with --peer).
+    #[arg(long, value_name = "PATH", requires = "peer")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// Where `@route` points.
@@ -126,6 +132,12 @@ pub struct ApplyArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// On the agent's host instead (changing it needs `agent --allow-tuning` there).
+    #[arg(long, value_name = "HOST[:PORT]", conflicts_with = "from")]
+    pub peer: Option<String>,
+    /// Token file shared with the agent (with --peer).
+    #[arg(long, value_name = "PATH", requires = "peer")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// `profile rollback`.
@@ -134,6 +146,12 @@ pub struct RollbackArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Roll back on the agent's host instead (it must run with `--allow-tuning`).
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub peer: Option<String>,
+    /// Token file shared with the agent (with --peer).
+    #[arg(long, value_name = "PATH", requires = "peer")]
+    pub token_file: Option<PathBuf>,
 }
 
 /// `profile finish`.

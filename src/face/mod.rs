@@ -8,6 +8,7 @@
 
 pub mod capture;
 pub mod check;
+pub mod checklist;
 pub mod profile;
 pub mod run;
 pub mod serve;

@@ -88,8 +88,24 @@ fn show(state: &StateDir, a: &ShowArgs) -> anyhow::Result<u8> {
 }
 
 fn save(state: &StateDir, a: &SaveArgs) -> anyhow::Result<u8> {
-    let host = host_for(a.from.as_ref())?;
-    let snap = snapshot(&host, &a.name, &a.ifaces)?;
+    let snap = match &a.peer {
+        Some(peer) => {
+            let req = crate::tune::peer::TuneRequest::Save {
+                name: a.name.clone(),
+                ifaces: a.ifaces.clone(),
+            };
+            match peer_request(peer, a.token_file.as_deref(), req)? {
+                crate::tune::peer::TuneResponse::Saved { profile, notes } => {
+                    crate::tune::snapshot::Snapshot {
+                        text: profile,
+                        notes,
+                    }
+                }
+                other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
+            }
+        }
+        None => snapshot(&host_for(a.from.as_ref())?, &a.name, &a.ifaces)?,
+    };
     for n in &snap.notes {
         eprintln!("wirescope: not recorded: {n}");
     }
@@ -198,6 +214,9 @@ fn resolve_interrupted(host: &Host, state: &StateDir, err: TuneError) -> anyhow:
 
 fn apply_cmd(state: &StateDir, a: &ApplyArgs) -> anyhow::Result<u8> {
     let found = library::find(&a.profile, state)?;
+    if let Some(peer) = &a.peer {
+        return apply_peer(peer, &found.text, a);
+    }
     let host = host_for(a.from.as_ref())?;
     let opts = ResolveOpts {
         route_to: a.route.route_to,
@@ -268,6 +287,104 @@ fn apply_cmd(state: &StateDir, a: &ApplyArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
+/// `profile apply --peer`: the agent resolves the profile on its host (the
+/// plan is shown, or printed with --dry-run), then applies it all-or-nothing
+/// with a backup there.
+fn apply_peer(peer: &str, source: &str, a: &ApplyArgs) -> anyhow::Result<u8> {
+    use crate::tune::peer::{TuneRequest, TuneResponse};
+    let plan = TuneRequest::Plan {
+        profile: source.to_string(),
+        skip_unsupported: a.skip_unsupported,
+    };
+    let (plan, skipped) = match peer_request(peer, a.token_file.as_deref(), plan)? {
+        TuneResponse::Planned { plan, skipped } => (plan, skipped),
+        other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
+    };
+    for p in &skipped {
+        eprintln!("wirescope: skipped on the peer (unsupported there): {p}");
+    }
+    if let Some(p) = plan.problems.first() {
+        anyhow::bail!(
+            "the peer cannot take profile {}: {p}; nothing was changed (--skip-unsupported drops settings it does not have)",
+            plan.profile
+        );
+    }
+    let changes = plan.changes();
+    if a.dry_run {
+        for c in &changes {
+            println!("{}", c.command());
+        }
+        eprintln!(
+            "wirescope: dry run of profile {} on the peer {}: {} change(s); nothing was changed",
+            plan.profile,
+            plan.host,
+            changes.len()
+        );
+        return Ok(EXIT_OK);
+    }
+    if changes.is_empty() {
+        println!("profile {}: the peer already has every value", plan.profile);
+        return Ok(EXIT_OK);
+    }
+    if !a.yes {
+        if !interactive() {
+            anyhow::bail!(
+                "profile {} would change {} setting(s) on the peer {}; add --yes to apply without a prompt",
+                plan.profile,
+                changes.len(),
+                plan.host
+            );
+        }
+        eprintln!("profile {} on the peer {}:", plan.profile, plan.host);
+        for c in &changes {
+            eprintln!("  {}: {} -> {}", c.key, c.current_text(), c.target);
+        }
+        if !confirm(&format!("apply these {} change(s) there?", changes.len()))? {
+            anyhow::bail!("cancelled; nothing was changed");
+        }
+    }
+    let req = TuneRequest::Apply {
+        profile: source.to_string(),
+        skip_unsupported: a.skip_unsupported,
+    };
+    let report = match peer_request(peer, a.token_file.as_deref(), req)? {
+        TuneResponse::Applied(r) => r,
+        other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_apply(&report, "applied on the peer");
+    }
+    Ok(EXIT_OK)
+}
+
+/// One tuning request to the agent at `peer`; refusals and failures are errors.
+fn peer_request(
+    peer: &str,
+    token_file: Option<&std::path::Path>,
+    req: crate::tune::peer::TuneRequest,
+) -> anyhow::Result<crate::tune::peer::TuneResponse> {
+    use crate::session::controller::{Controller, Target};
+    use crate::tune::peer::TuneResponse;
+    let addr = crate::cli::resolve_peer(peer).map_err(|e| anyhow::anyhow!(e.0))?;
+    let (token, _) = crate::session::auth::load_token(token_file, false)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let resp = rt.block_on(async move {
+        let mut ctl = Controller::connect(Target::Tcp(addr), &token).await?;
+        let r = ctl.tune(req).await;
+        ctl.close().await;
+        r
+    });
+    match resp.map_err(|e| anyhow::anyhow!(super::error_text(&e)))? {
+        TuneResponse::Refused { reason } => anyhow::bail!(reason),
+        TuneResponse::Failed { error } => anyhow::bail!(error),
+        r => Ok(r),
+    }
+}
+
 fn print_apply(r: &ApplyReport, verb: &str) {
     let w = r.changes.iter().map(|c| c.setting.len()).max().unwrap_or(0);
     println!("profile {} on {}:", r.profile, r.host);
@@ -307,6 +424,22 @@ fn print_rollback(r: &RollbackReport) {
 }
 
 fn rollback_cmd(state: &StateDir, a: &RollbackArgs) -> anyhow::Result<u8> {
+    if let Some(peer) = &a.peer {
+        let r = match peer_request(
+            peer,
+            a.token_file.as_deref(),
+            crate::tune::peer::TuneRequest::Rollback,
+        )? {
+            crate::tune::peer::TuneResponse::RolledBack(r) => r,
+            other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
+        };
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            print_rollback(&r);
+        }
+        return Ok(EXIT_OK);
+    }
     let host = Host::live();
     if let Some(p) = apply::pending(state)? {
         eprintln!(

@@ -39,6 +39,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// Longest silence of an agent whose kernel still acknowledges (hung, not gone).
+/// How long the agent may take to answer a tuning request.
+const TUNE_TIMEOUT: Duration = Duration::from_secs(60);
+
 pub const HUNG_LIMIT: Duration = Duration::from_secs(120);
 
 /// Where the agent is.
@@ -304,6 +307,38 @@ impl Controller {
     /// a session silent for [`IDLE_LIMIT`](super::proto::IDLE_LIMIT)).
     pub async fn ping(&mut self) -> Result<(), SessionError> {
         self.wr.send(&Msg::Ping {}).await.map_err(|e| self.proto(e))
+    }
+
+    /// The agent's data address (what `@route` resolves towards on this host).
+    pub fn data_ip(&self) -> IpAddr {
+        self.data_ip
+    }
+
+    /// Read or change the agent host's settings (between tests); the
+    /// agent's answer, [`TuneResponse::Refused`] when it was started
+    /// without `--allow-tuning`.
+    ///
+    /// [`TuneResponse::Refused`]: crate::tune::peer::TuneResponse::Refused
+    pub async fn tune(
+        &mut self,
+        req: crate::tune::peer::TuneRequest,
+    ) -> Result<crate::tune::peer::TuneResponse, SessionError> {
+        self.wr
+            .send(&Msg::Tune { req: Box::new(req) })
+            .await
+            .map_err(|e| self.proto(e))?;
+        // Ring and channel changes can take the driver a while.
+        match tokio::time::timeout(TUNE_TIMEOUT, self.rx.recv()).await {
+            Err(_) => Err(self.proto(ProtoError::Timeout("tuned"))),
+            Ok(None) => Err(self.proto(ProtoError::Closed)),
+            Ok(Some(Err(e))) => Err(self.proto(e)),
+            Ok(Some(Ok(Msg::Tuned { resp }))) => Ok(*resp),
+            Ok(Some(Ok(Msg::Failed { error }))) => Err(SessionError::Peer(error)),
+            Ok(Some(Ok(m))) => Err(self.proto(ProtoError::Unexpected {
+                expected: "tuned",
+                got: m.kind(),
+            })),
+        }
     }
 
     /// Say goodbye and close.

@@ -127,6 +127,17 @@ pub enum Msg {
     /// controller → agent, between tests: still here (the agent frees a
     /// session that says nothing for [`IDLE_LIMIT`]).
     Ping {},
+    /// controller → agent, between tests: read or change the agent host's
+    /// settings (changing needs `agent --allow-tuning`).
+    Tune {
+        /// What to do.
+        req: Box<crate::tune::peer::TuneRequest>,
+    },
+    /// agent → controller: the answer to [`Msg::Tune`].
+    Tuned {
+        /// The answer.
+        resp: Box<crate::tune::peer::TuneResponse>,
+    },
 }
 
 /// How long an authenticated controller may stay silent between tests
@@ -157,6 +168,8 @@ impl Msg {
             Msg::Failed { .. } => "failed",
             Msg::Bye {} => "bye",
             Msg::Ping {} => "ping",
+            Msg::Tune { .. } => "tune",
+            Msg::Tuned { .. } => "tuned",
         }
     }
 }

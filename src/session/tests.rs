@@ -26,6 +26,8 @@ async fn agent() -> (std::net::SocketAddr, CancellationToken) {
             token: token(),
             once: false,
             token_hint: "test".into(),
+            allow_tuning: false,
+            state_dir: None,
         },
         stop.clone(),
     )

@@ -99,11 +99,18 @@ impl Pair {
     /// Start the agent under a wrapper command (e.g. `prlimit --nofile=256`).
     #[allow(dead_code)]
     pub fn start_agent_under(&mut self, wrapper: &[&str]) {
+        self.start_agent_with(wrapper, &[]);
+    }
+
+    /// Start the agent under `wrapper` with extra agent options.
+    #[allow(dead_code)]
+    pub fn start_agent_with(&mut self, wrapper: &[&str], extra: &[&str]) {
         let log = self.dir.path().join("agent.log");
         let child = Command::new("ip")
             .args(["netns", "exec", &self.b])
             .args(wrapper)
             .args([bin(), "agent", "--listen", "198.18.0.2:5310"])
+            .args(extra)
             .env("WIRESCOPE_TOKEN", TOKEN)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

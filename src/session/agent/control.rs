@@ -205,6 +205,25 @@ where
     Some(SessionKeys::derive(&state.token, &nonce_a, &nonce_c))
 }
 
+/// `Apply` of `Apply { profile: ... }`: the request's name for the log.
+fn short_op(debug: &str) -> &str {
+    debug.split([' ', '{']).next().unwrap_or(debug)
+}
+
+/// One word for the log line of a tuning answer.
+fn tuned_word(r: &crate::tune::peer::TuneResponse) -> &'static str {
+    use crate::tune::peer::TuneResponse as R;
+    match r {
+        R::Saved { .. } => "saved",
+        R::Planned { .. } => "planned",
+        R::Applied(_) => "applied",
+        R::RolledBack(_) => "rolled back",
+        R::Status { .. } => "status",
+        R::Refused { .. } => "refused (no --allow-tuning)",
+        R::Failed { .. } => "failed",
+    }
+}
+
 /// Frees the agent for the next controller when the session ends, however it ends.
 struct BusyGuard<'a>(&'a State);
 
@@ -241,6 +260,38 @@ async fn session<W: AsyncWrite + Unpin>(
             Some(Err(e)) => return e.to_string(),
             Some(Ok(Msg::Bye {})) => return "controller said bye".into(),
             Some(Ok(Msg::Ping {})) => {}
+            Some(Ok(Msg::Tune { req })) => {
+                // Settings are files and ioctls: off the async threads.
+                let allow = state.allow_tuning;
+                let dir = state.state_dir.clone();
+                let what = format!("{req:?}");
+                let resp = tokio::task::spawn_blocking(move || {
+                    crate::tune::peer::serve(
+                        &req,
+                        allow,
+                        &crate::tune::host::Host::live(),
+                        &dir,
+                        controller,
+                    )
+                })
+                .await
+                .unwrap_or_else(|e| crate::tune::peer::TuneResponse::Failed {
+                    error: format!("the tuning task failed: {e}"),
+                });
+                eprintln!(
+                    "agent: tuning request {}: {}",
+                    short_op(&what),
+                    tuned_word(&resp)
+                );
+                if let Err(e) = wr
+                    .send(&Msg::Tuned {
+                        resp: Box::new(resp),
+                    })
+                    .await
+                {
+                    return e.to_string();
+                }
+            }
             Some(Ok(Msg::Start { test })) => {
                 let ctx = test::Ctx {
                     state,
@@ -278,7 +329,7 @@ async fn session<W: AsyncWrite + Unpin>(
             Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) | Some(Ok(Msg::Tick {})) => {}
             Some(Ok(other)) => {
                 let e = ProtoError::Unexpected {
-                    expected: "configure, start, ping or bye",
+                    expected: "configure, start, tune, ping or bye",
                     got: other.kind(),
                 };
                 let _ = wr

@@ -56,6 +56,10 @@ pub struct AgentConfig {
     pub once: bool,
     /// Where the token came from (logged here; never told to a caller).
     pub token_hint: String,
+    /// Let the controller change this host's settings (`--allow-tuning`).
+    pub allow_tuning: bool,
+    /// Where tuning backups and journals go (`--state-dir`; default as `profile`).
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Agent start-up failures.
@@ -89,6 +93,8 @@ struct State {
     gate: Arc<Gate>,
     once: bool,
     shutdown: CancellationToken,
+    allow_tuning: bool,
+    state_dir: crate::tune::state::StateDir,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -141,6 +147,8 @@ pub async fn bind(
         gate: Gate::new(nofile),
         once: cfg.once,
         shutdown: shutdown.clone(),
+        allow_tuning: cfg.allow_tuning,
+        state_dir: crate::tune::state::StateDir::resolve(cfg.state_dir.as_deref()),
     });
     Ok((local, serve(state, tcp, unix)))
 }
