@@ -62,6 +62,28 @@ fn run_and_check(pair: &Pair, name: &str, args: &[&str]) -> Log {
         }
     }
     assert_eq!(log.summaries().len(), 1);
+    // What observing cost is in the summary, per host: the sampler's CPU
+    // time over the counted intervals (its Samples' sum) and its share of
+    // the busy CPU, present and plausible.
+    for (h, host) in [
+        (&log.summaries()[0].hosts.local, HostRole::Local),
+        (&log.summaries()[0].hosts.peer, HostRole::Peer),
+    ] {
+        let sampled: u64 = log
+            .samples(host)
+            .iter()
+            .filter(|s| !s.omitted && !s.cpus.is_empty())
+            .map(|s| s.sampler_cpu_us)
+            .sum();
+        assert!(sampled > 0, "the sampler measured its own CPU time");
+        assert!(
+            (h.observer_cpu_ms - sampled as f64 / 1000.0).abs() < 1e-6,
+            "{} vs {sampled} us",
+            h.observer_cpu_ms
+        );
+        let share = h.observer_share_pct.expect("a share of the busy CPU");
+        assert!(share > 0.0 && share < 50.0, "{share} %");
+    }
     log
 }
 

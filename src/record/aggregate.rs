@@ -30,6 +30,10 @@ pub struct HostAggregate {
     cores: Vec<(u32, [f64; 5])>,
     /// Seconds of counted intervals with CPU data.
     cpu_secs: f64,
+    /// The sampler's own CPU time over counted intervals (µs).
+    sampler_cpu_us: u64,
+    /// Busy core-seconds over counted intervals (sum of busy % × span / 100).
+    busy_core_secs: f64,
     /// Counted intervals with CPU data.
     cpu_intervals: usize,
 }
@@ -61,6 +65,8 @@ impl HostAggregate {
             return;
         }
         let w = (s.end_s - s.start_s).max(0.0);
+        self.sampler_cpu_us = self.sampler_cpu_us.saturating_add(s.sampler_cpu_us);
+        self.busy_core_secs += s.cpus.iter().map(|c| c.busy().0).sum::<f64>() * w / 100.0;
         if self.cores.is_empty() {
             self.cores = s.cpus.iter().map(|c| (c.cpu.0, [0.0; 5])).collect();
         }
@@ -107,10 +113,14 @@ impl HostAggregate {
             })
             .collect();
         let mean_busy = cpus.iter().map(|c| c.busy).sum::<f64>() / cpus.len().max(1) as f64;
+        let observer_cpu_ms = self.sampler_cpu_us as f64 / 1000.0;
         HostCpu {
             mean_busy,
             cpus,
             intervals: self.cpu_intervals,
+            observer_cpu_ms,
+            observer_share_pct: (self.busy_core_secs > 0.0)
+                .then(|| observer_cpu_ms / 1000.0 / self.busy_core_secs * 100.0),
         }
     }
 }

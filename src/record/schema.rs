@@ -140,6 +140,15 @@ pub struct HostCpu {
     pub cpus: Vec<CoreMean>,
     /// Intervals averaged.
     pub intervals: usize,
+    /// CPU time wirescope's sampler spent observing this host over the
+    /// counted intervals (ms, its thread's CPU clock).
+    #[serde(default)]
+    pub observer_cpu_ms: f64,
+    /// That time as a share of the CPU time the host's cores were busy over
+    /// the same intervals (%): what observing cost, against what the
+    /// traffic kept busy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observer_share_pct: Option<f64>,
 }
 
 /// One core's means (percent).

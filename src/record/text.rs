@@ -216,6 +216,13 @@ fn cpu_line(name: &str, h: &HostCpu) -> String {
         "CPU {name}: mean {:.1}% busy over {} interval(s)",
         h.mean_busy, h.intervals
     );
+    if let Some(p) = h.observer_share_pct {
+        let _ = write!(
+            s,
+            "; observing it cost {:.1} ms CPU ({p:.2} % of the busy CPU)",
+            h.observer_cpu_ms
+        );
+    }
     for c in &h.cpus {
         let _ = write!(
             s,
