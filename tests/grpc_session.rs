@@ -156,3 +156,48 @@ fn grpc_options_are_checked_before_anything_starts() {
         assert!(stderr(&out).contains(needle), "{args:?}: {}", stderr(&out));
     }
 }
+
+#[test]
+fn the_agent_dying_mid_test_ends_it_with_the_log_intact() {
+    let mut pair = Pair::new();
+    pair.start_agent();
+    let log = pair.log_path("grpc-lost.jsonl");
+    let child = pair
+        .run_cmd(&[
+            "--engine",
+            "grpc",
+            "--concurrency",
+            "8",
+            "-t",
+            "30s",
+            "-i",
+            "500ms",
+            "--log",
+            log.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Three intervals in the log, then the agent goes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .matches("\"type\":\"sample\",\"host\":\"local\"")
+        .count()
+        < 3
+    {
+        assert!(std::time::Instant::now() < deadline, "no 3 intervals");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    pair.kill_agent();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("peer lost"), "{}", stderr(&out));
+    let log = Log::read(&log);
+    assert!(log.samples(HostRole::Local).len() >= 3);
+    let s = log.summaries();
+    assert_eq!(s.len(), 1, "the point still has its summary");
+    assert!(s[0].peer_lost);
+    assert!(s[0].messages > 0, "the RPCs before the loss are counted");
+}
