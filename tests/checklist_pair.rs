@@ -188,4 +188,22 @@ fn a_peer_without_allow_tuning_refuses_and_says_how() {
         text.contains(&format!("\"net.ipv4.tcp_rmem\" = \"{CAPPED}\"")),
         "{text}"
     );
+    // And compared with this host's live values.
+    let out = profile_in(
+        &pair.a,
+        &[
+            "diff",
+            "peer",
+            "live",
+            "--peer",
+            "198.18.0.2",
+            "--exit-code",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("net.ipv4.tcp_rmem") && text.contains(CAPPED),
+        "{text}"
+    );
 }

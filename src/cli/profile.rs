@@ -88,12 +88,18 @@ pub struct RouteArgs {
 /// `profile diff`.
 #[derive(Debug, Args)]
 pub struct DiffArgs {
-    /// First side: a profile name, a file, or `live`.
+    /// First side: a profile name, a file, `live`, or `peer` (with --peer).
     #[arg(value_name = "A")]
     pub a: String,
-    /// Second side: a profile name, a file, or `live`.
+    /// Second side: a profile name, a file, `live`, or `peer` (with --peer).
     #[arg(value_name = "B")]
     pub b: String,
+    /// The agent whose host `peer` means (its current values, as `save --peer` reads them).
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub peer: Option<String>,
+    /// Token file shared with the agent (with --peer).
+    #[arg(long, value_name = "PATH", requires = "peer")]
+    pub token_file: Option<PathBuf>,
     /// Where @route points.
     #[command(flatten)]
     pub route: RouteArgs,

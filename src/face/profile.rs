@@ -137,10 +137,30 @@ fn side(arg: &str, state: &StateDir) -> Result<Side, TuneError> {
     Ok(Side::Profile(Box::new(library::find(arg, state)?.profile)))
 }
 
+/// A diff side; `peer` is the agent host's current values (read through the agent).
+fn side_or_peer(arg: &str, state: &StateDir, a: &DiffArgs) -> anyhow::Result<Side> {
+    if arg != "peer" {
+        return Ok(side(arg, state)?);
+    }
+    let Some(peer) = &a.peer else {
+        anyhow::bail!("`peer` needs --peer HOST (the agent whose host it means)");
+    };
+    let req = crate::tune::peer::TuneRequest::Save {
+        name: "peer".into(),
+        ifaces: Vec::new(),
+    };
+    match peer_request(peer, a.token_file.as_deref(), req)? {
+        crate::tune::peer::TuneResponse::Saved { profile, .. } => Ok(Side::Profile(Box::new(
+            crate::tune::profile::Profile::parse(&profile, &format!("peer {peer}"))?,
+        ))),
+        other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
+    }
+}
+
 fn diff_cmd(state: &StateDir, a: &DiffArgs) -> anyhow::Result<u8> {
     let host = host_for(a.from.as_ref())?;
-    let sa = side(&a.a, state)?;
-    let sb = side(&a.b, state)?;
+    let sa = side_or_peer(&a.a, state, a)?;
+    let sb = side_or_peer(&a.b, state, a)?;
     let opts = ResolveOpts {
         route_to: a.route.route_to,
         subject: None,
