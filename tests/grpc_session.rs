@@ -180,16 +180,7 @@ fn the_agent_dying_mid_test_ends_it_with_the_log_intact() {
         .spawn()
         .unwrap();
     // Three intervals in the log, then the agent goes.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .matches("\"type\":\"sample\",\"host\":\"local\"")
-        .count()
-        < 3
-    {
-        assert!(std::time::Instant::now() < deadline, "no 3 intervals");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    common::wait_for_local_samples(&log, 3);
     pair.kill_agent();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));

@@ -268,21 +268,8 @@ fn peer_killed_mid_run_ends_the_run_with_exit_1() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Kill the agent once three intervals are in the log (not after a fixed
-    // sleep: start-up time varies with the machine's load).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .matches("\"type\":\"sample\",\"host\":\"local\"")
-        .count()
-        < 3
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run never logged 3 intervals"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    // Kill the agent once three intervals are in the log.
+    common::wait_for_local_samples(&log, 3);
     pair.kill_agent();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));

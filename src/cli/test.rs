@@ -179,6 +179,13 @@ impl TestArgs {
         Ok(time)
     }
 
+    /// `--cpus` and `--peer-cpus` (which defaults to the `--cpus` list).
+    fn cpu_lists(&self) -> (Vec<crate::units::CpuId>, Vec<crate::units::CpuId>) {
+        let cpus = self.cpus.clone().map(|c| c.0).unwrap_or_default();
+        let peer = self.peer_cpus.clone().map_or_else(|| cpus.clone(), |c| c.0);
+        (cpus, peer)
+    }
+
     /// The gRPC mode `--mode` names (unary when absent).
     pub fn grpc_mode(&self) -> Result<GrpcMode, UsageError> {
         match self.mode.as_deref() {
@@ -226,7 +233,7 @@ impl TestArgs {
             .concurrency
             .unwrap_or_else(|| channels.saturating_mul(64).min(MAX_CONCURRENCY));
         let size = self.size.unwrap_or(Bytes(64));
-        let cpus = self.cpus.clone().map(|c| c.0).unwrap_or_default();
+        let (cpus, peer_cpus) = self.cpu_lists();
         let spec = GrpcSpec {
             mode,
             channels,
@@ -235,11 +242,7 @@ impl TestArgs {
             resp_size: self.resp_size.unwrap_or(size),
             threads: self.threads.unwrap_or(0),
             peer_threads: self.peer_threads.unwrap_or(0),
-            peer_cpus: self
-                .peer_cpus
-                .clone()
-                .map(|c| c.0)
-                .unwrap_or_else(|| cpus.clone()),
+            peer_cpus,
             cpus,
         };
         let max = (GRPC_MAX_MESSAGE - MESSAGE_OVERHEAD) as u64;
@@ -364,7 +367,7 @@ impl TestArgs {
         } else {
             self.conns.unwrap_or(1)
         };
-        let cpus = self.cpus.clone().map(|c| c.0).unwrap_or_default();
+        let (cpus, peer_cpus) = self.cpu_lists();
         let spec = EngineSpec::Tcp(TcpSpec {
             mode: tcp_mode,
             streams: conns,
@@ -380,11 +383,7 @@ impl TestArgs {
             skip_rx_copy: self.skip_rx_copy,
             reverse: self.reverse,
             bidir: self.bidir,
-            peer_cpus: self
-                .peer_cpus
-                .clone()
-                .map(|c| c.0)
-                .unwrap_or_else(|| cpus.clone()),
+            peer_cpus,
             cpus,
             bytes: self.bytes,
         });

@@ -242,6 +242,25 @@ impl Log {
     }
 }
 
+/// Wait until the log at `path` holds `n` local Samples (not a fixed sleep:
+/// start-up time varies with the machine's load); panics after 20 s.
+#[allow(dead_code)]
+pub fn wait_for_local_samples(path: &Path, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .matches("\"type\":\"sample\",\"host\":\"local\"")
+        .count()
+        < n
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the run never logged {n} intervals"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
