@@ -420,4 +420,20 @@ fn run_against_a_third_party_server_samples_this_host_only() {
     let (c, e) = code(&["run", "--target", &addr, "-t", "1s"]);
     assert_eq!(c, Some(2), "{e}");
     assert!(e.contains("--engine grpc"), "{e}");
+    // A target that is not gRPC: the wrong --target, a usage error in one line.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let not_grpc = l.local_addr().unwrap().to_string();
+    let http1 = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().unwrap();
+        let mut buf = [0u8; 256];
+        let _ = s.read(&mut buf);
+        let _ = s.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+    });
+    let (c, e) = code(&["run", "--engine", "grpc", "--target", &not_grpc, "-t", "1s"]);
+    http1.join().unwrap();
+    assert_eq!(c, Some(2), "{e}");
+    assert!(
+        e.contains("is not a gRPC server") && e.lines().count() == 1,
+        "{e}"
+    );
 }

@@ -105,6 +105,28 @@ fn against_server(
                 "--target {target} is not a HOST:PORT that resolves; e.g. --target 10.0.0.2:50051"
             ))
         })?;
+    // One RPC with the test's sizes before anything starts: a server that is
+    // not there is a failed test (exit 1); one that is not a BenchmarkService,
+    // answers UNIMPLEMENTED or refuses the message size is a usage error
+    // (exit 2), said in one line.
+    if let crate::traffic::EngineSpec::Grpc(g) = &plan.spec {
+        let mut cfg = g.client_config();
+        cfg.channels = 1;
+        cfg.concurrency = 1;
+        cfg.threads = 1;
+        cfg.cpus.clear();
+        match crate::traffic::grpc::GrpcClient::start(
+            cfg,
+            crate::traffic::grpc::Target::Addr(target.clone()),
+        ) {
+            Ok(mut c) => {
+                c.abort();
+                let _ = c.join();
+            }
+            Err(e) if e.is_usage() => return Err(FaceError::Usage(e.to_string())),
+            Err(e) => return Err(FaceError::Failed(anyhow::anyhow!(e.to_string()))),
+        }
+    }
     let log = open_log(args.log.as_deref())?;
     let mut observe = args.observe.resolve();
     if let Some(i) = crate::probe::system::route_iface(addr.ip()) {

@@ -351,7 +351,10 @@ impl GrpcError {
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            GrpcError::Usage(_) | GrpcError::TooLarge { .. } | GrpcError::Unimplemented { .. }
+            GrpcError::Usage(_)
+                | GrpcError::NotGrpc { .. }
+                | GrpcError::TooLarge { .. }
+                | GrpcError::Unimplemented { .. }
         ) || matches!(self, GrpcError::Engine(EngineError::Unsupported(_)))
     }
 }
