@@ -159,6 +159,91 @@ fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
     }
 }
 
+/// What a checklist step does to a host besides running the test.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TuneOp {
+    /// The commands a profile fragment would run (a dry run).
+    Preview(String),
+    /// Apply a profile fragment (backed up), skipping what the host lacks.
+    Apply(String),
+    /// Undo the last apply.
+    Rollback,
+}
+
+/// What a [`TuneOp`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TuneDone {
+    /// The commands of a preview.
+    Commands(Vec<String>),
+    /// Applied.
+    Applied(ApplyReport),
+    /// Rolled back.
+    RolledBack(RollbackReport),
+}
+
+fn unexpected(d: &TuneDone) -> String {
+    format!("unexpected result of a tuning step: {d:?}")
+}
+
+/// Carry out `op` on this host (blocking: files, ioctls, netlink).
+pub fn local_op(
+    op: &TuneOp,
+    host: &Host,
+    state: &StateDir,
+    opts: &ResolveOpts,
+) -> Result<TuneDone, String> {
+    let parse = |text: &str| Profile::parse(text, "checklist step").map_err(|e| e.to_string());
+    match op {
+        TuneOp::Preview(text) => {
+            let (plan, _) = apply::plan(&parse(text)?, host, opts, true).map_err(|e| e.to_string())?;
+            Ok(TuneDone::Commands(
+                plan.changes().iter().map(|c| c.command()).collect(),
+            ))
+        }
+        TuneOp::Apply(text) => {
+            let o = ApplyOptions {
+                skip_unsupported: true,
+                after_step: None,
+            };
+            apply::apply(&parse(text)?, host, state, opts, &o)
+                .map(TuneDone::Applied)
+                .map_err(|e| e.to_string())
+        }
+        TuneOp::Rollback => apply::rollback(host, state)
+            .map(TuneDone::RolledBack)
+            .map_err(|e| e.to_string()),
+    }
+}
+
+/// The request that carries `op` to the agent's host.
+pub fn peer_request(op: &TuneOp) -> TuneRequest {
+    match op {
+        TuneOp::Preview(text) => TuneRequest::Plan {
+            profile: text.clone(),
+            skip_unsupported: true,
+        },
+        TuneOp::Apply(text) => TuneRequest::Apply {
+            profile: text.clone(),
+            skip_unsupported: true,
+        },
+        TuneOp::Rollback => TuneRequest::Rollback,
+    }
+}
+
+/// The agent's answer as a [`TuneDone`]; refusals and failures are errors.
+pub fn peer_done(resp: TuneResponse) -> Result<TuneDone, String> {
+    match resp {
+        TuneResponse::Planned { plan, .. } => Ok(TuneDone::Commands(
+            plan.changes().iter().map(|c| c.command()).collect(),
+        )),
+        TuneResponse::Applied(r) => Ok(TuneDone::Applied(r)),
+        TuneResponse::RolledBack(r) => Ok(TuneDone::RolledBack(r)),
+        TuneResponse::Refused { reason } => Err(reason),
+        TuneResponse::Failed { error } => Err(error),
+        other => Err(format!("unexpected answer from the agent: {other:?}")),
+    }
+}
+
 /// The runner's hands: one session, this host's profile machinery, prompts.
 struct SessionDriver {
     rt: tokio::runtime::Runtime,
@@ -181,15 +266,19 @@ impl SessionDriver {
             .ok_or_else(|| "the session with the agent ended".to_string())
     }
 
-    /// One request to the agent's host; refusals and failures become errors.
-    fn peer(&mut self, req: TuneRequest) -> Result<TuneResponse, String> {
-        let rt = self.rt.handle().clone();
-        let ctl = self.ctl()?;
-        match rt.block_on(ctl.tune(req)) {
-            Ok(TuneResponse::Refused { reason }) => Err(reason),
-            Ok(TuneResponse::Failed { error }) => Err(error),
-            Ok(r) => Ok(r),
-            Err(e) => Err(super::error_text(&e)),
+    /// A step's change on `host`: here through the profile machinery, on
+    /// the agent's host through the control connection.
+    fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, String> {
+        match host {
+            HostRole::Local => local_op(&op, &self.host, &self.state, &self.opts()),
+            HostRole::Peer => {
+                let rt = self.rt.handle().clone();
+                let ctl = self.ctl()?;
+                let resp = rt
+                    .block_on(ctl.tune(peer_request(&op)))
+                    .map_err(|e| super::error_text(&e))?;
+                peer_done(resp)
+            }
         }
     }
 
@@ -250,6 +339,29 @@ impl SessionDriver {
     }
 }
 
+/// A checklist's test (`wirescope run` arguments) as a plan, with `run`'s parser.
+pub fn test_plan(args: &[String]) -> Result<crate::session::plan::TestPlan, String> {
+    let mut argv = vec!["wirescope".to_string(), "run".to_string()];
+    argv.extend(args.iter().cloned());
+    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv)
+        .map_err(|e| e.to_string().trim().to_string())?;
+    let Some(crate::cli::Command::Run(r)) = cli.command else {
+        return Err("not a `wirescope run` command line".into());
+    };
+    r.test.resolve().map_err(|e| e.0)
+}
+
+/// What the runner compares, from a test's summary (a failed test is an error).
+pub fn outcome(metric: Metric, s: crate::record::schema::Summary) -> Result<TestOutcome, String> {
+    if let Some(e) = &s.error {
+        return Err(e.clone());
+    }
+    Ok(TestOutcome {
+        value: metric_of(metric, &s)?,
+        findings: s.findings,
+    })
+}
+
 fn metric_of(m: Metric, s: &crate::record::schema::Summary) -> Result<f64, String> {
     match m {
         Metric::Throughput => Ok(s.throughput_bps),
@@ -263,14 +375,7 @@ fn metric_of(m: Metric, s: &crate::record::schema::Summary) -> Result<f64, Strin
 
 impl Driver for SessionDriver {
     fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, String> {
-        let mut argv = vec!["wirescope".to_string(), "run".to_string()];
-        argv.extend(args.iter().cloned());
-        let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv)
-            .map_err(|e| e.to_string().trim().to_string())?;
-        let Some(crate::cli::Command::Run(r)) = cli.command else {
-            return Err("not a `wirescope run` command line".into());
-        };
-        let plan = r.test.resolve().map_err(|e| e.0)?;
+        let plan = test_plan(args)?;
         let mut ctl = self.ctl.take().ok_or("the session with the agent ended")?;
         let (tx, mut rx) = mpsc::channel(64);
         let observe = self.observe.clone();
@@ -313,70 +418,34 @@ impl Driver for SessionDriver {
                 .clone()
                 .unwrap_or_else(|| "the test gave no result".into())
         })?;
-        if let Some(e) = &s.error {
-            return Err(e.clone());
-        }
-        if !ok {
+        if !ok && s.error.is_none() {
             return Err(failure.unwrap_or_else(|| "the test failed".into()));
         }
-        let value = metric_of(metric, &s)?;
+        let o = outcome(metric, s)?;
         if !self.json {
-            eprintln!("wirescope: measured {}", metric.format(value));
+            eprintln!("wirescope: measured {}", metric.format(o.value));
         }
-        Ok(TestOutcome {
-            value,
-            findings: s.findings,
-        })
+        Ok(o)
     }
 
     fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, String> {
-        match host {
-            HostRole::Local => {
-                let p = Profile::parse(profile, "checklist step").map_err(|e| e.to_string())?;
-                let (plan, _) =
-                    apply::plan(&p, &self.host, &self.opts(), true).map_err(|e| e.to_string())?;
-                Ok(plan.changes().iter().map(|c| c.command()).collect())
-            }
-            HostRole::Peer => match self.peer(TuneRequest::Plan {
-                profile: profile.to_string(),
-                skip_unsupported: true,
-            })? {
-                TuneResponse::Planned { plan, .. } => {
-                    Ok(plan.changes().iter().map(|c| c.command()).collect())
-                }
-                other => Err(format!("unexpected answer from the agent: {other:?}")),
-            },
+        match self.op(host, TuneOp::Preview(profile.to_string()))? {
+            TuneDone::Commands(c) => Ok(c),
+            other => Err(unexpected(&other)),
         }
     }
 
     fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, String> {
-        match host {
-            HostRole::Local => {
-                let p = Profile::parse(profile, "checklist step").map_err(|e| e.to_string())?;
-                let opts = ApplyOptions {
-                    skip_unsupported: true,
-                    after_step: None,
-                };
-                apply::apply(&p, &self.host, &self.state, &self.opts(), &opts)
-                    .map_err(|e| e.to_string())
-            }
-            HostRole::Peer => match self.peer(TuneRequest::Apply {
-                profile: profile.to_string(),
-                skip_unsupported: true,
-            })? {
-                TuneResponse::Applied(r) => Ok(r),
-                other => Err(format!("unexpected answer from the agent: {other:?}")),
-            },
+        match self.op(host, TuneOp::Apply(profile.to_string()))? {
+            TuneDone::Applied(r) => Ok(r),
+            other => Err(unexpected(&other)),
         }
     }
 
     fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, String> {
-        match host {
-            HostRole::Local => apply::rollback(&self.host, &self.state).map_err(|e| e.to_string()),
-            HostRole::Peer => match self.peer(TuneRequest::Rollback)? {
-                TuneResponse::RolledBack(r) => Ok(r),
-                other => Err(format!("unexpected answer from the agent: {other:?}")),
-            },
+        match self.op(host, TuneOp::Rollback)? {
+            TuneDone::RolledBack(r) => Ok(r),
+            other => Err(unexpected(&other)),
         }
     }
 
