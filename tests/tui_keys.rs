@@ -129,12 +129,12 @@ fn views_help_and_quit() {
     assert_eq!(m.view, View::Cpu);
     press(&mut m, KeyCode::BackTab);
     press(&mut m, KeyCode::BackTab);
-    assert_eq!(m.view, View::Control);
+    assert_eq!(m.view, View::Tune, "the last view");
     press(&mut m, KeyCode::Char('?'));
     assert_eq!(m.modal, Modal::Help);
     press(&mut m, KeyCode::Char('3'));
     assert_eq!(m.modal, Modal::None, "any key closes the help");
-    assert_eq!(m.view, View::Control, "... and does nothing else");
+    assert_eq!(m.view, View::Tune, "... and does nothing else");
     assert!(press(&mut m, KeyCode::Char('q')).is_empty());
     assert!(m.quit);
 }
@@ -303,4 +303,73 @@ fn the_loop_drains_events_and_redraws_at_most_once_per_batch() {
     assert!(m.quit);
     assert_eq!(m.history.len(), 100);
     assert!(io.frames <= 2, "{} frames for one batch", io.frames);
+}
+
+#[test]
+fn the_tune_view_runs_a_checklist_and_answers_its_questions() {
+    use wirescope::tui::tune::TuneNote;
+    use wirescope::tune::runner::{Question, Record};
+    let mut m = model();
+    press(&mut m, KeyCode::Char('7'));
+    assert_eq!(m.view, View::Tune);
+    // Not connected yet: refused with a reason, nothing asked of the session.
+    m.state = RunState::Connecting;
+    assert!(press(&mut m, KeyCode::Enter).is_empty());
+    assert!(m.message.is_some());
+    m.state = RunState::Idle;
+    press(&mut m, KeyCode::Down);
+    assert_eq!(m.tune.selected, 1);
+    press(&mut m, KeyCode::Up);
+    let eff = press(&mut m, KeyCode::Enter);
+    let [Effect::Checklist(c)] = eff.as_slice() else {
+        panic!("{eff:?}")
+    };
+    assert_eq!(c.name, "single-stream");
+    assert_eq!(m.tune.running.as_deref(), Some("single-stream"));
+    // A second Enter while it runs does nothing.
+    assert!(press(&mut m, KeyCode::Enter).is_empty());
+    // Its question is shown; y answers it once.
+    let q = Question::Apply {
+        step: 1,
+        rule: "tcp.buffer-limited".into(),
+        finding: "the receive buffer limits the window".into(),
+        evidence: vec!["tcp_rmem max = 16384 B (sysctl)".into()],
+        host: wirescope::diagnose::HostRole::Peer,
+        change: "sysctl -w net.ipv4.tcp_rmem=\"4096 131072 268435456\"".into(),
+    };
+    update(&mut m, Action::Tune(Box::new(TuneNote::Question(q))));
+    assert!(m.tune.question.is_some());
+    assert!(m
+        .tune
+        .lines
+        .iter()
+        .any(|l| l.contains("tcp.buffer-limited on the peer host")));
+    assert!(matches!(
+        press(&mut m, KeyCode::Char('y')).as_slice(),
+        [Effect::Answer(true)]
+    ));
+    assert!(
+        press(&mut m, KeyCode::Char('n')).is_empty(),
+        "no question waits"
+    );
+    update(
+        &mut m,
+        Action::Tune(Box::new(TuneNote::Record(Record::Baseline {
+            metric: wirescope::tune::decide::Metric::Throughput,
+            values: vec![2.64e9, 2.70e9],
+            findings: Vec::new(),
+        }))),
+    );
+    assert!(m.tune.lines.iter().any(|l| l.contains("2.64 Gbit/s")));
+    update(&mut m, Action::Tune(Box::new(TuneNote::Ended(Ok(())))));
+    assert!(m.tune.running.is_none());
+    let screen = {
+        let mut t = ratatui::Terminal::new(ratatui::backend::TestBackend::new(100, 30)).unwrap();
+        t.draw(|f| wirescope::tui::view::draw(f, &m)).unwrap();
+        t.backend().to_string()
+    };
+    assert!(
+        screen.contains("single-stream") && screen.contains("finished"),
+        "{screen}"
+    );
 }

@@ -195,7 +195,8 @@ pub fn local_op(
     let parse = |text: &str| Profile::parse(text, "checklist step").map_err(|e| e.to_string());
     match op {
         TuneOp::Preview(text) => {
-            let (plan, _) = apply::plan(&parse(text)?, host, opts, true).map_err(|e| e.to_string())?;
+            let (plan, _) =
+                apply::plan(&parse(text)?, host, opts, true).map_err(|e| e.to_string())?;
             Ok(TuneDone::Commands(
                 plan.changes().iter().map(|c| c.command()).collect(),
             ))

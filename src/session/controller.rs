@@ -309,6 +309,11 @@ impl Controller {
         self.wr.send(&Msg::Ping {}).await.map_err(|e| self.proto(e))
     }
 
+    /// True when the agent is the embedded local pair's (a unix socket).
+    pub fn is_local_pair(&self) -> bool {
+        matches!(self.target, Target::Unix { .. })
+    }
+
     /// The agent's data address (what `@route` resolves towards on this host).
     pub fn data_ip(&self) -> IpAddr {
         self.data_ip

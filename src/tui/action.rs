@@ -16,6 +16,7 @@ use crate::record::schema::{EbpfHosts, Summary};
 use crate::session::outcome::EndReason;
 use crate::session::plan::TestPlan;
 use crate::traffic::EngineSpec;
+use crate::tune::checklist::SHIPPED;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -102,6 +103,10 @@ pub enum Action {
     LogOpened(PathBuf),
     /// Opening or writing the log failed.
     LogFailed(String),
+    /// `y`/`n`: the answer to a running checklist's question.
+    Answer(bool),
+    /// A running checklist's question, record or end.
+    Tune(Box<super::tune::TuneNote>),
 }
 
 /// What `update` asks the event loop to do.
@@ -118,6 +123,10 @@ pub enum Effect {
     },
     /// Stop recording.
     CloseLog,
+    /// Walk through this checklist (Tune view).
+    Checklist(Box<crate::tune::checklist::Checklist>),
+    /// Answer the checklist's question.
+    Answer(bool),
 }
 
 /// Apply one action. Returns the effects to carry out, in order.
@@ -136,6 +145,22 @@ pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
         Action::NextView => show(m, m.view.step(1)),
         Action::PrevView => show(m, m.view.step(-1)),
         Action::ShowView(v) => show(m, v),
+        Action::Up if m.view == View::Tune && m.tune.running.is_none() => {
+            m.tune.selected = m.tune.selected.saturating_sub(1)
+        }
+        Action::Down if m.view == View::Tune && m.tune.running.is_none() => {
+            m.tune.selected = (m.tune.selected + 1).min(SHIPPED.len().saturating_sub(1));
+        }
+        Action::Confirm if m.view == View::Tune => return start_checklist(m),
+        Action::Answer(yes) => {
+            if m.tune.question.take().is_some() {
+                m.tune
+                    .lines
+                    .push(format!("  answer: {}", if yes { "yes" } else { "no" }));
+                return vec![Effect::Answer(yes)];
+            }
+        }
+        Action::Tune(n) => tune_note(m, *n),
         Action::StartStop | Action::Confirm => return start_stop(m, &a),
         Action::TogglePause => toggle_pause(m),
         Action::Up if m.view == View::Control => m.field = m.field.saturating_sub(1),
@@ -215,6 +240,7 @@ fn is_key(a: &Action) -> bool {
             | Action::SessionFailed(_)
             | Action::LogOpened(_)
             | Action::LogFailed(_)
+            | Action::Tune(_)
     )
 }
 
@@ -222,6 +248,122 @@ fn show(m: &mut Model, v: View) {
     if m.view != v {
         m.view = v;
         m.scroll = 0;
+    }
+}
+
+/// Enter in the Tune view: run the selected checklist, when nothing else runs.
+fn start_checklist(m: &mut Model) -> Vec<Effect> {
+    let Some((name, _)) = SHIPPED.get(m.tune.selected) else {
+        return Vec::new();
+    };
+    let refuse = match &m.state {
+        RunState::Replay => Some("replay: checklists run on a live pair"),
+        RunState::Connecting => Some("still connecting to the agent"),
+        s if s.busy() => Some("a test is running; stop it first (s)"),
+        _ if m.tune.running.is_some() => Some("a checklist is running"),
+        _ => None,
+    };
+    if let Some(why) = refuse {
+        m.message = Some(why.into());
+        return Vec::new();
+    }
+    let c = match crate::tune::checklist::shipped(name) {
+        Some(Ok(c)) => c,
+        Some(Err(e)) => {
+            m.message = Some(format!("checklist {name}: {e}"));
+            return Vec::new();
+        }
+        None => return Vec::new(),
+    };
+    if let Some(why) = c.unavailable() {
+        m.message = Some(format!("checklist {name}: {why}"));
+        return Vec::new();
+    }
+    m.tune.running = Some(name.to_string());
+    m.tune.question = None;
+    m.tune.lines = vec![format!(
+        "checklist {name}: {} check(s), {} round(s) per measurement",
+        c.checks.len(),
+        c.rounds
+    )];
+    vec![Effect::Checklist(Box::new(c))]
+}
+
+/// What a running checklist said, as lines of the Tune view.
+fn tune_note(m: &mut Model, n: super::tune::TuneNote) {
+    use super::tune::TuneNote;
+    use crate::tune::runner::{Question, Record};
+    match n {
+        TuneNote::Question(q) => {
+            match &q {
+                Question::Apply {
+                    step,
+                    rule,
+                    finding,
+                    evidence,
+                    host,
+                    change,
+                } => {
+                    m.tune.lines.push(format!(
+                        "step {step}: {rule} on the {} host: {finding}",
+                        host.name()
+                    ));
+                    m.tune
+                        .lines
+                        .extend(evidence.iter().map(|e| format!("    {e}")));
+                    m.tune
+                        .lines
+                        .extend(change.lines().map(|l| format!("    change: {l}")));
+                }
+                Question::Rollback { step, verdict } => {
+                    m.tune
+                        .lines
+                        .push(format!("step {step}: {}", verdict.reason));
+                }
+            }
+            m.tune.question = Some(q);
+        }
+        TuneNote::Record(Record::Baseline {
+            metric,
+            values,
+            findings,
+        }) => {
+            let v: Vec<String> = values.iter().map(|v| metric.format(*v)).collect();
+            m.tune.lines.push(format!("baseline: {}", v.join(", ")));
+            m.tune
+                .lines
+                .extend(findings.iter().map(|f| format!("  finding: {f}")));
+        }
+        TuneNote::Record(Record::Step(s)) => {
+            m.tune
+                .lines
+                .push(format!("step {} {}: {}", s.step, s.rule, s.status.word()));
+            m.tune
+                .lines
+                .extend(s.changes.iter().map(|c| format!("    {c}")));
+        }
+        TuneNote::Record(Record::Summary(s)) => {
+            m.tune.lines.extend(
+                crate::tune::decide::summary_table(s.metric, &s.steps)
+                    .lines()
+                    .map(str::to_string),
+            );
+            if s.kept_local.is_some() || s.kept_peer.is_some() {
+                m.tune.lines.push(
+                    "kept changes: `wirescope checklist run` (headless) offers to save them as a profile".into(),
+                );
+            }
+        }
+        TuneNote::Ended(r) => {
+            let name = m.tune.running.take().unwrap_or_default();
+            m.tune.question = None;
+            let line = match r {
+                Ok(()) => format!("checklist {name} finished"),
+                Err(e) => format!("checklist {name} ended: {e}"),
+            };
+            m.message = Some(line.clone());
+            m.tune.lines.push(line);
+        }
     }
 }
 

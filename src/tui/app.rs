@@ -126,6 +126,7 @@ pub fn handle(ev: Event, model: &mut Model, io: &mut Io) -> bool {
         Event::LogOpened(p) => vec![Action::LogOpened(p)],
         Event::LogFailed(e) => vec![Action::LogFailed(e)],
         Event::Quit => vec![Action::Quit],
+        Event::Tune(n) => vec![Action::Tune(n)],
     };
     for a in actions {
         dispatch(a, model, io);
@@ -149,6 +150,8 @@ fn apply(eff: Effect, io: &mut Io) -> Option<Action> {
     match eff {
         Effect::Start(plan) => send(io, SessionCmd::Start(plan)),
         Effect::Stop => send(io, SessionCmd::Stop),
+        Effect::Checklist(c) => send(io, SessionCmd::Checklist(c)),
+        Effect::Answer(b) => send(io, SessionCmd::Answer(b)),
         Effect::OpenLog { path } => {
             io.pipe_pending
                 .push_back(PipeCmd::Record(path.unwrap_or_else(default_log_path)));

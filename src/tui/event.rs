@@ -35,6 +35,8 @@ pub enum Event {
     LogFailed(String),
     /// SIGTERM / SIGHUP / the terminal went away: leave like `q`.
     Quit,
+    /// A running checklist's question, record or end (the Tune view).
+    Tune(Box<super::tune::TuneNote>),
 }
 
 /// The terminal reader: a named thread polling crossterm with [`TICK`] as timeout.

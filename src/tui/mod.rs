@@ -28,6 +28,7 @@ pub mod model;
 pub mod replay;
 pub mod session_task;
 pub mod terminal;
+pub mod tune;
 pub mod view;
 
 use crate::cli::TuiArgs;

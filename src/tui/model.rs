@@ -38,17 +38,20 @@ pub enum View {
     Findings,
     /// Test options; start and stop.
     Control,
+    /// Guided checklists: choose one, answer its questions, see each step.
+    Tune,
 }
 
 impl View {
     /// Every view in tab order.
-    pub const ALL: [View; 6] = [
+    pub const ALL: [View; 7] = [
         View::Dashboard,
         View::Cpu,
         View::Queues,
         View::Facts,
         View::Findings,
         View::Control,
+        View::Tune,
     ];
 
     /// Tab title.
@@ -60,6 +63,7 @@ impl View {
             View::Facts => "Facts",
             View::Findings => "Findings",
             View::Control => "Control",
+            View::Tune => "Tune",
         }
     }
 
@@ -229,8 +233,23 @@ pub struct Model {
     pub quit: bool,
     /// Summaries of the points that ended, by point number (bounded like the history).
     pub summaries: std::collections::BTreeMap<u32, Summary>,
+    /// The Tune view: the chosen checklist, the one running, its question and what it said.
+    pub tune: TuneModel,
     pub(super) next_seq: u64,
     pub(super) point: u32,
+}
+
+/// The Tune view's state.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TuneModel {
+    /// Selected shipped checklist (index into `tune::checklist::SHIPPED`).
+    pub selected: usize,
+    /// The checklist running, if one is.
+    pub running: Option<String>,
+    /// The question waiting for `y`/`n`.
+    pub question: Option<crate::tune::runner::Question>,
+    /// What the checklist reported, oldest first (baseline, steps, summary table).
+    pub lines: Vec<String>,
 }
 
 /// What [`Model::new`] needs.
@@ -288,6 +307,7 @@ impl Model {
             message: None,
             quit: false,
             summaries: std::collections::BTreeMap::new(),
+            tune: TuneModel::default(),
             next_seq: 0,
             point: 0,
         }

@@ -37,6 +37,10 @@ pub enum SessionCmd {
     Stop,
     /// Stop and close the session.
     Quit,
+    /// Walk through a checklist (the Tune view).
+    Checklist(Box<crate::tune::checklist::Checklist>),
+    /// The user's answer to the checklist's question.
+    Answer(bool),
 }
 
 /// What the UI asks of the pipeline thread.
@@ -55,6 +59,8 @@ pub enum PipeIn {
     Session(SessionEvent),
     /// From the UI.
     Cmd(PipeCmd),
+    /// From a running checklist, for the Tune view.
+    Tune(Box<super::tune::TuneNote>),
 }
 
 /// Events the session task may queue for the pipeline thread.
@@ -80,7 +86,7 @@ pub async fn serve(
             }
         })
     };
-    session(target, token, observe, same_kernel, &mut cmds, &tx).await;
+    session(target, token, observe, same_kernel, &mut cmds, &tx, &out).await;
     drop(tx);
     let _ = forward.await;
 }
@@ -92,6 +98,7 @@ async fn session(
     same_kernel: Vec<EbpfIface>,
     cmds: &mut mpsc::UnboundedReceiver<SessionCmd>,
     tx: &mpsc::Sender<SessionEvent>,
+    out: &mpsc::Sender<PipeIn>,
 ) {
     let mut ctl = match connect_ready(target, &token, &observe, same_kernel, tx).await {
         Ok(c) => c,
@@ -128,7 +135,13 @@ async fn session(
                     Err(()) => return,
                 }
             }
-            SessionCmd::Stop => {}
+            SessionCmd::Checklist(c) => {
+                match super::tune::run_checklist(&mut ctl, *c, &observe, cmds, tx, out).await {
+                    Ok(next) => pending = next,
+                    Err(()) => return,
+                }
+            }
+            SessionCmd::Stop | SessionCmd::Answer(_) => {}
             SessionCmd::Quit => break,
         }
     }
@@ -155,6 +168,7 @@ async fn run_one(
                 r = &mut run => break r,
                 c = cmds.recv(), if cmds_open => match c {
                     Some(SessionCmd::Stop) | Some(SessionCmd::Start(_)) => cancel.cancel(),
+                    Some(SessionCmd::Checklist(_)) | Some(SessionCmd::Answer(_)) => {}
                     Some(SessionCmd::Quit) => { cancel.cancel(); after = Some(SessionCmd::Quit); }
                     None => { cancel.cancel(); cmds_open = false; after = Some(SessionCmd::Quit); }
                 },
@@ -196,6 +210,7 @@ pub fn pipeline_thread(
                         p.stop_recording();
                         continue;
                     }
+                    PipeIn::Tune(n) => Event::Tune(n),
                 };
                 if ui.blocking_send(ev).is_err() {
                     return;

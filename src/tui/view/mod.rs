@@ -14,6 +14,7 @@ pub mod header;
 pub mod help;
 pub mod queues;
 pub mod throughput;
+pub mod tune;
 
 use super::model::{Interval, Modal, Model, View};
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -38,6 +39,7 @@ pub fn draw(frame: &mut Frame, m: &Model) {
         View::Facts => facts::render(frame, body, m),
         View::Findings => findings::render(frame, body, m),
         View::Control => control::render(frame, body, m),
+        View::Tune => tune::render(frame, body, m),
     }
     footer(frame, foot, m);
     if m.modal == Modal::Help {
@@ -84,7 +86,7 @@ fn dashboard(frame: &mut Frame, area: Rect, m: &Model) {
 }
 
 fn footer(frame: &mut Frame, area: Rect, m: &Model) {
-    let keys = "q quit  Tab/1-6 view  s start/stop  p pause  ←→ time  ↑↓ scroll  l log  ? help";
+    let keys = "q quit  Tab/1-7 view  s start/stop  p pause  ←→ time  ↑↓ scroll  l log  ? help";
     let mut spans = vec![Span::styled(
         keys,
         style(m, Color::Gray).add_modifier(Modifier::DIM),
