@@ -181,8 +181,34 @@ pub enum TuneDone {
     RolledBack(RollbackReport),
 }
 
-fn unexpected(d: &TuneDone) -> String {
-    format!("unexpected result of a tuning step: {d:?}")
+impl TuneDone {
+    fn unexpected(&self) -> String {
+        format!("unexpected result of a tuning step: {self:?}")
+    }
+
+    /// The commands of a [`TuneOp::Preview`].
+    pub fn commands(self) -> Result<Vec<String>, String> {
+        match self {
+            TuneDone::Commands(c) => Ok(c),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    /// The report of a [`TuneOp::Apply`].
+    pub fn applied(self) -> Result<ApplyReport, String> {
+        match self {
+            TuneDone::Applied(r) => Ok(r),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    /// The report of a [`TuneOp::Rollback`].
+    pub fn rolled_back(self) -> Result<RollbackReport, String> {
+        match self {
+            TuneDone::RolledBack(r) => Ok(r),
+            other => Err(other.unexpected()),
+        }
+    }
 }
 
 /// Carry out `op` on this host (blocking: files, ioctls, netlink).
@@ -430,24 +456,16 @@ impl Driver for SessionDriver {
     }
 
     fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, String> {
-        match self.op(host, TuneOp::Preview(profile.to_string()))? {
-            TuneDone::Commands(c) => Ok(c),
-            other => Err(unexpected(&other)),
-        }
+        self.op(host, TuneOp::Preview(profile.to_string()))?
+            .commands()
     }
 
     fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, String> {
-        match self.op(host, TuneOp::Apply(profile.to_string()))? {
-            TuneDone::Applied(r) => Ok(r),
-            other => Err(unexpected(&other)),
-        }
+        self.op(host, TuneOp::Apply(profile.to_string()))?.applied()
     }
 
     fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, String> {
-        match self.op(host, TuneOp::Rollback)? {
-            TuneDone::RolledBack(r) => Ok(r),
-            other => Err(unexpected(&other)),
-        }
+        self.op(host, TuneOp::Rollback)?.rolled_back()
     }
 
     fn confirm(&mut self, q: &Question) -> bool {

@@ -92,10 +92,6 @@ impl RemoteDriver {
     }
 }
 
-fn unexpected(d: &TuneDone) -> String {
-    format!("unexpected result of a tuning step: {d:?}")
-}
-
 impl Driver for RemoteDriver {
     fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, String> {
         let args = args.to_vec();
@@ -108,24 +104,16 @@ impl Driver for RemoteDriver {
     }
 
     fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, String> {
-        match self.op(host, TuneOp::Preview(profile.to_string()))? {
-            TuneDone::Commands(c) => Ok(c),
-            other => Err(unexpected(&other)),
-        }
+        self.op(host, TuneOp::Preview(profile.to_string()))?
+            .commands()
     }
 
     fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, String> {
-        match self.op(host, TuneOp::Apply(profile.to_string()))? {
-            TuneDone::Applied(r) => Ok(r),
-            other => Err(unexpected(&other)),
-        }
+        self.op(host, TuneOp::Apply(profile.to_string()))?.applied()
     }
 
     fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, String> {
-        match self.op(host, TuneOp::Rollback)? {
-            TuneDone::RolledBack(r) => Ok(r),
-            other => Err(unexpected(&other)),
-        }
+        self.op(host, TuneOp::Rollback)?.rolled_back()
     }
 
     fn confirm(&mut self, q: &Question) -> bool {
