@@ -120,7 +120,8 @@ fn dashboard_on_the_local_pair_under_tmux() {
     assert_namespace_gone(&ns);
 }
 
-/// Pids of processes whose command line holds `needle`.
+/// Pids of wirescope processes whose command line holds `needle` (not the
+/// shell tmux may start the command with).
 fn pids_with(needle: &str) -> Vec<String> {
     let out = Command::new("pgrep")
         .args(["-f", needle])
@@ -128,6 +129,10 @@ fn pids_with(needle: &str) -> Vec<String> {
         .expect("pgrep runs");
     String::from_utf8_lossy(&out.stdout)
         .lines()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|c| c.trim() == "wirescope")
+        })
         .map(str::to_string)
         .collect()
 }
