@@ -326,8 +326,10 @@ fn the_tune_view_runs_a_checklist_and_answers_its_questions() {
     };
     assert_eq!(c.name, "single-stream");
     assert_eq!(m.tune.running.as_deref(), Some("single-stream"));
-    // A second Enter while it runs does nothing.
+    // A second Enter while it runs does nothing, nor does starting a test.
     assert!(press(&mut m, KeyCode::Enter).is_empty());
+    assert!(press(&mut m, KeyCode::Char('s')).is_empty());
+    assert_eq!(m.state, RunState::Idle);
     // Its question is shown; y answers it once.
     let q = Question::Apply {
         step: 1,

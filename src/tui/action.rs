@@ -389,6 +389,12 @@ fn start_stop(m: &mut Model, a: &Action) -> Vec<Effect> {
             vec![Effect::Stop]
         }
         RunState::Stopping => Vec::new(),
+        // Between a checklist's tests: its own tests come next.
+        RunState::Idle | RunState::Stopped(_) if m.tune.running.is_some() => {
+            m.message =
+                Some("a checklist is running (Tune view); its tests come one after another".into());
+            Vec::new()
+        }
         RunState::Idle | RunState::Stopped(_) => match m.test.resolve() {
             Ok(plan) => {
                 m.test_error = None;
