@@ -469,36 +469,17 @@ impl Driver for SessionDriver {
     }
 
     fn confirm(&mut self, q: &Question) -> bool {
+        if !self.json {
+            println!();
+            for l in question_lines(q) {
+                println!("{l}");
+            }
+        }
         let prompt = match q {
-            Question::Apply {
-                step,
-                rule,
-                finding,
-                evidence,
-                host,
-                change,
-            } => {
-                if !self.json {
-                    println!(
-                        "\nstep {step}: {rule} on the {} host: {finding}",
-                        host.name()
-                    );
-                    for e in evidence {
-                        println!("    {e}");
-                    }
-                    println!("  change:");
-                    for l in change.lines() {
-                        println!("    {l}");
-                    }
-                }
+            Question::Apply { host, .. } => {
                 format!("apply this change on the {} host?", host.name())
             }
-            Question::Rollback { step, verdict } => {
-                if !self.json {
-                    println!("step {step}: {}", verdict.reason);
-                }
-                format!("step {step} did not help; roll it back?")
-            }
+            Question::Rollback { step, .. } => format!("step {step} did not help; roll it back?"),
         };
         self.ask(&prompt)
     }
@@ -511,33 +492,72 @@ impl Driver for SessionDriver {
             }
             return;
         }
-        match r {
-            Record::Baseline {
-                metric,
-                values,
-                findings,
-            } => {
-                let v: Vec<String> = values.iter().map(|v| metric.format(*v)).collect();
-                println!("baseline: {}", v.join(", "));
-                for f in findings {
-                    println!("  finding: {f}");
-                }
-            }
-            Record::Step(s) => {
-                let why = match &s.status {
-                    crate::tune::decide::StepStatus::Skipped(w)
-                    | crate::tune::decide::StepStatus::Failed(w) => format!(" ({w})"),
-                    _ => String::new(),
-                };
-                println!("step {} {}: {}{why}", s.step, s.rule, s.status.word());
-                for c in &s.changes {
-                    println!("    {c}");
-                }
-            }
-            Record::Summary(s) => {
-                println!();
-                print!("{}", crate::tune::decide::summary_table(s.metric, &s.steps));
-            }
+        if matches!(r, Record::Summary(_)) {
+            println!();
         }
+        for l in record_lines(r) {
+            println!("{l}");
+        }
+    }
+}
+
+/// A checklist's question as text lines: the finding, its evidence and the
+/// change (or why the step did not help). The headless face and the TUI's
+/// Tune view show the same.
+pub fn question_lines(q: &Question) -> Vec<String> {
+    match q {
+        Question::Apply {
+            step,
+            rule,
+            finding,
+            evidence,
+            host,
+            change,
+        } => {
+            let mut v = vec![format!(
+                "step {step}: {rule} on the {} host: {finding}",
+                host.name()
+            )];
+            v.extend(evidence.iter().map(|e| format!("    {e}")));
+            v.push("  change:".into());
+            v.extend(change.lines().map(|l| format!("    {l}")));
+            v
+        }
+        Question::Rollback { step, verdict } => vec![format!("step {step}: {}", verdict.reason)],
+    }
+}
+
+/// A checklist's record (baseline, step, summary table) as text lines.
+pub fn record_lines(r: &Record) -> Vec<String> {
+    match r {
+        Record::Baseline {
+            metric,
+            values,
+            findings,
+        } => {
+            let v: Vec<String> = values.iter().map(|v| metric.format(*v)).collect();
+            let mut out = vec![format!("baseline: {}", v.join(", "))];
+            out.extend(findings.iter().map(|f| format!("  finding: {f}")));
+            out
+        }
+        Record::Step(s) => {
+            let why = match &s.status {
+                crate::tune::decide::StepStatus::Skipped(w)
+                | crate::tune::decide::StepStatus::Failed(w) => format!(" ({w})"),
+                _ => String::new(),
+            };
+            let mut out = vec![format!(
+                "step {} {}: {}{why}",
+                s.step,
+                s.rule,
+                s.status.word()
+            )];
+            out.extend(s.changes.iter().map(|c| format!("    {c}")));
+            out
+        }
+        Record::Summary(s) => crate::tune::decide::summary_table(s.metric, &s.steps)
+            .lines()
+            .map(str::to_string)
+            .collect(),
     }
 }

@@ -292,66 +292,24 @@ fn start_checklist(m: &mut Model) -> Vec<Effect> {
 /// What a running checklist said, as lines of the Tune view.
 fn tune_note(m: &mut Model, n: super::tune::TuneNote) {
     use super::tune::TuneNote;
-    use crate::tune::runner::{Question, Record};
+    use crate::tune::runner::Record;
     match n {
         TuneNote::Question(q) => {
-            match &q {
-                Question::Apply {
-                    step,
-                    rule,
-                    finding,
-                    evidence,
-                    host,
-                    change,
-                } => {
-                    m.tune.lines.push(format!(
-                        "step {step}: {rule} on the {} host: {finding}",
-                        host.name()
-                    ));
-                    m.tune
-                        .lines
-                        .extend(evidence.iter().map(|e| format!("    {e}")));
-                    m.tune
-                        .lines
-                        .extend(change.lines().map(|l| format!("    change: {l}")));
-                }
-                Question::Rollback { step, verdict } => {
-                    m.tune
-                        .lines
-                        .push(format!("step {step}: {}", verdict.reason));
-                }
-            }
+            m.tune
+                .lines
+                .extend(crate::face::checklist::question_lines(&q));
             m.tune.question = Some(q);
         }
-        TuneNote::Record(Record::Baseline {
-            metric,
-            values,
-            findings,
-        }) => {
-            let v: Vec<String> = values.iter().map(|v| metric.format(*v)).collect();
-            m.tune.lines.push(format!("baseline: {}", v.join(", ")));
+        TuneNote::Record(r) => {
             m.tune
                 .lines
-                .extend(findings.iter().map(|f| format!("  finding: {f}")));
-        }
-        TuneNote::Record(Record::Step(s)) => {
-            m.tune
-                .lines
-                .push(format!("step {} {}: {}", s.step, s.rule, s.status.word()));
-            m.tune
-                .lines
-                .extend(s.changes.iter().map(|c| format!("    {c}")));
-        }
-        TuneNote::Record(Record::Summary(s)) => {
-            m.tune.lines.extend(
-                crate::tune::decide::summary_table(s.metric, &s.steps)
-                    .lines()
-                    .map(str::to_string),
-            );
-            if s.kept_local.is_some() || s.kept_peer.is_some() {
-                m.tune.lines.push(
-                    "kept changes: `wirescope checklist run` (headless) offers to save them as a profile".into(),
-                );
+                .extend(crate::face::checklist::record_lines(&r));
+            if let Record::Summary(s) = &r {
+                if s.kept_local.is_some() || s.kept_peer.is_some() {
+                    m.tune.lines.push(
+                        "kept changes: `wirescope checklist run` (headless) offers to save them as a profile".into(),
+                    );
+                }
             }
         }
         TuneNote::Ended(r) => {

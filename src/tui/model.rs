@@ -358,16 +358,19 @@ impl Model {
     /// legend and the dashboard show instead of that (often short) interval.
     pub fn result(&self) -> Option<&Summary> {
         let cur = self.current()?;
-        let last_of_point = self
-            .history
-            .iter()
-            .rev()
-            .find(|i| i.point == cur.point)
-            .is_some_and(|i| i.seq == cur.seq);
-        if last_of_point {
+        if self.last_of_point(cur) {
             self.summaries.get(&cur.point)
         } else {
             None
+        }
+    }
+
+    /// True when no later interval of `i`'s point is kept (the history is
+    /// ordered by `seq`, and points follow each other: a lookup, not a scan).
+    fn last_of_point(&self, i: &Interval) -> bool {
+        match self.history.binary_search_by_key(&i.seq, |x| x.seq) {
+            Ok(at) => self.history.get(at + 1).is_none_or(|n| n.point != i.point),
+            Err(_) => false,
         }
     }
 
@@ -380,12 +383,9 @@ impl Model {
             .or(i.peer.as_ref())
             .map(|s| s.end_s - s.start_s)
             .unwrap_or(0.0);
-        let last_of_point = !self
-            .history
-            .iter()
-            .any(|j| j.seq > i.seq && j.point == i.point);
-        let ended = self.summaries.contains_key(&i.point);
-        ended && last_of_point && span < self.test.interval.as_secs_f64() / 2.0
+        span < self.test.interval.as_secs_f64() / 2.0
+            && self.summaries.contains_key(&i.point)
+            && self.last_of_point(i)
     }
 
     /// Time limit of the running point as shown (None: byte budget or unknown).

@@ -206,6 +206,7 @@ fn line2(m: &Model, width: u16) -> Line<'static> {
         Span::raw(" ←"),
         Span::styled(format!("{}", BitsPerSec(p2l)), alert(m)),
     ]);
+    let (full_probes, short_probes) = probes(m);
     let mut fields = vec![throughput];
     let msgs = match result {
         Some(s) => s.rate_per_s,
@@ -231,30 +232,17 @@ fn line2(m: &Model, width: u16) -> Line<'static> {
     };
     fields.push(log);
     fields.push(
-        Field::new(60, vec![Span::raw(format!("probes: {}", probes(m)))])
-            .or_short(vec![Span::raw(probes_short(m))]),
+        Field::new(60, vec![Span::raw(format!("probes: {full_probes}"))])
+            .or_short(vec![Span::raw(short_probes)]),
     );
     fit(fields, width)
 }
 
-/// The probes field in a few characters: whether eBPF counts and how many probes failed.
-fn probes_short(m: &Model) -> String {
-    let full = probes(m);
-    let ebpf = if full.contains("no eBPF") {
-        "no eBPF"
-    } else {
-        "eBPF"
-    };
-    match full.split(' ').position(|w| w == "probe") {
-        Some(_) => format!("{ebpf}, probe errors"),
-        None => ebpf.to_string(),
-    }
-}
-
-/// Which probes delivered data in the interval under the cursor.
-fn probes(m: &Model) -> String {
+/// Which probes delivered data in the interval under the cursor: the full
+/// list, and the short form (whether eBPF counts, whether probes failed).
+fn probes(m: &Model) -> (String, String) {
     let Some(i) = m.current() else {
-        return "-".into();
+        return ("-".into(), "-".into());
     };
     let mut v: Vec<String> = Vec::new();
     let mut errors = 0;
@@ -284,13 +272,19 @@ fn probes(m: &Model) -> String {
         }
         errors += s.probe_errors.len();
     }
-    if !v.iter().any(|x| x == "eBPF") {
+    let ebpf = if v.iter().any(|x| x == "eBPF") {
+        "eBPF"
+    } else {
         v.push("no eBPF".into());
-    }
-    if errors > 0 {
+        "no eBPF"
+    };
+    let short = if errors > 0 {
         v.push(format!("{errors} probe error(s)"));
-    }
-    v.join(" ")
+        format!("{ebpf}, probe errors")
+    } else {
+        ebpf.to_string()
+    };
+    (v.join(" "), short)
 }
 
 fn tabs(m: &Model) -> Line<'static> {
