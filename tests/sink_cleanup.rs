@@ -18,26 +18,6 @@ use wirescope::traffic::sink::lab::{run_point, Point};
 use wirescope::traffic::sink::xdp::program_loaded;
 use wirescope::traffic::sink::{SinkMode, SinkSpec};
 
-fn xdp_attached(ns: &str, dev: &str) -> bool {
-    let out = Command::new("ip")
-        .args(["-n", ns, "-d", "link", "show", "dev", dev])
-        .output()
-        .expect("run ip");
-    assert!(out.status.success(), "ip -d link show {dev} in {ns}");
-    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
-}
-
-fn packet_sockets(ns: &str) -> usize {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "cat", "/proc/net/packet"])
-        .output()
-        .expect("read /proc/net/packet");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .count()
-        .saturating_sub(1)
-}
-
 fn own_sockets() -> usize {
     std::fs::read_dir("/proc/self/fd")
         .unwrap()
@@ -63,18 +43,21 @@ fn wait_unloaded(id: u32) {
 }
 
 fn assert_clean(p: &common::Pair, id: Option<u32>, sockets_before: Option<usize>, what: &str) {
-    assert!(!xdp_attached(&p.b, "veth-b"), "{what}: XDP still attached");
+    assert!(
+        !common::xdp_attached(&p.b, "veth-b"),
+        "{what}: XDP still attached"
+    );
     if let Some(id) = id {
         wait_unloaded(id);
     }
     assert_eq!(
-        packet_sockets(&p.a),
+        common::packet_sockets(&p.a),
         0,
         "{what}: packet socket left in {}",
         p.a
     );
     assert_eq!(
-        packet_sockets(&p.b),
+        common::packet_sockets(&p.b),
         0,
         "{what}: packet socket left in {}",
         p.b
@@ -169,9 +152,15 @@ fn nothing_is_left_after_normal_end_error_sigint_and_sigkill() {
                 "the engine's sockets are open while it runs"
             );
             if mode != SinkMode::Tpacket {
-                assert!(xdp_attached(&p.b, "veth-b"), "XDP attached while running");
+                assert!(
+                    common::xdp_attached(&p.b, "veth-b"),
+                    "XDP attached while running"
+                );
             } else {
-                assert!(packet_sockets(&p.b) >= 4, "one packet socket per queue");
+                assert!(
+                    common::packet_sockets(&p.b) >= 4,
+                    "one packet socket per queue"
+                );
             }
         })
         .unwrap();
@@ -197,7 +186,7 @@ fn nothing_is_left_after_normal_end_error_sigint_and_sigkill() {
     // SIGINT: the summary is printed, exit code 130, everything released.
     for mode in ["af-xdp", "tpacket"] {
         let (child, mut out) = start_lab(&p, mode);
-        assert!(mode != "af-xdp" || xdp_attached(&p.b, "veth-b"));
+        assert!(mode != "af-xdp" || common::xdp_attached(&p.b, "veth-b"));
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(child.id() as i32),
             nix::sys::signal::Signal::SIGINT,
@@ -214,11 +203,11 @@ fn nothing_is_left_after_normal_end_error_sigint_and_sigkill() {
     // SIGKILL: no unwinding at all; the kernel drops the BPF link with the
     // process, so the program still goes.
     let (mut child, _out) = start_lab(&p, "xdp");
-    assert!(xdp_attached(&p.b, "veth-b"));
+    assert!(common::xdp_attached(&p.b, "veth-b"));
     child.kill().unwrap();
     child.wait().unwrap();
     let t = Instant::now();
-    while xdp_attached(&p.b, "veth-b") {
+    while common::xdp_attached(&p.b, "veth-b") {
         assert!(
             t.elapsed() < Duration::from_secs(5),
             "XDP still attached 5 s after SIGKILL"

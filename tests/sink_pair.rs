@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 use wirescope::probe::sink_path::PathProbe;
@@ -163,37 +162,6 @@ fn frame_size_sweep_gives_one_row_per_size() {
     }
 }
 
-fn nft(ns: &str, script: &str) {
-    let out = Command::new("ip")
-        .args(["netns", "exec", ns, "nft", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut c| {
-            use std::io::Write;
-            c.stdin.take().unwrap().write_all(script.as_bytes())?;
-            c.wait_with_output()
-        })
-        .expect("run nft (install nftables: apt-get install nftables)");
-    assert!(
-        out.status.success(),
-        "nft -f in {ns}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// Drop every 100th test frame (exactly 1 %) at `hook` of `dev`.
-fn drop_one_percent(ns: &str, hook: &str, dev: &str) {
-    nft(
-        ns,
-        &format!(
-            "table netdev wst_loss {{\n chain c {{\n  type filter hook {hook} device {dev} priority 0\n  \
-             udp dport 9 numgen inc mod 100 == 0 counter drop\n }}\n}}\n"
-        ),
-    );
-}
-
 fn assert_one_percent_lost(r: &PointResult, intervals: &[LabInterval], what: &str) {
     let s = &r.summary;
     let share = s.lost as f64 / s.sent as f64 * 100.0;
@@ -223,7 +191,7 @@ fn loss_on_the_receiver_is_found_per_flow() {
     let p = common::Pair::new();
     // netdev ingress runs after XDP and packet taps bound to ETH_P_ALL, but
     // before the tpacket sink (bound to ETH_P_IP) and UDP sockets.
-    drop_one_percent(&p.b, "ingress", "veth-b");
+    common::drop_one_percent(&p.b, "ingress", "veth-b");
     for mode in [SinkMode::Tpacket, SinkMode::Udp] {
         let (r, intervals) = run(&p, paced(mode, TxPath::Auto), 2.0);
         assert_eq!(r.summary.mode, mode);
@@ -237,7 +205,7 @@ fn loss_on_the_wire_is_found_by_the_xdp_sinks() {
     // XDP sees a frame before any hook of its own host, so the drop sits on
     // the sender's egress; only sendmmsg traffic passes that hook (the TX
     // ring bypasses the qdisc and its hooks, AF_XDP too).
-    drop_one_percent(&p.a, "egress", "veth-a");
+    common::drop_one_percent(&p.a, "egress", "veth-a");
     for mode in [SinkMode::Xdp, SinkMode::AfXdp] {
         let (r, intervals) = run(&p, paced(mode, TxPath::Sendmmsg), 2.0);
         assert_eq!(r.summary.mode, mode);

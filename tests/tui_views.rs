@@ -349,3 +349,60 @@ fn an_empty_log_says_it_is_empty() {
     let screen = render(&m, 80, 24);
     assert!(screen.contains("holds no interval"), "{screen}");
 }
+
+/// A packet test: the queue view shows the sink's own count per queue and
+/// where frames were dropped, live.
+#[test]
+fn the_queue_view_shows_the_packet_sinks_queues_and_drops() {
+    use wirescope::traffic::sink::engine::SinkLive;
+    use wirescope::traffic::sink::figures::{Drops, QueueFigures, Rates, SinkInterval};
+    use wirescope::traffic::sink::SinkMode;
+    use wirescope::traffic::EngineInterval;
+    let rates = |pps: f64| Rates::of(pps as u64, 1.0, 64, None);
+    let queue = |queue: u32, pps: f64, ring_full: u64| QueueFigures {
+        queue,
+        cpu: Some(CpuId(queue)),
+        counted: pps as u64,
+        rates: rates(pps),
+        duplicates: 0,
+        reordered: 0,
+        missing_delta: 0,
+        ring_full,
+        nic_drops: None,
+        cpu_pct: Some(97.0),
+        napi_cpu: None,
+    };
+    let live = SinkLive {
+        iface: "veth-b".into(),
+        figures: SinkInterval {
+            secs: 1.0,
+            mode: SinkMode::AfXdp,
+            counted: 1_500_000,
+            rates: rates(1_500_000.0),
+            duplicates: 0,
+            reordered: 0,
+            missing: 4321,
+            missing_delta: 4321,
+            cpu_pct: Some(194.0),
+            iface_rx_packets: None,
+            drops: Drops {
+                ring_full: 4321,
+                ..Drops::default()
+            },
+            queues: vec![queue(0, 600_000.0, 0), queue(1, 900_000.0, 4321)],
+        },
+    };
+    let mut s: Vec<Sample> = samples().into_iter().take(2).collect();
+    for x in s.iter_mut().filter(|x| x.host == HostRole::Peer) {
+        x.engine.extra = Some(EngineInterval::Sink(Box::new(live.clone())));
+    }
+    let mut m = live_model(&s);
+    m.view = View::Queues;
+    let a = render(&m, 160, 48);
+    assert!(a.contains("packet sink (af-xdp) on veth-b"), "{a}");
+    assert!(a.contains("ring full 4321"), "{a}");
+    // Busiest queue first.
+    let q1 = a.find("sink cpu1").expect("queue 1's row");
+    let q0 = a.find("sink cpu0").expect("queue 0's row");
+    assert!(q1 < q0, "{a}");
+}

@@ -8,6 +8,7 @@ use crate::traffic::grpc::{
     GrpcMode, GrpcSpec, MAX_CONCURRENCY, MAX_MESSAGE as GRPC_MAX_MESSAGE, MESSAGE_OVERHEAD,
 };
 use crate::traffic::limits::{MAX_CONNS, MAX_MSG, MAX_WINDOW, MIN_WINDOW};
+use crate::traffic::sink::{SinkMode, SinkSpec, TxPath};
 use crate::traffic::{EngineKind, EngineSpec, TcpMode, TcpSpec};
 use crate::units::{parse_duration, parse_size, Bytes};
 use clap::Args;
@@ -95,9 +96,33 @@ pub struct TestArgs {
     #[arg(long, short = 'i', value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
     /// Run one point per value: size=64,1K,64K,1M or streams=1,2,4 (grpc:
-    /// size, channels=1,2,4,8 or concurrency=1,16,256).
+    /// size, channels=1,2,4,8 or concurrency=1,16,256; sink:
+    /// frame=64,128,256,512,1024,1280,1518 or cores="8;8,9;8-11", one CPU set per point).
     #[arg(long, value_name = "PARAM=LIST", value_parser = parse_sweep)]
     pub sweep: Option<Sweep>,
+    /// sink: how the receiving end counts: af-xdp (the default; every
+    /// frame's sequence checked), xdp (an XDP program counts and drops: the
+    /// ceiling), tpacket (TPACKET_V3 + PACKET_FANOUT), udp (sockets).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub sink: Option<SinkMode>,
+    /// sink: Ethernet frame size incl. FCS, as RFC 2544 counts (64-9000, default 64).
+    #[arg(long, value_name = "BYTES")]
+    pub frame_size: Option<u32>,
+    /// sink: generator threads and sink queues, one thread per queue on each side (default 1).
+    #[arg(long, value_name = "N")]
+    pub queues: Option<u32>,
+    /// sink: distinct UDP flows (default 16 per queue, at least 64).
+    #[arg(long, value_name = "N")]
+    pub flows: Option<u32>,
+    /// sink: packets per second in all; 0 = as fast as possible (default).
+    #[arg(long, value_name = "PPS")]
+    pub rate: Option<u64>,
+    /// sink: generator path (auto: AF_XDP, else PACKET_TX_RING, else sendmmsg).
+    #[arg(long, value_enum, value_name = "PATH")]
+    pub tx_path: Option<TxPath>,
+    /// sink: fail instead of falling back to the next sink mode or tx path.
+    #[arg(long)]
+    pub no_fallback: bool,
 }
 
 impl TestArgs {
@@ -113,8 +138,39 @@ impl TestArgs {
         }
     }
 
+    /// The packet-test options given, by flag (refused by other engines).
+    fn sink_flags(&self) -> Option<&'static str> {
+        [
+            (self.sink.is_some(), "--sink"),
+            (self.frame_size.is_some(), "--frame-size"),
+            (self.queues.is_some(), "--queues"),
+            (self.flows.is_some(), "--flows"),
+            (self.rate.is_some(), "--rate"),
+            (self.tx_path.is_some(), "--tx-path"),
+            (self.no_fallback, "--no-fallback"),
+        ]
+        .into_iter()
+        .find_map(|(set, flag)| set.then_some(flag))
+    }
+
     /// Check combinations and build the plan.
     pub fn resolve(&self) -> Result<TestPlan, UsageError> {
+        if self.engine != EngineKind::Sink {
+            if let Some(flag) = self.sink_flags() {
+                return Err(UsageError(format!(
+                    "{flag} applies to --engine sink (packet tests)"
+                )));
+            }
+            if self
+                .sweep
+                .as_ref()
+                .is_some_and(|s| matches!(s.param, SweepParam::Frame | SweepParam::Cores))
+            {
+                return Err(UsageError(
+                    "frame and cores sweeps are for --engine sink".into(),
+                ));
+            }
+        }
         match self.engine {
             EngineKind::Tcp => {
                 for (set, flag) in [
@@ -138,7 +194,106 @@ impl TestArgs {
                 self.resolve_tcp()
             }
             EngineKind::Grpc => self.resolve_grpc(),
+            EngineKind::Sink => self.resolve_sink(),
         }
+    }
+
+    fn resolve_sink(&self) -> Result<TestPlan, UsageError> {
+        use crate::traffic::sink::spec::{MAX_FLOWS, MAX_FRAME, MAX_QUEUES, MIN_FRAME};
+        let u = |m: String| Err(UsageError(m));
+        if let Some(m) = &self.mode {
+            return u(format!(
+                "--mode {m}: packet tests choose how they count with --sink xdp|af-xdp|tpacket|udp"
+            ));
+        }
+        for (set, flag) in [
+            (self.streams.is_some(), "--streams (use --queues)"),
+            (self.conns.is_some(), "--conns"),
+            (self.channels.is_some(), "--channels"),
+            (self.concurrency.is_some(), "--concurrency"),
+            (self.peer_threads.is_some(), "--peer-threads"),
+            (self.threads.is_some(), "--threads (use --queues)"),
+            (self.depth != 1, "--depth"),
+            (self.size.is_some(), "--size (use --frame-size)"),
+            (self.resp_size.is_some(), "--resp-size"),
+            (self.len.is_some(), "--len (use --frame-size)"),
+            (self.bidir, "--bidir"),
+            (self.window.is_some(), "--window"),
+            (self.mss.is_some(), "--mss"),
+            (self.congestion.is_some(), "--congestion"),
+            (self.zerocopy, "--zerocopy"),
+            (self.skip_rx_copy, "--skip-rx-copy"),
+            (self.bytes.is_some(), "--bytes"),
+        ] {
+            if set {
+                return u(format!(
+                    "{flag} does not apply to --engine sink; packet tests take --sink, --frame-size, --queues, --flows, --rate and --tx-path"
+                ));
+            }
+        }
+        if let Some(sw) = &self.sweep {
+            if !matches!(sw.param, SweepParam::Frame | SweepParam::Cores) {
+                return u(format!(
+                    "sink tests sweep frame=64,512,1518 or cores=\"0;1;0,1\", not {}",
+                    sw.param.name()
+                ));
+            }
+        }
+        let time = self.timing()?;
+        let frame_size = self.frame_size.unwrap_or(MIN_FRAME);
+        let frames = self
+            .sweep
+            .as_ref()
+            .filter(|s| s.param == SweepParam::Frame)
+            .map_or(vec![u64::from(frame_size)], |s| s.values.clone());
+        for f in frames {
+            if !(u64::from(MIN_FRAME)..=u64::from(MAX_FRAME)).contains(&f) {
+                return u(format!(
+                    "frame size {f} is out of range; use {MIN_FRAME} to {MAX_FRAME} (Ethernet frame incl. FCS, as RFC 2544 counts)"
+                ));
+            }
+        }
+        let queues = self.queues.unwrap_or(1);
+        if queues == 0 || queues > MAX_QUEUES {
+            return u(format!(
+                "--queues {queues} is out of range; use 1 to {MAX_QUEUES}"
+            ));
+        }
+        if let Some(f) = self.flows {
+            if f == 0 || f > MAX_FLOWS {
+                return u(format!("--flows {f} is out of range; use 1 to {MAX_FLOWS}"));
+            }
+        }
+        let (cpus, peer_cpus) = self.cpu_lists();
+        let spec = SinkSpec {
+            mode: self.sink.unwrap_or(SinkMode::AfXdp),
+            fallback: !self.no_fallback,
+            tx_path: self.tx_path.unwrap_or(TxPath::Auto),
+            frame_size,
+            queues,
+            flows: self.flows,
+            rate: self.rate.unwrap_or(0),
+            dst_port: crate::traffic::sink::spec::DEFAULT_DST_PORT,
+            reverse: self.reverse,
+            cpus,
+            peer_cpus,
+        };
+        let plan = TestPlan {
+            spec: EngineSpec::Sink(spec),
+            time,
+            omit: self.omit,
+            interval: self.interval,
+            sweep: self.sweep.clone(),
+        };
+        for p in plan.points() {
+            p.spec.validate().map_err(|e| {
+                let at = p.sweep.map_or(String::new(), |v| {
+                    format!("sweep point {}: ", v.cpus.unwrap_or(v.value.to_string()))
+                });
+                UsageError(format!("{at}this packet test is not valid: {e}"))
+            })?;
+        }
+        Ok(plan)
     }
 
     /// The time limit (10 s unless --time or, for tcp stream, --bytes),

@@ -5,7 +5,7 @@ use crate::units::{parse_cpu_list, parse_size, CpuId};
 use std::net::SocketAddr;
 
 pub(super) fn parse_sweep(s: &str) -> Result<Sweep, String> {
-    let example = "use size=64,1K,64K,1M, streams=1,2,4, or for grpc channels=1,2,4,8 or concurrency=1,16,256";
+    let example = "use size=64,1K,64K,1M, streams=1,2,4, for grpc channels=1,2,4,8 or concurrency=1,16,256, for sink frame=64,512,1518 or cores=0;1;0,1";
     let (k, v) = s
         .split_once('=')
         .ok_or_else(|| format!("'{s}' is not a sweep; {example}"))?;
@@ -14,13 +14,35 @@ pub(super) fn parse_sweep(s: &str) -> Result<Sweep, String> {
         "streams" | "conns" => SweepParam::Streams,
         "channels" => SweepParam::Channels,
         "concurrency" => SweepParam::Concurrency,
+        "frame" | "frame-size" => SweepParam::Frame,
+        "cores" => SweepParam::Cores,
         other => return Err(format!("cannot sweep '{other}'; {example}")),
     };
+    if param == SweepParam::Cores {
+        let mut sets = Vec::new();
+        for part in v.split(';') {
+            let set = parse_cpu_list(part.trim())
+                .map_err(|e| format!("cores: '{part}' is not a CPU list ({e}); {example}"))?;
+            if set.is_empty() {
+                return Err(format!("cores: an empty CPU set; {example}"));
+            }
+            sets.push(set);
+        }
+        return Ok(Sweep {
+            param,
+            values: sets.iter().map(|s| s.len() as u64).collect(),
+            cpu_sets: sets,
+        });
+    }
     let mut values = Vec::new();
     for part in v.split(',') {
         let val = match param {
             SweepParam::Size => parse_size(part)?.0,
-            SweepParam::Streams | SweepParam::Channels | SweepParam::Concurrency => part
+            SweepParam::Streams
+            | SweepParam::Channels
+            | SweepParam::Concurrency
+            | SweepParam::Frame
+            | SweepParam::Cores => part
                 .trim()
                 .parse::<u64>()
                 .map_err(|_| format!("'{part}' is not a count; {example}"))?,
@@ -30,7 +52,11 @@ pub(super) fn parse_sweep(s: &str) -> Result<Sweep, String> {
         }
         values.push(val);
     }
-    Ok(Sweep { param, values })
+    Ok(Sweep {
+        param,
+        values,
+        cpu_sets: Vec::new(),
+    })
 }
 
 /// A CPU list as one value (`0-3,8`). A newtype, because clap reads an

@@ -65,6 +65,11 @@ pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
             out.extend(rules::grpc::rules(&w));
         }
     }
+    if let Some(crate::traffic::EngineSpec::Sink(k)) = input.test.spec {
+        // A packet test sends UDP frames: TCP's own rules have nothing to say.
+        out.retain(|f| !f.id.starts_with("tcp.") && f.id != "nic.tso-off");
+        out.extend(rules::sink::session_rules(k, input, t));
+    }
     rank(rules::merge(out))
 }
 

@@ -12,7 +12,6 @@
 use crate::cli::sink_lab::*;
 use crate::traffic::sink::lab::{run_point, End, LabInterval, Point};
 use crate::traffic::sink::SinkSpec;
-use crate::units::format_cpu_list;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Run the command; the exit code.
@@ -144,8 +143,7 @@ fn print_summary(
     end: &crate::traffic::sink::SinkEnd,
 ) {
     println!(
-        "sink {} on {} ({} rx queues{}), generator {}: {} B frames, {} flows, {} thread(s)",
-        s.mode.name(),
+        "sink on {} ({} rx queues{})",
         end.iface,
         end.rx_queues,
         match end.zero_copy {
@@ -153,72 +151,10 @@ fn print_summary(
             Some(false) => ", copy mode",
             None => "",
         },
-        s.tx_path.name(),
-        s.frame_size,
-        s.flows,
-        s.queues
     );
-    for r in &s.refused {
-        println!("  {r}");
-    }
-    println!(
-        "counted {} in {:.2} s = {} (L2 {}, L1 {}); sent {}, lost {}, reordered {}, duplicates {}",
-        s.messages,
-        s.duration_s,
-        mpps(s.rate_per_s),
-        s.l2_bps,
-        s.l1_bps,
-        s.sent,
-        s.lost,
-        s.reordered,
-        s.duplicates
-    );
-    for q in &s.per_queue {
-        println!(
-            "  queue {:>3}{}: {:>12} counted {}{}",
-            q.queue,
-            q.cpu.map(|c| format!(" ({c})")).unwrap_or_default(),
-            q.counted,
-            mpps(q.rates.pps),
-            q.cpu_pct
-                .map(|c| format!(", thread cpu {c:.0}%"))
-                .unwrap_or_default()
-        );
-    }
-    if s.flows_with_loss > 0 {
-        let ids: Vec<String> = s
-            .lossy_flows
-            .iter()
-            .take(16)
-            .map(|f| format!("{}({})", f.flow, f.lost))
-            .collect();
-        println!(
-            "  {} flow(s) lost frames: {}",
-            s.flows_with_loss,
-            ids.join(" ")
-        );
-    }
-    if s.interrupted {
-        println!("  interrupted");
-    }
+    print!("{}", crate::record::text::sink_lines(s));
 }
 
 fn print_sweep(rows: &[crate::traffic::sink::figures::SinkSummary]) {
-    println!("threads  cores       frame  pps          L2 Mbps     CPU %");
-    for s in rows {
-        println!(
-            "{:>7}  {:<10}  {:>5}  {:>11.0}  {:>10.1}  {:>6}",
-            s.queues,
-            if s.sink_cpus.is_empty() {
-                "-".to_string()
-            } else {
-                format_cpu_list(&s.sink_cpus)
-            },
-            s.frame_size,
-            s.rate_per_s,
-            s.l2_bps.0 / 1e6,
-            s.sink_cpu_pct
-                .map_or("-".to_string(), |c| format!("{c:.1}")),
-        );
-    }
+    print!("{}", crate::record::text::sink_sweep_table(rows));
 }

@@ -285,6 +285,9 @@ pub struct HostFacts {
     pub cpus: usize,
     /// NUMA nodes.
     pub numa: Vec<NumaNode>,
+    /// Each online core's place: NUMA node, L3 domain, SMT siblings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_places: Vec<super::topology::CpuPlace>,
     /// Interfaces under test.
     pub nics: Vec<NicFacts>,
     /// irqbalance running.

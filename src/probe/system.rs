@@ -243,6 +243,13 @@ pub fn read_host_facts(src: &dyn HostSource, ifaces: &[String]) -> HostFacts {
                 .map(|cpulist| NumaNode { node: n, cpulist })
         })
         .collect();
+    // Where each core sits (NUMA node, L3, SMT siblings): the packet
+    // rules check the sink's cores against it.
+    f.cpu_places = online
+        .iter()
+        .map(|c| super::topology::cpu_place(src, *c))
+        .filter(|p| p.core_id.is_some() || p.l3.is_some() || p.numa_node.is_some())
+        .collect();
     let mut gov: BTreeMap<String, Vec<CpuId>> = BTreeMap::new();
     for c in &online {
         if let Some(g) = read_trim(

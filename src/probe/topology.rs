@@ -155,6 +155,69 @@ pub fn read(src: &dyn HostSource, cpus: &[CpuId], nic: Option<&str>) -> SinkTopo
 }
 
 impl SinkTopology {
+    /// The topology of `cpus` and `nic` from a host's facts (what the
+    /// rules and the views read; [`read`] is the same from the sysfs files).
+    pub fn from_facts(f: &super::facts::HostFacts, cpus: &[CpuId], nic: Option<&str>) -> Self {
+        let mut t = SinkTopology {
+            nic: nic.map(String::from),
+            ..Default::default()
+        };
+        for c in cpus {
+            match f.cpu_places.iter().find(|p| p.cpu == *c) {
+                Some(p) => t.cpus.push(p.clone()),
+                None => {
+                    t.unavailable
+                        .push(format!("{c}: no topology in the host's facts"));
+                    t.cpus.push(CpuPlace {
+                        cpu: *c,
+                        numa_node: None,
+                        l3: None,
+                        l3_id: None,
+                        smt_siblings: Vec::new(),
+                        core_id: None,
+                        package: None,
+                    });
+                }
+            }
+        }
+        if let Some(n) = nic.and_then(|n| f.nics.iter().find(|x| x.name == n)) {
+            t.nic_numa_node = n.numa_node.and_then(|v| u32::try_from(v).ok());
+            t.nic_local_cpus = n.local_cpulist.clone();
+        }
+        t
+    }
+
+    /// One line: each chosen core's NUMA node, L3 domain and SMT siblings,
+    /// then the NIC's node (`cpu8 node 0, L3 8-15, SMT 72; NIC eth0 node 0`).
+    pub fn describe(&self) -> String {
+        let opt = |v: Option<u32>| v.map_or("?".to_string(), |v| v.to_string());
+        let mut parts: Vec<String> = self
+            .cpus
+            .iter()
+            .map(|p| {
+                format!(
+                    "{} node {}, L3 {}, SMT {}",
+                    p.cpu,
+                    opt(p.numa_node),
+                    p.l3.as_deref().unwrap_or("?"),
+                    if p.smt_siblings.is_empty() {
+                        "none".to_string()
+                    } else {
+                        format_cpu_list(&p.smt_siblings)
+                    }
+                )
+            })
+            .collect();
+        if let Some(n) = &self.nic {
+            parts.push(format!(
+                "NIC {n} node {}",
+                self.nic_numa_node
+                    .map_or("none (virtual or no NUMA)".to_string(), |v| v.to_string())
+            ));
+        }
+        parts.join("; ")
+    }
+
     /// Chosen cores on another NUMA node than the NIC.
     pub fn remote(&self) -> Vec<&CpuPlace> {
         let Some(nic) = self.nic_numa_node else {
@@ -260,5 +323,38 @@ mod tests {
         assert!(t.nic_numa_node.is_none(), "lo has no device");
         let j = serde_json::to_string(&t).unwrap();
         assert_eq!(serde_json::from_str::<SinkTopology>(&j).unwrap(), t);
+    }
+
+    #[test]
+    fn from_facts_matches_the_sysfs_reading_and_describes_it() {
+        use crate::probe::facts::{HostFacts, NicFacts};
+        let place = |cpu: u32, node: u32, sib: u32| CpuPlace {
+            cpu: CpuId(cpu),
+            numa_node: Some(node),
+            l3: Some("0-3".into()),
+            l3_id: Some(0),
+            smt_siblings: vec![CpuId(sib)],
+            core_id: Some(cpu % 2),
+            package: Some(0),
+        };
+        let f = HostFacts {
+            cpu_places: vec![place(0, 0, 2), place(1, 1, 3), place(2, 0, 0)],
+            nics: vec![NicFacts {
+                name: "eth0".into(),
+                numa_node: Some(0),
+                local_cpulist: Some("0,2".into()),
+                ..NicFacts::default()
+            }],
+            ..HostFacts::default()
+        };
+        let t =
+            SinkTopology::from_facts(&f, &[CpuId(0), CpuId(2), CpuId(1), CpuId(9)], Some("eth0"));
+        assert_eq!(t.nic_numa_node, Some(0));
+        assert_eq!(t.remote().len(), 1, "cpu1 is on node 1");
+        assert_eq!(t.shared_cores(), vec![(CpuId(0), CpuId(2))]);
+        assert_eq!(t.unavailable.len(), 1, "cpu9 has no place");
+        let d = t.describe();
+        assert!(d.starts_with("cpu0 node 0, L3 0-3, SMT 2;"), "{d}");
+        assert!(d.ends_with("NIC eth0 node 0"), "{d}");
     }
 }

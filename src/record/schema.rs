@@ -194,6 +194,11 @@ pub struct Summary {
     /// gRPC: RPC rate, payload goodput both ways, statuses and peak memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grpc: Option<GrpcSummary>,
+    /// Packet tests: what the sink counted and the generator sent, loss,
+    /// reordering and duplicates per flow, where frames were dropped, per
+    /// queue (`rate_per_s` and `messages` above are the sink's packets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sink: Option<Box<crate::traffic::sink::figures::SinkSummary>>,
     /// rr latency (µs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<LatencySummary>,

@@ -67,6 +67,7 @@ pub fn build(d: &PointData<'_>) -> Summary {
     let has_latency = match spec {
         EngineSpec::Tcp(t) => t.mode == TcpMode::Rr,
         EngineSpec::Grpc(_) => true,
+        EngineSpec::Sink(_) => false,
     };
     let roles = d.spec.conn_roles(Side::Controller);
     let peer = o.peer.as_ref();
@@ -175,6 +176,17 @@ pub fn build(d: &PointData<'_>) -> Summary {
             .sum::<u64>()
             .saturating_sub(d.agg.local.omitted_msgs)
     };
+    let sink = spec
+        .as_sink()
+        .and_then(|k| sink_summary(k, o, d.agg).map(Box::new));
+    let (duration_s, bytes, messages) = match &sink {
+        Some(k) => (
+            k.duration_s,
+            k.messages.saturating_mul(u64::from(k.frame_size)),
+            k.messages,
+        ),
+        None => (duration_s, bytes, messages),
+    };
     let per_s = |v: f64| {
         if duration_s > 0.0 {
             v / duration_s
@@ -199,6 +211,7 @@ pub fn build(d: &PointData<'_>) -> Summary {
         rate_per_s: per_s(messages as f64),
         mib_per_s: pingpong.then(|| per_s(bytes as f64 / 1048576.0)),
         grpc: grpc_summary(o, d.agg, duration_s),
+        sink,
         latency_us: if has_latency { o.local.latency } else { None },
         streams,
         hosts: Hosts {
@@ -211,6 +224,57 @@ pub fn build(d: &PointData<'_>) -> Summary {
         partial,
         findings: Vec::new(),
     }
+}
+
+/// The packet figures of a point, from both ends' totals: the sink's
+/// counters at the start and after its drain, the generator's, and the
+/// per-flow tally (exact: every frame sent, the warm-up included). Rates
+/// leave the warm-up out, like every other engine's.
+fn sink_summary(
+    spec: &crate::traffic::sink::SinkSpec,
+    o: &PointOutcome,
+    agg: &PointAggregate,
+) -> Option<crate::traffic::sink::figures::SinkSummary> {
+    use crate::traffic::sink::figures::{summarize, PointInputs, Rates};
+    use crate::traffic::EngineTotals;
+    let sides = [(Some(&o.local), &agg.local), (o.peer.as_ref(), &agg.peer)];
+    let (sink, sink_agg) = sides.iter().find_map(|&(r, a)| match r?.extra.as_ref()? {
+        EngineTotals::Sink(s) => Some((s, a)),
+        _ => None,
+    })?;
+    let gen = sides.iter().find_map(|&(r, _)| match r?.extra.as_ref()? {
+        EngineTotals::Generator(g) => Some(g),
+        _ => None,
+    });
+    let mut s = summarize(
+        spec,
+        PointInputs {
+            sink: (&sink.first, &sink.last),
+            gen: gen.map(|g| (&g.first, &g.last)),
+            totals: gen.and_then(|g| g.totals.as_ref()),
+            seen: sink.seen.as_ref().map_or(&[], |t| t.seen.as_slice()),
+            speed_mbps: sink.end.speed_mbps,
+        },
+    );
+    let mut refused = sink.end.refused.clone();
+    refused.append(&mut s.refused);
+    s.refused = refused;
+    s.interrupted = matches!(o.end, EndReason::Interrupted);
+    if sink_agg.omitted_msgs > 0 || sink_agg.warmup_end_s > 0.0 {
+        s.messages = s.messages.saturating_sub(sink_agg.omitted_msgs);
+        s.duration_s = (s.duration_s - sink_agg.warmup_end_s).max(0.0);
+        let r = Rates::of(
+            s.messages,
+            s.duration_s,
+            spec.frame_size,
+            sink.end.speed_mbps,
+        );
+        s.rate_per_s = r.pps;
+        s.l2_bps = r.l2_bps;
+        s.l1_bps = r.l1_bps;
+        s.line_rate_pct = r.line_rate_pct;
+    }
+    Some(s)
 }
 
 /// The gRPC figures of a point: RPC rate and payload goodput both ways over

@@ -31,6 +31,22 @@ pub fn run_title(h: &super::schema::Header) -> String {
 
 /// Column header for interval rows.
 pub fn interval_header(spec: &EngineSpec) -> String {
+    if let EngineSpec::Sink(_) = spec {
+        return format!(
+            "{:<5} {:>13}  {:>11}  {:>12}  {:>12}  {:>11}  {:>9}  {:>8}  {:>9}  | {:<20} | {:<20}",
+            "[ ID]",
+            "Interval",
+            "Rx pps",
+            "L2 bit/s",
+            "L1 bit/s",
+            "Tx pps",
+            "Missing",
+            "Dropped",
+            "Sink CPU",
+            "CPU local (busiest)",
+            "CPU peer (busiest)"
+        );
+    }
     match spec.is_tcp_stream() {
         true => format!(
             "{:<5} {:>13}  {:>11}  {:>14}  {:>5}  {:>9}  {:>8}  | {:<20} | {:<20}",
@@ -106,6 +122,10 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
     let span = format!("{:6.2}-{:<6.2}s", any.start_s, any.end_s);
     let omit = if any.omitted { " (omitted)" } else { "" };
     let mut out = String::new();
+    if let EngineSpec::Sink(_) = spec {
+        out.push_str(&sink_row(&span, omit, local, peer));
+        return out;
+    }
     let n = spec.connection_count();
     match spec.is_tcp_stream() {
         true => {
@@ -173,7 +193,7 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
             let unit = match spec {
                 EngineSpec::Grpc(_) => "RPC/s",
                 EngineSpec::Tcp(t) if t.mode == TcpMode::Rr => "trans/s",
-                EngineSpec::Tcp(_) => "msg/s",
+                EngineSpec::Tcp(_) | EngineSpec::Sink(_) => "msg/s",
             };
             // Non-OK gRPC statuses of the interval, after the row.
             let errors = match l.and_then(|e| e.extra.as_ref()) {
@@ -199,6 +219,192 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
         }
     }
     out
+}
+
+fn mpps(pps: f64) -> String {
+    format!("{:.3} Mpps", pps / 1e6)
+}
+
+/// A packet test's result: what ran, what the sink counted and the
+/// generator sent, loss, per queue, the lossy flows and where frames were
+/// dropped (`run --engine sink` and `sink-lab`).
+pub fn sink_lines(s: &crate::traffic::sink::figures::SinkSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "packets: sink {}, generator {}{}: {} B frames, {} flows, {} thread(s) per side",
+        s.mode.name(),
+        s.tx_path.name(),
+        match s.tx_zero_copy {
+            Some(true) => " (zero-copy)",
+            Some(false) => " (copy mode)",
+            None => "",
+        },
+        s.frame_size,
+        s.flows,
+        s.queues
+    );
+    for r in &s.refused {
+        let _ = writeln!(out, "  {r}");
+    }
+    let _ = writeln!(
+        out,
+        "counted {} in {:.2} s = {} (L2 {}, L1 {}{}); sent {} ({}), lost {}, reordered {}, duplicates {}",
+        s.messages,
+        s.duration_s,
+        mpps(s.rate_per_s),
+        s.l2_bps,
+        s.l1_bps,
+        s.line_rate_pct
+            .map(|p| format!(", {p:.1} % of the link"))
+            .unwrap_or_default(),
+        s.sent,
+        mpps(s.generator_pps),
+        s.lost,
+        s.reordered,
+        s.duplicates
+    );
+    let cpu = |c: Option<f64>| c.map_or("-".to_string(), |c| format!("{c:.0}%"));
+    let _ = writeln!(
+        out,
+        "CPU of the threads: sink {}, generator {} (% of one core)",
+        cpu(s.sink_cpu_pct),
+        cpu(s.generator_cpu_pct)
+    );
+    for q in &s.per_queue {
+        let _ = writeln!(
+            out,
+            "  queue {:>3}{}: {:>12} counted {}{}{}",
+            q.queue,
+            q.cpu.map(|c| format!(" ({c})")).unwrap_or_default(),
+            q.counted,
+            mpps(q.rates.pps),
+            q.cpu_pct
+                .map(|c| format!(", thread cpu {c:.0}%"))
+                .unwrap_or_default(),
+            match (q.ring_full, q.nic_drops) {
+                (0, None | Some(0)) => String::new(),
+                (r, n) => format!(", ring full {r}, NIC drops {}", n.unwrap_or(0)),
+            }
+        );
+    }
+    let d = &s.drops;
+    let mut wh: Vec<String> = Vec::new();
+    for (v, name) in [
+        (d.generator_errors, "generator send errors"),
+        (d.tx_dropped, "tx drops (generator host)"),
+        (d.rx_dropped, "rx drops (sink interface)"),
+        (d.softnet_dropped, "softnet backlog drops"),
+        (d.ring_full, "socket/XDP ring full"),
+        (d.xdp_no_socket, "XDP frames without a socket"),
+    ] {
+        if v > 0 {
+            wh.push(format!("{name} {v}"));
+        }
+    }
+    for (k, v) in &d.nic {
+        wh.push(format!("NIC {k} {v}"));
+    }
+    for (q, v) in &d.rx_queue_drops {
+        wh.push(format!("NIC rx queue {q} drops {v}"));
+    }
+    if !wh.is_empty() {
+        let _ = writeln!(out, "dropped on the path: {}", wh.join(", "));
+    }
+    if s.flows_with_loss > 0 {
+        let ids: Vec<String> = s
+            .lossy_flows
+            .iter()
+            .take(16)
+            .map(|f| format!("{}({})", f.flow, f.lost))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {} flow(s) lost frames, flow(lost): {}",
+            s.flows_with_loss,
+            ids.join(" ")
+        );
+    }
+    if s.interrupted {
+        let _ = writeln!(out, "  interrupted");
+    }
+    out
+}
+
+/// The table a packet sweep ends with: threads, core ids, frame size, pps,
+/// L2 Mbit/s, sink CPU % — one row per point.
+pub fn sink_sweep_table<'a>(
+    rows: impl IntoIterator<Item = &'a crate::traffic::sink::figures::SinkSummary>,
+) -> String {
+    let mut out =
+        String::from("threads  cores       frame  pps          L2 Mbps     CPU %   lost\n");
+    for s in rows {
+        let _ = writeln!(
+            out,
+            "{:>7}  {:<10}  {:>5}  {:>11.0}  {:>10.1}  {:>6}  {:>5}",
+            s.queues,
+            if s.sink_cpus.is_empty() {
+                "-".to_string()
+            } else {
+                crate::units::format_cpu_list(&s.sink_cpus)
+            },
+            s.frame_size,
+            s.rate_per_s,
+            s.l2_bps.0 / 1e6,
+            s.sink_cpu_pct
+                .map_or("-".to_string(), |c| format!("{c:.1}")),
+            s.lost
+        );
+    }
+    out
+}
+
+/// The packet test's row: the sink's counts and rates, the generator's
+/// rate, live gaps, drops on the path and the sink threads' CPU.
+fn sink_row(span: &str, omit: &str, local: Option<&Sample>, peer: Option<&Sample>) -> String {
+    use crate::traffic::EngineInterval;
+    let (mut sink, mut gen) = (None, None);
+    for e in [local, peer]
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s.engine.extra.as_ref())
+    {
+        match e {
+            EngineInterval::Sink(k) => sink = Some(&k.figures),
+            EngineInterval::Generator(g) => gen = Some(&g.figures),
+            EngineInterval::Grpc(_) => {}
+        }
+    }
+    let dash = || "-".to_string();
+    let (pps, l2, l1, missing, dropped, cpu) = match sink {
+        Some(k) => {
+            let d = &k.drops;
+            let dropped = d.rx_dropped
+                + d.softnet_dropped
+                + d.ring_full
+                + d.xdp_no_socket
+                + d.nic.values().sum::<u64>();
+            (
+                format!("{}pps", si(k.rates.pps)),
+                k.rates.l2_bps.to_string(),
+                k.rates.l1_bps.to_string(),
+                k.missing.to_string(),
+                dropped.to_string(),
+                k.cpu_pct.map_or_else(dash, |c| format!("{c:.0}%")),
+            )
+        }
+        None => (dash(), dash(), dash(), dash(), dash(), dash()),
+    };
+    let tx = gen.map_or_else(dash, |g| format!("{}pps", si(g.rates.pps)));
+    let errors = match gen {
+        Some(g) if g.errors > 0 => format!("  send errors: {}", g.errors),
+        _ => String::new(),
+    };
+    format!(
+        "[SUM] {span}  {pps:>11}  {l2:>12}  {l1:>12}  {tx:>11}  {missing:>9}  {dropped:>8}  {cpu:>9}  | {:<20} | {:<20}{omit}{errors}\n",
+        cpu_cell(local),
+        cpu_cell(peer)
+    )
 }
 
 fn si(v: f64) -> String {
@@ -238,6 +444,13 @@ fn cpu_line(name: &str, h: &HostCpu) -> String {
 /// hand from iperf3 or ghz runs). Empty for fewer than two swept points.
 pub fn sweep_table(points: &[Summary]) -> String {
     let swept: Vec<&Summary> = points.iter().filter(|s| s.sweep.is_some()).collect();
+    if swept.len() >= 2 && swept.iter().all(|s| s.sink.is_some()) {
+        let param = swept[0].sweep.as_ref().map_or("", |v| v.param.as_str());
+        return format!(
+            "\nsweep of {param}: one row per point\n{}",
+            sink_sweep_table(swept.iter().filter_map(|s| s.sink.as_deref()))
+        );
+    }
     let Some(param) = swept
         .first()
         .and_then(|s| s.sweep.as_ref())
@@ -341,14 +554,16 @@ pub fn summary_block(s: &Summary) -> String {
         }
     }
     let retr: u32 = s.streams.iter().map(|x| x.retransmits).sum();
-    let _ = writeln!(
-        out,
-        "[SUM] 0.00-{:.2} s  {:>11}  {:>14}  retr {retr}  (bytes counted by the receiver)",
-        s.duration_s,
-        Bytes(s.bytes).to_string(),
-        BitsPerSec(s.throughput_bps).to_string()
-    );
-    if s.messages > 0 {
+    if s.sink.is_none() {
+        let _ = writeln!(
+            out,
+            "[SUM] 0.00-{:.2} s  {:>11}  {:>14}  retr {retr}  (bytes counted by the receiver)",
+            s.duration_s,
+            Bytes(s.bytes).to_string(),
+            BitsPerSec(s.throughput_bps).to_string()
+        );
+    }
+    if s.messages > 0 && s.sink.is_none() {
         let _ = write!(out, "{} messages, {}/s", s.messages, si(s.rate_per_s));
         if let Some(m) = s.mib_per_s {
             let _ = write!(out, ", {m:.1} MiB/s");
@@ -371,6 +586,9 @@ pub fn summary_block(s: &Summary) -> String {
                 ""
             }
         );
+    }
+    if let Some(k) = &s.sink {
+        out.push_str(&sink_lines(k));
     }
     if let Some(g) = &s.grpc {
         let per_s = |b: f64| BitsPerSec(b * 8.0).to_string();

@@ -410,7 +410,7 @@ impl Controller {
             Some(spec) => {
                 let (spec, peer) = (spec.clone(), self.data_ip);
                 let prepared = tokio::task::spawn_blocking(move || {
-                    super::engines::prepare(&spec, Side::Controller, Some(peer))
+                    super::engines::prepare(&spec, Side::Controller, Some(peer), None)
                 })
                 .await
                 .map_err(|e| SessionError::Peer(format!("engine setup task failed: {e}")))??;

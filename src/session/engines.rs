@@ -3,19 +3,46 @@
 //! exchanges before the start). Runs off the async threads: preparing may
 //! allocate large buffers or open devices.
 
-use crate::traffic::{prepare_engine, Engine, EngineError, EngineSpec, Side};
+use crate::traffic::sink::engine::PacketEngine;
+use crate::traffic::{prepare_engine, Engine, EngineError, EngineSetup, EngineSpec, Side};
 use crate::units::Bytes;
 use std::net::IpAddr;
 
 /// Prepare `side` of `spec`; `peer` is the other host's address as this
-/// side sees it (engines pick the interface or device that routes to it).
+/// side sees it (engines pick the interface or device that routes to it),
+/// `peer_setup` what the other side already told (the agent has the
+/// controller's before it prepares; it still hands it to
+/// [`Engine::connect`] afterwards).
 pub fn prepare(
     spec: &EngineSpec,
     side: Side,
     peer: Option<IpAddr>,
+    peer_setup: Option<&EngineSetup>,
 ) -> Result<Box<dyn Engine>, EngineError> {
-    let _ = peer;
-    prepare_engine(spec, side)
+    match spec {
+        EngineSpec::Sink(s) => {
+            // The other end's test address (its setup names it) is where
+            // the frames go or come from; else the control peer's.
+            let target = match peer_setup {
+                Some(EngineSetup::Sink(e)) => Some(IpAddr::V4(e.ip)),
+                Some(EngineSetup::Generator(e)) => Some(IpAddr::V4(e.ip)),
+                _ => peer,
+            };
+            let Some(target) = target else {
+                return Err(EngineError::Unsupported(
+                    "the packet test cannot tell which interface leads to the other host (no address known)".into(),
+                ));
+            };
+            let Some(iface) = crate::probe::system::route_iface(target) else {
+                return Err(EngineError::Unsupported(format!(
+                    "no interface of this host routes to {target}; the packet test sends on the interface that does (check ip route get {target})"
+                )));
+            };
+            let paths = crate::probe::sink_path::PathProbe::opener();
+            Ok(Box::new(PacketEngine::prepare(s, side, &iface, &paths)?))
+        }
+        _ => prepare_engine(spec, side),
+    }
 }
 
 /// Share of the available memory a test may take (the rest is the host's).

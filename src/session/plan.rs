@@ -19,8 +19,10 @@ use std::time::Duration;
 pub struct Sweep {
     /// What varies.
     pub param: SweepParam,
-    /// Its values, in order.
+    /// Its values, in order (`cores`: the number of CPUs of each set).
     pub values: Vec<u64>,
+    /// `cores`: the CPU set of each point (empty for other parameters).
+    pub cpu_sets: Vec<Vec<crate::units::CpuId>>,
 }
 
 /// The parameter a sweep varies.
@@ -34,6 +36,10 @@ pub enum SweepParam {
     Channels,
     /// grpc: --concurrency (RPCs in flight in all).
     Concurrency,
+    /// sink: --frame-size.
+    Frame,
+    /// sink: the sink's CPU set (one thread and queue per CPU).
+    Cores,
 }
 
 impl SweepParam {
@@ -44,6 +50,8 @@ impl SweepParam {
             SweepParam::Streams => "streams",
             SweepParam::Channels => "channels",
             SweepParam::Concurrency => "concurrency",
+            SweepParam::Frame => "frame",
+            SweepParam::Cores => "cores",
         }
     }
 }
@@ -53,8 +61,11 @@ impl SweepParam {
 pub struct SweepValue {
     /// `size` or `streams`.
     pub param: String,
-    /// Value.
+    /// Value (`cores`: how many).
     pub value: u64,
+    /// `cores`: the CPUs, kernel list form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
 }
 
 /// Validated test plan: every point runs the same way but for the swept value.
@@ -92,8 +103,10 @@ impl TestPlan {
         };
         sw.values
             .iter()
-            .map(|&v| {
+            .enumerate()
+            .map(|(i, &v)| {
                 let mut s = self.spec.clone();
+                let set = sw.cpu_sets.get(i);
                 if let Some(t) = s.as_tcp_mut() {
                     match (sw.param, t.mode) {
                         (SweepParam::Size, TcpMode::Stream) => t.len = Bytes(v),
@@ -107,7 +120,7 @@ impl TestPlan {
                             t.streams = u32::try_from(v).unwrap_or(u32::MAX)
                         }
                         // Refused for tcp by the command line.
-                        (SweepParam::Channels | SweepParam::Concurrency, _) => {}
+                        _ => {}
                     }
                 }
                 if let Some(g) = s.as_grpc_mut() {
@@ -122,13 +135,30 @@ impl TestPlan {
                         SweepParam::Channels => g.channels = n,
                         SweepParam::Concurrency => g.concurrency = n,
                         // Refused for grpc by the command line.
-                        SweepParam::Streams => {}
+                        _ => {}
+                    }
+                }
+                if let Some(k) = s.as_sink_mut() {
+                    match sw.param {
+                        SweepParam::Frame => k.frame_size = u32::try_from(v).unwrap_or(u32::MAX),
+                        SweepParam::Cores => {
+                            if let Some(cpus) = set {
+                                k.queues = u32::try_from(cpus.len()).unwrap_or(u32::MAX);
+                                match k.sink_side() {
+                                    crate::traffic::Side::Controller => k.cpus = cpus.clone(),
+                                    crate::traffic::Side::Agent => k.peer_cpus = cpus.clone(),
+                                }
+                            }
+                        }
+                        // Refused for sink tests by the command line.
+                        _ => {}
                     }
                 }
                 Point {
                     sweep: Some(SweepValue {
                         param: sw.param.name().into(),
                         value: v,
+                        cpus: set.map(|c| crate::units::format_cpu_list(c)),
                     }),
                     spec: resolved(s),
                 }

@@ -38,6 +38,8 @@ pub enum EngineKind {
     Tcp,
     /// gRPC (grpc.testing.BenchmarkService) over HTTP/2.
     Grpc,
+    /// UDP/IPv4 frames, packet generator to packet sink.
+    Sink,
 }
 
 impl EngineKind {
@@ -46,6 +48,7 @@ impl EngineKind {
         match self {
             EngineKind::Tcp => "tcp",
             EngineKind::Grpc => "grpc",
+            EngineKind::Sink => "sink",
         }
     }
 }
@@ -516,6 +519,9 @@ pub fn prepare_data_socket(
 ) -> Result<socket2::Socket, EngineError> {
     match spec {
         EngineSpec::Tcp(t) => tcp::prepare_socket(t, addr, conn),
+        EngineSpec::Sink(_) => Err(EngineError::Unsupported(
+            "packet tests open no data connections".into(),
+        )),
         EngineSpec::Grpc(_) => {
             let sock = socket2::Socket::new(
                 socket2::Domain::for_address(*addr),
@@ -538,6 +544,10 @@ pub fn prepare_engine(spec: &EngineSpec, side: Side) -> Result<Box<dyn Engine>, 
     match spec {
         EngineSpec::Tcp(t) => Ok(Box::new(tcp::TcpEngine::new(t.clone(), side))),
         EngineSpec::Grpc(g) => Ok(Box::new(grpc::GrpcEngine::new(g.clone(), side))),
+        EngineSpec::Sink(_) => Err(EngineError::Unsupported(
+            "a packet test is prepared by the session, on the interface that routes to the other host"
+                .into(),
+        )),
     }
 }
 

@@ -9,6 +9,8 @@
 
 use super::grpc::{GrpcInterval, GrpcSpec};
 use super::limits::MemoryNeed;
+use super::sink::engine::{GenEndTotals, GenLive, SinkEndTotals, SinkLive};
+use super::sink::{GeneratorEnd, SinkEnd, SinkSpec};
 use super::tcp::{TcpMode, TcpSpec};
 use super::{ConnRole, EngineKind, Side};
 use crate::units::CpuId;
@@ -22,6 +24,8 @@ pub enum EngineSpec {
     Tcp(TcpSpec),
     /// grpc.testing.BenchmarkService: unary calls or ping-pong streams.
     Grpc(GrpcSpec),
+    /// UDP/IPv4 frames from a packet generator to a packet sink.
+    Sink(SinkSpec),
 }
 
 impl EngineSpec {
@@ -30,6 +34,7 @@ impl EngineSpec {
         match self {
             EngineSpec::Tcp(_) => EngineKind::Tcp,
             EngineSpec::Grpc(_) => EngineKind::Grpc,
+            EngineSpec::Sink(_) => EngineKind::Sink,
         }
     }
 
@@ -38,6 +43,7 @@ impl EngineSpec {
         match self {
             EngineSpec::Tcp(t) => t.mode.name(),
             EngineSpec::Grpc(g) => g.mode.name(),
+            EngineSpec::Sink(s) => s.mode.name(),
         }
     }
 
@@ -45,7 +51,23 @@ impl EngineSpec {
     pub fn as_tcp(&self) -> Option<&TcpSpec> {
         match self {
             EngineSpec::Tcp(t) => Some(t),
-            EngineSpec::Grpc(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The packet arm, when this is a packet test.
+    pub fn as_sink(&self) -> Option<&SinkSpec> {
+        match self {
+            EngineSpec::Sink(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Mutable packet arm.
+    pub fn as_sink_mut(&mut self) -> Option<&mut SinkSpec> {
+        match self {
+            EngineSpec::Sink(s) => Some(s),
+            _ => None,
         }
     }
 
@@ -53,7 +75,7 @@ impl EngineSpec {
     pub fn as_grpc(&self) -> Option<&GrpcSpec> {
         match self {
             EngineSpec::Grpc(g) => Some(g),
-            EngineSpec::Tcp(_) => None,
+            _ => None,
         }
     }
 
@@ -61,7 +83,7 @@ impl EngineSpec {
     pub fn as_grpc_mut(&mut self) -> Option<&mut GrpcSpec> {
         match self {
             EngineSpec::Grpc(g) => Some(g),
-            EngineSpec::Tcp(_) => None,
+            _ => None,
         }
     }
 
@@ -69,7 +91,7 @@ impl EngineSpec {
     pub fn as_tcp_mut(&mut self) -> Option<&mut TcpSpec> {
         match self {
             EngineSpec::Tcp(t) => Some(t),
-            EngineSpec::Grpc(_) => None,
+            _ => None,
         }
     }
 
@@ -83,6 +105,8 @@ impl EngineSpec {
         match self {
             EngineSpec::Tcp(t) => t.connection_count(),
             EngineSpec::Grpc(g) => g.connection_count(),
+            // Frames go between the interfaces, not over data connections.
+            EngineSpec::Sink(_) => 0,
         }
     }
 
@@ -91,6 +115,7 @@ impl EngineSpec {
         match self {
             EngineSpec::Tcp(t) => t.conn_roles(side),
             EngineSpec::Grpc(g) => g.conn_roles(side),
+            EngineSpec::Sink(_) => Vec::new(),
         }
     }
 
@@ -99,6 +124,7 @@ impl EngineSpec {
         match self {
             EngineSpec::Tcp(t) => t.validate(),
             EngineSpec::Grpc(g) => g.validate(),
+            EngineSpec::Sink(s) => s.validate(),
         }
     }
 
@@ -107,6 +133,7 @@ impl EngineSpec {
         match self {
             EngineSpec::Tcp(t) => t.cpus_for(side),
             EngineSpec::Grpc(g) => g.cpus_for(side),
+            EngineSpec::Sink(s) => s.cpus_for(side),
         }
     }
 
@@ -121,6 +148,11 @@ impl EngineSpec {
                 "--engine grpc -m {} --channels {n} --concurrency {}",
                 g.mode.name(),
                 g.concurrency.max(n)
+            ),
+            EngineSpec::Sink(s) => format!(
+                "--engine sink --sink {} --queues {n} --frame-size {}",
+                s.mode.name(),
+                s.frame_size
             ),
         }
     }
@@ -138,6 +170,12 @@ impl EngineSpec {
                 g.channels,
                 g.concurrency
             ),
+            EngineSpec::Sink(s) => format!(
+                "sink {} {} B --queues {}",
+                s.mode.name(),
+                s.frame_size,
+                s.queues
+            ),
         }
     }
 
@@ -147,12 +185,23 @@ impl EngineSpec {
         match self {
             EngineSpec::Tcp(t) => t.memory_needed(side),
             EngineSpec::Grpc(g) => g.memory_needed(side),
+            EngineSpec::Sink(s) => MemoryNeed {
+                bytes: crate::units::Bytes(s.memory_bound()),
+                what: format!("{} queue rings of {} B frames", s.queues, s.frame_size),
+                smaller: "use fewer --queues or a smaller --frame-size".into(),
+            },
         }
     }
 
     /// File descriptors this point opens on a side (data sockets and the
     /// duplicates kept for TCP_INFO).
     pub fn descriptors_needed(&self) -> u64 {
+        if let EngineSpec::Sink(s) = self {
+            // A socket (and an XDP map entry) per queue, per flow with sendmmsg.
+            return u64::from(s.queues)
+                .saturating_add(u64::from(s.flow_count()))
+                .saturating_add(8);
+        }
         (self.connection_count() as u64).saturating_mul(3)
     }
 
@@ -175,6 +224,15 @@ impl EngineSpec {
                 g.size.0,
                 g.resp_size.0
             ),
+            EngineSpec::Sink(s) => format!(
+                "sink {} frame_size={} queues={} flows={} rate={}{}",
+                s.mode.name(),
+                s.frame_size,
+                s.queues,
+                s.flow_count(),
+                s.rate,
+                if s.reverse { " reverse" } else { "" }
+            ),
         }
     }
 }
@@ -186,7 +244,12 @@ impl EngineSpec {
 /// engine that exchanges anything adds its variant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "engine", rename_all = "lowercase")]
-pub enum EngineSetup {}
+pub enum EngineSetup {
+    /// A packet sink: where to send (MAC, address), its queues and mode.
+    Sink(SinkEnd),
+    /// A packet generator: its MAC, address and flows.
+    Generator(GeneratorEnd),
+}
 
 /// An engine's own figures for one interval, beyond the byte and message
 /// counters every engine has (`EngineSample::extra`). Each engine with
@@ -196,6 +259,10 @@ pub enum EngineSetup {}
 pub enum EngineInterval {
     /// The gRPC end's RPC rate, payload goodput, latency and statuses.
     Grpc(GrpcInterval),
+    /// A packet sink's counts per queue, rates and drops.
+    Sink(Box<SinkLive>),
+    /// A packet generator's counts per thread and rates.
+    Generator(Box<GenLive>),
 }
 
 /// An engine's own totals at the end of a point (`SideResult::extra`).
@@ -204,4 +271,8 @@ pub enum EngineInterval {
 pub enum EngineTotals {
     /// The gRPC end's figures over the whole point and its peak memory.
     Grpc(super::grpc::GrpcTotals),
+    /// A packet sink's counters at both ends of the point and what it saw per flow.
+    Sink(Box<SinkEndTotals>),
+    /// A packet generator's counters and what it sent per flow.
+    Generator(Box<GenEndTotals>),
 }

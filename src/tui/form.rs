@@ -4,6 +4,7 @@
 
 use crate::cli::TestArgs;
 use crate::traffic::grpc::GrpcMode;
+use crate::traffic::sink::SinkMode;
 use crate::traffic::{EngineKind, TcpMode};
 use crate::units::Bytes;
 use std::time::Duration;
@@ -57,20 +58,27 @@ const CONCURRENCY: [u32; 11] = [1, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096];
 enum Choice {
     Tcp(TcpMode),
     Grpc(GrpcMode),
+    Sink(SinkMode),
 }
 
-const CHOICES: [Choice; 5] = [
+const CHOICES: [Choice; 8] = [
     Choice::Tcp(TcpMode::Stream),
     Choice::Tcp(TcpMode::Pingpong),
     Choice::Tcp(TcpMode::Rr),
     Choice::Grpc(GrpcMode::Unary),
     Choice::Grpc(GrpcMode::Stream),
+    Choice::Sink(SinkMode::AfXdp),
+    Choice::Sink(SinkMode::Xdp),
+    Choice::Sink(SinkMode::Tpacket),
 ];
+/// Frame sizes of the packet tests (RFC 2544's, plus jumbo).
+const FRAMES: [u64; 8] = [64, 128, 256, 512, 1024, 1280, 1518, 9000];
 
 fn choice(t: &TestArgs) -> Choice {
     match t.engine {
         EngineKind::Tcp => Choice::Tcp(t.tcp_mode().unwrap_or(TcpMode::Stream)),
         EngineKind::Grpc => Choice::Grpc(t.grpc_mode().unwrap_or(GrpcMode::Unary)),
+        EngineKind::Sink => Choice::Sink(t.sink.unwrap_or(SinkMode::AfXdp)),
     }
 }
 
@@ -78,6 +86,7 @@ fn choice_name(c: Choice) -> String {
     match c {
         Choice::Tcp(m) => format!("tcp {}", m.name()),
         Choice::Grpc(m) => format!("grpc {}", m.name()),
+        Choice::Sink(m) => format!("sink {}", m.name()),
     }
 }
 
@@ -91,9 +100,14 @@ pub fn label(f: Field, t: &TestArgs) -> &'static str {
     let c = choice(t);
     let stream = c == Choice::Tcp(TcpMode::Stream);
     let grpc = matches!(c, Choice::Grpc(_));
+    let sink = matches!(c, Choice::Sink(_));
     match f {
+        Field::Mode if sink => "engine, sink mode (--engine, --sink)",
         Field::Mode => "engine, mode (--engine, -m)",
         Field::Count if grpc => "HTTP/2 connections (--channels)",
+        Field::Count if sink => "queues, threads per side (--queues)",
+        Field::Size if sink => "frame size (--frame-size)",
+        Field::Direction if sink => "direction (-R)",
         Field::Count if stream => "streams (-P)",
         Field::Count => "connections (--conns)",
         Field::Concurrency => "RPCs in flight (--concurrency)",
@@ -114,12 +128,14 @@ pub fn value(f: Field, t: &TestArgs) -> String {
         Field::Count => count(t).to_string(),
         Field::Concurrency if matches!(c, Choice::Grpc(_)) => concurrency(t).to_string(),
         Field::Concurrency => "n/a (grpc only)".into(),
+        Field::Size if matches!(c, Choice::Sink(_)) => format!("{} B", size(t).0),
         Field::Size => short_size(size(t)),
         Field::Time => match t.time {
             Some(d) => humantime::format_duration(d).to_string(),
             None if t.bytes.is_some() => "until --bytes".into(),
             None => "10s".into(),
         },
+        Field::Direction if matches!(c, Choice::Sink(_)) => direction(t).into(),
         Field::Direction if !stream => "n/a (both ways)".into(),
         Field::Direction => direction(t).into(),
     }
@@ -130,6 +146,7 @@ fn count(t: &TestArgs) -> u32 {
         Choice::Tcp(TcpMode::Stream) => t.streams.unwrap_or(1),
         Choice::Tcp(_) => t.conns.unwrap_or(1),
         Choice::Grpc(_) => t.channels.unwrap_or(1),
+        Choice::Sink(_) => t.queues.unwrap_or(1),
     }
 }
 
@@ -138,6 +155,7 @@ fn size(t: &TestArgs) -> Bytes {
         Choice::Tcp(TcpMode::Stream) => t.len.unwrap_or(Bytes(128 << 10)),
         Choice::Tcp(TcpMode::Rr) | Choice::Grpc(_) => t.size.unwrap_or(Bytes(64)),
         Choice::Tcp(TcpMode::Pingpong) => t.size.unwrap_or(Bytes(16 << 10)),
+        Choice::Sink(_) => Bytes(u64::from(t.frame_size.unwrap_or(64))),
     }
 }
 
@@ -165,6 +183,7 @@ pub fn step(f: Field, t: &mut TestArgs, step: i32) {
     let c = choice(t);
     let stream = c == Choice::Tcp(TcpMode::Stream);
     let grpc = matches!(c, Choice::Grpc(_));
+    let sink = matches!(c, Choice::Sink(_));
     match f {
         Field::Mode => {
             let i = CHOICES.iter().position(|m| *m == c).unwrap_or(0) as i32;
@@ -173,7 +192,9 @@ pub fn step(f: Field, t: &mut TestArgs, step: i32) {
         }
         Field::Count => {
             let n = ladder(&COUNTS, count(t), step);
-            if grpc {
+            if sink {
+                t.queues = Some(n);
+            } else if grpc {
                 t.channels = Some(n);
                 // Every channel needs an RPC in flight.
                 if concurrency(t) < n {
@@ -190,6 +211,9 @@ pub fn step(f: Field, t: &mut TestArgs, step: i32) {
             t.concurrency = Some(n);
         }
         Field::Concurrency => {}
+        Field::Size if sink => {
+            t.frame_size = u32::try_from(ladder(&FRAMES, size(t).0, step)).ok();
+        }
         Field::Size => {
             let s = Bytes(ladder(&SIZES, size(t).0, step));
             if stream {
@@ -202,6 +226,7 @@ pub fn step(f: Field, t: &mut TestArgs, step: i32) {
             let cur = t.time.map(|d| d.as_secs()).unwrap_or(10);
             t.time = Some(Duration::from_secs(ladder(&TIMES, cur, step)));
         }
+        Field::Direction if sink => t.reverse = !t.reverse,
         Field::Direction if stream => {
             let (r, b) = match (t.reverse, t.bidir, step > 0) {
                 (false, false, true) | (false, true, false) => (true, false),
@@ -235,6 +260,13 @@ fn set_mode(t: &mut TestArgs, next: Choice) {
     t.window = None;
     t.mss = None;
     t.congestion = None;
+    t.sink = None;
+    t.frame_size = None;
+    t.queues = None;
+    t.flows = None;
+    t.rate = None;
+    t.tx_path = None;
+    t.no_fallback = false;
     let keep = (n > 1).then_some(n);
     match next {
         Choice::Tcp(mode) => {
@@ -251,6 +283,12 @@ fn set_mode(t: &mut TestArgs, next: Choice) {
             t.mode = (mode != GrpcMode::Unary).then(|| mode.name().to_string());
             t.channels = keep;
         }
+        Choice::Sink(mode) => {
+            t.engine = EngineKind::Sink;
+            t.mode = None;
+            t.sink = Some(mode);
+            t.queues = keep;
+        }
     }
 }
 
@@ -261,6 +299,13 @@ pub fn command_line(t: &TestArgs) -> String {
         Choice::Tcp(TcpMode::Stream) => {}
         Choice::Tcp(m) => v.push(format!("-m {}", m.name())),
         Choice::Grpc(m) => v.push(format!("--engine grpc -m {}", m.name())),
+        Choice::Sink(m) => v.push(format!("--engine sink --sink {}", m.name())),
+    }
+    if let Some(n) = t.queues {
+        v.push(format!("--queues {n}"));
+    }
+    if let Some(n) = t.frame_size {
+        v.push(format!("--frame-size {n}"));
     }
     if let Some(n) = t.channels {
         v.push(format!("--channels {n}"));

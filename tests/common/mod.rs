@@ -310,3 +310,72 @@ pub fn sink_point(
         interval,
     }
 }
+
+/// True while an XDP program is attached to `dev` in namespace `ns` (`ip -d link`).
+pub fn xdp_attached(ns: &str, dev: &str) -> bool {
+    let out = Command::new("ip")
+        .args(["-n", ns, "-d", "link", "show", "dev", dev])
+        .output()
+        .expect("run ip");
+    assert!(out.status.success(), "ip -d link show {dev} in {ns}");
+    String::from_utf8_lossy(&out.stdout).contains("prog/xdp")
+}
+
+/// Packet sockets open in namespace `ns` (`/proc/net/packet`).
+pub fn packet_sockets(ns: &str) -> usize {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "cat", "/proc/net/packet"])
+        .output()
+        .expect("read /proc/net/packet");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .count()
+        .saturating_sub(1)
+}
+
+/// Socket descriptors of process `pid`.
+pub fn sockets_of(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    std::fs::read_link(e.path())
+                        .map(|t| t.to_string_lossy().starts_with("socket:"))
+                        .unwrap_or(false)
+                })
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Load an nft ruleset into namespace `ns`.
+pub fn nft(ns: &str, script: &str) {
+    let out = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(script.as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("run nft (install nftables: apt-get install nftables)");
+    assert!(
+        out.status.success(),
+        "nft -f in {ns}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Drop every 100th packet-test frame (exactly 1 %) at `hook` of `dev`.
+pub fn drop_one_percent(ns: &str, hook: &str, dev: &str) {
+    nft(
+        ns,
+        &format!(
+            "table netdev wst_loss {{\n chain c {{\n  type filter hook {hook} device {dev} priority 0\n  \
+             udp dport 9 numgen inc mod 100 == 0 counter drop\n }}\n}}\n"
+        ),
+    );
+}

@@ -67,6 +67,81 @@ impl SinkRuleInput<'_> {
     }
 }
 
+/// One host's packet figures, from its Samples of a window (warm-up left out).
+fn figures_of(
+    samples: &[crate::probe::sample::Sample],
+) -> (Vec<SinkInterval>, Vec<GenInterval>, Option<String>) {
+    use crate::traffic::EngineInterval;
+    let (mut sink, mut gen, mut iface) = (Vec::new(), Vec::new(), None);
+    for s in samples.iter().filter(|s| !s.omitted) {
+        match &s.engine.extra {
+            Some(EngineInterval::Sink(k)) => {
+                iface = Some(k.iface.clone());
+                sink.push(k.figures.clone());
+            }
+            Some(EngineInterval::Generator(g)) => gen.push(g.figures.clone()),
+            _ => {}
+        }
+    }
+    (sink, gen, iface)
+}
+
+/// Mean busy % per core over a host's Samples (warm-up left out).
+fn core_busy(samples: &[crate::probe::sample::Sample]) -> Vec<(CpuId, f64)> {
+    let mut busy: BTreeMap<CpuId, (f64, usize)> = BTreeMap::new();
+    for s in samples.iter().filter(|s| !s.omitted) {
+        for c in &s.cpus {
+            let e = busy.entry(c.cpu).or_default();
+            e.0 += c.busy().0;
+            e.1 += 1;
+        }
+    }
+    busy.into_iter()
+        .map(|(c, (sum, n))| (c, sum / n.max(1) as f64))
+        .collect()
+}
+
+/// The sink rules on a window of a packet test: the sink's figures come
+/// from the host that sinks, the generator's from the other one, the
+/// sink cores' topology from the sink host's facts.
+pub fn session_rules(
+    spec: &crate::traffic::sink::SinkSpec,
+    input: &crate::diagnose::Input,
+    t: &Thresholds,
+) -> Vec<Finding> {
+    let (host, gen_host) = match spec.sink_side() {
+        crate::traffic::Side::Agent => (HostRole::Peer, HostRole::Local),
+        crate::traffic::Side::Controller => (HostRole::Local, HostRole::Peer),
+    };
+    let window = |h: HostRole| match h {
+        HostRole::Local => input.local,
+        HostRole::Peer => input.peer,
+    };
+    let (sink, _, iface) = figures_of(window(host).samples);
+    let (_, gen, _) = figures_of(window(gen_host).samples);
+    let Some(iface) = iface else {
+        return Vec::new();
+    };
+    let cpus = spec.cpus_for(spec.sink_side());
+    let topology = window(host)
+        .facts()
+        .filter(|_| !cpus.is_empty())
+        .map(|f| SinkTopology::from_facts(f, cpus, Some(&iface)));
+    let busy = core_busy(window(host).samples);
+    let i = SinkRuleInput {
+        host,
+        gen_host,
+        iface: &iface,
+        mode: sink.last().map_or(spec.mode, |s| s.mode),
+        rate_asked: spec.rate,
+        sink: &sink,
+        gen: &gen,
+        topology: topology.as_ref(),
+        core_busy: &busy,
+    };
+    rules(&i, t, &SINK_THRESHOLDS)
+}
+
 /// Every sink rule on one window.
 pub fn rules(i: &SinkRuleInput, t: &Thresholds, st: &SinkThresholds) -> Vec<Finding> {
     let mut out = Vec::new();

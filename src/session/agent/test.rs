@@ -74,7 +74,12 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
         Some(spec) => {
             let (spec, peer_setup, peer) = (spec.clone(), test.setup.clone(), ctx.controller);
             let prepared = tokio::task::spawn_blocking(move || {
-                let mut e = crate::session::engines::prepare(&spec, Side::Agent, peer)?;
+                let mut e = crate::session::engines::prepare(
+                    &spec,
+                    Side::Agent,
+                    peer,
+                    peer_setup.as_ref(),
+                )?;
                 e.connect(peer_setup)?;
                 Ok::<_, crate::traffic::EngineError>(e)
             })

@@ -31,6 +31,32 @@ pub trait PathSource: Send + std::fmt::Debug {
 /// network namespace.
 pub type PathOpener = std::sync::Arc<dyn Fn(&str, &str) -> Box<dyn PathSource> + Send + Sync>;
 
+/// Maps keyed by queue number, with the keys as JSON strings (`{"3": 10}`)
+/// read back from strings explicitly: inside the session's internally
+/// tagged messages serde buffers the map and no longer turns `"3"` into 3.
+mod queue_keys {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<S: Serializer>(m: &BTreeMap<u32, u64>, s: S) -> Result<S::Ok, S::Error> {
+        m.iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect::<BTreeMap<String, u64>>()
+            .serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<u32, u64>, D::Error> {
+        BTreeMap::<String, u64>::deserialize(d)?
+            .into_iter()
+            .map(|(k, v)| {
+                k.parse::<u32>()
+                    .map(|k| (k, v))
+                    .map_err(|_| serde::de::Error::custom(format!("'{k}' is not a queue number")))
+            })
+            .collect()
+    }
+}
+
 /// Where packets can be lost on a host, cumulative (kernel counters), from
 /// a [`PathSource`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -46,7 +72,11 @@ pub struct PathCounters {
     /// `/proc/net/dev` tx drops.
     pub tx_dropped: u64,
     /// Drops per rx queue (`ethtool -S` per-queue drop counters), by queue.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        with = "queue_keys"
+    )]
     pub rx_queue_drops: BTreeMap<u32, u64>,
     /// NIC-wide loss counters by their `ethtool -S` name (rx_missed_errors,
     /// rx_out_of_buffer, rx_discards_phy, rx_fifo_errors, ...).
@@ -166,7 +196,11 @@ pub struct Drops {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub nic: BTreeMap<String, u64>,
     /// Sink host: per rx queue drops that moved.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        with = "queue_keys"
+    )]
     pub rx_queue_drops: BTreeMap<u32, u64>,
     /// Sink host: softnet backlog drops.
     pub softnet_dropped: u64,

@@ -32,6 +32,7 @@
 //! them ([`lab`] runs both ends in one process that way).
 
 pub mod counters;
+pub mod engine;
 pub mod figures;
 pub mod flow;
 pub mod frame;

@@ -30,6 +30,26 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
             ("eBPF probes".to_string(), line(&e.local), line(&e.peer)),
         );
     }
+    // A packet test pinned to cores: where those cores sit, on the sink's host.
+    if let Some(k) = m.spec.as_ref().and_then(|s| s.as_sink()) {
+        let cpus = k.cpus_for(k.sink_side());
+        let sink_local = k.sink_side() == crate::traffic::Side::Controller;
+        let host = if sink_local {
+            m.facts.local.as_ref()
+        } else {
+            m.facts.peer.as_ref()
+        };
+        if let (false, Some(f)) = (cpus.is_empty(), host) {
+            let nic = f.nics.first().map(|n| n.name.as_str());
+            let line = crate::probe::topology::SinkTopology::from_facts(f, cpus, nic).describe();
+            let (l, p) = if sink_local {
+                (line, "-".to_string())
+            } else {
+                ("-".to_string(), line)
+            };
+            rows.insert(0, ("sink cores".to_string(), l, p));
+        }
+    }
     let inner_h = usize::from(block.inner(area).height.saturating_sub(1));
     let skip = usize::from(m.scroll).min(rows.len().saturating_sub(inner_h));
     let longest_key = rows

@@ -115,7 +115,17 @@ fn rate_line(m: &Model) -> Line<'static> {
     let Some(i) = m.current() else {
         return Line::raw("");
     };
-    let s = i.local.as_ref().or(i.peer.as_ref());
+    // A packet test's rate is the sink's count, whichever host sinks.
+    let sink = [i.local.as_ref(), i.peer.as_ref()]
+        .into_iter()
+        .flatten()
+        .find(|s| {
+            matches!(
+                s.engine.extra,
+                Some(crate::traffic::EngineInterval::Sink(_))
+            )
+        });
+    let s = sink.or(i.local.as_ref()).or(i.peer.as_ref());
     let msgs = s.map(|s| s.engine.msgs_per_s).unwrap_or(0.0);
     let lat = i
         .local
@@ -124,6 +134,7 @@ fn rate_line(m: &Model) -> Line<'static> {
         .find_map(|s| s.engine.latency);
     let unit = match m.spec.as_ref().map(|s| s.kind()) {
         Some(crate::traffic::EngineKind::Grpc) => "RPC/s",
+        Some(crate::traffic::EngineKind::Sink) => "pps",
         _ => "msg/s",
     };
     let mut text = format!(" {} {unit}", short(msgs, ""));

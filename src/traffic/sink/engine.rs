@@ -1,0 +1,539 @@
+//! The packet engine as the session runs it: one [`Engine`] per end, the
+//! setup exchange (the sink's [`SinkEnd`] and the generator's
+//! [`GeneratorEnd`]), per-interval figures through an [`EngineProbe`], and
+//! totals that let the controller tally loss per flow with both ends'
+//! numbers.
+//!
+//! The order of a point, as `lab` runs it in one process, split over the
+//! two hosts:
+//!
+//! * The sink end binds its sockets and attaches XDP *and starts its
+//!   threads* when it is prepared — before the generator's host hears `Go` —
+//!   so no frame arrives at an unbound queue. It counts nothing until
+//!   frames come; the sampler's intervals are deltas.
+//! * The generator end opens its path when it is prepared (so a refused
+//!   path is an error before `Go`) and starts sending when the session
+//!   releases its workers, i.e. when both clocks run.
+//! * On stop, the generator drains what it queued; the sink keeps reading
+//!   until its counts stay still for [`QUIET`] (at most [`DRAIN_LIMIT`]),
+//!   so frames in flight when the generator stopped are counted, not lost.
+//!
+//! One supervisor thread per end owns the running end; it is the engine's
+//! only worker as far as the session is concerned, so the session's
+//! stop/abort/done machinery applies unchanged.
+
+use super::figures::{gen_interval, sink_interval, GenInterval, GenSnapshot, GenTotals};
+use super::figures::{PathOpener, SinkInterval, SinkSnapshot};
+use super::gen::{self, PreparedGenerator, RunningGenerator};
+use super::rx::{self, RunningSink, SinkTotals};
+use super::spec::{GeneratorEnd, SinkEnd, SinkMode, SinkSpec};
+use crate::traffic::{
+    spawn_worker, ConnRole, ConnSnapshot, Engine, EngineControl, EngineCounters, EngineError,
+    EngineInterval, EngineProbe, EngineSetup, EngineTotals, RunningEngine, Side,
+};
+use serde::{Deserialize, Serialize};
+use std::net::TcpStream;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The sink's counts must stay still this long after a stop before it ends.
+pub const QUIET: Duration = Duration::from_millis(300);
+/// The sink ends at the latest this long after a stop.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(3);
+
+/// The sink end's figures of one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SinkLive {
+    /// The interface it counts on.
+    pub iface: String,
+    /// The figures.
+    pub figures: SinkInterval,
+}
+
+/// The generator end's figures of one interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenLive {
+    /// The interface it sends on.
+    pub iface: String,
+    /// The figures.
+    pub figures: GenInterval,
+}
+
+/// What the sink end reports at the end of a point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SinkEndTotals {
+    /// Its setup answer (mode after fallbacks, link speed, refusals).
+    pub end: SinkEnd,
+    /// Counters when the point's clock started.
+    pub first: SinkSnapshot,
+    /// Counters after the drain.
+    pub last: SinkSnapshot,
+    /// Per flow, what it saw (None when its threads failed).
+    pub seen: Option<SinkTotals>,
+}
+
+/// What the generator end reports at the end of a point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GenEndTotals {
+    /// Its setup message.
+    pub end: GeneratorEnd,
+    /// Counters when it started sending.
+    pub first: GenSnapshot,
+    /// Counters after its threads drained.
+    pub last: GenSnapshot,
+    /// Frames sent per flow, the path that ran (None when it failed).
+    pub totals: Option<GenTotals>,
+}
+
+/// One end of a packet test, prepared.
+pub struct PacketEngine {
+    spec: SinkSpec,
+    end: PreparedEnd,
+}
+
+enum PreparedEnd {
+    /// The sink, bound and already counting.
+    Sink {
+        sink: Box<RunningSink>,
+        peer: Option<GeneratorEnd>,
+    },
+    /// The generator, its path not opened yet.
+    Gen {
+        gen: Box<PreparedGenerator>,
+        sink: Option<SinkEnd>,
+    },
+}
+
+impl PacketEngine {
+    /// Prepare `side` of `spec` on `iface` (in the calling thread's network
+    /// namespace): the sink binds and starts counting, the generator looks
+    /// its interface up.
+    pub fn prepare(
+        spec: &SinkSpec,
+        side: Side,
+        iface: &str,
+        paths: &PathOpener,
+    ) -> Result<Self, EngineError> {
+        let end = if side == spec.sink_side() {
+            let sink = rx::prepare(spec, side, iface, paths)?.start()?;
+            PreparedEnd::Sink {
+                sink: Box::new(sink),
+                peer: None,
+            }
+        } else {
+            PreparedEnd::Gen {
+                gen: Box::new(gen::prepare(spec, side, iface, paths)?),
+                sink: None,
+            }
+        };
+        Ok(PacketEngine {
+            spec: spec.clone(),
+            end,
+        })
+    }
+
+    /// The kernel id of the sink's XDP program, while attached.
+    pub fn program_id(&self) -> Option<u32> {
+        match &self.end {
+            PreparedEnd::Sink { sink, .. } => sink.program_id(),
+            PreparedEnd::Gen { .. } => None,
+        }
+    }
+}
+
+/// Check a sink's setup answer against the test (it came over the network).
+fn check_sink_end(spec: &SinkSpec, s: &SinkEnd) -> Result<(), String> {
+    if s.ip.is_unspecified() || s.ip.is_broadcast() || s.ip.is_multicast() {
+        return Err(format!(
+            "the sink's address {} cannot receive the flows",
+            s.ip
+        ));
+    }
+    if s.mac.parse::<super::frame::Mac>().is_err() {
+        return Err(format!("the sink's MAC address '{}' is not one", s.mac));
+    }
+    if s.rx_queues == 0 || s.rx_queues > super::spec::MAX_QUEUES {
+        return Err(format!("the sink reports {} rx queues", s.rx_queues));
+    }
+    let need = spec.frame_size.saturating_sub(18);
+    if s.mtu < need {
+        return Err(format!(
+            "{} B frames need an MTU of at least {need} on the sink's {} (it has {}); use a smaller --frame-size or raise the MTU (ip link set {} mtu {need})",
+            spec.frame_size, s.iface, s.mtu, s.iface
+        ));
+    }
+    Ok(())
+}
+
+/// Check a generator's setup message against the test.
+fn check_gen_end(spec: &SinkSpec, g: &GeneratorEnd) -> Result<(), String> {
+    if g.flows != spec.flow_count() {
+        return Err(format!(
+            "the generator sends {} flows, the test has {}",
+            g.flows,
+            spec.flow_count()
+        ));
+    }
+    if g.mac.parse::<super::frame::Mac>().is_err() {
+        return Err(format!(
+            "the generator's MAC address '{}' is not one",
+            g.mac
+        ));
+    }
+    Ok(())
+}
+
+impl Engine for PacketEngine {
+    fn setup(&self) -> Option<EngineSetup> {
+        Some(match &self.end {
+            PreparedEnd::Sink { sink, .. } => EngineSetup::Sink(sink.end().clone()),
+            PreparedEnd::Gen { gen, .. } => EngineSetup::Generator(gen.end()),
+        })
+    }
+
+    fn connect(&mut self, peer: Option<EngineSetup>) -> Result<(), EngineError> {
+        let bad = |m: String| Err(EngineError::Unsupported(m));
+        match (&mut self.end, peer) {
+            (PreparedEnd::Sink { peer, .. }, Some(EngineSetup::Generator(g))) => {
+                if let Err(e) = check_gen_end(&self.spec, &g) {
+                    return bad(e);
+                }
+                *peer = Some(g);
+                Ok(())
+            }
+            (PreparedEnd::Gen { sink, .. }, Some(EngineSetup::Sink(s))) => {
+                if let Err(e) = check_sink_end(&self.spec, &s) {
+                    return bad(e);
+                }
+                *sink = Some(s);
+                Ok(())
+            }
+            (_, None) => bad("the other end of the packet test sent no setup (an older wirescope?); run the same version on both hosts".into()),
+            (_, Some(other)) => bad(format!(
+                "the other end of the packet test sent a setup of another engine: {other:?}"
+            )),
+        }
+    }
+
+    fn start(self: Box<Self>, _conns: Vec<TcpStream>) -> Result<RunningEngine, EngineError> {
+        let PacketEngine { spec, end } = *self;
+        let control = EngineControl::gated();
+        let shared = Arc::new(Shared {
+            spec: spec.clone(),
+            state: Mutex::new(State::default()),
+        });
+        let (name, roles, job): (&str, _, Job) = match end {
+            PreparedEnd::Sink { sink, .. } => {
+                let first = sink.snapshot();
+                {
+                    let mut st = shared.lock();
+                    st.iface = sink.end().iface.clone();
+                    st.prev = Some(Snap::Sink(first.clone()));
+                    st.first = Some(Snap::Sink(first));
+                    st.end = Some(EndInfo::Sink(sink.end().clone()));
+                }
+                let (sh, c) = (Arc::clone(&shared), control.clone());
+                (
+                    "ws-sink-main",
+                    vec![ConnRole::Receiver; spec.queues as usize],
+                    Box::new(move || supervise_sink(&sh, &c, *sink)),
+                )
+            }
+            PreparedEnd::Gen { gen, sink } => {
+                let Some(sink) = sink else {
+                    return Err(EngineError::Unsupported(
+                        "the packet generator started before the sink's setup arrived".into(),
+                    ));
+                };
+                {
+                    let mut st = shared.lock();
+                    st.iface = gen.end().iface;
+                    st.end = Some(EndInfo::Gen(gen.end()));
+                }
+                let (sh, c) = (Arc::clone(&shared), control.clone());
+                (
+                    "ws-gen-main",
+                    vec![ConnRole::Sender; spec.queues as usize],
+                    Box::new(move || supervise_gen(&sh, &c, *gen, &sink)),
+                )
+            }
+        };
+        let thread = spawn_worker(name.into(), None, &control, job)?;
+        Ok(RunningEngine {
+            threads: vec![thread],
+            counters: Arc::new(EngineCounters::new(0, 0)),
+            sockets: Vec::new(),
+            control,
+            roles,
+            probe: Some(shared),
+        })
+    }
+}
+
+/// What the supervisor thread runs.
+type Job = Box<dyn FnOnce() -> Result<(), EngineError> + Send>;
+
+/// A counter snapshot of either end.
+#[derive(Debug, Clone)]
+enum Snap {
+    Sink(SinkSnapshot),
+    Gen(GenSnapshot),
+}
+
+#[derive(Debug, Clone)]
+enum EndInfo {
+    Sink(SinkEnd),
+    Gen(GeneratorEnd),
+}
+
+#[derive(Default)]
+struct State {
+    iface: String,
+    end: Option<EndInfo>,
+    sink: Option<RunningSink>,
+    gen: Option<RunningGenerator>,
+    first: Option<Snap>,
+    /// Taken by the last `counters()` call, consumed by `interval()`.
+    cur: Option<Snap>,
+    prev: Option<Snap>,
+    /// After the end stopped: its last counters.
+    last: Option<Snap>,
+    sink_totals: Option<SinkTotals>,
+    gen_totals: Option<GenTotals>,
+}
+
+/// What the supervisor and the sampler share.
+struct Shared {
+    spec: SinkSpec,
+    state: Mutex<State>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The counters now: the running end's, else the last ones.
+    fn snap(st: &State) -> Option<Snap> {
+        if let Some(s) = &st.sink {
+            return Some(Snap::Sink(s.snapshot()));
+        }
+        if let Some(g) = &st.gen {
+            return Some(Snap::Gen(g.snapshot()));
+        }
+        st.last.clone().or_else(|| st.first.clone())
+    }
+
+    fn speed(st: &State) -> Option<u32> {
+        match &st.end {
+            Some(EndInfo::Sink(s)) => s.speed_mbps,
+            _ => None,
+        }
+    }
+}
+
+/// The sink counts L2 bytes of frames as received bytes, the generator as
+/// sent bytes, one row per queue/thread: the figures every engine has.
+fn conn_rows(snap: &Snap, spec: &SinkSpec) -> Vec<ConnSnapshot> {
+    let fs = u64::from(spec.frame_size);
+    match snap {
+        Snap::Sink(s) => s
+            .queues
+            .iter()
+            .map(|q| {
+                let n = match s.mode {
+                    SinkMode::Xdp => q.xdp.map_or(0, |x| x.packets),
+                    _ => q.received,
+                };
+                ConnSnapshot {
+                    rx_bytes: n.saturating_mul(fs),
+                    messages: n,
+                    ..Default::default()
+                }
+            })
+            .collect(),
+        Snap::Gen(g) => g
+            .threads
+            .iter()
+            .map(|t| ConnSnapshot {
+                tx_bytes: t.sent.saturating_mul(fs),
+                messages: t.sent,
+                ..Default::default()
+            })
+            .collect(),
+    }
+}
+
+impl EngineProbe for Shared {
+    fn counters(&self) -> Option<Vec<ConnSnapshot>> {
+        let mut st = self.lock();
+        let snap = Self::snap(&st)?;
+        let rows = conn_rows(&snap, &self.spec);
+        st.cur = Some(snap);
+        Some(rows)
+    }
+
+    fn interval(&self, _secs: f64) -> Option<EngineInterval> {
+        let mut st = self.lock();
+        let cur = match st.cur.take() {
+            Some(c) => c,
+            None => Self::snap(&st)?,
+        };
+        let speed = Self::speed(&st);
+        let iface = st.iface.clone();
+        let prev = st.prev.replace(cur.clone())?;
+        let fs = self.spec.frame_size;
+        match (prev, cur) {
+            (Snap::Sink(a), Snap::Sink(b)) => Some(EngineInterval::Sink(Box::new(SinkLive {
+                iface,
+                figures: sink_interval(&a, &b, fs, speed),
+            }))),
+            (Snap::Gen(a), Snap::Gen(b)) => Some(EngineInterval::Generator(Box::new(GenLive {
+                iface,
+                figures: gen_interval(&a, &b, fs, speed),
+            }))),
+            _ => None,
+        }
+    }
+
+    fn totals(&self) -> Option<EngineTotals> {
+        let st = self.lock();
+        let last = st.last.clone().or_else(|| Self::snap(&st));
+        match (&st.end, st.first.clone(), last) {
+            (Some(EndInfo::Sink(end)), Some(Snap::Sink(first)), Some(Snap::Sink(last))) => {
+                Some(EngineTotals::Sink(Box::new(SinkEndTotals {
+                    end: end.clone(),
+                    first,
+                    last,
+                    seen: st.sink_totals.clone(),
+                })))
+            }
+            (Some(EndInfo::Gen(end)), Some(Snap::Gen(first)), Some(Snap::Gen(last))) => {
+                Some(EngineTotals::Generator(Box::new(GenEndTotals {
+                    end: end.clone(),
+                    first,
+                    last,
+                    totals: st.gen_totals.clone(),
+                })))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Frames the sink has seen in all (every mode's count, duplicates and
+/// foreign frames included: anything that shows the queues are not quiet).
+fn activity(s: &SinkSnapshot) -> u64 {
+    s.queues
+        .iter()
+        .map(|q| q.frames + q.xdp.map_or(0, |x| x.packets))
+        .sum()
+}
+
+fn supervise_sink(
+    sh: &Shared,
+    control: &EngineControl,
+    sink: RunningSink,
+) -> Result<(), EngineError> {
+    let workers = sink.control().clone();
+    sh.lock().sink = Some(sink);
+    let snapshot = || sh.lock().sink.as_ref().map(RunningSink::snapshot);
+    // It counts until stopped, or until its threads end (an error).
+    while !control.stopping() && workers.running.load(Ordering::Acquire) > 0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if !control.aborted() {
+        // Count what is still in flight: until the queues are quiet.
+        let deadline = Instant::now() + DRAIN_LIMIT;
+        let mut seen = snapshot().as_ref().map_or(0, activity);
+        let mut still = Instant::now();
+        while Instant::now() < deadline && !control.aborted() && still.elapsed() < QUIET {
+            std::thread::sleep(Duration::from_millis(20));
+            let now = snapshot().as_ref().map_or(0, activity);
+            if now != seen {
+                seen = now;
+                still = Instant::now();
+            }
+        }
+    }
+    let sink = {
+        let mut st = sh.lock();
+        let Some(sink) = st.sink.take() else {
+            return Ok(());
+        };
+        if control.aborted() {
+            sink.abort();
+        } else {
+            sink.stop();
+        }
+        st.last = Some(Snap::Sink(sink.snapshot()));
+        sink
+    };
+    // Joining detaches the XDP program (the sink's threads closed their sockets first).
+    let totals = sink.join()?;
+    sh.lock().sink_totals = Some(totals);
+    Ok(())
+}
+
+fn supervise_gen(
+    sh: &Shared,
+    control: &EngineControl,
+    gen: PreparedGenerator,
+    sink: &SinkEnd,
+) -> Result<(), EngineError> {
+    if control.aborted() {
+        return Ok(());
+    }
+    let running = gen.start(sink)?;
+    let workers = running.control().clone();
+    {
+        let mut first = running.snapshot();
+        // A thread that has not yet said who it is has run for no time.
+        for t in &mut first.threads {
+            t.cpu_ns.get_or_insert(0);
+        }
+        let mut st = sh.lock();
+        st.prev = Some(Snap::Gen(first.clone()));
+        st.first = Some(Snap::Gen(first));
+        st.gen = Some(running);
+    }
+    let sending = || workers.running.load(Ordering::Acquire) > 0;
+    // It sends until stopped, or until its threads end (an error).
+    while !control.stopping() && sending() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The threads' CPU time, read while they still exist (an exited
+    // thread's schedstat is gone); the last snapshot keeps it.
+    let cpu: Vec<Option<u64>> = sh.lock().gen.as_ref().map_or_else(Vec::new, |g| {
+        g.snapshot().threads.iter().map(|t| t.cpu_ns).collect()
+    });
+    if let Some(g) = sh.lock().gen.as_ref() {
+        if control.aborted() {
+            g.abort();
+        } else {
+            g.stop();
+        }
+    }
+    // Wait for the drain before the last snapshot, so it counts every frame.
+    while sending() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let running = {
+        let mut st = sh.lock();
+        let Some(g) = st.gen.take() else {
+            return Ok(());
+        };
+        let mut last = g.snapshot();
+        for (t, c) in last.threads.iter_mut().zip(&cpu) {
+            if t.cpu_ns.is_none() {
+                t.cpu_ns = *c;
+            }
+        }
+        st.last = Some(Snap::Gen(last));
+        g
+    };
+    let totals = running.join()?;
+    sh.lock().gen_totals = Some(totals);
+    Ok(())
+}
