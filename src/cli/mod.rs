@@ -81,6 +81,11 @@ pub struct CheckArgs {
     /// Audit a captured directory or an unpacked sosreport instead of this host.
     #[arg(long, value_name = "DIR")]
     pub from: Option<PathBuf>,
+    /// With --from: an earlier capture of the same host; the RDMA counters
+    /// that grew between the two (out_of_buffer, retransmissions, CNPs, ...)
+    /// are checked too.
+    #[arg(long, value_name = "DIR", requires = "from")]
+    pub since: Option<PathBuf>,
     /// Print `{"findings": [...]}` as JSON.
     #[arg(long)]
     pub json: bool,

@@ -123,6 +123,56 @@ pub struct TestArgs {
     /// sink: fail instead of falling back to the next sink mode or tx path.
     #[arg(long)]
     pub no_fallback: bool,
+    /// rdma: the verb (perftest's ib_write_*, ib_read_*, ib_send_*); `-m bw|lat` picks bandwidth or latency.
+    #[arg(long, value_enum, value_name = "OP")]
+    pub op: Option<RdmaOpArg>,
+    /// rdma: queue pairs (perftest -q, default 1).
+    #[arg(long, value_name = "N")]
+    pub qps: Option<u32>,
+    /// rdma: outstanding send WRs per QP (perftest -t; default 128 bw, 1 lat).
+    #[arg(long, value_name = "N")]
+    pub tx_depth: Option<u32>,
+    /// rdma: posted receive WRs per QP for send (perftest -r, default 512).
+    #[arg(long, value_name = "N")]
+    pub rx_depth: Option<u32>,
+    /// rdma: iterations per QP (perftest -n; default perftest's); --time instead runs for a duration (-D).
+    #[arg(long, value_name = "N")]
+    pub iters: Option<u64>,
+    /// rdma: messages up to this size are posted inline (perftest -I).
+    #[arg(long, value_name = "BYTES")]
+    pub inline_size: Option<u32>,
+    /// rdma: sleep on completion events instead of busy polling (perftest -e).
+    #[arg(long)]
+    pub use_event: bool,
+    /// rdma: this host's device (perftest -d; default: the one behind the interface towards the peer).
+    #[arg(long, value_name = "DEV")]
+    pub ib_dev: Option<String>,
+    /// rdma: this host's port (perftest -i).
+    #[arg(long, value_name = "N")]
+    pub ib_port: Option<u8>,
+    /// rdma: this host's GID index (perftest -x; default: the RoCE v2 GID of the address in use).
+    #[arg(long, value_name = "N")]
+    pub gid_index: Option<u32>,
+    /// rdma: the agent's device.
+    #[arg(long, value_name = "DEV")]
+    pub peer_ib_dev: Option<String>,
+    /// rdma: the agent's port.
+    #[arg(long, value_name = "N")]
+    pub peer_ib_port: Option<u8>,
+    /// rdma: the agent's GID index.
+    #[arg(long, value_name = "N")]
+    pub peer_gid_index: Option<u32>,
+}
+
+/// `--op`: the RDMA verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RdmaOpArg {
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ.
+    Read,
+    /// SEND/RECV.
+    Send,
 }
 
 impl TestArgs {
@@ -153,8 +203,34 @@ impl TestArgs {
         .find_map(|(set, flag)| set.then_some(flag))
     }
 
+    /// The RDMA options given, by flag (refused by other engines).
+    fn rdma_flags(&self) -> Option<&'static str> {
+        [
+            (self.op.is_some(), "--op"),
+            (self.qps.is_some(), "--qps"),
+            (self.tx_depth.is_some(), "--tx-depth"),
+            (self.rx_depth.is_some(), "--rx-depth"),
+            (self.iters.is_some(), "--iters"),
+            (self.inline_size.is_some(), "--inline-size"),
+            (self.use_event, "--use-event"),
+            (self.ib_dev.is_some(), "--ib-dev"),
+            (self.ib_port.is_some(), "--ib-port"),
+            (self.gid_index.is_some(), "--gid-index"),
+            (self.peer_ib_dev.is_some(), "--peer-ib-dev"),
+            (self.peer_ib_port.is_some(), "--peer-ib-port"),
+            (self.peer_gid_index.is_some(), "--peer-gid-index"),
+        ]
+        .into_iter()
+        .find_map(|(set, flag)| set.then_some(flag))
+    }
+
     /// Check combinations and build the plan.
     pub fn resolve(&self) -> Result<TestPlan, UsageError> {
+        if self.engine != EngineKind::Rdma {
+            if let Some(flag) = self.rdma_flags() {
+                return Err(UsageError(format!("{flag} applies to --engine rdma")));
+            }
+        }
         if self.engine != EngineKind::Sink {
             if let Some(flag) = self.sink_flags() {
                 return Err(UsageError(format!(
@@ -195,7 +271,136 @@ impl TestArgs {
             }
             EngineKind::Grpc => self.resolve_grpc(),
             EngineKind::Sink => self.resolve_sink(),
+            EngineKind::Rdma => self.resolve_rdma(),
         }
+    }
+
+    fn resolve_rdma(&self) -> Result<TestPlan, UsageError> {
+        use crate::traffic::rdma::spec::limits;
+        use crate::traffic::rdma::{RdmaEndpoint, RdmaMode, RdmaOp, RdmaSpec};
+        let u = |m: String| Err(UsageError(m));
+        let mode = match self.mode.as_deref() {
+            None | Some("bw") => RdmaMode::Bw,
+            Some("lat") => RdmaMode::Lat,
+            Some(other) => {
+                return u(format!(
+                    "--mode {other} is not an rdma mode; use bw (bandwidth, like ib_*_bw) or lat (latency, like ib_*_lat)"
+                ))
+            }
+        };
+        if let Some(flag) = self.sink_flags() {
+            return u(format!("{flag} applies to --engine sink, not rdma"));
+        }
+        for (set, flag) in [
+            (self.streams.is_some(), "--streams (use --qps)"),
+            (self.conns.is_some(), "--conns (use --qps)"),
+            (self.channels.is_some(), "--channels"),
+            (self.concurrency.is_some(), "--concurrency"),
+            (self.peer_threads.is_some(), "--peer-threads"),
+            (self.threads.is_some(), "--threads"),
+            (self.depth != 1, "--depth (use --tx-depth)"),
+            (self.resp_size.is_some(), "--resp-size"),
+            (self.len.is_some(), "--len (use --size)"),
+            (self.reverse, "--reverse"),
+            (self.window.is_some(), "--window"),
+            (self.mss.is_some(), "--mss"),
+            (self.congestion.is_some(), "--congestion"),
+            (self.zerocopy, "--zerocopy"),
+            (self.skip_rx_copy, "--skip-rx-copy"),
+            (self.bytes.is_some(), "--bytes (use --iters)"),
+            (self.cpus.is_some(), "--cpus"),
+            (self.peer_cpus.is_some(), "--peer-cpus"),
+            (
+                !self.omit.is_zero(),
+                "--omit (rdma leaves perftest's margins out by itself)",
+            ),
+        ] {
+            if set {
+                return u(format!(
+                    "{flag} does not apply to --engine rdma; rdma tests take --op, -m bw|lat, --size, --qps, --tx-depth, --iters or --time, --bidir, --inline-size, --use-event and the --ib-dev/--ib-port/--gid-index options"
+                ));
+            }
+        }
+        if let Some(sw) = &self.sweep {
+            if sw.param != SweepParam::Size {
+                return u(format!(
+                    "rdma sweeps size (size=all for perftest's -a, or size=2,64,64K), not {}",
+                    sw.param.name()
+                ));
+            }
+        }
+        if self.interval < Duration::from_millis(10) {
+            return u("--interval is too short; use at least 10ms".into());
+        }
+        let op = match self.op.unwrap_or(RdmaOpArg::Write) {
+            RdmaOpArg::Write => RdmaOp::Write,
+            RdmaOpArg::Read => RdmaOp::Read,
+            RdmaOpArg::Send => RdmaOp::Send,
+        };
+        let mut spec = RdmaSpec::perftest_defaults(op, mode);
+        if let Some(s) = self.size {
+            spec.size = s;
+        }
+        if let Some(q) = self.qps {
+            spec.qps = q;
+        }
+        if let Some(t) = self.tx_depth {
+            spec.tx_depth = t;
+        }
+        if let Some(r) = self.rx_depth {
+            spec.rx_depth = r;
+        }
+        if let Some(i) = self.inline_size {
+            spec.inline_size = i;
+        }
+        spec.use_event = self.use_event;
+        spec.bidir = self.bidir;
+        match (self.iters, self.time) {
+            (Some(_), Some(_)) => {
+                return u("give --iters or --time, not both (perftest: -n or -D)".into())
+            }
+            (Some(i), None) => spec.iters = Some(i),
+            (None, Some(t)) => {
+                spec.iters = None;
+                spec.secs = Some(t.as_secs_f64());
+            }
+            (None, None) => {}
+        }
+        spec.sweep = self.sweep.is_some();
+        spec.local = RdmaEndpoint {
+            ib_dev: self.ib_dev.clone(),
+            ib_port: self.ib_port,
+            gid_index: self.gid_index,
+        };
+        spec.peer = RdmaEndpoint {
+            ib_dev: self.peer_ib_dev.clone(),
+            ib_port: self.peer_ib_port,
+            gid_index: self.peer_gid_index,
+        };
+        if let Some(sw) = &self.sweep {
+            for v in &sw.values {
+                if !(limits::MIN_SIZE..=limits::MAX_SIZE).contains(v) {
+                    return u(format!(
+                        "sweep size {v} is out of range; rdma messages are {} B to 8M",
+                        limits::MIN_SIZE
+                    ));
+                }
+            }
+        }
+        let plan = TestPlan {
+            spec: EngineSpec::Rdma(spec),
+            // The engine ends by itself after its iterations or its duration.
+            time: None,
+            omit: Duration::ZERO,
+            interval: self.interval,
+            sweep: self.sweep.clone(),
+        };
+        for p in plan.points() {
+            p.spec
+                .validate()
+                .map_err(|e| UsageError(format!("this rdma test is not valid: {e}")))?;
+        }
+        Ok(plan)
     }
 
     fn resolve_sink(&self) -> Result<TestPlan, UsageError> {

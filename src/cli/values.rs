@@ -34,6 +34,17 @@ pub(super) fn parse_sweep(s: &str) -> Result<Sweep, String> {
             cpu_sets: sets,
         });
     }
+    if param == SweepParam::Size && v.trim() == "all" {
+        // perftest -a: every power of two from 2 B to 8 MiB.
+        return Ok(Sweep {
+            param,
+            values: crate::traffic::rdma::all_sizes()
+                .iter()
+                .map(|b| b.0)
+                .collect(),
+            cpu_sets: Vec::new(),
+        });
+    }
     let mut values = Vec::new();
     for part in v.split(',') {
         let val = match param {

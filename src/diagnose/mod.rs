@@ -54,10 +54,16 @@ pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
     for host in [HostRole::Local, HostRole::Peer] {
         let ctx = rules::HostCtx::with(input, host, t);
+        let rdma_test = matches!(input.test.spec, Some(crate::traffic::EngineSpec::Rdma(_)));
         if let Some(facts) = ctx.facts {
-            out.extend(rules::static_rules(facts, host, t));
+            out.extend(rules::static_rules_for(facts, host, t, rdma_test));
         }
         out.extend(rules::window_rules(&ctx, t));
+        let me = match host {
+            HostRole::Local => input.local,
+            HostRole::Peer => input.peer,
+        };
+        out.extend(rules::rdma_window(ctx.facts, me.samples, host, t));
     }
     out.extend(rules::pair_rules(input, t));
     if let Some(crate::traffic::EngineSpec::Grpc(g)) = input.test.spec {
@@ -71,6 +77,21 @@ pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
         out.extend(rules::sink::session_rules(k, input, t));
     }
     rank(rules::merge(out))
+}
+
+/// The RDMA rules on a window of a host's RDMA counters, default
+/// thresholds; `check --since` uses it on two captures.
+pub fn rdma_window(
+    facts: Option<&HostFacts>,
+    window: &[&crate::probe::rdma::RdmaSample],
+    host: HostRole,
+) -> Vec<Finding> {
+    rules::rdma::window_rules(
+        facts.and_then(|f| f.rdma.as_ref()),
+        window,
+        host,
+        &THRESHOLDS,
+    )
 }
 
 /// The facts-only rules of one host (what `wirescope check` runs); ranked.

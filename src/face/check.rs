@@ -126,7 +126,11 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
             }
         },
     };
-    let findings = run_check(&local, peer.as_ref());
+    let mut findings = run_check(&local, peer.as_ref());
+    if let (Some(new), Some(old)) = (&args.from, &args.since) {
+        findings.extend(rdma_between(old, new, &local)?);
+        findings = crate::diagnose::rank(findings);
+    }
     if args.json {
         let j = serde_json::to_string_pretty(
             &serde_json::json!({ "source": source, "findings": findings }),
@@ -145,6 +149,40 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
         (Some(level), Some(w)) if w >= level.severity() => Ok(EXIT_FINDINGS),
         _ => Ok(EXIT_OK),
     }
+}
+
+/// The RDMA rules on what the counters did between two captures of one
+/// host (no clock: the deltas count, not rates).
+fn rdma_between(
+    old: &std::path::Path,
+    new: &std::path::Path,
+    facts: &HostFacts,
+) -> Result<Vec<Finding>, FaceError> {
+    if !old.is_dir() {
+        return Err(FaceError::Usage(format!(
+            "--since {}: not a directory; give an earlier `wirescope capture` of the same host",
+            old.display()
+        )));
+    }
+    let Some(rdma) = facts.rdma.as_ref().filter(|r| !r.devices.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    let mut reader = crate::probe::rdma::RdmaCounterReader::new();
+    let _ = reader.push(crate::probe::rdma::read_snapshot(
+        &CaptureDir::new(old),
+        rdma,
+    ));
+    let Some(sample) = reader.push(crate::probe::rdma::read_snapshot(
+        &CaptureDir::new(new),
+        rdma,
+    )) else {
+        return Ok(Vec::new());
+    };
+    Ok(crate::diagnose::rdma_window(
+        Some(facts),
+        &[&sample],
+        HostRole::Local,
+    ))
 }
 
 /// The peer's facts: a short observe-only point (no traffic), whose first peer Sample carries them.

@@ -35,6 +35,9 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
         return against_server(args, plan, t, argv);
     }
     let choice = args.target.resolve()?;
+    if matches!(plan.spec, crate::traffic::EngineSpec::Rdma(_)) {
+        rdma_preflight(&choice)?;
+    }
     let log = open_log(args.log.as_deref())?;
     let opened = crate::session::open(&choice, args.target.token_file.as_deref())?;
     if let Some(pair) = &opened.pair {
@@ -80,6 +83,27 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
     drop(pair);
     super::stdout_result()?;
     face.exit(pipeline.worst_raised(), args.fail_on)
+}
+
+/// An RDMA test needs libibverbs and a device on this host before anything
+/// else happens: without either, one line says which is missing and the
+/// command that fixes it (exit 2). The agent checks its own host the same
+/// way when the test reaches it.
+fn rdma_preflight(choice: &crate::session::plan::TargetChoice) -> Result<(), FaceError> {
+    use crate::session::plan::TargetChoice;
+    let host = crate::probe::live_host::LiveHost::default();
+    let iface = match choice {
+        TargetChoice::Peer(a) => crate::probe::system::route_iface(a.ip()),
+        TargetChoice::LocalPair { .. } => crate::probe::system::default_route_iface(&host),
+    };
+    crate::probe::rdma::preflight::preflight(
+        &host,
+        &crate::traffic::rdma::sideway::SidewayProvider,
+        "this host",
+        iface.as_deref(),
+    )
+    .map(|_| ())
+    .map_err(FaceError::Usage)
 }
 
 /// `run --engine grpc --target HOST:PORT`: wirescope's client against a

@@ -194,6 +194,9 @@ fn from_capture(dir: &std::path::Path, ifaces: &[String], json: bool) -> FaceRes
         out(&format!("{j}\n"));
     } else {
         out(&text::facts_block(&snap.source, &snap.facts));
+        if let Some(r) = &snap.rdma {
+            out(&text::rdma_counter_lines(r));
+        }
     }
     super::stdout_result()?;
     Ok(EXIT_OK)

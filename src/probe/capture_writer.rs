@@ -199,10 +199,19 @@ pub fn capture(dir: &Path, ifaces: &[String]) -> Result<CaptureReport, CaptureEr
         w.copy(&format!("/sys/devices/system/node/{node}/cpulist"))?;
     }
     for c in online_cpu_ids(&live) {
-        w.copy(&format!(
-            "/sys/devices/system/cpu/cpu{}/cpufreq/scaling_governor",
-            c.0
-        ))?;
+        let cpu = format!("/sys/devices/system/cpu/cpu{}", c.0);
+        w.copy(&format!("{cpu}/cpufreq/scaling_governor"))?;
+        // Where the core sits (the packet rules' NUMA/L3/SMT facts).
+        for f in ["thread_siblings_list", "core_id", "physical_package_id"] {
+            w.copy(&format!("{cpu}/topology/{f}"))?;
+        }
+        for i in live.list(&format!("{cpu}/cache")).unwrap_or_default() {
+            if i.starts_with("index") {
+                for f in ["level", "shared_cpu_list", "id"] {
+                    w.copy(&format!("{cpu}/cache/{i}/{f}"))?;
+                }
+            }
+        }
     }
     let interrupts = live
         .read("/proc/interrupts")
@@ -211,6 +220,13 @@ pub fn capture(dir: &Path, ifaces: &[String]) -> Result<CaptureReport, CaptureEr
     for iface in ifaces {
         capture_iface(&mut w, &live, iface, &interrupts)?;
     }
+    // RDMA devices: firmware, ports, GIDs, counters/ and hw_counters/.
+    let rdma =
+        super::rdma::capture::capture_rdma(&live, dir).map_err(|source| CaptureError::Write {
+            path: dir.join("sys/class/infiniband"),
+            source,
+        })?;
+    w.report.skipped.extend(rdma.skipped);
     w.command(
         "sos_commands/networking/tc_-s_qdisc_show",
         "tc",

@@ -217,6 +217,7 @@ impl HostFacts {
                 .nics
                 .iter()
                 .all(|n| n.mtu.is_none() && n.ifindex.is_none() && n.drvinfo.value().is_none())
+            && self.rdma.as_ref().is_none_or(|r| r.devices.is_empty())
     }
 }
 
@@ -285,6 +286,11 @@ pub struct HostFacts {
     pub cpus: usize,
     /// NUMA nodes.
     pub numa: Vec<NumaNode>,
+    /// RDMA devices (`/sys/class/infiniband`): firmware, ports, GIDs; empty
+    /// with the reason in `none` on a host without any. None: not read
+    /// (logs and captures made before wirescope read them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma: Option<super::rdma::RdmaFacts>,
     /// Each online core's place: NUMA node, L3 domain, SMT siblings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cpu_places: Vec<super::topology::CpuPlace>,

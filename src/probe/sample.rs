@@ -113,6 +113,11 @@ pub struct Sample {
     /// NAPI polls, work and budget-exhausted counts per instance and CPU (eBPF, deep set).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub napi: Vec<NapiSample>,
+    /// RDMA ports of the host over the interval: `counters/` and
+    /// `hw_counters/` deltas and rates, the netdev's pause counters (only on
+    /// hosts with an RDMA device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma: Option<super::rdma::RdmaSample>,
 }
 
 /// Engine totals of one host for one interval.

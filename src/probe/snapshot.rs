@@ -30,6 +30,9 @@ pub struct Snapshot {
     pub softnet: Vec<(CpuId, Softnet)>,
     /// /proc/softirqs: vector → count per CPU.
     pub softirqs: BTreeMap<String, Vec<u64>>,
+    /// RDMA ports' `counters/` and `hw_counters/` (hosts with a device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma: Option<super::rdma::RdmaSnapshot>,
 }
 
 /// Interfaces of a directory: the given ones, else every one with a sysfs entry or an `ethtool -i` file.
@@ -74,6 +77,11 @@ pub fn snapshot(dir: &CaptureDir, given: &[String]) -> Snapshot {
             .read("/proc/softirqs")
             .map(|t| parse_softirqs(&t).vectors)
             .unwrap_or_default(),
+        rdma: facts
+            .rdma
+            .as_ref()
+            .filter(|r| !r.devices.is_empty())
+            .map(|r| super::rdma::read_snapshot(dir, r)),
         facts,
     };
     for n in &s.facts.nics {

@@ -243,6 +243,7 @@ pub fn read_host_facts(src: &dyn HostSource, ifaces: &[String]) -> HostFacts {
                 .map(|cpulist| NumaNode { node: n, cpulist })
         })
         .collect();
+    f.rdma = Some(super::rdma::read_rdma_facts(src));
     // Where each core sits (NUMA node, L3, SMT siblings): the packet
     // rules check the sink's cores against it.
     f.cpu_places = online

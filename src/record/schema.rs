@@ -111,6 +111,26 @@ pub struct ZeroCopy {
     pub copied: u64,
 }
 
+/// An RDMA point in perftest's terms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RdmaSummary {
+    /// Bandwidth report of the requester(s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bw: Option<crate::traffic::rdma::BwReport>,
+    /// Latency report (iterations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lat: Option<crate::traffic::rdma::LatReport>,
+    /// Latency report (duration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lat_duration: Option<crate::traffic::rdma::report::LatDurationReport>,
+    /// The controller's outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<crate::traffic::rdma::RdmaOutcome>,
+    /// The agent's outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<crate::traffic::rdma::RdmaOutcome>,
+}
+
 /// A gRPC point's own figures (the client's counts over the measured span).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GrpcSummary {
@@ -199,6 +219,11 @@ pub struct Summary {
     /// queue (`rate_per_s` and `messages` above are the sink's packets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sink: Option<Box<crate::traffic::sink::figures::SinkSummary>>,
+    /// RDMA tests: perftest's report (`bw`: `#bytes #iterations BW peak
+    /// BW average MsgRate`, both directions summed with `--bidir`; `lat`:
+    /// `t_min t_max t_typical t_avg t_stdev 99% 99.9%` in µs) and each end's outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma: Option<Box<RdmaSummary>>,
     /// rr latency (µs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<LatencySummary>,

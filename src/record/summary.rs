@@ -67,7 +67,7 @@ pub fn build(d: &PointData<'_>) -> Summary {
     let has_latency = match spec {
         EngineSpec::Tcp(t) => t.mode == TcpMode::Rr,
         EngineSpec::Grpc(_) => true,
-        EngineSpec::Sink(_) => false,
+        EngineSpec::Sink(_) | EngineSpec::Rdma(_) => false,
     };
     let roles = d.spec.conn_roles(Side::Controller);
     let peer = o.peer.as_ref();
@@ -179,13 +179,16 @@ pub fn build(d: &PointData<'_>) -> Summary {
     let sink = spec
         .as_sink()
         .and_then(|k| sink_summary(k, o, d.agg).map(Box::new));
-    let (duration_s, bytes, messages) = match &sink {
-        Some(k) => (
+    let rdma = spec.as_rdma().and_then(|_| rdma_summary(o).map(Box::new));
+    let (duration_s, bytes, messages) = match (&sink, rdma.as_ref().and_then(|r| r.local.as_ref()))
+    {
+        (Some(k), _) => (
             k.duration_s,
             k.messages.saturating_mul(u64::from(k.frame_size)),
             k.messages,
         ),
-        None => (duration_s, bytes, messages),
+        (None, Some(l)) => (o.local.duration_s, l.tx_bytes + l.rx_bytes, l.messages),
+        (None, None) => (duration_s, bytes, messages),
     };
     let per_s = |v: f64| {
         if duration_s > 0.0 {
@@ -212,6 +215,7 @@ pub fn build(d: &PointData<'_>) -> Summary {
         mib_per_s: pingpong.then(|| per_s(bytes as f64 / 1048576.0)),
         grpc: grpc_summary(o, d.agg, duration_s),
         sink,
+        rdma,
         latency_us: if has_latency { o.local.latency } else { None },
         streams,
         hosts: Hosts {
@@ -275,6 +279,35 @@ fn sink_summary(
         s.line_rate_pct = r.line_rate_pct;
     }
     Some(s)
+}
+
+/// An RDMA point: the requester's perftest report (both directions summed
+/// with `--bidir`, as perftest's `-b` prints it) and both ends' outcomes.
+fn rdma_summary(o: &PointOutcome) -> Option<super::schema::RdmaSummary> {
+    use crate::traffic::EngineTotals;
+    let outcome = |r: Option<&SideResult>| match r.and_then(|r| r.extra.as_ref()) {
+        Some(EngineTotals::Rdma(x)) => Some((**x).clone()),
+        _ => None,
+    };
+    let local = outcome(Some(&o.local));
+    let peer = outcome(o.peer.as_ref());
+    if local.is_none() && peer.is_none() {
+        return None;
+    }
+    let bw = match (
+        local.as_ref().and_then(|l| l.bw),
+        peer.as_ref().and_then(|p| p.bw),
+    ) {
+        (Some(l), Some(p)) => Some(l.plus(&p)),
+        (l, p) => l.or(p),
+    };
+    Some(super::schema::RdmaSummary {
+        bw,
+        lat: local.as_ref().and_then(|l| l.lat),
+        lat_duration: local.as_ref().and_then(|l| l.lat_duration),
+        local,
+        peer,
+    })
 }
 
 /// The gRPC figures of a point: RPC rate and payload goodput both ways over

@@ -193,7 +193,7 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
             let unit = match spec {
                 EngineSpec::Grpc(_) => "RPC/s",
                 EngineSpec::Tcp(t) if t.mode == TcpMode::Rr => "trans/s",
-                EngineSpec::Tcp(_) | EngineSpec::Sink(_) => "msg/s",
+                EngineSpec::Tcp(_) | EngineSpec::Sink(_) | EngineSpec::Rdma(_) => "msg/s",
             };
             // Non-OK gRPC statuses of the interval, after the row.
             let errors = match l.and_then(|e| e.extra.as_ref()) {
@@ -212,9 +212,187 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
                 out,
                 "[SUM] {span}  {:>13}  {:>14}  {p50:>10}  {p99:>10}  | {:<20} | {:<20}{omit}{errors}",
                 format!("{} {unit}", si(rate)),
-                BitsPerSec::from_bytes(total, secs).to_string(),
+                match l.and_then(|e| e.extra.as_ref()) {
+                    // RDMA moves bytes over its QPs, not data connections.
+                    Some(crate::traffic::EngineInterval::Rdma(r)) =>
+                        BitsPerSec(r.tx_bps + r.rx_bps).to_string(),
+                    _ => BitsPerSec::from_bytes(total, secs).to_string(),
+                },
                 cpu_cell(local),
                 cpu_cell(peer)
+            );
+        }
+    }
+    out
+}
+
+/// RDMA devices of a host: firmware, board, PCIe, and per port its state,
+/// rate, link layer, MTUs, GIDs (with their RoCE type) and counters.
+pub fn rdma_facts_lines(r: &crate::probe::rdma::RdmaFacts) -> String {
+    use crate::probe::rdma::GidType;
+    let mut o = String::new();
+    if r.devices.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nRDMA: no RDMA device{}",
+            r.none
+                .as_ref()
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default()
+        );
+        return o;
+    }
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".into());
+    for d in &r.devices {
+        let _ = writeln!(
+            o,
+            "\nRDMA {}: {} fw {}, board {}, node GUID {}{}",
+            d.name,
+            opt(&d.hca_type),
+            opt(&d.fw_ver),
+            opt(&d.board_id),
+            opt(&d.node_guid),
+            d.pci
+                .as_ref()
+                .map(|p| format!(", PCI {p}"))
+                .unwrap_or_default()
+        );
+        if let Some(p) = &d.pcie {
+            let _ = writeln!(
+                o,
+                "  PCIe: {} x{} (max {} x{})",
+                p.current_speed,
+                p.current_width.map_or("?".into(), |w| w.to_string()),
+                p.max_speed,
+                p.max_width.map_or("?".into(), |w| w.to_string())
+            );
+        }
+        for p in &d.ports {
+            let _ = writeln!(
+                o,
+                "  port {}: {} ({}), {}, {:?}, active MTU {} of {}{}{}",
+                p.port,
+                p.state.as_ref().map_or("?", |s| s.name.as_str()),
+                p.phys_state.as_ref().map_or("?", |s| s.name.as_str()),
+                p.rate.as_ref().map_or("rate ?", |r| r.text.as_str()),
+                p.link_layer.unwrap_or(crate::probe::rdma::LinkLayer::Other),
+                p.active_mtu.map_or("?".into(), |m| m.to_string()),
+                p.max_mtu.map_or("?".into(), |m| m.to_string()),
+                p.netdev
+                    .as_ref()
+                    .map(|n| format!(
+                        ", netdev {n}{}",
+                        p.netdev_mtu
+                            .map(|m| format!(" mtu {m}"))
+                            .unwrap_or_default()
+                    ))
+                    .unwrap_or_default(),
+                p.lid
+                    .filter(|l| *l > 0)
+                    .map(|l| format!(", LID {l}"))
+                    .unwrap_or_default(),
+            );
+            for g in &p.gids {
+                let _ = writeln!(
+                    o,
+                    "    GID {} {} {}{}",
+                    g.index,
+                    g.gid,
+                    match g.kind {
+                        GidType::RoceV2 => "RoCE v2",
+                        GidType::IbRoceV1 => "IB/RoCE v1",
+                        GidType::Unknown => "type ?",
+                    },
+                    g.ndev
+                        .as_ref()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default()
+                );
+            }
+            if !p.counters.is_empty() || !p.hw_counters.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "    counters: {} in counters/, {} in hw_counters/ ({})",
+                    p.counters.len(),
+                    p.hw_counters.len(),
+                    p.hw_counters
+                        .iter()
+                        .take(8)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+    }
+    o
+}
+
+/// The non-zero RDMA counters of each port at one instant (a capture).
+pub fn rdma_counter_lines(r: &crate::probe::rdma::RdmaSnapshot) -> String {
+    let mut o = String::new();
+    for p in &r.ports {
+        let nz = |m: &std::collections::BTreeMap<String, u64>| -> Vec<String> {
+            m.iter()
+                .filter(|(_, v)| **v > 0)
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect()
+        };
+        let (c, h, n) = (nz(&p.counters), nz(&p.hw_counters), nz(&p.netdev));
+        let _ = writeln!(
+            o,
+            "\nRDMA {} port {} counters (non-zero):",
+            p.device, p.port
+        );
+        for (what, v) in [
+            ("counters/", c),
+            ("hw_counters/", h),
+            ("netdev pause/prio", n),
+        ] {
+            if !v.is_empty() {
+                let _ = writeln!(o, "  {what}: {}", v.join(", "));
+            }
+        }
+    }
+    o
+}
+
+/// An RDMA point in perftest's columns, so the numbers compare with
+/// `ib_write_bw` / `ib_write_lat` directly.
+pub fn rdma_lines(r: &super::schema::RdmaSummary) -> String {
+    use crate::traffic::rdma::{BwReport, LatReport};
+    let mut out = String::new();
+    if let Some(b) = &r.bw {
+        let _ = writeln!(out, "{}\n{}", BwReport::HEADER, b.line());
+    }
+    if let Some(l) = &r.lat {
+        let _ = writeln!(out, "{}\n{}", LatReport::HEADER, l.line());
+    }
+    if let Some(l) = &r.lat_duration {
+        let _ = writeln!(
+            out,
+            " #bytes #iterations    t_avg[usec]    tps average\n {:<7} {:<10}     {:<7.2}        {:<7.2}",
+            l.bytes, l.iterations, l.t_avg_us, l.tps
+        );
+    }
+    for (who, o) in [("local", &r.local), ("peer", &r.peer)] {
+        if let Some(o) = o {
+            let _ = writeln!(
+                out,
+                "rdma {who}: {} path MTU {}{}, {} messages, {} sent, {} received{}",
+                o.device,
+                o.path_mtu,
+                o.gid_index
+                    .map(|g| format!(", GID index {g}"))
+                    .unwrap_or_default(),
+                o.messages,
+                Bytes(o.tx_bytes),
+                Bytes(o.rx_bytes),
+                if o.stopped_early {
+                    " (stopped early: no perftest report)"
+                } else {
+                    ""
+                }
             );
         }
     }
@@ -372,7 +550,7 @@ fn sink_row(span: &str, omit: &str, local: Option<&Sample>, peer: Option<&Sample
         match e {
             EngineInterval::Sink(k) => sink = Some(&k.figures),
             EngineInterval::Generator(g) => gen = Some(&g.figures),
-            EngineInterval::Grpc(_) => {}
+            EngineInterval::Grpc(_) | EngineInterval::Rdma(_) => {}
         }
     }
     let dash = || "-".to_string();
@@ -589,6 +767,9 @@ pub fn summary_block(s: &Summary) -> String {
     }
     if let Some(k) = &s.sink {
         out.push_str(&sink_lines(k));
+    }
+    if let Some(r) = &s.rdma {
+        out.push_str(&rdma_lines(r));
     }
     if let Some(g) = &s.grpc {
         let per_s = |b: f64| BitsPerSec(b * 8.0).to_string();
@@ -866,6 +1047,9 @@ pub fn facts_block(source: &str, f: &crate::probe::facts::HostFacts) -> String {
         for i in &n.irqs {
             let _ = writeln!(o, "  IRQ {} {} -> CPUs {}", i.irq, i.name, i.affinity);
         }
+    }
+    if let Some(r) = &f.rdma {
+        o.push_str(&rdma_facts_lines(r));
     }
     if !f.unavailable.is_empty() {
         let _ = writeln!(o, "\nnot available: {}", f.unavailable.join(", "));

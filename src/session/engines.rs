@@ -41,8 +41,43 @@ pub fn prepare(
             let paths = crate::probe::sink_path::PathProbe::opener();
             Ok(Box::new(PacketEngine::prepare(s, side, &iface, &paths)?))
         }
+        EngineSpec::Rdma(r) => prepare_rdma(r, side, peer),
         _ => prepare_engine(spec, side),
     }
+}
+
+/// Check libibverbs and the device (one line with the fix when either is
+/// missing), choose the device, port and GID that route to `peer`, create
+/// the QPs.
+fn prepare_rdma(
+    spec: &crate::traffic::rdma::RdmaSpec,
+    side: Side,
+    peer: Option<IpAddr>,
+) -> Result<Box<dyn Engine>, EngineError> {
+    use crate::probe::rdma::preflight::{choose, choose_for_peer, preflight};
+    use crate::traffic::rdma::sideway::SidewayProvider;
+    let host = crate::probe::live_host::LiveHost::default();
+    let here = match side {
+        Side::Controller => "this host",
+        Side::Agent => "the agent's host",
+    };
+    let iface = peer.and_then(crate::probe::system::route_iface);
+    preflight(&host, &SidewayProvider, here, iface.as_deref()).map_err(EngineError::Unsupported)?;
+    let facts = crate::probe::rdma::read_rdma_facts(&host);
+    let want = match side {
+        Side::Controller => &spec.local,
+        Side::Agent => &spec.peer,
+    };
+    let chosen = match peer {
+        Some(p) => choose_for_peer(&facts, want, p),
+        None => choose(&facts, want, None, None),
+    }
+    .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
+    let prepared = crate::traffic::rdma::prepare(spec, side, &SidewayProvider, &chosen)
+        .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
+    Ok(Box::new(crate::traffic::rdma::session::RdmaEngine::new(
+        prepared,
+    )))
 }
 
 /// Share of the available memory a test may take (the rest is the host's).

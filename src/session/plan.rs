@@ -138,6 +138,11 @@ impl TestPlan {
                         _ => {}
                     }
                 }
+                if let crate::traffic::EngineSpec::Rdma(r) = &mut s {
+                    if sw.param == SweepParam::Size {
+                        r.size = Bytes(v);
+                    }
+                }
                 if let Some(k) = s.as_sink_mut() {
                     match sw.param {
                         SweepParam::Frame => k.frame_size = u32::try_from(v).unwrap_or(u32::MAX),

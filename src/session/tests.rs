@@ -326,3 +326,46 @@ async fn cancelling_ends_the_point_as_interrupted_with_both_totals() {
     ctl.close().await;
     stop.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rdma_test_is_refused_by_an_agent_without_rdma_and_it_keeps_serving() {
+    use super::proto::Msg;
+    use crate::traffic::rdma::{RdmaMode, RdmaOp, RdmaSpec};
+    let (addr, stop) = agent().await;
+    let (mut rd, mut opener, mut wr) = raw_session(addr).await;
+    let spec = RdmaSpec::perftest_defaults(RdmaOp::Write, RdmaMode::Bw);
+    wr.send(&start(Some(EngineSpec::Rdma(spec)))).await.unwrap();
+    match super::channel::read_sealed(&mut rd, &mut opener)
+        .await
+        .unwrap()
+    {
+        Msg::Failed { error } => {
+            let has_rdma = std::fs::read_dir("/sys/class/infiniband")
+                .map(|mut d| d.next().is_some())
+                .unwrap_or(false);
+            if has_rdma {
+                // A host with a device gets as far as the missing setup.
+                assert!(error.contains("setup"), "{error}");
+            } else {
+                assert!(
+                    error.contains("RDMA unavailable on the agent's host")
+                        && error.contains("modprobe"),
+                    "{error}"
+                );
+            }
+        }
+        m => panic!("{m:?}"),
+    }
+    wr.send(&Msg::Bye {}).await.unwrap();
+    drop((rd, wr));
+    let t = std::time::Instant::now();
+    let ctl = loop {
+        match Controller::connect(Target::Tcp(addr), &token()).await {
+            Ok(c) => break c,
+            Err(e) => assert!(t.elapsed() < Duration::from_secs(5), "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    ctl.close().await;
+    stop.cancel();
+}

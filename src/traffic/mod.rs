@@ -40,6 +40,8 @@ pub enum EngineKind {
     Grpc,
     /// UDP/IPv4 frames, packet generator to packet sink.
     Sink,
+    /// RDMA verbs (RC queue pairs): WRITE, READ, SEND.
+    Rdma,
 }
 
 impl EngineKind {
@@ -49,6 +51,7 @@ impl EngineKind {
             EngineKind::Tcp => "tcp",
             EngineKind::Grpc => "grpc",
             EngineKind::Sink => "sink",
+            EngineKind::Rdma => "rdma",
         }
     }
 }
@@ -519,8 +522,8 @@ pub fn prepare_data_socket(
 ) -> Result<socket2::Socket, EngineError> {
     match spec {
         EngineSpec::Tcp(t) => tcp::prepare_socket(t, addr, conn),
-        EngineSpec::Sink(_) => Err(EngineError::Unsupported(
-            "packet tests open no data connections".into(),
+        EngineSpec::Sink(_) | EngineSpec::Rdma(_) => Err(EngineError::Unsupported(
+            "packet and rdma tests open no data connections".into(),
         )),
         EngineSpec::Grpc(_) => {
             let sock = socket2::Socket::new(
@@ -544,8 +547,8 @@ pub fn prepare_engine(spec: &EngineSpec, side: Side) -> Result<Box<dyn Engine>, 
     match spec {
         EngineSpec::Tcp(t) => Ok(Box::new(tcp::TcpEngine::new(t.clone(), side))),
         EngineSpec::Grpc(g) => Ok(Box::new(grpc::GrpcEngine::new(g.clone(), side))),
-        EngineSpec::Sink(_) => Err(EngineError::Unsupported(
-            "a packet test is prepared by the session, on the interface that routes to the other host"
+        EngineSpec::Sink(_) | EngineSpec::Rdma(_) => Err(EngineError::Unsupported(
+            "packet and rdma tests are prepared by the session, on the interface or device that routes to the other host"
                 .into(),
         )),
     }

@@ -9,6 +9,7 @@
 
 use super::grpc::{GrpcInterval, GrpcSpec};
 use super::limits::MemoryNeed;
+use super::rdma::{RdmaInterval, RdmaOutcome, RdmaSetup, RdmaSpec};
 use super::sink::engine::{GenEndTotals, GenLive, SinkEndTotals, SinkLive};
 use super::sink::{GeneratorEnd, SinkEnd, SinkSpec};
 use super::tcp::{TcpMode, TcpSpec};
@@ -26,6 +27,8 @@ pub enum EngineSpec {
     Grpc(GrpcSpec),
     /// UDP/IPv4 frames from a packet generator to a packet sink.
     Sink(SinkSpec),
+    /// RC queue pairs over libibverbs: RDMA WRITE, READ or SEND.
+    Rdma(RdmaSpec),
 }
 
 impl EngineSpec {
@@ -35,6 +38,7 @@ impl EngineSpec {
             EngineSpec::Tcp(_) => EngineKind::Tcp,
             EngineSpec::Grpc(_) => EngineKind::Grpc,
             EngineSpec::Sink(_) => EngineKind::Sink,
+            EngineSpec::Rdma(_) => EngineKind::Rdma,
         }
     }
 
@@ -44,6 +48,7 @@ impl EngineSpec {
             EngineSpec::Tcp(t) => t.mode.name(),
             EngineSpec::Grpc(g) => g.mode.name(),
             EngineSpec::Sink(s) => s.mode.name(),
+            EngineSpec::Rdma(r) => r.mode.name(),
         }
     }
 
@@ -51,6 +56,14 @@ impl EngineSpec {
     pub fn as_tcp(&self) -> Option<&TcpSpec> {
         match self {
             EngineSpec::Tcp(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The RDMA arm, when this is an RDMA test.
+    pub fn as_rdma(&self) -> Option<&RdmaSpec> {
+        match self {
+            EngineSpec::Rdma(r) => Some(r),
             _ => None,
         }
     }
@@ -105,8 +118,9 @@ impl EngineSpec {
         match self {
             EngineSpec::Tcp(t) => t.connection_count(),
             EngineSpec::Grpc(g) => g.connection_count(),
-            // Frames go between the interfaces, not over data connections.
-            EngineSpec::Sink(_) => 0,
+            // Frames go between the interfaces, and RDMA over its own
+            // queue pairs, not over data connections.
+            EngineSpec::Sink(_) | EngineSpec::Rdma(_) => 0,
         }
     }
 
@@ -115,7 +129,7 @@ impl EngineSpec {
         match self {
             EngineSpec::Tcp(t) => t.conn_roles(side),
             EngineSpec::Grpc(g) => g.conn_roles(side),
-            EngineSpec::Sink(_) => Vec::new(),
+            EngineSpec::Sink(_) | EngineSpec::Rdma(_) => Vec::new(),
         }
     }
 
@@ -125,6 +139,7 @@ impl EngineSpec {
             EngineSpec::Tcp(t) => t.validate(),
             EngineSpec::Grpc(g) => g.validate(),
             EngineSpec::Sink(s) => s.validate(),
+            EngineSpec::Rdma(r) => r.validate(),
         }
     }
 
@@ -134,6 +149,7 @@ impl EngineSpec {
             EngineSpec::Tcp(t) => t.cpus_for(side),
             EngineSpec::Grpc(g) => g.cpus_for(side),
             EngineSpec::Sink(s) => s.cpus_for(side),
+            EngineSpec::Rdma(_) => &[],
         }
     }
 
@@ -153,6 +169,11 @@ impl EngineSpec {
                 "--engine sink --sink {} --queues {n} --frame-size {}",
                 s.mode.name(),
                 s.frame_size
+            ),
+            EngineSpec::Rdma(r) => format!(
+                "--engine rdma --op {} -m {} --qps {n}",
+                r.op.name(),
+                r.mode.name()
             ),
         }
     }
@@ -176,6 +197,9 @@ impl EngineSpec {
                 s.frame_size,
                 s.queues
             ),
+            EngineSpec::Rdma(r) => {
+                format!("rdma {} {} --qps {}", r.op.name(), r.mode.name(), r.qps)
+            }
         }
     }
 
@@ -189,6 +213,11 @@ impl EngineSpec {
                 bytes: crate::units::Bytes(s.memory_bound()),
                 what: format!("{} queue rings of {} B frames", s.queues, s.frame_size),
                 smaller: "use fewer --queues or a smaller --frame-size".into(),
+            },
+            EngineSpec::Rdma(r) => MemoryNeed {
+                bytes: crate::units::Bytes(r.memory_bytes()),
+                what: format!("{} QP buffers of {} and timestamps", r.qps, r.size),
+                smaller: "use fewer --qps, a smaller --size or fewer --iters".into(),
             },
         }
     }
@@ -233,6 +262,7 @@ impl EngineSpec {
                 s.rate,
                 if s.reverse { " reverse" } else { "" }
             ),
+            EngineSpec::Rdma(r) => r.describe(),
         }
     }
 }
@@ -249,6 +279,8 @@ pub enum EngineSetup {
     Sink(SinkEnd),
     /// A packet generator: its MAC, address and flows.
     Generator(GeneratorEnd),
+    /// RDMA queue pairs: QPNs, PSNs, LID/GID, rkeys, addresses, MTU.
+    Rdma(RdmaSetup),
 }
 
 /// An engine's own figures for one interval, beyond the byte and message
@@ -263,6 +295,8 @@ pub enum EngineInterval {
     Sink(Box<SinkLive>),
     /// A packet generator's counts per thread and rates.
     Generator(Box<GenLive>),
+    /// An RDMA end's bytes and messages per QP.
+    Rdma(RdmaInterval),
 }
 
 /// An engine's own totals at the end of a point (`SideResult::extra`).
@@ -275,4 +309,6 @@ pub enum EngineTotals {
     Sink(Box<SinkEndTotals>),
     /// A packet generator's counters and what it sent per flow.
     Generator(Box<GenEndTotals>),
+    /// An RDMA end's perftest-style result.
+    Rdma(Box<RdmaOutcome>),
 }

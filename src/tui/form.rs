@@ -59,9 +59,11 @@ enum Choice {
     Tcp(TcpMode),
     Grpc(GrpcMode),
     Sink(SinkMode),
+    /// rdma write; true = latency (`-m lat`), false = bandwidth.
+    Rdma(bool),
 }
 
-const CHOICES: [Choice; 8] = [
+const CHOICES: [Choice; 10] = [
     Choice::Tcp(TcpMode::Stream),
     Choice::Tcp(TcpMode::Pingpong),
     Choice::Tcp(TcpMode::Rr),
@@ -70,6 +72,8 @@ const CHOICES: [Choice; 8] = [
     Choice::Sink(SinkMode::AfXdp),
     Choice::Sink(SinkMode::Xdp),
     Choice::Sink(SinkMode::Tpacket),
+    Choice::Rdma(false),
+    Choice::Rdma(true),
 ];
 /// Frame sizes of the packet tests (RFC 2544's, plus jumbo).
 const FRAMES: [u64; 8] = [64, 128, 256, 512, 1024, 1280, 1518, 9000];
@@ -79,6 +83,7 @@ fn choice(t: &TestArgs) -> Choice {
         EngineKind::Tcp => Choice::Tcp(t.tcp_mode().unwrap_or(TcpMode::Stream)),
         EngineKind::Grpc => Choice::Grpc(t.grpc_mode().unwrap_or(GrpcMode::Unary)),
         EngineKind::Sink => Choice::Sink(t.sink.unwrap_or(SinkMode::AfXdp)),
+        EngineKind::Rdma => Choice::Rdma(t.mode.as_deref() == Some("lat")),
     }
 }
 
@@ -87,6 +92,7 @@ fn choice_name(c: Choice) -> String {
         Choice::Tcp(m) => format!("tcp {}", m.name()),
         Choice::Grpc(m) => format!("grpc {}", m.name()),
         Choice::Sink(m) => format!("sink {}", m.name()),
+        Choice::Rdma(lat) => format!("rdma write {}", if lat { "lat" } else { "bw" }),
     }
 }
 
@@ -106,6 +112,9 @@ pub fn label(f: Field, t: &TestArgs) -> &'static str {
         Field::Mode => "engine, mode (--engine, -m)",
         Field::Count if grpc => "HTTP/2 connections (--channels)",
         Field::Count if sink => "queues, threads per side (--queues)",
+        Field::Count if matches!(c, Choice::Rdma(_)) => "queue pairs (--qps)",
+        Field::Size if matches!(c, Choice::Rdma(_)) => "message size (--size)",
+        Field::Direction if matches!(c, Choice::Rdma(_)) => "direction (--bidir)",
         Field::Size if sink => "frame size (--frame-size)",
         Field::Direction if sink => "direction (-R)",
         Field::Count if stream => "streams (-P)",
@@ -136,6 +145,7 @@ pub fn value(f: Field, t: &TestArgs) -> String {
             None => "10s".into(),
         },
         Field::Direction if matches!(c, Choice::Sink(_)) => direction(t).into(),
+        Field::Direction if c == Choice::Rdma(false) => direction(t).into(),
         Field::Direction if !stream => "n/a (both ways)".into(),
         Field::Direction => direction(t).into(),
     }
@@ -147,6 +157,7 @@ fn count(t: &TestArgs) -> u32 {
         Choice::Tcp(_) => t.conns.unwrap_or(1),
         Choice::Grpc(_) => t.channels.unwrap_or(1),
         Choice::Sink(_) => t.queues.unwrap_or(1),
+        Choice::Rdma(_) => t.qps.unwrap_or(1),
     }
 }
 
@@ -156,6 +167,7 @@ fn size(t: &TestArgs) -> Bytes {
         Choice::Tcp(TcpMode::Rr) | Choice::Grpc(_) => t.size.unwrap_or(Bytes(64)),
         Choice::Tcp(TcpMode::Pingpong) => t.size.unwrap_or(Bytes(16 << 10)),
         Choice::Sink(_) => Bytes(u64::from(t.frame_size.unwrap_or(64))),
+        Choice::Rdma(lat) => t.size.unwrap_or(Bytes(if lat { 2 } else { 65536 })),
     }
 }
 
@@ -194,6 +206,9 @@ pub fn step(f: Field, t: &mut TestArgs, step: i32) {
             let n = ladder(&COUNTS, count(t), step);
             if sink {
                 t.queues = Some(n);
+            } else if matches!(c, Choice::Rdma(_)) {
+                // Latency runs on one QP, like perftest.
+                t.qps = (c == Choice::Rdma(false)).then_some(n);
             } else if grpc {
                 t.channels = Some(n);
                 // Every channel needs an RPC in flight.
@@ -227,6 +242,8 @@ pub fn step(f: Field, t: &mut TestArgs, step: i32) {
             t.time = Some(Duration::from_secs(ladder(&TIMES, cur, step)));
         }
         Field::Direction if sink => t.reverse = !t.reverse,
+        Field::Direction if c == Choice::Rdma(false) => t.bidir = !t.bidir,
+        Field::Direction if matches!(c, Choice::Rdma(_)) => {}
         Field::Direction if stream => {
             let (r, b) = match (t.reverse, t.bidir, step > 0) {
                 (false, false, true) | (false, true, false) => (true, false),
@@ -267,6 +284,13 @@ fn set_mode(t: &mut TestArgs, next: Choice) {
     t.rate = None;
     t.tx_path = None;
     t.no_fallback = false;
+    t.op = None;
+    t.qps = None;
+    t.tx_depth = None;
+    t.rx_depth = None;
+    t.iters = None;
+    t.inline_size = None;
+    t.use_event = false;
     let keep = (n > 1).then_some(n);
     match next {
         Choice::Tcp(mode) => {
@@ -282,6 +306,11 @@ fn set_mode(t: &mut TestArgs, next: Choice) {
             t.engine = EngineKind::Grpc;
             t.mode = (mode != GrpcMode::Unary).then(|| mode.name().to_string());
             t.channels = keep;
+        }
+        Choice::Rdma(lat) => {
+            t.engine = EngineKind::Rdma;
+            t.mode = lat.then(|| "lat".to_string());
+            t.qps = keep.filter(|_| !lat);
         }
         Choice::Sink(mode) => {
             t.engine = EngineKind::Sink;
@@ -300,9 +329,16 @@ pub fn command_line(t: &TestArgs) -> String {
         Choice::Tcp(m) => v.push(format!("-m {}", m.name())),
         Choice::Grpc(m) => v.push(format!("--engine grpc -m {}", m.name())),
         Choice::Sink(m) => v.push(format!("--engine sink --sink {}", m.name())),
+        Choice::Rdma(lat) => v.push(format!(
+            "--engine rdma -m {}",
+            if lat { "lat" } else { "bw" }
+        )),
     }
     if let Some(n) = t.queues {
         v.push(format!("--queues {n}"));
+    }
+    if let Some(n) = t.qps {
+        v.push(format!("--qps {n}"));
     }
     if let Some(n) = t.frame_size {
         v.push(format!("--frame-size {n}"));

@@ -13,7 +13,6 @@ mod nic;
 mod nic_live;
 mod platform;
 // Pure RDMA rules; the spine wires them into static_rules/window_rules (issue 12).
-#[allow(dead_code)]
 pub mod rdma;
 pub mod sink;
 mod tcp;
@@ -86,12 +85,45 @@ impl<'a> HostCtx<'a> {
 
 /// Facts-only rules of one host.
 pub fn static_rules(facts: &HostFacts, host: HostRole, t: &Thresholds) -> Vec<Finding> {
+    static_rules_for(facts, host, t, false)
+}
+
+/// [`static_rules`], saying whether an RDMA test is asked of this host
+/// (then a host without a device is told what to load).
+pub fn static_rules_for(
+    facts: &HostFacts,
+    host: HostRole,
+    t: &Thresholds,
+    rdma_test: bool,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     out.extend(nic::rules(facts, host, t));
     out.extend(driver::rules(facts, host));
     out.extend(platform::rules(facts, host));
     out.extend(tcp::check_rules(facts, host, t));
+    if let Some(r) = &facts.rdma {
+        out.extend(rdma::static_rules(r, &facts.nics, rdma_test, None, host));
+    }
     out
+}
+
+/// The RDMA rules on a host's window: the ports' counters of every counted
+/// interval (traffic or not: RDMA may come from another application).
+pub fn rdma_window(
+    facts: Option<&HostFacts>,
+    samples: &[Sample],
+    host: HostRole,
+    t: &Thresholds,
+) -> Vec<Finding> {
+    let window: Vec<&crate::probe::rdma::RdmaSample> = samples
+        .iter()
+        .filter(|s| !s.omitted)
+        .filter_map(|s| s.rdma.as_ref())
+        .collect();
+    if window.is_empty() {
+        return Vec::new();
+    }
+    rdma::window_rules(facts.and_then(|f| f.rdma.as_ref()), &window, host, t)
 }
 
 /// Live rules of one host on its window.

@@ -136,6 +136,7 @@ struct HostState {
     softirqs: Option<Softirqs>,
     softnet: Vec<(CpuId, Softnet)>,
     snmp: BTreeMap<String, i64>,
+    rdma: super::rdma::RdmaCounterReader,
 }
 
 /// The eBPF probes of this sampler.
@@ -412,6 +413,10 @@ impl Sampler {
         self.index = 0;
         self.omit_intervals =
             u64::try_from(omit.as_nanos() / interval.as_nanos().max(1)).unwrap_or(u64::MAX);
+        // RDMA counters count from here (the previous point's facts say
+        // whether there is a device; the first point's first interval has none).
+        self.host.rdma = Default::default();
+        let _ = self.read_rdma();
         self.facts = None;
         self.facts_due = true;
         self.latency_total.reset();
@@ -449,6 +454,7 @@ impl Sampler {
             _ => (EngineSample::default(), Vec::new()),
         };
         let facts = self.facts_if_changed();
+        let rdma = self.read_rdma();
         let s = Sample {
             host: HostRole::Local,
             index: self.index,
@@ -472,12 +478,22 @@ impl Sampler {
             softirq_time: ebpf.softirq_time,
             queue_cpus: ebpf.queue_cpus,
             napi: ebpf.napi,
+            rdma,
         };
         self.index += 1;
         Sample {
             sampler_cpu_us: thread_cpu_us().saturating_sub(cpu0),
             ..s
         }
+    }
+
+    /// The RDMA ports' counters since the previous Sample (hosts with a device only).
+    fn read_rdma(&mut self) -> Option<super::rdma::RdmaSample> {
+        let facts = self.facts.as_ref()?.rdma.as_ref()?;
+        if facts.devices.is_empty() {
+            return None;
+        }
+        self.host.rdma.read(self.source.as_ref(), facts)
     }
 
     fn facts_if_changed(&mut self) -> Option<Box<HostFacts>> {

@@ -25,6 +25,7 @@
 
 pub mod engine;
 pub mod report;
+pub mod session;
 pub mod setup;
 pub mod sideway;
 pub mod spec;

@@ -46,6 +46,16 @@ pub enum RdmaMode {
     Lat,
 }
 
+impl RdmaMode {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            RdmaMode::Bw => "bw",
+            RdmaMode::Lat => "lat",
+        }
+    }
+}
+
 /// Device, port and GID chosen on one host; None = the default (the RDMA
 /// device behind the interface that routes to the peer, its first ACTIVE
 /// port, its RoCE v2 GID of the address in use).

@@ -658,4 +658,153 @@ mod tests {
         assert!(i.lat_p99_us.unwrap() >= 4.0);
         assert_eq!(interval(&prev, &cur, 0.0, None).tx_bps, 0.0);
     }
+
+    /// Through the control protocol's frames, as `Start` / `Accepting`.
+    fn over_frames(m: &crate::session::proto::Msg) -> crate::session::proto::Msg {
+        use crate::session::proto::{read_msg, write_msg};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut buf = Vec::new();
+            write_msg(&mut buf, m).await.unwrap();
+            read_msg(&mut buf.as_slice()).await.unwrap()
+        })
+    }
+
+    fn start_msg(
+        spec: &RdmaSpec,
+        setup: Option<crate::traffic::EngineSetup>,
+    ) -> crate::session::proto::Msg {
+        crate::session::proto::Msg::Start {
+            test: crate::session::proto::TestParams {
+                id: 7,
+                spec: Some(crate::traffic::EngineSpec::Rdma(spec.clone())),
+                interval_ms: 100,
+                omit_ms: 0,
+                ifaces: Vec::new(),
+                setup,
+            },
+        }
+    }
+
+    #[test]
+    fn the_session_engine_exchanges_setups_in_control_frames_and_reports() {
+        use crate::session::proto::Msg;
+        use crate::traffic::rdma::session::RdmaEngine;
+        use crate::traffic::{Engine, EngineInterval, EngineSetup, EngineTotals};
+        let spec = bw(RdmaOp::Write);
+        let (a, b) = pair(Fabric::Ethernet, 4096);
+        let k = Fabric::Ethernet;
+        let mut ctl = Box::new(RdmaEngine::new(
+            Prepared::from_verbs(&spec, Side::Controller, Box::new(a), &chosen(k)).unwrap(),
+        ));
+        let mut agt = Box::new(RdmaEngine::new(
+            Prepared::from_verbs(&spec, Side::Agent, Box::new(b), &chosen(k)).unwrap(),
+        ));
+        // Start carries the controller's setup; the agent connects, then answers.
+        let Msg::Start { test } = over_frames(&start_msg(&spec, ctl.setup())) else {
+            panic!("not a start")
+        };
+        assert_eq!(test.setup, ctl.setup(), "the setup survives the frame");
+        agt.connect(test.setup).unwrap();
+        let Msg::Accepting { setup, .. } = over_frames(&Msg::Accepting {
+            data_port: 0,
+            setup: agt.setup(),
+        }) else {
+            panic!("not accepting")
+        };
+        ctl.connect(setup).unwrap();
+        let mut ea = agt.start(Vec::new()).unwrap();
+        let mut ec = ctl.start(Vec::new()).unwrap();
+        // The requester ends by itself after its iterations; its probe has the report.
+        let done = std::sync::Arc::clone(&ec.control.done);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(30), done.notified())
+                .await
+                .expect("the requester finishes its iterations")
+        });
+        let probe = ec.probe.clone().unwrap();
+        match probe.interval(1.0) {
+            Some(EngineInterval::Rdma(i)) => {
+                assert_eq!(i.qps.len(), 2);
+                assert_eq!(i.qps.iter().map(|q| q.messages).sum::<u64>(), 600);
+            }
+            other => panic!("{other:?}"),
+        }
+        match probe.totals() {
+            Some(EngineTotals::Rdma(o)) => {
+                assert_eq!(o.messages, 600);
+                assert!(o.bw.is_some(), "a perftest report");
+            }
+            other => panic!("{other:?}"),
+        }
+        ec.stop();
+        ea.stop();
+        ec.join().unwrap();
+        ea.join().unwrap();
+        // A setup that is not the test's is refused when it arrives, each
+        // with the reason: a wrong MTU, a zero rkey, a QP count that differs.
+        let spec = bw(RdmaOp::Write);
+        for (what, says) in [("mtu", "MTU 1000"), ("rkey", "rkey is 0"), ("qps", "QP")] {
+            let (a, b) = pair(k, 4096);
+            let mut ctl = RdmaEngine::new(
+                Prepared::from_verbs(&spec, Side::Controller, Box::new(a), &chosen(k)).unwrap(),
+            );
+            let agt = RdmaEngine::new(
+                Prepared::from_verbs(&spec, Side::Agent, Box::new(b), &chosen(k)).unwrap(),
+            );
+            let Some(EngineSetup::Rdma(mut bad)) = agt.setup() else {
+                panic!("no setup")
+            };
+            match what {
+                "mtu" => bad.mtu = 1000,
+                "rkey" => bad.qps[0].rkey = 0,
+                _ => {
+                    let extra = bad.qps[0];
+                    bad.qps.push(extra);
+                }
+            }
+            let Msg::Accepting { setup, .. } = over_frames(&Msg::Accepting {
+                data_port: 0,
+                setup: Some(EngineSetup::Rdma(bad)),
+            }) else {
+                panic!("not accepting")
+            };
+            let e = ctl.connect(setup).unwrap_err().to_string();
+            assert!(e.contains(says), "{what}: {e}");
+            // Nor is a setup of another engine, or none.
+            assert!(ctl.connect(None).is_err());
+        }
+        // An oversized setup never becomes a message: the frame limit stops it.
+        let (a, _) = pair(k, 4096);
+        let ctl = RdmaEngine::new(
+            Prepared::from_verbs(&spec, Side::Controller, Box::new(a), &chosen(k)).unwrap(),
+        );
+        let Some(EngineSetup::Rdma(mut huge)) = ctl.setup() else {
+            panic!("no setup")
+        };
+        let one = huge.qps[0];
+        huge.qps = vec![one; 400_000];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let e = rt.block_on(async {
+            let mut buf = Vec::new();
+            crate::session::proto::write_msg(
+                &mut buf,
+                &start_msg(&spec, Some(EngineSetup::Rdma(huge))),
+            )
+            .await
+            .unwrap_err()
+        });
+        assert!(
+            e.to_string().contains("exceeds the 16777216-byte limit"),
+            "{e}"
+        );
+    }
 }

@@ -1,0 +1,264 @@
+//! RDMA through the commands, with the real binary: `run --engine rdma` on a
+//! host without RDMA (this machine) fails at once with one line and the fix;
+//! `watch --from` / `check --from` read captures holding the real sysfs trees
+//! (tests/fixtures/rdma) and modified copies of them, where the rules fire;
+//! `check --since` compares two captures' counters.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_wirescope")
+}
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/rdma")
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dst = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dst);
+        } else {
+            std::fs::copy(e.path(), &dst).unwrap();
+        }
+    }
+}
+
+/// A writable copy of the fixtures, as a capture directory.
+fn copy() -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    copy_tree(&fixture(), d.path());
+    d
+}
+
+fn put(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, text).unwrap();
+}
+
+fn wirescope(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(bin()).args(args).output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn check_ids(args: &[&str]) -> Vec<String> {
+    let mut all = vec!["check", "--json"];
+    all.extend_from_slice(args);
+    let (code, out, err) = wirescope(&all);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {}",
+                f["id"].as_str().unwrap(),
+                f["subject"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+fn has_rdma() -> bool {
+    std::fs::read_dir("/sys/class/infiniband")
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false)
+}
+
+#[test]
+fn run_engine_rdma_without_rdma_fails_at_once_with_the_fix() {
+    if has_rdma() {
+        eprintln!("this host has an RDMA device: the missing-device path does not apply");
+        return;
+    }
+    let t = std::time::Instant::now();
+    for args in [
+        vec!["run", "--engine", "rdma"],
+        vec![
+            "run",
+            "--engine",
+            "rdma",
+            "-m",
+            "lat",
+            "--op",
+            "send",
+            "--peer",
+            "192.0.2.1",
+        ],
+    ] {
+        let (code, out, err) = wirescope(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "nothing else happens: {out}");
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 1, "one line: {err}");
+        assert!(lines[0].contains("RDMA unavailable on this host"), "{err}");
+        assert!(lines[0].contains("modprobe"), "{err}");
+        assert!(lines[0].contains("no RDMA device"), "{err}");
+    }
+    // At once: no namespaces built, no agent started.
+    assert!(t.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn rdma_usage_errors_name_the_flag() {
+    for (args, says) in [
+        (
+            vec!["run", "--engine", "tcp", "--qps", "2"],
+            "--qps applies to --engine rdma",
+        ),
+        (
+            vec!["run", "--engine", "rdma", "-m", "pingpong"],
+            "not an rdma mode",
+        ),
+        (
+            vec!["run", "--engine", "rdma", "--iters", "10", "-t", "2s"],
+            "--iters or --time",
+        ),
+        (
+            vec!["run", "--engine", "rdma", "--size", "16M"],
+            "rdma size",
+        ),
+        (
+            vec!["run", "--engine", "rdma", "-m", "lat", "--qps", "2"],
+            "one QP",
+        ),
+        (
+            vec!["run", "--engine", "rdma", "--sweep", "streams=1,2"],
+            "rdma sweeps size",
+        ),
+    ] {
+        let (code, _, err) = wirescope(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn watch_from_shows_devices_ports_and_counters() {
+    let (code, out, err) = wirescope(&["watch", "--from", fixture().to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    for want in [
+        "RDMA mlx5_0: MT4118 fw 14.28.2006",
+        "RDMA mlx4_0",
+        "port 2: ACTIVE",
+        "RDMA hfi1_0",
+        "hw_counters/: duplicate_request 41",
+        "local_ack_timeout_err 131",
+    ] {
+        assert!(out.contains(want), "missing {want:?}:\n{out}");
+    }
+    let (code, out, _) = wirescope(&["watch", "--from", fixture().to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["facts"]["rdma"]["devices"].as_array().unwrap().len(), 3);
+    let ports = v["rdma"]["ports"].as_array().unwrap();
+    assert_eq!(ports.len(), 4, "hfi1_0 1, mlx4_0 2, mlx5_0 1");
+}
+
+#[test]
+fn the_rules_fire_on_modified_captures() {
+    let base = check_ids(&["--from", fixture().to_str().unwrap()]);
+    assert!(
+        !base.iter().any(|f| f.starts_with("rdma.")),
+        "the healthy fixtures: {base:?}"
+    );
+    // A port down.
+    let c = copy();
+    put(
+        c.path(),
+        "sys/class/infiniband/mlx4_0/ports/2/state",
+        "1: DOWN\n",
+    );
+    put(
+        c.path(),
+        "sys/class/infiniband/mlx4_0/ports/2/phys_state",
+        "3: Disabled\n",
+    );
+    let ids = check_ids(&["--from", c.path().to_str().unwrap()]);
+    assert!(
+        ids.contains(&"rdma.port-down mlx4_0 port 2".to_string()),
+        "{ids:?}"
+    );
+    // RoCE with an active MTU of 1024 on a 4096-capable port: the netdev at 1500.
+    let c = copy();
+    let dev = "sys/class/infiniband/mlx5_0";
+    put(c.path(), &format!("{dev}/ports/1/link_layer"), "Ethernet\n");
+    put(c.path(), &format!("{dev}/ports/1/active_mtu"), "1024\n");
+    put(c.path(), &format!("{dev}/ports/1/max_mtu"), "4096\n");
+    put(
+        c.path(),
+        &format!("{dev}/ports/1/gids/0"),
+        "fe80:0000:0000:0000:0a7f:bcff:fe12:45ef\n",
+    );
+    put(
+        c.path(),
+        &format!("{dev}/ports/1/gid_attrs/types/0"),
+        "RoCE v2\n",
+    );
+    put(
+        c.path(),
+        &format!("{dev}/ports/1/gid_attrs/ndevs/0"),
+        "eth0\n",
+    );
+    put(c.path(), &format!("{dev}/device/net/eth0/ifindex"), "2\n");
+    put(c.path(), "sys/class/net/eth0/mtu", "1500\n");
+    let (_, out, _) = wirescope(&["watch", "--from", c.path().to_str().unwrap()]);
+    let ids = check_ids(&["--from", c.path().to_str().unwrap()]);
+    assert!(
+        ids.iter().any(|f| f.starts_with("rdma.mtu-small")),
+        "{ids:?}\n{out}"
+    );
+}
+
+#[test]
+fn check_since_finds_counters_that_grew_between_two_captures() {
+    let before = copy();
+    let after = copy();
+    let hw = "sys/class/infiniband/mlx5_0/ports/1/hw_counters";
+    put(before.path(), &format!("{hw}/out_of_buffer"), "100\n");
+    put(after.path(), &format!("{hw}/out_of_buffer"), "5100\n");
+    let ids = check_ids(&[
+        "--from",
+        after.path().to_str().unwrap(),
+        "--since",
+        before.path().to_str().unwrap(),
+    ]);
+    assert!(
+        ids.iter().any(|f| f.starts_with("rdma.out-of-buffer")),
+        "{ids:?}"
+    );
+    // The same capture twice: nothing grew.
+    let ids = check_ids(&[
+        "--from",
+        after.path().to_str().unwrap(),
+        "--since",
+        after.path().to_str().unwrap(),
+    ]);
+    assert!(!ids.iter().any(|f| f.starts_with("rdma.")), "{ids:?}");
+}
+
+#[test]
+fn a_capture_of_this_host_says_whether_it_has_rdma() {
+    let d = tempfile::tempdir().unwrap();
+    let cap = d.path().join("cap");
+    let (code, _, err) = wirescope(&["capture", cap.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = wirescope(&["watch", "--from", cap.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    if has_rdma() {
+        assert!(out.contains("RDMA "), "{out}");
+    } else {
+        assert!(out.contains("RDMA: no RDMA device"), "{out}");
+    }
+}
