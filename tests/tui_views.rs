@@ -406,3 +406,42 @@ fn the_queue_view_shows_the_packet_sinks_queues_and_drops() {
     let q0 = a.find("sink cpu0").expect("queue 0's row");
     assert!(q1 < q0, "{a}");
 }
+
+/// RDMA ports in the queue view: state and rate from the facts, the
+/// interval's traffic and the hw_counters that moved, trouble highlighted.
+#[test]
+fn the_queue_view_shows_rdma_ports_and_the_counters_that_move() {
+    use wirescope::probe::capture_dir::CaptureDir;
+    use wirescope::probe::rdma::{read_rdma_facts, CounterDelta, RdmaPortSample, RdmaSample};
+    let rdma = read_rdma_facts(&CaptureDir::new("tests/fixtures/rdma"));
+    let mut s: Vec<Sample> = samples().into_iter().take(2).collect();
+    let moved = RdmaSample {
+        ports: vec![RdmaPortSample {
+            device: "mlx5_0".into(),
+            port: 1,
+            secs: 1.0,
+            tx_bps: 2.0e10,
+            rx_bps: 1.0e9,
+            counters: vec![CounterDelta {
+                group: "hw_counters".into(),
+                name: "out_of_buffer".into(),
+                delta: 5000,
+                per_s: 5000.0,
+            }],
+            ..RdmaPortSample::default()
+        }],
+    };
+    for x in s.iter_mut().filter(|x| x.host == HostRole::Local) {
+        let mut f = x.facts.clone().map(|f| *f).unwrap_or_default();
+        f.rdma = Some(rdma.clone());
+        x.facts = Some(Box::new(f));
+        x.rdma = Some(moved.clone());
+    }
+    let mut m = live_model(&s);
+    m.view = View::Queues;
+    let a = render(&m, 160, 60);
+    assert!(a.contains("RDMA mlx5_0 port 1: ACTIVE, 25 Gb/sec"), "{a}");
+    assert!(a.contains("out_of_buffer"), "{a}");
+    assert!(a.contains("+5000"), "{a}");
+    assert!(a.contains("RDMA mlx4_0 port 2"), "{a}");
+}

@@ -79,6 +79,17 @@ pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
     rank(rules::merge(out))
 }
 
+/// True for an RDMA counter that counts trouble (loss, retransmission,
+/// congestion, exhausted receive queues, errors), for views that highlight.
+pub fn rdma_counter_is_trouble(name: &str) -> bool {
+    rules::rdma::RETRANS_COUNTERS.contains(&name)
+        || name.contains("err")
+        || name.contains("cnp")
+        || name.contains("ecn")
+        || name == "out_of_buffer"
+        || name.contains("discard")
+}
+
 /// The RDMA rules on a window of a host's RDMA counters, default
 /// thresholds; `check --since` uses it on two captures.
 pub fn rdma_window(

@@ -44,6 +44,23 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
             None => lines.push(Line::raw(format!(" {role:<6}no sample this interval"))),
         }
     }
+    // RDMA ports: state and rate (facts), traffic and the counters that moved.
+    for (role, s, f) in [
+        (
+            "local",
+            cur.and_then(|i| i.local.as_ref()),
+            m.facts.local.as_ref(),
+        ),
+        (
+            "peer",
+            cur.and_then(|i| i.peer.as_ref()),
+            m.facts.peer.as_ref(),
+        ),
+    ] {
+        if let Some(r) = f.and_then(|f| f.rdma.as_ref()) {
+            rdma_lines(m, role, r, s.and_then(|s| s.rdma.as_ref()), &mut lines);
+        }
+    }
     // A packet test: the sink's own count per queue, and where it dropped.
     for (role, s) in [
         ("local", cur.and_then(|i| i.local.as_ref())),
@@ -147,6 +164,81 @@ fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>)
             format!(" {role:<6}nothing moved: {}", quiet.join(", ")),
             style(m, Color::DarkGray),
         ));
+    }
+}
+
+/// One host's RDMA ports: state, rate, link layer, active MTU, this
+/// interval's traffic and every counter that moved (errors highlighted).
+fn rdma_lines(
+    m: &Model,
+    role: &str,
+    facts: &crate::probe::rdma::RdmaFacts,
+    sample: Option<&crate::probe::rdma::RdmaSample>,
+    lines: &mut Vec<Line<'static>>,
+) {
+    if facts.devices.is_empty() {
+        lines.push(Line::styled(
+            format!(" {role:<6}RDMA: no RDMA device"),
+            style(m, Color::DarkGray),
+        ));
+        return;
+    }
+    for d in &facts.devices {
+        for p in &d.ports {
+            lines.push(Line::styled(
+                format!(
+                    " {role:<6}RDMA {} port {}: {}, {}, MTU {}{}",
+                    d.name,
+                    p.port,
+                    p.state.as_ref().map_or("?", |s| s.name.as_str()),
+                    p.rate.as_ref().map_or("rate ?", |r| r.text.as_str()),
+                    p.active_mtu.map_or("?".into(), |v| v.to_string()),
+                    p.netdev
+                        .as_ref()
+                        .map(|n| format!(", {n}"))
+                        .unwrap_or_default(),
+                ),
+                style(m, Color::Gray).add_modifier(Modifier::BOLD),
+            ));
+            let Some(ps) = sample.and_then(|s| {
+                s.ports
+                    .iter()
+                    .find(|x| x.device == d.name && x.port == p.port)
+            }) else {
+                continue;
+            };
+            lines.push(Line::raw(format!(
+                " {role:<6}  tx {}  rx {}",
+                short_bps(ps.tx_bps),
+                short_bps(ps.rx_bps)
+            )));
+            for c in ps.counters.iter().filter(|c| c.delta > 0) {
+                let bad = crate::diagnose::rdma_counter_is_trouble(&c.name);
+                let st = if bad {
+                    alert(m)
+                } else {
+                    ratatui::style::Style::default()
+                };
+                lines.push(Line::styled(
+                    format!(
+                        " {role:<6}  {:<28} +{:<10} {}/s",
+                        c.name,
+                        c.delta,
+                        short(c.per_s, "")
+                    ),
+                    st,
+                ));
+            }
+            for pr in &ps.pfc {
+                lines.push(Line::styled(
+                    format!(
+                        " {role:<6}  PFC priority {}: pause rx {} tx {}",
+                        pr.prio, pr.rx_pause, pr.tx_pause
+                    ),
+                    alert(m),
+                ));
+            }
+        }
     }
 }
 
