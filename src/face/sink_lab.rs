@@ -1,8 +1,9 @@
 //! `wirescope sink-lab` (hidden): a packet test between two interfaces of
 //! this host — usually the two ends of a veth in two namespaces — with both
-//! ends in this one process. What `cargo xtask bench sink` and the cleanup
-//! tests drive until the session carries packet tests (`run --engine
-//! sink`); then this face goes and the same engine runs on both nodes.
+//! ends in this one process. `run --engine sink` runs the same engine on the
+//! two nodes of a session; this face stays for what needs both ends in one
+//! process: `cargo xtask bench sink` (trafgen and wirescope's generator
+//! counted on the same veth) and the engine's own cleanup tests.
 //!
 //! A face only: it parses, prints (a table or JSON lines) and maps the end
 //! to an exit code. Ctrl-C/SIGTERM end the point early; the engine detaches

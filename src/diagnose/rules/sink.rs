@@ -4,8 +4,9 @@
 //! Pure functions over the packet engine's own figures
 //! ([`SinkInterval`], [`GenInterval`]) and the sink cores' topology
 //! ([`SinkTopology`]), plus the sink host's per-core busy share over the
-//! window (from its Samples' `/proc/stat`). The session glue builds a
-//! [`SinkRuleInput`] per window; nothing here reads a file or a clock.
+//! window (from its Samples' `/proc/stat`). [`session_rules`] builds a
+//! [`SinkRuleInput`] from a window of both hosts' Samples of a packet test;
+//! nothing here reads a file or a clock.
 
 use crate::diagnose::finding::{Evidence, Finding, Severity};
 use crate::diagnose::thresholds::Thresholds;

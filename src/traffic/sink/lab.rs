@@ -1,8 +1,9 @@
 //! Both ends of a packet test point in one process: the sink's setup runs on
 //! a thread inside the sink's network namespace, the generator's inside the
 //! generator's, and the setup messages cross between them as JSON, as they
-//! will over the session's control channel. What the benchmark and the
-//! namespace-pair tests drive until the session carries packet tests.
+//! do over the session's control channel in `run --engine sink` (see
+//! [`super::engine`]). What the benchmark and the engine's own
+//! namespace-pair tests drive.
 //!
 //! It owns the order of a point — sink bound before traffic, generator
 //! started with the sink's answer, intervals sampled, generator stopped and

@@ -17,8 +17,10 @@
 //!    as `wirescope sink-lab --sweep` prints them.
 //!
 //! The engine is driven through the hidden `wirescope sink-lab` (both ends
-//! in one process, each in its namespace) until the session carries packet
-//! tests. Numbers are printed, never asserted.
+//! in one process, each in its namespace: the same engine `run --engine
+//! sink` runs over a session, without the control round trips, so trafgen
+//! and wirescope's generator are counted the same way). Numbers are
+//! printed, never asserted.
 
 use super::stats::{list, median, ratio};
 use super::{table, Common, SETTLE};
