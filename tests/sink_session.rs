@@ -129,6 +129,20 @@ fn reverse_sinks_on_this_host() {
         .iter()
         .any(|s| matches!(&s.engine.extra, Some(EngineInterval::Sink(_)))));
     assert!(!common::xdp_attached(&pair.a, "veth-a"));
+    // The agent's host facts say whether it has RDMA (and this VM has not),
+    // and where its cores sit.
+    let facts = log
+        .samples(HostRole::Peer)
+        .into_iter()
+        .find_map(|s| s.facts.clone())
+        .expect("the agent's facts");
+    let rdma = facts.rdma.as_ref().expect("RDMA facts read");
+    let has_rdma = std::fs::read_dir("/sys/class/infiniband")
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false);
+    assert_eq!(rdma.devices.is_empty(), !has_rdma);
+    assert_eq!(rdma.none.is_some(), !has_rdma, "{rdma:?}");
+    assert!(!facts.cpu_places.is_empty());
 }
 
 #[test]

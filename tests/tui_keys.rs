@@ -162,11 +162,55 @@ fn start_stop_goes_through_the_same_validation_as_run() {
         [Effect::Stop]
     ));
 
-    // Control view: Left wraps tcp stream -> grpc stream; channels and
-    // RPCs in flight, then start: the plan is run's own.
+    // Control view: Left wraps tcp stream -> rdma write lat, then rdma
+    // write bw: the plan is an rdma one (the session's preflight says
+    // whether this host can run it).
     let mut m = model();
     press(&mut m, KeyCode::Char('6'));
     press(&mut m, KeyCode::Left);
+    assert_eq!(m.test.engine, wirescope::traffic::EngineKind::Rdma);
+    assert_eq!(m.test.mode.as_deref(), Some("lat"));
+    press(&mut m, KeyCode::Left);
+    assert!(m.test_error.is_none(), "{:?}", m.test_error);
+    let eff = press(&mut m, KeyCode::Enter);
+    let [Effect::Start(plan)] = eff.as_slice() else {
+        panic!("{eff:?}")
+    };
+    assert!(matches!(
+        &plan.spec,
+        wirescope::traffic::EngineSpec::Rdma(r) if r.mode == wirescope::traffic::rdma::RdmaMode::Bw
+    ));
+
+    // Control view: Right five times is the packet sink (af-xdp); two
+    // queues, a larger frame, then start.
+    let mut m = model();
+    press(&mut m, KeyCode::Char('6'));
+    for _ in 0..5 {
+        press(&mut m, KeyCode::Right);
+    }
+    assert_eq!(m.test.engine, wirescope::traffic::EngineKind::Sink);
+    press(&mut m, KeyCode::Down);
+    press(&mut m, KeyCode::Right);
+    assert_eq!(m.test.queues, Some(2));
+    press(&mut m, KeyCode::Down);
+    press(&mut m, KeyCode::Down);
+    press(&mut m, KeyCode::Right);
+    assert_eq!(m.test.frame_size, Some(128));
+    assert!(m.test_error.is_none(), "{:?}", m.test_error);
+    let eff = press(&mut m, KeyCode::Enter);
+    let [Effect::Start(plan)] = eff.as_slice() else {
+        panic!("{eff:?}")
+    };
+    let k = plan.spec.as_sink().unwrap();
+    assert_eq!((k.queues, k.frame_size), (2, 128));
+
+    // Control view: Right four times is grpc stream; channels and
+    // RPCs in flight, then start: the plan is run's own.
+    let mut m = model();
+    press(&mut m, KeyCode::Char('6'));
+    for _ in 0..4 {
+        press(&mut m, KeyCode::Right);
+    }
     assert_eq!(m.test.engine, wirescope::traffic::EngineKind::Grpc);
     press(&mut m, KeyCode::Down);
     press(&mut m, KeyCode::Right);

@@ -435,6 +435,22 @@ fn check_ifaces_in(class_net: &Path, names: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// The local interface and address that route to `peer` (a UDP socket is
+/// connected, no packet is sent).
+pub fn route_to(peer: std::net::IpAddr) -> (Option<String>, Option<std::net::IpAddr>) {
+    let bind = if peer.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    };
+    let local = std::net::UdpSocket::bind(bind)
+        .and_then(|s| s.connect((peer, 9)).map(|()| s))
+        .and_then(|s| s.local_addr())
+        .ok()
+        .map(|a| a.ip());
+    (route_iface(peer), local)
+}
+
 /// The interface that carries traffic to `peer`: connect a UDP socket (no
 /// packet is sent), take the local address the kernel chose, find the
 /// interface that holds it.

@@ -14,30 +14,7 @@ use super::source::HostSource;
 use crate::units::{format_cpu_list, parse_cpu_list, CpuId};
 use serde::{Deserialize, Serialize};
 
-/// One core's place in the machine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CpuPlace {
-    /// The CPU.
-    pub cpu: CpuId,
-    /// Its NUMA node.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub numa_node: Option<u32>,
-    /// CPUs sharing its L3 cache (itself included), kernel list form.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub l3: Option<String>,
-    /// The L3 instance id (`cache/index3/id`), when the kernel gives one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub l3_id: Option<u32>,
-    /// Its SMT siblings (itself excluded).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub smt_siblings: Vec<CpuId>,
-    /// Physical core id within the package.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub core_id: Option<u32>,
-    /// Package (socket).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub package: Option<u32>,
-}
+pub use super::facts::CpuPlace;
 
 /// The sink's cores and its NIC.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

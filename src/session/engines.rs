@@ -54,7 +54,7 @@ fn prepare_rdma(
     side: Side,
     peer: Option<IpAddr>,
 ) -> Result<Box<dyn Engine>, EngineError> {
-    use crate::probe::rdma::preflight::{choose, choose_for_peer, preflight};
+    use crate::probe::rdma::preflight::{choose, preflight};
     use crate::traffic::rdma::sideway::SidewayProvider;
     let host = crate::probe::live_host::LiveHost::default();
     let here = match side {
@@ -68,11 +68,11 @@ fn prepare_rdma(
         Side::Controller => &spec.local,
         Side::Agent => &spec.peer,
     };
-    let chosen = match peer {
-        Some(p) => choose_for_peer(&facts, want, p),
-        None => choose(&facts, want, None, None),
-    }
-    .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
+    // Default: the device behind the interface that routes to the peer,
+    // and the RoCE v2 GID of the local address on it.
+    let (route, local) = peer.map_or((None, None), crate::probe::system::route_to);
+    let chosen = choose(&facts, want, route.as_deref(), local)
+        .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
     let prepared = crate::traffic::rdma::prepare(spec, side, &SidewayProvider, &chosen)
         .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
     Ok(Box::new(crate::traffic::rdma::session::RdmaEngine::new(

@@ -93,6 +93,10 @@ pub fn capture_rdma(src: &dyn HostSource, root: &Path) -> std::io::Result<Captur
         src,
         done: Captured::default(),
     };
+    // An empty class directory (RDMA core loaded, no device) reads back as such.
+    if src.list(SYSFS_ROOT).is_ok() {
+        std::fs::create_dir_all(root.join(SYSFS_ROOT.trim_start_matches('/')))?;
+    }
     for dev in o.dir(SYSFS_ROOT) {
         let base = format!("{SYSFS_ROOT}/{dev}");
         for f in DEVICE_FILES {

@@ -169,34 +169,6 @@ pub fn choose(
     })
 }
 
-/// The local interface and address that route to `peer` (a UDP socket is
-/// connected, no packet is sent).
-pub fn route_to(peer: IpAddr) -> (Option<String>, Option<IpAddr>) {
-    let bind = if peer.is_ipv4() {
-        "0.0.0.0:0"
-    } else {
-        "[::]:0"
-    };
-    let local = std::net::UdpSocket::bind(bind)
-        .and_then(|s| s.connect((peer, 9)).map(|()| s))
-        .and_then(|s| s.local_addr())
-        .ok()
-        .map(|a| a.ip());
-    (crate::probe::system::route_iface(peer), local)
-}
-
-/// [`choose`] with the default taken from the route to `peer`: the RDMA
-/// device behind the interface that routes there and the RoCE v2 GID of
-/// the local address on it.
-pub fn choose_for_peer(
-    facts: &RdmaFacts,
-    want: &RdmaEndpoint,
-    peer: IpAddr,
-) -> Result<Chosen, String> {
-    let (iface, local) = route_to(peer);
-    choose(facts, want, iface.as_deref(), local)
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::testdata;
@@ -339,13 +311,12 @@ mod tests {
     #[test]
     fn the_default_follows_the_real_route() {
         // Loopback routes via lo from 127.0.0.1; no RDMA device is behind lo.
-        let (iface, local) = route_to("127.0.0.1".parse().unwrap());
+        let (iface, local) = crate::probe::system::route_to("127.0.0.1".parse().unwrap());
         assert_eq!(iface.as_deref(), Some("lo"));
         assert_eq!(local, "127.0.0.1".parse().ok());
         let c = testdata::roce_copy(9000);
         let f = read_rdma_facts(&Dir::new(c.root()));
-        let e = choose_for_peer(&f, &RdmaEndpoint::default(), "127.0.0.1".parse().unwrap())
-            .unwrap_err();
+        let e = choose(&f, &RdmaEndpoint::default(), iface.as_deref(), local).unwrap_err();
         assert!(e.contains("none is behind lo"), "{e}");
     }
 }

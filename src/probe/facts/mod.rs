@@ -7,8 +7,11 @@
 //! [`Support::NotSupported`] naming the driver (e.g. rings on veth), never as
 //! an error, so the diagnosis can tell "off" from "unknown".
 
+use crate::units::CpuId;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+pub mod rdma;
 
 /// The answer to one query about a NIC.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -290,10 +293,10 @@ pub struct HostFacts {
     /// with the reason in `none` on a host without any. None: not read
     /// (logs and captures made before wirescope read them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rdma: Option<super::rdma::RdmaFacts>,
+    pub rdma: Option<rdma::RdmaFacts>,
     /// Each online core's place: NUMA node, L3 domain, SMT siblings.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub cpu_places: Vec<super::topology::CpuPlace>,
+    pub cpu_places: Vec<CpuPlace>,
     /// Interfaces under test.
     pub nics: Vec<NicFacts>,
     /// irqbalance running.
@@ -311,4 +314,29 @@ pub struct HostFacts {
     /// Facts that could not be read, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<String>,
+}
+
+/// One core's place in the machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuPlace {
+    /// The CPU.
+    pub cpu: CpuId,
+    /// Its NUMA node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
+    /// CPUs sharing its L3 cache (itself included), kernel list form.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l3: Option<String>,
+    /// The L3 instance id (`cache/index3/id`), when the kernel gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l3_id: Option<u32>,
+    /// Its SMT siblings (itself excluded).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub smt_siblings: Vec<CpuId>,
+    /// Physical core id within the package.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core_id: Option<u32>,
+    /// Package (socket).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<u32>,
 }
