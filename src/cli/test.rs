@@ -14,6 +14,13 @@ use crate::units::{parse_duration, parse_size, Bytes};
 use clap::Args;
 use std::time::Duration;
 
+/// The first flag of `flags` that was given.
+fn first_given<const N: usize>(flags: [(bool, &'static str); N]) -> Option<&'static str> {
+    flags
+        .into_iter()
+        .find_map(|(set, flag)| set.then_some(flag))
+}
+
 /// The test itself; shared by `run` and the TUI's control view.
 #[derive(Debug, Args, Clone)]
 pub struct TestArgs {
@@ -190,7 +197,7 @@ impl TestArgs {
 
     /// The packet-test options given, by flag (refused by other engines).
     fn sink_flags(&self) -> Option<&'static str> {
-        [
+        first_given([
             (self.sink.is_some(), "--sink"),
             (self.frame_size.is_some(), "--frame-size"),
             (self.queues.is_some(), "--queues"),
@@ -198,14 +205,28 @@ impl TestArgs {
             (self.rate.is_some(), "--rate"),
             (self.tx_path.is_some(), "--tx-path"),
             (self.no_fallback, "--no-fallback"),
-        ]
-        .into_iter()
-        .find_map(|(set, flag)| set.then_some(flag))
+        ])
+    }
+
+    /// The TCP socket and gRPC options given, by flag: packet and RDMA tests
+    /// open no TCP data connection and refuse them.
+    fn socket_flags(&self) -> Option<&'static str> {
+        first_given([
+            (self.channels.is_some(), "--channels"),
+            (self.concurrency.is_some(), "--concurrency"),
+            (self.peer_threads.is_some(), "--peer-threads"),
+            (self.resp_size.is_some(), "--resp-size"),
+            (self.window.is_some(), "--window"),
+            (self.mss.is_some(), "--mss"),
+            (self.congestion.is_some(), "--congestion"),
+            (self.zerocopy, "--zerocopy"),
+            (self.skip_rx_copy, "--skip-rx-copy"),
+        ])
     }
 
     /// The RDMA options given, by flag (refused by other engines).
     fn rdma_flags(&self) -> Option<&'static str> {
-        [
+        first_given([
             (self.op.is_some(), "--op"),
             (self.qps.is_some(), "--qps"),
             (self.tx_depth.is_some(), "--tx-depth"),
@@ -219,9 +240,7 @@ impl TestArgs {
             (self.peer_ib_dev.is_some(), "--peer-ib-dev"),
             (self.peer_ib_port.is_some(), "--peer-ib-port"),
             (self.peer_gid_index.is_some(), "--peer-gid-index"),
-        ]
-        .into_iter()
-        .find_map(|(set, flag)| set.then_some(flag))
+        ])
     }
 
     /// Check combinations and build the plan.
@@ -291,22 +310,14 @@ impl TestArgs {
         if let Some(flag) = self.sink_flags() {
             return u(format!("{flag} applies to --engine sink, not rdma"));
         }
-        for (set, flag) in [
+        let socket = self.socket_flags().map(|f| (true, f));
+        for (set, flag) in socket.into_iter().chain([
             (self.streams.is_some(), "--streams (use --qps)"),
             (self.conns.is_some(), "--conns (use --qps)"),
-            (self.channels.is_some(), "--channels"),
-            (self.concurrency.is_some(), "--concurrency"),
-            (self.peer_threads.is_some(), "--peer-threads"),
             (self.threads.is_some(), "--threads"),
             (self.depth != 1, "--depth (use --tx-depth)"),
-            (self.resp_size.is_some(), "--resp-size"),
             (self.len.is_some(), "--len (use --size)"),
             (self.reverse, "--reverse"),
-            (self.window.is_some(), "--window"),
-            (self.mss.is_some(), "--mss"),
-            (self.congestion.is_some(), "--congestion"),
-            (self.zerocopy, "--zerocopy"),
-            (self.skip_rx_copy, "--skip-rx-copy"),
             (self.bytes.is_some(), "--bytes (use --iters)"),
             (self.cpus.is_some(), "--cpus"),
             (self.peer_cpus.is_some(), "--peer-cpus"),
@@ -314,7 +325,7 @@ impl TestArgs {
                 !self.omit.is_zero(),
                 "--omit (rdma leaves perftest's margins out by itself)",
             ),
-        ] {
+        ]) {
             if set {
                 return u(format!(
                     "{flag} does not apply to --engine rdma; rdma tests take --op, -m bw|lat, --size, --qps, --tx-depth, --iters or --time, --bidir, --inline-size, --use-event and the --ib-dev/--ib-port/--gid-index options"
@@ -411,25 +422,17 @@ impl TestArgs {
                 "--mode {m}: packet tests choose how they count with --sink xdp|af-xdp|tpacket|udp"
             ));
         }
-        for (set, flag) in [
+        let socket = self.socket_flags().map(|f| (true, f));
+        for (set, flag) in socket.into_iter().chain([
             (self.streams.is_some(), "--streams (use --queues)"),
             (self.conns.is_some(), "--conns"),
-            (self.channels.is_some(), "--channels"),
-            (self.concurrency.is_some(), "--concurrency"),
-            (self.peer_threads.is_some(), "--peer-threads"),
             (self.threads.is_some(), "--threads (use --queues)"),
             (self.depth != 1, "--depth"),
             (self.size.is_some(), "--size (use --frame-size)"),
-            (self.resp_size.is_some(), "--resp-size"),
             (self.len.is_some(), "--len (use --frame-size)"),
             (self.bidir, "--bidir"),
-            (self.window.is_some(), "--window"),
-            (self.mss.is_some(), "--mss"),
-            (self.congestion.is_some(), "--congestion"),
-            (self.zerocopy, "--zerocopy"),
-            (self.skip_rx_copy, "--skip-rx-copy"),
             (self.bytes.is_some(), "--bytes"),
-        ] {
+        ]) {
             if set {
                 return u(format!(
                     "{flag} does not apply to --engine sink; packet tests take --sink, --frame-size, --queues, --flows, --rate and --tx-path"

@@ -231,6 +231,19 @@ async fn raw_session(
     )
 }
 
+/// The agent at `addr` is free for the next controller (after refusing a test).
+async fn serves_the_next_controller(addr: std::net::SocketAddr) {
+    let t = std::time::Instant::now();
+    let ctl = loop {
+        match Controller::connect(Target::Tcp(addr), &token()).await {
+            Ok(c) => break c,
+            Err(e) => assert!(t.elapsed() < Duration::from_secs(5), "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    ctl.close().await;
+}
+
 fn start(spec: Option<EngineSpec>) -> super::proto::Msg {
     super::proto::Msg::Start {
         test: super::proto::TestParams {
@@ -266,16 +279,7 @@ async fn the_agent_refuses_a_spec_outside_its_limits_and_keeps_serving() {
     }
     wr.send(&Msg::Bye {}).await.unwrap();
     drop((rd, wr));
-    // The agent is free for the next controller.
-    let t = std::time::Instant::now();
-    let ctl = loop {
-        match Controller::connect(Target::Tcp(addr), &token()).await {
-            Ok(c) => break c,
-            Err(e) => assert!(t.elapsed() < Duration::from_secs(5), "{e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    ctl.close().await;
+    serves_the_next_controller(addr).await;
     stop.cancel();
 }
 
@@ -359,14 +363,6 @@ async fn an_rdma_test_is_refused_by_an_agent_without_rdma_and_it_keeps_serving()
     }
     wr.send(&Msg::Bye {}).await.unwrap();
     drop((rd, wr));
-    let t = std::time::Instant::now();
-    let ctl = loop {
-        match Controller::connect(Target::Tcp(addr), &token()).await {
-            Ok(c) => break c,
-            Err(e) => assert!(t.elapsed() < Duration::from_secs(5), "{e}"),
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    ctl.close().await;
+    serves_the_next_controller(addr).await;
     stop.cancel();
 }
