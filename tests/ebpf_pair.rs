@@ -1,6 +1,6 @@
 //! eBPF probes during a real run over a namespace pair with a 4-queue veth:
-//! their counts agree with the kernel's own counters, and an unprivileged
-//! run carries on and says why eBPF is off.
+//! their counts (and the deep set's softirq runs) agree with the kernel's
+//! own counters, and an unprivileged run carries on and says why eBPF is off.
 
 mod common;
 
@@ -67,7 +67,16 @@ fn ebpf_counts_match_proc_during_a_run() {
     let mut pair = Pair::new();
     pair.start_agent();
     let log = pair.log_path("e.jsonl");
-    let out = pair.run(&["-t", "2s", "-P", "2", "--log", log.to_str().unwrap()]);
+    let out = pair.run(&[
+        "-t",
+        "2s",
+        "-P",
+        "2",
+        "--ebpf",
+        "deep",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let log = Log::read(&log);
     // The receiving interface (the data) within 0.1 %; the sender's
@@ -175,7 +184,7 @@ fn an_unprivileged_run_continues_and_says_why_ebpf_is_off() {
 fn on_the_local_pair_one_set_counts_for_both_ends() {
     common::require_root();
     let _serial = serial();
-    // Exact by design: `watch --local-pair` takes its first reading
+    // Exact by design (the deep set: softirq time is checked too): `watch --local-pair` takes its first reading
     // while the link is quiet, the test then sends a fixed burst inside the
     // pair and stops; the last reading comes after the backlog has drained.
     // The deltas of all Samples add up to last minus first reading, for
@@ -192,6 +201,8 @@ fn on_the_local_pair_one_set_counts_for_both_ends() {
             "6s",
             "-i",
             "500ms",
+            "--ebpf",
+            "deep",
             "--log",
             log.to_str().unwrap(),
         ])

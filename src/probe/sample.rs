@@ -101,8 +101,9 @@ pub struct Sample {
     /// Active eBPF probes, by tracepoint (empty when eBPF is off).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probes: Vec<String>,
-    /// Exact softirq handler time per CPU (eBPF `softirq_entry`/`exit`), CPUs
-    /// that ran a softirq in the interval.
+    /// Exact softirq handler time per CPU (eBPF `softirq_entry`/`exit`, deep
+    /// set), CPUs that ran a softirq in the interval. Absent otherwise: the
+    /// softirq time is then `cpus`' softirq column (/proc/stat).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub softirq_time: Vec<SoftirqTime>,
     /// The queue→CPU matrix (eBPF): packets and bytes of each queue of the
@@ -248,7 +249,8 @@ impl Sample {
     }
 }
 
-/// Exact softirq handler time of one CPU over an interval (eBPF `softirq_entry`/`exit`).
+/// Exact softirq handler time of one CPU over an interval (eBPF
+/// `softirq_entry`/`exit`, deep set).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SoftirqTime {
     /// CPU.

@@ -1,5 +1,5 @@
-//! The aya side of the eBPF probes: write the configuration (interface
-//! filter, timed vectors) into the object's read-only data, load and attach
+//! The aya side of the eBPF probes: write the configuration (the interface
+//! filter) into the object's read-only data, load and attach
 //! the mode's programs, read the per-CPU maps as deltas. Owns the kernel
 //! objects; dropping [`Ebpf`] detaches every program and closes every map
 //! (nothing is pinned).
@@ -43,7 +43,7 @@ impl std::fmt::Debug for Ebpf {
 /// What the probes counted since the previous [`Ebpf::read`] (non-zero cells only).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EbpfCounters {
-    /// Softirq handler time per CPU.
+    /// Softirq handler time per CPU (deep set).
     pub softirq: Vec<SoftirqTime>,
     /// The queue→CPU matrix.
     pub queue_cpus: Vec<QueueCpu>,
@@ -132,13 +132,11 @@ impl Ebpf {
             netns[slot] = i.key.netns;
         }
         let n = ifaces.len() as u32;
-        let all_vectors = u32::from(mode == EbpfMode::Deep);
         let mut bpf = EbpfLoader::new()
             .btf(Some(&btf))
             .override_global("ws_nifaces", &n, true)
             .override_global("ws_ifindex", &ifindex, true)
             .override_global("ws_netns", &netns, true)
-            .override_global("ws_all_vectors", &all_vectors, true)
             .load(OBJECT)
             .map_err(|e| load_err("ebpf/wirescope.bpf.o", e))?;
         for (name, tracepoint) in mode.programs() {
@@ -203,14 +201,15 @@ impl Ebpf {
 
     /// Counts since the previous read (the first read: since load).
     pub fn read(&mut self) -> Result<EbpfCounters, EbpfReadError> {
+        let deep = self.mode == EbpfMode::Deep;
         Ok(EbpfCounters {
-            softirq: self.read_softirq()?,
-            queue_cpus: self.read_queues()?,
-            napi: if self.mode == EbpfMode::Deep {
-                self.read_napi()?
+            softirq: if deep {
+                self.read_softirq()?
             } else {
                 Vec::new()
             },
+            queue_cpus: self.read_queues()?,
+            napi: if deep { self.read_napi()? } else { Vec::new() },
         })
     }
 
