@@ -16,10 +16,11 @@
  *
  * What a program does per event is small next to what its invocation costs
  * (measured: an empty program on these tracepoints takes 70-90 ns a run
- * with BPF_ENABLE_STATS, the packet counters 75-120 ns), so the sets differ
- * in which programs run, not in what they do: the default set is the two
- * packet programs; softirq timing (two runs per softirq, of every vector)
- * and NAPI accounting are in the deep set.
+ * with BPF_ENABLE_STATS, the packet counters 75-120 ns), so the default
+ * set saves by running less often, not by doing less: the loader attaches
+ * the two packet programs for a part of each interval only and scales
+ * their counts (src/probe/ebpf/gate.rs); the softirq and NAPI programs run
+ * in the deep set, always attached, and count exactly.
  */
 #include "wirescope.h"
 
