@@ -1,15 +1,16 @@
 //! `cargo xtask bench ebpf`: what the eBPF probes cost. A 2-stream TCP test on
 //! the embedded local pair (its veth is the default path; one probe set on
 //! this kernel counts for both ends) runs with `--ebpf off`, `default` and
-//! `deep`, alternating, and the table gives each set's median throughput
-//! against `off`. Then stats rounds, alternating the same way: the kernel's
-//! per-program statistics are on (`aya::sys::enable_stats`), each program's
-//! run count and run time are read from the kernel every 100 ms until the
-//! test ends (ns per run and the share of one CPU it took), and so are the
-//! CPU time of wirescope's own non-engine threads (sampler, agent, runtimes,
-//! eBPF gate; /proc/PID/task/TID/schedstat) and the host's busy time
-//! (/proc/stat). The observer's cost is their sum as a share of the busy
-//! CPU: the figure issue 16 bounds at 1 % for the default set.
+//! `deep`, alternating (the order reversed every other round), and the table
+//! gives each set's median throughput against `off`. Then stats rounds,
+//! alternating the same way: the kernel's per-program statistics are on
+//! (`aya::sys::enable_stats`), each program's run count and run time are
+//! read from the kernel every 100 ms until the test ends (ns per run and the
+//! share of one CPU it took), and so are the CPU time of wirescope's own
+//! non-engine threads (sampler, agent, runtimes, eBPF gate;
+//! /proc/PID/task/TID/schedstat) and the host's busy time (/proc/stat). The
+//! observer's cost is their sum as a share of the busy CPU: the figure
+//! issue 16 bounds at 1 % for the default set.
 //!
 //! The statistics add their own clock reads to every run, so those rounds
 //! are kept out of the throughput medians: stats rounds are extra rounds.
@@ -38,6 +39,17 @@ pub struct EbpfArgs {
 }
 
 const SETS: [&str; 3] = ["off", "default", "deep"];
+
+/// The sets in round `round`'s order: odd rounds forward, even rounds
+/// backward (off, default, deep, deep, default, off, ...), so a drift or a
+/// set's after-effect on the next run falls on every set alike.
+fn order(round: u32) -> Vec<&'static str> {
+    let mut v = SETS.to_vec();
+    if round.is_multiple_of(2) {
+        v.reverse();
+    }
+    v
+}
 
 /// One program's kernel statistics at the end of a stats round.
 #[derive(Debug, Clone, Copy, Default)]
@@ -81,7 +93,7 @@ pub fn run(wirescope: &Path, args: &EbpfArgs) -> Result<()> {
     let c = args.common;
     let mut gbps: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for round in 1..=c.rounds {
-        for set in SETS {
+        for set in order(round) {
             let bps = throughput(wirescope, set, args.streams, c.time)?;
             eprintln!(
                 "xtask: round {round}/{}  --ebpf {set:<7}  {:.2} Gbit/s",
@@ -94,7 +106,7 @@ pub fn run(wirescope: &Path, args: &EbpfArgs) -> Result<()> {
     }
     let mut stats: StatsBySet = BTreeMap::new();
     for round in 1..=args.stats_rounds {
-        for set in SETS {
+        for set in order(round) {
             let r = with_stats(wirescope, set, args.streams, c.time)?;
             eprintln!(
                 "xtask: stats round {round}/{}  --ebpf {set:<7}  BPF {:.2} % + threads {:.2} % of one core, {:.2} % of the busy CPU",
@@ -208,7 +220,7 @@ fn print_report(
         wirescope.display()
     );
     println!(
-        "runs:    {} round(s) x {} s of `wirescope run -P {}` per set, alternating off -> default -> deep",
+        "runs:    {} round(s) x {} s of `wirescope run -P {}` per set, alternating off -> default -> deep -> deep -> default -> off ...",
         c.rounds, c.time, args.streams
     );
     println!("cost = 1 - median(set) / median(off)\n");
