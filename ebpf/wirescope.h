@@ -73,7 +73,7 @@ struct napi_struct {
 #define WS_DIR_RX 0
 #define WS_DIR_TX 1
 #define WS_QUEUE_SLOTS (WS_MAX_IFACES * 2 * WS_QSTRIDE)
-/* NR_SOFTIRQS (HI .. RCU), and the two vectors timed by default. */
+/* NR_SOFTIRQS (HI .. RCU), and the two vectors the reader reports apart. */
 #define WS_NR_SOFTIRQS 10
 #define WS_NET_TX 2
 #define WS_NET_RX 3

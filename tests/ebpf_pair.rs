@@ -1,6 +1,7 @@
 //! eBPF probes during a real run over a namespace pair with a 4-queue veth:
-//! their counts agree with the kernel's own counters, and an unprivileged
-//! run carries on and says why eBPF is off.
+//! the deep set's counts agree with the kernel's own counters, the default
+//! set's sampled estimates come near them and say they are estimates, and
+//! an unprivileged run carries on and says why eBPF is off.
 
 mod common;
 
@@ -26,8 +27,13 @@ fn within(a: u64, b: u64, tol: f64) -> bool {
 }
 
 /// eBPF packets of `iface` in `dir` over the samples: (queue→CPU matrix
-/// total, sum of the per-queue rows, cells with no recorded queue).
-pub fn ebpf_packets(samples: &[&Sample], iface: &str, dir: Dir) -> (u64, u64, u64) {
+/// total, sum of the per-queue rows of `source`, cells with no recorded queue).
+pub fn ebpf_packets_of(
+    samples: &[&Sample],
+    iface: &str,
+    dir: Dir,
+    source: QueueSource,
+) -> (u64, u64, u64) {
     let cells = samples
         .iter()
         .flat_map(|s| s.queue_cpus.iter())
@@ -42,10 +48,15 @@ pub fn ebpf_packets(samples: &[&Sample], iface: &str, dir: Dir) -> (u64, u64, u6
     let per_queue = samples
         .iter()
         .flat_map(|s| s.queues.iter())
-        .filter(|q| q.iface == iface && q.dir == dir && q.source == QueueSource::Ebpf)
+        .filter(|q| q.iface == iface && q.dir == dir && q.source == source)
         .filter_map(|q| q.packets)
         .sum();
     (total, per_queue, unrecorded)
+}
+
+/// [`ebpf_packets_of`] the exact counts (deep set).
+pub fn ebpf_packets(samples: &[&Sample], iface: &str, dir: Dir) -> (u64, u64, u64) {
+    ebpf_packets_of(samples, iface, dir, QueueSource::Ebpf)
 }
 
 /// Sum of an interface's /proc/net/dev packet deltas in `dir` over the samples.
@@ -67,7 +78,16 @@ fn ebpf_counts_match_proc_during_a_run() {
     let mut pair = Pair::new();
     pair.start_agent();
     let log = pair.log_path("e.jsonl");
-    let out = pair.run(&["-t", "2s", "-P", "2", "--log", log.to_str().unwrap()]);
+    let out = pair.run(&[
+        "-t",
+        "2s",
+        "-P",
+        "2",
+        "--ebpf",
+        "deep",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let log = Log::read(&log);
     // The receiving interface (the data) within 0.1 %; the sender's
@@ -82,6 +102,7 @@ fn ebpf_counts_match_proc_during_a_run() {
         for s in &samples {
             assert_eq!(s.ebpf.as_deref(), Some("on"), "{host:?}: eBPF status");
             assert!(s.probes.iter().any(|p| p == "netif_receive_skb"));
+            assert_eq!(s.ebpf_observed, None, "deep counts every skb");
         }
         // Packets: the receiving interface's eBPF count equals /proc/net/dev's.
         let proc_rx = proc_packets(&samples, iface, Dir::Rx);
@@ -133,6 +154,50 @@ fn ebpf_counts_match_proc_during_a_run() {
 }
 
 #[test]
+fn the_default_set_samples_and_says_its_counts_are_estimates() {
+    let _serial = serial();
+    let mut pair = Pair::new();
+    pair.start_agent();
+    let log = pair.log_path("d.jsonl");
+    let out = pair.run(&["-t", "3s", "-P", "2", "--log", log.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = Log::read(&log);
+    let header = log.header().ebpf.clone().expect("the header reports eBPF");
+    for s in [header.local, header.peer] {
+        let s = s.expect("both hosts are live");
+        assert_eq!(s.probes, ["netif_receive_skb", "net_dev_start_xmit"]);
+        assert_eq!(s.sampled_pct, Some(25));
+    }
+    // The data's receiving interface: the estimate over the run lands near
+    // /proc/net/dev's count. Each interval's window is its first quarter,
+    // and a steady bulk transfer looks the same in every quarter; the
+    // tolerance covers the start and the end of the transfer, where it is not steady.
+    let samples = log.samples(HostRole::Peer);
+    assert!(!samples.is_empty());
+    for s in &samples {
+        let share = s.ebpf_observed.expect("every interval says its share");
+        assert!(share > 0.0 && share <= 1.0, "share {share}");
+        assert!(
+            s.softirq_time.is_empty(),
+            "softirq timing is in the deep set"
+        );
+        assert!(
+            s.queues.iter().all(|q| q.source != QueueSource::Ebpf),
+            "sampled rows are not called exact"
+        );
+    }
+    let proc_rx = proc_packets(&samples, "veth-b", Dir::Rx);
+    let (total, rows, unrecorded) =
+        ebpf_packets_of(&samples, "veth-b", Dir::Rx, QueueSource::EbpfSampled);
+    assert!(proc_rx > 1000, "traffic flowed ({proc_rx} packets)");
+    assert!(
+        within(total, proc_rx, 0.25),
+        "sampled eBPF rx {total} vs /proc/net/dev rx_packets {proc_rx}"
+    );
+    assert_eq!((rows, unrecorded), (total, 0), "rows sum to the matrix");
+}
+
+#[test]
 fn an_unprivileged_run_continues_and_says_why_ebpf_is_off() {
     common::require_root();
     let _serial = serial();
@@ -175,7 +240,7 @@ fn an_unprivileged_run_continues_and_says_why_ebpf_is_off() {
 fn on_the_local_pair_one_set_counts_for_both_ends() {
     common::require_root();
     let _serial = serial();
-    // Exact by design: `watch --local-pair` takes its first reading
+    // Exact by design (the deep set counts every skb): `watch --local-pair` takes its first reading
     // while the link is quiet, the test then sends a fixed burst inside the
     // pair and stops; the last reading comes after the backlog has drained.
     // The deltas of all Samples add up to last minus first reading, for
@@ -192,6 +257,8 @@ fn on_the_local_pair_one_set_counts_for_both_ends() {
             "6s",
             "-i",
             "500ms",
+            "--ebpf",
+            "deep",
             "--log",
             log.to_str().unwrap(),
         ])

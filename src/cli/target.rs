@@ -35,10 +35,11 @@ pub struct ObserveArgs {
     #[arg(long = "peer-iface", value_name = "IF")]
     pub peer_ifaces: Vec<String>,
     /// eBPF probes on both hosts, when privileged (CAP_BPF+CAP_PERFMON, kernel BTF).
-    /// default: exact NET_RX/NET_TX softirq time per CPU and rx/tx packets per
-    /// queue × CPU (measured cost: 2.7 % of a 2-stream TCP test's throughput on
-    /// the local pair's veth, `cargo xtask bench ebpf`); deep: also every softirq
-    /// vector's time and NAPI polls/budget exhaustion per instance (3.1 %); off.
+    /// default: rx/tx packets per queue × CPU, sampled (probes attached a quarter
+    /// of each interval, counts scaled; measured cost with wirescope's own
+    /// threads: 0.4 % of the busy CPU of a 2-stream TCP test on the local pair's
+    /// veth, `cargo xtask bench ebpf`); deep: exact counts, every softirq
+    /// vector's time and NAPI polls/budget exhaustion per instance (3.2 %); off.
     /// On the local pair one set counts for both ends.
     #[arg(long, value_enum, value_name = "SET", default_value = "default")]
     pub ebpf: EbpfMode,

@@ -1,32 +1,43 @@
-//! eBPF probes: exact softirq time per CPU and per-CPU × per-queue packet counts.
+//! eBPF probes: the per-CPU × per-queue packet matrix, and in the deep set
+//! exact softirq time per CPU and NAPI polls.
 //!
 //! This module owns the userspace half of the programs in `ebpf/` (C, CO-RE,
 //! built by `cargo xtask build-ebpf`): the `#[repr(C)]` mirrors of the types
 //! shared with `ebpf/wirescope.h`, the embedded object and the hash of its
-//! sources, the probe sets ([`EbpfMode`]), the loader ([`Ebpf`]) and the
-//! conversion of the kernel's cumulative per-CPU counters into per-interval
-//! Sample fields.
+//! sources, the probe sets ([`EbpfMode`]), the loader ([`Ebpf`]), the
+//! sampling window of the default set (`gate`) and the conversion of the
+//! kernel's cumulative per-CPU counters into per-interval Sample fields.
 //!
-//! What it gives that /proc cannot: `/proc/stat`'s softirq column is
-//! tick-sampled on kernels without IRQ time accounting; `softirq_entry`/`exit`
-//! timing is exact. And `netif_receive_skb`/`net_dev_start_xmit` say which CPU
-//! handled which queue — the queue→CPU matrix behind "one core does all the work"
-//! — on interfaces that have no per-queue counters at all (veth, many VFs).
+//! What it gives that /proc cannot: `netif_receive_skb`/`net_dev_start_xmit`
+//! say which CPU handled which queue — the queue→CPU matrix behind "one core
+//! does all the work" — on interfaces that have no per-queue counters at all
+//! (veth, many VFs). And with `--ebpf deep`: `/proc/stat`'s softirq column
+//! is tick-sampled on kernels without IRQ time accounting; `softirq_entry`/
+//! `exit` timing is exact, and `napi_poll` says which NAPI instance used its
+//! whole budget.
 //!
-//! Cost is kept low by what runs per event: the interface filter is a
-//! compare against constants the loader writes into the object's read-only
-//! data (the verifier sees them), softirq timing covers NET_TX/NET_RX only in
-//! the default set, and NAPI accounting (a per-poll hash update) is in the
-//! deep set. On a host that runs both ends (the local pair) one set counts
-//! for both: see [`EbpfMode::ByPeer`] and [`share_with_peer`].
+//! Cost: what a program costs is mostly its invocation, not its body (an
+//! empty program on these tracepoints takes 70-90 ns a run), so the default
+//! set saves by running less: the two packet programs are attached for a
+//! quarter of each interval only and their counts scaled to the interval
+//! (queue rows say `source: ebpf_sampled`, Samples carry the share in
+//! `ebpf_observed`), and the per-event softirq and NAPI programs are in the
+//! deep set, which keeps every program attached and every count exact. The
+//! interface filter is a compare against constants the loader writes into
+//! the object's read-only data (the verifier sees them). On a host that runs
+//! both ends (the local pair) one set counts for both: see
+//! [`EbpfMode::ByPeer`] and [`share_with_peer`].
 //!
-//! It observes only: programs are attached for as long as an [`Ebpf`] lives,
-//! nothing is pinned, and dropping it detaches and unloads everything. It
-//! never changes the host otherwise, and when it cannot load (no privileges,
-//! no BTF, a kernel that refuses) it says why in one line and the sampler
-//! carries on without it.
+//! It observes only: programs are attached for as long as an [`Ebpf`] lives
+//! (at most), nothing is pinned, and dropping it detaches and unloads
+//! everything. It never changes the host otherwise, and when it cannot load
+//! (no privileges, no BTF, a kernel that refuses) it says why in one line and
+//! the sampler carries on without it.
 
+mod gate;
 mod kernel;
+
+pub use gate::SHARE as SAMPLED_SHARE;
 
 pub use kernel::{privileged, Ebpf, EbpfCounters, EbpfReadError};
 
@@ -51,12 +62,13 @@ pub const MAIN_SOURCE: &str = "wirescope.bpf.c";
 /// The object file name, relative to `ebpf/`.
 pub const OBJECT_NAME: &str = "wirescope.bpf.o";
 pub use crate::traffic::bpf::{hash_sources, CLANG_ARGS};
-/// The programs, by ELF function name, and the BTF tracepoint each attaches to.
+/// The programs, by ELF function name, and the BTF tracepoint each attaches
+/// to: the default set's first.
 pub const PROGRAMS: [(&str, &str); 5] = [
-    ("ws_softirq_entry", "softirq_entry"),
-    ("ws_softirq_exit", "softirq_exit"),
     ("ws_netif_receive_skb", "netif_receive_skb"),
     ("ws_net_dev_start_xmit", "net_dev_start_xmit"),
+    ("ws_softirq_entry", "softirq_entry"),
+    ("ws_softirq_exit", "softirq_exit"),
     ("ws_napi_poll", "napi_poll"),
 ];
 
@@ -68,12 +80,14 @@ pub const PROGRAMS: [(&str, &str); 5] = [
 pub enum EbpfMode {
     /// No probes.
     Off,
-    /// softirq_entry/exit (NET_TX and NET_RX timed), netif_receive_skb,
-    /// net_dev_start_xmit: exact NET softirq time and the queue→CPU matrix.
+    /// netif_receive_skb and net_dev_start_xmit, attached for a quarter of
+    /// each interval: the queue→CPU matrix and per-queue counts, estimated
+    /// (scaled to the interval). Softirq time comes from /proc/stat.
     #[default]
     Default,
-    /// The default set, every softirq vector timed, and napi_poll (polls,
-    /// work and budget-exhausted counts per NAPI instance).
+    /// Every probe, always attached: exact per-queue counts, exact softirq
+    /// time of every vector (softirq_entry/exit), and napi_poll (polls, work
+    /// and budget-exhausted counts per NAPI instance).
     Deep,
     /// Counted by the controller's probes on the same kernel (local pair).
     #[value(skip)]
@@ -95,9 +109,15 @@ impl EbpfMode {
     pub fn programs(self) -> &'static [(&'static str, &'static str)] {
         match self {
             EbpfMode::Off | EbpfMode::ByPeer => &[],
-            EbpfMode::Default => &PROGRAMS[..4],
+            EbpfMode::Default => &PROGRAMS[..2],
             EbpfMode::Deep => &PROGRAMS,
         }
+    }
+
+    /// True when the mode's programs are attached for a share of each
+    /// interval only ([`SAMPLED_SHARE`]) and their counts are estimates.
+    pub fn sampled(self) -> bool {
+        self == EbpfMode::Default
     }
 }
 
@@ -114,6 +134,10 @@ pub struct EbpfStatus {
     /// Why the probes are off, when they are (one line).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub off: Option<String>,
+    /// The share of each interval (%) the probes are attached when they
+    /// are sampled (default set); absent when they count everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampled_pct: Option<u32>,
 }
 
 impl EbpfStatus {
@@ -124,17 +148,23 @@ impl EbpfStatus {
             probes: Vec::new(),
             ifaces: Vec::new(),
             off: Some(why.into()),
+            sampled_pct: None,
         }
     }
 
-    /// One line for the terminal: `eBPF default: softirq_entry, ...` or the reason it is off.
+    /// One line for the terminal: `eBPF default: netif_receive_skb, ...
+    /// (sampled: 25 % of each interval) on veth-a` or the reason it is off.
     pub fn line(&self) -> String {
         match &self.off {
             Some(why) => why.clone(),
             None => format!(
-                "eBPF {}: {} on {}",
+                "eBPF {}: {}{} on {}",
                 self.mode.name(),
                 self.probes.join(", "),
+                match self.sampled_pct {
+                    Some(p) => format!(" (sampled: {p} % of each interval)"),
+                    None => String::new(),
+                },
                 if self.ifaces.is_empty() {
                     "no interface".to_string()
                 } else {
@@ -280,15 +310,17 @@ pub type EbpfHosts = Hosts<Option<EbpfStatus>>;
 
 /// Move what one eBPF set on a shared kernel counted for the peer's
 /// interfaces from `local` into `peer` (both Samples of the same interval),
-/// and give the peer the kernel-wide parts (softirq time, status). Used by the
-/// local pair, where the controller's probes count for both ends.
+/// and give the peer the kernel-wide parts (softirq time, sampling share,
+/// status). Used by the local pair, where the controller's probes count for
+/// both ends.
 pub fn share_with_peer(local: &mut Sample, peer: &mut Sample, peer_ifaces: &[String]) {
     let (queue_cpus, napi, queues) = take_peer_share(local, peer_ifaces);
     peer.queue_cpus = queue_cpus;
     peer.napi = napi;
-    peer.queues.retain(|q| q.source != QueueSource::Ebpf);
+    peer.queues.retain(|q| !q.source.is_ebpf());
     peer.queues.extend(queues);
     peer.softirq_time = local.softirq_time.clone();
+    peer.ebpf_observed = local.ebpf_observed;
     peer.ebpf = local.ebpf.clone();
     peer.probes = local.probes.clone();
 }
@@ -314,7 +346,7 @@ fn take_peer_share(
         split(&mut local.queue_cpus, |c| theirs(&c.iface)),
         split(&mut local.napi, |c| theirs(&c.iface)),
         split(&mut local.queues, |q| {
-            q.source == QueueSource::Ebpf && theirs(&q.iface)
+            q.source.is_ebpf() && theirs(&q.iface)
         }),
     )
 }
@@ -334,9 +366,16 @@ pub fn queue_index(slot: usize, dir: Dir, qslot: u32) -> u32 {
 }
 
 impl EbpfCounters {
-    /// Per-queue Samples (source Ebpf, every queue of every watched interface,
-    /// summed over CPUs) with rates over `secs`.
+    /// Per-queue Samples (every queue of every watched interface, summed
+    /// over CPUs) with rates over `secs`: source `ebpf`, or `ebpf_sampled`
+    /// when the counts are estimates; none when the sampled probes saw
+    /// nothing of the interval (no window in it).
     pub fn queue_samples(&self, ifaces: &[EbpfIface], secs: f64) -> Vec<QueueSample> {
+        let source = match self.observed {
+            None => QueueSource::Ebpf,
+            Some(share) if share > 0.0 => QueueSource::EbpfSampled,
+            Some(_) => return Vec::new(),
+        };
         let mut sums: BTreeMap<(&str, Dir, u32), QueueCount> = BTreeMap::new();
         for i in ifaces {
             for (dir, n) in [(Dir::Rx, i.rx_queues), (Dir::Tx, i.tx_queues)] {
@@ -366,7 +405,7 @@ impl EbpfCounters {
                     0.0
                 },
                 bps: BitsPerSec::from_bytes(c.bytes, secs),
-                source: QueueSource::Ebpf,
+                source,
                 other: BTreeMap::new(),
             })
             .collect()
@@ -491,17 +530,31 @@ mod tests {
             packets,
             bytes: packets * 100,
         };
-        let c = EbpfCounters {
+        let mut c = EbpfCounters {
             softirq: Vec::new(),
             queue_cpus: vec![cell(Some(1), 0, 3), cell(Some(1), 1, 4), cell(None, 0, 9)],
             napi: Vec::new(),
+            observed: None,
         };
         let q = c.queue_samples(&ifaces, 2.0);
         assert_eq!(q.len(), 3);
+        assert!(q.iter().all(|s| s.source == QueueSource::Ebpf));
         let rx1 = q.iter().find(|s| s.dir == Dir::Rx && s.queue == 1).unwrap();
         assert_eq!((rx1.packets, rx1.bytes, rx1.pps), (Some(7), Some(700), 3.5));
         let rx0 = q.iter().find(|s| s.dir == Dir::Rx && s.queue == 0).unwrap();
         assert_eq!(rx0.packets, Some(0));
+        // Sampled: the same (already scaled) counts, said to be estimates.
+        c.observed = Some(0.25);
+        let sampled = c.queue_samples(&ifaces, 2.0);
+        assert!(sampled.iter().all(|s| s.source == QueueSource::EbpfSampled));
+        assert_eq!(
+            sampled.iter().map(|s| s.packets).collect::<Vec<_>>(),
+            q.iter().map(|s| s.packets).collect::<Vec<_>>()
+        );
+        // A span no window covered has no rows at all, not rows of zero.
+        c.observed = Some(0.0);
+        c.queue_cpus.clear();
+        assert!(c.queue_samples(&ifaces, 2.0).is_empty());
     }
 
     #[test]
@@ -509,12 +562,24 @@ mod tests {
         assert_eq!(EbpfMode::Off.programs().len(), 0);
         assert_eq!(EbpfMode::ByPeer.programs().len(), 0);
         let default: Vec<&str> = EbpfMode::Default.programs().iter().map(|p| p.1).collect();
-        assert!(!default.contains(&"napi_poll"));
-        assert!(default.contains(&"netif_receive_skb") && default.contains(&"softirq_entry"));
+        assert_eq!(default, ["netif_receive_skb", "net_dev_start_xmit"]);
+        assert!(EbpfMode::Default.sampled() && !EbpfMode::Deep.sampled());
         let deep: Vec<&str> = EbpfMode::Deep.programs().iter().map(|p| p.1).collect();
-        assert!(deep.contains(&"napi_poll") && deep.len() == PROGRAMS.len());
+        assert!(deep.contains(&"napi_poll") && deep.contains(&"softirq_entry"));
+        assert_eq!(deep.len(), PROGRAMS.len());
         let off = EbpfStatus::off(EbpfMode::Default, "eBPF off: why");
         assert_eq!(off.line(), "eBPF off: why");
+        let on = EbpfStatus {
+            mode: EbpfMode::Default,
+            probes: default.iter().map(|p| p.to_string()).collect(),
+            ifaces: vec!["veth-a".into()],
+            off: None,
+            sampled_pct: Some(25),
+        };
+        assert_eq!(
+            on.line(),
+            "eBPF default: netif_receive_skb, net_dev_start_xmit (sampled: 25 % of each interval) on veth-a"
+        );
     }
 
     #[test]
@@ -548,11 +613,12 @@ mod tests {
         .expect("a minimal Sample");
         let mut local = blank.clone();
         local.ebpf = Some("on".into());
+        local.ebpf_observed = Some(0.25);
         local.probes = vec!["netif_receive_skb".into()];
         local.queue_cpus = vec![cell("veth-a"), cell("veth-b")];
         local.queues = vec![
-            row("veth-a", QueueSource::Ebpf),
-            row("veth-b", QueueSource::Ebpf),
+            row("veth-a", QueueSource::EbpfSampled),
+            row("veth-b", QueueSource::EbpfSampled),
             row("veth-a", QueueSource::Ethtool),
         ];
         local.softirq_time = vec![SoftirqTime {
@@ -577,6 +643,7 @@ mod tests {
             "veth-b's ethtool row and the moved eBPF row"
         );
         assert_eq!(peer.softirq_time, local.softirq_time);
+        assert_eq!(peer.ebpf_observed, Some(0.25), "the share is kernel-wide");
         assert_eq!((peer.ebpf.as_deref(), peer.probes.len()), (Some("on"), 1));
         drop_peer_share(&mut lonely, &["veth-b".to_string()]);
         assert!(lonely.queue_cpus.iter().all(|c| c.iface == "veth-a"));

@@ -101,15 +101,23 @@ pub struct Sample {
     /// Active eBPF probes, by tracepoint (empty when eBPF is off).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub probes: Vec<String>,
-    /// Exact softirq handler time per CPU (eBPF `softirq_entry`/`exit`), CPUs
-    /// that ran a softirq in the interval.
+    /// Exact softirq handler time per CPU (eBPF `softirq_entry`/`exit`, deep
+    /// set), CPUs that ran a softirq in the interval. Absent otherwise: the
+    /// softirq time is then `cpus`' softirq column (/proc/stat).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub softirq_time: Vec<SoftirqTime>,
     /// The queue→CPU matrix (eBPF): packets and bytes of each queue of the
     /// interfaces under test by the CPU that processed them; non-zero cells.
-    /// Their sums over CPUs are in `queues` with source `ebpf`.
+    /// Their sums over CPUs are in `queues` with source `ebpf`, or
+    /// `ebpf_sampled` when `ebpf_observed` is set.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queue_cpus: Vec<QueueCpu>,
+    /// The share of the interval (0..=1) the packet probes were attached
+    /// when the default set samples them: `queue_cpus` and the
+    /// `ebpf_sampled` queue rows are what they counted, scaled by its
+    /// inverse. Absent when they count every skb (`--ebpf deep`) or are off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ebpf_observed: Option<f64>,
     /// NAPI polls, work and budget-exhausted counts per instance and CPU (eBPF, deep set).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub napi: Vec<NapiSample>,
@@ -166,18 +174,28 @@ pub enum QueueSource {
     Qstats,
     /// The driver's private `ethtool -S` counters.
     Ethtool,
-    /// eBPF probes.
+    /// eBPF probes, counting every skb (`--ebpf deep`).
     Ebpf,
+    /// eBPF probes attached for a share of the interval (the default set):
+    /// what they counted, scaled to the interval (the share is the Sample's
+    /// `ebpf_observed`).
+    EbpfSampled,
 }
 
 impl QueueSource {
-    /// Short name for tables (`qstats`, `ethtool -S`, `eBPF`).
+    /// Short name for tables (`qstats`, `ethtool -S`, `eBPF`, `eBPF sampled`).
     pub fn name(self) -> &'static str {
         match self {
             QueueSource::Qstats => "qstats",
             QueueSource::Ethtool => "ethtool -S",
             QueueSource::Ebpf => "eBPF",
+            QueueSource::EbpfSampled => "eBPF sampled",
         }
+    }
+
+    /// True for the eBPF probes' counts, exact or sampled.
+    pub fn is_ebpf(self) -> bool {
+        matches!(self, QueueSource::Ebpf | QueueSource::EbpfSampled)
     }
 }
 
@@ -253,7 +271,8 @@ impl Sample {
     }
 }
 
-/// Exact softirq handler time of one CPU over an interval (eBPF `softirq_entry`/`exit`).
+/// Exact softirq handler time of one CPU over an interval (eBPF
+/// `softirq_entry`/`exit`, deep set).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SoftirqTime {
     /// CPU.
@@ -281,9 +300,10 @@ pub struct QueueCpu {
     pub queue: Option<u32>,
     /// The CPU that ran the hook.
     pub cpu: CpuId,
-    /// skbs (a GSO/GRO skb counts once, as in /proc/net/dev).
+    /// skbs (a GSO/GRO skb counts once, as in /proc/net/dev); an estimate
+    /// when the Sample's `ebpf_observed` is set.
     pub packets: u64,
-    /// Bytes (`skb->len`).
+    /// Bytes (`skb->len`), likewise.
     pub bytes: u64,
 }
 

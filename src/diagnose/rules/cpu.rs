@@ -260,12 +260,17 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             "eBPF softirq_entry/exit (exact)",
         ));
     }
+    let matrix_src = if on.iter().any(|s| s.ebpf_observed.is_some()) {
+        "eBPF netif_receive_skb (sampled)"
+    } else {
+        "eBPF netif_receive_skb"
+    };
     for (iface, q, share) in &queues {
         f = f.ev(Evidence::num(
             format!("{iface} rx queue {q} packets handled on cpu{cpu}"),
             share * 100.0,
             "%",
-            "eBPF netif_receive_skb",
+            matrix_src,
         ));
     }
     for (nic, irq) in &irqs {

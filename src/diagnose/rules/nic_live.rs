@@ -53,6 +53,7 @@ fn source_rank(s: QueueSource) -> u8 {
         QueueSource::Qstats => 0,
         QueueSource::Ethtool => 1,
         QueueSource::Ebpf => 2,
+        QueueSource::EbpfSampled => 3,
     }
 }
 
@@ -62,6 +63,8 @@ fn source_label(s: QueueSource, dir: Dir) -> &'static str {
         (QueueSource::Qstats, _) => "netdev qstats",
         (QueueSource::Ebpf, Dir::Rx) => "eBPF netif_receive_skb",
         (QueueSource::Ebpf, Dir::Tx) => "eBPF net_dev_start_xmit",
+        (QueueSource::EbpfSampled, Dir::Rx) => "eBPF netif_receive_skb (sampled)",
+        (QueueSource::EbpfSampled, Dir::Tx) => "eBPF net_dev_start_xmit (sampled)",
         (s, _) => s.name(),
     }
 }

@@ -1,9 +1,11 @@
-//! The aya side of the eBPF probes: write the configuration (interface
-//! filter, timed vectors) into the object's read-only data, load and attach
-//! the mode's programs, read the per-CPU maps as deltas. Owns the kernel
-//! objects; dropping [`Ebpf`] detaches every program and closes every map
-//! (nothing is pinned).
+//! The aya side of the eBPF probes: write the configuration (the interface
+//! filter) into the object's read-only data, load and attach the mode's
+//! programs, read the per-CPU maps as deltas — scaled up to the whole
+//! interval when the default set's sampling window ([`super::gate`]) covered
+//! only part of it. Owns the kernel objects; dropping [`Ebpf`] detaches every
+//! program and closes every map (nothing is pinned).
 
+use super::gate::{self, Gate};
 use super::{
     queue_index, EbpfIface, EbpfMode, EbpfStatus, EbpfUnavailable, NapiCount, NapiKey, NapiSample,
     QueueCount, QueueCpu, SoftirqSlot, SoftirqTime, MAX_IFACES, NET_RX, NET_TX, NR_SOFTIRQS,
@@ -12,9 +14,11 @@ use super::{
 use crate::probe::ethtool_names::Dir;
 use crate::units::CpuId;
 use aya::maps::{MapData, PerCpuArray, PerCpuHashMap};
+use aya::programs::tp_btf::BtfTracePointLinkId;
 use aya::programs::BtfTracePoint;
 use aya::{Btf, EbpfLoader};
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 /// Capability bits (linux/capability.h).
 const CAP_SYS_ADMIN: u32 = 21;
@@ -23,12 +27,36 @@ const CAP_BPF: u32 = 39;
 
 /// Loaded and attached probes.
 pub struct Ebpf {
-    bpf: aya::Ebpf,
+    programs: Programs,
+    maps: Maps,
+    /// Kernel ids of the loaded programs, by name.
+    ids: Vec<(&'static str, u32)>,
     mode: EbpfMode,
     ifaces: Vec<EbpfIface>,
     prev_queues: HashMap<u32, Vec<QueueCount>>,
     prev_softirq: Vec<Vec<SoftirqSlot>>,
     prev_napi: HashMap<NapiKey, Vec<NapiCount>>,
+    /// When the maps were last read (load counts as a read).
+    last_read: Instant,
+    /// The sampler's interval, when it said (sizes the sampling windows).
+    interval: Option<Duration>,
+}
+
+/// Who holds the programs (and so their links).
+enum Programs {
+    /// Attached for as long as the [`Ebpf`] lives (deep: exact counts).
+    /// Held, never read: dropping it detaches and unloads the programs.
+    Always(#[allow(dead_code)] aya::Ebpf),
+    /// Attached during a window of each interval by the gate thread (default).
+    Gated(Gate),
+}
+
+/// The maps, taken out of the object: the reader owns them, the programs
+/// (wherever they are) keep writing to them.
+struct Maps {
+    queues: PerCpuArray<MapData, QueueCount>,
+    softirq: PerCpuArray<MapData, SoftirqSlot>,
+    napi: PerCpuHashMap<MapData, NapiKey, NapiCount>,
 }
 
 impl std::fmt::Debug for Ebpf {
@@ -41,24 +69,35 @@ impl std::fmt::Debug for Ebpf {
 }
 
 /// What the probes counted since the previous [`Ebpf::read`] (non-zero cells only).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct EbpfCounters {
-    /// Softirq handler time per CPU.
+    /// Softirq handler time per CPU (deep set).
     pub softirq: Vec<SoftirqTime>,
-    /// The queue→CPU matrix.
+    /// The queue→CPU matrix; estimates when `observed` is set.
     pub queue_cpus: Vec<QueueCpu>,
     /// NAPI polls per instance and CPU (deep set).
     pub napi: Vec<NapiSample>,
+    /// The share of the span (0..=1) the packet programs were attached when
+    /// they are sampled (default set): `queue_cpus` holds what they counted
+    /// scaled by its inverse, and nothing when it is 0. None: they counted
+    /// every skb.
+    pub observed: Option<f64>,
 }
 
-/// A map could not be read.
+/// The maps could not be read, or the sampled probes could not be attached.
 #[derive(Debug, thiserror::Error)]
-#[error("ebpf: reading map {map}: {reason}")]
-pub struct EbpfReadError {
-    /// Map name.
-    pub map: &'static str,
-    /// aya's answer.
-    pub reason: String,
+pub enum EbpfReadError {
+    /// A map read failed.
+    #[error("ebpf: reading map {map}: {reason}")]
+    Map {
+        /// Map name.
+        map: &'static str,
+        /// aya's answer.
+        reason: String,
+    },
+    /// A sampling window could not open.
+    #[error("ebpf: attaching the sampled probes failed, this interval has no eBPF counts: {0}")]
+    Window(String),
 }
 
 /// True when the effective capabilities allow loading tracing programs.
@@ -82,28 +121,77 @@ fn load_err(what: &str, e: impl std::fmt::Display) -> EbpfUnavailable {
     }
 }
 
-/// The map `name` of `bpf` as the typed view `M`.
-fn map<'a, M>(bpf: &'a aya::Ebpf, name: &'static str) -> Result<M, EbpfReadError>
-where
-    M: TryFrom<&'a aya::maps::Map>,
-    M::Error: std::fmt::Display,
-{
-    bpf.map(name)
-        .ok_or_else(|| read_err(name, "missing"))?
-        .try_into()
-        .map_err(|e| read_err(name, e))
-}
-
 /// The previous reading of `cpu` (zero before the first one).
 fn prev_of<T: Copy + Default>(prev: Option<&[T]>, cpu: usize) -> T {
     prev.and_then(|p| p.get(cpu)).copied().unwrap_or_default()
 }
 
 fn read_err(map: &'static str, e: impl std::fmt::Display) -> EbpfReadError {
-    EbpfReadError {
+    EbpfReadError::Map {
         map,
         reason: e.to_string(),
     }
+}
+
+/// Take `name` out of `bpf` as the typed map `M`.
+fn take_map<M>(bpf: &mut aya::Ebpf, name: &'static str) -> Result<M, EbpfUnavailable>
+where
+    M: TryFrom<aya::maps::Map>,
+    M::Error: std::fmt::Display,
+{
+    bpf.take_map(name)
+        .ok_or_else(|| load_err(name, "not in the object"))?
+        .try_into()
+        .map_err(|e| load_err(name, e))
+}
+
+/// The embedded object with the interface filter written into its
+/// read-only data, maps created, no program loaded yet.
+fn object(ifaces: &[EbpfIface], btf: &Btf) -> Result<aya::Ebpf, EbpfUnavailable> {
+    let mut ifindex = [0u32; MAX_IFACES];
+    let mut netns = [0u32; MAX_IFACES];
+    for (slot, i) in ifaces.iter().enumerate() {
+        ifindex[slot] = i.key.ifindex;
+        netns[slot] = i.key.netns;
+    }
+    let n = ifaces.len() as u32;
+    EbpfLoader::new()
+        .btf(Some(btf))
+        .override_global("ws_nifaces", &n, true)
+        .override_global("ws_ifindex", &ifindex, true)
+        .override_global("ws_netns", &netns, true)
+        .load(OBJECT)
+        .map_err(|e| load_err("ebpf/wirescope.bpf.o", e))
+}
+
+/// Attach `mode`'s (loaded) programs; their links, by program name.
+fn attach(
+    bpf: &mut aya::Ebpf,
+    mode: EbpfMode,
+) -> Result<Vec<(&'static str, BtfTracePointLinkId)>, EbpfUnavailable> {
+    let mut links = Vec::new();
+    for (name, tracepoint_name) in mode.programs() {
+        let id = tracepoint(bpf, name)?
+            .attach()
+            .map_err(|e| EbpfUnavailable::Attach {
+                program: name.to_string(),
+                tracepoint: tracepoint_name.to_string(),
+                reason: e.to_string(),
+            })?;
+        links.push((*name, id));
+    }
+    Ok(links)
+}
+
+/// The program `name` in `bpf`, typed.
+fn tracepoint<'a>(
+    bpf: &'a mut aya::Ebpf,
+    name: &str,
+) -> Result<&'a mut BtfTracePoint, EbpfUnavailable> {
+    bpf.program_mut(name)
+        .ok_or_else(|| load_err(name, "not in the object"))?
+        .try_into()
+        .map_err(|e| load_err(name, e))
 }
 
 impl Ebpf {
@@ -125,42 +213,41 @@ impl Ebpf {
             return Err(EbpfUnavailable::NoBtf);
         }
         let btf = Btf::from_sys_fs().map_err(|e| load_err("kernel BTF", e))?;
-        let mut ifindex = [0u32; MAX_IFACES];
-        let mut netns = [0u32; MAX_IFACES];
-        for (slot, i) in ifaces.iter().enumerate() {
-            ifindex[slot] = i.key.ifindex;
-            netns[slot] = i.key.netns;
-        }
-        let n = ifaces.len() as u32;
-        let all_vectors = u32::from(mode == EbpfMode::Deep);
-        let mut bpf = EbpfLoader::new()
-            .btf(Some(&btf))
-            .override_global("ws_nifaces", &n, true)
-            .override_global("ws_ifindex", &ifindex, true)
-            .override_global("ws_netns", &netns, true)
-            .override_global("ws_all_vectors", &all_vectors, true)
-            .load(OBJECT)
-            .map_err(|e| load_err("ebpf/wirescope.bpf.o", e))?;
-        for (name, tracepoint) in mode.programs() {
-            let p: &mut BtfTracePoint = bpf
-                .program_mut(name)
-                .ok_or_else(|| load_err(name, "not in the object"))?
-                .try_into()
+        let mut bpf = object(ifaces, &btf)?;
+        let mut ids = Vec::new();
+        for (name, tracepoint_name) in mode.programs() {
+            let p = tracepoint(&mut bpf, name)?;
+            p.load(tracepoint_name, &btf)
                 .map_err(|e| load_err(name, e))?;
-            p.load(tracepoint, &btf).map_err(|e| load_err(name, e))?;
-            p.attach().map_err(|e| EbpfUnavailable::Attach {
-                program: name.to_string(),
-                tracepoint: tracepoint.to_string(),
-                reason: e.to_string(),
-            })?;
+            ids.push((*name, p.info().map_err(|e| load_err(name, e))?.id()));
         }
+        let maps = Maps {
+            queues: take_map(&mut bpf, "ws_queues")?,
+            softirq: take_map(&mut bpf, "ws_softirq")?,
+            napi: take_map(&mut bpf, "ws_napi")?,
+        };
+        let start = Instant::now();
+        let links = attach(&mut bpf, mode)?;
+        let programs = if mode.sampled() {
+            let names = mode.programs().iter().map(|p| p.0).collect();
+            Programs::Gated(
+                Gate::start(bpf, names, links, gate::midpoint(start))
+                    .map_err(|e| load_err("the ws-ebpf-gate thread", e))?,
+            )
+        } else {
+            Programs::Always(bpf)
+        };
         Ok(Ebpf {
-            bpf,
+            programs,
+            maps,
+            ids,
             mode,
             ifaces: ifaces.to_vec(),
             prev_queues: HashMap::new(),
             prev_softirq: Vec::new(),
             prev_napi: HashMap::new(),
+            last_read: start,
+            interval: None,
         })
     }
 
@@ -171,6 +258,10 @@ impl Ebpf {
             probes: self.probes(),
             ifaces: self.ifaces.iter().map(|i| i.name.clone()).collect(),
             off: None,
+            sampled_pct: self
+                .mode
+                .sampled()
+                .then(|| (gate::SHARE * 100.0).round() as u32),
         }
     }
 
@@ -192,32 +283,60 @@ impl Ebpf {
     /// accumulates these only while run-time statistics are enabled
     /// (`aya::sys::enable_stats`), otherwise they stay zero.
     pub fn program_stats(&self) -> Vec<(String, u32, std::time::Duration, u64)> {
-        self.bpf
-            .programs()
-            .filter_map(|(n, p)| {
-                let i = p.info().ok()?;
-                Some((n.to_string(), i.id(), i.run_time(), i.run_count()))
+        let mut out: Vec<_> = aya::programs::loaded_programs()
+            .flatten()
+            .filter_map(|p| {
+                let (name, id) = self.ids.iter().find(|(_, id)| *id == p.id())?;
+                Some((name.to_string(), *id, p.run_time(), p.run_count()))
             })
-            .collect()
+            .collect();
+        out.sort_by_key(|p| p.1);
+        out
     }
 
-    /// Counts since the previous read (the first read: since load).
+    /// The sampling interval from now on: the default set's window after
+    /// each read is a share of it (until set, of the time between reads).
+    pub fn set_interval(&mut self, interval: Duration) {
+        self.interval = Some(interval);
+    }
+
+    /// Counts since the previous read (the first read: since load). In the
+    /// default set the packet programs' counts are scaled to the span, and
+    /// the next sampling window opens.
     pub fn read(&mut self) -> Result<EbpfCounters, EbpfReadError> {
+        let deep = self.mode == EbpfMode::Deep;
+        let mut queue_cpus = self.read_queues()?;
+        let now = Instant::now();
+        let span = now.saturating_duration_since(self.last_read);
+        self.last_read = now;
+        let observed = match &self.programs {
+            Programs::Always(_) => None,
+            Programs::Gated(g) => {
+                let seen = g.observed(now);
+                g.open(gate::window_after(self.interval.unwrap_or(span)));
+                if let Some(e) = seen.error {
+                    return Err(EbpfReadError::Window(e));
+                }
+                let share = (seen.attached.as_secs_f64() / span.as_secs_f64().max(1e-9)).min(1.0);
+                scale(&mut queue_cpus, share);
+                Some(share)
+            }
+        };
         Ok(EbpfCounters {
-            softirq: self.read_softirq()?,
-            queue_cpus: self.read_queues()?,
-            napi: if self.mode == EbpfMode::Deep {
-                self.read_napi()?
+            softirq: if deep {
+                self.read_softirq()?
             } else {
                 Vec::new()
             },
+            queue_cpus,
+            napi: if deep { self.read_napi()? } else { Vec::new() },
+            observed,
         })
     }
 
     fn read_napi(&mut self) -> Result<Vec<NapiSample>, EbpfReadError> {
-        let map: PerCpuHashMap<&MapData, NapiKey, NapiCount> = map(&self.bpf, "ws_napi")?;
         let mut out = Vec::new();
-        for entry in map.iter() {
+        for entry in self.maps.napi.iter() {
             let (k, v) = entry.map_err(|e| read_err("ws_napi", e))?;
             let cur = v.to_vec();
             let prev = self.prev_napi.insert(k, cur.clone());
@@ -245,10 +364,13 @@ impl Ebpf {
     }
 
     fn read_softirq(&mut self) -> Result<Vec<SoftirqTime>, EbpfReadError> {
-        let map: PerCpuArray<&MapData, SoftirqSlot> = map(&self.bpf, "ws_softirq")?;
         let mut cur = Vec::with_capacity(NR_SOFTIRQS as usize);
         for vec in 0..NR_SOFTIRQS {
-            let v = map.get(&vec, 0).map_err(|e| read_err("ws_softirq", e))?;
+            let v = self
+                .maps
+                .softirq
+                .get(&vec, 0)
+                .map_err(|e| read_err("ws_softirq", e))?;
             cur.push(v.to_vec());
         }
         let prev = std::mem::replace(&mut self.prev_softirq, cur);
@@ -281,7 +403,7 @@ impl Ebpf {
     }
 
     fn read_queues(&mut self) -> Result<Vec<QueueCpu>, EbpfReadError> {
-        let map: PerCpuArray<&MapData, QueueCount> = map(&self.bpf, "ws_queues")?;
+        let map = &self.maps.queues;
         let mut out = Vec::new();
         for (slot, i) in self.ifaces.iter().enumerate() {
             for (dir, n) in [(Dir::Rx, i.rx_queues), (Dir::Tx, i.tx_queues)] {
@@ -318,5 +440,43 @@ impl Ebpf {
             }
         }
         Ok(out)
+    }
+}
+
+/// Scale what the packet programs counted during `share` of a span to the
+/// whole span (nothing is left when they covered none of it).
+fn scale(cells: &mut Vec<QueueCpu>, share: f64) {
+    if share <= 0.0 {
+        cells.clear();
+        return;
+    }
+    let k = 1.0 / share;
+    for c in cells.iter_mut() {
+        c.packets = (c.packets as f64 * k).round() as u64;
+        c.bytes = (c.bytes as f64 * k).round() as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampled_counts_are_scaled_to_the_span_and_dropped_when_unseen() {
+        let cell = |packets| QueueCpu {
+            iface: "veth-b".into(),
+            dir: Dir::Rx,
+            queue: Some(0),
+            cpu: CpuId(1),
+            packets,
+            bytes: packets * 1500,
+        };
+        let mut cells = vec![cell(250), cell(1)];
+        scale(&mut cells, 0.25);
+        assert_eq!(cells, vec![cell(1000), cell(4)]);
+        scale(&mut cells, 1.0);
+        assert_eq!(cells, vec![cell(1000), cell(4)]);
+        scale(&mut cells, 0.0);
+        assert!(cells.is_empty());
     }
 }

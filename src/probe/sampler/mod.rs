@@ -90,6 +90,8 @@ pub trait EbpfSource: Send {
     fn probes(&self) -> Vec<String>;
     /// Counts since the previous read.
     fn read(&mut self) -> Result<EbpfCounters, EbpfReadError>;
+    /// The sampling interval from now on (sizes the default set's windows).
+    fn set_interval(&mut self, _interval: Duration) {}
 }
 
 impl EbpfSource for Ebpf {
@@ -104,6 +106,9 @@ impl EbpfSource for Ebpf {
     }
     fn read(&mut self) -> Result<EbpfCounters, EbpfReadError> {
         Ebpf::read(self)
+    }
+    fn set_interval(&mut self, interval: Duration) {
+        Ebpf::set_interval(self, interval);
     }
 }
 
@@ -158,6 +163,7 @@ struct EbpfPart {
     probes: Vec<String>,
     softirq_time: Vec<super::ebpf::SoftirqTime>,
     queue_cpus: Vec<super::ebpf::QueueCpu>,
+    observed: Option<f64>,
     napi: Vec<super::ebpf::NapiSample>,
     queues: Vec<QueueSample>,
 }
@@ -390,6 +396,7 @@ impl Sampler {
                         part.queues = c.queue_samples(e.ifaces(), secs);
                         part.softirq_time = c.softirq;
                         part.queue_cpus = c.queue_cpus;
+                        part.observed = c.observed;
                         part.napi = c.napi;
                     }
                     Err(err) => errors.push(err.to_string()),
@@ -404,6 +411,9 @@ impl Sampler {
     /// Intervals are omitted by number (those that end within `omit`, at
     /// `interval` each), so both hosts mark the same ones whatever their clocks.
     pub fn begin(&mut self, engine: Option<EngineView>, omit: Duration, interval: Duration) {
+        if let EbpfState::On(e) = &mut self.ebpf {
+            e.set_interval(interval);
+        }
         self.read_host(&mut Vec::new());
         self.read_ebpf(&mut Vec::new());
         self.read_ifaces(&mut Vec::new(), &mut Vec::new());
@@ -477,6 +487,7 @@ impl Sampler {
             probes: ebpf.probes,
             softirq_time: ebpf.softirq_time,
             queue_cpus: ebpf.queue_cpus,
+            ebpf_observed: ebpf.observed,
             napi: ebpf.napi,
             rdma,
         };

@@ -131,6 +131,7 @@ impl EbpfSource for Maps {
                 bytes: 7000,
             }],
             napi: Vec::new(),
+            observed: None,
         })
     }
 }

@@ -88,7 +88,7 @@ fn idle(q: &QueueSample) -> bool {
 /// `skb->len` after the Ethernet header is pulled (L3, the IP packet).
 fn layer(source: QueueSource, dir: Dir) -> &'static str {
     match (source, dir) {
-        (QueueSource::Ebpf, Dir::Rx) => "L3",
+        (QueueSource::Ebpf | QueueSource::EbpfSampled, Dir::Rx) => "L3",
         _ => "L2",
     }
 }
@@ -140,7 +140,7 @@ fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>)
             };
             spans.push(Span::styled(format!("{drops:>7}"), dstyle));
             spans.push(Span::raw(format!("  {}", q.source.name())));
-            if q.source == QueueSource::Ebpf {
+            if q.source.is_ebpf() {
                 spans.push(Span::raw(cpu_split(s, q)));
             }
             lines.push(Line::from(spans));

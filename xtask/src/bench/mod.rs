@@ -8,6 +8,7 @@
 mod ebpf;
 mod grpc;
 mod lab;
+mod observer;
 mod parse;
 mod rr;
 mod sink;
@@ -28,7 +29,7 @@ pub enum BenchCmd {
     Tcp(tcp::TcpArgs),
     /// TCP request/response latency and rate: wirescope rr vs sockperf ping-pong.
     Rr(rr::RrArgs),
-    /// Cost of the eBPF probe sets: throughput with --ebpf off/default/deep, and per-program run time.
+    /// Cost of the eBPF probe sets: throughput with --ebpf off/default/deep, per-program run time, observer share of the busy CPU.
     Ebpf(ebpf::EbpfArgs),
     /// gRPC: wirescope's client and server vs ghz and grpc-go's benchmark server (req/s, memory).
     Grpc(grpc::GrpcArgs),
