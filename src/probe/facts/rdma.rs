@@ -258,7 +258,7 @@ pub struct RdmaPortFacts {
     /// Source of `active_mtu` / `max_mtu`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub mtu_source: String,
-    /// Names present in `counters/` (values are in [`counters`]).
+    /// Names present in `counters/` (values are in `probe::rdma::counters`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub counters: Vec<String>,
     /// Names present in `hw_counters/`.
