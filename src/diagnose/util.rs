@@ -147,6 +147,22 @@ pub fn version_numbers(v: &str) -> Vec<u64> {
         .collect()
 }
 
+/// Mean busy % of each core over `samples` (omitted intervals left out),
+/// by CPU number.
+pub fn mean_core_busy<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<(u32, f64)> {
+    let mut busy: std::collections::BTreeMap<u32, (f64, usize)> = std::collections::BTreeMap::new();
+    for s in samples.into_iter().filter(|s| !s.omitted) {
+        for c in &s.cpus {
+            let e = busy.entry(c.cpu.0).or_default();
+            e.0 += c.busy().0;
+            e.1 += 1;
+        }
+    }
+    busy.into_iter()
+        .map(|(cpu, (sum, n))| (cpu, sum / n.max(1) as f64))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -203,15 +203,20 @@ pub fn build(d: &PointData<'_>) -> Summary {
         EndReason::PeerLost(why) => (true, false, Some(format!("peer lost: {why}"))),
         EndReason::Failed(why) => (false, false, Some(why.clone())),
     };
+    // RDMA: the rates are perftest's (its report's window, not the loop's set-up).
+    let (throughput_bps, rate_per_s) = match rdma.as_ref().and_then(|r| r.bw) {
+        Some(b) => (b.bw_avg_gbps * 1e9, b.msg_rate_mpps * 1e6),
+        None => (per_s(bytes as f64 * 8.0), per_s(messages as f64)),
+    };
     Summary {
         engine: d.spec.kind().name().into(),
         mode: mode.into(),
         sweep: d.sweep.clone(),
         duration_s,
         bytes,
-        throughput_bps: per_s(bytes as f64 * 8.0),
+        throughput_bps,
         messages,
-        rate_per_s: per_s(messages as f64),
+        rate_per_s,
         mib_per_s: pingpong.then(|| per_s(bytes as f64 / 1048576.0)),
         grpc: grpc_summary(o, d.agg, duration_s),
         sink,

@@ -732,7 +732,7 @@ pub fn summary_block(s: &Summary) -> String {
         }
     }
     let retr: u32 = s.streams.iter().map(|x| x.retransmits).sum();
-    if s.sink.is_none() {
+    if s.sink.is_none() && s.rdma.is_none() {
         let _ = writeln!(
             out,
             "[SUM] 0.00-{:.2} s  {:>11}  {:>14}  retr {retr}  (bytes counted by the receiver)",
@@ -741,7 +741,7 @@ pub fn summary_block(s: &Summary) -> String {
             BitsPerSec(s.throughput_bps).to_string()
         );
     }
-    if s.messages > 0 && s.sink.is_none() {
+    if s.messages > 0 && s.sink.is_none() && s.rdma.is_none() {
         let _ = write!(out, "{} messages, {}/s", s.messages, si(s.rate_per_s));
         if let Some(m) = s.mib_per_s {
             let _ = write!(out, ", {m:.1} MiB/s");

@@ -23,11 +23,7 @@ pub fn prepare(
         EngineSpec::Sink(s) => {
             // The other end's test address (its setup names it) is where
             // the frames go or come from; else the control peer's.
-            let target = match peer_setup {
-                Some(EngineSetup::Sink(e)) => Some(IpAddr::V4(e.ip)),
-                Some(EngineSetup::Generator(e)) => Some(IpAddr::V4(e.ip)),
-                _ => peer,
-            };
+            let target = peer_setup.and_then(EngineSetup::address).or(peer);
             let Some(target) = target else {
                 return Err(EngineError::Unsupported(
                     "the packet test cannot tell which interface leads to the other host (no address known)".into(),
@@ -41,7 +37,9 @@ pub fn prepare(
             let paths = crate::probe::sink_path::PathProbe::opener();
             Ok(Box::new(PacketEngine::prepare(s, side, &iface, &paths)?))
         }
-        EngineSpec::Rdma(r) => prepare_rdma(r, side, peer),
+        EngineSpec::Rdma(r) => {
+            prepare_rdma(r, side, peer_setup.and_then(EngineSetup::address).or(peer))
+        }
         _ => prepare_engine(spec, side),
     }
 }
@@ -61,16 +59,15 @@ fn prepare_rdma(
         Side::Controller => "this host",
         Side::Agent => "the agent's host",
     };
-    let iface = peer.and_then(crate::probe::system::route_iface);
-    preflight(&host, &SidewayProvider, here, iface.as_deref()).map_err(EngineError::Unsupported)?;
+    // Default: the device behind the interface that routes to the peer,
+    // and the RoCE v2 GID of the local address on it.
+    let (route, local) = peer.map_or((None, None), crate::probe::system::route_to);
+    preflight(&host, &SidewayProvider, here, route.as_deref()).map_err(EngineError::Unsupported)?;
     let facts = crate::probe::rdma::read_rdma_facts(&host);
     let want = match side {
         Side::Controller => &spec.local,
         Side::Agent => &spec.peer,
     };
-    // Default: the device behind the interface that routes to the peer,
-    // and the RoCE v2 GID of the local address on it.
-    let (route, local) = peer.map_or((None, None), crate::probe::system::route_to);
     let chosen = choose(&facts, want, route.as_deref(), local)
         .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
     let prepared = crate::traffic::rdma::prepare(spec, side, &SidewayProvider, &chosen)

@@ -283,6 +283,26 @@ pub enum EngineSetup {
     Rdma(RdmaSetup),
 }
 
+impl EngineSetup {
+    /// The test address of the end that sent this setup, when it names one
+    /// (the interface or device that carries the test routes to it; the
+    /// control connection may use another network).
+    pub fn address(&self) -> Option<std::net::IpAddr> {
+        match self {
+            EngineSetup::Sink(e) => Some(std::net::IpAddr::V4(e.ip)),
+            EngineSetup::Generator(e) => Some(std::net::IpAddr::V4(e.ip)),
+            EngineSetup::Rdma(r) => r
+                .gid
+                .and_then(|g| g.to_ipv4_mapped())
+                .map(std::net::IpAddr::V4),
+        }
+        .filter(|ip| match ip {
+            std::net::IpAddr::V4(v4) => super::sink::engine::is_test_address(*v4),
+            std::net::IpAddr::V6(_) => false,
+        })
+    }
+}
+
 /// An engine's own figures for one interval, beyond the byte and message
 /// counters every engine has (`EngineSample::extra`). Each engine with
 /// figures of its own adds its variant.

@@ -42,18 +42,7 @@ pub fn window(spec: &GrpcSpec, samples: &[Sample]) -> Option<GrpcWindow> {
     if intervals.is_empty() {
         return None;
     }
-    let mut busy: BTreeMap<u32, (f64, usize)> = BTreeMap::new();
-    for s in &counted {
-        for c in &s.cpus {
-            let e = busy.entry(c.cpu.0).or_default();
-            e.0 += c.busy().0;
-            e.1 += 1;
-        }
-    }
-    let core_busy = busy
-        .into_iter()
-        .map(|(cpu, (sum, n))| (cpu, sum / n.max(1) as f64))
-        .collect();
+    let core_busy = crate::diagnose::util::mean_core_busy(counted.iter().copied());
     let rtts: Vec<f64> = counted
         .iter()
         .flat_map(|s| s.conns.iter())

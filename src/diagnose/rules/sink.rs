@@ -87,21 +87,6 @@ fn figures_of(
     (sink, gen, iface)
 }
 
-/// Mean busy % per core over a host's Samples (warm-up left out).
-fn core_busy(samples: &[crate::probe::sample::Sample]) -> Vec<(CpuId, f64)> {
-    let mut busy: BTreeMap<CpuId, (f64, usize)> = BTreeMap::new();
-    for s in samples.iter().filter(|s| !s.omitted) {
-        for c in &s.cpus {
-            let e = busy.entry(c.cpu).or_default();
-            e.0 += c.busy().0;
-            e.1 += 1;
-        }
-    }
-    busy.into_iter()
-        .map(|(c, (sum, n))| (c, sum / n.max(1) as f64))
-        .collect()
-}
-
 /// The sink rules on a window of a packet test: the sink's figures come
 /// from the host that sinks, the generator's from the other one, the
 /// sink cores' topology from the sink host's facts.
@@ -128,7 +113,10 @@ pub fn session_rules(
         .facts()
         .filter(|_| !cpus.is_empty())
         .map(|f| SinkTopology::from_facts(f, cpus, Some(&iface)));
-    let busy = core_busy(window(host).samples);
+    let busy: Vec<(CpuId, f64)> = crate::diagnose::util::mean_core_busy(window(host).samples)
+        .into_iter()
+        .map(|(c, b)| (CpuId(c), b))
+        .collect();
     let i = SinkRuleInput {
         host,
         gen_host,

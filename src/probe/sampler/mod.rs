@@ -142,6 +142,8 @@ struct HostState {
     softnet: Vec<(CpuId, Softnet)>,
     snmp: BTreeMap<String, i64>,
     rdma: super::rdma::RdmaCounterReader,
+    /// The RDMA devices whose counters each Sample reads (read at `begin`).
+    rdma_facts: Option<super::rdma::RdmaFacts>,
 }
 
 /// The eBPF probes of this sampler.
@@ -423,9 +425,9 @@ impl Sampler {
         self.index = 0;
         self.omit_intervals =
             u64::try_from(omit.as_nanos() / interval.as_nanos().max(1)).unwrap_or(u64::MAX);
-        // RDMA counters count from here (the previous point's facts say
-        // whether there is a device; the first point's first interval has none).
+        // RDMA counters count from here: the devices now, and a first read.
         self.host.rdma = Default::default();
+        self.host.rdma_facts = Some(super::rdma::read_rdma_facts(self.source.as_ref()));
         let _ = self.read_rdma();
         self.facts = None;
         self.facts_due = true;
@@ -500,7 +502,7 @@ impl Sampler {
 
     /// The RDMA ports' counters since the previous Sample (hosts with a device only).
     fn read_rdma(&mut self) -> Option<super::rdma::RdmaSample> {
-        let facts = self.facts.as_ref()?.rdma.as_ref()?;
+        let facts = self.host.rdma_facts.as_ref()?;
         if facts.devices.is_empty() {
             return None;
         }

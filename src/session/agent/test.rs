@@ -105,11 +105,17 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
         return Ok(()); // the controller gave up (Stop/Failed), or it was told why
     };
     // Watch the interface that carries the test: the route back to the
-    // controller (its data connections' address, else its control address).
+    // controller (its data connections' address, else the test address its
+    // setup names, else its control address).
     let mut ifaces: Vec<String> = conns
         .first()
         .and_then(|c| c.peer_addr().ok())
         .map(|a| a.ip())
+        .or_else(|| {
+            test.setup
+                .as_ref()
+                .and_then(crate::traffic::EngineSetup::address)
+        })
         .or(ctx.controller)
         .and_then(crate::probe::system::route_iface)
         .into_iter()

@@ -291,13 +291,31 @@ impl Connected {
         self.path_mtu
     }
 
+    /// Does this end issue work and then keep its QPs until stopped (a
+    /// bidirectional bandwidth test: the other end still uses them)?
+    pub fn lingers_after_its_work(&self) -> bool {
+        self.spec.is_requester(self.side) && self.spec.bidir && self.spec.mode == RdmaMode::Bw
+    }
+
     /// Start the worker. The engine is a [`RunningEngine`] (no sockets; one
     /// connection counter per QP); the result appears in [`RdmaResult`].
     pub fn start(self) -> Result<(RunningEngine, RdmaResult), EngineError> {
+        self.start_with(EngineControl::default())
+    }
+
+    /// [`Connected::start`] with the worker parked until
+    /// [`RunningEngine::release`] (the session starts its clock in between).
+    pub fn start_gated(self) -> Result<(RunningEngine, RdmaResult), EngineError> {
+        self.start_with(EngineControl::gated())
+    }
+
+    fn start_with(
+        self,
+        control: EngineControl,
+    ) -> Result<(RunningEngine, RdmaResult), EngineError> {
         let qps = self.spec.qps as usize;
         let lat = self.spec.mode == RdmaMode::Lat;
         let counters = Arc::new(EngineCounters::new(qps, usize::from(lat)));
-        let control = EngineControl::default();
         let result = RdmaResult::default();
         let requester = self.spec.is_requester(self.side);
         let role = match (lat, requester) {

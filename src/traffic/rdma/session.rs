@@ -12,11 +12,13 @@
 use super::engine::{interval, Connected, Prepared, RdmaInterval, RdmaOutcome, RdmaResult};
 use super::setup::RdmaSetup;
 use crate::traffic::{
-    ConnSnapshot, Engine, EngineCounters, EngineError, EngineInterval, EngineProbe, EngineSetup,
-    EngineTotals, RunningEngine,
+    ConnSnapshot, Engine, EngineControl, EngineCounters, EngineError, EngineInterval, EngineProbe,
+    EngineSetup, EngineTotals, RunningEngine,
 };
+use hdrhistogram::Histogram;
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// One end of an RDMA test, prepared or connected.
 pub struct RdmaEngine {
@@ -28,8 +30,8 @@ pub struct RdmaEngine {
 enum State {
     Prepared(Box<Prepared>),
     Connected(Box<Connected>),
-    /// Only while moving between the two.
-    Moving,
+    /// The other end's setup was refused (said by `connect`).
+    Refused(String),
 }
 
 impl RdmaEngine {
@@ -61,14 +63,18 @@ impl Engine for RdmaEngine {
                 ))
             }
         };
-        match std::mem::replace(&mut self.state, State::Moving) {
-            State::Prepared(p) => {
-                let c = p
-                    .connect(&remote)
-                    .map_err(|e| EngineError::Unsupported(e.to_string()))?;
-                self.state = State::Connected(Box::new(c));
-                Ok(())
-            }
+        match std::mem::replace(&mut self.state, State::Refused(String::new())) {
+            State::Prepared(p) => match p.connect(&remote) {
+                Ok(c) => {
+                    self.state = State::Connected(Box::new(c));
+                    Ok(())
+                }
+                Err(e) => {
+                    let why = e.to_string();
+                    self.state = State::Refused(why.clone());
+                    Err(EngineError::Unsupported(why))
+                }
+            },
             other => {
                 self.state = other;
                 Err(EngineError::Unsupported(
@@ -79,32 +85,98 @@ impl Engine for RdmaEngine {
     }
 
     fn start(self: Box<Self>, _conns: Vec<TcpStream>) -> Result<RunningEngine, EngineError> {
-        let State::Connected(c) = self.state else {
-            return Err(EngineError::Unsupported(
-                "the rdma test started before the other end's setup arrived".into(),
-            ));
+        let c = match self.state {
+            State::Connected(c) => c,
+            State::Refused(why) if !why.is_empty() => {
+                return Err(EngineError::Unsupported(why));
+            }
+            _ => {
+                return Err(EngineError::Unsupported(
+                    "the rdma test started before the other end's setup arrived".into(),
+                ))
+            }
         };
-        let (mut engine, result) = c.start()?;
+        let bidir_requester = c.lingers_after_its_work();
+        let (mut engine, result) = c.start_gated()?;
+        if bidir_requester {
+            // Its worker keeps the QPs after its own iterations (the other
+            // end may still write into them) until the session stops it;
+            // the session learns the work is done from this watcher.
+            let control = engine.control.clone();
+            let r = result.clone();
+            let h = std::thread::Builder::new()
+                .name("ws-rdma-done".into())
+                .spawn(move || {
+                    signal_done_after_result(&control, &r);
+                    Ok(())
+                })
+                .map_err(|source| EngineError::Spawn {
+                    name: "ws-rdma-done".into(),
+                    source,
+                })?;
+            engine.threads.push(h);
+        }
         engine.probe = Some(Arc::new(RdmaProbe {
             counters: Arc::clone(&engine.counters),
             prev: Mutex::new(Vec::new()),
+            cur: Mutex::new(None),
             result,
         }));
         Ok(engine)
     }
 }
 
-/// The sampler's view of a running RDMA end.
+/// How long a bidirectional requester that finished its own work waits for
+/// the other end's, which started at the same `Go` with the same work,
+/// before the session is told this end is done (and stops both).
+pub const BIDIR_GRACE: Duration = Duration::from_secs(1);
+
+/// Tell the session this end's work is done once its result is published
+/// (plus [`BIDIR_GRACE`]); returns early when the session stops first.
+fn signal_done_after_result(control: &EngineControl, result: &RdmaResult) {
+    let mut since: Option<Instant> = None;
+    while !control.stopping() {
+        match since {
+            None if result.get().is_some() => since = Some(Instant::now()),
+            Some(t) if t.elapsed() >= BIDIR_GRACE => {
+                control.done.notify_one();
+                return;
+            }
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The sampler's view of a running RDMA end: the counters it reads first
+/// in an interval are the ones its figures use.
 struct RdmaProbe {
     counters: Arc<EngineCounters>,
     prev: Mutex<Vec<ConnSnapshot>>,
+    cur: Mutex<Option<Vec<ConnSnapshot>>>,
     result: RdmaResult,
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl EngineProbe for RdmaProbe {
-    fn interval(&self, secs: f64) -> Option<EngineInterval> {
+    fn counters(&self) -> Option<Vec<ConnSnapshot>> {
         let cur = self.counters.snapshot();
-        let mut prev = self.prev.lock().unwrap_or_else(|p| p.into_inner());
+        *lock(&self.cur) = Some(cur.clone());
+        Some(cur)
+    }
+
+    fn take_latency(&self) -> Option<Histogram<u64>> {
+        (!self.counters.latency.is_empty()).then(|| self.counters.take_latency())
+    }
+
+    fn interval(&self, secs: f64) -> Option<EngineInterval> {
+        let cur = lock(&self.cur)
+            .take()
+            .unwrap_or_else(|| self.counters.snapshot());
+        let mut prev = lock(&self.prev);
         // Latency percentiles travel in the Sample's own latency summary.
         let i: RdmaInterval = interval(&prev, &cur, secs, None);
         *prev = cur;

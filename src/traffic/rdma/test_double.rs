@@ -717,6 +717,18 @@ mod tests {
         ctl.connect(setup).unwrap();
         let mut ea = agt.start(Vec::new()).unwrap();
         let mut ec = ctl.start(Vec::new()).unwrap();
+        // Gated: the workers wait for the session's clock.
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            ec.counters
+                .snapshot()
+                .iter()
+                .map(|c| c.messages)
+                .sum::<u64>(),
+            0
+        );
+        ea.release();
+        ec.release();
         // The requester ends by itself after its iterations; its probe has the report.
         let done = std::sync::Arc::clone(&ec.control.done);
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -747,6 +759,39 @@ mod tests {
         ea.stop();
         ec.join().unwrap();
         ea.join().unwrap();
+        // Bidirectional: both ends keep their QPs after their own work; the
+        // controller's end still tells the session when its work is done.
+        let mut spec_b = bw(RdmaOp::Write);
+        spec_b.bidir = true;
+        let (a, b) = pair(k, 4096);
+        let mut ctl = Box::new(RdmaEngine::new(
+            Prepared::from_verbs(&spec_b, Side::Controller, Box::new(a), &chosen(k)).unwrap(),
+        ));
+        let mut agt = Box::new(RdmaEngine::new(
+            Prepared::from_verbs(&spec_b, Side::Agent, Box::new(b), &chosen(k)).unwrap(),
+        ));
+        agt.connect(ctl.setup()).unwrap();
+        ctl.connect(agt.setup()).unwrap();
+        let mut ea = agt.start(Vec::new()).unwrap();
+        let mut ec = ctl.start(Vec::new()).unwrap();
+        ea.release();
+        ec.release();
+        let done = std::sync::Arc::clone(&ec.control.done);
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(30), done.notified())
+                .await
+                .expect("a bidirectional requester says when its work is done")
+        });
+        ec.stop();
+        ea.stop();
+        ec.join().unwrap();
+        ea.join().unwrap();
+        for e in [&ec, &ea] {
+            match e.probe.as_ref().and_then(|p| p.totals()) {
+                Some(EngineTotals::Rdma(o)) => assert!(o.bw.is_some(), "{o:?}"),
+                other => panic!("{other:?}"),
+            }
+        }
         // A setup that is not the test's is refused when it arrives, each
         // with the reason: a wrong MTU, a zero rkey, a QP count that differs.
         let spec = bw(RdmaOp::Write);

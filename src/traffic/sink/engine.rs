@@ -11,9 +11,11 @@
 //!   threads* when it is prepared — before the generator's host hears `Go` —
 //!   so no frame arrives at an unbound queue. It counts nothing until
 //!   frames come; the sampler's intervals are deltas.
-//! * The generator end opens its path when it is prepared (so a refused
-//!   path is an error before `Go`) and starts sending when the session
-//!   releases its workers, i.e. when both clocks run.
+//! * The generator end looks its interface up when it is prepared, opens
+//!   its path (AF_XDP, TX ring or sockets, with fallbacks) when the sink's
+//!   setup arrives — so a refused path, or frames too large for the link,
+//!   is an error before `Go` — and starts sending when the session releases
+//!   its workers, i.e. when both clocks run.
 //! * On stop, the generator drains what it queued; the sink keeps reading
 //!   until its counts stay still for [`QUIET`] (at most [`DRAIN_LIMIT`]),
 //!   so frames in flight when the generator stopped are counted, not lost.
@@ -24,7 +26,7 @@
 
 use super::figures::{gen_interval, sink_interval, GenInterval, GenSnapshot, GenTotals};
 use super::figures::{PathOpener, SinkInterval, SinkSnapshot};
-use super::gen::{self, PreparedGenerator, RunningGenerator};
+use super::gen::{self, OpenedGenerator, PreparedGenerator, RunningGenerator};
 use super::rx::{self, RunningSink, SinkTotals};
 use super::spec::{GeneratorEnd, SinkEnd, SinkMode, SinkSpec};
 use crate::traffic::{
@@ -35,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use std::net::TcpStream;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The sink's counts must stay still this long after a stop before it ends.
 pub const QUIET: Duration = Duration::from_millis(300);
@@ -94,15 +96,16 @@ pub struct PacketEngine {
 
 enum PreparedEnd {
     /// The sink, bound and already counting.
-    Sink {
-        sink: Box<RunningSink>,
-        peer: Option<GeneratorEnd>,
+    Sink(Box<RunningSink>),
+    /// The generator, before the sink's setup arrived.
+    Gen(Box<PreparedGenerator>),
+    /// The generator with its path open for the sink's end.
+    Opened {
+        gen: Box<OpenedGenerator>,
+        end: GeneratorEnd,
     },
-    /// The generator, its path not opened yet.
-    Gen {
-        gen: Box<PreparedGenerator>,
-        sink: Option<SinkEnd>,
-    },
+    /// The generator could not open its path (said by `connect`).
+    Failed,
 }
 
 impl PacketEngine {
@@ -116,16 +119,9 @@ impl PacketEngine {
         paths: &PathOpener,
     ) -> Result<Self, EngineError> {
         let end = if side == spec.sink_side() {
-            let sink = rx::prepare(spec, side, iface, paths)?.start()?;
-            PreparedEnd::Sink {
-                sink: Box::new(sink),
-                peer: None,
-            }
+            PreparedEnd::Sink(Box::new(rx::prepare(spec, side, iface, paths)?.start()?))
         } else {
-            PreparedEnd::Gen {
-                gen: Box::new(gen::prepare(spec, side, iface, paths)?),
-                sink: None,
-            }
+            PreparedEnd::Gen(Box::new(gen::prepare(spec, side, iface, paths)?))
         };
         Ok(PacketEngine {
             spec: spec.clone(),
@@ -136,15 +132,21 @@ impl PacketEngine {
     /// The kernel id of the sink's XDP program, while attached.
     pub fn program_id(&self) -> Option<u32> {
         match &self.end {
-            PreparedEnd::Sink { sink, .. } => sink.program_id(),
-            PreparedEnd::Gen { .. } => None,
+            PreparedEnd::Sink(sink) => sink.program_id(),
+            _ => None,
         }
     }
 }
 
-/// Check a sink's setup answer against the test (it came over the network).
-fn check_sink_end(spec: &SinkSpec, s: &SinkEnd) -> Result<(), String> {
-    if s.ip.is_unspecified() || s.ip.is_broadcast() || s.ip.is_multicast() {
+/// A unicast IPv4 address the flows can go to or come from.
+pub fn is_test_address(ip: std::net::Ipv4Addr) -> bool {
+    !(ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() || ip.is_loopback())
+}
+
+/// Check a sink's setup answer against the test (it came over the network;
+/// whether the frames fit the link is the generator's check when it opens).
+fn check_sink_end(s: &SinkEnd) -> Result<(), String> {
+    if !is_test_address(s.ip) {
         return Err(format!(
             "the sink's address {} cannot receive the flows",
             s.ip
@@ -156,18 +158,17 @@ fn check_sink_end(spec: &SinkSpec, s: &SinkEnd) -> Result<(), String> {
     if s.rx_queues == 0 || s.rx_queues > super::spec::MAX_QUEUES {
         return Err(format!("the sink reports {} rx queues", s.rx_queues));
     }
-    let need = spec.frame_size.saturating_sub(18);
-    if s.mtu < need {
-        return Err(format!(
-            "{} B frames need an MTU of at least {need} on the sink's {} (it has {}); use a smaller --frame-size or raise the MTU (ip link set {} mtu {need})",
-            spec.frame_size, s.iface, s.mtu, s.iface
-        ));
-    }
     Ok(())
 }
 
 /// Check a generator's setup message against the test.
 fn check_gen_end(spec: &SinkSpec, g: &GeneratorEnd) -> Result<(), String> {
+    if !is_test_address(g.ip) {
+        return Err(format!(
+            "the generator's address {} cannot send the flows",
+            g.ip
+        ));
+    }
     if g.flows != spec.flow_count() {
         return Err(format!(
             "the generator sends {} flows, the test has {}",
@@ -186,33 +187,42 @@ fn check_gen_end(spec: &SinkSpec, g: &GeneratorEnd) -> Result<(), String> {
 
 impl Engine for PacketEngine {
     fn setup(&self) -> Option<EngineSetup> {
-        Some(match &self.end {
-            PreparedEnd::Sink { sink, .. } => EngineSetup::Sink(sink.end().clone()),
-            PreparedEnd::Gen { gen, .. } => EngineSetup::Generator(gen.end()),
-        })
+        match &self.end {
+            PreparedEnd::Sink(sink) => Some(EngineSetup::Sink(sink.end().clone())),
+            PreparedEnd::Gen(gen) => Some(EngineSetup::Generator(gen.end())),
+            PreparedEnd::Opened { end, .. } => Some(EngineSetup::Generator(end.clone())),
+            PreparedEnd::Failed => None,
+        }
     }
 
     fn connect(&mut self, peer: Option<EngineSetup>) -> Result<(), EngineError> {
         let bad = |m: String| Err(EngineError::Unsupported(m));
-        match (&mut self.end, peer) {
-            (PreparedEnd::Sink { peer, .. }, Some(EngineSetup::Generator(g))) => {
-                if let Err(e) = check_gen_end(&self.spec, &g) {
+        match (std::mem::replace(&mut self.end, PreparedEnd::Failed), peer) {
+            (PreparedEnd::Sink(sink), Some(EngineSetup::Generator(g))) => {
+                self.end = PreparedEnd::Sink(sink);
+                check_gen_end(&self.spec, &g).or_else(bad)
+            }
+            (PreparedEnd::Gen(gen), Some(EngineSetup::Sink(s))) => {
+                if let Err(e) = check_sink_end(&s) {
                     return bad(e);
                 }
-                *peer = Some(g);
+                let end = gen.end();
+                let opened = gen.open(&s)?;
+                self.end = PreparedEnd::Opened {
+                    gen: Box::new(opened),
+                    end,
+                };
                 Ok(())
             }
-            (PreparedEnd::Gen { sink, .. }, Some(EngineSetup::Sink(s))) => {
-                if let Err(e) = check_sink_end(&self.spec, &s) {
-                    return bad(e);
+            (end, peer) => {
+                self.end = end;
+                match peer {
+                    None => bad("the other end of the packet test sent no setup (an older wirescope?); run the same version on both hosts".into()),
+                    Some(other) => bad(format!(
+                        "the other end of the packet test sent a setup that does not fit this end: {other:?}"
+                    )),
                 }
-                *sink = Some(s);
-                Ok(())
             }
-            (_, None) => bad("the other end of the packet test sent no setup (an older wirescope?); run the same version on both hosts".into()),
-            (_, Some(other)) => bad(format!(
-                "the other end of the packet test sent a setup of another engine: {other:?}"
-            )),
         }
     }
 
@@ -224,39 +234,44 @@ impl Engine for PacketEngine {
             state: Mutex::new(State::default()),
         });
         let (name, roles, job): (&str, _, Job) = match end {
-            PreparedEnd::Sink { sink, .. } => {
+            PreparedEnd::Sink(sink) => {
+                let sink = Arc::new(*sink);
                 let first = sink.snapshot();
+                // One row (and role) per socket the sink reads: every rx
+                // queue of the interface, whatever the thread count.
+                let rows = first.queues.len();
                 {
                     let mut st = shared.lock();
                     st.iface = sink.end().iface.clone();
                     st.prev = Some(Snap::Sink(first.clone()));
                     st.first = Some(Snap::Sink(first));
                     st.end = Some(EndInfo::Sink(sink.end().clone()));
+                    st.sink = Some(Arc::clone(&sink));
                 }
                 let (sh, c) = (Arc::clone(&shared), control.clone());
                 (
                     "ws-sink-main",
-                    vec![ConnRole::Receiver; spec.queues as usize],
-                    Box::new(move || supervise_sink(&sh, &c, *sink)),
+                    vec![ConnRole::Receiver; rows],
+                    Box::new(move || supervise_sink(&sh, &c, sink)),
                 )
             }
-            PreparedEnd::Gen { gen, sink } => {
-                let Some(sink) = sink else {
-                    return Err(EngineError::Unsupported(
-                        "the packet generator started before the sink's setup arrived".into(),
-                    ));
-                };
+            PreparedEnd::Opened { gen, end } => {
                 {
                     let mut st = shared.lock();
-                    st.iface = gen.end().iface;
-                    st.end = Some(EndInfo::Gen(gen.end()));
+                    st.iface = end.iface.clone();
+                    st.end = Some(EndInfo::Gen(end));
                 }
                 let (sh, c) = (Arc::clone(&shared), control.clone());
                 (
                     "ws-gen-main",
                     vec![ConnRole::Sender; spec.queues as usize],
-                    Box::new(move || supervise_gen(&sh, &c, *gen, &sink)),
+                    Box::new(move || supervise_gen(&sh, &c, *gen)),
                 )
+            }
+            PreparedEnd::Gen(_) | PreparedEnd::Failed => {
+                return Err(EngineError::Unsupported(
+                    "the packet generator started before the sink's setup arrived".into(),
+                ))
             }
         };
         let thread = spawn_worker(name.into(), None, &control, job)?;
@@ -291,8 +306,10 @@ enum EndInfo {
 struct State {
     iface: String,
     end: Option<EndInfo>,
-    sink: Option<RunningSink>,
-    gen: Option<RunningGenerator>,
+    /// The running end (the supervisor holds the other reference); the
+    /// sampler reads it without holding the lock.
+    sink: Option<Arc<RunningSink>>,
+    gen: Option<Arc<RunningGenerator>>,
     first: Option<Snap>,
     /// Taken by the last `counters()` call, consumed by `interval()`.
     cur: Option<Snap>,
@@ -314,15 +331,24 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The counters now: the running end's, else the last ones.
-    fn snap(st: &State) -> Option<Snap> {
-        if let Some(s) = &st.sink {
+    /// The counters now: the running end's (read outside the lock: a
+    /// snapshot reads host files), else the last ones.
+    fn snap(&self) -> Option<Snap> {
+        let (sink, gen, done) = {
+            let st = self.lock();
+            (
+                st.sink.clone(),
+                st.gen.clone(),
+                st.last.clone().or_else(|| st.first.clone()),
+            )
+        };
+        if let Some(s) = sink {
             return Some(Snap::Sink(s.snapshot()));
         }
-        if let Some(g) = &st.gen {
+        if let Some(g) = gen {
             return Some(Snap::Gen(g.snapshot()));
         }
-        st.last.clone().or_else(|| st.first.clone())
+        done
     }
 
     fn speed(st: &State) -> Option<u32> {
@@ -367,22 +393,23 @@ fn conn_rows(snap: &Snap, spec: &SinkSpec) -> Vec<ConnSnapshot> {
 
 impl EngineProbe for Shared {
     fn counters(&self) -> Option<Vec<ConnSnapshot>> {
-        let mut st = self.lock();
-        let snap = Self::snap(&st)?;
+        let snap = self.snap()?;
         let rows = conn_rows(&snap, &self.spec);
-        st.cur = Some(snap);
+        self.lock().cur = Some(snap);
         Some(rows)
     }
 
     fn interval(&self, _secs: f64) -> Option<EngineInterval> {
-        let mut st = self.lock();
-        let cur = match st.cur.take() {
+        let taken = self.lock().cur.take();
+        let cur = match taken {
             Some(c) => c,
-            None => Self::snap(&st)?,
+            None => self.snap()?,
         };
+        let mut st = self.lock();
         let speed = Self::speed(&st);
         let iface = st.iface.clone();
         let prev = st.prev.replace(cur.clone())?;
+        drop(st);
         let fs = self.spec.frame_size;
         match (prev, cur) {
             (Snap::Sink(a), Snap::Sink(b)) => Some(EngineInterval::Sink(Box::new(SinkLive {
@@ -398,8 +425,8 @@ impl EngineProbe for Shared {
     }
 
     fn totals(&self) -> Option<EngineTotals> {
+        let last = self.snap();
         let st = self.lock();
-        let last = st.last.clone().or_else(|| Self::snap(&st));
         match (&st.end, st.first.clone(), last) {
             (Some(EndInfo::Sink(end)), Some(Snap::Sink(first)), Some(Snap::Sink(last))) => {
                 Some(EngineTotals::Sink(Box::new(SinkEndTotals {
@@ -422,56 +449,48 @@ impl EngineProbe for Shared {
     }
 }
 
-/// Frames the sink has seen in all (every mode's count, duplicates and
-/// foreign frames included: anything that shows the queues are not quiet).
-fn activity(s: &SinkSnapshot) -> u64 {
-    s.queues
-        .iter()
-        .map(|q| q.frames + q.xdp.map_or(0, |x| x.packets))
-        .sum()
+/// The only owner of `a` once the sampler let go of the clone it reads
+/// (it holds one for the length of a snapshot, never longer).
+fn sole<T>(mut a: Arc<T>) -> T {
+    loop {
+        match Arc::try_unwrap(a) {
+            Ok(v) => return v,
+            Err(back) => {
+                a = back;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+    }
 }
 
 fn supervise_sink(
     sh: &Shared,
     control: &EngineControl,
-    sink: RunningSink,
+    sink: Arc<RunningSink>,
 ) -> Result<(), EngineError> {
+    // It counts until stopped — or, when it reads with threads, until they
+    // end (an error). The xdp mode has no threads: the kernel counts.
     let workers = sink.control().clone();
-    sh.lock().sink = Some(sink);
-    let snapshot = || sh.lock().sink.as_ref().map(RunningSink::snapshot);
-    // It counts until stopped, or until its threads end (an error).
-    while !control.stopping() && workers.running.load(Ordering::Acquire) > 0 {
+    let threads = sink.has_threads();
+    while !control.stopping() && (!threads || workers.running.load(Ordering::Acquire) > 0) {
         std::thread::sleep(Duration::from_millis(10));
     }
     if !control.aborted() {
         // Count what is still in flight: until the queues are quiet.
-        let deadline = Instant::now() + DRAIN_LIMIT;
-        let mut seen = snapshot().as_ref().map_or(0, activity);
-        let mut still = Instant::now();
-        while Instant::now() < deadline && !control.aborted() && still.elapsed() < QUIET {
-            std::thread::sleep(Duration::from_millis(20));
-            let now = snapshot().as_ref().map_or(0, activity);
-            if now != seen {
-                seen = now;
-                still = Instant::now();
-            }
-        }
+        sink.drain(None, QUIET, DRAIN_LIMIT, &|| control.aborted());
     }
-    let sink = {
+    if control.aborted() {
+        sink.abort();
+    } else {
+        sink.stop();
+    }
+    {
         let mut st = sh.lock();
-        let Some(sink) = st.sink.take() else {
-            return Ok(());
-        };
-        if control.aborted() {
-            sink.abort();
-        } else {
-            sink.stop();
-        }
         st.last = Some(Snap::Sink(sink.snapshot()));
-        sink
-    };
+        st.sink = None;
+    }
     // Joining detaches the XDP program (the sink's threads closed their sockets first).
-    let totals = sink.join()?;
+    let totals = sole(sink).join()?;
     sh.lock().sink_totals = Some(totals);
     Ok(())
 }
@@ -479,13 +498,12 @@ fn supervise_sink(
 fn supervise_gen(
     sh: &Shared,
     control: &EngineControl,
-    gen: PreparedGenerator,
-    sink: &SinkEnd,
+    gen: OpenedGenerator,
 ) -> Result<(), EngineError> {
     if control.aborted() {
         return Ok(());
     }
-    let running = gen.start(sink)?;
+    let running = Arc::new(gen.start()?);
     let workers = running.control().clone();
     {
         let mut first = running.snapshot();
@@ -496,44 +514,18 @@ fn supervise_gen(
         let mut st = sh.lock();
         st.prev = Some(Snap::Gen(first.clone()));
         st.first = Some(Snap::Gen(first));
-        st.gen = Some(running);
+        st.gen = Some(Arc::clone(&running));
     }
-    let sending = || workers.running.load(Ordering::Acquire) > 0;
     // It sends until stopped, or until its threads end (an error).
-    while !control.stopping() && sending() {
+    while !control.stopping() && workers.running.load(Ordering::Acquire) > 0 {
         std::thread::sleep(Duration::from_millis(10));
     }
-    // The threads' CPU time, read while they still exist (an exited
-    // thread's schedstat is gone); the last snapshot keeps it.
-    let cpu: Vec<Option<u64>> = sh.lock().gen.as_ref().map_or_else(Vec::new, |g| {
-        g.snapshot().threads.iter().map(|t| t.cpu_ns).collect()
-    });
-    if let Some(g) = sh.lock().gen.as_ref() {
-        if control.aborted() {
-            g.abort();
-        } else {
-            g.stop();
-        }
-    }
-    // Wait for the drain before the last snapshot, so it counts every frame.
-    while sending() {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let running = {
-        let mut st = sh.lock();
-        let Some(g) = st.gen.take() else {
-            return Ok(());
-        };
-        let mut last = g.snapshot();
-        for (t, c) in last.threads.iter_mut().zip(&cpu) {
-            if t.cpu_ns.is_none() {
-                t.cpu_ns = *c;
-            }
-        }
-        st.last = Some(Snap::Gen(last));
-        g
-    };
-    let totals = running.join()?;
-    sh.lock().gen_totals = Some(totals);
+    let last_read = running.snapshot();
+    sh.lock().last = Some(Snap::Gen(last_read));
+    sh.lock().gen = None;
+    let (totals, last) = sole(running).finish(control.aborted())?;
+    let mut st = sh.lock();
+    st.last = Some(Snap::Gen(last));
+    st.gen_totals = Some(totals);
     Ok(())
 }

@@ -104,9 +104,62 @@ impl PreparedGenerator {
 
     /// Open every thread's socket (falling back as allowed) and start sending to `sink`.
     pub fn start(self, sink: &SinkEnd) -> Result<RunningGenerator, SinkError> {
+        self.open(sink)?.start()
+    }
+
+    /// Open every thread's socket for `sink` (falling back as allowed),
+    /// sending nothing yet: a refused path or a link the frames cannot
+    /// cross is an error here, before any clock runs.
+    pub fn open(self, sink: &SinkEnd) -> Result<OpenedGenerator, SinkError> {
         let b = self.builder(sink)?;
         let (path, txs, refused, zero_copy) = self.open_path(&b)?;
-        let spec = self.spec;
+        Ok(OpenedGenerator {
+            gen: self,
+            builder: b,
+            path,
+            txs,
+            refused,
+            zero_copy,
+        })
+    }
+}
+
+/// A generator with its sockets open, not sending yet.
+pub struct OpenedGenerator {
+    gen: PreparedGenerator,
+    builder: FrameBuilder,
+    path: TxPath,
+    txs: Vec<Tx>,
+    refused: Vec<String>,
+    zero_copy: Option<bool>,
+}
+
+impl std::fmt::Debug for OpenedGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenedGenerator")
+            .field("path", &self.path)
+            .field("threads", &self.txs.len())
+            .finish()
+    }
+}
+
+impl OpenedGenerator {
+    /// The path that will run.
+    pub fn path(&self) -> TxPath {
+        self.path
+    }
+
+    /// Start one pinned thread per queue, sending.
+    pub fn start(self) -> Result<RunningGenerator, SinkError> {
+        let OpenedGenerator {
+            gen,
+            builder: b,
+            path,
+            txs,
+            refused,
+            zero_copy,
+        } = self;
+        let spec = gen.spec;
         let n = spec.queues as usize;
         let mut workers = Workers::default();
         let control = workers.control().clone();
@@ -116,8 +169,8 @@ impl PreparedGenerator {
         let mut meta = Vec::new();
         let starter = control.starter();
         for (t, tx) in txs.into_iter().enumerate() {
-            let cpu = spec.cpu_of(self.side, t);
-            let queue = matches!(tx, Tx::Xsk(_)).then_some(t as u32 % self.info.tx_queues);
+            let cpu = spec.cpu_of(gen.side, t);
+            let queue = matches!(tx, Tx::Xsk(_)).then_some(t as u32 % gen.info.tx_queues);
             meta.push((queue, cpu));
             let w = Worker {
                 t,
@@ -142,10 +195,12 @@ impl PreparedGenerator {
             zero_copy,
             sent,
             started: Instant::now(),
-            probe: Mutex::new(self.probe),
+            probe: Mutex::new(gen.probe),
         })
     }
+}
 
+impl PreparedGenerator {
     fn builder(&self, sink: &SinkEnd) -> Result<FrameBuilder, SinkError> {
         let (src_ip, _) = self
             .info
@@ -662,6 +717,29 @@ impl RunningGenerator {
     /// Return at once.
     pub fn abort(&self) {
         self.workers.abort();
+    }
+
+    /// End the point: stop (drain what was queued) or abort, wait for the
+    /// threads, and return the totals with the last counters — read after
+    /// the drain, so they count every frame, and with each thread's CPU time
+    /// as it was while the thread still existed.
+    pub fn finish(self, abort: bool) -> Result<(GenTotals, GenSnapshot), EngineError> {
+        let cpu: Vec<Option<u64>> = self.snapshot().threads.iter().map(|t| t.cpu_ns).collect();
+        if abort {
+            self.abort();
+        } else {
+            self.stop();
+        }
+        while self.control().running.load(Ordering::Acquire) > 0 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let mut last = self.snapshot();
+        for (t, c) in last.threads.iter_mut().zip(cpu) {
+            if t.cpu_ns.is_none() {
+                t.cpu_ns = c;
+            }
+        }
+        Ok((self.join()?, last))
     }
 
     /// Wait for every thread; the totals (per-flow sent counts) of the point.

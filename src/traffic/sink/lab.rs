@@ -12,6 +12,7 @@
 //! so detached, inside their own namespaces). It prints nothing: each
 //! interval goes to a callback, the point's figures are returned.
 
+use super::engine::{DRAIN_LIMIT, QUIET};
 use super::figures::PathOpener;
 use super::figures::{
     gen_interval, sink_interval, summarize, tally, FlowRow, GenInterval, GenSnapshot, GenTotals,
@@ -256,64 +257,18 @@ fn finish_generator(
     let Some(g) = run.gen.take() else {
         return Ok((None, None));
     };
-    if interrupted {
-        g.abort();
-    } else {
-        g.stop();
-    }
     let ns = run.p.gen.as_ref().and_then(|e| e.netns.clone());
-    let (totals, last) = in_netns(ns.as_deref(), move || {
-        // Wait for the drain before the last snapshot, so it counts every frame.
-        while g.control().running.load(Ordering::Acquire) > 0 {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let last = g.snapshot();
-        Ok((g.join()?, last))
-    })?;
+    let (totals, last) = in_netns(ns.as_deref(), move || Ok(g.finish(interrupted)?))?;
     Ok((Some(totals), Some(last)))
 }
 
 /// Wait until the sink has counted every frame sent, or its counts stop
-/// moving for 300 ms, or 3 s pass.
+/// moving for [`QUIET`], or [`DRAIN_LIMIT`] passes.
 fn drain_sink(run: &Running, totals: Option<&GenTotals>, cancel: &AtomicBool) {
-    let Some(s) = &run.sink else {
-        return;
-    };
-    let sent = totals.map(GenTotals::sent);
-    let counted = |snap: &SinkSnapshot| -> u64 {
-        snap.queues
-            .iter()
-            .map(|q| q.received + q.duplicates + q.foreign + q.xdp.map_or(0, |x| x.packets))
-            .sum()
-    };
-    let unique = |snap: &SinkSnapshot| -> u64 {
-        snap.queues
-            .iter()
-            .map(|q| {
-                if snap.mode == super::SinkMode::Xdp {
-                    q.xdp.map_or(0, |x| x.packets)
-                } else {
-                    q.received
-                }
-            })
-            .sum()
-    };
-    let deadline = Instant::now() + Duration::from_secs(3);
-    let mut last = counted(&s.snapshot());
-    let mut still = Instant::now();
-    while Instant::now() < deadline && !cancel.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(20));
-        let snap = s.snapshot();
-        if sent.is_some_and(|n| unique(&snap) >= n) {
-            return;
-        }
-        let c = counted(&snap);
-        if c != last {
-            last = c;
-            still = Instant::now();
-        } else if still.elapsed() > Duration::from_millis(300) {
-            return;
-        }
+    if let Some(s) = &run.sink {
+        s.drain(totals.map(GenTotals::sent), QUIET, DRAIN_LIMIT, &|| {
+            cancel.load(Ordering::Relaxed)
+        });
     }
 }
 

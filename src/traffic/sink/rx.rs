@@ -36,7 +36,7 @@ use crate::units::CpuId;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One receive socket.
 enum Rx {
@@ -678,6 +678,63 @@ impl RunningSink {
             queues,
             path: Some(path),
         }
+    }
+
+    /// (frames seen in all, unique test frames) from the counters alone
+    /// (atomics and the XDP map; none of the host files `snapshot` reads).
+    fn seen(&self) -> (u64, u64) {
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let user: u64 = self
+            .counters
+            .iter()
+            .map(|c| load(&c.frames) + load(&c.foreign))
+            .sum();
+        let unique: u64 = self.counters.iter().map(|c| load(&c.received)).sum();
+        let xdp: u64 = self.xdp.as_ref().map_or(0, |x| {
+            x.queue_counts(self.labels.iter().max().map_or(0, |m| m + 1))
+                .iter()
+                .map(|q| q.packets)
+                .sum()
+        });
+        let unique = if self.end.mode == SinkMode::Xdp {
+            xdp
+        } else {
+            unique
+        };
+        (user + xdp, unique)
+    }
+
+    /// After the generator stopped: keep counting until every frame `sent`
+    /// was counted, or nothing new arrived for `quiet`, or `limit` passed,
+    /// or `cancel` says so — frames in flight are counted, not lost.
+    pub fn drain(
+        &self,
+        sent: Option<u64>,
+        quiet: Duration,
+        limit: Duration,
+        cancel: &dyn Fn() -> bool,
+    ) {
+        let deadline = Instant::now() + limit;
+        let (mut last, _) = self.seen();
+        let mut still = Instant::now();
+        while Instant::now() < deadline && !cancel() {
+            std::thread::sleep(Duration::from_millis(20));
+            let (all, unique) = self.seen();
+            if sent.is_some_and(|n| unique >= n) {
+                return;
+            }
+            if all != last {
+                last = all;
+                still = Instant::now();
+            } else if still.elapsed() > quiet {
+                return;
+            }
+        }
+    }
+
+    /// Does the sink read with user-space threads (all modes but `xdp`)?
+    pub fn has_threads(&self) -> bool {
+        self.threads_n > 0
     }
 
     /// Finish: threads read what is queued, then return.

@@ -40,7 +40,19 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
             m.facts.peer.as_ref()
         };
         if let (false, Some(f)) = (cpus.is_empty(), host) {
-            let nic = f.nics.first().map(|n| n.name.as_str());
+            // The sink's own interface (its Samples name it), else the first watched.
+            let sink_iface = m.current().and_then(|i| {
+                [i.local.as_ref(), i.peer.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .find_map(|s| match &s.engine.extra {
+                        Some(crate::traffic::EngineInterval::Sink(k)) => Some(k.iface.clone()),
+                        _ => None,
+                    })
+            });
+            let nic = sink_iface
+                .as_deref()
+                .or_else(|| f.nics.first().map(|n| n.name.as_str()));
             let line = crate::probe::topology::SinkTopology::from_facts(f, cpus, nic).describe();
             let (l, p) = if sink_local {
                 (line, "-".to_string())
