@@ -199,6 +199,25 @@ fn cpu_model(cpuinfo: &str) -> String {
 /// Read the host-wide facts and, for each interface, the sysfs/procfs part of its facts.
 /// The ethtool part comes from [`HostSource::ethtool`].
 pub fn read_host_facts(src: &dyn HostSource, ifaces: &[String]) -> HostFacts {
+    read_host_facts_reusing(src, ifaces, &mut PlacesCache::default())
+}
+
+/// Where the online cores sit, kept between reads of a host's facts: the
+/// topology does not change while the same CPUs are online, and reading it
+/// is about fifteen sysfs files per CPU.
+#[derive(Debug, Default)]
+pub struct PlacesCache {
+    online: Vec<CpuId>,
+    places: Vec<super::facts::CpuPlace>,
+}
+
+/// [`read_host_facts`], reading the cores' places only when the online
+/// CPUs changed since the last call with `cache`.
+pub fn read_host_facts_reusing(
+    src: &dyn HostSource,
+    ifaces: &[String],
+    cache: &mut PlacesCache,
+) -> HostFacts {
     let mut f = HostFacts::default();
     let mut missing = Vec::new();
     f.kernel = read_trim(src, "/proc/sys/kernel/osrelease")
@@ -246,11 +265,15 @@ pub fn read_host_facts(src: &dyn HostSource, ifaces: &[String]) -> HostFacts {
     f.rdma = Some(super::rdma::read_rdma_facts(src));
     // Where each core sits (NUMA node, L3, SMT siblings): the packet
     // rules check the sink's cores against it.
-    f.cpu_places = online
-        .iter()
-        .map(|c| super::topology::cpu_place(src, *c))
-        .filter(|p| p.core_id.is_some() || p.l3.is_some() || p.numa_node.is_some())
-        .collect();
+    if cache.online != online || cache.places.is_empty() {
+        cache.places = online
+            .iter()
+            .map(|c| super::topology::cpu_place(src, *c))
+            .filter(|p| p.core_id.is_some() || p.l3.is_some() || p.numa_node.is_some())
+            .collect();
+        cache.online.clone_from(&online);
+    }
+    f.cpu_places.clone_from(&cache.places);
     let mut gov: BTreeMap<String, Vec<CpuId>> = BTreeMap::new();
     for c in &online {
         if let Some(g) = read_trim(

@@ -49,7 +49,7 @@ use super::softirq::{
     parse_softirqs, parse_softnet, softirq_deltas, softnet_deltas, Softirqs, Softnet,
 };
 use super::source::HostSource;
-use super::system::{online_cpu_ids, read_host_facts};
+use super::system::{online_cpu_ids, read_host_facts_reusing, PlacesCache};
 use crate::traffic::new_latency_histogram;
 use crate::units::{BitsPerSec, CpuId};
 use hdrhistogram::Histogram;
@@ -144,6 +144,8 @@ struct HostState {
     rdma: super::rdma::RdmaCounterReader,
     /// The RDMA devices whose counters each Sample reads (read at `begin`).
     rdma_facts: Option<super::rdma::RdmaFacts>,
+    /// The cores' places, read again only when the online CPUs change.
+    places: PlacesCache,
 }
 
 /// The eBPF probes of this sampler.
@@ -515,7 +517,7 @@ impl Sampler {
         }
         self.facts_due = false;
         let names: Vec<String> = self.ifaces.iter().map(|i| i.name.clone()).collect();
-        let f = read_host_facts(self.source.as_ref(), &names);
+        let f = read_host_facts_reusing(self.source.as_ref(), &names, &mut self.host.places);
         for st in &mut self.ifaces {
             st.queues.retry_qstats();
             if let Some(n) = f.nics.iter().find(|n| n.name == st.name) {
