@@ -89,11 +89,35 @@ async fn both_hosts_samples_are_paired_by_index_and_cover_the_point() {
     assert_eq!(outcome.end, EndReason::Completed);
     // Several intervals (how many depends on the machine's load: no timing asserted).
     assert!(events.len() >= 2, "{} intervals", events.len());
-    for (i, e) in events.iter().enumerate() {
-        assert_eq!(e.index as usize, i, "in order, none missing");
-        let (l, p) = (e.local.as_ref().unwrap(), e.peer.as_ref().unwrap());
-        assert_eq!((l.index, p.index), (e.index, e.index));
+    // Local Samples come in index order, none missing; each peer Sample is
+    // paired with the local one of its index, or — when it came more than two
+    // intervals late (a loaded machine) — forwarded alone right after.
+    let locals: Vec<u32> = events
+        .iter()
+        .filter_map(|e| e.local.as_ref())
+        .map(|s| s.index)
+        .collect();
+    assert_eq!(
+        locals,
+        (0..locals.len() as u32).collect::<Vec<_>>(),
+        "in order, none missing"
+    );
+    let mut peers: Vec<u32> = events
+        .iter()
+        .filter_map(|e| e.peer.as_ref())
+        .map(|s| s.index)
+        .collect();
+    peers.sort_unstable();
+    assert_eq!(peers, locals, "every interval has the peer's Sample, once");
+    for e in &events {
+        for s in [e.local.as_ref(), e.peer.as_ref()].into_iter().flatten() {
+            assert_eq!(s.index, e.index);
+        }
     }
+    assert!(
+        events.iter().any(|e| e.local.is_some() && e.peer.is_some()),
+        "pairs formed"
+    );
     // What the agent received is what this side sent, counted at both ends.
     let peer = outcome.peer.unwrap();
     let sent: u64 = outcome.local.conns.iter().map(|c| c.tx_bytes).sum();
@@ -103,7 +127,8 @@ async fn both_hosts_samples_are_paired_by_index_and_cover_the_point() {
     // The intervals add up to the totals: every byte is in some interval.
     let in_intervals: u64 = events
         .iter()
-        .map(|e| e.peer.as_ref().unwrap().engine.rx_bytes)
+        .filter_map(|e| e.peer.as_ref())
+        .map(|p| p.engine.rx_bytes)
         .sum();
     assert_eq!(in_intervals, received);
     ctl.close().await;
