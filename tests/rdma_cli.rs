@@ -231,31 +231,132 @@ fn the_rules_fire_on_modified_captures() {
     );
 }
 
+/// Two captures of one boot, `secs` apart by the kernel's uptime.
+fn two_captures(secs: f64) -> (tempfile::TempDir, tempfile::TempDir) {
+    let (before, after) = (copy(), copy());
+    for (d, up) in [(&before, 5000.0), (&after, 5000.0 + secs)] {
+        put(d.path(), "proc/uptime", &format!("{up:.2} 9000.00\n"));
+        put(
+            d.path(),
+            "proc/sys/kernel/random/boot_id",
+            "6a1e0f62-1d0b-4a57-8f0e-2b1c3d4e5f60\n",
+        );
+    }
+    (before, after)
+}
+
+const HW: &str = "sys/class/infiniband/mlx5_0/ports/1/hw_counters";
+
+fn since(new: &Path, old: &Path) -> Vec<String> {
+    check_ids(&[
+        "--from",
+        new.to_str().unwrap(),
+        "--since",
+        old.to_str().unwrap(),
+    ])
+}
+
 #[test]
 fn check_since_finds_counters_that_grew_between_two_captures() {
-    let before = copy();
-    let after = copy();
-    let hw = "sys/class/infiniband/mlx5_0/ports/1/hw_counters";
-    put(before.path(), &format!("{hw}/out_of_buffer"), "100\n");
-    put(after.path(), &format!("{hw}/out_of_buffer"), "5100\n");
-    let ids = check_ids(&[
+    let (before, after) = two_captures(100.0);
+    put(before.path(), &format!("{HW}/out_of_buffer"), "100\n");
+    put(after.path(), &format!("{HW}/out_of_buffer"), "5100\n");
+    assert!(since(after.path(), before.path())
+        .iter()
+        .any(|f| f.starts_with("rdma.out-of-buffer")),);
+    // The rate is over the captures' real span: 5000 in 100 s.
+    let (code, out, err) = wirescope(&[
+        "check",
         "--from",
         after.path().to_str().unwrap(),
         "--since",
         before.path().to_str().unwrap(),
     ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("out_of_buffer 50/s"), "{out}");
+    assert!(out.contains("(100 s earlier)"), "{out}");
+    // One CNP in 100 s is no congestion.
+    let (before, after) = two_captures(100.0);
+    put(before.path(), &format!("{HW}/np_cnp_sent"), "1000\n");
+    put(after.path(), &format!("{HW}/np_cnp_sent"), "1001\n");
+    let ids = since(after.path(), before.path());
+    assert!(!ids.iter().any(|f| f.starts_with("rdma.")), "{ids:?}");
+    // 50 000 CNPs in 100 s is.
+    put(after.path(), &format!("{HW}/np_cnp_sent"), "51000\n");
+    let ids = since(after.path(), before.path());
     assert!(
-        ids.iter().any(|f| f.starts_with("rdma.out-of-buffer")),
+        ids.iter().any(|f| f.starts_with("rdma.congestion")),
         "{ids:?}"
     );
-    // The same capture twice: nothing grew.
-    let ids = check_ids(&[
+}
+
+#[test]
+fn check_since_refuses_captures_it_cannot_compare() {
+    let refused = |new: &Path, old: &Path, want: &str| {
+        let (code, out, err) = wirescope(&[
+            "check",
+            "--from",
+            new.to_str().unwrap(),
+            "--since",
+            old.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 2, "{out}{err}");
+        assert!(out.is_empty(), "{out}");
+        // Notes on what the capture lacks, then the one error line.
+        let last = err.trim().lines().last().unwrap_or_default();
+        assert!(
+            last.contains(want),
+            "want {want:?} in the error line of {err}"
+        );
+    };
+    let (before, after) = two_captures(60.0);
+    // Swapped: --from must be the newer one.
+    refused(before.path(), after.path(), "swap them");
+    // The same capture twice.
+    refused(after.path(), after.path(), "same moment");
+    // Another adapter under the same name.
+    let (b2, a2) = two_captures(60.0);
+    put(
+        b2.path(),
+        "sys/class/infiniband/mlx5_0/node_guid",
+        "0c42:a103:0099:0001\n",
+    );
+    refused(a2.path(), b2.path(), "not the same adapter");
+    // Another boot: the counters started again.
+    let (b3, a3) = two_captures(60.0);
+    put(
+        b3.path(),
+        "proc/sys/kernel/random/boot_id",
+        "00000000-1111-2222-3333-444444444444\n",
+    );
+    refused(a3.path(), b3.path(), "different boots");
+    // No time in a capture (an older capture or a sosreport without it).
+    let (b4, a4) = two_captures(60.0);
+    std::fs::remove_file(b4.path().join("proc/uptime")).unwrap();
+    refused(a4.path(), b4.path(), "no proc/uptime");
+    // A capture without RDMA devices.
+    let empty = tempfile::tempdir().unwrap();
+    refused(after.path(), empty.path(), "has no RDMA device");
+}
+
+#[test]
+fn check_since_says_which_counters_went_down() {
+    let (before, after) = two_captures(30.0);
+    put(before.path(), &format!("{HW}/out_of_sequence"), "900000\n");
+    put(after.path(), &format!("{HW}/out_of_sequence"), "12\n");
+    let (code, _, err) = wirescope(&[
+        "check",
+        "--json",
         "--from",
         after.path().to_str().unwrap(),
         "--since",
-        after.path().to_str().unwrap(),
+        before.path().to_str().unwrap(),
     ]);
-    assert!(!ids.iter().any(|f| f.starts_with("rdma.")), "{ids:?}");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("went down") && err.contains("hw_counters/out_of_sequence"),
+        "{err}"
+    );
 }
 
 #[test]

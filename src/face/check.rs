@@ -127,8 +127,23 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
         },
     };
     let mut findings = run_check(&local, peer.as_ref());
+    let mut source = source;
     if let (Some(new), Some(old)) = (&args.from, &args.since) {
-        findings.extend(rdma_between(old, new, &local)?);
+        let b = rdma_between(old, new, &local)?;
+        if !b.resets.is_empty() {
+            eprintln!(
+                "warning: {} RDMA counter(s) went down between the captures (cleared, or the driver reloaded); they count from zero: {}",
+                b.resets.len(),
+                b.resets.join(", ")
+            );
+        }
+        let _ = write!(
+            source,
+            ", RDMA counters since {} ({} earlier)",
+            old.display(),
+            span_text(b.secs)
+        );
+        findings.extend(b.findings);
         findings = crate::diagnose::rank(findings);
     }
     if args.json {
@@ -151,38 +166,149 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
     }
 }
 
+/// What two captures of one host say about the RDMA counters between them.
+struct Between {
+    findings: Vec<Finding>,
+    /// Seconds between the captures (their kernel's uptime difference).
+    secs: f64,
+    /// Counters that went down (cleared or a driver reload), as `dev/port group/name`.
+    resets: Vec<String>,
+}
+
+/// The kernel's uptime in a capture (`proc/uptime`, written by `wirescope
+/// capture`), in seconds.
+fn uptime(d: &CaptureDir) -> Option<f64> {
+    use crate::probe::source::HostSource;
+    d.read("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+}
+
 /// The RDMA rules on what the counters did between two captures of one
-/// host (no clock: the deltas count, not rates).
+/// host. The span is the difference of the captured kernel's uptimes (one
+/// boot, checked by boot_id), so rates are per second of real time; two
+/// captures of different hosts, boots or adapters, or given in the wrong
+/// order, are refused with what to do instead.
 fn rdma_between(
     old: &std::path::Path,
     new: &std::path::Path,
     facts: &HostFacts,
-) -> Result<Vec<Finding>, FaceError> {
+) -> Result<Between, FaceError> {
+    use crate::probe::source::HostSource;
+    let usage = |m: String| Err(FaceError::Usage(m));
     if !old.is_dir() {
-        return Err(FaceError::Usage(format!(
+        return usage(format!(
             "--since {}: not a directory; give an earlier `wirescope capture` of the same host",
             old.display()
-        )));
+        ));
     }
     let Some(rdma) = facts.rdma.as_ref().filter(|r| !r.devices.is_empty()) else {
-        return Ok(Vec::new());
+        return usage(format!(
+            "--since compares RDMA counters, and {} has no RDMA device; leave --since out to audit it",
+            new.display()
+        ));
     };
-    let mut reader = crate::probe::rdma::RdmaCounterReader::new();
-    let _ = reader.push(crate::probe::rdma::read_snapshot(
-        &CaptureDir::new(old),
-        rdma,
-    ));
-    let Some(sample) = reader.push(crate::probe::rdma::read_snapshot(
-        &CaptureDir::new(new),
-        rdma,
-    )) else {
-        return Ok(Vec::new());
+    let (od, nd) = (CaptureDir::new(old), CaptureDir::new(new));
+    let before = crate::probe::rdma::read_rdma_facts(&od);
+    if before.devices.is_empty() {
+        return usage(format!(
+            "--since {}: this capture has no RDMA device, so there is nothing to compare; give an earlier capture of the host in --from",
+            old.display()
+        ));
+    }
+    let boot = |d: &CaptureDir| {
+        d.read("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
     };
-    Ok(crate::diagnose::rdma_window(
-        Some(facts),
-        &[&sample],
-        HostRole::Local,
-    ))
+    if let (Some(a), Some(b)) = (boot(&od), boot(&nd)) {
+        if a != b {
+            return usage(format!(
+                "--since {} and --from {} come from different boots (boot_id {a} / {b}): the counters started again at the reboot, so their difference means nothing; take both captures within one boot",
+                old.display(),
+                new.display()
+            ));
+        }
+    }
+    let mut common = 0;
+    for d in &rdma.devices {
+        let Some(o) = before.devices.iter().find(|o| o.name == d.name) else {
+            continue;
+        };
+        common += 1;
+        if let (Some(a), Some(b)) = (&o.node_guid, &d.node_guid) {
+            if a != b {
+                return usage(format!(
+                    "{}: node GUID {a} in --since {} but {b} in --from {}: not the same adapter; give two captures of the same host",
+                    d.name,
+                    old.display(),
+                    new.display()
+                ));
+            }
+        }
+    }
+    if common == 0 {
+        return usage(format!(
+            "--since {} has none of the RDMA devices of --from {}: give two captures of the same host",
+            old.display(),
+            new.display()
+        ));
+    }
+    let secs = match (uptime(&od), uptime(&nd)) {
+        (Some(a), Some(b)) => b - a,
+        (a, _) => {
+            let missing = if a.is_none() { old } else { new };
+            return usage(format!(
+                "{}: no proc/uptime, so the time between the captures (and the counters' rates) is unknown; take both with `wirescope capture`, which records it",
+                missing.display()
+            ));
+        }
+    };
+    if secs == 0.0 {
+        return usage(format!(
+            "--since {} and --from {} were taken at the same moment (same uptime): give an earlier capture of the host in --since",
+            old.display(),
+            new.display()
+        ));
+    }
+    if secs < 0.0 {
+        return usage(format!(
+            "--since {} was taken after --from {} ({} later by the kernel's uptime): swap them; --from is the newer capture",
+            old.display(),
+            new.display(),
+            span_text(-secs)
+        ));
+    }
+    let sample = crate::probe::rdma::sample(
+        &crate::probe::rdma::read_snapshot(&od, rdma),
+        &crate::probe::rdma::read_snapshot(&nd, rdma),
+        secs,
+    );
+    let resets = sample
+        .ports
+        .iter()
+        .flat_map(|p| p.resets.iter().map(move |r| format!("{} {r}", p.label())))
+        .collect();
+    Ok(Between {
+        findings: crate::diagnose::rdma_window(Some(facts), &[&sample], HostRole::Local),
+        secs,
+        resets,
+    })
+}
+
+/// "2 h 5 min", "3 min 20 s", "42 s".
+fn span_text(secs: f64) -> String {
+    let s = secs.round() as u64;
+    match s {
+        0..=119 => format!("{secs:.0} s"),
+        120..=3599 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
+    }
 }
 
 /// The peer's facts: a short observe-only point (no traffic), whose first peer Sample carries them.

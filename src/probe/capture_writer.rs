@@ -181,6 +181,8 @@ pub fn capture(dir: &Path, ifaces: &[String]) -> Result<CaptureReport, CaptureEr
         "/proc/sys/kernel/osrelease",
         // Tells a reader whether two captures (or a capture and a live host) come from one running kernel.
         "/proc/sys/kernel/random/boot_id",
+        // With boot_id, the time between two captures of one boot (`check --since` rates).
+        "/proc/uptime",
         // Present in every network namespace; tells a reader that hidden net.core sysctls are global ones.
         "/proc/sys/net/core/somaxconn",
         "/sys/devices/system/cpu/online",

@@ -226,6 +226,15 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
     out
 }
 
+/// Up to `n` names joined by ", ", with "… (K more)" when there are more.
+fn name_list(names: &[String], n: usize) -> String {
+    let mut s = names.iter().take(n).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > n {
+        let _ = write!(s, ", … ({} more)", names.len() - n);
+    }
+    s
+}
+
 /// RDMA devices of a host: firmware, board, PCIe, and per port its state,
 /// rate, link layer, MTUs, GIDs (with their RoCE type) and counters.
 pub fn rdma_facts_lines(r: &crate::probe::rdma::RdmaFacts) -> String {
@@ -270,14 +279,23 @@ pub fn rdma_facts_lines(r: &crate::probe::rdma::RdmaFacts) -> String {
         for p in &d.ports {
             let _ = writeln!(
                 o,
-                "  port {}: {} ({}), {}, {:?}, active MTU {} of {}{}{}",
+                "  port {}: {} ({}), {}, {}, {}{}{}",
                 p.port,
                 p.state.as_ref().map_or("?", |s| s.name.as_str()),
                 p.phys_state.as_ref().map_or("?", |s| s.name.as_str()),
                 p.rate.as_ref().map_or("rate ?", |r| r.text.as_str()),
-                p.link_layer.unwrap_or(crate::probe::rdma::LinkLayer::Other),
-                p.active_mtu.map_or("?".into(), |m| m.to_string()),
-                p.max_mtu.map_or("?".into(), |m| m.to_string()),
+                p.link_layer
+                    .unwrap_or(crate::probe::rdma::LinkLayer::Other)
+                    .name(),
+                match (p.active_mtu, p.max_mtu) {
+                    // InfiniBand ports: the MTUs are not in sysfs.
+                    (None, None) => "MTU not in sysfs (ibv_devinfo -v shows it)".to_string(),
+                    (a, m) => format!(
+                        "active MTU {} of {}",
+                        a.map_or("?".into(), |m| m.to_string()),
+                        m.map_or("?".into(), |m| m.to_string())
+                    ),
+                },
                 p.netdev
                     .as_ref()
                     .map(|n| format!(
@@ -315,12 +333,7 @@ pub fn rdma_facts_lines(r: &crate::probe::rdma::RdmaFacts) -> String {
                     "    counters: {} in counters/, {} in hw_counters/ ({})",
                     p.counters.len(),
                     p.hw_counters.len(),
-                    p.hw_counters
-                        .iter()
-                        .take(8)
-                        .cloned()
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    name_list(&p.hw_counters, 8)
                 );
             }
         }

@@ -39,7 +39,7 @@ fn not_in_catalog(id: &str, nic: &NicFacts, host: HostRole, what: String) -> Fin
 
 /// "not in catalog" (info) about `subject` (an interface or an RDMA device).
 pub(super) fn not_in_catalog_of(id: &str, subject: &str, host: HostRole, what: String) -> Finding {
-    Finding::new(
+    let mut f = Finding::new(
         id,
         Severity::Info,
         host,
@@ -52,7 +52,11 @@ pub(super) fn not_in_catalog_of(id: &str, subject: &str, host: HostRole, what: S
         catalog().updated.clone(),
         "assets/catalog.toml",
     ))
-    .why("wirescope has no minimum version for it; check the vendor's release notes.")
+    .why("wirescope has no minimum version for it; check the vendor's release notes.");
+    // Not the rule's own reference (NVIDIA's notes): this device is not in the catalog.
+    f.reference =
+        "assets/catalog.toml (no entry for this device); its vendor's release notes".into();
+    f
 }
 
 fn mlx5_driver(nic: &NicFacts, d: &DrvInfo, host: HostRole) -> Option<Finding> {

@@ -193,22 +193,31 @@ fn gts(s: &str) -> Option<f64> {
 /// pcie.link-downgraded: current PCIe speed or width below the device's maximum.
 fn pcie(nic: &NicFacts, host: HostRole) -> Option<Finding> {
     let p = nic.pcie.as_ref()?;
+    let pci = nic
+        .drvinfo
+        .value()
+        .map(|d| d.bus_info.as_str())
+        .filter(|b| !b.is_empty());
     pcie_link(
         &nic.name,
         p,
         &format!("/sys/class/net/{}/device", nic.name),
+        pci,
         host,
     )
 }
 
 /// pcie.link-downgraded for any PCI device (`subject`: interface or RDMA device
-/// name; `base`: its sysfs `device` directory, named in the evidence).
+/// name; `base`: its sysfs `device` directory, named in the evidence; `pci`:
+/// its PCI address when known, for the fix's `lspci -s`).
 pub(super) fn pcie_link(
     subject: &str,
     p: &PcieLink,
     base: &str,
+    pci: Option<&str>,
     host: HostRole,
 ) -> Option<Finding> {
+    let slot = pci.map_or_else(|| format!("$(basename $(readlink {base}))"), str::to_string);
     let (cs, ms) = (gts(&p.current_speed), gts(&p.max_speed));
     let slow = matches!((cs, ms), (Some(c), Some(m)) if c < m);
     let narrow = matches!((p.current_width, p.max_width), (Some(c), Some(m)) if c < m);
@@ -238,7 +247,7 @@ pub(super) fn pcie_link(
         .ev(Evidence::text("max link speed", p.max_speed.clone(), format!("{base}/max_link_speed")))
         .ev(Evidence::num("max link width", p.max_width.unwrap_or(0) as f64, "lanes", format!("{base}/max_link_width")))
         .why("The PCIe link carries less than the device was built for: the NIC cannot move line rate to memory.")
-        .fix(format!("lspci -vv -s $(basename $(readlink {base})) | grep -E 'LnkCap|LnkSta'  # reseat in a full-width slot / check BIOS link settings")),
+        .fix(format!("lspci -vv -s {slot} | grep -E 'LnkCap|LnkSta'  # reseat in a full-width slot / check BIOS link settings")),
     )
 }
 

@@ -82,7 +82,6 @@ pub fn rdma_module_for(driver: &str) -> Option<&'static str> {
         "bnxt_en" => "bnxt_re",
         "ice" | "i40e" => "irdma",
         "qede" => "qedr",
-        "ena" => "efa",
         "cxgb4" => "iw_cxgb4",
         "hns3" => "hns_roce_hw_v2",
         "erdma" => "erdma",
@@ -128,9 +127,9 @@ fn no_device(
         prior("rdma.no-device"),
     )
     .ev(Evidence::text(
+        "RDMA devices",
+        rdma.none.clone().unwrap_or_else(|| "none".into()),
         SYSFS_ROOT,
-        "no device",
-        rdma.none.clone().unwrap_or_else(|| "sysfs".into()),
     ))
     .why("RDMA needs the RDMA driver of the NIC (or soft-RoCE) loaded; without it only TCP can be measured on this host.");
     for (i, d, m) in &capable {
@@ -143,7 +142,7 @@ fn no_device(
             .fix(format!("modprobe {m}  # RDMA function of {d} ({i})"));
     }
     if capable.is_empty() {
-        f = f.fix("modprobe mlx5_ib  # ConnectX; other NICs: bnxt_re, irdma, qedr, efa");
+        f = f.fix("modprobe mlx5_ib  # ConnectX; other NICs: bnxt_re, irdma, qedr; AWS with an EFA interface: efa");
     }
     Some(
         f.fix(format!(
@@ -293,7 +292,7 @@ fn device_platform(d: &RdmaDeviceFacts, host: HostRole) -> Vec<Finding> {
     let mut out = Vec::new();
     let base = format!("{}/device", d.sysfs());
     if let Some(p) = &d.pcie {
-        out.extend(pcie_link(&d.name, p, &base, host));
+        out.extend(pcie_link(&d.name, p, &base, d.pci.as_deref(), host));
     }
     if let (Some(fw), Some(pci)) = (&d.fw_ver, &d.pci) {
         let source = format!("{}/fw_ver", d.sysfs());
@@ -506,7 +505,10 @@ fn congestion(
         .collect();
     let prio_text = match busiest {
         Some((p, v)) if v.0 > 0 => format!("RoCE traffic on priority {p}"),
-        _ => "priority unknown (the netdev has no per-priority counters)".to_string(),
+        _ if prio.is_empty() => {
+            "priority unknown (the netdev has no per-priority counters)".to_string()
+        }
+        _ => "priority unknown (no priority's byte counters moved)".to_string(),
     };
     let pfc_text = if paused.is_empty() {
         "no PFC pauses".to_string()

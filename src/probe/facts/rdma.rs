@@ -14,7 +14,9 @@ pub const SYSFS_ROOT: &str = "/sys/class/infiniband";
 pub struct RdmaFacts {
     /// Every RDMA device, by name.
     pub devices: Vec<RdmaDeviceFacts>,
-    /// Set when the host has no RDMA device: what was looked at and what to load.
+    /// Set when the host has no RDMA device: what was looked at
+    /// (`/sys/class/infiniband is absent`); what to load is the
+    /// `rdma.no-device` finding's fix.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub none: Option<String>,
 }
@@ -147,6 +149,15 @@ pub enum LinkLayer {
 }
 
 impl LinkLayer {
+    /// As the kernel spells it in `link_layer`.
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkLayer::Infiniband => "InfiniBand",
+            LinkLayer::Ethernet => "Ethernet",
+            LinkLayer::Other => "other link layer",
+        }
+    }
+
     pub fn parse(s: &str) -> Self {
         match s.trim() {
             "InfiniBand" => LinkLayer::Infiniband,

@@ -25,7 +25,7 @@ use super::facts::PcieLink;
 use super::source::HostSource;
 
 pub use counters::{
-    port_sample, read_snapshot, CounterDelta, PfcPrio, RdmaCounterReader, RdmaPortCounters,
+    port_sample, read_snapshot, sample, CounterDelta, PfcPrio, RdmaCounterReader, RdmaPortCounters,
     RdmaPortSample, RdmaSample, RdmaSnapshot,
 };
 
@@ -49,9 +49,7 @@ pub fn read_rdma_facts(src: &dyn HostSource) -> RdmaFacts {
     let devices: Vec<RdmaDeviceFacts> = names.iter().map(|n| read_device(src, n)).collect();
     let none = devices.is_empty().then(|| {
         format!(
-            "no RDMA device ({SYSFS_ROOT} is {}): load the driver of the NIC \
-             (modprobe mlx5_ib for ConnectX) or create a soft-RoCE device \
-             (modprobe rdma_rxe && rdma link add rxe0 type rxe netdev IF)",
+            "{SYSFS_ROOT} is {}",
             if src.list(SYSFS_ROOT).is_ok() {
                 "empty"
             } else {
