@@ -369,6 +369,7 @@ fn the_queue_view_shows_the_packet_sinks_queues_and_drops() {
         missing_delta: 0,
         ring_full,
         nic_drops: None,
+        thread: Some(queue),
         cpu_pct: Some(97.0),
         napi_cpu: None,
     };
@@ -402,8 +403,8 @@ fn the_queue_view_shows_the_packet_sinks_queues_and_drops() {
     assert!(a.contains("packet sink (af-xdp) on veth-b"), "{a}");
     assert!(a.contains("ring full 4321"), "{a}");
     // Busiest queue first.
-    let q1 = a.find("sink cpu1").expect("queue 1's row");
-    let q0 = a.find("sink cpu0").expect("queue 0's row");
+    let q1 = a.find("sink thread 1 cpu1").expect("queue 1's row");
+    let q0 = a.find("sink thread 0 cpu0").expect("queue 0's row");
     assert!(q1 < q0, "{a}");
 }
 

@@ -72,8 +72,19 @@ pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
         }
     }
     if let Some(crate::traffic::EngineSpec::Sink(k)) = input.test.spec {
-        // A packet test sends UDP frames: TCP's own rules have nothing to say.
-        out.retain(|f| !f.id.starts_with("tcp.") && f.id != "nic.tso-off");
+        // A packet test sends UDP frames: TCP's own rules have nothing to
+        // say, and GRO only matters to the stack (XDP runs before them;
+        // a packet sink counts frames, not merged ones). With one queue
+        // asked for, one busy queue and softirq core are the test's design.
+        out.retain(|f| {
+            !f.id.starts_with("tcp.")
+                && !matches!(f.id.as_str(), "nic.tso-off" | "nic.gro-off")
+                && !(k.queues == 1
+                    && matches!(
+                        f.id.as_str(),
+                        "nic.queue-imbalance" | "softirq.concentrated"
+                    ))
+        });
         out.extend(rules::sink::session_rules(k, input, t));
     }
     rank(rules::merge(out))

@@ -269,19 +269,24 @@ fn sink_summary(
     refused.append(&mut s.refused);
     s.refused = refused;
     s.interrupted = matches!(o.end, EndReason::Interrupted);
+    s.rx_zero_copy = sink.end.zero_copy;
     if sink_agg.omitted_msgs > 0 || sink_agg.warmup_end_s > 0.0 {
+        let rates = |n: u64, secs: f64| Rates::of(n, secs, spec.frame_size, sink.end.speed_mbps);
         s.messages = s.messages.saturating_sub(sink_agg.omitted_msgs);
         s.duration_s = (s.duration_s - sink_agg.warmup_end_s).max(0.0);
-        let r = Rates::of(
-            s.messages,
-            s.duration_s,
-            spec.frame_size,
-            sink.end.speed_mbps,
-        );
+        let r = rates(s.messages, s.duration_s);
         s.rate_per_s = r.pps;
         s.l2_bps = r.l2_bps;
         s.l1_bps = r.l1_bps;
         s.line_rate_pct = r.line_rate_pct;
+        // The queues' rows are the sink's connections, in the same order:
+        // leave each one's warm-up out too, so they sum to `messages`.
+        let fs = u64::from(spec.frame_size).max(1);
+        for (i, q) in s.per_queue.iter_mut().enumerate() {
+            let warm = sink_agg.omitted_rx.get(i).copied().unwrap_or(0) / fs;
+            q.counted = q.counted.saturating_sub(warm);
+            q.rates = rates(q.counted, s.duration_s);
+        }
     }
     Some(s)
 }

@@ -423,14 +423,11 @@ pub fn sink_lines(s: &crate::traffic::sink::figures::SinkSummary) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "packets: sink {}, generator {}{}: {} B frames, {} flows, {} thread(s) per side",
+        "packets: sink {}{}, generator {}{}: {} B frames, {} flows, {} thread(s) per side",
         s.mode.name(),
+        copy_mode(s.rx_zero_copy),
         s.tx_path.name(),
-        match s.tx_zero_copy {
-            Some(true) => " (zero-copy)",
-            Some(false) => " (copy mode)",
-            None => "",
-        },
+        copy_mode(s.tx_zero_copy),
         s.frame_size,
         s.flows,
         s.queues
@@ -463,44 +460,44 @@ pub fn sink_lines(s: &crate::traffic::sink::figures::SinkSummary) -> String {
         cpu(s.generator_cpu_pct)
     );
     for q in &s.per_queue {
+        let thread = match (q.thread, q.cpu_pct) {
+            (Some(t), Some(c)) => format!(", thread {t} cpu {c:.0}%"),
+            (Some(t), None) => format!(", thread {t}"),
+            (None, _) => String::new(),
+        };
         let _ = writeln!(
             out,
-            "  queue {:>3}{}: {:>12} counted {}{}{}",
+            "  queue {:>3}{}: {:>12} counted {}{thread}{}{}",
             q.queue,
             q.cpu.map(|c| format!(" ({c})")).unwrap_or_default(),
             q.counted,
             mpps(q.rates.pps),
-            q.cpu_pct
-                .map(|c| format!(", thread cpu {c:.0}%"))
-                .unwrap_or_default(),
-            match (q.ring_full, q.nic_drops) {
-                (0, None | Some(0)) => String::new(),
-                (r, n) => format!(", ring full {r}, NIC drops {}", n.unwrap_or(0)),
+            if q.ring_full > 0 {
+                format!(", ring full {}", q.ring_full)
+            } else {
+                String::new()
+            },
+            match q.nic_drops {
+                Some(n) if n > 0 => format!(", NIC drops {n}"),
+                _ => String::new(),
             }
         );
     }
-    let d = &s.drops;
-    let mut wh: Vec<String> = Vec::new();
-    for (v, name) in [
-        (d.generator_errors, "generator send errors"),
-        (d.tx_dropped, "tx drops (generator host)"),
-        (d.rx_dropped, "rx drops (sink interface)"),
-        (d.softnet_dropped, "softnet backlog drops"),
-        (d.ring_full, "socket/XDP ring full"),
-        (d.xdp_no_socket, "XDP frames without a socket"),
-    ] {
-        if v > 0 {
-            wh.push(format!("{name} {v}"));
-        }
-    }
-    for (k, v) in &d.nic {
-        wh.push(format!("NIC {k} {v}"));
-    }
-    for (q, v) in &d.rx_queue_drops {
-        wh.push(format!("NIC rx queue {q} drops {v}"));
-    }
+    let wh = drop_places(&s.drops);
     if !wh.is_empty() {
-        let _ = writeln!(out, "dropped on the path: {}", wh.join(", "));
+        let _ = writeln!(
+            out,
+            "dropped on the path ({} in all, each frame once): {}",
+            s.drops.total(),
+            wh.join(", ")
+        );
+    }
+    if s.split_flows > 0 {
+        let _ = writeln!(
+            out,
+            "  {} flow(s) arrived on more than one queue (generator threads moved between CPUs?): live gaps overstated loss; the loss above is exact",
+            s.split_flows
+        );
     }
     if s.flows_with_loss > 0 {
         let ids: Vec<String> = s
@@ -520,6 +517,57 @@ pub fn sink_lines(s: &crate::traffic::sink::figures::SinkSummary) -> String {
         let _ = writeln!(out, "  interrupted");
     }
     out
+}
+
+/// " (zero-copy)" / " (copy mode)" of an AF_XDP end.
+fn copy_mode(zero_copy: Option<bool>) -> &'static str {
+    match zero_copy {
+        Some(true) => " (zero-copy)",
+        Some(false) => " (copy mode)",
+        None => "",
+    }
+}
+
+/// Where frames were dropped, each loss once: the kernel's counters
+/// overlap (see [`crate::traffic::sink::figures::Drops`]), so the
+/// interface's rx drops are named only for what the others leave
+/// unexplained, and the generator's failed sends and its interface's tx
+/// drops are one figure.
+fn drop_places(d: &crate::traffic::sink::figures::Drops) -> Vec<String> {
+    let mut wh: Vec<String> = Vec::new();
+    if d.generator_host() > 0 {
+        wh.push(match (d.generator_errors, d.tx_dropped) {
+            (e, 0) => format!("generator send errors {e}"),
+            (0, t) => format!("generator's interface tx drops {t}"),
+            (e, t) => format!("generator's interface tx drops {t} (its sends saw {e} errors)"),
+        });
+    }
+    for (v, name) in [
+        (d.ring_full, "socket/XDP ring full"),
+        (d.xdp_no_socket, "XDP frames without a socket"),
+        (d.softnet_dropped, "softnet backlog drops"),
+    ] {
+        if v > 0 {
+            wh.push(format!("{name} {v}"));
+        }
+    }
+    let named: u64 = d.nic.values().sum();
+    if named >= d.rx_queue_drops.values().sum::<u64>() {
+        for (k, v) in &d.nic {
+            wh.push(format!("NIC {k} {v}"));
+        }
+    } else {
+        for (q, v) in &d.rx_queue_drops {
+            wh.push(format!("NIC rx queue {q} drops {v}"));
+        }
+    }
+    if d.other_rx() > 0 {
+        wh.push(format!(
+            "other rx drops of the sink's interface {}",
+            d.other_rx()
+        ));
+    }
+    wh
 }
 
 /// The table a packet sweep ends with: threads, core ids, frame size, pps,
@@ -569,12 +617,7 @@ fn sink_row(span: &str, omit: &str, local: Option<&Sample>, peer: Option<&Sample
     let dash = || "-".to_string();
     let (pps, l2, l1, missing, dropped, cpu) = match sink {
         Some(k) => {
-            let d = &k.drops;
-            let dropped = d.rx_dropped
-                + d.softnet_dropped
-                + d.ring_full
-                + d.xdp_no_socket
-                + d.nic.values().sum::<u64>();
+            let dropped = k.drops.sink_host();
             (
                 format!("{}pps", si(k.rates.pps)),
                 k.rates.l2_bps.to_string(),

@@ -12,7 +12,7 @@ use crate::diagnose::finding::{Evidence, Finding, Severity};
 use crate::diagnose::thresholds::Thresholds;
 use crate::probe::sample::HostRole;
 use crate::probe::topology::SinkTopology;
-use crate::traffic::sink::figures::{GenInterval, SinkInterval};
+use crate::traffic::sink::figures::{GenInterval, QueueFigures, SinkInterval};
 use crate::traffic::sink::SinkMode;
 use crate::units::CpuId;
 use std::collections::BTreeMap;
@@ -87,6 +87,33 @@ fn figures_of(
     (sink, gen, iface)
 }
 
+/// Busy % of each core of the sink host while the sink received: a
+/// Sample's busy core-seconds over the part of it the sink counted in (its
+/// figures' span — the last interval's quiet drain tail is waiting, not
+/// work), capped at 100 %.
+fn active_core_busy(samples: &[crate::probe::sample::Sample]) -> Vec<(CpuId, f64)> {
+    use crate::traffic::EngineInterval;
+    let mut acc: BTreeMap<u32, (f64, f64)> = BTreeMap::new();
+    for s in samples.iter().filter(|s| !s.omitted) {
+        let Some(EngineInterval::Sink(k)) = &s.engine.extra else {
+            continue;
+        };
+        let span = s.end_s - s.start_s;
+        let active = k.figures.secs.min(span);
+        if span <= 0.0 || active <= 0.0 {
+            continue;
+        }
+        for c in &s.cpus {
+            let e = acc.entry(c.cpu.0).or_default();
+            e.0 += c.busy().0 / 100.0 * span;
+            e.1 += active;
+        }
+    }
+    acc.into_iter()
+        .map(|(c, (busy, secs))| (CpuId(c), (busy / secs * 100.0).min(100.0)))
+        .collect()
+}
+
 /// The sink rules on a window of a packet test: the sink's figures come
 /// from the host that sinks, the generator's from the other one, the
 /// sink cores' topology from the sink host's facts.
@@ -113,10 +140,7 @@ pub fn session_rules(
         .facts()
         .filter(|_| !cpus.is_empty())
         .map(|f| SinkTopology::from_facts(f, cpus, Some(&iface)));
-    let busy: Vec<(CpuId, f64)> = crate::diagnose::util::mean_core_busy(window(host).samples)
-        .into_iter()
-        .map(|(c, b)| (CpuId(c), b))
-        .collect();
+    let busy = active_core_busy(window(host).samples);
     let i = SinkRuleInput {
         host,
         gen_host,
@@ -268,6 +292,17 @@ fn ring_counter(mode: SinkMode) -> &'static str {
     }
 }
 
+/// CPU % of the thread that reads `q` (its CPU is on the thread's first row).
+fn thread_cpu_of(s: &SinkInterval, q: &QueueFigures) -> Option<f64> {
+    q.cpu_pct.or_else(|| {
+        let t = q.thread?;
+        s.queues
+            .iter()
+            .find(|r| r.thread == Some(t) && r.cpu_pct.is_some())?
+            .cpu_pct
+    })
+}
+
 /// sink.queue-overrun: a queue's socket ring overflows while the core that
 /// drains it is saturated.
 pub fn queue_overrun(i: &SinkRuleInput, t: &Thresholds) -> Vec<Finding> {
@@ -278,7 +313,7 @@ pub fn queue_overrun(i: &SinkRuleInput, t: &Thresholds) -> Vec<Finding> {
             a.counter = ring_counter(i.mode);
             a.cpu = a.cpu.or(q.cpu);
             a.napi = a.napi.or(q.napi_cpu);
-            if let Some(c) = q.cpu_pct {
+            if let Some(c) = thread_cpu_of(s, q) {
                 a.thread_cpu.push(c);
             }
             if q.ring_full > 0 {
@@ -435,8 +470,50 @@ pub fn rx_missed(i: &SinkRuleInput, t: &Thresholds) -> Vec<Finding> {
     out
 }
 
-/// sink.generator-bound: the sink counted what arrived and had idle time,
-/// so the rate measured is the sender's, not the sink's ceiling.
+/// The sink's busiest worker over the window, % of one core, and what it
+/// was: its threads and the cores they run on (two threads on one core
+/// share it), the NAPI cores its XDP program ran on, and — for `tpacket`
+/// and `udp`, whose receive work runs in softirq on cores the sink cannot
+/// name — the host's busiest core.
+fn busiest_sink_worker(i: &SinkRuleInput) -> Option<(f64, String, &'static str)> {
+    let mut best: Option<(f64, String, &'static str)> = None;
+    let mut take = |v: f64, what: String, src: &'static str| {
+        if best.as_ref().is_none_or(|b| v > b.0) {
+            best = Some((v, what, src));
+        }
+    };
+    let live = i
+        .sink
+        .iter()
+        .flat_map(|s| s.queues.iter().map(move |q| (s, q)));
+    for (s, q) in live {
+        if let Some(c) = thread_cpu_of(s, q) {
+            take(c, "sink thread".into(), "/proc/self/task/TID/schedstat");
+        }
+        for c in [q.cpu, q.napi_cpu.filter(|_| q.counted > 0)]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(b) = i.busy(c) {
+                take(b, format!("{c} (sink thread or NAPI core)"), "/proc/stat");
+            }
+        }
+    }
+    if matches!(i.mode, SinkMode::Tpacket | SinkMode::Udp) {
+        if let Some((c, b)) = i.core_busy.iter().max_by(|a, b| a.1.total_cmp(&b.1)) {
+            take(
+                *b,
+                format!("{c} (busiest core: the receive softirq)"),
+                "/proc/stat",
+            );
+        }
+    }
+    best
+}
+
+/// sink.generator-bound: the sink counted what arrived, dropped nothing and
+/// had idle time, so the rate measured is the sender's, not the sink's
+/// ceiling.
 pub fn generator_bound(i: &SinkRuleInput, st: &SinkThresholds) -> Option<Finding> {
     if i.sink.is_empty() || i.gen.is_empty() {
         return None;
@@ -446,21 +523,12 @@ pub fn generator_bound(i: &SinkRuleInput, st: &SinkThresholds) -> Option<Finding
     if sent == 0 || (counted as f64) < st.counted_share * sent as f64 {
         return None;
     }
-    // The sink's busiest worker: its threads, or the NAPI cores in xdp mode.
-    let busiest = match i.mode {
-        SinkMode::Xdp => i
-            .sink
-            .iter()
-            .flat_map(|s| s.queues.iter().filter(|q| q.counted > 0))
-            .filter_map(|q| q.napi_cpu.and_then(|c| i.busy(c)))
-            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v)))),
-        _ => i
-            .sink
-            .iter()
-            .flat_map(|s| s.queues.iter())
-            .filter_map(|q| q.cpu_pct)
-            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v)))),
-    }?;
+    // A frame dropped on the sink's host means the sink (or its host) was
+    // short somewhere: not the generator's limit.
+    if i.sink.iter().any(|s| s.drops.sink_host() > 0) {
+        return None;
+    }
+    let (busiest, worker, busiest_src) = busiest_sink_worker(i)?;
     if busiest >= st.sink_idle_pct {
         return None;
     }
@@ -477,18 +545,15 @@ pub fn generator_bound(i: &SinkRuleInput, st: &SinkThresholds) -> Option<Finding
         (
             Severity::Info,
             format!(
-                "the rate is the one asked for ({} pps): the sink counted all of it with its busiest {} at {busiest:.0} %",
+                "the rate is the one asked for ({} pps): the sink counted all of it, its busiest worker ({worker}) at {busiest:.0} %",
                 i.rate_asked,
-                if i.mode == SinkMode::Xdp { "NAPI core" } else { "thread" }
             ),
         )
     } else {
         (
             Severity::Warn,
             format!(
-                "the generator limits the rate ({:.0} pps): the sink counted everything and its busiest {} was only {busiest:.0} % busy",
-                pps,
-                if i.mode == SinkMode::Xdp { "NAPI core" } else { "thread" }
+                "the generator limits the rate ({pps:.0} pps): the sink dropped nothing and its busiest worker ({worker}) was only {busiest:.0} % busy",
             ),
         )
     };
@@ -510,14 +575,10 @@ pub fn generator_bound(i: &SinkRuleInput, st: &SinkThresholds) -> Option<Finding
         format!("sink ({})", i.mode.name()),
     ))
     .ev(Evidence::num(
-        "busiest sink worker",
+        format!("busiest sink worker: {worker}"),
         busiest,
         "%",
-        if i.mode == SinkMode::Xdp {
-            "/proc/stat (NAPI core)"
-        } else {
-            "/proc/self/task/TID/schedstat"
-        },
+        busiest_src,
     ))
     .ev(Evidence::num("busiest generator thread", gen_cpu, "%", "/proc/self/task/TID/schedstat"))
     .why("A sink that counts everything sent and still has idle time is not the bottleneck: the number measured is the generator's rate, and the sink's ceiling is higher.");
@@ -550,6 +611,7 @@ mod tests {
             missing_delta: 0,
             ring_full,
             nic_drops: Some(0),
+            thread: Some(queue),
             cpu_pct: Some(cpu_pct),
             napi_cpu: None,
         }
@@ -736,6 +798,41 @@ mod tests {
         // Frames lost on the way: not generator-bound.
         let lossy = vec![sink(vec![q(0, 400_000, 0, 35.0), q(1, 400_000, 0, 40.0)]); 3];
         assert!(generator_bound(&input(&lossy, &g, None, 0, &[]), &SINK_THRESHOLDS).is_none());
+    }
+
+    #[test]
+    fn generator_bound_not_when_the_sink_dropped_shared_a_core_or_worked_in_softirq() {
+        let g = vec![gen(1_000_000, 100.0); 3];
+        // 99.5 % counted, but its rings overflowed: the sink is short.
+        let mut dropped = vec![sink(vec![q(0, 497_500, 2_500, 35.0), q(1, 500_000, 0, 40.0)]); 3];
+        for s in &mut dropped {
+            s.drops.ring_full = 2_500;
+        }
+        assert!(generator_bound(&input(&dropped, &g, None, 0, &[]), &SINK_THRESHOLDS).is_none());
+        // Two threads at 40 % each, both on cpu0, which is 86 % busy.
+        let mut shared = vec![sink(vec![q(0, 500_000, 0, 40.0), q(1, 500_000, 0, 40.0)]); 3];
+        for s in &mut shared {
+            for q in &mut s.queues {
+                q.cpu = Some(CpuId(0));
+            }
+        }
+        let busy = [(CpuId(0), 86.0), (CpuId(1), 99.0)];
+        assert!(generator_bound(&input(&shared, &g, None, 0, &busy), &SINK_THRESHOLDS).is_none());
+        // tpacket: the thread idles at 3 %, the receive softirq saturates a core.
+        let mut tp = vec![sink(vec![q(0, 1_000_000, 0, 3.0)]); 3];
+        for s in &mut tp {
+            s.mode = SinkMode::Tpacket;
+            s.queues[0].cpu = None;
+        }
+        let mut i = input(&tp, &g, None, 0, &[]);
+        i.mode = SinkMode::Tpacket;
+        assert!(
+            generator_bound(&i, &SINK_THRESHOLDS).is_some(),
+            "no /proc/stat: the thread"
+        );
+        let busy = [(CpuId(0), 20.0), (CpuId(1), 100.0)];
+        i.core_busy = &busy;
+        assert!(generator_bound(&i, &SINK_THRESHOLDS).is_none());
     }
 
     #[test]

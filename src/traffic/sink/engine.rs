@@ -475,18 +475,27 @@ fn supervise_sink(
     while !control.stopping() && (!threads || workers.running.load(Ordering::Acquire) > 0) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    if !control.aborted() {
-        // Count what is still in flight: until the queues are quiet.
-        sink.drain(None, QUIET, DRAIN_LIMIT, &|| control.aborted());
-    }
+    // Count what is still in flight: until the queues are quiet.
+    let moved =
+        (!control.aborted()).then(|| sink.drain(None, QUIET, DRAIN_LIMIT, &|| control.aborted()));
     if control.aborted() {
         sink.abort();
     } else {
         sink.stop();
     }
     {
+        let mut last = sink.snapshot();
         let mut st = sh.lock();
-        st.last = Some(Snap::Sink(sink.snapshot()));
+        // The quiet tail of the drain is waiting, not receiving: the last
+        // interval (and the sink's window) ends when the counts last moved.
+        if let Some(at) = moved {
+            let floor = match &st.prev {
+                Some(Snap::Sink(p)) => p.elapsed_s,
+                _ => 0.0,
+            };
+            last.elapsed_s = last.elapsed_s.min(at.max(floor));
+        }
+        st.last = Some(Snap::Sink(last));
         st.sink = None;
     }
     // Joining detaches the XDP program (the sink's threads closed their sockets first).

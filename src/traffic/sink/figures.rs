@@ -195,7 +195,9 @@ pub struct Drops {
     /// Sink host: NIC loss counters that moved, by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub nic: BTreeMap<String, u64>,
-    /// Sink host: per rx queue drops that moved.
+    /// Sink host: per rx queue drops that moved, beyond the frames the
+    /// sink's own ring refused on that queue (veth counts an XDP redirect
+    /// to a full AF_XDP ring as a queue drop too).
     #[serde(
         default,
         skip_serializing_if = "BTreeMap::is_empty",
@@ -208,6 +210,47 @@ pub struct Drops {
     pub ring_full: u64,
     /// af-xdp: frames the XDP program had no socket for.
     pub xdp_no_socket: u64,
+}
+
+impl Drops {
+    /// Frames the NIC lost before the host saw them: the larger of its
+    /// named loss counters and its per-queue drops (two views of one loss).
+    pub fn nic_loss(&self) -> u64 {
+        self.nic
+            .values()
+            .sum::<u64>()
+            .max(self.rx_queue_drops.values().sum())
+    }
+
+    /// Of the interface's rx drops (`/proc/net/dev`), those that none of the
+    /// other counters explain: that column already holds the NIC's loss,
+    /// softnet backlog drops and, on veth, XDP redirects to a full ring.
+    pub fn other_rx(&self) -> u64 {
+        self.rx_dropped.saturating_sub(
+            self.nic_loss() + self.softnet_dropped + self.ring_full + self.xdp_no_socket,
+        )
+    }
+
+    /// Frames lost on the sink host, each counted once (the kernel's
+    /// counters overlap, see [`Drops::other_rx`]).
+    pub fn sink_host(&self) -> u64 {
+        self.ring_full
+            + self.xdp_no_socket
+            + self.softnet_dropped
+            + self.nic_loss()
+            + self.other_rx()
+    }
+
+    /// Frames lost on the generator's host, each counted once: a send the
+    /// interface dropped shows both as a failed send and as a tx drop.
+    pub fn generator_host(&self) -> u64 {
+        self.generator_errors.max(self.tx_dropped)
+    }
+
+    /// Every frame lost on the path, each counted once.
+    pub fn total(&self) -> u64 {
+        self.sink_host() + self.generator_host()
+    }
 }
 
 /// One sink queue over an interval.
@@ -235,8 +278,11 @@ pub struct QueueFigures {
     /// NIC drops of this rx queue, when the driver counts them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic_drops: Option<u64>,
-    /// CPU of the thread that serves this queue, % of one core (a thread
-    /// serving several queues shows on each of them).
+    /// Index of the sink thread that reads this queue (None in `xdp` mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<u32>,
+    /// CPU of that thread, % of one core — on the first row of each thread
+    /// only, so the rows sum to the threads' CPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_pct: Option<f64>,
     /// The CPU that ran this queue's XDP program most (its NAPI CPU).
@@ -348,16 +394,9 @@ fn sum_opt(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
     })
 }
 
-/// Σ CPU % over the sink's threads, each counted once.
-fn thread_cpu(snaps: &[SinkQueueSnap], figs: &[QueueFigures]) -> Option<f64> {
-    let mut seen = std::collections::BTreeSet::new();
-    sum_opt(
-        snaps
-            .iter()
-            .zip(figs)
-            .filter(|(s, _)| s.thread.is_none_or(|t| seen.insert(t)))
-            .map(|(_, f)| f.cpu_pct),
-    )
+/// Σ CPU % over the sink's threads (each on one row only).
+fn thread_cpu(figs: &[QueueFigures]) -> Option<f64> {
+    sum_opt(figs.iter().map(|f| f.cpu_pct))
 }
 
 /// The sink host between two snapshots.
@@ -377,6 +416,11 @@ pub fn sink_interval(
     let mut drops = Drops::default();
     let (mut total, mut dup, mut reord) = (0, 0, 0);
     let mut missing_delta = 0i64;
+    let mut threads_seen = std::collections::BTreeSet::new();
+    // XDP-based modes: a redirect the queue's ring refused is the sink's
+    // drop, which veth also books as a drop of that rx queue.
+    let xdp_based = matches!(mode, SinkMode::Xdp | SinkMode::AfXdp);
+    let mut queue_drops: BTreeMap<u32, u64> = BTreeMap::new();
     for c in &cur.queues {
         let p = prev
             .queues
@@ -394,6 +438,25 @@ pub fn sink_interval(
         let (xc, xp) = (c.xdp.unwrap_or_default(), p.xdp.unwrap_or_default());
         drops.ring_full += ring;
         drops.xdp_no_socket += xc.no_socket.saturating_sub(xp.no_socket);
+        let no_socket = xc.no_socket.saturating_sub(xp.no_socket);
+        let nic_drops = path
+            .as_ref()
+            .and_then(|d| cur.path.as_ref().map(|c| (d, c)))
+            .and_then(|(d, full)| {
+                full.rx_queue_drops
+                    .contains_key(&c.queue)
+                    .then(|| d.rx_queue_drops.get(&c.queue).copied().unwrap_or(0))
+            })
+            .map(|d| {
+                if xdp_based {
+                    d.saturating_sub(ring + no_socket)
+                } else {
+                    d
+                }
+            });
+        if let Some(d) = nic_drops.filter(|d| *d > 0) {
+            queue_drops.insert(c.queue, d);
+        }
         total += n;
         dup += c.duplicates.saturating_sub(p.duplicates);
         reord += c.reordered.saturating_sub(p.reordered);
@@ -407,22 +470,20 @@ pub fn sink_interval(
             reordered: c.reordered.saturating_sub(p.reordered),
             missing_delta: md,
             ring_full: ring,
-            nic_drops: path
-                .as_ref()
-                .and_then(|d| cur.path.as_ref().map(|c| (d, c)))
-                .and_then(|(d, full)| {
-                    full.rx_queue_drops
-                        .contains_key(&c.queue)
-                        .then(|| d.rx_queue_drops.get(&c.queue).copied().unwrap_or(0))
-                }),
-            cpu_pct: cpu_pct(p.cpu_ns, c.cpu_ns, secs),
+            nic_drops,
+            thread: c.thread,
+            cpu_pct: if c.thread.is_none_or(|t| threads_seen.insert(t)) {
+                cpu_pct(p.cpu_ns, c.cpu_ns, secs)
+            } else {
+                None
+            },
             napi_cpu: c.xdp.and_then(|x| x.top_cpu).map(|t| t.0),
         });
     }
     if let Some(d) = &path {
         drops.rx_dropped = d.rx_dropped;
         drops.nic = d.nic.clone();
-        drops.rx_queue_drops = d.rx_queue_drops.clone();
+        drops.rx_queue_drops = queue_drops;
         drops.softnet_dropped = d.softnet_dropped;
     }
     let missing = cur
@@ -439,7 +500,7 @@ pub fn sink_interval(
         reordered: reord,
         missing,
         missing_delta,
-        cpu_pct: thread_cpu(&cur.queues, &queues),
+        cpu_pct: thread_cpu(&queues),
         iface_rx_packets: path.as_ref().map(|d| d.rx_packets),
         drops,
         queues,
@@ -605,6 +666,9 @@ pub struct SinkSummary {
     /// AF_XDP generator: zero-copy (true) or copy mode (false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tx_zero_copy: Option<bool>,
+    /// AF_XDP sink: zero-copy (true) or copy mode (false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_zero_copy: Option<bool>,
     /// Refused modes and paths, one line each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<String>,
@@ -628,8 +692,8 @@ pub struct SinkSummary {
     pub l2_bps: BitsPerSec,
     /// L1 bit/s of what the sink counted.
     pub l1_bps: BitsPerSec,
-    /// L1 as % of the link, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// L1 as % of the link, when known (null on virtual interfaces).
+    #[serde(default)]
     pub line_rate_pct: Option<f64>,
     /// Frames sent (the generator's count).
     pub sent: u64,
@@ -653,12 +717,18 @@ pub struct SinkSummary {
     pub iface_rx_packets: Option<u64>,
     /// Where frames were dropped.
     pub drops: Drops,
-    /// Per queue of the sink.
+    /// Per queue of the sink; their `counted` sum to `messages` and their
+    /// rates are over `duration_s`.
     pub per_queue: Vec<QueueFigures>,
+    /// Flows whose frames arrived on more than one queue (each queue's
+    /// thread tracks its part: the live gaps overstate loss; the final
+    /// tally is exact).
+    #[serde(default)]
+    pub split_flows: u32,
     /// Flows that lost frames.
     pub flows_with_loss: u32,
     /// Those flows (at most [`MAX_FLOW_ROWS`], most lost first).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub lossy_flows: Vec<FlowRow>,
     /// The point was cut short.
     #[serde(default)]
@@ -698,6 +768,12 @@ pub fn summarize(spec: &super::spec::SinkSpec, i: PointInputs) -> SinkSummary {
     let mut lossy: Vec<FlowRow> = t.flows.iter().filter(|f| f.lost > 0).cloned().collect();
     lossy.sort_by(|a, b| b.lost.cmp(&a.lost).then(a.flow.cmp(&b.flow)));
     lossy.truncate(MAX_FLOW_ROWS);
+    // The rows' rates over the same span as the total's.
+    let mut per_queue = s.queues;
+    for q in &mut per_queue {
+        q.rates = Rates::of(q.counted, secs, spec.frame_size, i.speed_mbps);
+    }
+    let split_flows = t.flows.iter().filter(|f| f.queues.len() > 1).count() as u32;
     let mut drops = s.drops.clone();
     drops.generator_errors = i.totals.map_or(0, |t| t.errors);
     drops.tx_dropped = g.as_ref().and_then(|g| g.tx_dropped).unwrap_or(0);
@@ -706,6 +782,7 @@ pub fn summarize(spec: &super::spec::SinkSpec, i: PointInputs) -> SinkSummary {
         mode: s.mode,
         tx_path: i.totals.map_or(TxPath::Auto, |t| t.path),
         tx_zero_copy: i.totals.and_then(|t| t.zero_copy),
+        rx_zero_copy: None,
         refused: i.totals.map(|t| t.refused.clone()).unwrap_or_default(),
         frame_size: spec.frame_size,
         queues: spec.queues,
@@ -730,7 +807,8 @@ pub fn summarize(spec: &super::spec::SinkSpec, i: PointInputs) -> SinkSummary {
         sink_cpu_pct: s.cpu_pct,
         iface_rx_packets: s.iface_rx_packets,
         drops,
-        per_queue: s.queues,
+        per_queue,
+        split_flows,
         flows_with_loss: t.flows_with_loss,
         lossy_flows: lossy,
         interrupted: false,
@@ -807,6 +885,149 @@ mod tests {
             i.drops.nic.get("rx_missed_errors"),
             None,
             "first seen: no delta"
+        );
+    }
+
+    #[test]
+    fn overlapping_drop_counters_count_each_frame_once() {
+        // veth, af-xdp: 4232 redirects found queue 0's ring full; veth books
+        // them as queue-0 drops and interface rx drops as well.
+        let snap = |ring: u64, qdrop: u64, rx_dropped: u64| SinkSnapshot {
+            elapsed_s: 0.0,
+            mode: SinkMode::AfXdp,
+            queues: vec![SinkQueueSnap {
+                ring_drops: ring,
+                ..q(0, 0, 0, 0)
+            }],
+            path: Some(PathCounters {
+                rx_dropped,
+                rx_queue_drops: [(0, qdrop)].into(),
+                ..Default::default()
+            }),
+        };
+        let a = snap(0, 0, 0);
+        let b = SinkSnapshot {
+            elapsed_s: 1.0,
+            ..snap(4232, 4232, 4232)
+        };
+        let i = sink_interval(&a, &b, 64, None);
+        assert_eq!(i.drops.ring_full, 4232);
+        assert_eq!(i.queues[0].nic_drops, Some(0), "not a NIC drop");
+        assert!(i.drops.rx_queue_drops.is_empty());
+        assert_eq!((i.drops.nic_loss(), i.drops.other_rx()), (0, 0));
+        assert_eq!(i.drops.sink_host(), 4232);
+        // A NIC that missed 1000 frames (its named counter and the
+        // interface's drop column) while a socket ring refused 500 more.
+        let d = Drops {
+            rx_dropped: 1000,
+            nic: [("rx_out_of_buffer".to_string(), 1000)].into(),
+            ring_full: 500,
+            ..Default::default()
+        };
+        assert_eq!((d.nic_loss(), d.other_rx(), d.sink_host()), (1000, 0, 1500));
+        // The generator's failed sends are its interface's tx drops.
+        let g = Drops {
+            generator_errors: 4233,
+            tx_dropped: 4233,
+            ..Default::default()
+        };
+        assert_eq!(g.total(), 4233);
+    }
+
+    #[test]
+    fn a_thread_serving_several_queues_shows_its_cpu_once() {
+        let row = |queue, thread, cpu_ns| SinkQueueSnap {
+            thread: Some(thread),
+            ..q(queue, 0, 0, cpu_ns)
+        };
+        let a = SinkSnapshot {
+            elapsed_s: 0.0,
+            mode: SinkMode::Tpacket,
+            queues: vec![row(0, 0, 0), row(1, 0, 0), row(2, 1, 0)],
+            path: None,
+        };
+        let b = SinkSnapshot {
+            elapsed_s: 1.0,
+            queues: vec![
+                row(0, 0, 800_000_000),
+                row(1, 0, 800_000_000),
+                row(2, 1, 300_000_000),
+            ],
+            ..a.clone()
+        };
+        let i = sink_interval(&a, &b, 64, None);
+        let cpu: Vec<Option<f64>> = i.queues.iter().map(|q| q.cpu_pct).collect();
+        assert_eq!(cpu, [Some(80.0), None, Some(30.0)]);
+        assert_eq!(i.queues[1].thread, Some(0));
+        assert_eq!(i.cpu_pct, Some(110.0));
+    }
+
+    #[test]
+    fn summary_rows_use_the_totals_span_and_find_split_flows() {
+        let spec = crate::traffic::sink::SinkSpec::default();
+        let s0 = SinkSnapshot {
+            elapsed_s: 0.0,
+            mode: SinkMode::AfXdp,
+            queues: vec![q(0, 0, 0, 0), q(1, 0, 0, 0)],
+            path: None,
+        };
+        // The sink's window is 2.3 s (its drain), the generator sent for 2 s.
+        let s1 = SinkSnapshot {
+            elapsed_s: 2.3,
+            queues: vec![q(0, 1000, 1000, 0), q(1, 600, 600, 0)],
+            ..s0.clone()
+        };
+        let g = |elapsed_s: f64| GenSnapshot {
+            elapsed_s,
+            path: TxPath::AfXdp,
+            threads: Vec::new(),
+            host: None,
+        };
+        let (g0, g1) = (g(0.0), g(2.0));
+        let seen = [
+            FlowSeen {
+                flow: 0,
+                queues: vec![0, 1],
+                received: 1000,
+                next: 1000,
+                duplicates: 0,
+                reordered: 0,
+                late: 0,
+            },
+            FlowSeen {
+                flow: 1,
+                queues: vec![1],
+                received: 600,
+                next: 600,
+                duplicates: 0,
+                reordered: 0,
+                late: 0,
+            },
+        ];
+        let totals = GenTotals {
+            path: TxPath::AfXdp,
+            sent_per_flow: vec![1000, 600],
+            ..Default::default()
+        };
+        let sum = summarize(
+            &spec,
+            PointInputs {
+                sink: (&s0, &s1),
+                gen: Some((&g0, &g1)),
+                totals: Some(&totals),
+                seen: &seen,
+                speed_mbps: None,
+            },
+        );
+        assert_eq!(sum.duration_s, 2.0);
+        assert_eq!(sum.rate_per_s, 800.0);
+        let pps: f64 = sum.per_queue.iter().map(|q| q.rates.pps).sum();
+        assert_eq!(pps, sum.rate_per_s, "rows add up to the total's rate");
+        assert_eq!(sum.split_flows, 1);
+        let j = serde_json::to_value(&sum).unwrap();
+        assert!(
+            j["lossy_flows"].is_array() && j["line_rate_pct"].is_null(),
+            "{j}"
         );
     }
 

@@ -224,6 +224,7 @@ pub fn run_point(
         },
     );
     summary.interrupted = interrupted || cancel.load(Ordering::Relaxed);
+    summary.rx_zero_copy = sink_end.zero_copy;
     let mut refused = sink_end.refused.clone();
     refused.append(&mut summary.refused);
     summary.refused = refused;

@@ -185,7 +185,7 @@ fn open_mode(spec: &SinkSpec, info: &IfaceInfo, mode: SinkMode) -> Result<Opened
             }
             Ok(Opened {
                 rxs,
-                labels: fanout_labels(&info.driver, n),
+                labels: fanout_labels(n),
                 xdp: None,
                 zero_copy: None,
             })
@@ -209,16 +209,11 @@ fn open_mode(spec: &SinkSpec, info: &IfaceInfo, mode: SinkMode) -> Result<Opened
 }
 
 /// Queue of each fanout member. PACKET_FANOUT_QM picks member
-/// `skb_get_rx_queue() % members`; drivers record rx queue + 1 so member
-/// *m* is queue *m*. veth records nothing and leaves the sender's tx queue
-/// index in `queue_mapping`, which reads back as queue − 1: member *m* gets
-/// the frames of queue *m* + 1.
-fn fanout_labels(driver: &str, n: u32) -> Vec<u32> {
-    if driver == "veth" {
-        (0..n).map(|m| (m + 1) % n).collect()
-    } else {
-        (0..n).collect()
-    }
+/// `skb_get_rx_queue() % members`; drivers record the rx queue (veth
+/// records the peer's tx queue as its rx queue in `veth_xmit`), so member
+/// *m* gets the frames of queue *m* when there is a member per queue.
+fn fanout_labels(n: u32) -> Vec<u32> {
+    (0..n).collect()
 }
 
 fn open_xsks(spec: &SinkSpec, info: &IfaceInfo) -> Result<Opened, String> {
@@ -707,29 +702,33 @@ impl RunningSink {
     /// After the generator stopped: keep counting until every frame `sent`
     /// was counted, or nothing new arrived for `quiet`, or `limit` passed,
     /// or `cancel` says so — frames in flight are counted, not lost.
+    ///
+    /// Returns when the counts last moved, in seconds on the snapshots'
+    /// clock (the drain's start when nothing more came): after that the
+    /// sink only waited, so a rate's span ends there.
     pub fn drain(
         &self,
         sent: Option<u64>,
         quiet: Duration,
         limit: Duration,
         cancel: &dyn Fn() -> bool,
-    ) {
+    ) -> f64 {
         let deadline = Instant::now() + limit;
         let (mut last, _) = self.seen();
         let mut still = Instant::now();
+        let moved = |at: Instant| at.duration_since(self.started).as_secs_f64();
         while Instant::now() < deadline && !cancel() {
             std::thread::sleep(Duration::from_millis(20));
             let (all, unique) = self.seen();
-            if sent.is_some_and(|n| unique >= n) {
-                return;
-            }
             if all != last {
                 last = all;
                 still = Instant::now();
-            } else if still.elapsed() > quiet {
-                return;
+            }
+            if sent.is_some_and(|n| unique >= n) || still.elapsed() > quiet {
+                break;
             }
         }
+        moved(still)
     }
 
     /// Does the sink read with user-space threads (all modes but `xdp`)?

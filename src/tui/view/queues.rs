@@ -287,7 +287,8 @@ fn sink_lines(
             )),
             Span::styled(format!("{drops:>7}"), dstyle),
             Span::raw(format!(
-                "  sink{}{}{}",
+                "  sink{}{}{}{}",
+                q.thread.map(|t| format!(" thread {t}")).unwrap_or_default(),
                 q.cpu.map(|c| format!(" {c}")).unwrap_or_default(),
                 q.cpu_pct.map(|c| format!(" {c:.0}%")).unwrap_or_default(),
                 if q.ring_full > 0 {
