@@ -23,8 +23,9 @@ pub fn run_title(h: &super::schema::Header) -> String {
             h.hosts.peer.hostname, h.hosts.peer.kernel, h.hosts.peer.cpus
         )
     };
+    let arrow = h.spec.as_ref().map_or("->", EngineSpec::arrow);
     format!(
-        "wirescope {}: {what}, local {} ({}, {} CPUs) -> {far}",
+        "wirescope {}: {what}, local {} ({}, {} CPUs) {arrow} {far}",
         h.wirescope, h.hosts.local.hostname, h.hosts.local.kernel, h.hosts.local.cpus,
     )
 }

@@ -52,6 +52,19 @@ impl EngineSpec {
         }
     }
 
+    /// Which way the data goes between the controller's host (left) and
+    /// the agent's (right): `->`, `<-` (reverse, RDMA READ) or `<->`.
+    pub fn arrow(&self) -> &'static str {
+        match self {
+            EngineSpec::Tcp(t) if t.bidir => "<->",
+            EngineSpec::Tcp(t) if t.reverse => "<-",
+            EngineSpec::Sink(s) if s.sink_side() == Side::Controller => "<-",
+            EngineSpec::Rdma(r) if r.bidir => "<->",
+            EngineSpec::Rdma(r) if r.op == crate::traffic::rdma::RdmaOp::Read => "<-",
+            _ => "->",
+        }
+    }
+
     /// The TCP arm, when this is a TCP test.
     pub fn as_tcp(&self) -> Option<&TcpSpec> {
         match self {
@@ -331,4 +344,30 @@ pub enum EngineTotals {
     Generator(Box<GenEndTotals>),
     /// An RDMA end's perftest-style result.
     Rdma(Box<RdmaOutcome>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_arrow_follows_the_data() {
+        let sink = |reverse| {
+            EngineSpec::Sink(SinkSpec {
+                reverse,
+                ..SinkSpec::default()
+            })
+        };
+        assert_eq!(sink(false).arrow(), "->");
+        assert_eq!(sink(true).arrow(), "<-");
+        use crate::traffic::rdma::{RdmaMode, RdmaOp};
+        let rdma = |op| RdmaSpec::perftest_defaults(op, RdmaMode::Bw);
+        assert_eq!(EngineSpec::Rdma(rdma(RdmaOp::Write)).arrow(), "->");
+        assert_eq!(EngineSpec::Rdma(rdma(RdmaOp::Read)).arrow(), "<-");
+        let bidir = RdmaSpec {
+            bidir: true,
+            ..rdma(RdmaOp::Write)
+        };
+        assert_eq!(EngineSpec::Rdma(bidir).arrow(), "<->");
+    }
 }
