@@ -244,11 +244,8 @@ pub fn rdma_facts_lines(r: &crate::probe::rdma::RdmaFacts) -> String {
     if r.devices.is_empty() {
         let _ = writeln!(
             o,
-            "\nRDMA: no RDMA device{}",
-            r.none
-                .as_ref()
-                .map(|w| format!(" ({w})"))
-                .unwrap_or_default()
+            "\nRDMA: {}",
+            r.none.as_deref().unwrap_or("no RDMA device")
         );
         return o;
     }

@@ -128,7 +128,11 @@ fn no_device(
     )
     .ev(Evidence::text(
         "RDMA devices",
-        rdma.none.clone().unwrap_or_else(|| "none".into()),
+        // "no RDMA device (/sys/class/infiniband is absent)": what to load is the fix below.
+        rdma.none
+            .as_deref()
+            .and_then(|n| n.split_once(": ").map(|(what, _)| what))
+            .unwrap_or("none"),
         SYSFS_ROOT,
     ))
     .why("RDMA needs the RDMA driver of the NIC (or soft-RoCE) loaded; without it only TCP can be measured on this host.");

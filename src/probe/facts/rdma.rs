@@ -14,9 +14,8 @@ pub const SYSFS_ROOT: &str = "/sys/class/infiniband";
 pub struct RdmaFacts {
     /// Every RDMA device, by name.
     pub devices: Vec<RdmaDeviceFacts>,
-    /// Set when the host has no RDMA device: what was looked at
-    /// (`/sys/class/infiniband is absent`); what to load is the
-    /// `rdma.no-device` finding's fix.
+    /// Set when the host has no RDMA device: "no RDMA device", what was
+    /// looked at and what to load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub none: Option<String>,
 }

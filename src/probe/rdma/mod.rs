@@ -49,7 +49,9 @@ pub fn read_rdma_facts(src: &dyn HostSource) -> RdmaFacts {
     let devices: Vec<RdmaDeviceFacts> = names.iter().map(|n| read_device(src, n)).collect();
     let none = devices.is_empty().then(|| {
         format!(
-            "{SYSFS_ROOT} is {}",
+            "no RDMA device ({SYSFS_ROOT} is {}): load the NIC's RDMA driver \
+             (modprobe mlx5_ib for ConnectX) or create a soft-RoCE device \
+             (modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <interface>)",
             if src.list(SYSFS_ROOT).is_ok() {
                 "empty"
             } else {
