@@ -329,9 +329,10 @@ fn pinning_runs_on_the_given_cpus_and_refuses_missing_ones() {
     assert!(out.status.success(), "{}", stderr(&out));
     let out = pair.run(&["-t", "1s", "-P", "2", "--cpus", "0-1", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    // A CPU this machine does not have: refused before traffic, and says why.
+    // A CPU this machine does not have: refused before traffic (a usage
+    // error), and says why.
     let out = pair.run(&["-t", "1s", "--cpus", "1000"]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("CPU 1000 cannot be used"),
         "{}",
@@ -414,12 +415,18 @@ fn cpus_this_host_does_not_have_are_refused_before_traffic() {
     let mut pair = Pair::new();
     pair.start_agent();
     for (flag, side) in [
-        ("--cpus", "this host cannot run"),
+        ("--cpus", "cannot be used on this host"),
         ("--peer-cpus", "the agent refuses"),
     ] {
         let out = pair.run(&["-t", "1s", flag, "0,4000"]);
         let err = stderr(&out);
-        assert_eq!(out.status.code(), Some(1), "{err}");
+        // A usage error (exit 2), one line.
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("error")).count(),
+            1,
+            "{err}"
+        );
         assert!(
             err.contains(&format!("{flag} 0,4000: CPU 4000 cannot be used")) && err.contains(side),
             "{err}"

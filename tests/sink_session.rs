@@ -34,6 +34,15 @@ fn run_ok(pair: &Pair, args: &[&str]) -> (String, Log) {
     )
 }
 
+/// The flat-out test keeps both CPUs of a small VM busy; tests that count
+/// every frame take turns with it (they run side by side with each other).
+static CPUS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A share of the CPUs (for a test that counts every frame).
+fn shared_cpus() -> std::sync::RwLockReadGuard<'static, ()> {
+    CPUS.read().unwrap_or_else(|p| p.into_inner())
+}
+
 fn sink_of(s: &Summary) -> &SinkSummary {
     s.sink
         .as_deref()
@@ -56,6 +65,7 @@ fn assert_lossless(s: &Summary, what: &str) {
 
 #[test]
 fn every_sink_mode_counts_every_frame_through_the_session() {
+    let _cpus = shared_cpus();
     let mut pair = Pair::new();
     pair.start_agent();
     for mode in ["af-xdp", "xdp", "tpacket", "udp"] {
@@ -111,6 +121,7 @@ fn every_sink_mode_counts_every_frame_through_the_session() {
 /// count for the whole point, longer than its drain limit, on either host.
 #[test]
 fn an_xdp_sink_counts_for_the_whole_point() {
+    let _cpus = shared_cpus();
     let mut pair = Pair::new();
     pair.start_agent();
     for dir in [None, Some("-R")] {
@@ -128,6 +139,7 @@ fn an_xdp_sink_counts_for_the_whole_point() {
 
 #[test]
 fn reverse_sinks_on_this_host() {
+    let _cpus = shared_cpus();
     let mut pair = Pair::new();
     pair.start_agent();
     let (_, log) = run_ok(
@@ -161,6 +173,7 @@ fn reverse_sinks_on_this_host() {
 
 #[test]
 fn loss_on_the_receiver_is_found_per_flow() {
+    let _cpus = shared_cpus();
     let mut pair = Pair::new();
     pair.start_agent();
     common::drop_one_percent(&pair.b, "ingress", "veth-b");
@@ -187,6 +200,7 @@ fn loss_on_the_receiver_is_found_per_flow() {
 
 #[test]
 fn a_frame_sweep_gives_one_row_per_size() {
+    let _cpus = shared_cpus();
     let mut pair = Pair::new();
     pair.start_agent();
     let (text, log) = run_ok(
@@ -218,6 +232,7 @@ fn a_frame_sweep_gives_one_row_per_size() {
 
 #[test]
 fn a_cores_sweep_pins_the_sink_and_names_the_cores() {
+    let _cpus = shared_cpus();
     let mut pair = Pair::new();
     pair.start_agent();
     let (text, log) = run_ok(
@@ -285,6 +300,7 @@ fn usage_errors_exit_2_with_the_flag_named() {
 
 #[test]
 fn sigint_ends_the_test_and_the_agent_detaches() {
+    let _cpus = shared_cpus();
     let mut pair = Pair::new();
     pair.start_agent();
     let agent_sockets = common::sockets_of(pair.agent_pid());
@@ -354,4 +370,310 @@ fn sigint_ends_the_test_and_the_agent_detaches() {
     }
     assert!(common::process_alive(pair.agent_pid()));
     assert_eq!(common::packet_sockets(&pair.b), 0);
+}
+
+/// `wirescope run --local-pair ARGS` (the embedded pair: this test's own
+/// namespaces are not used).
+fn run_local(args: &[&str]) -> std::process::Output {
+    common::require_root();
+    std::process::Command::new(common::bin())
+        .args(["run", "--local-pair", "--engine", "sink"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn run_fails(pair: &Pair, args: &[&str]) -> (Option<i32>, String) {
+    let mut all: Vec<&str> = vec!["--engine", "sink"];
+    all.extend_from_slice(args);
+    let out = pair.run(&all);
+    (out.status.code(), stderr(&out))
+}
+
+/// The kernel frees an AF_XDP socket's queue in deferred work after the
+/// close: every point of a sweep binds the queues the previous one just
+/// released, on both ends, and must get them (no fallback allowed). Flat
+/// out, as the release lags most when softirqs keep the CPUs busy (without
+/// the wait for a busy queue about one point in three was refused here).
+#[test]
+fn every_point_of_a_sweep_binds_af_xdp_again() {
+    // Flat out: alone.
+    let _cpus = CPUS.write().unwrap_or_else(|p| p.into_inner());
+    let mut pair = Pair::new();
+    pair.start_agent();
+    let (text, log) = run_ok(
+        &pair,
+        &[
+            "--sink",
+            "af-xdp",
+            "--tx-path",
+            "af-xdp",
+            "--no-fallback",
+            "-t",
+            "1s",
+            "--sweep",
+            "frame=64,64,64,64,64",
+        ],
+    );
+    let sums = log.summaries();
+    assert_eq!(sums.len(), 5, "{text}");
+    for s in &sums {
+        let k = sink_of(s);
+        assert_eq!((k.mode.name(), k.tx_path.name()), ("af-xdp", "af-xdp"));
+        // veth has no zero-copy: the generator binds in copy mode, no fallback.
+        assert!(
+            k.refused.iter().all(|r| r.contains("zero-copy refused")),
+            "{:?}",
+            k.refused
+        );
+        assert!(k.messages > 10_000, "{k:#?}");
+    }
+    // Each row of the table says what ran.
+    let rows: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("threads  cores"))
+        .collect();
+    assert!(rows[0].contains("sink     generator"), "{text}");
+    assert_eq!(
+        rows[1..]
+            .iter()
+            .filter(|r| r.contains("af-xdp   af-xdp copy"))
+            .count(),
+        5,
+        "{text}"
+    );
+}
+
+/// `--no-fallback` holds for the generator's path as for the sink's mode.
+#[test]
+fn no_fallback_makes_a_refused_generator_path_an_error() {
+    let _cpus = shared_cpus();
+    let mut pair = Pair::new();
+    pair.start_agent();
+    // Two tx queues on the generator's side, four rx queues on the sink's.
+    let out = std::process::Command::new("ip")
+        .args([
+            "netns", "exec", &pair.a, "ethtool", "-L", "veth-a", "tx", "2",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ethtool -L: {}", stderr(&out));
+    let args = [
+        "--sink", "xdp", "--queues", "4", "--rate", "20000", "-t", "1s",
+    ];
+    let mut strict = args.to_vec();
+    strict.push("--no-fallback");
+    let (code, err) = run_fails(&pair, &strict);
+    assert_eq!(code, Some(1), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains(
+            "generator path af-xdp copy mode refused on veth-a: 4 threads but 2 tx queues"
+        ) && last.contains("--no-fallback"),
+        "{err}"
+    );
+    assert!(!err.contains("agent log"), "{err}");
+    // With fallback the TX ring runs and says why AF_XDP did not.
+    let (_, log) = run_ok(&pair, &args);
+    let k = sink_of(log.summaries()[0]);
+    assert_eq!(k.tx_path.name(), "tx-ring");
+    assert!(
+        k.refused.iter().any(|r| r.contains("2 tx queues")),
+        "{:?}",
+        k.refused
+    );
+}
+
+/// More threads than the sink's rx queues, frames above the MTU and CPUs
+/// the agent does not have are usage errors (exit 2, one line), found
+/// before any point's traffic, in both directions.
+#[test]
+fn what_the_hosts_cannot_do_is_a_usage_error_before_traffic() {
+    let _cpus = shared_cpus();
+    let mut pair = Pair::new();
+    pair.start_agent();
+    let log = pair.log_path("refused.jsonl");
+    let log_arg = log.to_str().unwrap();
+    let mut sessions = 0;
+    for (args, says) in [
+        (
+            vec!["--queues", "8"],
+            "8 sink threads (--queues, or the CPUs of a cores set) but veth-b has 4 rx queue(s)",
+        ),
+        (
+            vec!["-R", "--queues", "8"],
+            "8 sink threads (--queues, or the CPUs of a cores set) but veth-a has 4 rx queue(s)",
+        ),
+        (
+            vec!["--frame-size", "9000"],
+            "9000 B frames need an MTU of at least 8982 on veth-a and veth-b (now 1500 and 1500)",
+        ),
+        (
+            vec!["-R", "--frame-size", "9000"],
+            "9000 B frames need an MTU of at least 8982 on veth-b and veth-a",
+        ),
+        (
+            vec!["--sweep", "cores=0;4095"],
+            "point 2 of the plan: --peer-cpus 4095: CPU 4095 cannot be used",
+        ),
+    ] {
+        let mut all = vec!["--log", log_arg, "-t", "1s"];
+        all.extend(args.iter().copied());
+        let (code, err) = run_fails(&pair, &all);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(
+            err.lines().filter(|l| l.starts_with("error")).count(),
+            1,
+            "{err}"
+        );
+        // Nothing ran: no point of the plan has a summary.
+        let l = Log::read(&log);
+        assert!(l.summaries().is_empty(), "{args:?}");
+        assert_eq!(l.events("refused"), 1, "{args:?}");
+        // The agent serves one session at a time: the next run waits until
+        // it says this one ended.
+        sessions += 1;
+        wait_for_sessions_ended(&pair, sessions);
+    }
+    // The session was not spoiled: the agent runs the next test.
+    let (_, log) = run_ok(&pair, &["--rate", "20000", "-t", "1s"]);
+    assert_lossless(log.summaries()[0], "after refusals");
+}
+
+/// Wait until the agent's log says `n` sessions ended (at most 10 s).
+fn wait_for_sessions_ended(pair: &Pair, n: usize) {
+    let t = Instant::now();
+    loop {
+        let log = pair.agent_log();
+        let ended = log
+            .lines()
+            .filter(|l| l.contains("agent: session with") && l.contains(" ended: "))
+            .count();
+        if ended >= n {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the agent did not end session {n}:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Without --cpus/--peer-cpus each end pins its threads itself and the
+/// summary names the sink's cores; on veth (no NUMA node) the sink starts
+/// at the lowest usable CPU.
+#[test]
+fn ends_pin_their_threads_by_default_and_say_where() {
+    let _cpus = shared_cpus();
+    let mut pair = Pair::new();
+    pair.start_agent();
+    let (text, log) = run_ok(&pair, &["--rate", "20000", "-t", "1s"]);
+    let k = sink_of(log.summaries()[0]);
+    let usable = usable_cpus();
+    assert_eq!(k.sink_cpus, vec![usable[0]], "{text}");
+    assert!(
+        k.per_queue.iter().all(|q| q.cpu == Some(usable[0])),
+        "{k:#?}"
+    );
+    assert!(
+        text.contains("sink threads pinned by their end, from its interface's NUMA node"),
+        "{text}"
+    );
+}
+
+fn usable_cpus() -> Vec<wirescope::units::CpuId> {
+    wirescope::traffic::sched::usable_cpus().unwrap()
+}
+
+/// The embedded pair belongs to the tool: its veth takes the MTU a jumbo
+/// frame needs (and gives it back for the next point); XDP's limits on
+/// veth are the sink's fallback, said in the summary.
+#[test]
+fn the_local_pair_sizes_its_veth_for_jumbo_frames() {
+    let _cpus = shared_cpus();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("jumbo.jsonl");
+    let out = run_local(&[
+        "--rate",
+        "20000",
+        "-t",
+        "1s",
+        "--sweep",
+        "frame=9000,64",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = Log::read(&log);
+    let sums = log.summaries();
+    assert_eq!(sums.len(), 2);
+    let (jumbo, small) = (sink_of(sums[0]), sink_of(sums[1]));
+    assert_eq!((jumbo.frame_size, jumbo.lost), (9000, 0));
+    assert!(jumbo.messages > 10_000, "{jumbo:#?}");
+    // AF_XDP cannot take 9000 B frames: the sink fell back and says why.
+    assert_eq!(jumbo.mode.name(), "tpacket");
+    assert!(jumbo
+        .refused
+        .iter()
+        .any(|r| r.contains("9000 B frames do not fit")));
+    // The next point is back at 1500: AF_XDP binds again.
+    assert_eq!((small.mode.name(), small.lost), ("af-xdp", 0));
+}
+
+/// On the embedded pair both ends are this host: CPUs, cores sets and
+/// queues are checked before the pair is built, one line, exit 2; the
+/// default pinning keeps the ends on cores of their own.
+#[test]
+fn the_local_pair_checks_the_whole_plan_first_and_pins_apart() {
+    let _cpus = shared_cpus();
+    for (args, says) in [
+        (
+            vec!["--cpus", "4095"],
+            "--cpus 4095: CPU 4095 cannot be used on this host",
+        ),
+        (
+            vec!["--sweep", "cores=0;4095"],
+            "--sweep cores: the set 4095: CPU 4095 cannot be used on this host",
+        ),
+        (
+            vec!["--queues", "8"],
+            "--queues 8: the local pair's veth has 4 rx queues",
+        ),
+    ] {
+        let out = run_local(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "one line, nothing started: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("pinned.jsonl");
+    let out = run_local(&[
+        "--rate",
+        "20000",
+        "-t",
+        "1s",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let k = sink_of(Log::read(&log).summaries()[0]).clone();
+    let usable = usable_cpus();
+    let text = String::from_utf8_lossy(&out.stdout);
+    if usable.len() >= 2 {
+        let (lo, hi) = (usable[0], usable[usable.len() - 1]);
+        assert_eq!(k.sink_cpus, vec![lo]);
+        assert!(
+            text.contains(&format!(
+                "sink threads on CPU {}, generator threads on CPU {}",
+                lo.0, hi.0
+            )),
+            "{text}"
+        );
+    } else {
+        assert!(k.sink_cpus.is_empty());
+        assert!(text.contains("threads unpinned"), "{text}");
+    }
 }

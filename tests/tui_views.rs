@@ -408,6 +408,65 @@ fn the_queue_view_shows_the_packet_sinks_queues_and_drops() {
     assert!(q1 < q0, "{a}");
 }
 
+/// The facts view's "sink cores" row names the cores the sink runs on
+/// when its end chose them itself (default pinning: the spec has no list),
+/// from the CPUs of the threads in its figures.
+#[test]
+fn the_facts_view_names_the_sink_cores_an_end_chose_itself() {
+    use wirescope::traffic::sink::engine::SinkLive;
+    use wirescope::traffic::sink::figures::{QueueFigures, Rates, SinkInterval};
+    use wirescope::traffic::sink::{SinkMode, SinkSpec};
+    use wirescope::traffic::{EngineInterval, EngineSpec};
+    let queue = |queue: u32, cpu: u32| QueueFigures {
+        queue,
+        cpu: Some(CpuId(cpu)),
+        counted: 10,
+        rates: Rates::of(10, 1.0, 64, None),
+        duplicates: 0,
+        reordered: 0,
+        missing_delta: 0,
+        ring_full: 0,
+        nic_drops: None,
+        cpu_pct: None,
+        napi_cpu: None,
+    };
+    let live = SinkLive {
+        iface: "veth-b".into(),
+        figures: SinkInterval {
+            secs: 1.0,
+            mode: SinkMode::AfXdp,
+            counted: 20,
+            rates: Rates::of(20, 1.0, 64, None),
+            duplicates: 0,
+            reordered: 0,
+            missing: 0,
+            missing_delta: 0,
+            cpu_pct: None,
+            iface_rx_packets: None,
+            drops: Default::default(),
+            // Two queues, one thread on cpu1.
+            queues: vec![queue(0, 1), queue(1, 1)],
+        },
+    };
+    let mut s: Vec<Sample> = samples().into_iter().take(2).collect();
+    for x in s.iter_mut().filter(|x| x.host == HostRole::Peer) {
+        x.engine.extra = Some(EngineInterval::Sink(Box::new(live.clone())));
+    }
+    let mut m = live_model(&s);
+    assert!(m.facts.peer.is_some(), "the fixture's peer facts");
+    m.spec = Some(EngineSpec::Sink(SinkSpec::default()));
+    m.view = View::Facts;
+    let a = render(&m, 160, 48);
+    let row = a
+        .lines()
+        .find(|l| l.contains("sink cores"))
+        .unwrap_or_else(|| panic!("no sink cores row: {a}"));
+    assert!(
+        row.contains("cpu1 node") && row.contains("NIC veth-b"),
+        "{row}"
+    );
+}
+
 /// RDMA ports in the queue view: state and rate from the facts, the
 /// interval's traffic and the hw_counters that moved, trouble highlighted.
 #[test]

@@ -485,6 +485,8 @@ impl TestArgs {
             reverse: self.reverse,
             cpus,
             peer_cpus,
+            default_pinning: true,
+            one_host: false,
         };
         let plan = TestPlan {
             spec: EngineSpec::Sink(spec),

@@ -332,6 +332,7 @@ fn peer_facts(
             time: Some(std::time::Duration::from_millis(100)),
             ifaces: Vec::new(),
             peer_ifaces: Vec::new(),
+            later: Vec::new(),
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel(16);
         let cancel = tokio_util::sync::CancellationToken::new();

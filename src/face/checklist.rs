@@ -422,7 +422,7 @@ impl Driver for SessionDriver {
         let mut summary = None;
         let mut failure = None;
         while let Some(ev) = rx.blocking_recv() {
-            if let SessionEvent::Failed(e) = &ev {
+            if let SessionEvent::Failed(e) | SessionEvent::Refused(e) = &ev {
                 failure.get_or_insert_with(|| e.clone());
             }
             if let Ok(Output::PointDone {

@@ -5,7 +5,9 @@
 //! through the [`Pipeline`] (log, findings, summaries) and prints what comes
 //! out: an iperf3-like table, or one JSON summary per point with `--json`.
 //! Exit codes: 0 ok, 1 the test failed (peer lost, engine error), 2 usage
-//! error, 3 a finding at or above `--fail-on`, 130 interrupted.
+//! error (also one the hosts reveal before traffic: a CPU or a queue they
+//! do not have, frames above the MTU), 3 a finding at or above `--fail-on`,
+//! 130 interrupted.
 
 use super::{out, FaceError, FaceResult, EXIT_FAILED, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK};
 use crate::cli::{FailOn, RunArgs};
@@ -38,6 +40,7 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
     if matches!(plan.spec, crate::traffic::EngineSpec::Rdma(_)) {
         rdma_preflight(&choice)?;
     }
+    check_plan_here(&plan, &choice)?;
     let log = open_log(args.log.as_deref())?;
     let opened = crate::session::open(&choice, args.target.token_file.as_deref())?;
     if let Some(pair) = &opened.pair {
@@ -77,12 +80,39 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
     let face = consume(&mut rx, &mut pipeline, args.json, &cancel);
     let _ = rt.block_on(task);
     drop(rt);
-    if let (Some(_), Some(p)) = (&face.failure, &pair) {
+    if let (true, Some(p)) = (face.agent_log_helps(), &pair) {
         eprintln!("wirescope: local agent log: {}", p.agent_log_tail());
     }
     drop(pair);
     super::stdout_result()?;
     face.exit(pipeline.worst_raised(), args.fail_on)
+}
+
+/// What this host can tell about the plan before anything starts: the CPU
+/// lists of every point that run here (with the local pair both ends run
+/// here; a remote agent checks its own when the first point starts) and,
+/// on the local pair's veth, the sink threads against its queues. One line,
+/// exit 2.
+fn check_plan_here(
+    plan: &crate::session::plan::TestPlan,
+    choice: &crate::session::plan::TargetChoice,
+) -> Result<(), FaceError> {
+    use crate::session::plan::TargetChoice;
+    use crate::traffic::Side;
+    let sides: &[Side] = match choice {
+        TargetChoice::LocalPair { .. } => &[Side::Controller, Side::Agent],
+        TargetChoice::Peer(_) => &[Side::Controller],
+    };
+    crate::session::engines::check_plan_cpus(plan, sides).map_err(FaceError::Usage)?;
+    // As root the pair is a veth with that many queues (else loopback,
+    // where the sink reads UDP sockets and has no queues to run out of).
+    if let TargetChoice::LocalPair { queues } = choice {
+        if nix::unistd::geteuid().is_root() {
+            crate::session::localpair::check_plan_queues(plan, *queues)
+                .map_err(FaceError::Usage)?;
+        }
+    }
+    Ok(())
 }
 
 /// An RDMA test needs libibverbs and a device on this host before anything
@@ -241,11 +271,11 @@ pub(crate) async fn session(
             return;
         }
     };
-    if run_plan(&mut ctl, &plan, &observe, &tx, &cancel)
-        .await
-        .is_ok()
-    {
-        ctl.close().await;
+    // A test refused as asked leaves the connection clean: say goodbye.
+    match run_plan(&mut ctl, &plan, &observe, &tx, &cancel).await {
+        Ok(_) => ctl.close().await,
+        Err(e) if e.is_usage() => ctl.close().await,
+        Err(_) => {}
     }
 }
 
@@ -254,6 +284,12 @@ pub struct RunFace {
     json: bool,
     /// Why the run failed, if it did (printed at the end, exit 1).
     failure: Option<String>,
+    /// Why the test cannot run as asked, if so (exit 2).
+    usage: Option<String>,
+    /// The session reached the agent (its failures say what happened there).
+    ready: bool,
+    /// A point ended because the agent was lost.
+    peer_lost: bool,
     interrupted: bool,
     log_error: Option<String>,
     spec: Option<crate::traffic::EngineSpec>,
@@ -266,6 +302,9 @@ impl RunFace {
         RunFace {
             json,
             failure: None,
+            usage: None,
+            ready: false,
+            peer_lost: false,
             interrupted: false,
             log_error: None,
             points: Vec::new(),
@@ -276,6 +315,7 @@ impl RunFace {
     fn show(&mut self, o: &Output) {
         match o {
             Output::Ready { ebpf, .. } => {
+                self.ready = true;
                 if !self.json {
                     super::report_ebpf(ebpf);
                 }
@@ -289,7 +329,10 @@ impl RunFace {
                 self.spec = p.spec.clone();
                 if !self.json {
                     if let Some(s) = &p.sweep {
-                        out(&format!("\n== sweep {} = {} ==\n", s.param, s.value));
+                        out(&format!("\n{}\n", text::sweep_heading(s)));
+                    }
+                    if let Some(k) = p.spec.as_ref().and_then(|s| s.as_sink()) {
+                        out(&format!("{}\n", k.pinning_line()));
                     }
                     if let Some(spec) = &p.spec {
                         out(&format!("{}\n", text::interval_header(spec)));
@@ -334,6 +377,7 @@ impl RunFace {
                     EndReason::Completed => {}
                     EndReason::Interrupted => self.interrupted = true,
                     EndReason::PeerLost(_) | EndReason::Failed(_) => {
+                        self.peer_lost |= matches!(outcome.end, EndReason::PeerLost(_));
                         let why = summary
                             .as_ref()
                             .and_then(|s| s.error.clone())
@@ -351,7 +395,17 @@ impl RunFace {
             Output::Failed(e) => {
                 self.failure.get_or_insert_with(|| e.clone());
             }
+            Output::Refused(e) => {
+                self.usage.get_or_insert_with(|| e.clone());
+            }
         }
+    }
+
+    /// Whether the local agent's log can tell more than the error does: the
+    /// session never reached the agent, or lost it. When the agent (or this
+    /// host's engine) refused or failed, the error already says why.
+    pub fn agent_log_helps(&self) -> bool {
+        self.failure.is_some() && (!self.ready || self.peer_lost)
     }
 
     /// The exit code: failures first, then an interruption, then `--fail-on`.
@@ -364,6 +418,9 @@ impl RunFace {
             return Err(FaceError::Failed(anyhow::anyhow!(
                 "the log could not be written: {e}"
             )));
+        }
+        if let Some(e) = self.usage {
+            return Err(FaceError::Usage(e));
         }
         if let Some(e) = self.failure {
             eprintln!("error: {e}");

@@ -50,13 +50,25 @@ pub fn command(a: SinkLabArgs) -> anyhow::Result<u8> {
         peer_cpus: a.peer_cpus.clone().map(|c| c.0).unwrap_or_default(),
         ..SinkSpec::default()
     };
-    let specs = points(&a, &base).map_err(anyhow::Error::msg)?;
-    for s in &specs {
+    let mut specs = points(&a, &base).map_err(anyhow::Error::msg)?;
+    // Both ends run on this host: default pinning keeps them on cores of
+    // their own, as on the local pair. Without a generator here (another
+    // tool sends), the sink's threads stay where the scheduler puts them.
+    let usable = crate::traffic::sched::usable_cpus().unwrap_or_default();
+    for s in &mut specs {
         s.validate()
             .map_err(|e| anyhow::anyhow!("invalid test: {e}"))?;
+        s.one_host = true;
+        if a.gen_iface.is_none() {
+            s.default_pinning = false;
+        }
+        let _ = s.pin_on_one_host(&usable);
     }
     let mut rows = Vec::new();
     for spec in specs {
+        if !a.json {
+            println!("{}", spec.pinning_line());
+        }
         let p = Point {
             spec: spec.clone(),
             sink: End {

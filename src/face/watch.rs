@@ -156,7 +156,7 @@ fn show(o: &Output, json: bool, failure: &mut Option<String>) {
                 failure.get_or_insert_with(|| e.clone());
             }
         },
-        Output::Failed(e) => {
+        Output::Failed(e) | Output::Refused(e) => {
             failure.get_or_insert_with(|| e.clone());
         }
         _ => {}

@@ -99,6 +99,16 @@ pub fn cpu_place(src: &dyn HostSource, cpu: CpuId) -> CpuPlace {
     }
 }
 
+/// The CPUs of `nic`'s NUMA node (`node/nodeK/cpulist` of its
+/// `device/numa_node`); None when it is on no node (a virtual interface,
+/// numa_node -1, a single-node host that does not say) or the list is
+/// unreadable.
+pub fn nic_node_cpus(src: &dyn HostSource, nic: &str) -> Option<Vec<CpuId>> {
+    let node = num(src, &format!("/sys/class/net/{nic}/device/numa_node"))?;
+    let node = u32::try_from(node).ok()?;
+    list(src, &format!("/sys/devices/system/node/node{node}/cpulist")).filter(|l| !l.is_empty())
+}
+
 /// The places of `cpus` and the NUMA node of `nic`.
 pub fn read(src: &dyn HostSource, cpus: &[CpuId], nic: Option<&str>) -> SinkTopology {
     let mut t = SinkTopology {
@@ -274,6 +284,19 @@ mod tests {
         let domains = t.l3_domains();
         assert_eq!(domains.len(), 2);
         assert_eq!(domains[0].1, vec![CpuId(0), CpuId(4), CpuId(1)]);
+    }
+
+    #[test]
+    fn a_nics_node_cpus_come_from_its_numa_node() {
+        // The NIC is on node 1 (cpus 2-3,6-7); the VM's virtio NIC says no node.
+        let want: Vec<CpuId> = [2, 3, 6, 7].into_iter().map(CpuId).collect();
+        assert_eq!(nic_node_cpus(&fixture("2s-smt"), "eth0"), Some(want));
+        assert_eq!(nic_node_cpus(&fixture("vm-2cpu"), "eth0"), None);
+        assert_eq!(
+            nic_node_cpus(&Live::default(), "lo"),
+            None,
+            "lo has no device"
+        );
     }
 
     #[test]

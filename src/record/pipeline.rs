@@ -81,6 +81,8 @@ pub enum Output {
     PlanDone,
     /// The session failed.
     Failed(String),
+    /// The test as asked cannot run on these hosts (a usage error).
+    Refused(String),
 }
 
 enum Recording {
@@ -108,6 +110,21 @@ pub struct Pipeline {
     mirror: Recording,
     diag: LiveDiagnosis,
     point: Option<PointState>,
+}
+
+/// The spec a point ran with: for a packet test, the CPUs an end chose
+/// itself (default pinning, reported in its setup) filled in.
+fn as_run(spec: &crate::traffic::EngineSpec, o: &PointOutcome) -> crate::traffic::EngineSpec {
+    match spec {
+        crate::traffic::EngineSpec::Sink(k) => {
+            let totals = [Some(&o.local), o.peer.as_ref()]
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.extra.as_ref());
+            crate::traffic::EngineSpec::Sink(crate::traffic::sink::engine::as_run(k, totals))
+        }
+        other => other.clone(),
+    }
 }
 
 fn push_bounded(w: &mut VecDeque<Sample>, s: &Sample) {
@@ -273,6 +290,12 @@ impl Pipeline {
                 self.event(t, "error", e.clone())?;
                 Ok(Output::Failed(e))
             }
+            SessionEvent::Refused(e) => {
+                let t = self.point.as_ref().map(|p| p.last_end_s).unwrap_or(0.0);
+                self.point = None;
+                self.event(t, "refused", e.clone())?;
+                Ok(Output::Refused(e))
+            }
         }
     }
 
@@ -323,7 +346,8 @@ impl Pipeline {
             EndReason::PeerLost(w) => self.event(t_end, "peer_lost", w.clone())?,
             EndReason::Failed(w) => self.event(t_end, "error", w.clone())?,
         }
-        let summary = match &point.start.spec {
+        let ran = point.start.spec.as_ref().map(|s| as_run(s, &outcome));
+        let summary = match &ran {
             Some(spec) => {
                 let mut s = summary::build(&PointData {
                     spec,

@@ -77,7 +77,8 @@ pub struct SweepInfo {
 pub struct Event {
     /// Seconds since the current point started.
     pub t: f64,
-    /// Machine-readable kind (`point_start`, `peer_lost`, `interrupted`, `error`).
+    /// Machine-readable kind (`point_start`, `peer_lost`, `interrupted`,
+    /// `error`, `refused`: the test as asked cannot run on these hosts).
     pub kind: String,
     /// For people.
     pub message: String,

@@ -30,6 +30,15 @@ pub fn run_title(h: &super::schema::Header) -> String {
     )
 }
 
+/// The line a sweep's point starts with: the swept value (a cores
+/// sweep's CPU set, not how many CPUs it has).
+pub fn sweep_heading(s: &crate::session::plan::SweepValue) -> String {
+    match &s.cpus {
+        Some(set) => format!("== sweep {} = {set} ==", s.param),
+        None => format!("== sweep {} = {} ==", s.param, s.value),
+    }
+}
+
 /// Column header for interval rows.
 pub fn interval_header(spec: &EngineSpec) -> String {
     if let EngineSpec::Sink(_) = spec {
@@ -421,14 +430,16 @@ pub fn sink_lines(s: &crate::traffic::sink::figures::SinkSummary) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "packets: sink {}{}, generator {}{}: {} B frames, {} flows, {} thread(s) per side",
+        "packets: sink {}{}, generator {}{}: {} B frames, {} flow{}, {} thread{} per side",
         s.mode.name(),
         copy_mode(s.rx_zero_copy),
         s.tx_path.name(),
         copy_mode(s.tx_zero_copy),
         s.frame_size,
         s.flows,
-        s.queues
+        plural(u64::from(s.flows)),
+        s.queues,
+        plural(u64::from(s.queues))
     );
     for r in &s.refused {
         let _ = writeln!(out, "  {r}");
@@ -568,17 +579,39 @@ fn drop_places(d: &crate::traffic::sink::figures::Drops) -> Vec<String> {
     wh
 }
 
-/// The table a packet sweep ends with: threads, core ids, frame size, pps,
-/// L2 Mbit/s, sink CPU % — one row per point.
+fn plural(n: u64) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// The generator's path as a sweep row names it: `af-xdp zc`/`af-xdp copy`,
+/// `tx-ring`, `sendmmsg`; `-` when no generator ran here (`auto` left).
+fn tx_cell(s: &crate::traffic::sink::figures::SinkSummary) -> String {
+    use crate::traffic::sink::TxPath;
+    match (s.tx_path, s.tx_zero_copy) {
+        (TxPath::Auto, _) => "-".into(),
+        (TxPath::AfXdp, Some(true)) => "af-xdp zc".into(),
+        (TxPath::AfXdp, Some(false)) => "af-xdp copy".into(),
+        (p, _) => p.name().into(),
+    }
+}
+
+/// The table a packet sweep ends with: threads, core ids, frame size, the
+/// sink mode and generator path that ran (a refused mode changes what a
+/// row measures), pps, L2 Mbit/s, sink CPU % — one row per point.
 pub fn sink_sweep_table<'a>(
     rows: impl IntoIterator<Item = &'a crate::traffic::sink::figures::SinkSummary>,
 ) -> String {
-    let mut out =
-        String::from("threads  cores       frame  pps          L2 Mbps     CPU %   lost\n");
+    let mut out = String::from(
+        "threads  cores       frame  sink     generator    pps          L2 Mbps     CPU %   lost\n",
+    );
     for s in rows {
         let _ = writeln!(
             out,
-            "{:>7}  {:<10}  {:>5}  {:>11.0}  {:>10.1}  {:>6}  {:>5}",
+            "{:>7}  {:<10}  {:>5}  {:<7}  {:<11}  {:>11.0}  {:>10.1}  {:>6}  {:>5}",
             s.queues,
             if s.sink_cpus.is_empty() {
                 "-".to_string()
@@ -586,6 +619,8 @@ pub fn sink_sweep_table<'a>(
                 crate::units::format_cpu_list(&s.sink_cpus)
             },
             s.frame_size,
+            s.mode.name(),
+            tx_cell(s),
             s.rate_per_s,
             s.l2_bps.0 / 1e6,
             s.sink_cpu_pct
@@ -1247,5 +1282,62 @@ mod tests {
         );
         // One point is no sweep.
         assert_eq!(sweep_table(&[summary(64, "rr", false)]), "");
+    }
+
+    fn sink_summary(
+        mode: &str,
+        tx: &str,
+        zc: Option<bool>,
+    ) -> crate::traffic::sink::figures::SinkSummary {
+        let mut v = serde_json::json!({
+            "engine": "sink", "mode": mode, "tx_path": tx, "frame_size": 64, "queues": 1,
+            "flows": 1, "sink_cpus": [0], "duration_s": 1.0, "rate_per_s": 1000.0,
+            "messages": 1000, "l2_bps": 512000.0, "l1_bps": 672000.0, "sent": 1000, "lost": 0,
+            "reordered": 0, "duplicates": 0, "generator_pps": 1000.0,
+            "drops": {"generator_errors": 0, "tx_dropped": 0, "rx_dropped": 0,
+                      "softnet_dropped": 0, "ring_full": 0, "xdp_no_socket": 0},
+            "per_queue": [], "flows_with_loss": 0
+        });
+        if let Some(z) = zc {
+            v["tx_zero_copy"] = z.into();
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_packet_sweep_row_says_which_sink_mode_and_generator_path_ran() {
+        let rows = [
+            sink_summary("af-xdp", "af-xdp", Some(false)),
+            sink_summary("tpacket", "tx-ring", None),
+            sink_summary("xdp", "auto", None),
+        ];
+        let t = sink_sweep_table(&rows);
+        let lines: Vec<&str> = t.lines().collect();
+        let col = |name: &str| lines[0].find(name).unwrap();
+        let (sink, gen) = (col("sink"), col("generator"));
+        for (line, (mode, path)) in lines[1..].iter().zip([
+            ("af-xdp", "af-xdp copy"),
+            ("tpacket", "tx-ring"),
+            ("xdp", "-"),
+        ]) {
+            assert_eq!(&line[sink..sink + mode.len()], mode, "{t}");
+            assert_eq!(&line[gen..gen + path.len()], path, "{t}");
+        }
+        // One flow, one thread: no plural.
+        let l = sink_lines(&rows[1]);
+        assert!(l.contains("64 B frames, 1 flow, 1 thread per side"), "{l}");
+    }
+
+    #[test]
+    fn a_cores_sweep_heading_names_the_cpu_set() {
+        let v = |value, cpus: Option<&str>| crate::session::plan::SweepValue {
+            param: if cpus.is_some() { "cores" } else { "frame" }.into(),
+            value,
+            cpus: cpus.map(String::from),
+        };
+        assert_eq!(sweep_heading(&v(1, Some("0"))), "== sweep cores = 0 ==");
+        assert_eq!(sweep_heading(&v(1, Some("1"))), "== sweep cores = 1 ==");
+        assert_eq!(sweep_heading(&v(2, Some("0-1"))), "== sweep cores = 0-1 ==");
+        assert_eq!(sweep_heading(&v(512, None)), "== sweep frame = 512 ==");
     }
 }

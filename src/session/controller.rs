@@ -55,6 +55,8 @@ pub enum Target {
         path: PathBuf,
         /// Address of the agent's data listener.
         data_ip: IpAddr,
+        /// The local pair's veth (None on loopback): sized for each point.
+        veth: Option<super::netns::VethPair>,
     },
 }
 
@@ -62,7 +64,9 @@ impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Target::Tcp(a) => write!(f, "{a}"),
-            Target::Unix { path, data_ip } => write!(f, "{} (data via {data_ip})", path.display()),
+            Target::Unix { path, data_ip, .. } => {
+                write!(f, "{} (data via {data_ip})", path.display())
+            }
         }
     }
 }
@@ -103,7 +107,12 @@ pub enum SessionError {
     },
     /// The local engine failed to start.
     #[error("local engine: {0}")]
-    Engine(#[from] EngineError),
+    Engine(EngineError),
+    /// The test as asked cannot run on these hosts (a CPU one does not
+    /// have, more threads than the sink's queues, frames above the MTU):
+    /// a usage error, one line that says what to change.
+    #[error("{0}")]
+    Usage(String),
     /// The local sampler thread failed.
     #[error("local sampler: {0}")]
     Sampler(#[from] SamplerError),
@@ -113,6 +122,31 @@ pub enum SessionError {
     /// This host cannot run the test (memory, descriptors, limits).
     #[error("this host cannot run the test: {0}")]
     Local(String),
+}
+
+impl From<EngineError> for SessionError {
+    fn from(e: EngineError) -> Self {
+        match e {
+            EngineError::Usage(m) => SessionError::Usage(m),
+            e => SessionError::Engine(e),
+        }
+    }
+}
+
+impl SessionError {
+    /// True for a usage error: the command line must change (exit 2).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, SessionError::Usage(_))
+    }
+}
+
+/// What the agent's `Failed` means for this side.
+fn peer_failed(error: String, usage: bool) -> SessionError {
+    if usage {
+        SessionError::Usage(error)
+    } else {
+        SessionError::Peer(error)
+    }
 }
 
 /// A connected, authenticated controller.
@@ -140,6 +174,8 @@ pub struct Controller {
     /// agent may still send messages of the old point, so the connection is
     /// not reused.
     poisoned: bool,
+    /// The local pair's veth MTU now (sized for each point).
+    veth_mtu: u32,
 }
 
 type Halves = (
@@ -169,7 +205,7 @@ async fn open(target: &Target) -> Result<Halves, SessionError> {
             let (r, w) = s.into_split();
             Ok((Box::new(r), Box::new(w), addr.ip(), link))
         }
-        Target::Unix { path, data_ip } => {
+        Target::Unix { path, data_ip, .. } => {
             let s = tokio::net::UnixStream::connect(path)
                 .await
                 .map_err(connect_err)?;
@@ -220,6 +256,7 @@ impl Controller {
             shared_ebpf: Vec::new(),
             same_kernel_ifaces: Vec::new(),
             poisoned: false,
+            veth_mtu: super::netns::DEFAULT_MTU,
         })
     }
 
@@ -338,7 +375,7 @@ impl Controller {
             Ok(None) => Err(self.proto(ProtoError::Closed)),
             Ok(Some(Err(e))) => Err(self.proto(e)),
             Ok(Some(Ok(Msg::Tuned { resp }))) => Ok(*resp),
-            Ok(Some(Ok(Msg::Failed { error }))) => Err(SessionError::Peer(error)),
+            Ok(Some(Ok(Msg::Failed { error, usage }))) => Err(peer_failed(error, usage)),
             Ok(Some(Ok(m))) => Err(self.proto(ProtoError::Unexpected {
                 expected: "tuned",
                 got: m.kind(),
@@ -364,7 +401,7 @@ impl Controller {
             Err(_) => Err(self.proto(ProtoError::Timeout(what))),
             Ok(None) => Err(self.proto(ProtoError::Closed)),
             Ok(Some(Err(e))) => Err(self.proto(e)),
-            Ok(Some(Ok(Msg::Failed { error }))) => Err(SessionError::Peer(error)),
+            Ok(Some(Ok(Msg::Failed { error, usage }))) => Err(peer_failed(error, usage)),
             Ok(Some(Ok(m))) => Ok(m),
         }
     }
@@ -382,7 +419,13 @@ impl Controller {
     }
 
     async fn fail(&mut self, error: String) {
-        let _ = self.wr.send(&Msg::Failed { error }).await;
+        let _ = self
+            .wr
+            .send(&Msg::Failed {
+                error,
+                usage: false,
+            })
+            .await;
     }
 
     /// Run one point. Setup failures are errors; anything after `Go` ends up in the outcome.
@@ -397,6 +440,17 @@ impl Controller {
         }
         self.poisoned = true;
         self.next_id += 1;
+        // This host's CPUs for this point and the later ones (the agent
+        // checks its own when the first point starts): a usage error.
+        let cpus = p
+            .spec
+            .iter()
+            .chain(&p.later)
+            .try_for_each(|s| super::engines::check_cpus(s, Side::Controller, None));
+        if let Err(e) = cpus {
+            self.poisoned = false;
+            return Err(SessionError::Usage(e));
+        }
         if let Some(Err(e)) = p
             .spec
             .as_ref()
@@ -405,6 +459,7 @@ impl Controller {
             self.poisoned = false;
             return Err(SessionError::Local(e));
         }
+        self.size_veth(p).await?;
         // Prepare this side's engine (buffers, devices) off the async threads.
         let mut engine = match &p.spec {
             Some(spec) => {
@@ -426,18 +481,28 @@ impl Controller {
             omit_ms: u64::try_from(p.omit.as_millis()).unwrap_or(u64::MAX),
             ifaces: self.peer_ifaces(p),
             setup: engine.as_ref().and_then(|e| e.setup()),
+            later: p.later.clone(),
         };
         self.wr
             .send(&Msg::Start { test })
             .await
             .map_err(|e| self.proto(e))?;
-        let Msg::Accepting { data_port, setup } = self.expect_kind("accepting").await? else {
+        let accepting = self.expect_kind("accepting").await;
+        // The agent refused the test as asked before preparing anything:
+        // the connection carries nothing of it, and can run the next test.
+        if let Err(e) = &accepting {
+            self.poisoned = !e.is_usage();
+        }
+        let Msg::Accepting { data_port, setup } = accepting? else {
             unreachable!("expect_kind checked the kind")
         };
         if let Some(e) = engine.as_mut() {
             if let Err(err) = e.connect(setup) {
                 self.fail(format!("controller engine: {err}")).await;
-                return Err(err.into());
+                let err = SessionError::from(err);
+                // The agent ends its side when it reads Failed (it sends nothing more).
+                self.poisoned = !err.is_usage();
+                return Err(err);
             }
         }
         let addr = SocketAddr::new(self.data_ip, data_port);
@@ -499,6 +564,32 @@ impl Controller {
         })
     }
 
+    /// On the local pair: give the veth the MTU this point needs (a packet
+    /// test's frames, else the default) before either end looks at it.
+    async fn size_veth(&mut self, p: &PointParams) -> Result<(), SessionError> {
+        let Target::Unix {
+            veth: Some(veth), ..
+        } = &self.target
+        else {
+            return Ok(());
+        };
+        let mtu = super::netns::mtu_for(p.spec.as_ref());
+        if mtu == self.veth_mtu {
+            return Ok(());
+        }
+        let veth = veth.clone();
+        tokio::task::spawn_blocking(move || veth.set_mtu(mtu))
+            .await
+            .map_err(|e| SessionError::Local(format!("the veth MTU task failed: {e}")))?
+            .map_err(|e| {
+                SessionError::Local(format!(
+                    "cannot set the local pair's veth MTU to {mtu}: {e}"
+                ))
+            })?;
+        self.veth_mtu = mtu;
+        Ok(())
+    }
+
     /// The running point: ticks, the agent's messages, stop and drain.
     async fn drive(
         &mut self,
@@ -553,7 +644,7 @@ impl Controller {
                     match m {
                         Some(Ok(Msg::Sample { mut sample })) => { sample.host = HostRole::Peer; pairs.peer(*sample, events).await; }
                         Some(Ok(Msg::Finished { result })) => peer_result = Some(result),
-                        Some(Ok(Msg::Failed { error })) => { end = EndReason::Failed(format!("the agent failed: {error}")); engine.abort(); break; }
+                        Some(Ok(Msg::Failed { error, .. })) => { end = EndReason::Failed(format!("the agent failed: {error}")); engine.abort(); break; }
                         Some(Ok(_)) => {}
                         Some(Err(e)) => { end = EndReason::PeerLost(e.to_string()); engine.abort(); break; }
                         None => { end = EndReason::PeerLost(ProtoError::Closed.to_string()); engine.abort(); break; }

@@ -35,6 +35,11 @@ pub trait PointRunner {
         events: &mpsc::Sender<RunEvent>,
         cancel: &CancellationToken,
     ) -> impl Future<Output = Result<PointOutcome, SessionError>> + Send;
+
+    /// True when both ends of a test run on this host (the local pair).
+    fn one_host(&self) -> bool {
+        false
+    }
 }
 
 impl PointRunner for super::controller::Controller {
@@ -45,6 +50,10 @@ impl PointRunner for super::controller::Controller {
         cancel: &CancellationToken,
     ) -> impl Future<Output = Result<PointOutcome, SessionError>> + Send {
         super::controller::Controller::run_point(self, p, events, cancel)
+    }
+
+    fn one_host(&self) -> bool {
+        self.is_local_pair()
     }
 }
 
@@ -83,6 +92,10 @@ pub enum SessionEvent {
     PlanDone,
     /// The session cannot go on (connection, setup, engine start).
     Failed(String),
+    /// The test as asked cannot run on these hosts (a CPU one does not
+    /// have, more threads than the sink's queues, frames above the MTU):
+    /// a usage error, found before any traffic of the point.
+    Refused(String),
 }
 
 /// The start of every session with an agent (`run`, `watch --peer`, the
@@ -120,11 +133,19 @@ pub async fn run_plan<R: PointRunner>(
     out: &mpsc::Sender<SessionEvent>,
     cancel: &CancellationToken,
 ) -> Result<EndReason, SessionError> {
+    // Both ends on this host: the points say which CPUs keep them apart.
+    let plan = &if runner.one_host() {
+        plan.clone().on_one_host()
+    } else {
+        plan.clone()
+    };
     let _ = out
         .send(SessionEvent::PlanStarted(Box::new(plan.clone())))
         .await;
     let mut last = EndReason::Completed;
-    for (number, (sweep, spec)) in (1u32..).zip(plan.points()) {
+    let points = plan.points();
+    let specs: Vec<EngineSpec> = points.iter().filter_map(|(_, s)| s.clone()).collect();
+    for (number, (sweep, spec)) in (1u32..).zip(points) {
         let p = PointParams {
             spec: spec.clone(),
             interval: plan.interval(),
@@ -132,6 +153,11 @@ pub async fn run_plan<R: PointRunner>(
             time: plan.time(),
             ifaces: observe.ifaces.clone(),
             peer_ifaces: observe.peer_ifaces.clone(),
+            later: if number == 1 {
+                specs.iter().skip(1).cloned().collect()
+            } else {
+                Vec::new()
+            },
         };
         let _ = out
             .send(SessionEvent::PointStarted(Box::new(PointStart {
@@ -165,7 +191,12 @@ pub async fn run_plan<R: PointRunner>(
                 }
             }
             Err(e) => {
-                let _ = out.send(SessionEvent::Failed(e.to_string())).await;
+                let ev = if e.is_usage() {
+                    SessionEvent::Refused(e.to_string())
+                } else {
+                    SessionEvent::Failed(e.to_string())
+                };
+                let _ = out.send(ev).await;
                 let _ = out.send(SessionEvent::PlanDone).await;
                 return Err(e);
             }

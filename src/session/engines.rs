@@ -3,6 +3,7 @@
 //! exchanges before the start). Runs off the async threads: preparing may
 //! allocate large buffers or open devices.
 
+use crate::session::plan::{SweepParam, TestPlan};
 use crate::traffic::sink::engine::PacketEngine;
 use crate::traffic::{prepare_engine, Engine, EngineError, EngineSetup, EngineSpec, Side};
 use crate::units::Bytes;
@@ -35,7 +36,16 @@ pub fn prepare(
                 )));
             };
             let paths = crate::probe::sink_path::PathProbe::opener();
-            Ok(Box::new(PacketEngine::prepare(s, side, &iface, &paths)?))
+            // Default pinning starts on the CPUs of the interface's NUMA node.
+            let host = crate::probe::live_host::LiveHost::default();
+            let node = crate::probe::topology::nic_node_cpus(&host, &iface);
+            Ok(Box::new(PacketEngine::prepare(
+                s,
+                side,
+                &iface,
+                &paths,
+                node.as_deref(),
+            )?))
         }
         EngineSpec::Rdma(r) => {
             prepare_rdma(r, side, peer_setup.and_then(EngineSetup::address).or(peer))
@@ -88,22 +98,7 @@ const FD_MARGIN: u64 = 64;
 pub fn admit(spec: &EngineSpec, side: Side) -> Result<(), String> {
     spec.validate()
         .map_err(|e| format!("{e} (out of the allowed range)"))?;
-    let cpus = spec.cpus_for(side);
-    match crate::traffic::sched::unusable_cpus(cpus) {
-        Ok(bad) if !bad.is_empty() => {
-            let flag = match side {
-                Side::Controller => "--cpus",
-                Side::Agent => "--peer-cpus",
-            };
-            return Err(format!(
-                "{flag} {}: CPU {} cannot be used on this host (offline, absent or outside this process's cpuset); pick from /sys/devices/system/cpu/online",
-                crate::units::format_cpu_list(cpus),
-                crate::units::format_cpu_list(&bad),
-            ));
-        }
-        Ok(_) => {}
-        Err(e) => return Err(format!("cannot read this process's CPU affinity: {e}")),
-    }
+    check_cpus(spec, side, None)?;
     let need = spec.memory_needed(side);
     if let Some(avail) = crate::probe::system::mem_available() {
         let may = (avail.0 as f64 * MEMORY_SHARE) as u64;
@@ -122,6 +117,67 @@ pub fn admit(spec: &EngineSpec, side: Side) -> Result<(), String> {
             "the test needs about {fds} file descriptors on this host but only {} more may be opened (RLIMIT_NOFILE {limit}, {open} open); use fewer connections or raise the limit (ulimit -n, LimitNOFILE=)",
             limit.saturating_sub(open).saturating_sub(FD_MARGIN)
         ));
+    }
+    Ok(())
+}
+
+/// The flag that gives `side`'s CPU list.
+fn cpus_flag(side: Side) -> &'static str {
+    match side {
+        Side::Controller => "--cpus",
+        Side::Agent => "--peer-cpus",
+    }
+}
+
+/// Why `side`'s CPU list of `spec` cannot be used on this host, if it
+/// cannot (offline, absent, or outside this process's cpuset): one line
+/// naming `label` (default: the flag that gives the list) and the CPUs
+/// this process may use.
+pub fn check_cpus(spec: &EngineSpec, side: Side, label: Option<&str>) -> Result<(), String> {
+    let cpus = spec.cpus_for(side);
+    let bad = crate::traffic::sched::unusable_cpus(cpus)
+        .map_err(|e| format!("cannot read this process's CPU affinity: {e}"))?;
+    if bad.is_empty() {
+        return Ok(());
+    }
+    let label = label.map_or_else(
+        || {
+            format!(
+                "{} {}",
+                cpus_flag(side),
+                crate::units::format_cpu_list(cpus)
+            )
+        },
+        String::from,
+    );
+    let usable = crate::traffic::sched::usable_cpus()
+        .map(|c| format!("; this host has {}", crate::units::format_cpu_list(&c)))
+        .unwrap_or_default();
+    Err(format!(
+        "{label}: CPU {} cannot be used on this host (offline, absent or outside this process's cpuset){usable}",
+        crate::units::format_cpu_list(&bad),
+    ))
+}
+
+/// Check the CPU lists of `sides` in every point of `plan` against this
+/// host before anything starts (the local pair: both sides are this host;
+/// a remote agent: the controller's side, the agent checks its own): one
+/// line naming the flag, or the sweep's CPU set that cannot be used.
+pub fn check_plan_cpus(plan: &TestPlan, sides: &[Side]) -> Result<(), String> {
+    for p in plan.points() {
+        for &side in sides {
+            let from_sweep = p.sweep.as_ref().and_then(|v| {
+                let cores = v.param == SweepParam::Cores.name();
+                let sink_side = p.spec.as_sink().map(|k| k.sink_side());
+                (cores && sink_side == Some(side)).then(|| {
+                    format!(
+                        "--sweep cores: the set {}",
+                        v.cpus.clone().unwrap_or_default()
+                    )
+                })
+            });
+            check_cpus(&p.spec, side, from_sweep.as_deref())?;
+        }
     }
     Ok(())
 }

@@ -7,6 +7,13 @@
 //! Without root, or where namespaces cannot be created, both ends use
 //! loopback and the reason is reported.
 //!
+//! The veth's MTU follows the test: 1500 normally, raised for a packet
+//! test point whose frames need more (up to 8982 for 9000 B frames) and set
+//! back for the next point ([`netns::VethPair::set_mtu`], called by the controller
+//! before each point). Both ends belong to the tool, so the user has
+//! nothing to fix; whether XDP takes the larger MTU on veth is the sink's
+//! business (it falls back and says so, like on any interface).
+//!
 //! Control goes over a unix socket in a private temporary directory. The
 //! agent gets the token through its environment, runs in its own process
 //! group (so the terminal's Ctrl-C reaches only the controller, which stops
@@ -16,7 +23,7 @@
 
 use super::auth::{Token, TOKEN_ENV};
 use super::controller::Target;
-use super::netns::{self, NetnsError, NetnsGuard};
+use super::netns::{self, NetnsError, NetnsGuard, VethPair};
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -29,6 +36,39 @@ pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 /// Namespace name prefixes (followed by the controller's pid).
 pub const NS_PREFIXES: [&str; 2] = ["ws-a-", "ws-b-"];
+
+/// Why `plan` cannot run on a local pair with `queues` veth queues, if it
+/// cannot: a packet test runs one sink thread per rx queue (all its modes
+/// but `udp`), so asking for more threads than the pair has queues is
+/// refused before anything is built.
+pub fn check_plan_queues(plan: &crate::session::plan::TestPlan, queues: u32) -> Result<(), String> {
+    use crate::traffic::sink::SinkMode;
+    for p in plan.points() {
+        let Some(k) = p.spec.as_sink() else { continue };
+        if k.mode == SinkMode::Udp || k.queues <= queues {
+            continue;
+        }
+        let (asked, smaller) = match p.sweep.as_ref().and_then(|v| v.cpus.clone()) {
+            Some(set) => (
+                format!("--sweep cores: the set {set} ({} CPUs)", k.queues),
+                format!("sets of at most {queues} CPUs"),
+            ),
+            None => (
+                format!("--queues {}", k.queues),
+                format!("--queues {queues} or fewer"),
+            ),
+        };
+        let fix = if k.queues <= 64 {
+            format!(", or build the pair with --pair-queues {}", k.queues)
+        } else {
+            String::new()
+        };
+        return Err(format!(
+            "{asked}: the local pair's veth has {queues} rx queues and the sink runs one thread per queue; use {smaller}{fix}"
+        ));
+    }
+    Ok(())
+}
 
 /// What kind of pair was built.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,11 +244,19 @@ impl LocalPair {
         let child = cmd
             .spawn()
             .map_err(|e| PairError::Agent(format!("cannot start {}: {e}", exe.display())))?;
+        let veth = match &kind {
+            PairKind::Netns { ns_a, ns_b, .. } => Some(VethPair {
+                ns_a: ns_a.clone(),
+                ns_b: ns_b.clone(),
+            }),
+            PairKind::Loopback { .. } => None,
+        };
         let mut pair = LocalPair {
             kind,
             target: Target::Unix {
                 path: sock.clone(),
                 data_ip,
+                veth,
             },
             token,
             child: Some(child),
@@ -339,7 +387,62 @@ impl Drop for LocalPair {
 
 #[cfg(test)]
 mod tests {
+    use super::check_plan_queues;
+    use super::netns::{mtu_for, DEFAULT_MTU};
     use super::remove_stale_dirs;
+    use crate::session::plan::{Sweep, SweepParam, TestPlan};
+    use crate::traffic::sink::{SinkMode, SinkSpec};
+    use crate::traffic::EngineSpec;
+    use crate::units::CpuId;
+
+    fn sink(frame_size: u32, queues: u32, mode: SinkMode) -> EngineSpec {
+        EngineSpec::Sink(SinkSpec {
+            frame_size,
+            queues,
+            mode,
+            ..SinkSpec::default()
+        })
+    }
+
+    #[test]
+    fn the_veth_mtu_follows_the_frames_of_a_point() {
+        assert_eq!(mtu_for(None), DEFAULT_MTU);
+        assert_eq!(mtu_for(Some(&sink(64, 1, SinkMode::AfXdp))), 1500);
+        assert_eq!(mtu_for(Some(&sink(1518, 1, SinkMode::AfXdp))), 1500);
+        assert_eq!(mtu_for(Some(&sink(1519, 1, SinkMode::AfXdp))), 1501);
+        assert_eq!(mtu_for(Some(&sink(9000, 1, SinkMode::AfXdp))), 8982);
+    }
+
+    #[test]
+    fn sink_threads_beyond_the_pairs_queues_are_refused_by_flag_or_set() {
+        let plan = |spec, sweep| TestPlan {
+            spec,
+            time: None,
+            omit: std::time::Duration::ZERO,
+            interval: std::time::Duration::from_secs(1),
+            sweep,
+        };
+        assert!(check_plan_queues(&plan(sink(64, 4, SinkMode::AfXdp), None), 4).is_ok());
+        // UDP sockets are not queues.
+        assert!(check_plan_queues(&plan(sink(64, 8, SinkMode::Udp), None), 4).is_ok());
+        let e = check_plan_queues(&plan(sink(64, 8, SinkMode::Xdp), None), 4).unwrap_err();
+        assert!(
+            e.starts_with("--queues 8: the local pair's veth has 4 rx queues"),
+            "{e}"
+        );
+        assert!(
+            e.contains("--queues 4 or fewer, or build the pair with --pair-queues 8"),
+            "{e}"
+        );
+        let cores = Sweep {
+            param: SweepParam::Cores,
+            values: vec![1, 5],
+            cpu_sets: vec![vec![CpuId(0)], (0..5).map(CpuId).collect()],
+        };
+        let e = check_plan_queues(&plan(sink(64, 1, SinkMode::AfXdp), Some(cores)), 4).unwrap_err();
+        assert!(e.starts_with("--sweep cores: the set 0-4 (5 CPUs)"), "{e}");
+        assert!(e.contains("sets of at most 4 CPUs"), "{e}");
+    }
 
     #[test]
     fn only_dead_runs_directories_are_swept() {

@@ -5,6 +5,8 @@
 //! runs) and removed by [`NetnsGuard`] on drop, which runs on normal return,
 //! on error and while unwinding from a panic. Names carry the creating
 //! process id, so [`remove_stale`] can delete what a killed run left behind.
+//! The local pair's veth MTU is set per test point ([`VethPair::set_mtu`],
+//! [`mtu_for`]).
 
 use std::fs::File;
 use std::process::{Command, Stdio};
@@ -38,6 +40,40 @@ pub enum NetnsError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// The local pair's veth MTU when it is built, and its least.
+pub const DEFAULT_MTU: u32 = 1500;
+
+/// The pair's two veth ends, by namespace: what the controller resizes
+/// between points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VethPair {
+    /// Controller namespace (holds `veth-a`).
+    pub ns_a: String,
+    /// Agent namespace (holds `veth-b`).
+    pub ns_b: String,
+}
+
+impl VethPair {
+    /// Set the MTU of both ends.
+    pub fn set_mtu(&self, mtu: u32) -> Result<(), NetnsError> {
+        let m = mtu.to_string();
+        for (ns, dev) in [(&self.ns_a, "veth-a"), (&self.ns_b, "veth-b")] {
+            ip(&["-n", ns, "link", "set", "dev", dev, "mtu", &m])?;
+        }
+        Ok(())
+    }
+}
+
+/// The veth MTU a point of `spec` needs: a packet test's frames (their IP
+/// packet: the frame less 14 B of Ethernet header and 4 B of FCS), at
+/// least [`DEFAULT_MTU`]; every other test runs at the default.
+pub fn mtu_for(spec: Option<&crate::traffic::EngineSpec>) -> u32 {
+    spec.and_then(crate::traffic::EngineSpec::as_sink)
+        .map_or(DEFAULT_MTU, |k| {
+            k.frame_size.saturating_sub(18).max(DEFAULT_MTU)
+        })
 }
 
 /// Run `ip ARGS`, returning stdout.

@@ -172,13 +172,20 @@ impl TestPlan {
     }
 }
 
-/// Fill in what depends on the host (worker threads: one per connection, at most one per CPU).
+/// Fill in what depends on the host (worker threads: one per connection,
+/// at most one per CPU; a packet test with both ends on this host: the
+/// CPUs that keep them apart).
 fn resolved(mut s: EngineSpec) -> EngineSpec {
     if let Some(t) = s.as_tcp_mut() {
         if t.threads == 0 {
             let cpus = u32::try_from(crate::probe::system::online_cpus()).unwrap_or(u32::MAX);
             t.threads = t.streams.min(cpus).max(1);
         }
+    }
+    if let Some(k) = s.as_sink_mut().filter(|k| k.one_host) {
+        let usable = crate::traffic::sched::usable_cpus().unwrap_or_default();
+        // Too few CPUs leaves the threads unpinned; the spec says so.
+        let _ = k.pin_on_one_host(&usable);
     }
     s
 }
@@ -221,6 +228,9 @@ pub struct PointParams {
     pub ifaces: Vec<String>,
     /// Interfaces the agent watches besides the one that routes back to us.
     pub peer_ifaces: Vec<String>,
+    /// The first point of a plan: the specs of the points after it, which
+    /// the agent checks with this one before anything runs.
+    pub later: Vec<EngineSpec>,
 }
 
 /// What a session runs: a test plan, or observing both hosts without traffic
@@ -277,6 +287,19 @@ impl Plan {
             Plan::Test(t) => t.sweep.as_ref(),
             Plan::Observe { .. } => None,
         }
+    }
+
+    /// The plan with both ends on this host (the local pair): a packet
+    /// test's points pin the two ends apart ([`SinkSpec::pin_on_one_host`]).
+    ///
+    /// [`SinkSpec::pin_on_one_host`]: crate::traffic::sink::SinkSpec::pin_on_one_host
+    pub fn on_one_host(mut self) -> Self {
+        if let Plan::Test(t) = &mut self {
+            if let Some(k) = t.spec.as_sink_mut() {
+                k.one_host = true;
+            }
+        }
+        self
     }
 
     /// The points, in order (observing is one point without a spec).

@@ -121,6 +121,11 @@ pub enum Msg {
     Failed {
         /// What went wrong, for the user.
         error: String,
+        /// The test as asked cannot run on the sender's host (a CPU it
+        /// does not have, more threads than its interface has queues,
+        /// frames above its MTU): a usage error, not a failure.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        usage: bool,
     },
     /// controller → agent: session over.
     Bye {},
@@ -192,6 +197,11 @@ pub struct TestParams {
     /// The controller's part of the engine's setup exchange.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<EngineSetup>,
+    /// The first point of a plan carries the specs of the points after it:
+    /// the agent checks them too (its CPUs) before anything runs, so a
+    /// sweep's last point cannot be refused after the first ones ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub later: Vec<EngineSpec>,
 }
 
 /// One side's totals at the end of a point.

@@ -67,6 +67,7 @@ fn point(spec: Option<EngineSpec>) -> PointParams {
         time: Some(Duration::from_millis(450)),
         ifaces: Vec::new(),
         peer_ifaces: Vec::new(),
+        later: Vec::new(),
     }
 }
 
@@ -165,7 +166,9 @@ async fn a_plan_publishes_its_events_in_order() {
             SessionEvent::Interval(_) => "interval",
             SessionEvent::PointDone(_) => "done",
             SessionEvent::PlanDone => "end",
-            SessionEvent::Ready { .. } | SessionEvent::Failed(_) => "other",
+            SessionEvent::Ready { .. } | SessionEvent::Failed(_) | SessionEvent::Refused(_) => {
+                "other"
+            }
         });
     }
     assert_eq!(&kinds[..2], ["plan", "point"]);
@@ -278,6 +281,7 @@ fn start(spec: Option<EngineSpec>) -> super::proto::Msg {
             omit_ms: 0,
             ifaces: Vec::new(),
             setup: None,
+            later: Vec::new(),
         },
     }
 }
@@ -296,7 +300,7 @@ async fn the_agent_refuses_a_spec_outside_its_limits_and_keeps_serving() {
         .await
         .unwrap()
     {
-        Msg::Failed { error } => assert!(
+        Msg::Failed { error, .. } => assert!(
             error.contains("the agent refuses this test") && error.contains("streams 70000"),
             "{error}"
         ),
@@ -369,7 +373,7 @@ async fn an_rdma_test_is_refused_by_an_agent_without_rdma_and_it_keeps_serving()
         .await
         .unwrap()
     {
-        Msg::Failed { error } => {
+        Msg::Failed { error, .. } => {
             let has_rdma = std::fs::read_dir("/sys/class/infiniband")
                 .map(|mut d| d.next().is_some())
                 .unwrap_or(false);

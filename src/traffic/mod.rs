@@ -340,6 +340,10 @@ pub enum EngineError {
     /// The test asked for something this host cannot do.
     #[error("{0}")]
     Unsupported(String),
+    /// The test as asked does not fit the hosts or their interfaces and
+    /// the command line must change: a usage error (exit 2), said in one line.
+    #[error("{0}")]
+    Usage(String),
     /// A worker thread could not be started.
     #[error("cannot start worker thread {name}: {source}")]
     Spawn {

@@ -79,6 +79,17 @@ pub fn raise_priority() -> Priority {
     }
 }
 
+/// The CPUs this process may run on (its affinity mask: online CPUs of
+/// its cgroup's cpuset), in order.
+pub fn usable_cpus() -> std::io::Result<Vec<CpuId>> {
+    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .map_err(std::io::Error::from)?;
+    Ok((0..nix::sched::CpuSet::count())
+        .filter(|&c| allowed.is_set(c).unwrap_or(false))
+        .filter_map(|c| u32::try_from(c).ok().map(CpuId))
+        .collect())
+}
+
 /// The CPUs of `cpus` this process may not run on (offline, absent, or
 /// outside its cgroup's cpuset / affinity mask); empty when all are usable.
 pub fn unusable_cpus(cpus: &[CpuId]) -> std::io::Result<Vec<CpuId>> {

@@ -99,6 +99,8 @@ pub enum Action {
     PlanDone,
     /// The session failed (connect, setup, engine start).
     SessionFailed(String),
+    /// The test as asked cannot run on these hosts (the session stays).
+    TestRefused(String),
     /// The log file was opened by the loop.
     LogOpened(PathBuf),
     /// Opening or writing the log failed.
@@ -216,6 +218,11 @@ pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
             m.message = Some(e.clone());
             m.state = RunState::Failed(e);
         }
+        Action::TestRefused(e) => {
+            m.message = Some(format!("cannot run: {e}"));
+            m.test_error = Some(e.clone());
+            m.state = RunState::Stopped(EndReason::Failed(e));
+        }
         Action::LogOpened(p) => m.log = LogState::On(p),
         Action::LogFailed(e) => {
             m.message = Some(format!("log: {e}"));
@@ -238,6 +245,7 @@ fn is_key(a: &Action) -> bool {
             | Action::PointDone { .. }
             | Action::PlanDone
             | Action::SessionFailed(_)
+            | Action::TestRefused(_)
             | Action::LogOpened(_)
             | Action::LogFailed(_)
             | Action::Tune(_)

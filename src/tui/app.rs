@@ -98,6 +98,7 @@ pub fn actions_of(o: Output) -> Vec<Action> {
         }],
         Output::PlanDone => vec![Action::PlanDone],
         Output::Failed(e) => vec![Action::SessionFailed(e)],
+        Output::Refused(e) => vec![Action::TestRefused(e)],
     }
 }
 

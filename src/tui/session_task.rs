@@ -185,6 +185,8 @@ async fn run_one(
         }
     };
     match result {
+        // A test refused as asked leaves the session as it was.
+        Err(e) if e.is_usage() => Ok(after),
         Ok(crate::session::outcome::EndReason::PeerLost(_)) | Err(_) => Err(()),
         Ok(_) => Ok(after),
     }

@@ -71,6 +71,7 @@ pub(super) async fn handle<S>(
             let _ = wr
                 .send(&Msg::Failed {
                     error: error.clone(),
+                    usage: false,
                 })
                 .await;
             error
@@ -335,6 +336,7 @@ async fn session<W: AsyncWrite + Unpin>(
                 let _ = wr
                     .send(&Msg::Failed {
                         error: e.to_string(),
+                        usage: false,
                     })
                     .await;
             }

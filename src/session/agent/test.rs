@@ -38,7 +38,25 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
     rx: &mut Inbox,
     test: TestParams,
 ) -> Result<(), String> {
-    let fail = |e: String| Msg::Failed { error: e };
+    let fail = fail_msg;
+    // CPUs this host does not have are the command line's mistake (a usage
+    // error), for this point and for the later points the first one lists.
+    let cpus = test
+        .spec
+        .iter()
+        .chain(&test.later)
+        .enumerate()
+        .try_for_each(|(i, s)| {
+            crate::session::engines::check_cpus(s, Side::Agent, None).map_err(|e| match i {
+                0 => e,
+                i => format!("point {} of the plan: {e}", i + 1),
+            })
+        });
+    if let Err(e) = cpus {
+        eprintln!("agent: test {} refused: {e}", test.id);
+        let error = format!("the agent refuses this test: {e}");
+        return send(wr, Msg::Failed { error, usage: true }).await;
+    }
     if let Some(Err(e)) = test
         .spec
         .as_ref()
@@ -86,7 +104,11 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
             .await;
             match prepared {
                 Ok(Ok(e)) => Some(e),
-                Ok(Err(e)) => return send(wr, fail(format!("agent engine: {e}"))).await,
+                Ok(Err(e)) => {
+                    let usage = matches!(e, crate::traffic::EngineError::Usage(_));
+                    let error = format!("agent engine: {e}");
+                    return send(wr, Msg::Failed { error, usage }).await;
+                }
                 Err(e) => return send(wr, fail(format!("agent engine setup failed: {e}"))).await,
             }
         }
@@ -208,7 +230,7 @@ async fn collect<W: AsyncWrite + Unpin>(
             },
             _ = tokio::time::sleep_until(deadline) => {
                 let why = format!("only {have} of {n} data connections reached the agent within {} s; check that TCP port {} is reachable from the controller", SETUP_TIMEOUT.as_secs(), state.data_port);
-                break send(wr, Msg::Failed { error: why }).await.map(|()| None);
+                break send(wr, fail_msg(why)).await.map(|()| None);
             }
         }
     };
@@ -258,7 +280,7 @@ async fn drive<W: AsyncWrite + Unpin>(
                         stopped = true;
                         if engine_done.is_none() { stop_deadline = Some(tokio::time::Instant::now() + DRAIN_TIMEOUT); }
                     }
-                    Some(Ok(Msg::Failed { error })) => { eprintln!("agent: controller failed: {error}"); engine.abort(); stopped = true; }
+                    Some(Ok(Msg::Failed { error, .. })) => { eprintln!("agent: controller failed: {error}"); engine.abort(); stopped = true; }
                     Some(Ok(_)) => {}
                     Some(Err(e)) => { engine.abort(); break Some(format!("controller lost during the test: {e}")); }
                     None => { engine.abort(); break Some("controller lost during the test".into()); }
@@ -304,6 +326,14 @@ async fn drive<W: AsyncWrite + Unpin>(
         return Err(why);
     }
     send(wr, Msg::Finished { result }).await
+}
+
+/// A failure of this host (not a usage error).
+fn fail_msg(error: String) -> Msg {
+    Msg::Failed {
+        error,
+        usage: false,
+    }
 }
 
 async fn send<W: AsyncWrite + Unpin>(wr: &mut SealedWriter<W>, m: Msg) -> Result<(), String> {

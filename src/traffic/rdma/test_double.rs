@@ -684,6 +684,7 @@ mod tests {
                 omit_ms: 0,
                 ifaces: Vec::new(),
                 setup,
+                later: Vec::new(),
             },
         }
     }

@@ -28,11 +28,12 @@ use super::figures::{gen_interval, sink_interval, GenInterval, GenSnapshot, GenT
 use super::figures::{PathOpener, SinkInterval, SinkSnapshot};
 use super::gen::{self, OpenedGenerator, PreparedGenerator, RunningGenerator};
 use super::rx::{self, RunningSink, SinkTotals};
-use super::spec::{GeneratorEnd, SinkEnd, SinkMode, SinkSpec};
+use super::spec::{default_cpus, GeneratorEnd, SinkEnd, SinkMode, SinkSpec};
 use crate::traffic::{
     spawn_worker, ConnRole, ConnSnapshot, Engine, EngineControl, EngineCounters, EngineError,
     EngineInterval, EngineProbe, EngineSetup, EngineTotals, RunningEngine, Side,
 };
+use crate::units::CpuId;
 use serde::{Deserialize, Serialize};
 use std::net::TcpStream;
 use std::sync::atomic::Ordering;
@@ -111,13 +112,16 @@ enum PreparedEnd {
 impl PacketEngine {
     /// Prepare `side` of `spec` on `iface` (in the calling thread's network
     /// namespace): the sink binds and starts counting, the generator looks
-    /// its interface up.
+    /// its interface up. `node_cpus` are the CPUs of `iface`'s NUMA node
+    /// (None: on no node), where default pinning starts.
     pub fn prepare(
         spec: &SinkSpec,
         side: Side,
         iface: &str,
         paths: &PathOpener,
+        node_cpus: Option<&[CpuId]>,
     ) -> Result<Self, EngineError> {
+        let spec = &with_default_cpus(spec, side, node_cpus);
         let end = if side == spec.sink_side() {
             PreparedEnd::Sink(Box::new(rx::prepare(spec, side, iface, paths)?.start()?))
         } else {
@@ -136,6 +140,39 @@ impl PacketEngine {
             _ => None,
         }
     }
+}
+
+/// `spec` with `side`'s CPUs chosen on this host when it has none and
+/// default pinning is on: [`default_cpus`] over the CPUs this process may
+/// use, those of the interface's NUMA node (`node`) first — the sink from
+/// the lowest up, the generator from the highest down. The end says what
+/// it chose in its setup.
+fn with_default_cpus(spec: &SinkSpec, side: Side, node: Option<&[CpuId]>) -> SinkSpec {
+    let mut s = spec.clone();
+    if s.default_pinning && s.cpus_for(side).is_empty() {
+        let usable = crate::traffic::sched::usable_cpus().unwrap_or_default();
+        let sink = side == s.sink_side();
+        s.set_cpus(side, default_cpus(&usable, node, s.queues, sink));
+    }
+    s
+}
+
+/// The spec a point ran with: CPU lists an end chose itself (default
+/// pinning, said in its setup) filled in from the ends' totals, so the
+/// summary names the sink's cores whoever chose them.
+pub fn as_run<'a>(spec: &SinkSpec, totals: impl IntoIterator<Item = &'a EngineTotals>) -> SinkSpec {
+    let mut s = spec.clone();
+    for t in totals {
+        let (side, cpus) = match t {
+            EngineTotals::Sink(k) => (s.sink_side(), &k.end.cpus),
+            EngineTotals::Generator(g) => (s.generator_side(), &g.end.cpus),
+            _ => continue,
+        };
+        if s.cpus_for(side).is_empty() {
+            s.set_cpus(side, cpus.clone());
+        }
+    }
+    s
 }
 
 /// A unicast IPv4 address the flows can go to or come from.

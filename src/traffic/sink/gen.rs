@@ -2,7 +2,8 @@
 //! the flows on the fastest path the interface accepts, paced or flat out.
 //!
 //! Paths, fastest first (`TxPath::Auto` tries them in this order and says
-//! why each faster one was refused):
+//! why each faster one was refused; without fallback it is AF_XDP alone,
+//! and a refused path is the error, as a refused sink mode is):
 //!
 //! 1. AF_XDP: one socket per thread, bound to tx queue = thread index, in
 //!    zero-copy mode where the driver binds so (the NIC reads the UMEM
@@ -99,6 +100,7 @@ impl PreparedGenerator {
                 .map_or(std::net::Ipv4Addr::UNSPECIFIED, |a| a.0),
             flows: self.spec.flow_count(),
             tx_queues: self.info.tx_queues,
+            cpus: self.spec.cpus_for(self.side).to_vec(),
         }
     }
 
@@ -215,8 +217,8 @@ impl PreparedGenerator {
         let ip_len = self.spec.frame_size - 18;
         let mtu = self.info.mtu.min(sink.mtu);
         if ip_len > mtu {
-            return Err(SinkError::Unsupported(format!(
-                "{} B frames need an MTU of at least {ip_len} on {} and {} (now {} and {}): ip link set dev IF mtu {ip_len}",
+            return Err(SinkError::Usage(format!(
+                "{} B frames need an MTU of at least {ip_len} on {} and {} (now {} and {}): ip link set dev IF mtu {ip_len} on both hosts, or a smaller --frame-size",
                 self.spec.frame_size, self.info.name, sink.iface, self.info.mtu, sink.mtu
             )));
         }
@@ -231,18 +233,44 @@ impl PreparedGenerator {
         })
     }
 
-    /// The paths to try, in order, for the asked one.
+    /// The paths to try, in order, for the asked one. AF_XDP is one path
+    /// (zero-copy where the driver binds so, else copy mode); without
+    /// fallback (`--no-fallback`) `auto` is AF_XDP alone, as the sink's
+    /// asked mode is the only one it tries.
     fn candidates(&self) -> Vec<(TxPath, bool)> {
         match self.spec.tx_path {
-            TxPath::Auto => vec![
+            TxPath::Auto if self.spec.fallback => vec![
                 (TxPath::AfXdp, true),
                 (TxPath::AfXdp, false),
                 (TxPath::TxRing, true),
                 (TxPath::Sendmmsg, true),
             ],
-            TxPath::AfXdp => vec![(TxPath::AfXdp, true), (TxPath::AfXdp, false)],
+            TxPath::Auto | TxPath::AfXdp => vec![(TxPath::AfXdp, true), (TxPath::AfXdp, false)],
             p => vec![(p, true)],
         }
+    }
+
+    /// The error when every path tried was refused (`refused`: one line
+    /// each, `mode refused on IF: why`). Without fallback it is
+    /// one line naming the path and why — the copy-mode reason for AF_XDP,
+    /// as a driver without zero-copy is the usual case, not the news.
+    fn refusal(&self, refused: &[String]) -> SinkError {
+        if self.spec.fallback {
+            return SinkError::Unsupported(format!(
+                "no transmit path works: {}",
+                refused.join("; ")
+            ));
+        }
+        let why = refused.last().map_or("not tried", String::as_str);
+        let next = match self.spec.tx_path {
+            TxPath::Auto | TxPath::AfXdp => Some("tx-ring"),
+            TxPath::TxRing => Some("sendmmsg"),
+            TxPath::Sendmmsg => None,
+        };
+        let tail = next.map_or(String::new(), |n| {
+            format!("; --no-fallback keeps it from falling back to {n}")
+        });
+        SinkError::Unsupported(format!("generator path {why}{tail}"))
     }
 
     #[allow(clippy::type_complexity)]
@@ -280,10 +308,7 @@ impl PreparedGenerator {
                 }
             }
         }
-        Err(SinkError::Unsupported(format!(
-            "no transmit path works: {}",
-            refused.join("; ")
-        )))
+        Err(self.refusal(&refused))
     }
 
     fn open_xsk(&self, b: &FrameBuilder, zero_copy: bool) -> Result<Vec<Tx>, String> {
@@ -305,6 +330,9 @@ impl PreparedGenerator {
             ));
         }
         let mut out = Vec::new();
+        // The previous point's sockets may still hold these queues for a
+        // moment after they closed (see `xsk`): one wait for the whole set.
+        let until = Instant::now() + super::xsk::BUSY_WAIT;
         for t in 0..n {
             let cfg = XskConfig {
                 frames: RING_FRAMES,
@@ -313,7 +341,7 @@ impl PreparedGenerator {
                 tx: true,
                 zero_copy,
             };
-            let x = Xsk::open(self.info.ifindex, t, cfg).map_err(|e| {
+            let x = Xsk::open_waiting(self.info.ifindex, t, cfg, until).map_err(|e| {
                 let hint = match e.errno() {
                     Some(libc::EOPNOTSUPP) | Some(libc::EPROTONOSUPPORT) if zero_copy => {
                         format!(" (driver {} has no AF_XDP zero-copy)", self.info.driver)

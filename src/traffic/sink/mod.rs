@@ -94,6 +94,11 @@ pub enum SinkError {
     /// The test asks for something this host or link cannot do.
     #[error("{0}")]
     Unsupported(String),
+    /// The test as asked does not fit these interfaces (more threads than
+    /// the sink has queues, frames above the MTU): the command line must
+    /// change (or the host's settings, as the message says).
+    #[error("{0}")]
+    Usage(String),
     /// A worker thread could not start or failed.
     #[error(transparent)]
     Engine(#[from] EngineError),
@@ -108,6 +113,7 @@ impl From<SinkError> for EngineError {
                 conn: queue as usize,
                 source,
             },
+            SinkError::Usage(m) => EngineError::Usage(m),
             other => EngineError::Unsupported(other.to_string()),
         }
     }

@@ -105,11 +105,26 @@ pub fn prepare(
             reason: "none configured; the test's flows are IPv4/UDP".into(),
         });
     }
+    if let Some(why) = too_many_threads(spec, &info) {
+        return Err(SinkError::Usage(why));
+    }
     let mut refused = Vec::new();
     let mut mode = spec.mode;
     loop {
         match open_mode(spec, &info, mode) {
             Ok(o) => {
+                // Generic XDP counts the same frames, slower: say why.
+                if let Some(why) = o.xdp.as_ref().and_then(SinkXdp::native_refused) {
+                    let hint = if info.driver == "veth" {
+                        " (veth's driver mode takes an MTU of about 3.5 KiB at most)"
+                    } else {
+                        ""
+                    };
+                    refused.push(format!(
+                        "XDP driver mode refused on {iface} (MTU {}{hint}): {why}; the program runs in generic mode",
+                        info.mtu
+                    ));
+                }
                 let probe = paths(iface, &info.driver);
                 return Ok(PreparedSink {
                     spec: spec.clone(),
@@ -136,6 +151,22 @@ pub fn prepare(
             }
         }
     }
+}
+
+/// Why `spec` asks for more sink threads than `info` has rx queues, if it
+/// does. Every mode but `udp` (which reads sockets, not queues, and runs
+/// without the privilege the others need) serves one queue per thread:
+/// threads beyond the queues would have nothing to read, and the test
+/// would claim a scaling it never ran.
+fn too_many_threads(spec: &SinkSpec, info: &IfaceInfo) -> Option<String> {
+    let (n, rx) = (spec.queues, info.rx_queues);
+    if spec.mode == SinkMode::Udp || !sys::can_raw() || n <= rx {
+        return None;
+    }
+    let iface = &info.name;
+    Some(format!(
+        "{n} sink threads (--queues, or the CPUs of a cores set) but {iface} has {rx} rx queue(s): the sink runs one thread per queue; use --queues {rx} or fewer, or give {iface} more queues (ethtool -L {iface} combined {n})"
+    ))
 }
 
 fn filter(spec: &SinkSpec, info: &IfaceInfo, per_flow: bool) -> Filter {
@@ -237,6 +268,9 @@ fn open_xsks(spec: &SinkSpec, info: &IfaceInfo) -> Result<Opened, String> {
     .map_err(|e| e.to_string())?;
     let mut rxs = Vec::new();
     let mut zero_copy = xdp.native();
+    // The previous point's sockets may still hold these queues for a moment
+    // after they closed: one wait for the whole set, not one per queue.
+    let until = Instant::now() + super::xsk::BUSY_WAIT;
     for q in 0..info.rx_queues {
         let mut cfg = XskConfig {
             frames: RING_FRAMES,
@@ -245,12 +279,12 @@ fn open_xsks(spec: &SinkSpec, info: &IfaceInfo) -> Result<Opened, String> {
             tx: false,
             zero_copy,
         };
-        let x = match Xsk::open(info.ifindex, q, cfg) {
+        let x = match Xsk::open_waiting(info.ifindex, q, cfg, until) {
             Ok(x) => x,
             Err(_) if zero_copy => {
                 zero_copy = false;
                 cfg.zero_copy = false;
-                Xsk::open(info.ifindex, q, cfg).map_err(|e| e.to_string())?
+                Xsk::open_waiting(info.ifindex, q, cfg, until).map_err(|e| e.to_string())?
             }
             Err(e) => return Err(e.to_string()),
         };
@@ -300,6 +334,7 @@ impl PreparedSink {
             mode: self.mode,
             refused: self.refused.clone(),
             zero_copy: self.zero_copy,
+            cpus: self.spec.cpus_for(self.side).to_vec(),
         }
     }
 

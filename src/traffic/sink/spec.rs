@@ -140,10 +140,25 @@ pub struct SinkSpec {
     /// CPUs for the agent's threads; empty = unpinned.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peer_cpus: Vec<CpuId>,
+    /// An end whose CPU list is empty pins its threads itself
+    /// ([`default_cpus`]: the sink from the lowest CPU of its interface's
+    /// NUMA node up, the generator from the highest down); false leaves
+    /// them unpinned.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub default_pinning: bool,
+    /// Both ends run on one host (the embedded local pair): the default
+    /// pinning is decided for both at once ([`SinkSpec::pin_on_one_host`])
+    /// so they do not share a core.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub one_host: bool,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 fn default_dst_port() -> u16 {
@@ -164,8 +179,39 @@ impl Default for SinkSpec {
             reverse: false,
             cpus: Vec::new(),
             peer_cpus: Vec::new(),
+            default_pinning: true,
+            one_host: false,
         }
     }
+}
+
+/// The CPUs `n` threads of one end are pinned to by default: the CPUs of
+/// its interface's NUMA node (`node`; None for a virtual interface: every
+/// CPU) that this process may use, then its other usable CPUs — the sink
+/// (`ascending`) from the lowest up, the generator from the highest down,
+/// so on one host they meet last. Empty (unpinned) when there are fewer
+/// usable CPUs than threads: two busy threads on one core measure the
+/// core, not the path.
+pub fn default_cpus(
+    usable: &[CpuId],
+    node: Option<&[CpuId]>,
+    n: u32,
+    ascending: bool,
+) -> Vec<CpuId> {
+    let n = n as usize;
+    if n == 0 || usable.len() < n {
+        return Vec::new();
+    }
+    let mut order: Vec<CpuId> = usable.to_vec();
+    order.sort_unstable();
+    if !ascending {
+        order.reverse();
+    }
+    let near = |c: &CpuId| node.is_none_or(|l| l.contains(c));
+    let (mut first, rest): (Vec<CpuId>, Vec<CpuId>) = order.into_iter().partition(near);
+    first.extend(rest);
+    first.truncate(n);
+    first
 }
 
 /// Frames each sink queue's UMEM or ring holds.
@@ -209,6 +255,81 @@ impl SinkSpec {
             Side::Controller => &self.cpus,
             Side::Agent => &self.peer_cpus,
         }
+    }
+
+    /// Set the CPUs of `side`'s threads.
+    pub fn set_cpus(&mut self, side: Side, cpus: Vec<CpuId>) {
+        match side {
+            Side::Controller => self.cpus = cpus,
+            Side::Agent => self.peer_cpus = cpus,
+        }
+    }
+
+    /// Both ends on one host with `usable` CPUs: fill the lists not given
+    /// so the ends do not share a core — the sink from the lowest CPU up,
+    /// the generator from the highest down, each avoiding the other's
+    /// CPUs. When the CPUs are too few for that, the lists not given stay
+    /// empty, default pinning is turned off (threads unpinned) and the
+    /// reason is returned.
+    pub fn pin_on_one_host(&mut self, usable: &[CpuId]) -> Result<(), String> {
+        if !self.default_pinning {
+            return Ok(());
+        }
+        let (sink, gen) = (self.sink_side(), self.generator_side());
+        let pick = |taken: &[CpuId], ascending: bool| {
+            let free: Vec<CpuId> = usable
+                .iter()
+                .filter(|c| !taken.contains(c))
+                .copied()
+                .collect();
+            default_cpus(&free, None, self.queues, ascending)
+        };
+        let mut s = self.cpus_for(sink).to_vec();
+        let mut g = self.cpus_for(gen).to_vec();
+        if s.is_empty() {
+            s = pick(&g, true);
+        }
+        if g.is_empty() {
+            g = pick(&s, false);
+        }
+        if s.is_empty() || g.is_empty() {
+            self.default_pinning = false;
+            return Err(format!(
+                "threads unpinned: {} usable CPU(s) cannot keep {n} sink and {n} generator thread(s) on cores of their own (--cpus and --peer-cpus pin them)",
+                usable.len(),
+                n = self.queues
+            ));
+        }
+        self.set_cpus(sink, s);
+        self.set_cpus(gen, g);
+        Ok(())
+    }
+
+    /// One line on where the threads run: the CPU lists, or how they are
+    /// chosen when the ends choose them.
+    pub fn pinning_line(&self) -> String {
+        let none = self.cpus.is_empty() && self.peer_cpus.is_empty();
+        if self.one_host && !self.default_pinning && none {
+            return format!(
+                "threads unpinned: this host's CPUs cannot keep {n} sink and {n} generator thread(s) on cores of their own (--cpus and --peer-cpus pin them)",
+                n = self.queues
+            );
+        }
+        let list = |side: Side| {
+            let c = self.cpus_for(side);
+            if !c.is_empty() {
+                format!("on CPU {}", crate::units::format_cpu_list(c))
+            } else if self.default_pinning {
+                "pinned by their end, from its interface's NUMA node".to_string()
+            } else {
+                "unpinned".to_string()
+            }
+        };
+        format!(
+            "sink threads {}, generator threads {}",
+            list(self.sink_side()),
+            list(self.generator_side())
+        )
     }
 
     /// The CPU thread `i` of `side` is pinned to (round-robin), if any.
@@ -321,6 +442,9 @@ pub struct SinkEnd {
     /// af-xdp: zero-copy (true) or copy mode (false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zero_copy: Option<bool>,
+    /// CPUs its threads are pinned to, in thread order (empty: unpinned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<CpuId>,
 }
 
 /// The generator's side of the setup exchange.
@@ -336,6 +460,9 @@ pub struct GeneratorEnd {
     pub flows: u32,
     /// Transmit queues of the interface.
     pub tx_queues: u32,
+    /// CPUs its threads are pinned to, in thread order (empty: unpinned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpus: Vec<CpuId>,
 }
 
 #[cfg(test)]
@@ -450,6 +577,88 @@ mod tests {
         assert_eq!(s.generator_side(), Side::Agent);
     }
 
+    fn ids(v: &[u32]) -> Vec<CpuId> {
+        v.iter().copied().map(CpuId).collect()
+    }
+
+    #[test]
+    fn default_cpus_start_at_the_nics_node_from_each_end() {
+        let usable = ids(&[0, 1, 2, 3, 4, 5, 6, 7]);
+        let node1 = ids(&[2, 3, 6, 7]);
+        // The sink from the node's lowest CPU up, the generator from its highest down.
+        assert_eq!(
+            default_cpus(&usable, Some(&node1), 3, true),
+            ids(&[2, 3, 6])
+        );
+        assert_eq!(
+            default_cpus(&usable, Some(&node1), 3, false),
+            ids(&[7, 6, 3])
+        );
+        // More threads than the node has CPUs: the other node's CPUs follow.
+        assert_eq!(
+            default_cpus(&usable, Some(&node1), 6, true),
+            ids(&[2, 3, 6, 7, 0, 1])
+        );
+        // A virtual interface: every usable CPU; an unusable one is skipped.
+        assert_eq!(default_cpus(&ids(&[0, 2, 3]), None, 2, false), ids(&[3, 2]));
+        // Fewer usable CPUs than threads: unpinned.
+        assert!(default_cpus(&ids(&[0, 1]), None, 3, true).is_empty());
+    }
+
+    #[test]
+    fn one_host_keeps_the_ends_on_cores_of_their_own_or_unpinned() {
+        let base = SinkSpec {
+            queues: 2,
+            ..SinkSpec::default()
+        };
+        let mut s = base.clone();
+        s.pin_on_one_host(&ids(&[0, 1, 2, 3, 4])).unwrap();
+        // The sink is the agent by default; the generator this host.
+        assert_eq!(
+            (s.peer_cpus.clone(), s.cpus.clone()),
+            (ids(&[0, 1]), ids(&[4, 3]))
+        );
+        assert!(
+            s.pinning_line().contains("sink threads on CPU 0-1"),
+            "{}",
+            s.pinning_line()
+        );
+        // A given list is kept and avoided (a cores sweep's sink set).
+        let mut s = SinkSpec {
+            peer_cpus: ids(&[3]),
+            queues: 1,
+            ..base.clone()
+        };
+        s.pin_on_one_host(&ids(&[0, 1, 2, 3])).unwrap();
+        assert_eq!(
+            (s.peer_cpus.clone(), s.cpus.clone()),
+            (ids(&[3]), ids(&[2]))
+        );
+        // Reverse: the sink is this host.
+        let mut s = SinkSpec {
+            reverse: true,
+            ..base.clone()
+        };
+        s.pin_on_one_host(&ids(&[0, 1, 2, 3])).unwrap();
+        assert_eq!(
+            (s.cpus.clone(), s.peer_cpus.clone()),
+            (ids(&[0, 1]), ids(&[3, 2]))
+        );
+        // Two CPUs for two threads per end: unpinned, and said so.
+        let mut s = base.clone();
+        let why = s.pin_on_one_host(&ids(&[0, 1])).unwrap_err();
+        assert!(why.contains("2 usable CPU(s)"), "{why}");
+        assert!(!s.default_pinning && s.cpus.is_empty() && s.peer_cpus.is_empty());
+        assert!(
+            s.pinning_line().contains("unpinned"),
+            "{}",
+            s.pinning_line()
+        );
+        // Once off, it stays off.
+        s.pin_on_one_host(&ids(&[0, 1, 2, 3, 4, 5])).unwrap();
+        assert!(s.cpus.is_empty());
+    }
+
     #[test]
     fn spec_and_setup_round_trip_through_json() {
         let s = SinkSpec {
@@ -467,6 +676,7 @@ mod tests {
             serde_json::from_str(r#"{"mode":"af-xdp","frame_size":64,"queues":2,"rate":0}"#)
                 .unwrap();
         assert!(min.fallback && min.dst_port == DEFAULT_DST_PORT);
+        assert!(min.default_pinning && !min.one_host);
         let end = SinkEnd {
             iface: "veth-b".into(),
             mac: "02:00:00:00:00:02".into(),
@@ -477,6 +687,7 @@ mod tests {
             mode: SinkMode::Xdp,
             refused: vec![],
             zero_copy: None,
+            cpus: vec![CpuId(0)],
         };
         let back: SinkEnd = serde_json::from_str(&serde_json::to_string(&end).unwrap()).unwrap();
         assert_eq!(back, end);

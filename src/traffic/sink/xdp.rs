@@ -101,6 +101,8 @@ pub struct SinkXdp {
     xsks: Option<XskMap<MapData>>,
     program: Program,
     native: bool,
+    /// Why driver mode was refused, when it was (generic mode runs).
+    native_refused: Option<String>,
     prog_id: Option<u32>,
     // Last: dropping the Ebpf detaches the link and unloads the program.
     _bpf: aya::Ebpf,
@@ -157,8 +159,8 @@ impl SinkXdp {
             .map_err(|e| refused(iface, e))?;
         p.load()
             .map_err(|e| refused(iface, format!("loading {name}: {e}")))?;
-        let native = match p.attach_to_if_index(ifindex, XdpMode::Driver) {
-            Ok(_) => true,
+        let native_refused = match p.attach_to_if_index(ifindex, XdpMode::Driver) {
+            Ok(_) => None,
             Err(native_err) => {
                 p.attach_to_if_index(ifindex, XdpMode::Skb).map_err(|e| {
                     refused(
@@ -166,9 +168,10 @@ impl SinkXdp {
                         format!("attaching {name}: driver mode: {native_err}; generic mode: {e}"),
                     )
                 })?;
-                false
+                Some(native_err.to_string())
             }
         };
+        let native = native_refused.is_none();
         let prog_id = p.info().ok().map(|i| i.id());
         let take = |bpf: &mut aya::Ebpf, m: &str| {
             bpf.take_map(m)
@@ -190,6 +193,7 @@ impl SinkXdp {
             xsks,
             program,
             native,
+            native_refused,
             prog_id,
             _bpf: bpf,
         })
@@ -198,6 +202,12 @@ impl SinkXdp {
     /// True when attached in driver (native) mode, false for generic (skb) mode.
     pub fn native(&self) -> bool {
         self.native
+    }
+
+    /// Why the driver refused native mode, when the program runs in
+    /// generic mode (veth: an MTU above what its XDP takes, about 3.5 KiB).
+    pub fn native_refused(&self) -> Option<&str> {
+        self.native_refused.as_deref()
     }
 
     /// The kernel's id of the attached program (to check it is gone later).

@@ -12,10 +12,27 @@
 //! One [`Xsk`] = one socket on one (interface, queue) with its own UMEM,
 //! used by exactly one thread. Dropping it unmaps the rings, closes the
 //! socket (the kernel unbinds it from the queue) and then frees the UMEM.
+//!
+//! The kernel lets go of the queue itself later: the socket's buffer pool
+//! is released in deferred work after the close (`xp_release_deferred`),
+//! and until then a bind to that queue fails with EBUSY. A test point that
+//! binds right after the previous point closed its sockets would be refused
+//! for a queue that is about to be free, so [`Xsk::open_waiting`] retries a
+//! busy bind for up to [`BUSY_WAIT`] before it gives up.
 
 use super::sys::{getsockopt, setsockopt, socket, Mmap};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a bind waits for a queue the kernel still holds for a socket
+/// that was closed (EBUSY until its deferred release ran; on the project's
+/// VM that took up to a few hundred ms after a test point).
+pub const BUSY_WAIT: Duration = Duration::from_secs(2);
+/// Pause between two binds of a busy queue.
+const BUSY_STEP: Duration = Duration::from_millis(20);
+/// The step named when a queue stayed busy for all of [`BUSY_WAIT`].
+const STILL_BUSY: &str = "bind (the queue stayed busy for 2 s: another AF_XDP socket holds it)";
 
 const AF_XDP: i32 = 44;
 const SOL_XDP: i32 = 283;
@@ -288,8 +305,51 @@ impl std::fmt::Debug for Xsk {
     }
 }
 
+/// Run `attempt` until it succeeds, fails with anything but a busy bind,
+/// or `until` has passed (`now` and `sleep` are the clock, injected so the
+/// rule is tested without one). A bind still busy at the end is named so.
+fn retry_busy<T>(
+    until: Instant,
+    mut attempt: impl FnMut() -> Result<T, XskError>,
+    now: impl Fn() -> Instant,
+    sleep: impl Fn(Duration),
+) -> Result<T, XskError> {
+    loop {
+        match attempt() {
+            Err(e) if e.step == "bind" && e.errno() == Some(libc::EBUSY) => {
+                let t = now();
+                if t >= until {
+                    return Err(XskError {
+                        step: STILL_BUSY,
+                        ..e
+                    });
+                }
+                sleep(BUSY_STEP.min(until - t));
+            }
+            r => return r,
+        }
+    }
+}
+
 impl Xsk {
-    /// Open and bind a socket on (`ifindex`, `queue`).
+    /// Open and bind a socket on (`ifindex`, `queue`); a bind the kernel
+    /// answers with EBUSY (the queue's previous socket is still being
+    /// released) is tried again until `until`.
+    pub fn open_waiting(
+        ifindex: u32,
+        queue: u32,
+        cfg: XskConfig,
+        until: Instant,
+    ) -> Result<Xsk, XskError> {
+        retry_busy(
+            until,
+            || Xsk::open(ifindex, queue, cfg),
+            Instant::now,
+            std::thread::sleep,
+        )
+    }
+
+    /// Open and bind a socket on (`ifindex`, `queue`), once.
     pub fn open(ifindex: u32, queue: u32, cfg: XskConfig) -> Result<Xsk, XskError> {
         let err = |step: &'static str| {
             move |source: std::io::Error| XskError {
@@ -553,6 +613,95 @@ mod tests {
         assert_eq!(std::mem::size_of::<SockaddrXdp>(), 16);
         assert_eq!(std::mem::size_of::<XdpDesc>(), 16);
         assert_eq!(std::mem::size_of::<XskStats>(), 48);
+    }
+
+    fn busy(step: &'static str) -> XskError {
+        XskError {
+            step,
+            ifindex: 2,
+            queue: 3,
+            source: std::io::Error::from_raw_os_error(libc::EBUSY),
+        }
+    }
+
+    /// A fake clock: `sleep` moves it on.
+    struct Clock(std::cell::Cell<Instant>);
+
+    impl Clock {
+        fn now(&self) -> Instant {
+            self.0.get()
+        }
+        fn sleep(&self, d: Duration) {
+            self.0.set(self.0.get() + d);
+        }
+    }
+
+    #[test]
+    fn a_busy_bind_is_tried_again_until_the_queue_is_free() {
+        let clock = Clock(std::cell::Cell::new(Instant::now()));
+        let until = clock.now() + BUSY_WAIT;
+        let mut tries = 0;
+        let r = retry_busy(
+            until,
+            || {
+                tries += 1;
+                if tries < 5 {
+                    Err(busy("bind"))
+                } else {
+                    Ok(tries)
+                }
+            },
+            || clock.now(),
+            |d| clock.sleep(d),
+        );
+        assert_eq!(r.unwrap(), 5);
+        assert!(clock.now() < until);
+    }
+
+    #[test]
+    fn a_queue_busy_past_the_wait_is_refused_and_other_errors_at_once() {
+        let clock = Clock(std::cell::Cell::new(Instant::now()));
+        let until = clock.now() + BUSY_WAIT;
+        let mut tries = 0u32;
+        let e = retry_busy::<()>(
+            until,
+            || {
+                tries += 1;
+                Err(busy("bind"))
+            },
+            || clock.now(),
+            |d| clock.sleep(d),
+        )
+        .unwrap_err();
+        assert_eq!(e.step, STILL_BUSY);
+        assert!(e.to_string().contains("stayed busy for 2 s"), "{e}");
+        assert!(clock.now() >= until);
+        assert_eq!(
+            u128::from(tries),
+            BUSY_WAIT.as_millis() / BUSY_STEP.as_millis() + 1
+        );
+        // EBUSY from another step, or another errno, is not waited for.
+        for e in [
+            busy("UMEM registration"),
+            XskError {
+                source: std::io::Error::from_raw_os_error(libc::EINVAL),
+                ..busy("bind")
+            },
+        ] {
+            let mut n = 0;
+            let step = e.step;
+            let mut once = Some(e);
+            let r = retry_busy::<()>(
+                until,
+                || {
+                    n += 1;
+                    Err(once.take().unwrap_or_else(|| busy("again")))
+                },
+                || clock.now(),
+                |d| clock.sleep(d),
+            );
+            assert_eq!((n, r.unwrap_err().step), (1, step));
+        }
     }
 
     #[test]

@@ -32,7 +32,29 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
     }
     // A packet test pinned to cores: where those cores sit, on the sink's host.
     if let Some(k) = m.spec.as_ref().and_then(|s| s.as_sink()) {
-        let cpus = k.cpus_for(k.sink_side());
+        // The sink's figures of this interval: its interface and, per
+        // queue, the CPU of the thread that reads it.
+        let live = m.current().and_then(|i| {
+            [i.local.as_ref(), i.peer.as_ref()]
+                .into_iter()
+                .flatten()
+                .find_map(|s| match &s.engine.extra {
+                    Some(crate::traffic::EngineInterval::Sink(k)) => Some(k),
+                    _ => None,
+                })
+        });
+        // The spec's list, else the CPUs the sink chose itself (default pinning).
+        let mut cpus = k.cpus_for(k.sink_side()).to_vec();
+        if cpus.is_empty() {
+            for c in live
+                .iter()
+                .flat_map(|l| l.figures.queues.iter().filter_map(|q| q.cpu))
+            {
+                if !cpus.contains(&c) {
+                    cpus.push(c);
+                }
+            }
+        }
         let sink_local = k.sink_side() == crate::traffic::Side::Controller;
         let host = if sink_local {
             m.facts.local.as_ref()
@@ -41,19 +63,11 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         };
         if let (false, Some(f)) = (cpus.is_empty(), host) {
             // The sink's own interface (its Samples name it), else the first watched.
-            let sink_iface = m.current().and_then(|i| {
-                [i.local.as_ref(), i.peer.as_ref()]
-                    .into_iter()
-                    .flatten()
-                    .find_map(|s| match &s.engine.extra {
-                        Some(crate::traffic::EngineInterval::Sink(k)) => Some(k.iface.clone()),
-                        _ => None,
-                    })
-            });
+            let sink_iface = live.map(|l| l.iface.clone());
             let nic = sink_iface
                 .as_deref()
                 .or_else(|| f.nics.first().map(|n| n.name.as_str()));
-            let line = crate::probe::topology::SinkTopology::from_facts(f, cpus, nic).describe();
+            let line = crate::probe::topology::SinkTopology::from_facts(f, &cpus, nic).describe();
             let (l, p) = if sink_local {
                 (line, "-".to_string())
             } else {
