@@ -427,6 +427,7 @@ fn the_facts_view_names_the_sink_cores_an_end_chose_itself() {
         missing_delta: 0,
         ring_full: 0,
         nic_drops: None,
+        thread: Some(queue),
         cpu_pct: None,
         napi_cpu: None,
     };
