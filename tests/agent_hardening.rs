@@ -218,7 +218,12 @@ fn a_thousand_streams_on_two_cpus_keep_their_numbers_right() {
     pair.start_agent();
     let log = pair.log_path("p1000.jsonl");
     let o = pair.run(&["-P", "1000", "-t", "3s", "--log", log.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        o.status.success(),
+        "{}\nagent log:\n{}",
+        stderr(&o),
+        pair.agent_log()
+    );
     let log = common::Log::read(&log);
     let s = log.summaries()[0];
     assert_eq!(s.streams.len(), 1000);

@@ -529,7 +529,10 @@ pub fn generator_bound(i: &SinkRuleInput, st: &SinkThresholds) -> Option<Finding
         return None;
     }
     let (busiest, worker, busiest_src) = busiest_sink_worker(i)?;
-    if busiest >= st.sink_idle_pct {
+    // Paced, the rate is the one asked for whatever else keeps the cores
+    // busy; flat out, only a sink with idle time is not the limit.
+    let paced = i.rate_asked > 0;
+    if !paced && busiest >= st.sink_idle_pct {
         return None;
     }
     let secs: f64 = i.gen.iter().map(|g| g.secs).sum::<f64>().max(1e-9);
@@ -540,7 +543,6 @@ pub fn generator_bound(i: &SinkRuleInput, st: &SinkThresholds) -> Option<Finding
         .flat_map(|g| g.threads.iter())
         .filter_map(|t| t.cpu_pct)
         .fold(0.0f64, f64::max);
-    let paced = i.rate_asked > 0;
     let (sev, title) = if paced {
         (
             Severity::Info,
@@ -833,6 +835,10 @@ mod tests {
         let busy = [(CpuId(0), 20.0), (CpuId(1), 100.0)];
         i.core_busy = &busy;
         assert!(generator_bound(&i, &SINK_THRESHOLDS).is_none());
+        // Paced, the rate is the one asked for even on busy cores: info.
+        i.rate_asked = 1_000_000;
+        let f = generator_bound(&i, &SINK_THRESHOLDS).unwrap();
+        assert_eq!(f.severity, Severity::Info);
     }
 
     #[test]
