@@ -588,7 +588,9 @@ fn ends_pin_their_threads_by_default_and_say_where() {
         "{k:#?}"
     );
     assert!(
-        text.contains("sink threads pinned by their end, from its interface's NUMA node"),
+        text.contains(
+            "sink threads pinned by their end (to its interface's NUMA node, where it can)"
+        ),
         "{text}"
     );
 }
@@ -686,4 +688,82 @@ fn the_local_pair_checks_the_whole_plan_first_and_pins_apart() {
         assert!(k.sink_cpus.is_empty());
         assert!(text.contains("threads unpinned"), "{text}");
     }
+}
+
+/// A point refused as a usage error after the agent accepted it (frames
+/// too large for the sink's MTU: the generator on this side finds out when
+/// the sink's setup arrives) leaves the connection ready for the next point,
+/// as the TUI and checklists rely on: the agent's answer to the aborted
+/// setup is read, not left to confuse the next point.
+#[test]
+fn a_usage_error_after_accepting_leaves_the_connection_usable() {
+    use wirescope::session::auth::Token;
+    use wirescope::session::controller::{Controller, Target};
+    use wirescope::session::outcome::EndReason;
+    use wirescope::session::plan::PointParams;
+    use wirescope::traffic::sink::SinkSpec;
+    use wirescope::traffic::EngineSpec;
+    let _cpus = shared_cpus();
+    let mut pair = Pair::new();
+    pair.start_agent();
+    let ns = format!("/run/netns/{}", pair.a);
+    let result = std::thread::spawn(move || {
+        let f = std::fs::File::open(&ns).unwrap();
+        nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let token = Token::from_text(common::TOKEN, "test").unwrap();
+            let target = Target::Tcp("198.18.0.2:5310".parse().unwrap());
+            let mut ctl = Controller::connect(target, &token).await.unwrap();
+            let point = |(frame_size, queues, reverse)| PointParams {
+                spec: Some(EngineSpec::Sink(SinkSpec {
+                    frame_size,
+                    queues,
+                    reverse,
+                    rate: 10_000,
+                    ..SinkSpec::default()
+                })),
+                interval: Duration::from_millis(500),
+                omit: Duration::ZERO,
+                time: Some(Duration::from_secs(1)),
+                ifaces: Vec::new(),
+                peer_ifaces: Vec::new(),
+                later: Vec::new(),
+            };
+            let cancel = tokio_util::sync::CancellationToken::new();
+            let mut outcomes = Vec::new();
+            // 9000 B frames (refused after Accepting), then this host sinking
+            // with more threads than its veth has queues (refused before
+            // Start), then a point that runs.
+            for p in [(9000, 1, false), (64, 8, true), (64, 1, false)] {
+                let (tx, mut rx) = tokio::sync::mpsc::channel(256);
+                let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+                let r = ctl.run_point(&point(p), &tx, &cancel).await;
+                drop(tx);
+                let _ = drain.await;
+                outcomes.push(r.map(|o| o.end).map_err(|e| (e.is_usage(), e.to_string())));
+            }
+            ctl.close().await;
+            outcomes
+        })
+    })
+    .join()
+    .unwrap();
+    match &result[0] {
+        Err((true, e)) => assert!(e.contains("MTU") || e.contains("mtu"), "{e}"),
+        other => panic!("9000 B frames on an MTU of 1500: {other:?}"),
+    }
+    match &result[1] {
+        Err((true, e)) => assert!(e.contains("rx queue"), "{e}"),
+        other => panic!("8 sink threads on 4 queues: {other:?}"),
+    }
+    assert!(
+        matches!(result[2], Ok(EndReason::Completed)),
+        "the next point on the same connection: {:?}\nagent log:\n{}",
+        result[2],
+        pair.agent_log()
+    );
 }

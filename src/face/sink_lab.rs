@@ -67,7 +67,20 @@ pub fn command(a: SinkLabArgs) -> anyhow::Result<u8> {
     let mut rows = Vec::new();
     for spec in specs {
         if !a.json {
-            println!("{}", spec.pinning_line());
+            if a.gen_iface.is_some() {
+                println!("{}", spec.pinning_line());
+            } else {
+                // Another tool sends: only the sink's threads are this run's.
+                let c = spec.cpus_for(spec.sink_side());
+                println!(
+                    "sink threads {} (no generator here)",
+                    if c.is_empty() {
+                        "unpinned".to_string()
+                    } else {
+                        format!("on CPU {}", crate::units::format_cpu_list(c))
+                    }
+                );
+            }
         }
         let p = Point {
             spec: spec.clone(),

@@ -428,6 +428,15 @@ impl Controller {
             .await;
     }
 
+    /// After this side failed a point whose agent opens no data connections:
+    /// the agent's one answer to `Accepting`'s aftermath (`DataReady`, or its
+    /// own `Failed`) is read, so the next point starts on a quiet channel.
+    /// False when it does not come in time.
+    async fn settle_after_failed(&mut self) -> bool {
+        let answer = tokio::time::timeout(SETUP_TIMEOUT, self.rx.recv()).await;
+        matches!(answer, Ok(Some(Ok(Msg::DataReady {} | Msg::Failed { .. }))))
+    }
+
     /// Run one point. Setup failures are errors; anything after `Go` ends up in the outcome.
     pub async fn run_point(
         &mut self,
@@ -438,7 +447,6 @@ impl Controller {
         if self.poisoned {
             return Err(SessionError::Peer("the previous test point on this connection ended uncleanly; reconnect to the agent".into()));
         }
-        self.poisoned = true;
         self.next_id += 1;
         // This host's CPUs for this point and the later ones (the agent
         // checks its own when the first point starts): a usage error.
@@ -448,7 +456,6 @@ impl Controller {
             .chain(&p.later)
             .try_for_each(|s| super::engines::check_cpus(s, Side::Controller, None));
         if let Err(e) = cpus {
-            self.poisoned = false;
             return Err(SessionError::Usage(e));
         }
         if let Some(Err(e)) = p
@@ -456,7 +463,6 @@ impl Controller {
             .as_ref()
             .map(|s| super::engines::admit(s, Side::Controller))
         {
-            self.poisoned = false;
             return Err(SessionError::Local(e));
         }
         self.size_veth(p).await?;
@@ -483,6 +489,9 @@ impl Controller {
             setup: engine.as_ref().and_then(|e| e.setup()),
             later: p.later.clone(),
         };
+        // Until Start goes out the connection carries nothing of this point:
+        // any error above leaves it ready for the next one.
+        self.poisoned = true;
         self.wr
             .send(&Msg::Start { test })
             .await
@@ -500,8 +509,13 @@ impl Controller {
             if let Err(err) = e.connect(setup) {
                 self.fail(format!("controller engine: {err}")).await;
                 let err = SessionError::from(err);
-                // The agent ends its side when it reads Failed (it sends nothing more).
-                self.poisoned = !err.is_usage();
+                // The agent ends its side when it reads Failed. With data
+                // connections to wait for it is still collecting them and
+                // sends nothing more; without any (packet, RDMA tests) it has
+                // already answered DataReady (or failed): read that answer.
+                let clean = p.spec.as_ref().is_none_or(|s| s.connection_count() > 0)
+                    || self.settle_after_failed().await;
+                self.poisoned = !(err.is_usage() && clean);
                 return Err(err);
             }
         }

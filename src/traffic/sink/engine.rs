@@ -526,10 +526,15 @@ fn supervise_sink(
         // The quiet tail of the drain is waiting, not receiving: the last
         // interval (and the sink's window) ends when the counts last moved.
         if let Some(at) = moved {
-            let floor = match &st.prev {
-                Some(Snap::Sink(p)) => p.elapsed_s,
-                _ => 0.0,
-            };
+            // Not before a snapshot the sampler already took (its last
+            // interval's end, or one it holds for the next).
+            let floor = [&st.prev, &st.cur]
+                .into_iter()
+                .filter_map(|s| match s {
+                    Some(Snap::Sink(p)) => Some(p.elapsed_s),
+                    _ => None,
+                })
+                .fold(0.0, f64::max);
             last.elapsed_s = last.elapsed_s.min(at.max(floor));
         }
         st.last = Some(Snap::Sink(last));

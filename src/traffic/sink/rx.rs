@@ -281,7 +281,9 @@ fn open_xsks(spec: &SinkSpec, info: &IfaceInfo) -> Result<Opened, String> {
         };
         let x = match Xsk::open_waiting(info.ifindex, q, cfg, until) {
             Ok(x) => x,
-            Err(_) if zero_copy => {
+            // A busy queue is busy in copy mode too: only a refusal of
+            // zero-copy falls back to copy mode.
+            Err(e) if zero_copy && !e.still_busy() => {
                 zero_copy = false;
                 cfg.zero_copy = false;
                 Xsk::open_waiting(info.ifindex, q, cfg, until).map_err(|e| e.to_string())?

@@ -320,7 +320,7 @@ impl SinkSpec {
             if !c.is_empty() {
                 format!("on CPU {}", crate::units::format_cpu_list(c))
             } else if self.default_pinning {
-                "pinned by their end, from its interface's NUMA node".to_string()
+                "pinned by their end (to its interface's NUMA node, where it can)".to_string()
             } else {
                 "unpinned".to_string()
             }

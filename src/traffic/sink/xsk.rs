@@ -144,6 +144,10 @@ impl XskError {
     pub fn errno(&self) -> Option<i32> {
         self.source.raw_os_error()
     }
+    /// The queue stayed held by another socket for the whole wait.
+    pub fn still_busy(&self) -> bool {
+        self.step == STILL_BUSY
+    }
 }
 
 /// A single-producer/single-consumer ring shared with the kernel.
@@ -335,22 +339,28 @@ impl Xsk {
     /// Open and bind a socket on (`ifindex`, `queue`); a bind the kernel
     /// answers with EBUSY (the queue's previous socket is still being
     /// released) is tried again until `until`.
+    /// Only the bind is repeated: the socket, its UMEM and rings stay.
     pub fn open_waiting(
         ifindex: u32,
         queue: u32,
         cfg: XskConfig,
         until: Instant,
     ) -> Result<Xsk, XskError> {
-        retry_busy(
-            until,
-            || Xsk::open(ifindex, queue, cfg),
-            Instant::now,
-            std::thread::sleep,
-        )
+        Self::open_until(ifindex, queue, cfg, Some(until))
     }
 
     /// Open and bind a socket on (`ifindex`, `queue`), once.
+    #[cfg(test)]
     pub fn open(ifindex: u32, queue: u32, cfg: XskConfig) -> Result<Xsk, XskError> {
+        Self::open_until(ifindex, queue, cfg, None)
+    }
+
+    fn open_until(
+        ifindex: u32,
+        queue: u32,
+        cfg: XskConfig,
+        until: Option<Instant>,
+    ) -> Result<Xsk, XskError> {
         let err = |step: &'static str| {
             move |source: std::io::Error| XskError {
                 step,
@@ -428,16 +438,23 @@ impl Xsk {
             queue_id: queue,
             shared_umem_fd: 0,
         };
-        // SAFETY: sa is a valid sockaddr_xdp for the call.
-        let r = unsafe {
-            libc::bind(
-                raw,
-                (&sa as *const SockaddrXdp).cast(),
-                std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
-            )
+        let bind = || {
+            // SAFETY: sa is a valid sockaddr_xdp for the call.
+            let r = unsafe {
+                libc::bind(
+                    raw,
+                    (&sa as *const SockaddrXdp).cast(),
+                    std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
+                )
+            };
+            if r < 0 {
+                return Err(err("bind")(std::io::Error::last_os_error()));
+            }
+            Ok(())
         };
-        if r < 0 {
-            return Err(err("bind")(std::io::Error::last_os_error()));
+        match until {
+            Some(until) => retry_busy(until, bind, Instant::now, std::thread::sleep)?,
+            None => bind()?,
         }
         let mut opts = 0u32;
         let zero_copy = getsockopt(raw, SOL_XDP, XDP_OPTIONS, &mut opts).is_ok()
