@@ -175,19 +175,6 @@ struct Between {
     resets: Vec<String>,
 }
 
-/// The kernel's uptime in a capture (`proc/uptime`, written by `wirescope
-/// capture`), in seconds.
-fn uptime(d: &CaptureDir) -> Option<f64> {
-    use crate::probe::source::HostSource;
-    d.read("/proc/uptime")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
-}
-
 /// The RDMA rules on what the counters did between two captures of one
 /// host. The span is the difference of the captured kernel's uptimes (one
 /// boot, checked by boot_id), so rates are per second of real time; two
@@ -198,7 +185,6 @@ fn rdma_between(
     new: &std::path::Path,
     facts: &HostFacts,
 ) -> Result<Between, FaceError> {
-    use crate::probe::source::HostSource;
     let usage = |m: String| Err(FaceError::Usage(m));
     if !old.is_dir() {
         return usage(format!(
@@ -220,13 +206,8 @@ fn rdma_between(
             old.display()
         ));
     }
-    let boot = |d: &CaptureDir| {
-        d.read("/proc/sys/kernel/random/boot_id")
-            .ok()
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-    };
-    if let (Some(a), Some(b)) = (boot(&od), boot(&nd)) {
+    use crate::probe::system::{boot_id, uptime_secs};
+    if let (Some(a), Some(b)) = (boot_id(&od), boot_id(&nd)) {
         if a != b {
             return usage(format!(
                 "--since {} and --from {} come from different boots (boot_id {a} / {b}): the counters started again at the reboot, so their difference means nothing; take both captures within one boot",
@@ -259,7 +240,7 @@ fn rdma_between(
             new.display()
         ));
     }
-    let secs = match (uptime(&od), uptime(&nd)) {
+    let secs = match (uptime_secs(&od), uptime_secs(&nd)) {
         (Some(a), Some(b)) => b - a,
         (a, _) => {
             let missing = if a.is_none() { old } else { new };

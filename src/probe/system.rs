@@ -116,6 +116,23 @@ pub fn parse_interrupts(text: &str) -> (Vec<CpuId>, Vec<IrqLine>) {
     (cpus, out)
 }
 
+/// The running kernel's boot id (`/proc/sys/kernel/random/boot_id`):
+/// equal for two reads exactly when they come from one boot.
+pub fn boot_id(src: &dyn HostSource) -> Option<String> {
+    read_trim(src, "/proc/sys/kernel/random/boot_id")
+}
+
+/// The kernel's uptime in seconds (`/proc/uptime`, which captures record).
+pub fn uptime_secs(src: &dyn HostSource) -> Option<f64> {
+    src.read("/proc/uptime")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+}
+
 fn read_trim(src: &dyn HostSource, path: &str) -> Option<String> {
     src.read(path)
         .ok()
@@ -312,7 +329,7 @@ pub fn read_host_facts_reusing(
         }
     }
     f.cmdline = read_trim(src, "/proc/cmdline").unwrap_or_default();
-    f.boot_id = read_trim(src, "/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    f.boot_id = boot_id(src).unwrap_or_default();
     f.irqbalance = src.processes().map(|p| p.iter().any(|c| c == "irqbalance"));
     let interrupts = src
         .read("/proc/interrupts")
