@@ -34,11 +34,6 @@ pub const SINK_THRESHOLDS: SinkThresholds = SinkThresholds {
     counted_share: 0.99,
 };
 
-const NUMA_REF: &str = "kernel Documentation/admin-guide/mm/numa_memory_policy.rst; Documentation/networking/scaling.rst";
-const XDP_REF: &str =
-    "kernel Documentation/networking/af_xdp.rst; Documentation/networking/packet_mmap.rst";
-const NIC_REF: &str = "ethtool(8) -G/-L; NVIDIA \"Understanding mlx5 ethtool Counters\"";
-
 /// One window of a packet test, as the sink rules read it.
 #[derive(Debug, Clone, Copy)]
 pub struct SinkRuleInput<'a> {
@@ -168,6 +163,8 @@ pub fn rules(i: &SinkRuleInput, t: &Thresholds, st: &SinkThresholds) -> Vec<Find
     out
 }
 
+/// A sink finding; its reference comes from the rule table
+/// ([`crate::diagnose::impact::RULES`]) like every rule's.
 fn finding(
     id: &str,
     sev: Severity,
@@ -175,11 +172,8 @@ fn finding(
     subject: String,
     title: String,
     impact: f64,
-    reference: &str,
 ) -> Finding {
-    let mut f = Finding::new(id, sev, host, subject, title, impact);
-    f.reference = format!("{reference}; assets/rules.md");
-    f
+    Finding::new(id, sev, host, subject, title, impact)
 }
 
 /// sink.remote-numa: sink cores on another NUMA node than the NIC.
@@ -204,7 +198,6 @@ pub fn remote_numa(i: &SinkRuleInput, topo: &SinkTopology) -> Option<Finding> {
             i.iface
         ),
         remote.len() as f64 / topo.cpus.len().max(1) as f64 * 0.5,
-        NUMA_REF,
     )
     .ev(Evidence::num(
         format!("{} NUMA node", i.iface),
@@ -254,7 +247,6 @@ pub fn smt_siblings(i: &SinkRuleInput, topo: &SinkTopology) -> Option<Finding> {
             names.join(", ")
         ),
         pairs.len() as f64 / topo.cpus.len().max(1) as f64,
-        NUMA_REF,
     );
     for (a, b) in &pairs {
         f = f.ev(Evidence::text(
@@ -349,7 +341,6 @@ pub fn queue_overrun(i: &SinkRuleInput, t: &Thresholds) -> Vec<Finding> {
                 i.iface, a.drops
             ),
             0.8,
-            XDP_REF,
         )
         .ev(Evidence::num(
             format!("queue {queue} ring drops"),
@@ -418,7 +409,6 @@ pub fn rx_missed(i: &SinkRuleInput, t: &Thresholds) -> Vec<Finding> {
                 i.iface
             ),
             0.7,
-            NIC_REF,
         )
         .ev(Evidence::num(
             format!("rx queue {queue} drops"),
@@ -453,7 +443,6 @@ pub fn rx_missed(i: &SinkRuleInput, t: &Thresholds) -> Vec<Finding> {
                 i.iface
             ),
             0.7,
-            NIC_REF,
         );
         for (k, v) in &nic {
             f = f.ev(Evidence::num(
@@ -568,7 +557,6 @@ pub fn generator_bound(i: &SinkRuleInput, st: &SinkThresholds) -> Option<Finding
         "generator".to_string(),
         title,
         if paced { 0.1 } else { 0.9 },
-        XDP_REF,
     )
     .ev(Evidence::num("generator rate", pps, "pps", format!("generator ({path})")))
     .ev(Evidence::num(
