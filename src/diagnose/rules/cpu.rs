@@ -375,14 +375,38 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     if n < ctx.need(t) {
         return None;
     }
+    // One flow is hashed to one queue and processed on one core by design:
+    // nothing to spread, nothing to report.
+    let flows = test_flows(ctx);
+    if flows.is_some_and(|f| f < 2) {
+        return None;
+    }
     let share = share_sum.get(&cpu).copied().unwrap_or(0.0) / n as f64;
-    let busy = ctx
-        .active
-        .iter()
-        .filter_map(|s| s.cpus.iter().find(|c| c.cpu.0 == cpu).map(|c| c.busy().0))
-        .sum::<f64>()
-        / ctx.active.len() as f64;
-    let sev = if busy >= t.core_saturated_pct {
+    let mean_of = |f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64, mine: bool| {
+        ctx.active
+            .iter()
+            .map(|s| {
+                let v: Vec<f64> = s
+                    .cpus
+                    .iter()
+                    .filter(|c| (c.cpu.0 == cpu) == mine)
+                    .map(f)
+                    .collect();
+                v.iter().sum::<f64>() / v.len().max(1) as f64
+            })
+            .sum::<f64>()
+            / ctx.active.len().max(1) as f64
+    };
+    let busy = mean_of(&|c| c.busy().0, true);
+    let softirq = mean_of(&|c| c.softirq.0, true);
+    let others = mean_of(&|c| c.busy().0, false);
+    // It limits the test when that core is saturated, softirq work is a
+    // large part of what saturates it, and other cores have room to take
+    // some of it (IRQ affinity, RPS). Otherwise it is worth knowing only.
+    let sev = if busy >= t.core_saturated_pct
+        && softirq >= t.softirq_heavy_pct
+        && others < t.others_headroom_pct
+    {
         Severity::Warn
     } else {
         Severity::Info
@@ -397,6 +421,8 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     )
     .ev(Evidence::num(format!("cpu{cpu} share of NET_RX"), share * 100.0, "%", "/proc/softirqs"))
     .ev(Evidence::num(format!("cpu{cpu} busy"), busy, "%", "/proc/stat"))
+    .ev(Evidence::num(format!("cpu{cpu} softirq"), softirq, "%", "/proc/stat"))
+    .ev(Evidence::num("other cores mean busy", others, "%", "/proc/stat"))
     .ev(Evidence::num("rx queues", queues as f64, "", "sysfs queues/"))
     .why("Receive processing of every queue lands on one core (IRQs or RPS steer there): that core caps the receive rate.");
     for nic in &facts.nics {
@@ -421,6 +447,22 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         }
     }
     Some(f)
+}
+
+/// The test's flows that this host receives (data connections; a host that
+/// only sends receives its flows' ACKs, so all of them count). None without
+/// a test (`watch`) or for engines without data connections.
+fn test_flows(ctx: &HostCtx) -> Option<usize> {
+    let spec = ctx.spec?;
+    let roles = spec.conn_roles(ctx.side());
+    if roles.is_empty() {
+        return None;
+    }
+    let received = roles
+        .iter()
+        .filter(|r| **r == crate::traffic::ConnRole::Receiver)
+        .count();
+    Some(if received > 0 { received } else { roles.len() })
 }
 
 /// softnet.squeeze: time_squeeze rising (net_rx_action ran out of budget).
