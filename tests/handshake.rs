@@ -375,7 +375,9 @@ async fn a_replayed_handshake_is_refused_by_either_end() {
     let Msg::Auth { nonce: old, .. } = &ctl_frames[1] else {
         panic!()
     };
-    let Msg::Challenge { nonce: recorded_a, .. } = split(&rec.to_controller, 1).await.0[0].clone()
+    let Msg::Challenge {
+        nonce: recorded_a, ..
+    } = split(&rec.to_controller, 1).await.0[0].clone()
     else {
         panic!()
     };
@@ -406,7 +408,8 @@ async fn a_replayed_handshake_is_refused_by_either_end() {
     let (mut rd, mut wr) = s.into_split();
     let e = handshake(&mut rd, &mut wr, &right()).await.unwrap_err();
     assert!(
-        matches!(e, ProtoError::Auth(_)) && e.to_string().contains("could not prove it knows the token"),
+        matches!(e, ProtoError::Auth(_))
+            && e.to_string().contains("could not prove it knows the token"),
         "{e}"
     );
 }
@@ -525,7 +528,9 @@ async fn an_older_peer_is_told_to_upgrade_both_ends() {
         .expect("refused")
         .to_string();
     assert!(
-        e.contains("version mismatch") && e.contains("the peer 3") && e.contains("upgrade both ends"),
+        e.contains("version mismatch")
+            && e.contains("the peer 3")
+            && e.contains("upgrade both ends"),
         "{e}"
     );
 }
@@ -798,4 +803,65 @@ proptest! {
         );
         prop_assert!(!text.is_empty());
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_order_key_share_is_refused_even_with_the_token() {
+    // The all-zero point makes the shared secret zero whatever the other
+    // end's secret: a session keyed by the token alone again.
+    let zero = hex::encode([0u8; 32]);
+    let (addr, _stop) = agent().await;
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    write_msg(
+        &mut s,
+        &Msg::Hello {
+            version: PROTOCOL_VERSION,
+            software: "test".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let Msg::Challenge { nonce, .. } = read_msg(&mut s).await.unwrap() else {
+        panic!("challenge expected")
+    };
+    let share_a = parse_share(&nonce).unwrap();
+    let mac = hex::encode(right().mac("controller", &share_a, &[0u8; 32]));
+    write_msg(&mut s, &Msg::Auth { nonce: zero, mac })
+        .await
+        .unwrap();
+    match read_msg(&mut s).await.unwrap() {
+        Msg::Refused { reason } => assert!(
+            reason.contains("authentication failed") && reason.contains("X25519"),
+            "{reason}"
+        ),
+        m => panic!("a low-order share was welcomed: {m:?}"),
+    }
+
+    // The same from an agent: the controller refuses it.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let fake = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut s, _) = l.accept().await.unwrap();
+        let _hello = read_msg(&mut s).await.unwrap();
+        let ch = Msg::Challenge {
+            version: PROTOCOL_VERSION,
+            nonce: hex::encode([0u8; 32]),
+        };
+        write_msg(&mut s, &ch).await.unwrap();
+        if let Ok(Msg::Auth { nonce, .. }) = read_msg(&mut s).await {
+            let share_c = parse_share(&nonce).unwrap();
+            let welcome = Msg::Welcome {
+                mac: hex::encode(right().mac("agent", &share_c, &[0u8; 32])),
+                host: HostInfo::default(),
+            };
+            let _ = write_msg(&mut s, &welcome).await;
+        }
+    });
+    let s = TcpStream::connect(fake).await.unwrap();
+    let (mut rd, mut wr) = s.into_split();
+    let e = handshake(&mut rd, &mut wr, &right()).await.unwrap_err();
+    assert!(
+        matches!(e, ProtoError::Auth(_)) && e.to_string().contains("X25519"),
+        "{e}"
+    );
 }

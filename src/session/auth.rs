@@ -364,7 +364,11 @@ mod tests {
         let s = Ephemeral::generate().share();
         assert_eq!(parse_share(&hex::encode(s)).unwrap(), s);
         for bad in ["", "zz", &hex::encode([1u8; 16]), &hex::encode([1u8; 33])] {
-            assert_eq!(parse_share(bad).unwrap_err(), ShareError::Malformed, "{bad}");
+            assert_eq!(
+                parse_share(bad).unwrap_err(),
+                ShareError::Malformed,
+                "{bad}"
+            );
         }
     }
 

@@ -153,7 +153,11 @@ where
     let nonce_c = match crate::session::auth::parse_share(&nonce_c) {
         Ok(n) => n,
         Err(e) => {
-            refuse(wr, format!("authentication failed: the controller's auth is malformed: {e}")).await;
+            refuse(
+                wr,
+                format!("authentication failed: the controller's auth is malformed: {e}"),
+            )
+            .await;
             return None;
         }
     };
@@ -176,7 +180,11 @@ where
     let shared = match ours.agree(&nonce_c) {
         Ok(s) => s,
         Err(e) => {
-            refuse(wr, format!("authentication failed: the controller's auth is unusable: {e}")).await;
+            refuse(
+                wr,
+                format!("authentication failed: the controller's auth is unusable: {e}"),
+            )
+            .await;
             return None;
         }
     };
