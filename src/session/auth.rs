@@ -12,8 +12,9 @@
 //! token and refuses a replayed handshake, and the proofs authenticate the
 //! two public keys, so a man in the middle cannot swap in his own. The
 //! session keys ([`super::channel::SessionKeys`]) come from the X25519 shared
-//! secret *and* the token (the PSK + ephemeral DH key schedule of TLS 1.3's
-//! `psk_dhe_ke`). The secret halves are consumed by the key agreement and
+//! secret *and* the token, both fed to HKDF (a pre-shared key plus an
+//! ephemeral Diffie-Hellman, as TLS 1.3's `psk_dhe_ke` mode combines them).
+//! The secret halves are consumed by the key agreement and
 //! zeroized when dropped (x25519-dalek's `EphemeralSecret` cannot be kept or
 //! copied), so a token stolen later, together with a recording of the whole
 //! connection, does not give the session keys.
