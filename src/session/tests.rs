@@ -210,7 +210,8 @@ async fn a_spec_outside_the_limits_is_refused_before_anything_is_sent() {
     stop.cancel();
 }
 
-/// A controller written by hand: handshake, then sealed frames.
+/// A controller written by hand: the controller's handshake, then sealed
+/// frames of its own.
 async fn raw_session(
     addr: std::net::SocketAddr,
 ) -> (
@@ -218,40 +219,12 @@ async fn raw_session(
     super::channel::Opener,
     super::channel::SealedWriter<tokio::net::tcp::OwnedWriteHalf>,
 ) {
-    use super::channel::{Direction, SealedWriter, SessionKeys};
-    use super::proto::{read_msg, write_msg, Msg, PROTOCOL_VERSION};
+    use super::channel::{Direction, SealedWriter};
     let s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut rd, mut wr) = s.into_split();
-    write_msg(
-        &mut wr,
-        &Msg::Hello {
-            version: PROTOCOL_VERSION,
-            software: "test".into(),
-        },
-    )
-    .await
-    .unwrap();
-    let Msg::Challenge { nonce, .. } = read_msg(&mut rd).await.unwrap() else {
-        panic!("challenge expected")
-    };
-    let nonce_a = hex::decode(nonce).unwrap();
-    let nonce_c = [5u8; 16];
-    let t = token();
-    let mac = hex::encode(t.mac("controller", &nonce_a, &nonce_c));
-    write_msg(
-        &mut wr,
-        &Msg::Auth {
-            nonce: hex::encode(nonce_c),
-            mac,
-        },
-    )
-    .await
-    .unwrap();
-    assert!(matches!(
-        read_msg(&mut rd).await.unwrap(),
-        Msg::Welcome { .. }
-    ));
-    let keys = SessionKeys::derive(&t, &nonce_a, &nonce_c);
+    let (_, keys) = super::controller::handshake(&mut rd, &mut wr, &token())
+        .await
+        .unwrap();
     (
         rd,
         keys.opener(Direction::ToController),
