@@ -21,7 +21,8 @@ use super::pairing::Pairing;
 use super::plan::PointParams;
 use super::point::{finish, sleep_until_opt, PendingSamples, DRAIN_TIMEOUT, SETUP_TIMEOUT};
 use super::proto::{
-    read_msg, write_msg, DataHello, Msg, ProtoError, SideResult, TestParams, PROTOCOL_VERSION,
+    read_msg_max, write_msg, DataHello, Msg, ProtoError, SideResult, TestParams,
+    MAX_HANDSHAKE_FRAME, PROTOCOL_VERSION,
 };
 use crate::probe::ebpf::{EbpfHosts, EbpfIface, EbpfMode};
 use crate::probe::live_host::LiveHost;
@@ -766,7 +767,7 @@ where
         },
     )
     .await?;
-    let share_a = match read_msg(rd).await? {
+    let share_a = match read_msg_max(rd, MAX_HANDSHAKE_FRAME).await? {
         Msg::Challenge { version, .. } if version != PROTOCOL_VERSION => {
             return Err(ProtoError::Version {
                 ours: PROTOCOL_VERSION,
@@ -794,7 +795,7 @@ where
         },
     )
     .await?;
-    match read_msg(rd).await? {
+    match read_msg_max(rd, MAX_HANDSHAKE_FRAME).await? {
         Msg::Welcome { mac, host } => {
             if !token.verify("agent", &share_c, &share_a, &mac) {
                 return Err(ProtoError::Auth("the agent could not prove it knows the token; is something else listening on that port?".into()));
