@@ -306,6 +306,7 @@ pub fn sink_point(
             netns: Some(p.a.clone()),
             iface: "veth-a".into(),
         }),
+        sender: None,
         time,
         interval,
     }
