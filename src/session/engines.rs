@@ -27,7 +27,7 @@ pub fn prepare(
             let target = peer_setup.and_then(EngineSetup::address).or(peer);
             let Some(target) = target else {
                 return Err(EngineError::Unsupported(
-                    "the packet test cannot tell which interface leads to the other host (no address known)".into(),
+                    format!("the packet test cannot tell which interface leads to the other host (no address known; loopback addresses do not count): {}", crate::session::localpair::SINK_NEEDS_VETH),
                 ));
             };
             let Some(iface) = crate::probe::system::route_iface(target) else {

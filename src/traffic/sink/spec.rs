@@ -30,6 +30,8 @@ pub const MAX_DST_PORT: u16 = 5319;
 /// Default destination UDP port: the first of wirescope's range, above
 /// 1023 so the `udp` sink binds it without privileges.
 pub const DEFAULT_DST_PORT: u16 = MIN_DST_PORT;
+/// Packets per second at most (`--rate`).
+pub const MAX_RATE: u64 = 1_000_000_000;
 /// Memory one test may ask a host to map for its rings and UMEMs.
 pub const MAX_MEMORY: u64 = 4 << 30;
 /// Bytes a frame carries on the wire besides itself: preamble + SFD (8) and
@@ -404,7 +406,7 @@ impl SinkSpec {
                 self.queues, self.queues
             ));
         }
-        check("rate", self.rate, 0, 1_000_000_000)?;
+        check("rate", self.rate, 0, MAX_RATE)?;
         if !(MIN_DST_PORT..=MAX_DST_PORT).contains(&self.dst_port) {
             return Err(format!(
                 "destination port {} is outside wirescope's packet-test ports {MIN_DST_PORT}-{MAX_DST_PORT} (UDP); the sink binds or counts no other port, so pick one of these (and run the same wirescope version on both hosts)",
