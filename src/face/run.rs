@@ -111,7 +111,7 @@ fn check_plan_here(
             crate::session::localpair::check_plan_queues(plan, *queues)
                 .map_err(FaceError::Usage)?;
         } else {
-            crate::session::localpair::check_plan_loopback(plan).map_err(FaceError::Usage)?;
+            crate::session::engines::check_plan_loopback(plan).map_err(FaceError::Usage)?;
         }
     }
     Ok(())

@@ -70,21 +70,6 @@ pub fn check_plan_queues(plan: &crate::session::plan::TestPlan, queues: u32) -> 
     Ok(())
 }
 
-/// What a packet test on a loopback pair is told: its frames need two
-/// interfaces on one link, which the local pair builds only as root.
-pub const SINK_NEEDS_VETH: &str = "packet tests (--engine sink) need two interfaces on one link, and without root the local pair is loopback: run as root (sudo wirescope run --engine sink ...) for the local pair's veth, or start `wirescope agent` on another host and add --peer HOST, where --sink udp --tx-path sendmmsg need no privileges";
-
-/// Why `plan` cannot run on a loopback pair (None: it can): a packet test
-/// cannot, because its flows go between two interfaces on one link
-/// (`is_test_address` refuses loopback addresses, so a peer can never point
-/// a generator at a host's own loopback services).
-pub fn check_plan_loopback(plan: &crate::session::plan::TestPlan) -> Result<(), String> {
-    if plan.points().iter().any(|p| p.spec.as_sink().is_some()) {
-        return Err(SINK_NEEDS_VETH.into());
-    }
-    Ok(())
-}
-
 /// What kind of pair was built.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PairKind {
