@@ -757,7 +757,8 @@ impl TestArgs {
             for v in &sw.values {
                 if sw.param == SweepParam::Size && *v > MAX_MSG {
                     return u(format!(
-                        "sweep size {v} is out of range; use 1 byte to 64MiB"
+                        "sweep size {v} is out of range; use 1 B to {}",
+                        exact_bytes(MAX_MSG)
                     ));
                 }
                 if sw.param == SweepParam::Streams && *v > MAX_CONNS {
