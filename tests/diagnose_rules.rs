@@ -340,6 +340,19 @@ fn single_core_saturated() {
     busy[2] = 90.0;
     low.local = window("local", 4, &busy);
     assert!(ids(&low.run(), "cpu.single-core-saturated").is_empty());
+    // Under other load: the test pinned to cpu2 (--cpus 2) while another
+    // process keeps the other cores 90 % busy. It was silent: "single core"
+    // expected idle neighbours and "all cores" all at 100 %.
+    let mut loaded = Case::healthy();
+    let mut busy_elsewhere = [90.0; 16];
+    busy_elsewhere[2] = 100.0;
+    loaded.local = window("local", 4, &busy_elsewhere);
+    loaded.spec = spec(1, &[2]);
+    let f = ids(&loaded.run(), "cpu.single-core-saturated");
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].subject, "cpu2");
+    assert_eq!(f[0].severity, Severity::Warn);
+    assert!(f[0].title.contains("pinned there"), "{}", f[0].title);
     // Not for a single interval when the window has 3+.
     let mut once = Case::healthy();
     busy[2] = 100.0;
@@ -726,6 +739,16 @@ fn nic_gro_and_tso_off() {
             .any(|x| x.host == HostRole::Peer && x.severity == Severity::Warn),
         "{g:#?}"
     );
+    // rr with 64 B messages: small packets are the workload, GRO cannot
+    // help (it said warn: "average received packet = 130 B").
+    let mut rr = v.clone();
+    rr.spec = serde_json::from_value(json!({"engine":"tcp","mode":"rr","streams":1,"threads":0,
+        "len":131072,"size":64,"resp_size":64,"depth":1,"window":null,"mss":null,
+        "congestion":null,"zerocopy":false,"skip_rx_copy":false,"reverse":false,"bidir":false,
+        "cpus":[],"peer_cpus":[],"bytes":null}))
+    .expect("rr spec json");
+    let g = ids(&rr.run(), "nic.gro-off");
+    assert!(g.iter().all(|x| x.severity == Severity::Info), "{g:#?}");
     let mut t = Case::healthy();
     nic_mut(&mut t).features = Support::Value(features(true, false));
     let f = fires_and_clears(&t, "nic.tso-off", HostRole::Peer, Severity::Warn);

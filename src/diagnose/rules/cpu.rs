@@ -88,10 +88,25 @@ fn all_cores(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     Some(f)
 }
 
-/// The saturated core of a sample, if one core is ≥ threshold and the others have headroom.
-fn saturated_core(s: &Sample, t: &Thresholds) -> Option<u32> {
+/// The saturated core of a sample, if one core is ≥ threshold and the
+/// others have headroom — or, when the test's engine threads are pinned
+/// (`--cpus`) and every core they may use is saturated, the busiest of
+/// those: the test cannot use the others, whatever else keeps them busy.
+fn saturated_core(s: &Sample, t: &Thresholds, pinned: &[u32]) -> Option<u32> {
     if s.cpus.len() < 2 {
         return None;
+    }
+    let busy = |cpu: u32| s.cpus.iter().find(|c| c.cpu.0 == cpu).map(|c| c.busy().0);
+    if !pinned.is_empty()
+        && pinned.len() < s.cpus.len()
+        && pinned
+            .iter()
+            .all(|c| busy(*c).is_some_and(|b| b >= t.core_saturated_pct))
+    {
+        return pinned
+            .iter()
+            .copied()
+            .max_by(|a, b| busy(*a).unwrap_or(0.0).total_cmp(&busy(*b).unwrap_or(0.0)));
     }
     let top = s.busiest_cpu()?;
     if top.busy().0 < t.core_saturated_pct {
@@ -115,9 +130,10 @@ fn net_rx_share(s: &Sample, cpu: u32) -> Option<f64> {
 
 /// cpu.single-core-saturated.
 fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
+    let pinned = ctx.engine_cpus();
     let mut count: BTreeMap<u32, usize> = BTreeMap::new();
     for s in &ctx.active {
-        if let Some(c) = saturated_core(s, t) {
+        if let Some(c) = saturated_core(s, t, &pinned) {
             *count.entry(c).or_insert(0) += 1;
         }
     }
@@ -128,7 +144,7 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     let on: Vec<&&Sample> = ctx
         .active
         .iter()
-        .filter(|s| saturated_core(s, t) == Some(cpu))
+        .filter(|s| saturated_core(s, t, &pinned) == Some(cpu))
         .collect();
     let k = on.len() as f64;
     let mean = |f: &dyn Fn(&Sample) -> f64| on.iter().map(|s| f(s)).sum::<f64>() / k;
@@ -154,7 +170,7 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     };
     let mut what = Vec::new();
-    let engine = ctx.engine_cpus();
+    let engine = pinned;
     if engine.contains(&cpu) {
         what.push("engine threads (pinned with --cpus)".to_string());
     }
@@ -233,7 +249,11 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         Severity::Warn,
         ctx.host,
         format!("cpu{cpu}"),
-        format!("cpu{cpu} is {busy:.0} % busy while the other cores average {others:.0} %: runs {}", what.join("; ")),
+        if others >= t.others_headroom_pct {
+            format!("cpu{cpu} is {busy:.0} % busy and the test is pinned there (the other cores, {others:.0} % busy, run other work): runs {}", what.join("; "))
+        } else {
+            format!("cpu{cpu} is {busy:.0} % busy while the other cores average {others:.0} %: runs {}", what.join("; "))
+        },
         (busy / 100.0) * prior("cpu.single-core-saturated") + 0.1 * rx_share.unwrap_or(0.0),
     )
     .ev(Evidence::num(format!("cpu{cpu} busy"), busy, "%", src))
