@@ -53,6 +53,11 @@ fn ns(pair_ns: &str, args: &[&str]) {
 
 /// Run with --json and return the ranked findings of the summary.
 fn findings(pair: &Pair, args: &[&str]) -> Vec<serde_json::Value> {
+    findings_and_limit(pair, args).0
+}
+
+/// The ranked findings and the `limited_by` sentence of the summary.
+fn findings_and_limit(pair: &Pair, args: &[&str]) -> (Vec<serde_json::Value>, String) {
     let mut full = vec!["-t", "4s", "--json"];
     full.extend_from_slice(args);
     let out = pair.run(&full);
@@ -68,7 +73,11 @@ fn findings(pair: &Pair, args: &[&str]) -> Vec<serde_json::Value> {
             assert!(x.get(key).is_some(), "finding lacks {key}: {x}");
         }
     }
-    f
+    let limit = s["limited_by"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the summary says what limited the test: {s}"))
+        .to_string();
+    (f, limit)
 }
 
 fn ids(f: &[serde_json::Value]) -> Vec<String> {
@@ -96,7 +105,9 @@ fn everything_on_one_cpu_ranks_the_saturated_core_first() {
     }
     // The other core runs someone else's work meanwhile.
     let _hog = Hog::on(1);
-    let f = findings(&pair, &["-P", "2", "--cpus", "0", "--peer-cpus", "0"]);
+    let (f, limit) = findings_and_limit(&pair, &["-P", "2", "--cpus", "0", "--peer-cpus", "0"]);
+    assert!(limit.starts_with("limited by one core on the "), "{limit}");
+    assert!(limit.contains("cpu0"), "{limit}");
     let first = &f[0];
     assert_eq!(
         first["id"],
@@ -192,7 +203,7 @@ fn a_healthy_run_raises_no_warning_and_logs_each_change() {
     let mut pair = Pair::new();
     pair.start_agent();
     let log = pair.log_path("h.jsonl");
-    let f = findings(
+    let (f, limit) = findings_and_limit(
         &pair,
         &[
             "-P",
@@ -208,6 +219,8 @@ fn a_healthy_run_raises_no_warning_and_logs_each_change() {
         "false alarms: {:?}",
         ids(&f)
     );
+    // No warning, so no named limit: what the CPUs say instead.
+    assert!(limit.starts_with("no "), "{limit}");
     // Changes during the run are records of their own, raised before they are summarised.
     let text = std::fs::read_to_string(&log).unwrap();
     let changes: Vec<serde_json::Value> = text

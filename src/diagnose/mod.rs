@@ -27,6 +27,7 @@ pub mod catalog;
 mod finding;
 pub mod impact;
 mod input;
+mod limited;
 pub mod live;
 mod rules;
 pub use rules::sink as sink_rules;
@@ -36,6 +37,7 @@ pub(crate) mod util;
 
 pub use finding::{Evidence, Finding, Severity, Value};
 pub use input::{Input, TestContext, Window};
+pub use limited::limited_by;
 pub use thresholds::{Thresholds, THRESHOLDS};
 pub use tracker::{Change, Tracker};
 

@@ -371,6 +371,12 @@ impl Pipeline {
                     },
                     test: TestContext { spec: Some(spec) },
                 });
+                let busy = |h: &super::schema::HostCpu| (h.intervals > 0).then_some(h.mean_busy);
+                s.limited_by = Some(crate::diagnose::limited_by(
+                    &s.findings,
+                    busy(&s.hosts.local),
+                    busy(&s.hosts.peer),
+                ));
                 self.diag
                     .note_worst(s.findings.iter().map(|f| f.severity).max());
                 self.write(&Record::Summary(Box::new(s.clone())))?;

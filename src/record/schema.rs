@@ -246,4 +246,9 @@ pub struct Summary {
     /// What limited the point, most important first (diagnosis over all its intervals).
     #[serde(default)]
     pub findings: Vec<Finding>,
+    /// The bottleneck in one sentence: the most important warning or error
+    /// with the first fix to try, or what the hosts' CPUs say when no rule
+    /// found a limit ([`crate::diagnose::limited_by`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited_by: Option<String>,
 }

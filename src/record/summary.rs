@@ -232,6 +232,7 @@ pub fn build(d: &PointData<'_>) -> Summary {
         error,
         partial,
         findings: Vec::new(),
+        limited_by: None,
     }
 }
 

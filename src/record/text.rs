@@ -926,6 +926,9 @@ pub fn summary_block(s: &Summary) -> String {
     if s.hosts.peer.intervals > 0 || s.grpc.as_ref().is_none_or(|g| g.agent_peak_rss.is_some()) {
         let _ = writeln!(out, "{}", cpu_line("peer ", &s.hosts.peer));
     }
+    if let Some(l) = &s.limited_by {
+        let _ = writeln!(out, "{l}");
+    }
     out.push_str(&findings_block(&s.findings, 5));
     if s.interrupted {
         out.push_str("interrupted by the user\n");

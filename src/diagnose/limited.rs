@@ -1,0 +1,124 @@
+//! The bottleneck of a test point in one sentence (`limited_by` in the
+//! summary, its text and JSON): the most important warning or error, said
+//! as what held the test back and the first thing to try, or, when no rule
+//! found a limit, what the hosts' CPUs say. Pure: findings and two numbers
+//! in, a sentence out.
+
+use super::finding::{Finding, Severity};
+
+/// Mean busy % at which a host counts as saturated as a whole.
+const HOST_SATURATED_PCT: f64 = 90.0;
+
+/// What held the test back, by rule family (the id before the dot).
+fn what(id: &str) -> &'static str {
+    match id {
+        "cpu.single-core-saturated" => "one core",
+        "cpu.all-cores-saturated" => "the CPU",
+        "softirq.concentrated" => "receive processing on one core",
+        "softnet.squeeze" | "softnet.backlog-drops" => "the kernel's receive budget",
+        "tcp.buffer-limited" => "a TCP buffer",
+        "tcp.retransmits" => "retransmissions",
+        "grpc.connection-bound" => "too few gRPC connections",
+        "grpc.flow-control-limited" => "HTTP/2 flow control",
+        "grpc.errors" => "failing RPCs",
+        "sink.queue-overrun" => "a sink queue's ring",
+        "sink.generator-bound" => "the generator",
+        _ => match id.split_once('.').map_or(id, |(f, _)| f) {
+            "irq" | "irqbalance" => "IRQ placement",
+            "nic" => "the NIC's settings",
+            "driver" | "firmware" => "the driver or firmware",
+            "rdma" => "the RDMA path",
+            "sink" => "the packet path",
+            "pcie" => "the PCIe link",
+            "cpu" => "the CPU's settings",
+            _ => "a condition the rules found",
+        },
+    }
+}
+
+/// One sentence: what limited the point. `findings` ranked (most important
+/// first, as [`super::rank`] leaves them); `local_busy` / `peer_busy` the
+/// hosts' mean busy % over the counted intervals, when measured.
+pub fn limited_by(findings: &[Finding], local_busy: Option<f64>, peer_busy: Option<f64>) -> String {
+    if let Some(f) = findings.iter().find(|f| f.severity >= Severity::Warn) {
+        let mut s = format!(
+            "limited by {} on the {} host: {}",
+            what(&f.id),
+            f.host.name(),
+            f.title
+        );
+        if let Some(fix) = f.fix.first() {
+            s.push_str(&format!(" — try: {fix}"));
+        }
+        return s;
+    }
+    let hot = |b: Option<f64>| b.is_some_and(|b| b >= HOST_SATURATED_PCT);
+    let pct = |b: Option<f64>| b.map_or("-".to_string(), |b| format!("{b:.0} %"));
+    match (hot(local_busy), hot(peer_busy)) {
+        (true, true) => format!(
+            "no bottleneck found in this host pair: the test saturates both hosts' CPUs (local {}, peer {} busy)",
+            pct(local_busy),
+            pct(peer_busy)
+        ),
+        (true, false) | (false, true) => {
+            let (host, busy) = if hot(local_busy) {
+                ("local", local_busy)
+            } else {
+                ("peer", peer_busy)
+            };
+            format!(
+                "no rule found a limit; the {host} host's CPUs are {} busy: the test is CPU-bound there",
+                pct(busy)
+            )
+        }
+        (false, false) => format!(
+            "no bottleneck found on either host (CPU local {}, peer {} busy): the path between them (link, switch, shaping) or the test's own pacing sets the rate",
+            pct(local_busy),
+            pct(peer_busy)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::limited_by;
+    use crate::diagnose::{Finding, HostRole, Severity};
+
+    #[test]
+    fn the_first_warning_is_the_limit_with_its_first_fix() {
+        let info = Finding::new(
+            "nic.gro-off",
+            Severity::Info,
+            HostRole::Peer,
+            "veth-b",
+            "GRO is off on veth-b",
+            0.1,
+        );
+        let warn = Finding::new(
+            "cpu.single-core-saturated",
+            Severity::Warn,
+            HostRole::Peer,
+            "cpu1",
+            "cpu1 is 100 % busy while the other cores average 12 %",
+            0.9,
+        )
+        .fix("wirescope run -P <number of queues>");
+        let s = limited_by(&[warn, info.clone()], Some(40.0), Some(55.0));
+        assert_eq!(
+            s,
+            "limited by one core on the peer host: cpu1 is 100 % busy while the other cores average 12 % — try: wirescope run -P <number of queues>"
+        );
+        // Info findings are not limits: the CPUs speak.
+        let s = limited_by(&[info], Some(99.0), Some(97.0));
+        assert!(
+            s.starts_with(
+                "no bottleneck found in this host pair: the test saturates both hosts' CPUs"
+            ),
+            "{s}"
+        );
+        let s = limited_by(&[], Some(20.0), Some(98.0));
+        assert!(s.contains("peer host's CPUs are 98 % busy"), "{s}");
+        let s = limited_by(&[], Some(20.0), None);
+        assert!(s.starts_with("no bottleneck found on either host"), "{s}");
+    }
+}
