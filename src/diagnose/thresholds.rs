@@ -41,6 +41,9 @@ pub struct Thresholds {
     pub retrans_ratio: f64,
     /// tcp.retransmits: and at least this many retransmitted segments in the window.
     pub retrans_min_segs: u64,
+    /// tcp.retransmits (warn): a connection ran at ≥ this share of the rate
+    /// its loss rate allows at its RTT (Mathis); below, the loss is info.
+    pub loss_bound_share: f64,
     /// tcp.buffer-limited: share of busy time a connection was rwnd/sndbuf limited.
     pub limited_share: f64,
     /// tcp.buffer-limited (check only): the round trip assumed without a measurement (µs).
@@ -70,6 +73,7 @@ pub const THRESHOLDS: Thresholds = Thresholds {
     squeeze_per_s: 100.0,
     retrans_ratio: 0.001,
     retrans_min_segs: 10,
+    loss_bound_share: 0.5,
     limited_share: 0.20,
     assumed_rtt_us: 1000.0,
     rdma_retrans_min: 10,
