@@ -129,6 +129,16 @@ fn check_audits_a_capture_offline() {
     );
     assert_eq!(f[0]["severity"], "error");
     assert!(f[0]["title"].as_str().unwrap().contains("inbox"));
+    // It says which interfaces it audited, in JSON and in the text.
+    let audited = v["interfaces"]["local"].as_array().unwrap();
+    assert!(!audited.is_empty(), "{v}");
+    let o = wirescope(&["check", "--from", &dir("inbox-2015")]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    let first = text.lines().next().unwrap_or("");
+    for name in audited {
+        assert!(first.contains(name.as_str().unwrap()), "{first}");
+    }
+    assert!(first.contains("(interface"), "{first}");
 
     let o = wirescope(&["check", "--from", &dir("ofed-4.3"), "--json"]);
     assert_eq!(o.status.code(), Some(0));

@@ -146,16 +146,36 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
         findings.extend(b.findings);
         findings = crate::diagnose::rank(findings);
     }
+    // Which interfaces each host's rules audited (the host-wide settings
+    // are always checked).
+    let names = |f: &HostFacts| f.nics.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
+    let listed = |v: &[String]| {
+        if v.is_empty() {
+            "no interface".to_string()
+        } else {
+            format!(
+                "interface{} {}",
+                if v.len() == 1 { "" } else { "s" },
+                v.join(", ")
+            )
+        }
+    };
+    let (local_ifaces, peer_ifaces) = (names(&local), peer.as_ref().map(names));
     if args.json {
-        let j = serde_json::to_string_pretty(
-            &serde_json::json!({ "source": source, "findings": findings }),
-        )
+        let j = serde_json::to_string_pretty(&serde_json::json!({
+            "source": source,
+            "interfaces": { "local": local_ifaces, "peer": peer_ifaces },
+            "findings": findings
+        }))
         .map_err(anyhow::Error::from)?;
         out(&format!("{j}\n"));
     } else {
         out(&format!(
-            "check of {source}{}\n",
-            if peer.is_some() { " and the peer" } else { "" }
+            "check of {source} ({}){}\n",
+            listed(&local_ifaces),
+            peer_ifaces
+                .as_deref()
+                .map_or(String::new(), |p| format!(" and the peer ({})", listed(p)))
         ));
         out(&render(&findings));
     }
