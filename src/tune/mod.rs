@@ -6,7 +6,8 @@
 //! This is the only part of wirescope that changes a host. Everything else
 //! (probes, diagnosis, TUI) reads. The layers, bottom up:
 //!
-//! * [`profile`] parses and checks the file (no host involved);
+//! * [`profile`] parses and checks the file (no host involved); [`glob`]
+//!   matches its interface patterns in linear time;
 //! * [`host`] reads and writes one [`key::Key`] at a time (procfs/sysfs
 //!   files, ethtool netlink, rtnetlink, systemd) on the live host or below a
 //!   directory laid out like `/`;
@@ -33,6 +34,7 @@ pub mod decide;
 pub mod diff;
 pub mod error;
 pub mod features;
+pub mod glob;
 pub mod host;
 pub mod key;
 pub mod library;
