@@ -444,6 +444,23 @@ fn print_rollback(r: &RollbackReport) {
 }
 
 fn rollback_cmd(state: &StateDir, a: &RollbackArgs) -> anyhow::Result<u8> {
+    if a.list {
+        return list_backups(state, a.json);
+    }
+    if let Some(id) = &a.discard {
+        let e = state.discard(Some(id.as_str()).filter(|i| !i.is_empty()))?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&e.backup)?);
+        } else {
+            println!(
+                "discarded backup {} of profile {} ({}); nothing was restored",
+                e.backup.id,
+                e.backup.profile,
+                origin_of(&e.backup)
+            );
+        }
+        return Ok(EXIT_OK);
+    }
     if let Some(peer) = &a.peer {
         let r = match peer_request(
             peer,
@@ -476,14 +493,77 @@ fn rollback_cmd(state: &StateDir, a: &RollbackArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-fn finish_cmd(state: &StateDir, a: &FinishArgs) -> anyhow::Result<u8> {
-    let host = Host::live();
-    let hook = test_hook().map(pause_hook);
-    let aopts = ApplyOptions {
-        skip_unsupported: false,
-        after_step: hook.as_ref().map(|h| h as &dyn Fn(usize, usize)),
+/// Where a backup was taken, for people: host and namespace name (or inode).
+fn origin_of(b: &crate::tune::state::Backup) -> String {
+    let ns = match &b.netns {
+        Some(n) => n.describe(),
+        None => b.namespace.clone(),
     };
-    let r = apply::finish(&host, state, &aopts)?;
+    format!("{}, {ns}", b.hostname)
+}
+
+fn list_backups(state: &StateDir, json: bool) -> anyhow::Result<u8> {
+    let entries = state.entries()?;
+    if json {
+        let v: Vec<_> = entries
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "backup": e.backup,
+                    "status": format!("{:?}", e.status()),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(EXIT_OK);
+    }
+    if entries.is_empty() {
+        println!("no backups in {}", state.path().display());
+        return Ok(EXIT_OK);
+    }
+    for e in &entries {
+        let status = match e.status() {
+            crate::tune::state::Status::Applied => "in effect",
+            crate::tune::state::Status::Incomplete => "partly restored",
+            crate::tune::state::Status::Interrupted { .. } => "interrupted",
+            crate::tune::state::Status::Restored => "restored after a failure",
+            crate::tune::state::Status::RolledBack => "rolled back",
+        };
+        println!("{}  {status}", e.backup.id);
+        println!(
+            "  profile  {} ({} settings)",
+            e.backup.profile,
+            e.backup.steps.len()
+        );
+        println!("  when     {}", e.backup.created);
+        println!("  where    {}", origin_of(&e.backup));
+        if !e.backup.command.is_empty() {
+            println!("  command  {}", e.backup.command);
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+fn finish_cmd(state: &StateDir, a: &FinishArgs) -> anyhow::Result<u8> {
+    let r = match &a.peer {
+        Some(peer) => match peer_request(
+            peer,
+            a.token_file.as_deref(),
+            crate::tune::peer::TuneRequest::Finish,
+        )? {
+            crate::tune::peer::TuneResponse::Applied(r) => r,
+            other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
+        },
+        None => {
+            let host = Host::live();
+            let hook = test_hook().map(pause_hook);
+            let aopts = ApplyOptions {
+                skip_unsupported: false,
+                after_step: hook.as_ref().map(|h| h as &dyn Fn(usize, usize)),
+            };
+            apply::finish(&host, state, &aopts)?
+        }
+    };
     if a.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {

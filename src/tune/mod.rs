@@ -13,7 +13,8 @@
 //!   directory laid out like `/`;
 //! * [`resolve`] turns a profile into a [`resolve::Plan`] on a host and finds
 //!   every value the host cannot take, before anything changes;
-//! * [`state`] keeps backups and journals durably; [`apply`] writes a plan
+//! * [`state`] keeps backups and journals durably ([`origin`]: which
+//!   namespace and command made one); [`apply`] writes a plan
 //!   in order, restores on the first failure, rolls back, and finishes or
 //!   undoes an apply that a crash interrupted ([`apply::pending`] is what
 //!   `wirescope check` calls to notice one);
@@ -38,6 +39,7 @@ pub mod glob;
 pub mod host;
 pub mod key;
 pub mod library;
+pub mod origin;
 pub mod peer;
 pub mod profile;
 pub mod resolve;
