@@ -39,6 +39,12 @@ fn main() -> ExitCode {
             wirescope::face::sink_lab::command(*s).map_err(FaceError::from)
         }
     };
+    // Output that could not be written (a full disk behind `>`) fails the
+    // command, whichever face printed it; a closed pipe (`| head`) does not.
+    let result = match (result, wirescope::face::stdout_result()) {
+        (Ok(_), Err(e)) => Err(e),
+        (r, _) => r,
+    };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
