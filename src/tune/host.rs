@@ -229,7 +229,7 @@ impl Host {
     }
 
     /// Write a kernel file in one `write(2)`, as `sysctl -w` and `echo >` do.
-    /// Never through a symlink that leads elsewhere ([`Host::open_for_write`]).
+    /// Never through a symlink that leads elsewhere (see `open_for_write`).
     pub fn write_file(&self, path: &str, value: &str) -> Result<(), HostError> {
         let err = |source| HostError::Io {
             op: "write",
@@ -706,5 +706,53 @@ pub fn coalesce_value(c: &Coalesce, param: &str) -> Option<String> {
         "tx-usecs" => c.tx_usecs.map(|v| v.to_string()),
         "tx-frames" => c.tx_frames.map(|v| v.to_string()),
         other => c.other.get(other).map(|v| v.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_never_go_through_a_symlink_or_out_of_the_kernel_trees() {
+        let root = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let target = elsewhere.path().join("target");
+        std::fs::write(&target, "precious\n").unwrap();
+        let q = root.path().join("sys/class/net/eth0/queues/rx-0");
+        std::fs::create_dir_all(&q).unwrap();
+        std::fs::write(q.join("rps_flow_cnt"), "0\n").unwrap();
+        std::os::unix::fs::symlink(&target, q.join("rps_cpus")).unwrap();
+        let host = Host::at_root(root.path());
+        // A real file is written; a symlinked leaf is not followed.
+        host.write_file("/sys/class/net/eth0/queues/rx-0/rps_flow_cnt", "8")
+            .unwrap();
+        assert!(host
+            .write_file("/sys/class/net/eth0/queues/rx-0/rps_cpus", "f")
+            .is_err());
+        // A symlinked directory on the way is refused too.
+        std::os::unix::fs::symlink(elsewhere.path(), root.path().join("sys/class/net/evil"))
+            .unwrap();
+        let e = host
+            .write_file("/sys/class/net/evil/target", "x")
+            .unwrap_err();
+        assert!(e.to_string().contains("is a symlink"), "{e}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious\n");
+        // `..` is refused below a directory and live.
+        assert!(host
+            .write_file("/sys/class/net/../../../target", "x")
+            .is_err());
+        let live = Host::live();
+        let path = format!("/sys/class/net/../../../..{}/x", elsewhere.path().display());
+        let e = live.write_file(&path, "x").unwrap_err();
+        assert!(e.to_string().contains("not a plain kernel path"), "{e}");
+        // A live path whose directory resolves outside /sys and /proc/sys
+        // (a symlink in /proc leading to a directory anyone may own).
+        let e = live
+            .write_file("/proc/thread-self/root/tmp/wst-never-written", "x")
+            .unwrap_err();
+        assert!(e.to_string().contains("outside /sys"), "{e}");
+        assert!(!Path::new("/tmp/wst-never-written").exists());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious\n");
     }
 }

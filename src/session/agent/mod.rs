@@ -25,7 +25,7 @@
 //!   would open against what the process may ([`test`]);
 //! * a tuning request runs on a thread of its own with a deadline; the
 //!   controller leaving, the deadline or SIGTERM ends the session at once
-//!   ([`tuning`]).
+//!   (`tuning`).
 
 mod control;
 pub mod gate;
@@ -99,7 +99,7 @@ struct State {
     shutdown: CancellationToken,
     allow_tuning: bool,
     state_dir: crate::tune::state::StateDir,
-    /// A tuning request still runs on its thread (see [`tuning`]).
+    /// A tuning request still runs on its thread (see `tuning`).
     tuning: Arc<std::sync::atomic::AtomicBool>,
 }
 
