@@ -321,6 +321,31 @@ features = { gro = true }
 "#,
     )
     .unwrap();
+    // A whole run: the change is tried on this side, nothing lands in the
+    // host's state directory.
+    let c = Command::new(common::bin())
+        .args(["checklist", "run"])
+        .arg(&checklist)
+        .args(["--local-pair", "--yes"])
+        .env("WIRESCOPE_STATE_DIR", &host_state)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let o = wait_within(c, Duration::from_secs(300), "checklist run");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("veth-a feature rx-gro: off -> on"),
+        "the change was tried: {}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(
+        !host_state.join("backups").exists(),
+        "{:?}",
+        std::fs::read_dir(host_state.join("backups")).map(|r| r.count())
+    );
+    // The same with a reader that leaves after the first line.
     let c = Command::new("bash")
         .arg("-c")
         .arg(r#""$0" checklist run "$1" --local-pair --yes 2>"$2" | head -1; exit "${PIPESTATUS[0]}""#)
@@ -413,11 +438,23 @@ fn endless_files_are_refused_and_output_errors_do_not_panic() {
         stderr(&o)
     );
     no_panic(&o);
-    // A reader that goes away: quiet, exit 0.
+    // A reader that goes away: quiet, exit 0. The profile is larger than a
+    // pipe holds, so printing goes on after `head` has left.
+    let d = tempfile::tempdir().unwrap();
+    let big = d.path().join("big.toml");
+    let mut text = String::from("name = \"big\"\n");
+    for i in 0..4000 {
+        text.push_str(&format!(
+            "# comment line {i}, long enough to fill a pipe buffer\n"
+        ));
+    }
+    text.push_str("[sysctl]\n\"net.core.somaxconn\" = \"4096\"\n");
+    std::fs::write(&big, text).unwrap();
     let o = Command::new("bash")
         .arg("-c")
-        .arg(r#""$0" profile show throughput-100g | head -1 >/dev/null; exit "${PIPESTATUS[0]}""#)
+        .arg(r#""$0" profile show "$1" | head -1 >/dev/null; exit "${PIPESTATUS[0]}""#)
         .arg(common::bin())
+        .arg(&big)
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -446,11 +483,13 @@ fn profile_finish_peer_completes_an_interrupted_apply_on_the_agent() {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    // An apply on the agent's host, killed after its first setting.
+    // An apply on the agent's host, killed after its first setting; under a
+    // loose umask, which must not make its own backup untrusted.
     let mut child = Command::new("ip")
-        .args(["netns", "exec", &pair.b, common::bin(), "profile", "apply"])
+        .args(["netns", "exec", &pair.b, "sh", "-c"])
+        .arg(r#"umask 002; exec "$0" profile apply "$1" --yes --state-dir "$2""#)
+        .arg(common::bin())
         .arg(&f)
-        .args(["--yes", "--state-dir"])
         .arg(&peer_state)
         .env(wirescope::face::profile::TEST_PAUSE_ENV, "1")
         .stdout(Stdio::null())

@@ -32,6 +32,7 @@ use crate::probe::trusted::{check_private, read_bounded, ROOT_TRUSTED};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, Write as _};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Default state directory.
@@ -445,7 +446,13 @@ impl StateDir {
     }
 
     fn ensure(&self, dir: &Path) -> Result<(), StateError> {
-        std::fs::create_dir_all(dir).map_err(io_err("create directory", dir))
+        // 0755 whatever the umask grants: a group-writable directory would
+        // be refused by the next command (see the module docs).
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(io_err("create directory", dir))
     }
 
     /// Is `path` owned by root or us and writable by no one else (and not a symlink)?
@@ -507,7 +514,7 @@ impl StateDir {
         let mut id = self.new_id();
         let mut dir = base.join(&id);
         let mut n = 1;
-        while let Err(e) = std::fs::create_dir(&dir) {
+        while let Err(e) = std::fs::DirBuilder::new().mode(0o755).create(&dir) {
             if e.kind() != io::ErrorKind::AlreadyExists || n > 100 {
                 return Err(io_err("create directory", &dir)(e));
             }
@@ -525,7 +532,13 @@ impl StateDir {
             detail: e.to_string(),
         })?;
         {
-            let mut f = File::create(&tmp).map_err(io_err("create", &tmp))?;
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o644)
+                .open(&tmp)
+                .map_err(io_err("create", &tmp))?;
             f.write_all(&text).map_err(io_err("write", &tmp))?;
             f.sync_all().map_err(io_err("fsync", &tmp))?;
         }
@@ -534,6 +547,7 @@ impl StateDir {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o644)
             .open(&jpath)
             .map_err(io_err("create", &jpath))?;
         file.sync_all().map_err(io_err("fsync", &jpath))?;
