@@ -450,16 +450,25 @@ fn rollback_cmd(state: &StateDir, a: &RollbackArgs) -> anyhow::Result<u8> {
         return list_backups(state, a.json);
     }
     if let Some(id) = &a.discard {
-        let e = state.discard(Some(id.as_str()).filter(|i| !i.is_empty()))?;
+        let (id, backup) = state.discard(Some(id.as_str()).filter(|i| !i.is_empty()))?;
         if a.json {
-            outln!("{}", serde_json::to_string_pretty(&e.backup)?);
-        } else {
             outln!(
-                "discarded backup {} of profile {} ({}); nothing was restored",
-                e.backup.id,
-                e.backup.profile,
-                origin_of(&e.backup)
+                "{}",
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"discarded": id, "backup": backup})
+                )?
             );
+        } else {
+            match &backup {
+                Some(b) => outln!(
+                    "discarded backup {id} of profile {} ({}); nothing was restored",
+                    b.profile,
+                    origin_of(b)
+                ),
+                None => outln!(
+                    "discarded backup {id} (it did not read as a backup); nothing was restored"
+                ),
+            }
         }
         return Ok(EXIT_OK);
     }

@@ -614,21 +614,47 @@ impl StateDir {
     }
 
     /// Remove a backup without restoring it: the one with `id`, else the
-    /// newest one a rollback would restore. Returns it as it was.
-    pub fn discard(&self, id: Option<&str>) -> Result<Entry, StateError> {
+    /// newest one a rollback would restore. Returns its ID and, when it
+    /// still reads as a valid backup, what it held. A backup named by ID is
+    /// removed even when it no longer reads (damaged, or of another
+    /// version): that is the way out for it.
+    pub fn discard(&self, id: Option<&str>) -> Result<(String, Option<Backup>), StateError> {
         let _lock = self.lock()?;
-        let entries = self.entries()?;
-        let found = match id {
-            Some(id) => entries.into_iter().find(|e| e.backup.id == id),
-            None => entries.into_iter().find(|e| e.status().in_effect()),
+        let Some(id) = id else {
+            let e = self
+                .entries()?
+                .into_iter()
+                .find(|e| e.status().in_effect())
+                .ok_or_else(|| StateError::NoSuchBackup {
+                    id: "in effect".into(),
+                    dir: self.backups_dir(),
+                })?;
+            std::fs::remove_dir_all(&e.dir).map_err(io_err("remove", &e.dir))?;
+            fsync_dir(&self.backups_dir())?;
+            return Ok((e.backup.id.clone(), Some(e.backup)));
         };
-        let e = found.ok_or_else(|| StateError::NoSuchBackup {
-            id: id.unwrap_or("in effect").to_string(),
+        let missing = || StateError::NoSuchBackup {
+            id: id.to_string(),
             dir: self.backups_dir(),
-        })?;
-        std::fs::remove_dir_all(&e.dir).map_err(io_err("remove", &e.dir))?;
+        };
+        let plain = !id.is_empty()
+            && !id.starts_with('.')
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        if !plain || !self.check_dirs()? {
+            return Err(missing());
+        }
+        let dir = self.backups_dir().join(id);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            _ => return Err(missing()),
+        }
+        self.trusted(&dir)?;
+        let backup = self.entry(&dir).ok().map(|e| e.backup);
+        std::fs::remove_dir_all(&dir).map_err(io_err("remove", &dir))?;
         fsync_dir(&self.backups_dir())?;
-        Ok(e)
+        Ok((id.to_string(), backup))
     }
 
     /// The newest backup whose journal never ended (the process died), if any.
@@ -928,7 +954,21 @@ mod tests {
             s.discard(Some("nope")),
             Err(StateError::NoSuchBackup { .. })
         ));
-        assert_eq!(s.discard(None).unwrap().backup.id, b.id);
+        assert!(matches!(
+            s.discard(Some("../x")),
+            Err(StateError::NoSuchBackup { .. })
+        ));
+        assert_eq!(s.discard(None).unwrap().0, b.id);
+        assert!(s.entries().unwrap().is_empty());
+        // A damaged backup blocks every listing, but named by ID it goes.
+        let (b, _j) = s.create(backup()).unwrap();
+        std::fs::write(
+            s.path().join("backups").join(&b.id).join("backup.json"),
+            "{",
+        )
+        .unwrap();
+        assert!(s.entries().is_err());
+        assert_eq!(s.discard(Some(&b.id)).unwrap(), (b.id.clone(), None));
         assert!(s.entries().unwrap().is_empty());
     }
 
