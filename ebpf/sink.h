@@ -22,6 +22,7 @@ typedef unsigned long long __u64;
 #define __uint(name, val) int (*name)[val]
 #define __type(name, val) typeof(val) *name
 
+#define BPF_MAP_TYPE_ARRAY 2
 #define BPF_MAP_TYPE_PERCPU_ARRAY 6
 #define BPF_MAP_TYPE_XSKMAP 17
 
@@ -87,7 +88,7 @@ struct ws_sink_count {
 	__u64 packets;   /* test frames seen */
 	__u64 bytes;     /* their length on the wire without FCS */
 	__u64 no_socket; /* af-xdp: test frames dropped, no socket bound to the queue */
-	__u64 passed;    /* other frames, passed on to the stack */
+	__u64 passed;    /* other frames (not from the test's generator), passed on to the stack */
 };
 
 #endif

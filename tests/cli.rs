@@ -262,3 +262,54 @@ fn an_unwritable_log_fails_before_any_traffic() {
     assert!(err.contains("/nonexistent-dir/run.jsonl"), "{err}");
     assert!(!err.contains("127.0.0.1:1"), "{err}");
 }
+
+/// Issue 23 item 7: a numeric flag's error names the flag's real range
+/// (never its integer type's), a negative number reaches the flag's check
+/// instead of being taken for a flag, and a size limit is said exactly.
+#[test]
+fn numeric_flags_say_their_real_range() {
+    for (args, says) in [
+        (
+            &["run", "--engine", "sink", "--queues", "4294967296"][..],
+            "--queues 4294967296 is out of range; use 1 to 1024",
+        ),
+        (
+            &["run", "--engine", "sink", "--queues", "-1"],
+            "--queues -1 is out of range; use 1 to 1024",
+        ),
+        (
+            &["run", "--engine", "sink", "--flows", "99999"],
+            "--flows 99999 is out of range; use 1 to 16384",
+        ),
+        (
+            &["run", "--engine", "sink", "--rate", "-1"],
+            "rate must be positive: -1",
+        ),
+        (
+            &["run", "--engine", "sink", "--frame-size", "4294967296"],
+            "frame size 4294967296 is out of range; use 64 to 9000",
+        ),
+        (
+            &["run", "--streams", "4294967297"],
+            "--streams 4294967297 is out of range; use 1 to 65536",
+        ),
+        (&["run", "-m", "rr", "--conns", "-3"], "use 1 to 65536"),
+        (&["run", "--len", "-1"], "'-1' is not a size"),
+        (&["run", "--cpus", "-1"], "is not a CPU list"),
+        (
+            &["run", "--engine", "grpc", "--size", "64M"],
+            "use at most 67108832 B (64 MiB - 32 B)",
+        ),
+        (
+            &["run", "-m", "rr", "--size", "65M"],
+            "use 1 B to 67108864 B (64 MiB)",
+        ),
+    ] {
+        let o = wirescope(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!err.contains("unexpected argument"), "{args:?}: {err}");
+        assert!(!err.contains("4294967295"), "{args:?}: {err}");
+    }
+}

@@ -7,13 +7,35 @@ mod common;
 use common::{stderr, Pair};
 use std::process::Command;
 
-/// The CPU-contention faults need the other core idle: run these one at a time.
+/// The CPU-contention faults run one at a time (each brings its own load).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Another process keeping one core busy for as long as it lives (killed
+/// and reaped on drop, on every exit path): the rules must hold on a
+/// machine with other load, not only on an idle one.
+struct Hog(std::process::Child);
+
+impl Hog {
+    fn on(cpu: u32) -> Hog {
+        let child = Command::new("taskset")
+            .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
+            .spawn()
+            .expect("taskset (util-linux) starts a CPU hog");
+        Hog(child)
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn ns(pair_ns: &str, args: &[&str]) {
@@ -72,6 +94,8 @@ fn everything_on_one_cpu_ranks_the_saturated_core_first() {
             ns(n, &["sh", "-c", &format!("echo 1 > /sys/class/net/{dev}/queues/rx-{q}/rps_cpus; echo 1 > /sys/class/net/{dev}/queues/tx-{q}/xps_cpus")]);
         }
     }
+    // The other core runs someone else's work meanwhile.
+    let _hog = Hog::on(1);
     let f = findings(&pair, &["-P", "2", "--cpus", "0", "--peer-cpus", "0"]);
     let first = &f[0];
     assert_eq!(

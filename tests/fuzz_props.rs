@@ -65,7 +65,7 @@ proptest! {
     #[test]
     fn forged_sealed_frames_never_open(bytes in frame()) {
         let token = Token::from_text("fuzz-token-0123456789abcdef-0123456789", "fuzz").unwrap();
-        let keys = SessionKeys::derive(&token, b"agent-nonce", b"controller-nonce");
+        let keys = SessionKeys::derive(&token, b"agent-nonce", b"controller-nonce", &[7; 32]);
         let mut opener = keys.opener(Direction::ToAgent);
         let mut r = bytes.as_slice();
         // Without the key no byte string opens: every case is an error.

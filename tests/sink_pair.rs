@@ -254,3 +254,159 @@ fn a_paced_run_is_generator_bound() {
     );
     assert!(f.title.contains("50000 pps"), "{}", f.title);
 }
+
+/// One datagram that is not the test generator's, sent to the sink's port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Foreign {
+    /// Stamped like a wirescope frame, from another address (198.18.1.1).
+    OtherAddress,
+    /// Stamped, from the generator's address but a source port outside its flows'.
+    OtherPort,
+    /// From the generator's address and a flow's port, without the stamp.
+    NoStamp,
+}
+
+impl Foreign {
+    const ALL: [Foreign; 3] = [Foreign::OtherAddress, Foreign::OtherPort, Foreign::NoStamp];
+
+    fn source(self) -> std::net::SocketAddrV4 {
+        let (ip, port) = match self {
+            Foreign::OtherAddress => ([198, 18, 1, 1], 32_768),
+            Foreign::OtherPort => ([198, 18, 0, 1], 50_000),
+            Foreign::NoStamp => ([198, 18, 0, 1], 32_768 + 63),
+        };
+        std::net::SocketAddrV4::new(ip.into(), port)
+    }
+
+    /// The payload: a stamp ("WS", flow 0, sequence and time 0) or not;
+    /// the last byte says which kind it is.
+    fn payload(self) -> Vec<u8> {
+        let mut p = match self {
+            Foreign::NoStamp => b"hello, not a stamp".to_vec(),
+            _ => {
+                let mut s = b"WS".to_vec();
+                s.resize(18, 0);
+                s
+            }
+        };
+        p.push(self as u8);
+        p
+    }
+}
+
+/// Issue 23 item 6: the xdp sink counts and drops only the test
+/// generator's stamped frames; UDP to the same port from another address,
+/// another source port or without the stamp passes to the stack and
+/// reaches a socket bound there, while the generator's frames are counted.
+#[test]
+fn the_xdp_sink_takes_only_the_generators_stamped_frames() {
+    use std::net::UdpSocket;
+    use std::sync::mpsc;
+    use wirescope::traffic::sink::spec::DEFAULT_DST_PORT;
+    use wirescope::traffic::sink::sys::enter_netns_thread;
+    const BURST: u64 = 50;
+    let p = common::Pair::new();
+    let ip = |args: &[&str]| {
+        let o = std::process::Command::new("ip")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "ip {args:?}: {}", common::stderr(&o));
+    };
+    // A second address on the generator's side; the sink's host accepts it
+    // (no reverse-path filter).
+    ip(&["-n", &p.a, "addr", "add", "198.18.1.1/24", "dev", "veth-a"]);
+    ip(&[
+        "netns",
+        "exec",
+        &p.b,
+        "sysctl",
+        "-qw",
+        "net.ipv4.conf.all.rp_filter=0",
+        "net.ipv4.conf.veth-b.rp_filter=0",
+    ]);
+    // A service bound to the sink's port on the sink's host.
+    let (b, a) = (p.b.clone(), p.a.clone());
+    let (bound_tx, bound_rx) = mpsc::channel();
+    let (want_tx, want_rx) = mpsc::channel::<u64>();
+    let service = std::thread::spawn(move || {
+        enter_netns_thread(&b).unwrap();
+        let s = UdpSocket::bind(("198.18.0.2", DEFAULT_DST_PORT)).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        bound_tx.send(()).unwrap();
+        let mut got = [0u64; 3];
+        let mut want = None;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let mut buf = [0u8; 2048];
+        while std::time::Instant::now() < deadline {
+            if let Ok(w) = want_rx.try_recv() {
+                want = Some(w);
+            }
+            if want.is_some_and(|w| got.iter().all(|g| *g >= w)) {
+                break;
+            }
+            if let Ok(n) = s.recv(&mut buf) {
+                if let Some(k) = n.checked_sub(1).map(|i| buf[i] as usize).filter(|k| *k < 3) {
+                    got[k] += 1;
+                }
+            }
+        }
+        got
+    });
+    bound_rx.recv().unwrap();
+    // The other sources send a burst at each interval, while the sink runs.
+    let (burst_tx, burst_rx) = mpsc::channel::<mpsc::Sender<()>>();
+    let sender = std::thread::spawn(move || {
+        enter_netns_thread(&a).unwrap();
+        let socks: Vec<(Foreign, UdpSocket)> = Foreign::ALL
+            .iter()
+            .map(|f| {
+                let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None)
+                    .unwrap();
+                s.set_reuse_address(true).unwrap();
+                s.bind(&f.source().into()).unwrap();
+                (*f, s.into())
+            })
+            .collect();
+        let mut bursts = 0u64;
+        for done in burst_rx {
+            for (f, s) in &socks {
+                for _ in 0..BURST {
+                    s.send_to(&f.payload(), ("198.18.0.2", DEFAULT_DST_PORT))
+                        .unwrap();
+                }
+            }
+            bursts += 1;
+            let _ = done.send(());
+        }
+        bursts
+    });
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let spec = paced(SinkMode::Xdp, TxPath::Auto);
+    assert_eq!(spec.dst_port, DEFAULT_DST_PORT);
+    let r = run_point(&point(&p, spec, 3.0), &PathProbe::opener(), &cancel, |_| {
+        let (tx, rx) = mpsc::channel();
+        burst_tx.send(tx).unwrap();
+        rx.recv().unwrap();
+    })
+    .unwrap_or_else(|e| panic!("point failed: {e}"));
+    drop(burst_tx);
+    let bursts = sender.join().unwrap();
+    assert!(
+        bursts >= 2,
+        "only {bursts} burst(s) sent while the sink ran"
+    );
+    want_tx.send(bursts * BURST).unwrap();
+    let got = service.join().unwrap();
+    for f in Foreign::ALL {
+        assert_eq!(
+            got[f as usize],
+            bursts * BURST,
+            "{f:?}: datagrams that reached the service bound to the sink's port (all {got:?})"
+        );
+    }
+    // The generator's frames were counted, exactly (the others were not).
+    assert_eq!(r.summary.mode, SinkMode::Xdp, "{:?}", r.summary.refused);
+    assert_lossless(&r, "xdp beside other senders");
+}

@@ -767,3 +767,64 @@ fn a_usage_error_after_accepting_leaves_the_connection_usable() {
         pair.agent_log()
     );
 }
+
+/// Issue 23 item 7: the `udp` sink's default port is one of wirescope's,
+/// above 1023, so an agent without privileges (uid 65534) runs it: before,
+/// the default was port 9 and binding it needed root.
+#[test]
+fn the_default_udp_sink_runs_on_an_agent_without_privileges() {
+    let _cpus = shared_cpus();
+    let mut pair = Pair::new();
+    pair.start_agent_under(&[
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+        "--inh-caps=-all",
+    ]);
+    let (_, log) = run_ok(
+        &pair,
+        &[
+            "--sink",
+            "udp",
+            "--no-fallback",
+            "--tx-path",
+            "sendmmsg",
+            "--rate",
+            "20000",
+            "-t",
+            "1s",
+            "-i",
+            "500ms",
+        ],
+    );
+    let sums = log.summaries();
+    assert_eq!(sums.len(), 1);
+    let k = sink_of(sums[0]);
+    assert_eq!(k.mode.name(), "udp");
+    assert!(k.messages > 0 && k.messages == k.sent, "{k:#?}");
+}
+
+/// Issue 23 item 7: without root the local pair is loopback, where a packet
+/// test cannot run; it says so before anything starts, and what to do.
+#[test]
+fn a_packet_test_on_the_unprivileged_local_pair_says_what_to_do() {
+    common::require_root(); // to drop privileges, we start as root
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args([common::bin(), "run", "--engine", "sink", "-t", "1s"])
+        .env("HOME", "/tmp")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    for says in [
+        "without root the local pair is loopback",
+        "run as root",
+        "--peer HOST",
+        "--sink udp --tx-path sendmmsg need no privileges",
+    ] {
+        assert!(err.contains(says), "{says}: {err}");
+    }
+    assert!(!err.contains("cannot tell which interface"), "{err}");
+}

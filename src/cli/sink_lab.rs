@@ -20,6 +20,11 @@ pub struct SinkLabArgs {
     /// Network namespace of the generator's interface.
     #[arg(long, value_name = "NS")]
     pub gen_netns: Option<String>,
+    /// Without --gen-iface: the address another tool sends from (the XDP
+    /// sinks count only its frames that look like wirescope's: source port
+    /// 32768 + flow, "WS" at the start of the payload).
+    #[arg(long, value_name = "ADDR", conflicts_with = "gen_iface")]
+    pub from_ip: Option<std::net::Ipv4Addr>,
     /// Sink mode.
     #[arg(long, value_enum, default_value = "af-xdp")]
     pub sink: SinkMode,

@@ -1,13 +1,14 @@
 //! The test itself ([`TestArgs`]): the options `run` and the TUI share, and
 //! their validation into a [`TestPlan`].
 
-use super::values::{parse_cpus, parse_sweep, CpuList};
+use super::values::{count, exact_bytes, parse_cpus, parse_sweep, pps, CpuList};
 use super::UsageError;
 use crate::session::plan::{Sweep, SweepParam, TestPlan};
 use crate::traffic::grpc::{
     GrpcMode, GrpcSpec, MAX_CONCURRENCY, MAX_MESSAGE as GRPC_MAX_MESSAGE, MESSAGE_OVERHEAD,
 };
 use crate::traffic::limits::{MAX_CONNS, MAX_MSG, MAX_WINDOW, MIN_WINDOW};
+use crate::traffic::sink::spec::{MAX_FLOWS, MAX_FRAME, MAX_QUEUES, MAX_RATE, MIN_FRAME};
 use crate::traffic::sink::{SinkMode, SinkSpec, TxPath};
 use crate::traffic::{EngineKind, EngineSpec, TcpMode, TcpSpec};
 use crate::units::{parse_duration, parse_size, Bytes};
@@ -33,41 +34,41 @@ pub struct TestArgs {
     #[arg(long, short = 'm', value_name = "MODE")]
     pub mode: Option<String>,
     /// stream: parallel streams per direction, one thread each.
-    #[arg(long, short = 'P', value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, short = 'P', value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--streams", 1, 65536))]
     pub streams: Option<u32>,
     /// rr/pingpong: connections.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--conns", 1, 65536))]
     pub conns: Option<u32>,
     /// grpc: HTTP/2 connections (default 1).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--channels", 1, 1024))]
     pub channels: Option<u32>,
     /// grpc: RPCs in flight in all, spread over the channels (default 64 per channel).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--concurrency", 1, 65536))]
     pub concurrency: Option<u32>,
     /// grpc: the agent's server threads (default: all its cores).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--peer-threads", 1, 1024))]
     pub peer_threads: Option<u32>,
     /// rr/pingpong: worker threads per side (default: min(conns, CPUs)); grpc: client threads (default: all cores).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--threads", 1, 4096))]
     pub threads: Option<u32>,
     /// rr: requests in flight per connection.
-    #[arg(long, value_name = "D", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, value_name = "D", default_value_t = 1, allow_negative_numbers = true, value_parser = count::<u32>("--depth", 1, 65536))]
     pub depth: u32,
     /// rr: request size; pingpong: message size (default rr 64, pingpong 16K);
     /// grpc: request payload (default 64).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, allow_negative_numbers = true)]
     pub size: Option<Bytes>,
     /// rr: response size (default: --size).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, allow_negative_numbers = true)]
     pub resp_size: Option<Bytes>,
     /// stream: bytes per write (default 128K).
-    #[arg(long, short = 'l', value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, short = 'l', value_name = "SIZE", value_parser = parse_size, allow_negative_numbers = true)]
     pub len: Option<Bytes>,
     /// Pin this host's worker threads to these CPUs, round-robin (e.g. 0-3,8).
-    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus, allow_negative_numbers = true)]
     pub cpus: Option<CpuList>,
     /// Pin the agent's worker threads (default: the --cpus list).
-    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus, allow_negative_numbers = true)]
     pub peer_cpus: Option<CpuList>,
     /// stream: the agent sends, this host receives.
     #[arg(long, short = 'R')]
@@ -76,10 +77,10 @@ pub struct TestArgs {
     #[arg(long)]
     pub bidir: bool,
     /// SO_SNDBUF/SO_RCVBUF of every data socket (the kernel doubles it).
-    #[arg(long, short = 'w', value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, short = 'w', value_name = "SIZE", value_parser = parse_size, allow_negative_numbers = true)]
     pub window: Option<Bytes>,
     /// TCP maximum segment size (TCP_MAXSEG).
-    #[arg(long, short = 'M', value_name = "BYTES", value_parser = clap::value_parser!(u32).range(88..=65535))]
+    #[arg(long, short = 'M', value_name = "BYTES", allow_negative_numbers = true, value_parser = count::<u32>("--mss", 88, 65535))]
     pub mss: Option<u32>,
     /// Congestion control algorithm (TCP_CONGESTION), e.g. cubic, bbr.
     #[arg(long, short = 'C', value_name = "ALGO")]
@@ -94,7 +95,7 @@ pub struct TestArgs {
     #[arg(long, short = 't', value_name = "DURATION", value_parser = parse_duration)]
     pub time: Option<Duration>,
     /// stream: stop after this many bytes per direction (no time limit unless --time is given).
-    #[arg(long, short = 'n', value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, short = 'n', value_name = "SIZE", value_parser = parse_size, allow_negative_numbers = true)]
     pub bytes: Option<Bytes>,
     /// Warm-up at the start of each point: shown and logged, not counted in the summary.
     #[arg(long, short = 'O', value_name = "DURATION", default_value = "0s", value_parser = parse_duration)]
@@ -113,16 +114,16 @@ pub struct TestArgs {
     #[arg(long, value_enum, value_name = "MODE")]
     pub sink: Option<SinkMode>,
     /// sink: Ethernet frame size incl. FCS, as RFC 2544 counts (64-9000, default 64).
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true, value_parser = count::<u32>("frame size", MIN_FRAME as u64, MAX_FRAME as u64))]
     pub frame_size: Option<u32>,
     /// sink: generator threads and sink queues, one thread per queue on each side (default 1).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--queues", 1, MAX_QUEUES as u64))]
     pub queues: Option<u32>,
     /// sink: distinct UDP flows (default 16 per queue, at least 64).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--flows", 1, MAX_FLOWS as u64))]
     pub flows: Option<u32>,
     /// sink: packets per second in all; 0 = as fast as possible (default).
-    #[arg(long, value_name = "PPS")]
+    #[arg(long, value_name = "PPS", allow_negative_numbers = true, value_parser = pps(MAX_RATE))]
     pub rate: Option<u64>,
     /// sink: generator path (auto: AF_XDP, else PACKET_TX_RING, else sendmmsg).
     #[arg(long, value_enum, value_name = "PATH")]
@@ -415,7 +416,6 @@ impl TestArgs {
     }
 
     fn resolve_sink(&self) -> Result<TestPlan, UsageError> {
-        use crate::traffic::sink::spec::{MAX_FLOWS, MAX_FRAME, MAX_QUEUES, MIN_FRAME};
         let u = |m: String| Err(UsageError(m));
         if let Some(m) = &self.mode {
             return u(format!(
@@ -614,8 +614,8 @@ impl TestArgs {
         for (v, flag) in [(spec.size, "--size"), (spec.resp_size, "--resp-size")] {
             if v.0 > max {
                 return u(format!(
-                    "{flag} {v} exceeds the largest gRPC message wirescope sends ({}); use at most 64M",
-                    Bytes(max)
+                    "{flag} {v} exceeds the largest gRPC message wirescope sends; use at most {}",
+                    exact_bytes(max)
                 ));
             }
         }
@@ -709,8 +709,9 @@ impl TestArgs {
         ] {
             if v.0 == 0 || v.0 > MAX_MSG {
                 return u(format!(
-                    "{flag} {} is out of range; use 1 byte to 64MiB",
-                    v.0
+                    "{flag} {} is out of range; use 1 B to {}",
+                    v.0,
+                    exact_bytes(MAX_MSG)
                 ));
             }
         }
@@ -756,7 +757,8 @@ impl TestArgs {
             for v in &sw.values {
                 if sw.param == SweepParam::Size && *v > MAX_MSG {
                     return u(format!(
-                        "sweep size {v} is out of range; use 1 byte to 64MiB"
+                        "sweep size {v} is out of range; use 1 B to {}",
+                        exact_bytes(MAX_MSG)
                     ));
                 }
                 if sw.param == SweepParam::Streams && *v > MAX_CONNS {

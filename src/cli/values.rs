@@ -84,3 +84,122 @@ pub(super) fn parse_listen(s: &str) -> Result<SocketAddr, String> {
         format!("'{s}' is not an address and port; use e.g. 0.0.0.0:5310 or [::]:5310")
     })
 }
+
+/// A whole number in `lo..=hi`, for the count flags (`--queues`, `--flows`,
+/// `--streams`, ...): one parser for every count, so whatever is typed —
+/// negative, or beyond the field's integer type — is answered with the
+/// flag's real range, never the type's. Pair it with
+/// `allow_negative_numbers = true`, or clap takes `-1` for a flag.
+/// `what` names the value in the message (`--queues 0 is out of range; use
+/// 1 to 1024`).
+pub(super) fn count<T>(
+    what: &'static str,
+    lo: u64,
+    hi: u64,
+) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+{
+    move |s: &str| {
+        let out = || format!("{what} {} is out of range; use {lo} to {hi}", s.trim());
+        let v: i128 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a whole number; use {lo} to {hi}"))?;
+        if v < i128::from(lo) || v > i128::from(hi) {
+            return Err(out());
+        }
+        u64::try_from(v)
+            .ok()
+            .and_then(|v| T::try_from(v).ok())
+            .ok_or_else(out)
+    }
+}
+
+/// A packet rate in packets per second, `0..=hi` (0: as fast as possible):
+/// the parser of the rate flags. A negative rate says so.
+pub(super) fn pps(hi: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |s: &str| {
+        let range = format!("use 0 (as fast as possible) to {hi} packets per second");
+        let v: i128 = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a rate; {range}, e.g. 100000"))?;
+        if v < 0 {
+            return Err(format!("rate must be positive: {v}; {range}"));
+        }
+        u64::try_from(v)
+            .ok()
+            .filter(|v| *v <= hi)
+            .ok_or_else(|| format!("{v} is out of range; {range}"))
+    }
+}
+
+/// A byte bound as users read it: exact bytes, and in KiB/MiB/GiB with the
+/// remainder (`67108832 B (64 MiB - 32 B)`), so a limit a few bytes under a
+/// round size is not mistaken for it. The range text of the size flags.
+pub(super) fn exact_bytes(b: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (unit, name) in UNITS {
+        let (whole, rest) = (b.div_ceil(unit), b % unit);
+        if b < unit {
+            continue;
+        }
+        if rest == 0 {
+            return format!("{b} B ({} {name})", b / unit);
+        }
+        // Just under a round size: say how far under.
+        let under = whole * unit - b;
+        if under < 1024 {
+            return format!("{b} B ({whole} {name} - {under} B)");
+        }
+        return format!("{b} B");
+    }
+    format!("{b} B")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_name_the_flags_range_whatever_is_typed() {
+        let q = count::<u32>("--queues", 1, 1024);
+        assert_eq!(q("4"), Ok(4));
+        assert_eq!(q("1024"), Ok(1024));
+        for bad in ["0", "1025", "4294967296", "-1", "99999999999999999999999"] {
+            let e = q(bad).unwrap_err();
+            assert!(e.contains("use 1 to 1024"), "{bad}: {e}");
+            assert!(
+                e.starts_with("--queues ") || e.contains("not a whole"),
+                "{e}"
+            );
+        }
+        assert!(q("four").unwrap_err().contains("not a whole number"));
+        assert_eq!(
+            q("0").unwrap_err(),
+            "--queues 0 is out of range; use 1 to 1024"
+        );
+        let port = count::<u8>("--ib-port", 1, 255);
+        assert!(port("256").unwrap_err().contains("use 1 to 255"));
+    }
+
+    #[test]
+    fn rates_must_be_positive_and_in_range() {
+        let r = pps(1_000_000_000);
+        assert_eq!(r("0"), Ok(0));
+        assert_eq!(r("1000000000"), Ok(1_000_000_000));
+        let e = r("-1").unwrap_err();
+        assert!(e.starts_with("rate must be positive: -1"), "{e}");
+        assert!(r("1000000001").unwrap_err().contains("to 1000000000"));
+    }
+
+    #[test]
+    fn byte_bounds_are_exact() {
+        assert_eq!(exact_bytes((64 << 20) - 32), "67108832 B (64 MiB - 32 B)");
+        assert_eq!(exact_bytes(64 << 20), "67108864 B (64 MiB)");
+        assert_eq!(exact_bytes(1 << 30), "1073741824 B (1 GiB)");
+        assert_eq!(exact_bytes(1024), "1024 B (1 KiB)");
+        assert_eq!(exact_bytes(1), "1 B");
+    }
+}

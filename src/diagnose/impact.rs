@@ -26,6 +26,11 @@ const ROCE: &str =
     "NVIDIA \"RoCE Configuration for ConnectX\" (PFC, ECN/DCQCN, RoCE v2); IBTA RoCEv2 annex A17";
 const TCP: &str = "kernel Documentation/networking/ip-sysctl.rst (tcp_rmem, tcp_wmem); ESnet fasterdata \"Linux Tuning\"";
 
+const NUMA: &str = "kernel Documentation/admin-guide/mm/numa_memory_policy.rst; Documentation/networking/scaling.rst";
+const XDP: &str =
+    "kernel Documentation/networking/af_xdp.rst; Documentation/networking/packet_mmap.rst";
+const NIC_QUEUES: &str = "ethtool(8) -G/-L; NVIDIA \"Understanding mlx5 ethtool Counters\"";
+
 const GRPC: &str = "grpc.io \"Performance Best Practices\" (one connection per few cores, keep channels busy); RFC 9113 section 5.2 (HTTP/2 flow control)";
 
 /// Every rule this engine implements.
@@ -206,6 +211,31 @@ pub const RULES: &[RuleInfo] = &[
         prior: 0.8,
         reference: GRPC,
     },
+    RuleInfo {
+        id: "sink.remote-numa",
+        prior: 0.4,
+        reference: NUMA,
+    },
+    RuleInfo {
+        id: "sink.smt-siblings",
+        prior: 0.3,
+        reference: NUMA,
+    },
+    RuleInfo {
+        id: "sink.queue-overrun",
+        prior: 0.8,
+        reference: XDP,
+    },
+    RuleInfo {
+        id: "sink.generator-bound",
+        prior: 0.5,
+        reference: XDP,
+    },
+    RuleInfo {
+        id: "nic.rx-missed",
+        prior: 0.6,
+        reference: NIC_QUEUES,
+    },
 ];
 
 /// The rule's entry, if the id is known.
@@ -221,4 +251,96 @@ pub fn prior(id: &str) -> f64 {
 /// The reference of a rule, with a pointer to `assets/rules.md`.
 pub fn reference(id: &str) -> &'static str {
     rule(id).map(|r| r.reference).unwrap_or("assets/rules.md")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RULES;
+    use std::collections::BTreeSet;
+
+    /// The rule families (the part of an id before the dot).
+    fn families() -> BTreeSet<&'static str> {
+        RULES
+            .iter()
+            .filter_map(|r| r.id.split_once('.').map(|(f, _)| f))
+            .collect()
+    }
+
+    /// String literals of a source file that have the shape of a rule id
+    /// of a known family (`nic.rx-missed`).
+    fn ids_in(src: &str, fams: &BTreeSet<&str>) -> BTreeSet<String> {
+        src.split('"')
+            .skip(1)
+            .step_by(2)
+            .filter(|lit| {
+                lit.split_once('.').is_some_and(|(f, rest)| {
+                    fams.contains(f)
+                        && !rest.is_empty()
+                        && rest
+                            .chars()
+                            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                })
+            })
+            .map(str::to_string)
+            .collect()
+    }
+
+    const SOURCES: &[(&str, &str)] = &[
+        ("cpu.rs", include_str!("rules/cpu.rs")),
+        ("driver.rs", include_str!("rules/driver.rs")),
+        ("grpc.rs", include_str!("rules/grpc.rs")),
+        ("mod.rs", include_str!("rules/mod.rs")),
+        ("nic.rs", include_str!("rules/nic.rs")),
+        ("nic_live.rs", include_str!("rules/nic_live.rs")),
+        ("platform.rs", include_str!("rules/platform.rs")),
+        ("rdma.rs", include_str!("rules/rdma.rs")),
+        ("sink.rs", include_str!("rules/sink.rs")),
+        ("tcp.rs", include_str!("rules/tcp.rs")),
+    ];
+
+    #[test]
+    fn every_id_a_rule_emits_is_ranked_and_documented() {
+        let doc = include_str!("../../assets/rules.md");
+        let fams = families();
+        let mut seen = BTreeSet::new();
+        for (file, src) in SOURCES {
+            for id in ids_in(src, &fams) {
+                assert!(
+                    super::rule(&id).is_some(),
+                    "rules/{file} emits {id}, which is not in impact::RULES (it would rank with a default prior)"
+                );
+                seen.insert(id);
+            }
+        }
+        for r in RULES {
+            assert!(
+                doc.contains(&format!("| {} |", r.id)),
+                "{} is not documented in assets/rules.md",
+                r.id
+            );
+            assert!(
+                (0.0..=1.0).contains(&r.prior),
+                "{}: prior {}",
+                r.id,
+                r.prior
+            );
+        }
+        let ids: BTreeSet<&str> = RULES.iter().map(|r| r.id).collect();
+        assert_eq!(ids.len(), RULES.len(), "an id is listed twice in RULES");
+        // The scan found the rules (it did not silently match nothing).
+        assert!(seen.len() >= 30, "only {} ids found: {seen:?}", seen.len());
+    }
+
+    #[test]
+    fn every_rules_file_is_scanned() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/diagnose/rules");
+        let on_disk: BTreeSet<String> = std::fs::read_dir(&dir)
+            .expect("src/diagnose/rules")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".rs"))
+            .collect();
+        let scanned: BTreeSet<String> = SOURCES.iter().map(|(f, _)| f.to_string()).collect();
+        assert_eq!(on_disk, scanned, "add the new rules file to SOURCES");
+    }
 }

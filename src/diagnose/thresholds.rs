@@ -19,6 +19,9 @@ pub struct Thresholds {
     pub net_rx_share: f64,
     /// softirq.concentrated: minimum NET_RX softirqs per second on the host.
     pub net_rx_min_per_s: f64,
+    /// softirq.concentrated (warn): softirq % of the saturated core, so that
+    /// spreading receive processing would relieve it.
+    pub softirq_heavy_pct: f64,
     /// nic.queue-imbalance: share of the interface's packets on one queue.
     pub queue_share: f64,
     /// nic.queue-imbalance: minimum packets per second over all queues.
@@ -57,6 +60,7 @@ pub const THRESHOLDS: Thresholds = Thresholds {
     others_headroom_pct: 75.0,
     net_rx_share: 0.90,
     net_rx_min_per_s: 1000.0,
+    softirq_heavy_pct: 25.0,
     queue_share: 0.80,
     queue_min_pps: 1000.0,
     fast_link_mbps: 25_000,

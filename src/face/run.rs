@@ -110,6 +110,8 @@ fn check_plan_here(
         if nix::unistd::geteuid().is_root() {
             crate::session::localpair::check_plan_queues(plan, *queues)
                 .map_err(FaceError::Usage)?;
+        } else {
+            crate::session::engines::check_plan_loopback(plan).map_err(FaceError::Usage)?;
         }
     }
     Ok(())

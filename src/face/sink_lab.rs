@@ -92,6 +92,7 @@ pub fn command(a: SinkLabArgs) -> anyhow::Result<u8> {
                 netns: a.gen_netns.clone(),
                 iface: g.clone(),
             }),
+            sender: a.from_ip,
             time: a.time,
             interval: a.interval,
         };

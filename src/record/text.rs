@@ -43,15 +43,15 @@ pub fn sweep_heading(s: &crate::session::plan::SweepValue) -> String {
 pub fn interval_header(spec: &EngineSpec) -> String {
     if let EngineSpec::Sink(_) = spec {
         return format!(
-            "{:<5} {:>13}  {:>11}  {:>12}  {:>12}  {:>11}  {:>9}  {:>8}  {:>9}  | {:<20} | {:<20}",
+            "{:<5} {:>14}  {:>11}  {:>12}  {:>12}  {:>11}  {:>13}  {:>13}  {:>9}  | {:<20} | {:<20}",
             "[ ID]",
             "Interval",
             "Rx pps",
             "L2 bit/s",
             "L1 bit/s",
             "Tx pps",
-            "Missing",
-            "Dropped",
+            "Missing (run)",
+            "Dropped (ivl)",
             "Sink CPU",
             "CPU local (busiest)",
             "CPU peer (busiest)"
@@ -59,7 +59,7 @@ pub fn interval_header(spec: &EngineSpec) -> String {
     }
     match spec.is_tcp_stream() {
         true => format!(
-            "{:<5} {:>13}  {:>11}  {:>14}  {:>5}  {:>9}  {:>8}  | {:<20} | {:<20}",
+            "{:<5} {:>14}  {:>11}  {:>14}  {:>5}  {:>9}  {:>8}  | {:<20} | {:<20}",
             "[ ID]",
             "Interval",
             "Transfer",
@@ -71,7 +71,7 @@ pub fn interval_header(spec: &EngineSpec) -> String {
             "CPU peer (busiest)"
         ),
         false => format!(
-            "{:<5} {:>13}  {:>13}  {:>14}  {:>10}  {:>10}  | {:<20} | {:<20}",
+            "{:<5} {:>14}  {:>13}  {:>14}  {:>10}  {:>10}  | {:<20} | {:<20}",
             "[ ID]",
             "Interval",
             "Rate",
@@ -84,7 +84,13 @@ pub fn interval_header(spec: &EngineSpec) -> String {
     }
 }
 
+/// Shortest span whose CPU shares are shown: /proc/stat counts in 10 ms
+/// ticks, so a shorter interval (the few ms that end a test) reads 0 % or
+/// 100 % whatever the cores did.
+const CPU_MIN_SPAN_S: f64 = 0.1;
+
 fn cpu_cell(s: Option<&Sample>) -> String {
+    let s = s.filter(|s| s.end_s - s.start_s >= CPU_MIN_SPAN_S);
     match s.and_then(|s| s.busiest_cpu().map(|b| (s.mean_busy(), b))) {
         Some((mean, b)) => format!("{mean:5.1}% ({} {:5.1}%)", b.cpu, b.busy().0),
         None => "-".into(),
@@ -133,7 +139,7 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
     let omit = if any.omitted { " (omitted)" } else { "" };
     let mut out = String::new();
     if let EngineSpec::Sink(_) = spec {
-        out.push_str(&sink_row(&span, omit, local, peer));
+        out.push_str(&sink_row((any.start_s, any.end_s), omit, local, peer));
         return out;
     }
     let n = spec.connection_count();
@@ -201,6 +207,7 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
             let total: u64 = (0..n).map(|i| conn_bytes(spec, local, peer, i)).sum();
             let rate = l.map(|e| e.msgs_per_s).unwrap_or(0.0);
             let unit = match spec {
+                EngineSpec::Grpc(g) if g.mode == crate::traffic::grpc::GrpcMode::Stream => "msg/s",
                 EngineSpec::Grpc(_) => "RPC/s",
                 EngineSpec::Tcp(t) if t.mode == TcpMode::Rr => "trans/s",
                 EngineSpec::Tcp(_) | EngineSpec::Sink(_) | EngineSpec::Rdma(_) => "msg/s",
@@ -215,7 +222,8 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
                 _ => String::new(),
             };
             let (p50, p99) = match l.and_then(|e| e.latency) {
-                Some(q) => (format!("{:.1} us", q.p50), format!("{:.1} us", q.p99)),
+                // The summary's unit rule: us below 10 ms, ms above.
+                Some(q) => (latency(q.p50), latency(q.p99)),
                 None => ("-".into(), "-".into()),
             };
             let _ = writeln!(
@@ -234,6 +242,11 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
         }
     }
     out
+}
+
+/// A latency in microseconds as the summary prints it (us below 10 ms, ms above).
+fn latency(us: f64) -> String {
+    Nanos((us * 1000.0).max(0.0) as u64).to_string()
 }
 
 /// Up to `n` names joined by ", ", with "… (K more)" when there are more.
@@ -633,7 +646,15 @@ pub fn sink_sweep_table<'a>(
 
 /// The packet test's row: the sink's counts and rates, the generator's
 /// rate, live gaps, drops on the path and the sink threads' CPU.
-fn sink_row(span: &str, omit: &str, local: Option<&Sample>, peer: Option<&Sample>) -> String {
+///
+/// The span printed is the one the sink's rates cover: its last interval
+/// ends when the counts last moved, not when the drain's quiet tail ended.
+fn sink_row(
+    (start, end): (f64, f64),
+    omit: &str,
+    local: Option<&Sample>,
+    peer: Option<&Sample>,
+) -> String {
     use crate::traffic::EngineInterval;
     let (mut sink, mut gen) = (None, None);
     for e in [local, peer]
@@ -647,6 +668,11 @@ fn sink_row(span: &str, omit: &str, local: Option<&Sample>, peer: Option<&Sample
             EngineInterval::Grpc(_) | EngineInterval::Rdma(_) => {}
         }
     }
+    let end = sink
+        .map(|k| k.secs)
+        .filter(|own| *own > 0.0 && *own < end - start)
+        .map_or(end, |own| start + own);
+    let span = format!("{start:6.2}-{end:<6.2}s");
     let dash = || "-".to_string();
     let (pps, l2, l1, missing, dropped, cpu) = match sink {
         Some(k) => {
@@ -668,7 +694,7 @@ fn sink_row(span: &str, omit: &str, local: Option<&Sample>, peer: Option<&Sample
         _ => String::new(),
     };
     format!(
-        "[SUM] {span}  {pps:>11}  {l2:>12}  {l1:>12}  {tx:>11}  {missing:>9}  {dropped:>8}  {cpu:>9}  | {:<20} | {:<20}{omit}{errors}\n",
+        "[SUM] {span}  {pps:>11}  {l2:>12}  {l1:>12}  {tx:>11}  {missing:>13}  {dropped:>13}  {cpu:>9}  | {:<20} | {:<20}{omit}{errors}\n",
         cpu_cell(local),
         cpu_cell(peer)
     )
@@ -765,10 +791,7 @@ pub fn sweep_table(points: &[Summary]) -> String {
             None => ("-".into(), mbs(s.bytes)),
         };
         let (p50, p99) = match s.latency_us {
-            Some(l) => (
-                Nanos((l.p50 * 1000.0) as u64).to_string(),
-                Nanos((l.p99 * 1000.0) as u64).to_string(),
-            ),
+            Some(l) => (latency(l.p50), latency(l.p99)),
             None => ("-".into(), "-".into()),
         };
         let cpu = |h: &HostCpu| {
@@ -864,8 +887,9 @@ pub fn summary_block(s: &Summary) -> String {
         let per_s = |b: f64| BitsPerSec(b * 8.0).to_string();
         let _ = write!(
             out,
-            "gRPC: {} RPC/s, request payload {}, response payload {}",
+            "gRPC: {} {}, request payload {}, response payload {}",
             si(g.rpcs_per_s),
+            if s.mode == "stream" { "msg/s" } else { "RPC/s" },
             per_s(g.request_bytes_per_s),
             per_s(g.response_bytes_per_s)
         );
@@ -886,7 +910,7 @@ pub fn summary_block(s: &Summary) -> String {
         );
     }
     if let Some(l) = s.latency_us {
-        let ns = |us: f64| Nanos((us * 1000.0) as u64);
+        let ns = latency;
         let _ = writeln!(
             out,
             "latency: p50 {}  p90 {}  p99 {}  p99.9 {}  max {}  ({} transactions)",
@@ -1240,6 +1264,101 @@ mod tests {
         let peer = sample("peer", 3.7, 4.7, 1_250_000_000, 0, "receiver");
         let rows = interval_rows(&spec, Some(&local), Some(&peer));
         assert!(rows.contains("10.00 Gbit/s"), "{rows}");
+    }
+
+    fn with_extra(mut s: Sample, extra: serde_json::Value) -> Sample {
+        s.engine.extra = Some(serde_json::from_value(extra).expect("engine interval json"));
+        s
+    }
+
+    #[test]
+    fn the_few_ms_that_end_a_test_show_no_cpu_share() {
+        let spec: EngineSpec = serde_json::from_value(serde_json::json!({
+            "engine": "tcp", "mode": "stream", "streams": 1, "threads": 1, "len": 65536,
+            "size": 64, "resp_size": 64, "depth": 1, "zerocopy": false, "skip_rx_copy": false,
+            "reverse": false, "bidir": false, "cpus": [], "peer_cpus": []
+        }))
+        .expect("spec json");
+        let cpu = |n: u32| {
+            serde_json::json!({"cpu": n, "user": 0.0, "nice": 0.0, "system": 0.0, "irq": 0.0,
+                               "softirq": 0.0, "iowait": 0.0, "steal": 0.0, "idle": 100.0})
+        };
+        let cpus = serde_json::json!([cpu(0), cpu(1)]);
+        let mut local = sample("local", 3.002, 3.005, 0, 4_000, "sender");
+        local.cpus = serde_json::from_value(cpus.clone()).expect("cpus json");
+        let row = interval_rows(&spec, Some(&local), None);
+        assert!(!row.contains("0.0%"), "{row}");
+        // A full interval shows them.
+        let mut full = sample("local", 2.0, 3.0, 0, 4_000, "sender");
+        full.cpus = serde_json::from_value(cpus).expect("cpus json");
+        let row = interval_rows(&spec, Some(&full), None);
+        assert!(row.contains("0.0% (cpu"), "{row}");
+    }
+
+    #[test]
+    fn grpc_rows_say_latency_in_the_summarys_units_and_stream_rates_in_messages() {
+        let grpc = |mode: &str| -> EngineSpec {
+            serde_json::from_value(serde_json::json!({
+                "engine": "grpc", "mode": mode, "channels": 1, "concurrency": 1,
+                "size": 64, "resp_size": 64, "threads": 1, "peer_threads": 1,
+                "cpus": [], "peer_cpus": []
+            }))
+            .expect("grpc spec json")
+        };
+        let mut local = sample("local", 1.0, 2.0, 0, 0, "sender");
+        local.engine.latency = Some(crate::traffic::LatencySummary {
+            count: 10,
+            min: 100.0,
+            mean: 150_000.0,
+            p50: 177_340.4,
+            p90: 180_000.0,
+            p99: 190_000.0,
+            p999: 190_000.0,
+            max: 190_000.0,
+        });
+        let unary = interval_rows(&grpc("unary"), Some(&local), None);
+        assert!(
+            unary.contains("177.34 ms") && unary.contains("190.00 ms"),
+            "{unary}"
+        );
+        assert!(!unary.contains(" us"), "{unary}");
+        assert!(unary.contains("RPC/s"), "{unary}");
+        let stream = interval_rows(&grpc("stream"), Some(&local), None);
+        assert!(
+            stream.contains("msg/s") && !stream.contains("RPC/s"),
+            "{stream}"
+        );
+    }
+
+    #[test]
+    fn a_sink_row_spans_what_its_rates_cover_and_its_loss_columns_say_their_span() {
+        // The last interval: the Sample spans 2.00-3.38 s, the sink's counts
+        // last moved at 3.00 s, so its 924.87 kpps are over 1 s.
+        let spec: EngineSpec = serde_json::from_value(serde_json::json!({
+            "engine": "sink", "mode": "udp", "frame_size": 512, "queues": 1, "rate": 0
+        }))
+        .expect("sink spec json");
+        let peer = with_extra(
+            sample("peer", 2.0, 3.38, 0, 0, "receiver"),
+            serde_json::json!({"engine": "sink", "iface": "veth-b", "figures": {
+                "secs": 1.0, "mode": "udp", "counted": 924_870, "pps": 924_870.0,
+                "l2_bps": 3.79e9, "l1_bps": 3.94e9, "duplicates": 0, "reordered": 0,
+                "missing": 120, "missing_delta": 20, "drops": {"generator_errors": 0,
+                "tx_dropped": 0, "rx_dropped": 0, "softnet_dropped": 0, "ring_full": 7,
+                "xdp_no_socket": 0}, "queues": []}}),
+        );
+        let row = interval_rows(&spec, None, Some(&peer));
+        assert!(row.contains("2.00-3.00"), "{row}");
+        assert!(!row.contains("3.38"), "{row}");
+        assert!(row.contains("924.87kpps"), "{row}");
+        let head = interval_header(&spec);
+        assert!(
+            head.contains("Missing (run)") && head.contains("Dropped (ivl)"),
+            "{head}"
+        );
+        // Columns line up: the missing count sits under its header.
+        let col = head.find("Missing (run)").expect("missing column") + "Missing (run)".len();
+        assert_eq!(&row[col - 3..col], "120", "{head}\n{row}");
     }
 
     fn summary(value: u64, mode: &str, grpc: bool) -> Summary {

@@ -5,9 +5,10 @@
 //! token. On its own it would leave the frames that follow open to a
 //! man-in-the-middle who relays the handshake and then speaks for the
 //! controller. So both ends derive session keys from what only they have —
-//! the token and the two handshake nonces — with HKDF-SHA256, and seal every
-//! later frame with ChaCha20-Poly1305 (RustCrypto's AEAD, a reviewed
-//! construction; nothing here is a new scheme):
+//! the X25519 shared secret of their two ephemeral keys and the token — with
+//! HKDF-SHA256 (both key shares, which are the handshake nonces, are the
+//! salt), and seal every later frame with ChaCha20-Poly1305 (RustCrypto's
+//! AEAD, a reviewed construction; nothing here is a new scheme):
 //!
 //! * one key per direction (controller → agent, agent → controller), so a
 //!   frame cannot be reflected back to its sender;
@@ -28,7 +29,9 @@
 //! binding of data connections to the session. What it does not: the data
 //! connections' payload (benchmark traffic) is neither encrypted nor
 //! authenticated beyond their first bytes; traffic analysis (sizes, timing)
-//! is visible; a stolen token is a stolen key.
+//! is visible; a stolen token lets its holder pose as either end from then
+//! on. It does not open sessions recorded before: the ephemeral secrets are
+//! gone (forward secrecy), and the keys here are zeroized when dropped.
 
 use super::auth::Token;
 use super::proto::{check_len, Msg, ProtoError, MAX_FRAME};
@@ -53,7 +56,8 @@ pub enum Direction {
     ToController,
 }
 
-/// Everything a session derives from the handshake.
+/// Everything a session derives from the handshake (zeroized when dropped).
+#[derive(zeroize::ZeroizeOnDrop)]
 pub struct SessionKeys {
     to_agent: [u8; 32],
     to_controller: [u8; 32],
@@ -67,15 +71,21 @@ impl std::fmt::Debug for SessionKeys {
 }
 
 impl SessionKeys {
-    /// Keys of the session whose handshake used these nonces (the agent's,
-    /// then the controller's), under `token`.
-    pub fn derive(token: &Token, nonce_a: &[u8], nonce_c: &[u8]) -> Self {
-        let mut salt = Vec::with_capacity(nonce_a.len() + nonce_c.len() + 8);
-        salt.extend_from_slice(&(nonce_a.len() as u32).to_be_bytes());
-        salt.extend_from_slice(nonce_a);
-        salt.extend_from_slice(&(nonce_c.len() as u32).to_be_bytes());
-        salt.extend_from_slice(nonce_c);
-        let hk = Hkdf::<Sha256>::new(Some(&salt), token.secret());
+    /// Keys of the session whose handshake exchanged these key shares (the
+    /// agent's, then the controller's) and agreed on `shared` (the X25519
+    /// shared secret), under `token`. Without `shared` — which only the two
+    /// ends' ephemeral secrets give — the token and the shares on the wire
+    /// give nothing.
+    pub fn derive(token: &Token, share_a: &[u8], share_c: &[u8], shared: &[u8; 32]) -> Self {
+        let mut salt = Vec::with_capacity(share_a.len() + share_c.len() + 8);
+        salt.extend_from_slice(&(share_a.len() as u32).to_be_bytes());
+        salt.extend_from_slice(share_a);
+        salt.extend_from_slice(&(share_c.len() as u32).to_be_bytes());
+        salt.extend_from_slice(share_c);
+        let mut ikm = zeroize::Zeroizing::new(Vec::with_capacity(32 + token.secret().len()));
+        ikm.extend_from_slice(shared);
+        ikm.extend_from_slice(token.secret());
+        let hk = Hkdf::<Sha256>::new(Some(&salt), &ikm);
         let key = |label: &[u8]| {
             let mut k = [0u8; 32];
             // 32 bytes is far below HKDF-SHA256's 8160-byte limit.
@@ -85,9 +95,9 @@ impl SessionKeys {
             k
         };
         SessionKeys {
-            to_agent: key(b"wirescope v3 controller to agent"),
-            to_controller: key(b"wirescope v3 agent to controller"),
-            data: key(b"wirescope v3 data connections"),
+            to_agent: key(b"wirescope v4 controller to agent"),
+            to_controller: key(b"wirescope v4 agent to controller"),
+            data: key(b"wirescope v4 data connections"),
         }
     }
 
@@ -128,7 +138,7 @@ impl SessionKeys {
             Ok(m) => m,
             Err(_) => unreachable!("HMAC takes any key length"),
         };
-        m.update(b"wirescope v3 data/");
+        m.update(b"wirescope v4 data/");
         m.update(&test.to_be_bytes());
         m.update(&index.to_be_bytes());
         m
@@ -288,11 +298,13 @@ pub async fn read_sealed<R: AsyncRead + Unpin>(
 mod tests {
     use super::*;
 
+    const SHARED: [u8; 32] = [9; 32];
+
     fn keys() -> (SessionKeys, SessionKeys) {
         let t = Token::from_text("channel-test-token-0123456789abcdef", "t").unwrap();
         (
-            SessionKeys::derive(&t, b"agent-nonce", b"ctl-nonce"),
-            SessionKeys::derive(&t, b"agent-nonce", b"ctl-nonce"),
+            SessionKeys::derive(&t, b"agent-nonce", b"ctl-nonce", &SHARED),
+            SessionKeys::derive(&t, b"agent-nonce", b"ctl-nonce", &SHARED),
         )
     }
 
@@ -340,7 +352,12 @@ mod tests {
         assert!(o.open(pre(&f1), &f1[4..]).is_err());
         // Another session's keys (other nonces) open nothing.
         let t = Token::from_text("channel-test-token-0123456789abcdef", "t").unwrap();
-        let other = SessionKeys::derive(&t, b"agent-nonce", b"other");
+        let other = SessionKeys::derive(&t, b"agent-nonce", b"other", &SHARED);
+        let mut o = other.opener(Direction::ToAgent);
+        assert!(o.open(pre(&f1), &f1[4..]).is_err());
+        // Nor do keys of the same shares and token with another shared
+        // secret: the token and the public shares alone give nothing.
+        let other = SessionKeys::derive(&t, b"agent-nonce", b"ctl-nonce", &[0; 32]);
         let mut o = other.opener(Direction::ToAgent);
         assert!(o.open(pre(&f1), &f1[4..]).is_err());
     }

@@ -21,7 +21,8 @@ use super::pairing::Pairing;
 use super::plan::PointParams;
 use super::point::{finish, sleep_until_opt, PendingSamples, DRAIN_TIMEOUT, SETUP_TIMEOUT};
 use super::proto::{
-    read_msg, write_msg, DataHello, Msg, ProtoError, SideResult, TestParams, PROTOCOL_VERSION,
+    read_msg_max, write_msg, DataHello, Msg, ProtoError, SideResult, TestParams,
+    MAX_HANDSHAKE_FRAME, PROTOCOL_VERSION,
 };
 use crate::probe::ebpf::{EbpfHosts, EbpfIface, EbpfMode};
 use crate::probe::live_host::LiveHost;
@@ -744,7 +745,12 @@ impl Drop for Controller {
     }
 }
 
-async fn handshake<R, W>(
+/// The controller's side of the handshake on a fresh control connection:
+/// hello, the agent's challenge (its X25519 key share), this end's share and
+/// proof, the agent's proof. Returns who the agent is and the session keys;
+/// this end's ephemeral secret is gone when it returns. Any refusal, wrong
+/// proof or malformed frame is an error naming it.
+pub async fn handshake<R, W>(
     rd: &mut R,
     wr: &mut W,
     token: &Token,
@@ -761,15 +767,15 @@ where
         },
     )
     .await?;
-    let nonce_a = match read_msg(rd).await? {
+    let share_a = match read_msg_max(rd, MAX_HANDSHAKE_FRAME).await? {
         Msg::Challenge { version, .. } if version != PROTOCOL_VERSION => {
             return Err(ProtoError::Version {
                 ours: PROTOCOL_VERSION,
                 theirs: version,
             })
         }
-        Msg::Challenge { nonce, .. } => hex::decode(nonce)
-            .map_err(|_| ProtoError::Auth("the agent's nonce is not hex".into()))?,
+        Msg::Challenge { nonce, .. } => super::auth::parse_share(&nonce)
+            .map_err(|e| ProtoError::Auth(format!("the agent's challenge is malformed: {e}")))?,
         Msg::Refused { reason } => return Err(ProtoError::Refused(reason)),
         other => {
             return Err(ProtoError::Unexpected {
@@ -778,23 +784,29 @@ where
             })
         }
     };
-    let nonce_c = super::auth::random_bytes::<16>();
-    let mac = hex::encode(token.mac("controller", &nonce_a, &nonce_c));
+    let ours = super::auth::Ephemeral::generate();
+    let share_c = ours.share();
+    let mac = hex::encode(token.mac("controller", &share_a, &share_c));
     write_msg(
         wr,
         &Msg::Auth {
-            nonce: hex::encode(nonce_c),
+            nonce: hex::encode(share_c),
             mac,
         },
     )
     .await?;
-    match read_msg(rd).await? {
+    match read_msg_max(rd, MAX_HANDSHAKE_FRAME).await? {
         Msg::Welcome { mac, host } => {
-            if token.verify("agent", &nonce_c, &nonce_a, &mac) {
-                Ok((host, SessionKeys::derive(token, &nonce_a, &nonce_c)))
-            } else {
-                Err(ProtoError::Auth("the agent could not prove it knows the token; is something else listening on that port?".into()))
+            if !token.verify("agent", &share_c, &share_a, &mac) {
+                return Err(ProtoError::Auth("the agent could not prove it knows the token; is something else listening on that port?".into()));
             }
+            let shared = ours
+                .agree(&share_a)
+                .map_err(|e| ProtoError::Auth(format!("the agent's challenge is unusable: {e}")))?;
+            Ok((
+                host,
+                SessionKeys::derive(token, &share_a, &share_c, shared.as_bytes()),
+            ))
         }
         Msg::Refused { reason } => Err(ProtoError::Refused(reason)),
         other => Err(ProtoError::Unexpected {

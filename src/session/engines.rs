@@ -27,7 +27,7 @@ pub fn prepare(
             let target = peer_setup.and_then(EngineSetup::address).or(peer);
             let Some(target) = target else {
                 return Err(EngineError::Unsupported(
-                    "the packet test cannot tell which interface leads to the other host (no address known)".into(),
+                    format!("the packet test cannot tell which interface leads to the other host (no address known; loopback addresses do not count): {}", SINK_NEEDS_VETH),
                 ));
             };
             let Some(iface) = crate::probe::system::route_iface(target) else {
@@ -85,6 +85,21 @@ fn prepare_rdma(
     Ok(Box::new(crate::traffic::rdma::session::RdmaEngine::new(
         prepared,
     )))
+}
+
+/// What a packet test on a loopback pair is told: its frames need two
+/// interfaces on one link, which the local pair builds only as root.
+pub const SINK_NEEDS_VETH: &str = "packet tests (--engine sink) need two interfaces on one link, and without root the local pair is loopback: run as root (sudo wirescope run --engine sink ...) for the local pair's veth, or start `wirescope agent` on another host and add --peer HOST, where --sink udp --tx-path sendmmsg need no privileges";
+
+/// Why `plan` cannot run on a loopback pair (None: it can): a packet test
+/// cannot, because its flows go between two interfaces on one link
+/// (`is_test_address` refuses loopback addresses, so a peer can never point
+/// a generator at a host's own loopback services).
+pub fn check_plan_loopback(plan: &crate::session::plan::TestPlan) -> Result<(), String> {
+    if plan.points().iter().any(|p| p.spec.as_sink().is_some()) {
+        return Err(SINK_NEEDS_VETH.into());
+    }
+    Ok(())
 }
 
 /// Share of the available memory a test may take (the rest is the host's).

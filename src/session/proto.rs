@@ -9,10 +9,13 @@
 //! `Hello{version}` → `Challenge{version, nonce_a}` → `Auth{nonce_c, mac_c}` →
 //! `Welcome{mac_a, host}`; `mac_c = HMAC-SHA256(token, "controller" ‖ nonce_a ‖ nonce_c)`
 //! and `mac_a` likewise with "agent", so each side proves it knows the token
-//! without sending it. Any refusal is a `Refused{reason}` frame, then close.
-//! These four frames are plain; every frame after `Welcome`, both ways, is
-//! sealed with keys derived from the token and both nonces
-//! ([`super::channel`]).
+//! without sending it. Since version 4 each nonce is the sender's fresh
+//! X25519 public key share ([`super::auth::Ephemeral`], 32 bytes, hex). Any
+//! refusal is a `Refused{reason}` frame, then close. These four frames are
+//! plain; every frame after `Welcome`, both ways, is sealed with keys derived
+//! from the X25519 shared secret, the token and both shares
+//! ([`super::channel`]), so a recording stays closed to whoever steals the
+//! token later.
 
 use crate::probe::ebpf::{EbpfMode, EbpfStatus};
 use crate::probe::sample::{LatencySummary, Sample};
@@ -21,8 +24,9 @@ use crate::traffic::{ConnSnapshot, EngineSetup, EngineSpec, EngineTotals};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// Version of the control protocol; both ends must speak the same.
-pub const PROTOCOL_VERSION: u32 = 3;
+/// Version of the control protocol; both ends must speak the same (4: the
+/// handshake nonces are ephemeral X25519 key shares — forward secrecy).
+pub const PROTOCOL_VERSION: u32 = 4;
 /// Largest accepted control frame after authentication (bytes of JSON): the
 /// first Sample of a large host (hundreds of CPUs, thousands of NIC
 /// counters, facts) fits with room to spare.
@@ -50,12 +54,12 @@ pub enum Msg {
     Challenge {
         /// Protocol version the agent speaks.
         version: u32,
-        /// Random nonce (hex).
+        /// The agent's ephemeral X25519 public key share: the nonce (hex).
         nonce: String,
     },
     /// controller → agent.
     Auth {
-        /// Controller's nonce (hex).
+        /// The controller's ephemeral X25519 public key share: its nonce (hex).
         nonce: String,
         /// HMAC proof (hex).
         mac: String,
@@ -298,7 +302,7 @@ pub enum ProtoError {
         got: &'static str,
     },
     /// Versions differ.
-    #[error("protocol version mismatch: this side speaks {ours}, the peer {theirs}; run the same wirescope release on both nodes")]
+    #[error("protocol version mismatch: this side speaks {ours}, the peer {theirs}; upgrade both ends to the same wirescope release")]
     Version {
         /// Ours.
         ours: u32,

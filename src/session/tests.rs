@@ -210,7 +210,8 @@ async fn a_spec_outside_the_limits_is_refused_before_anything_is_sent() {
     stop.cancel();
 }
 
-/// A controller written by hand: handshake, then sealed frames.
+/// A controller written by hand: the controller's handshake, then sealed
+/// frames of its own.
 async fn raw_session(
     addr: std::net::SocketAddr,
 ) -> (
@@ -218,40 +219,12 @@ async fn raw_session(
     super::channel::Opener,
     super::channel::SealedWriter<tokio::net::tcp::OwnedWriteHalf>,
 ) {
-    use super::channel::{Direction, SealedWriter, SessionKeys};
-    use super::proto::{read_msg, write_msg, Msg, PROTOCOL_VERSION};
+    use super::channel::{Direction, SealedWriter};
     let s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let (mut rd, mut wr) = s.into_split();
-    write_msg(
-        &mut wr,
-        &Msg::Hello {
-            version: PROTOCOL_VERSION,
-            software: "test".into(),
-        },
-    )
-    .await
-    .unwrap();
-    let Msg::Challenge { nonce, .. } = read_msg(&mut rd).await.unwrap() else {
-        panic!("challenge expected")
-    };
-    let nonce_a = hex::decode(nonce).unwrap();
-    let nonce_c = [5u8; 16];
-    let t = token();
-    let mac = hex::encode(t.mac("controller", &nonce_a, &nonce_c));
-    write_msg(
-        &mut wr,
-        &Msg::Auth {
-            nonce: hex::encode(nonce_c),
-            mac,
-        },
-    )
-    .await
-    .unwrap();
-    assert!(matches!(
-        read_msg(&mut rd).await.unwrap(),
-        Msg::Welcome { .. }
-    ));
-    let keys = SessionKeys::derive(&t, &nonce_a, &nonce_c);
+    let (_, keys) = super::controller::handshake(&mut rd, &mut wr, &token())
+        .await
+        .unwrap();
     (
         rd,
         keys.opener(Direction::ToController),
@@ -393,5 +366,56 @@ async fn an_rdma_test_is_refused_by_an_agent_without_rdma_and_it_keeps_serving()
     wr.send(&Msg::Bye {}).await.unwrap();
     drop((rd, wr));
     serves_the_next_controller(addr).await;
+    stop.cancel();
+}
+
+/// Issue 23 item 6: a controller names the sink's UDP port; an agent binds,
+/// counts or drops only wirescope's own ports, whatever the raw Start says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_refuses_a_sink_port_outside_wirescopes_range_and_keeps_serving() {
+    use super::proto::Msg;
+    use crate::traffic::sink::spec::{MAX_DST_PORT, MIN_DST_PORT};
+    use crate::traffic::sink::{SinkMode, SinkSpec};
+    let (addr, stop) = agent().await;
+    let sink = |dst_port: u16| {
+        Some(EngineSpec::Sink(SinkSpec {
+            mode: SinkMode::Udp,
+            fallback: false,
+            dst_port,
+            ..SinkSpec::default()
+        }))
+    };
+    let answer = |port: u16| async move {
+        let (mut rd, mut opener, mut wr) = raw_session(addr).await;
+        wr.send(&start(sink(port))).await.unwrap();
+        let m = super::channel::read_sealed(&mut rd, &mut opener)
+            .await
+            .unwrap();
+        wr.send(&Msg::Bye {}).await.unwrap();
+        drop((rd, wr));
+        serves_the_next_controller(addr).await;
+        match m {
+            Msg::Failed { error, .. } => error,
+            m => panic!("port {port}: {m:?}"),
+        }
+    };
+    for port in [5353, 53, 9, 1, MIN_DST_PORT - 1, MAX_DST_PORT + 1, 65535] {
+        let error = answer(port).await;
+        assert!(
+            error.contains("the agent refuses this test")
+                && error.contains(&format!("destination port {port} is outside"))
+                && error.contains("5310-5319"),
+            "port {port}: {error}"
+        );
+    }
+    // The range's ends pass the agent's check: it goes on to prepare the
+    // sink, and fails only for the setup this raw Start does not carry.
+    for port in [MIN_DST_PORT, MAX_DST_PORT] {
+        let error = answer(port).await;
+        assert!(
+            !error.contains("refuses this test") && error.contains("sent no setup"),
+            "port {port}: {error}"
+        );
+    }
     stop.cancel();
 }

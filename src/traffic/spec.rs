@@ -332,6 +332,20 @@ pub enum EngineInterval {
     Rdma(RdmaInterval),
 }
 
+impl EngineInterval {
+    /// The span (s) this engine's figures cover when it is not the whole
+    /// interval: a packet sink's last interval ends when its counts last
+    /// moved (the quiet tail of the drain is waiting, not receiving), so its
+    /// rates, and the Sample's message rate, are over that span.
+    pub fn own_span_s(&self) -> Option<f64> {
+        match self {
+            EngineInterval::Sink(k) => Some(k.figures.secs),
+            EngineInterval::Generator(g) => Some(g.figures.secs),
+            EngineInterval::Grpc(_) | EngineInterval::Rdma(_) => None,
+        }
+    }
+}
+
 /// An engine's own totals at the end of a point (`SideResult::extra`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "engine", rename_all = "lowercase")]

@@ -326,6 +326,22 @@ impl Model {
         }
     }
 
+    /// The interval whose per-interval figures (CPU, queues) the views
+    /// show: the one under the cursor, or, when that is the short tail that
+    /// ends a point (a few ms of /proc/stat ticks read as 0 % or 100 %), the
+    /// interval before it in the same point.
+    pub fn measured(&self) -> Option<&Interval> {
+        let cur = self.current()?;
+        if !self.is_tail(cur) {
+            return Some(cur);
+        }
+        self.history
+            .iter()
+            .rev()
+            .find(|i| i.seq < cur.seq && i.point == cur.point)
+            .or(Some(cur))
+    }
+
     /// Up to `n` intervals ending at the cursor, oldest first.
     pub fn window(&self, n: usize) -> Vec<&Interval> {
         let end = self.current().map(|c| c.seq).unwrap_or(0);

@@ -306,6 +306,7 @@ pub fn sink_point(
             netns: Some(p.a.clone()),
             iface: "veth-a".into(),
         }),
+        sender: None,
         time,
         interval,
     }
@@ -375,7 +376,8 @@ pub fn drop_one_percent(ns: &str, hook: &str, dev: &str) {
         ns,
         &format!(
             "table netdev wst_loss {{\n chain c {{\n  type filter hook {hook} device {dev} priority 0\n  \
-             udp dport 9 numgen inc mod 100 == 0 counter drop\n }}\n}}\n"
+             udp dport {port} numgen inc mod 100 == 0 counter drop\n }}\n}}\n",
+            port = wirescope::traffic::sink::spec::DEFAULT_DST_PORT
         ),
     );
 }

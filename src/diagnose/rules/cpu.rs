@@ -88,10 +88,25 @@ fn all_cores(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     Some(f)
 }
 
-/// The saturated core of a sample, if one core is ≥ threshold and the others have headroom.
-fn saturated_core(s: &Sample, t: &Thresholds) -> Option<u32> {
+/// The saturated core of a sample, if one core is ≥ threshold and the
+/// others have headroom — or, when the test's engine threads are pinned
+/// (`--cpus`) and every core they may use is saturated, the busiest of
+/// those: the test cannot use the others, whatever else keeps them busy.
+fn saturated_core(s: &Sample, t: &Thresholds, pinned: &[u32]) -> Option<u32> {
     if s.cpus.len() < 2 {
         return None;
+    }
+    let busy = |cpu: u32| s.cpus.iter().find(|c| c.cpu.0 == cpu).map(|c| c.busy().0);
+    if !pinned.is_empty()
+        && pinned.len() < s.cpus.len()
+        && pinned
+            .iter()
+            .all(|c| busy(*c).is_some_and(|b| b >= t.core_saturated_pct))
+    {
+        return pinned
+            .iter()
+            .copied()
+            .max_by(|a, b| busy(*a).unwrap_or(0.0).total_cmp(&busy(*b).unwrap_or(0.0)));
     }
     let top = s.busiest_cpu()?;
     if top.busy().0 < t.core_saturated_pct {
@@ -115,9 +130,10 @@ fn net_rx_share(s: &Sample, cpu: u32) -> Option<f64> {
 
 /// cpu.single-core-saturated.
 fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
+    let pinned = ctx.engine_cpus();
     let mut count: BTreeMap<u32, usize> = BTreeMap::new();
     for s in &ctx.active {
-        if let Some(c) = saturated_core(s, t) {
+        if let Some(c) = saturated_core(s, t, &pinned) {
             *count.entry(c).or_insert(0) += 1;
         }
     }
@@ -128,7 +144,7 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     let on: Vec<&&Sample> = ctx
         .active
         .iter()
-        .filter(|s| saturated_core(s, t) == Some(cpu))
+        .filter(|s| saturated_core(s, t, &pinned) == Some(cpu))
         .collect();
     let k = on.len() as f64;
     let mean = |f: &dyn Fn(&Sample) -> f64| on.iter().map(|s| f(s)).sum::<f64>() / k;
@@ -154,7 +170,7 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     };
     let mut what = Vec::new();
-    let engine = ctx.engine_cpus();
+    let engine = pinned;
     if engine.contains(&cpu) {
         what.push("engine threads (pinned with --cpus)".to_string());
     }
@@ -233,7 +249,11 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         Severity::Warn,
         ctx.host,
         format!("cpu{cpu}"),
-        format!("cpu{cpu} is {busy:.0} % busy while the other cores average {others:.0} %: runs {}", what.join("; ")),
+        if others >= t.others_headroom_pct {
+            format!("cpu{cpu} is {busy:.0} % busy and the test is pinned there (the other cores, {others:.0} % busy, run other work): runs {}", what.join("; "))
+        } else {
+            format!("cpu{cpu} is {busy:.0} % busy while the other cores average {others:.0} %: runs {}", what.join("; "))
+        },
         (busy / 100.0) * prior("cpu.single-core-saturated") + 0.1 * rx_share.unwrap_or(0.0),
     )
     .ev(Evidence::num(format!("cpu{cpu} busy"), busy, "%", src))
@@ -375,14 +395,38 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     if n < ctx.need(t) {
         return None;
     }
+    // One flow is hashed to one queue and processed on one core by design:
+    // nothing to spread, nothing to report.
+    let flows = test_flows(ctx);
+    if flows.is_some_and(|f| f < 2) {
+        return None;
+    }
     let share = share_sum.get(&cpu).copied().unwrap_or(0.0) / n as f64;
-    let busy = ctx
-        .active
-        .iter()
-        .filter_map(|s| s.cpus.iter().find(|c| c.cpu.0 == cpu).map(|c| c.busy().0))
-        .sum::<f64>()
-        / ctx.active.len() as f64;
-    let sev = if busy >= t.core_saturated_pct {
+    let mean_of = |f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64, mine: bool| {
+        ctx.active
+            .iter()
+            .map(|s| {
+                let v: Vec<f64> = s
+                    .cpus
+                    .iter()
+                    .filter(|c| (c.cpu.0 == cpu) == mine)
+                    .map(f)
+                    .collect();
+                v.iter().sum::<f64>() / v.len().max(1) as f64
+            })
+            .sum::<f64>()
+            / ctx.active.len().max(1) as f64
+    };
+    let busy = mean_of(&|c| c.busy().0, true);
+    let softirq = mean_of(&|c| c.softirq.0, true);
+    let others = mean_of(&|c| c.busy().0, false);
+    // It limits the test when that core is saturated, softirq work is a
+    // large part of what saturates it, and other cores have room to take
+    // some of it (IRQ affinity, RPS). Otherwise it is worth knowing only.
+    let sev = if busy >= t.core_saturated_pct
+        && softirq >= t.softirq_heavy_pct
+        && others < t.others_headroom_pct
+    {
         Severity::Warn
     } else {
         Severity::Info
@@ -397,6 +441,8 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     )
     .ev(Evidence::num(format!("cpu{cpu} share of NET_RX"), share * 100.0, "%", "/proc/softirqs"))
     .ev(Evidence::num(format!("cpu{cpu} busy"), busy, "%", "/proc/stat"))
+    .ev(Evidence::num(format!("cpu{cpu} softirq"), softirq, "%", "/proc/stat"))
+    .ev(Evidence::num("other cores mean busy", others, "%", "/proc/stat"))
     .ev(Evidence::num("rx queues", queues as f64, "", "sysfs queues/"))
     .why("Receive processing of every queue lands on one core (IRQs or RPS steer there): that core caps the receive rate.");
     for nic in &facts.nics {
@@ -421,6 +467,22 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         }
     }
     Some(f)
+}
+
+/// The test's flows that this host receives (data connections; a host that
+/// only sends receives its flows' ACKs, so all of them count). None without
+/// a test (`watch`) or for engines without data connections.
+fn test_flows(ctx: &HostCtx) -> Option<usize> {
+    let spec = ctx.spec?;
+    let roles = spec.conn_roles(ctx.side());
+    if roles.is_empty() {
+        return None;
+    }
+    let received = roles
+        .iter()
+        .filter(|r| **r == crate::traffic::ConnRole::Receiver)
+        .count();
+    Some(if received > 0 { received } else { roles.len() })
 }
 
 /// softnet.squeeze: time_squeeze rising (net_rx_action ran out of budget).

@@ -71,14 +71,18 @@ impl<'a> HostCtx<'a> {
         t.sustain_intervals.min(self.active.len()).max(1)
     }
 
-    /// CPUs the engine threads of this host are pinned to.
-    pub fn engine_cpus(&self) -> Vec<u32> {
-        let side = match self.host {
+    /// This host's side of the test (the controller is the local host).
+    pub fn side(&self) -> Side {
+        match self.host {
             HostRole::Local => Side::Controller,
             HostRole::Peer => Side::Agent,
-        };
+        }
+    }
+
+    /// CPUs the engine threads of this host are pinned to.
+    pub fn engine_cpus(&self) -> Vec<u32> {
         self.spec
-            .map(|s| s.cpus_for(side).iter().map(|c| c.0).collect())
+            .map(|s| s.cpus_for(self.side()).iter().map(|c| c.0).collect())
             .unwrap_or_default()
     }
 }

@@ -377,8 +377,22 @@ fn unaggregated_gro(ctx: &HostCtx, nic: &NicFacts, t: &Thresholds) -> Option<Fin
         return None;
     }
     let avg = bytes as f64 / pkts as f64;
-    if avg > mtu * t.unaggregated_factor {
+    if avg > mtu * t.unaggregated_factor || small_messages(ctx.spec, mtu) {
         return None;
     }
     gro_off(nic, ctx.host, Some(avg))
+}
+
+/// True when the test's messages fit in one packet each way (rr, pingpong
+/// and gRPC with messages ≤ MTU, packet and RDMA tests): small packets are
+/// the workload, and GRO has nothing to aggregate.
+fn small_messages(spec: Option<&crate::traffic::EngineSpec>, mtu: f64) -> bool {
+    use crate::traffic::{EngineSpec, TcpMode};
+    let fits = |a: crate::units::Bytes, b: crate::units::Bytes| a.0.max(b.0) as f64 <= mtu;
+    match spec {
+        Some(EngineSpec::Tcp(t)) => t.mode != TcpMode::Stream && fits(t.size, t.resp_size),
+        Some(EngineSpec::Grpc(g)) => fits(g.size, g.resp_size),
+        Some(EngineSpec::Sink(_) | EngineSpec::Rdma(_)) => true,
+        None => false,
+    }
 }

@@ -32,6 +32,10 @@ struct SendStats {
     rate_bps: f64,
     rwnd_frac: f64,
     sndbuf_frac: f64,
+    /// Whether the kernel reported the limited times (tcpi_busy_time and
+    /// tcpi_rwnd_limited / tcpi_sndbuf_limited, Linux ≥ 4.10).
+    rwnd_known: bool,
+    sndbuf_known: bool,
     worst_conn: usize,
 }
 
@@ -75,8 +79,11 @@ fn send_stats(active: &[&Sample]) -> Option<SendStats> {
         let bytes: u64 = v.iter().map(|x| x.1).sum();
         let time: f64 = v.iter().map(|x| x.2).sum::<f64>().max(1e-9);
         st.rate_bps = st.rate_bps.max(bytes as f64 * 8.0 / time);
-        let r = frac(first, last, |t| t.rwnd_limited_us, single).unwrap_or(0.0);
-        let b = frac(first, last, |t| t.sndbuf_limited_us, single).unwrap_or(0.0);
+        let r = frac(first, last, |t| t.rwnd_limited_us, single);
+        let b = frac(first, last, |t| t.sndbuf_limited_us, single);
+        st.rwnd_known |= r.is_some();
+        st.sndbuf_known |= b.is_some();
+        let (r, b) = (r.unwrap_or(0.0), b.unwrap_or(0.0));
         if r.max(b) > st.rwnd_frac.max(st.sndbuf_frac) {
             st.worst_conn = *id;
         }
@@ -152,38 +159,61 @@ fn buffer_limited(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
         HostRole::Local => HostRole::Peer,
         HostRole::Peer => HostRole::Local,
     };
-    for (recv, facts, host, limited) in [
-        (true, ctx.other_facts, other, st.rwnd_frac),
-        (false, ctx.facts, ctx.host, st.sndbuf_frac),
+    for (recv, facts, host, limited, known) in [
+        (true, ctx.other_facts, other, st.rwnd_frac, st.rwnd_known),
+        (false, ctx.facts, ctx.host, st.sndbuf_frac, st.sndbuf_known),
     ] {
         let Some(facts) = facts else { continue };
         let Some((cap, what)) = cap(facts, recv, window) else {
             continue;
         };
         let capf = cap as f64;
-        let fires =
-            capf < bdp || (limited >= t.limited_share && (capf < 2.0 * bdp || cap < SMALL_BUFFER));
-        if !fires {
-            continue;
-        }
         let kind = if recv { "receive" } else { "send" };
         let lim_name = if recv {
             "rwnd_limited"
         } else {
             "sndbuf_limited"
         };
+        // The kernel's limited-time counters decide when it has them: a cap
+        // below bandwidth × RTT that never held a connection back is worth
+        // knowing (info), not what limited the test. Without them (kernels
+        // before 4.10) the cap against bandwidth × RTT is all there is.
+        let said = limited >= t.limited_share && (capf < 2.0 * bdp || cap < SMALL_BUFFER);
+        let (sev, title) = if said || (!known && capf < bdp) {
+            (
+                Severity::Warn,
+                format!(
+                    "TCP {kind} buffer cap {} KiB vs bandwidth × RTT {} KiB; {lim_name} {:.0} % of the time",
+                    cap / 1024,
+                    (bdp / 1024.0).round(),
+                    limited * 100.0
+                ),
+            )
+        } else if known && capf < bdp {
+            (
+                Severity::Info,
+                format!(
+                    "TCP {kind} buffer cap {} KiB is below bandwidth × RTT {} KiB, but the kernel saw the connections {lim_name} only {:.0} % of the time: not what limited this test",
+                    cap / 1024,
+                    (bdp / 1024.0).round(),
+                    limited * 100.0
+                ),
+            )
+        } else {
+            continue;
+        };
+        let impact = if sev == Severity::Warn {
+            limited.max(if capf < bdp { 1.0 - capf / bdp } else { 0.0 })
+        } else {
+            limited
+        };
         let f = Finding::new(
             "tcp.buffer-limited",
-            Severity::Warn,
+            sev,
             host,
             kind,
-            format!(
-                "TCP {kind} buffer cap {} KiB vs bandwidth × RTT {} KiB; {lim_name} {:.0} % of the time",
-                cap / 1024,
-                (bdp / 1024.0).round(),
-                limited * 100.0
-            ),
-            limited.max(if capf < bdp { 1.0 - capf / bdp } else { 0.0 }) * prior("tcp.buffer-limited") / 0.6,
+            title,
+            impact * prior("tcp.buffer-limited") / 0.6,
         )
         .ev(Evidence::num(what, capf, "B", if recv { "sysctl (receiver)" } else { "sysctl (sender)" }))
         .ev(Evidence::num("bandwidth × RTT per connection", bdp, "B", "TCP_INFO rtt × max(rate, link speed / streams)"))

@@ -107,6 +107,11 @@ impl EngineView {
             }
         }
         self.prev = read.cur;
+        e.extra = self.probe.as_ref().and_then(|p| p.interval(secs));
+        // One span for every rate of the interval: the engine's own when its
+        // figures cover less (a sink's drain tail), so the Sample's message
+        // rate and the engine's pps agree.
+        let secs = rate_span(secs, e.extra.as_ref());
         e.tx_bps = BitsPerSec::from_bytes(e.tx_bytes, secs);
         e.rx_bps = BitsPerSec::from_bytes(e.rx_bytes, secs);
         e.msgs_per_s = if secs > 0.0 {
@@ -114,7 +119,6 @@ impl EngineView {
         } else {
             0.0
         };
-        e.extra = self.probe.as_ref().and_then(|p| p.interval(secs));
         if let Some(h) = read.latency {
             e.latency = LatencySummary::from_histogram(&h);
             if !omitted {
@@ -123,5 +127,42 @@ impl EngineView {
             }
         }
         (e, conns)
+    }
+}
+
+/// The span (s) an interval's rates are computed over: the sampler's span
+/// between two counter reads, or the engine's own when it is positive and
+/// shorter (see [`crate::traffic::EngineInterval::own_span_s`]).
+fn rate_span(secs: f64, extra: Option<&crate::traffic::EngineInterval>) -> f64 {
+    extra
+        .and_then(|x| x.own_span_s())
+        .filter(|own| *own > 0.0 && *own < secs)
+        .unwrap_or(secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate_span;
+    use crate::traffic::EngineInterval;
+
+    fn sink(secs: f64) -> EngineInterval {
+        serde_json::from_value(serde_json::json!({"engine": "sink", "iface": "veth-b",
+            "figures": {"secs": secs, "mode": "udp", "counted": 672_500, "pps": 672_500.0,
+            "l2_bps": 0.0, "l1_bps": 0.0, "duplicates": 0, "reordered": 0, "missing": 0,
+            "missing_delta": 0, "drops": {"generator_errors": 0, "tx_dropped": 0,
+            "rx_dropped": 0, "softnet_dropped": 0, "ring_full": 0, "xdp_no_socket": 0},
+            "queues": []}}))
+        .expect("sink interval json")
+    }
+
+    #[test]
+    fn a_sinks_message_rate_is_over_the_span_its_counts_moved_in() {
+        // The drain's quiet tail: 1.38 s between the sampler's reads, the
+        // sink's counts moved for 1.0 s of it.
+        assert_eq!(rate_span(1.38, Some(&sink(1.0))), 1.0);
+        // Never longer than the sampler's span, never zero.
+        assert_eq!(rate_span(1.0, Some(&sink(1.2))), 1.0);
+        assert_eq!(rate_span(1.0, Some(&sink(0.0))), 1.0);
+        assert_eq!(rate_span(1.0, None), 1.0);
     }
 }

@@ -126,7 +126,9 @@ where
             return None;
         }
     }
-    let nonce_a = crate::session::auth::random_bytes::<16>();
+    // The nonce is this end's ephemeral X25519 key share (forward secrecy).
+    let ours = crate::session::auth::Ephemeral::generate();
+    let nonce_a = ours.share();
     let challenge = Msg::Challenge {
         version: PROTOCOL_VERSION,
         nonce: hex::encode(nonce_a),
@@ -148,12 +150,12 @@ where
             return None;
         }
     };
-    let nonce_c = match hex::decode(&nonce_c) {
-        Ok(n) if (8..=64).contains(&n.len()) => n,
-        _ => {
+    let nonce_c = match crate::session::auth::parse_share(&nonce_c) {
+        Ok(n) => n,
+        Err(e) => {
             refuse(
                 wr,
-                "authentication failed: the controller's nonce is not 8-64 hex bytes".into(),
+                format!("authentication failed: the controller's auth is malformed: {e}"),
             )
             .await;
             return None;
@@ -175,6 +177,17 @@ where
         return None;
     }
     state.gate.auth_ok(controller);
+    let shared = match ours.agree(&nonce_c) {
+        Ok(s) => s,
+        Err(e) => {
+            refuse(
+                wr,
+                format!("authentication failed: the controller's auth is unusable: {e}"),
+            )
+            .await;
+            return None;
+        }
+    };
     let refusal = {
         let mut busy = lock(&state.busy);
         match busy.as_ref() {
@@ -203,7 +216,12 @@ where
         *lock(&state.busy) = None;
         return None;
     }
-    Some(SessionKeys::derive(&state.token, &nonce_a, &nonce_c))
+    Some(SessionKeys::derive(
+        &state.token,
+        &nonce_a,
+        &nonce_c,
+        shared.as_bytes(),
+    ))
 }
 
 /// `Apply` of `Apply { profile: ... }`: the request's name for the log.

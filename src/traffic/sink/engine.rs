@@ -235,9 +235,14 @@ impl Engine for PacketEngine {
     fn connect(&mut self, peer: Option<EngineSetup>) -> Result<(), EngineError> {
         let bad = |m: String| Err(EngineError::Unsupported(m));
         match (std::mem::replace(&mut self.end, PreparedEnd::Failed), peer) {
-            (PreparedEnd::Sink(sink), Some(EngineSetup::Generator(g))) => {
+            (PreparedEnd::Sink(mut sink), Some(EngineSetup::Generator(g))) => {
+                let checked = check_gen_end(&self.spec, &g);
+                // Only now does the XDP program know whose frames to take.
+                let told = checked.is_ok().then(|| sink.set_generator(g.ip));
                 self.end = PreparedEnd::Sink(sink);
-                check_gen_end(&self.spec, &g).or_else(bad)
+                checked.or_else(bad)?;
+                told.transpose()?;
+                Ok(())
             }
             (PreparedEnd::Gen(gen), Some(EngineSetup::Sink(s))) => {
                 if let Err(e) = check_sink_end(&s) {

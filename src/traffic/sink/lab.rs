@@ -45,6 +45,11 @@ pub struct Point {
     pub sink: End,
     /// The generator's end; None = sink only (another tool generates).
     pub gen: Option<End>,
+    /// Sink only: the address the other tool sends from. Its frames are
+    /// counted only when they look like wirescope's (source port
+    /// `SRC_PORT_BASE` + flow, the stamp's "WS" at the payload's start);
+    /// with a generator here its setup names the address.
+    pub sender: Option<std::net::Ipv4Addr>,
     /// How long the generator sends.
     pub time: Duration,
     /// Sampling period.
@@ -167,18 +172,27 @@ pub fn run_point(
         sink: Some(sink),
         gen: None,
     };
+    if let (None, Some(ip), Some(s)) = (&p.gen, p.sender, run.sink.as_mut()) {
+        s.set_generator(ip)?;
+    }
     let s0 = snapshot_sink(&run);
     let mut gen_end = None;
     if let Some(g) = &p.gen {
         let spec = p.spec.clone();
         let se = sink_end.clone();
         let paths = paths.clone();
-        let (end, running) = in_netns(g.netns.as_deref(), move || {
+        let (end, prepared) = in_netns(g.netns.as_deref(), move || {
             let prepared = gen::prepare(&spec, Side::Controller, &g.iface, &paths)?;
-            let end = prepared.end();
-            Ok((end, prepared.start(&se)?))
+            Ok((prepared.end(), prepared))
         })?;
-        gen_end = Some(over_the_wire(&end)?);
+        let end = over_the_wire(&end)?;
+        // As the session does: the sink learns whose frames to count
+        // before the first one is sent.
+        if let Some(s) = run.sink.as_mut() {
+            s.set_generator(end.ip)?;
+        }
+        let running = in_netns(g.netns.as_deref(), move || prepared.start(&se))?;
+        gen_end = Some(end);
         run.gen = Some(running);
     }
     let g0 = run.gen.as_ref().map(RunningGenerator::snapshot);

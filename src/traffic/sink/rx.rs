@@ -170,9 +170,12 @@ fn too_many_threads(spec: &SinkSpec, info: &IfaceInfo) -> Option<String> {
 }
 
 fn filter(spec: &SinkSpec, info: &IfaceInfo, per_flow: bool) -> Filter {
+    let flows = spec.flow_count().clamp(1, super::spec::MAX_FLOWS);
     Filter {
         port_lo: spec.dst_port,
         port_hi: spec.dst_port,
+        src_port_lo: super::frame::ports(0, spec.dst_port).0,
+        src_port_hi: super::frame::ports((flows - 1) as u16, spec.dst_port).0,
         dst_ip: info.ipv4.map(|a| a.0),
         per_flow,
     }
@@ -682,6 +685,16 @@ impl RunningSink {
     /// The kernel id of the attached XDP program, if any.
     pub fn program_id(&self) -> Option<u32> {
         self.xdp.as_ref().and_then(SinkXdp::program_id)
+    }
+
+    /// The generator's setup arrived: its address is the source the XDP
+    /// program (xdp, af-xdp) counts; until now it let every frame pass.
+    /// The socket modes need nothing (they bind the test's port).
+    pub fn set_generator(&mut self, ip: std::net::Ipv4Addr) -> Result<(), SinkError> {
+        match self.xdp.as_mut() {
+            Some(x) => x.set_generator(ip),
+            None => Ok(()),
+        }
     }
 
     /// The counters now, with the host's loss counters.

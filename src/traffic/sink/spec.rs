@@ -21,8 +21,17 @@ pub const MAX_QUEUES: u32 = 1024;
 pub const MAX_FLOWS: u32 = 16_384;
 /// Source port of flow 0; flow `f` uses `SRC_PORT_BASE + f`.
 pub const SRC_PORT_BASE: u16 = 32_768;
-/// Default destination UDP port: 9, the discard service (RFC 863).
-pub const DEFAULT_DST_PORT: u16 = 9;
+/// Lowest of wirescope's UDP ports for packet tests. A sink binds, counts
+/// or drops only a destination port in [`MIN_DST_PORT`]`..=`[`MAX_DST_PORT`],
+/// so a peer cannot point it at another service's port (DNS, mDNS, ...).
+pub const MIN_DST_PORT: u16 = 5310;
+/// Highest of wirescope's UDP ports for packet tests.
+pub const MAX_DST_PORT: u16 = 5319;
+/// Default destination UDP port: the first of wirescope's range, above
+/// 1023 so the `udp` sink binds it without privileges.
+pub const DEFAULT_DST_PORT: u16 = MIN_DST_PORT;
+/// Packets per second at most (`--rate`).
+pub const MAX_RATE: u64 = 1_000_000_000;
 /// Memory one test may ask a host to map for its rings and UMEMs.
 pub const MAX_MEMORY: u64 = 4 << 30;
 /// Bytes a frame carries on the wire besides itself: preamble + SFD (8) and
@@ -397,9 +406,12 @@ impl SinkSpec {
                 self.queues, self.queues
             ));
         }
-        check("rate", self.rate, 0, 1_000_000_000)?;
-        if self.dst_port == 0 {
-            return Err("destination port 0 is not a port".into());
+        check("rate", self.rate, 0, MAX_RATE)?;
+        if !(MIN_DST_PORT..=MAX_DST_PORT).contains(&self.dst_port) {
+            return Err(format!(
+                "destination port {} is outside wirescope's packet-test ports {MIN_DST_PORT}-{MAX_DST_PORT} (UDP); the sink binds or counts no other port, so pick one of these (and run the same wirescope version on both hosts)",
+                self.dst_port
+            ));
         }
         for c in self.cpus.iter().chain(&self.peer_cpus) {
             check("cpu", u64::from(c.0), 0, 8191)?;
@@ -490,6 +502,16 @@ mod tests {
             ..SinkSpec::default()
         };
         ok.validate().unwrap();
+        // The port range's ends are wirescope's; the default is in it and unprivileged.
+        for dst_port in [MIN_DST_PORT, MAX_DST_PORT, DEFAULT_DST_PORT] {
+            SinkSpec {
+                dst_port,
+                ..ok.clone()
+            }
+            .validate()
+            .unwrap();
+        }
+        const { assert!(DEFAULT_DST_PORT >= 1024) };
         for (bad, needle) in [
             (
                 SinkSpec {
@@ -532,6 +554,34 @@ mod tests {
                     ..ok.clone()
                 },
                 "port",
+            ),
+            (
+                SinkSpec {
+                    dst_port: 5353,
+                    ..ok.clone()
+                },
+                "destination port 5353 is outside wirescope's packet-test ports 5310-5319",
+            ),
+            (
+                SinkSpec {
+                    dst_port: 9,
+                    ..ok.clone()
+                },
+                "5310-5319",
+            ),
+            (
+                SinkSpec {
+                    dst_port: MIN_DST_PORT - 1,
+                    ..ok.clone()
+                },
+                "5310-5319",
+            ),
+            (
+                SinkSpec {
+                    dst_port: MAX_DST_PORT + 1,
+                    ..ok.clone()
+                },
+                "5310-5319",
             ),
             (
                 SinkSpec {

@@ -1,6 +1,8 @@
 //! The sink's XDP programs (`ebpf/sink.bpf.c`), loaded with aya: attach to
 //! the sink's interface, read the per-queue × per-CPU counters, put AF_XDP
-//! sockets into the XSKMAP.
+//! sockets into the XSKMAP, and tell the program the generator's address
+//! once its setup arrives ([`SinkXdp::set_generator`]): until then no frame
+//! matches, and afterwards only the test generator's stamped frames do.
 //!
 //! A separate object from the probes' (`ebpf/wirescope.bpf.o`): it is loaded
 //! only while a sink test runs, on one interface, with its own
@@ -17,7 +19,7 @@
 use super::counters::XdpQueueSnap;
 use super::SinkError;
 use crate::units::CpuId;
-use aya::maps::{MapData, PerCpuArray, XskMap};
+use aya::maps::{Array, MapData, PerCpuArray, XskMap};
 use aya::programs::{Xdp, XdpMode};
 use aya::EbpfLoader;
 use std::net::Ipv4Addr;
@@ -81,13 +83,19 @@ impl Program {
     }
 }
 
-/// What the filter matches: IPv4/UDP to these ports (and this address).
+/// What the filter matches: IPv4/UDP from the generator's address (set
+/// later, [`SinkXdp::set_generator`]) and source ports to these ports (and
+/// this address), with the stamp's magic at the start of the payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Filter {
     /// Lowest destination port.
     pub port_lo: u16,
     /// Highest destination port.
     pub port_hi: u16,
+    /// Lowest source port (the generator's flow 0).
+    pub src_port_lo: u16,
+    /// Highest source port (its last flow).
+    pub src_port_hi: u16,
     /// Destination address; None = any.
     pub dst_ip: Option<Ipv4Addr>,
     /// Count per flow as well (`xdp` mode).
@@ -98,6 +106,7 @@ pub struct Filter {
 pub struct SinkXdp {
     counts: PerCpuArray<MapData, SinkCount>,
     flows: PerCpuArray<MapData, u64>,
+    gen: Array<MapData, u32>,
     xsks: Option<XskMap<MapData>>,
     program: Program,
     native: bool,
@@ -148,6 +157,8 @@ impl SinkXdp {
             .override_global("ws_port_lo", &filter.port_lo, true)
             .override_global("ws_port_hi", &filter.port_hi, true)
             .override_global("ws_dst_ip", &ip, true)
+            .override_global("ws_sport_lo", &filter.src_port_lo, true)
+            .override_global("ws_sport_hi", &filter.src_port_hi, true)
             .override_global("ws_per_flow", &per_flow, true)
             .load(OBJECT)
             .map_err(|e| refused(iface, format!("loading ebpf/sink.bpf.o: {e}")))?;
@@ -181,6 +192,7 @@ impl SinkXdp {
             .map_err(|e| refused(iface, e))?;
         let flows = PerCpuArray::try_from(take(&mut bpf, "ws_sink_flows")?)
             .map_err(|e| refused(iface, e))?;
+        let gen = Array::try_from(take(&mut bpf, "ws_sink_gen")?).map_err(|e| refused(iface, e))?;
         let xsks = match program {
             Program::Redirect => Some(
                 XskMap::try_from(take(&mut bpf, "ws_sink_xsks")?).map_err(|e| refused(iface, e))?,
@@ -190,6 +202,7 @@ impl SinkXdp {
         Ok(SinkXdp {
             counts,
             flows,
+            gen,
             xsks,
             program,
             native,
@@ -213,6 +226,24 @@ impl SinkXdp {
     /// The kernel's id of the attached program (to check it is gone later).
     pub fn program_id(&self) -> Option<u32> {
         self.prog_id
+    }
+
+    /// The test's generator sends from `ip` (its setup said so): from now
+    /// on its stamped frames are counted (and dropped or redirected);
+    /// before, every frame passes. `ip` must be a unicast address.
+    pub fn set_generator(&mut self, ip: Ipv4Addr) -> Result<(), SinkError> {
+        if !super::engine::is_test_address(ip) {
+            return Err(SinkError::Unsupported(format!(
+                "the generator's address {ip} cannot send the flows"
+            )));
+        }
+        self.gen
+            .set(0, u32::from_ne_bytes(ip.octets()), 0)
+            .map_err(|e| SinkError::Io {
+                op: "ws_sink_gen update (the generator's address)",
+                queue: 0,
+                source: std::io::Error::other(e.to_string()),
+            })
     }
 
     /// Route queue `queue`'s test frames to the AF_XDP socket `fd`.

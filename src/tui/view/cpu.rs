@@ -28,7 +28,7 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
     let [hosts, legend] = Layout::vertical([Constraint::Min(3), Constraint::Length(1)]).areas(area);
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(hosts);
-    let cur = m.current();
+    let cur = m.measured();
     let spec = m.spec.as_ref();
     host(
         frame,

@@ -272,12 +272,23 @@ fn probes(m: &Model) -> (String, String) {
         }
         errors += s.probe_errors.len();
     }
-    let ebpf = if v.iter().any(|x| x == "eBPF") {
+    let words: Vec<&str> = i
+        .local
+        .iter()
+        .chain(i.peer.iter())
+        .filter_map(ebpf_word)
+        .collect();
+    let ebpf = if words.contains(&"eBPF sampled") {
+        "eBPF sampled"
+    } else if words.contains(&"eBPF") {
         "eBPF"
     } else {
         v.push("no eBPF".into());
         "no eBPF"
     };
+    if !v.iter().any(|x| x == ebpf) && ebpf != "no eBPF" {
+        v.push(ebpf.to_string());
+    }
     let short = if errors > 0 {
         v.push(format!("{errors} probe error(s)"));
         format!("{ebpf}, probe errors")
@@ -285,6 +296,24 @@ fn probes(m: &Model) -> (String, String) {
         ebpf.to_string()
     };
     (v.join(" "), short)
+}
+
+/// Whether the eBPF probes ran on a host in an interval, and how: `eBPF`
+/// (every skb, `--ebpf deep`), `eBPF sampled` (the default set, attached
+/// for a share of the interval), or None (off, or a captured host). The
+/// Sample's status says it even when no queue row came from eBPF (an idle
+/// interval).
+fn ebpf_word(s: &crate::probe::sample::Sample) -> Option<&'static str> {
+    use crate::probe::sample::QueueSource;
+    let counted = s.queues.iter().any(|q| q.source.is_ebpf());
+    if s.ebpf.as_deref() != Some("on") && !counted {
+        return None;
+    }
+    let sampled = s.ebpf_observed.is_some()
+        || s.queues
+            .iter()
+            .any(|q| q.source == QueueSource::EbpfSampled);
+    Some(if sampled { "eBPF sampled" } else { "eBPF" })
 }
 
 fn tabs(m: &Model) -> Line<'static> {
@@ -313,7 +342,31 @@ fn tabs(m: &Model) -> Line<'static> {
 
 #[cfg(test)]
 mod tests {
-    use super::{fit, Field};
+    use super::{ebpf_word, fit, Field};
+    use crate::probe::sample::Sample;
+
+    fn sample(extra: &str) -> Sample {
+        let engine = serde_json::to_string(&crate::probe::sample::EngineSample::default())
+            .expect("an engine sample");
+        let json = format!(
+            r#"{{"host":"local","index":1,"start_s":1.0,"end_s":2.0,"omitted":false,"engine":{engine},"cpus":[]{extra}}}"#
+        );
+        serde_json::from_str(&json).expect("a test Sample")
+    }
+
+    #[test]
+    fn the_default_sampled_ebpf_set_is_named_not_reported_missing() {
+        // The default set: status on, packet probes attached for 25 % of
+        // the interval. It was shown as "no eBPF".
+        let s = sample(r#","ebpf":"on","ebpf_observed":0.25"#);
+        assert_eq!(ebpf_word(&s), Some("eBPF sampled"));
+        // An idle interval of the deep set: no eBPF queue row, still on.
+        assert_eq!(ebpf_word(&sample(r#","ebpf":"on""#)), Some("eBPF"));
+        // Off, with its reason, and a captured host (no status).
+        let off = sample(r#","ebpf":"eBPF off: needs CAP_BPF and CAP_PERFMON (run as root)""#);
+        assert_eq!(ebpf_word(&off), None);
+        assert_eq!(ebpf_word(&sample("")), None);
+    }
     use ratatui::text::Span;
 
     fn text(line: &ratatui::text::Line<'_>) -> String {

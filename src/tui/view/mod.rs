@@ -85,8 +85,11 @@ fn dashboard(frame: &mut Frame, area: Rect, m: &Model) {
     }
 }
 
+/// The footer's keys (the README's sample screen shows the same line).
+const KEYS: &str = "q quit  Tab/1-7 view  s start/stop  p pause  ←→ time  ↑↓ scroll  l log  ? help";
+
 fn footer(frame: &mut Frame, area: Rect, m: &Model) {
-    let keys = "q quit  Tab/1-7 view  s start/stop  p pause  ←→ time  ↑↓ scroll  l log  ? help";
+    let keys = KEYS;
     let mut spans = vec![Span::styled(
         keys,
         style(m, Color::Gray).add_modifier(Modifier::DIM),
@@ -198,5 +201,49 @@ pub fn host_name(m: &Model, local: bool) -> String {
             .as_ref()
             .map(|h| h.hostname.clone())
             .unwrap_or_else(|| "peer".into())
+    }
+}
+
+#[cfg(test)]
+mod readme_tests {
+    use super::KEYS;
+    use crate::tui::model::View;
+
+    const README: &str = include_str!("../../../README.md");
+
+    #[test]
+    fn the_readme_names_the_views_and_keys_the_tui_has() {
+        assert!(
+            KEYS.contains(&format!("Tab/1-{} view", View::ALL.len())),
+            "{KEYS}"
+        );
+        assert!(
+            README.contains(KEYS),
+            "the README's sample screen shows another key line than the TUI: {KEYS}"
+        );
+        // "the queue view (`3`)", across line breaks: every such number is
+        // the view's key.
+        let text = README
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase();
+        let mut checked = 0;
+        for (n, v) in View::ALL.iter().enumerate() {
+            let word = v.title().to_lowercase();
+            let word = word.trim_end_matches('s');
+            let key = format!("{word} view (`");
+            for (at, _) in text.match_indices(&key) {
+                checked += 1;
+                let digit = text[at + key.len()..].chars().next();
+                assert_eq!(
+                    digit,
+                    char::from_digit(n as u32 + 1, 10),
+                    "README: the {word} view is key {}",
+                    n + 1
+                );
+            }
+        }
+        assert!(checked >= 3, "only {checked} view keys found in the README");
     }
 }

@@ -31,7 +31,7 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         ),
         style(m, Color::Gray).add_modifier(Modifier::BOLD),
     )];
-    let cur = m.current();
+    let cur = m.measured();
     for (role, s) in [
         ("local", cur.and_then(|i| i.local.as_ref())),
         ("peer", cur.and_then(|i| i.peer.as_ref())),

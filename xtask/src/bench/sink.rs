@@ -127,11 +127,17 @@ fn mac(pair: &NetnsPair, side: Side, dev: &str) -> Result<String> {
 /// trafgen for `secs` on cpu0 while an xdp sink counts on veth-b: frames/s.
 fn trafgen_round(ws: &Path, pair: &NetnsPair, conf: &Path, secs: u64) -> Result<f64> {
     let sink_time = format!("{}s", secs + 2);
-    let sink = lab(ws, pair, &["--sink", "xdp", "-t", &sink_time])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting the counting sink")?;
+    // The xdp sink counts only frames from the sender it is told, to one of
+    // wirescope's ports, that look like its own (the config's "WS" stamp).
+    let sink = lab(
+        ws,
+        pair,
+        &["--sink", "xdp", "-t", &sink_time, "--from-ip", "198.18.0.1"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .context("starting the counting sink")?;
     // The sink attaches XDP within milliseconds; give it a moment.
     std::thread::sleep(std::time::Duration::from_millis(500));
     let start = Instant::now();
@@ -179,7 +185,7 @@ fn generator_vs_trafgen(ws: &Path, pair: &NetnsPair, c: Common, t: &str) -> Resu
     std::fs::write(
         &conf,
         format!(
-            "{{\n  eth(da={}, sa={}, type=0x0800),\n  ipv4(sa=198.18.0.1, da=198.18.0.2, ttl=64, df),\n  udp(sp=32768, dp=9),\n  fill(0x00, 18)\n}}\n",
+            "{{\n  eth(da={}, sa={}, type=0x0800),\n  ipv4(sa=198.18.0.1, da=198.18.0.2, ttl=64, df),\n  udp(sp=32768, dp=5310),\n  \"WS\",\n  fill(0x00, 16)\n}}\n",
             mac(pair, Side::B, "veth-b")?,
             mac(pair, Side::A, "veth-a")?
         ),
