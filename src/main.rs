@@ -39,6 +39,12 @@ fn main() -> ExitCode {
             wirescope::face::sink_lab::command(*s).map_err(FaceError::from)
         }
     };
+    // Output that could not be written (a full disk behind `>`) fails the
+    // command, whichever face printed it; a closed pipe (`| head`) does not.
+    let result = match (result, wirescope::face::stdout_result()) {
+        (Ok(_), Err(e)) => Err(e),
+        (r, _) => r,
+    };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
@@ -67,7 +73,7 @@ fn run_agent(a: AgentArgs) -> FaceResult {
         eprintln!("wirescope agent: created a new token in {} (mode 0600); copy it to the controller's ~/.config/wirescope/token or pass --token-file", p.display());
     }
     let rt = wirescope::face::control_runtime("ws-agent").map_err(anyhow::Error::from)?;
-    rt.block_on(async move {
+    let result = rt.block_on(async move {
         let shutdown = tokio_util::sync::CancellationToken::new();
         wirescope::face::spawn_signal_handler(shutdown.clone());
         let cfg = AgentConfig {
@@ -88,5 +94,9 @@ fn run_agent(a: AgentArgs) -> FaceResult {
             let _ = std::fs::remove_file(p);
         }
         Ok(EXIT_OK)
-    })
+    });
+    // A blocking task still inside the kernel must not keep a stopped agent
+    // alive: give tasks a moment, then exit without them.
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    result
 }

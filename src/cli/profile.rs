@@ -152,6 +152,12 @@ pub struct RollbackArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// List the backups (where, when and by which command each was made) and change nothing.
+    #[arg(long, conflicts_with_all = ["discard", "peer"])]
+    pub list: bool,
+    /// Remove a backup without restoring it (one whose namespace is gone): the newest one in effect, or ID.
+    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "", conflicts_with = "peer")]
+    pub discard: Option<String>,
     /// Roll back on the agent's host instead (it must run with `--allow-tuning`).
     #[arg(long, value_name = "HOST[:PORT]")]
     pub peer: Option<String>,
@@ -166,4 +172,10 @@ pub struct FinishArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Finish on the agent's host instead (it must run with `--allow-tuning`).
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub peer: Option<String>,
+    /// Token file shared with the agent (with --peer).
+    #[arg(long, value_name = "PATH", requires = "peer")]
+    pub token_file: Option<PathBuf>,
 }

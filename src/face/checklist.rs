@@ -6,7 +6,8 @@
 //! the runs compared), each test run through the same driver and pipeline
 //! as `wirescope run` (its summary gives the metric, its closing diagnosis
 //! the findings), changes on this host through the profile machinery
-//! (backed up under `--state-dir`), changes on the agent's host through the
+//! (backed up under `--state-dir`; on the local pair, unless one is given,
+//! a temporary one that goes with the pair), changes on the agent's host through the
 //! control protocol ([`TuneRequest`], refused unless the agent runs with
 //! `--allow-tuning`). Between tests, while the user is asked, the session
 //! is kept alive with pings.
@@ -42,7 +43,7 @@ pub fn command(args: ChecklistArgs, argv: Vec<String>) -> FaceResult {
 }
 
 fn list() -> FaceResult {
-    println!("{:18}  FOR", "NAME");
+    outln!("{:18}  FOR", "NAME");
     for (name, _) in checklist::SHIPPED {
         match checklist::shipped(name) {
             Some(Ok(c)) => {
@@ -50,9 +51,9 @@ fn list() -> FaceResult {
                     .unavailable()
                     .map(|w| format!("  (not available: {w})"))
                     .unwrap_or_default();
-                println!("{name:18}  {}{note}", c.purpose);
+                outln!("{name:18}  {}{note}", c.purpose);
             }
-            Some(Err(e)) => println!("{name:18}  (does not load: {e})"),
+            Some(Err(e)) => outln!("{name:18}  (does not load: {e})"),
             None => {}
         }
     }
@@ -67,13 +68,19 @@ fn load(name: &str) -> Result<Checklist, FaceError> {
             name.to_string(),
         ),
         None => {
-            let text = std::fs::read_to_string(name).map_err(|e| {
-                let names: Vec<&str> = checklist::SHIPPED.iter().map(|(n, _)| *n).collect();
-                FaceError::Usage(format!(
-                    "{name} is neither a shipped checklist ({}) nor a readable file: {e}",
-                    names.join(", ")
-                ))
-            })?;
+            // Bounded and regular files only: `/dev/zero` or a FIFO would never end.
+            let max = crate::tune::profile::MAX_TEXT as u64;
+            let text = crate::probe::trusted::read_bounded(std::path::Path::new(name), max)
+                .map_err(|e| {
+                    let names: Vec<&str> = checklist::SHIPPED.iter().map(|(n, _)| *n).collect();
+                    match e.io_kind() {
+                        Some(_) => FaceError::Usage(format!(
+                            "{name} is neither a shipped checklist ({}) nor a readable file: {e}",
+                            names.join(", ")
+                        )),
+                        None => FaceError::Usage(format!("checklist {e}")),
+                    }
+                })?;
             let c = Checklist::parse(&text, name).map_err(|e| FaceError::Usage(e.to_string()))?;
             (c, name.to_string())
         }
@@ -89,8 +96,23 @@ fn load(name: &str) -> Result<Checklist, FaceError> {
 fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
     let c = load(&a.name)?;
     let choice = a.target.resolve()?;
-    let state = StateDir::resolve(a.state_dir.as_deref());
     let opened = crate::session::open(&choice, a.target.token_file.as_deref())?;
+    // On the local pair this host's side is a namespace that goes away with
+    // the run: its backups go with it (a temporary state directory, as the
+    // TUI does), never into the host's, where they would block rollbacks.
+    let temp_state = match (&opened.pair, &a.state_dir) {
+        (Some(_), None) => Some(
+            tempfile::Builder::new()
+                .prefix("wirescope-checklist-")
+                .tempdir()
+                .context("cannot create a temporary state directory for the local pair")?,
+        ),
+        _ => None,
+    };
+    let state = match &temp_state {
+        Some(t) => StateDir::at(t.path()),
+        None => StateDir::resolve(a.state_dir.as_deref()),
+    };
     let crate::session::Opened {
         pair,
         target,
@@ -106,7 +128,7 @@ fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
     while rx.try_recv().is_ok() {}
     let ctl = ctl.map_err(|e| FaceError::Failed(anyhow::anyhow!(super::error_text(&e))))?;
     if !a.json {
-        println!(
+        outln!(
             "checklist {} on {} ({}): {} check(s), {} round(s) per measurement",
             c.name,
             description,
@@ -143,11 +165,17 @@ fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
     match result {
         Ok(s) => {
             if let Some(text) = &s.kept_local {
-                d.offer_save(&format!("{}-kept-local", c.name), text);
+                if temp_state.is_some() {
+                    if !d.json {
+                        outln!("kept in the local pair's namespace (gone with it); as a profile:\n{text}");
+                    }
+                } else {
+                    d.offer_save(&format!("{}-kept-local", c.name), text);
+                }
             }
             if let Some(text) = &s.kept_peer {
                 if !d.json {
-                    println!("kept on the peer (apply it there with `wirescope profile apply FILE` to repeat):\n{text}");
+                    outln!("kept on the peer (apply it there with `wirescope profile apply FILE` to repeat):\n{text}");
                 }
             }
             Ok(EXIT_OK)
@@ -353,7 +381,7 @@ impl SessionDriver {
     fn offer_save(&mut self, name: &str, text: &str) {
         let path = self.state.profiles_dir().join(format!("{name}.toml"));
         if !self.json {
-            println!("kept on this host, as a profile:\n{text}");
+            outln!("kept on this host, as a profile:\n{text}");
         }
         if self.ask(&format!("save it as {}?", path.display())) {
             let saved = std::fs::create_dir_all(self.state.profiles_dir())
@@ -470,9 +498,9 @@ impl Driver for SessionDriver {
 
     fn confirm(&mut self, q: &Question) -> bool {
         if !self.json {
-            println!();
+            outln!();
             for l in question_lines(q) {
-                println!("{l}");
+                outln!("{l}");
             }
         }
         let prompt = match q {
@@ -487,16 +515,16 @@ impl Driver for SessionDriver {
     fn record(&mut self, r: &Record) {
         if self.json {
             match serde_json::to_string(r) {
-                Ok(j) => println!("{j}"),
+                Ok(j) => outln!("{j}"),
                 Err(e) => eprintln!("wirescope: cannot encode a record: {e}"),
             }
             return;
         }
         if matches!(r, Record::Summary(_)) {
-            println!();
+            outln!();
         }
         for l in record_lines(r) {
-            println!("{l}");
+            outln!("{l}");
         }
     }
 }

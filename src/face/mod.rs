@@ -6,6 +6,24 @@
 //! session drives the protocol ([`crate::session::driver`]), the pipeline
 //! builds records, findings and summaries ([`crate::record::pipeline`]).
 
+/// `println!` through [`out`]: a closed pipe ends the output quietly, any
+/// other write error is kept for [`stdout_result`] (never a panic).
+macro_rules! outln {
+    () => {
+        $crate::face::out("\n")
+    };
+    ($($t:tt)*) => {
+        $crate::face::out(&format!("{}\n", format_args!($($t)*)))
+    };
+}
+
+/// `print!` through [`out`] (see [`outln!`]).
+macro_rules! outp {
+    ($($t:tt)*) => {
+        $crate::face::out(&format!($($t)*))
+    };
+}
+
 pub mod capture;
 pub mod check;
 pub mod checklist;

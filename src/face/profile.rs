@@ -57,11 +57,11 @@ fn host_for(from: Option<&PathBuf>) -> anyhow::Result<Host> {
 fn list(state: &StateDir, a: &ListArgs) -> anyhow::Result<u8> {
     let items = library::list(state);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&items)?);
+        outln!("{}", serde_json::to_string_pretty(&items)?);
         return Ok(EXIT_OK);
     }
     let w = items.iter().map(|i| i.name.len()).max().unwrap_or(4).max(4);
-    println!("{:w$}  {:10}  FOR", "NAME", "ORIGIN");
+    outln!("{:w$}  {:10}  FOR", "NAME", "ORIGIN");
     for i in &items {
         let origin = if i.origin == "shipped" {
             "shipped"
@@ -69,20 +69,20 @@ fn list(state: &StateDir, a: &ListArgs) -> anyhow::Result<u8> {
             "saved"
         };
         match &i.error {
-            Some(e) => println!("{:w$}  {origin:10}  (does not load: {e})", i.name),
-            None => println!("{:w$}  {origin:10}  {}", i.name, i.purpose),
+            Some(e) => outln!("{:w$}  {origin:10}  (does not load: {e})", i.name),
+            None => outln!("{:w$}  {origin:10}  {}", i.name, i.purpose),
         }
     }
-    println!("(saved profiles are in {})", state.profiles_dir().display());
+    outln!("(saved profiles are in {})", state.profiles_dir().display());
     Ok(EXIT_OK)
 }
 
 fn show(state: &StateDir, a: &ShowArgs) -> anyhow::Result<u8> {
     let f = library::find(&a.profile, state)?;
-    println!("# {} ({})", f.profile.name, f.origin);
-    print!("{}", f.text);
+    outln!("# {} ({})", f.profile.name, f.origin);
+    outp!("{}", f.text);
     if !f.text.ends_with('\n') {
-        println!();
+        outln!();
     }
     Ok(EXIT_OK)
 }
@@ -111,7 +111,7 @@ fn save(state: &StateDir, a: &SaveArgs) -> anyhow::Result<u8> {
     }
     let path = match &a.output {
         Some(p) if p.as_os_str() == "-" => {
-            print!("{}", snap.text);
+            outp!("{}", snap.text);
             return Ok(EXIT_OK);
         }
         Some(p) => p.clone(),
@@ -126,7 +126,7 @@ fn save(state: &StateDir, a: &SaveArgs) -> anyhow::Result<u8> {
     }
     std::fs::write(&path, &snap.text)
         .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
-    println!("saved profile {} to {}", a.name, path.display());
+    outln!("saved profile {} to {}", a.name, path.display());
     Ok(EXIT_OK)
 }
 
@@ -167,9 +167,9 @@ fn diff_cmd(state: &StateDir, a: &DiffArgs) -> anyhow::Result<u8> {
     };
     let d = diff::diff(&sa, &sb, &host, &opts);
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&d)?);
+        outln!("{}", serde_json::to_string_pretty(&d)?);
     } else {
-        print!("{}", diff::render(&d));
+        outp!("{}", diff::render(&d));
     }
     Ok(if a.exit_code && !d.lines.is_empty() {
         EXIT_DIFFERENT
@@ -257,7 +257,7 @@ fn apply_cmd(state: &StateDir, a: &ApplyArgs) -> anyhow::Result<u8> {
     let changes = plan.changes();
     if a.dry_run {
         for c in &changes {
-            println!("{}", c.command());
+            outln!("{}", c.command());
         }
         eprintln!(
             "wirescope: dry run of profile {} on {}: {} change(s), {} already set; nothing was changed",
@@ -269,7 +269,7 @@ fn apply_cmd(state: &StateDir, a: &ApplyArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     }
     if changes.is_empty() {
-        println!(
+        outln!(
             "profile {}: all {} setting(s) already have their values; nothing to change",
             plan.profile,
             plan.settings.len()
@@ -300,7 +300,7 @@ fn apply_cmd(state: &StateDir, a: &ApplyArgs) -> anyhow::Result<u8> {
     };
     let report = apply::apply_plan(&plan, &found.profile.source, skipped, &host, state, &aopts)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_apply(&report, "applied");
     }
@@ -332,7 +332,7 @@ fn apply_peer(peer: &str, source: &str, a: &ApplyArgs) -> anyhow::Result<u8> {
     let changes = plan.changes();
     if a.dry_run {
         for c in &changes {
-            println!("{}", c.command());
+            outln!("{}", c.command());
         }
         eprintln!(
             "wirescope: dry run of profile {} on the peer {}: {} change(s); nothing was changed",
@@ -343,7 +343,7 @@ fn apply_peer(peer: &str, source: &str, a: &ApplyArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     }
     if changes.is_empty() {
-        println!("profile {}: the peer already has every value", plan.profile);
+        outln!("profile {}: the peer already has every value", plan.profile);
         return Ok(EXIT_OK);
     }
     if !a.yes {
@@ -372,7 +372,7 @@ fn apply_peer(peer: &str, source: &str, a: &ApplyArgs) -> anyhow::Result<u8> {
         other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_apply(&report, "applied on the peer");
     }
@@ -407,11 +407,11 @@ fn peer_request(
 
 fn print_apply(r: &ApplyReport, verb: &str) {
     let w = r.changes.iter().map(|c| c.setting.len()).max().unwrap_or(0);
-    println!("profile {} on {}:", r.profile, r.host);
+    outln!("profile {} on {}:", r.profile, r.host);
     for c in &r.changes {
-        println!("  {:w$}  {}  ->  {}", c.setting, c.before, c.after);
+        outln!("  {:w$}  {}  ->  {}", c.setting, c.before, c.after);
     }
-    println!(
+    outln!(
         "{verb} {} setting(s) ({} already set); backup {}; undo with `wirescope profile rollback`",
         r.changes.len(),
         r.unchanged,
@@ -426,17 +426,19 @@ fn print_rollback(r: &RollbackReport) {
         .map(|c| c.setting.len())
         .max()
         .unwrap_or(0);
-    println!(
+    outln!(
         "rolled back profile {} (backup {}) on {}:",
-        r.profile, r.backup, r.host
+        r.profile,
+        r.backup,
+        r.host
     );
     for c in &r.restored {
-        println!("  {:w$}  {}  ->  {}", c.setting, c.before, c.after);
+        outln!("  {:w$}  {}  ->  {}", c.setting, c.before, c.after);
     }
     for d in &r.drifted {
-        println!("  note: {d} had been changed by something else since; restored anyway");
+        outln!("  note: {d} had been changed by something else since; restored anyway");
     }
-    println!(
+    outln!(
         "restored {} setting(s); {} already had the value from before the apply",
         r.restored.len(),
         r.already
@@ -444,6 +446,32 @@ fn print_rollback(r: &RollbackReport) {
 }
 
 fn rollback_cmd(state: &StateDir, a: &RollbackArgs) -> anyhow::Result<u8> {
+    if a.list {
+        return list_backups(state, a.json);
+    }
+    if let Some(id) = &a.discard {
+        let (id, backup) = state.discard(Some(id.as_str()).filter(|i| !i.is_empty()))?;
+        if a.json {
+            outln!(
+                "{}",
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"discarded": id, "backup": backup})
+                )?
+            );
+        } else {
+            match &backup {
+                Some(b) => outln!(
+                    "discarded backup {id} of profile {} ({}); nothing was restored",
+                    b.profile,
+                    origin_of(b)
+                ),
+                None => outln!(
+                    "discarded backup {id} (it did not read as a backup); nothing was restored"
+                ),
+            }
+        }
+        return Ok(EXIT_OK);
+    }
     if let Some(peer) = &a.peer {
         let r = match peer_request(
             peer,
@@ -454,7 +482,7 @@ fn rollback_cmd(state: &StateDir, a: &RollbackArgs) -> anyhow::Result<u8> {
             other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
         };
         if a.json {
-            println!("{}", serde_json::to_string_pretty(&r)?);
+            outln!("{}", serde_json::to_string_pretty(&r)?);
         } else {
             print_rollback(&r);
         }
@@ -469,23 +497,86 @@ fn rollback_cmd(state: &StateDir, a: &RollbackArgs) -> anyhow::Result<u8> {
     }
     let r = apply::rollback(&host, state)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         print_rollback(&r);
     }
     Ok(EXIT_OK)
 }
 
-fn finish_cmd(state: &StateDir, a: &FinishArgs) -> anyhow::Result<u8> {
-    let host = Host::live();
-    let hook = test_hook().map(pause_hook);
-    let aopts = ApplyOptions {
-        skip_unsupported: false,
-        after_step: hook.as_ref().map(|h| h as &dyn Fn(usize, usize)),
+/// Where a backup was taken, for people: host and namespace name (or inode).
+fn origin_of(b: &crate::tune::state::Backup) -> String {
+    let ns = match &b.netns {
+        Some(n) => n.describe(),
+        None => b.namespace.clone(),
     };
-    let r = apply::finish(&host, state, &aopts)?;
+    format!("{}, {ns}", b.hostname)
+}
+
+fn list_backups(state: &StateDir, json: bool) -> anyhow::Result<u8> {
+    let entries = state.entries()?;
+    if json {
+        let v: Vec<_> = entries
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "backup": e.backup,
+                    "status": format!("{:?}", e.status()),
+                })
+            })
+            .collect();
+        outln!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(EXIT_OK);
+    }
+    if entries.is_empty() {
+        outln!("no backups in {}", state.path().display());
+        return Ok(EXIT_OK);
+    }
+    for e in &entries {
+        let status = match e.status() {
+            crate::tune::state::Status::Applied => "in effect",
+            crate::tune::state::Status::Incomplete => "partly restored",
+            crate::tune::state::Status::Interrupted { .. } => "interrupted",
+            crate::tune::state::Status::Restored => "restored after a failure",
+            crate::tune::state::Status::RolledBack => "rolled back",
+        };
+        outln!("{}  {status}", e.backup.id);
+        outln!(
+            "  profile  {} ({} settings)",
+            e.backup.profile,
+            e.backup.steps.len()
+        );
+        outln!("  when     {}", e.backup.created);
+        outln!("  where    {}", origin_of(&e.backup));
+        if !e.backup.command.is_empty() {
+            outln!("  command  {}", e.backup.command);
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+fn finish_cmd(state: &StateDir, a: &FinishArgs) -> anyhow::Result<u8> {
+    let r = match &a.peer {
+        Some(peer) => match peer_request(
+            peer,
+            a.token_file.as_deref(),
+            crate::tune::peer::TuneRequest::Finish,
+        )? {
+            crate::tune::peer::TuneResponse::Applied(r) => r,
+            other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
+        },
+        None => {
+            let host = Host::live();
+            let hook = test_hook().map(pause_hook);
+            let aopts = ApplyOptions {
+                skip_unsupported: false,
+                after_step: hook.as_ref().map(|h| h as &dyn Fn(usize, usize)),
+            };
+            apply::finish(&host, state, &aopts)?
+        }
+    };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        outln!("{}", serde_json::to_string_pretty(&r)?);
     } else {
         print_apply(&r, "finished");
     }

@@ -93,9 +93,9 @@ fn serve_grpc(a: ServeGrpcArgs) -> Result<u8, GrpcError> {
             "totals": counters.snapshot(),
             "vm_hwm_bytes": hwm.map(|b| b.0),
         });
-        println!("{totals}");
+        outln!("{totals}");
     } else {
-        println!("total    {}", line(&total, hwm));
+        outln!("total    {}", line(&total, hwm));
     }
     joined.map_err(GrpcError::from)?;
     Ok(EXIT_OK)
@@ -129,7 +129,7 @@ async fn wait_for_signal(counters: &GrpcCounters, every: Duration) {
                 at = Instant::now();
                 let i = interval(&prev, &now, secs, &counters.take_latency());
                 prev = now;
-                println!("{:7.1}s {}", at.elapsed().as_secs_f64(), line(&i, memory::peak_resident().ok()));
+                outln!("{:7.1}s {}", at.elapsed().as_secs_f64(), line(&i, memory::peak_resident().ok()));
             }
         }
     }
@@ -204,13 +204,13 @@ fn grpc_client(a: GrpcClientArgs) -> Result<u8, GrpcError> {
         vm_hwm_bytes: memory::peak_resident().ok().map(|b| b.0),
     };
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string(&report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
         );
     } else {
         let l = report.result.latency;
-        println!(
+        outln!(
             "{} {} -> {}: {}",
             report.mode.name(),
             secs.round(),
@@ -218,9 +218,12 @@ fn grpc_client(a: GrpcClientArgs) -> Result<u8, GrpcError> {
             line(&report.result, report.vm_hwm_bytes.map(Bytes))
         );
         if let Some(l) = l {
-            println!(
+            outln!(
                 "latency us: p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}",
-                l.p50, l.p90, l.p99, l.p999
+                l.p50,
+                l.p90,
+                l.p99,
+                l.p999
             );
         }
     }

@@ -68,11 +68,11 @@ pub fn command(a: SinkLabArgs) -> anyhow::Result<u8> {
     for spec in specs {
         if !a.json {
             if a.gen_iface.is_some() {
-                println!("{}", spec.pinning_line());
+                outln!("{}", spec.pinning_line());
             } else {
                 // Another tool sends: only the sink's threads are this run's.
                 let c = spec.cpus_for(spec.sink_side());
-                println!(
+                outln!(
                     "sink threads {} (no generator here)",
                     if c.is_empty() {
                         "unpinned".to_string()
@@ -106,7 +106,7 @@ pub fn command(a: SinkLabArgs) -> anyhow::Result<u8> {
             let mut v = serde_json::to_value(&r.summary)?;
             v["type"] = "summary".into();
             v["sink_end"] = serde_json::to_value(&r.sink_end)?;
-            println!("{v}");
+            outln!("{v}");
         } else {
             print_summary(&r.summary, &r.sink_end);
         }
@@ -133,7 +133,7 @@ fn print_interval(a: &SinkLabArgs, i: &LabInterval) {
     if a.json {
         if let Ok(mut v) = serde_json::to_value(i) {
             v["type"] = "interval".into();
-            println!("{v}");
+            outln!("{v}");
         }
         return;
     }
@@ -154,7 +154,7 @@ fn print_interval(a: &SinkLabArgs, i: &LabInterval) {
         .cpu_pct
         .map(|c| format!(" cpu {c:.0}%"))
         .unwrap_or_default();
-    println!(
+    outln!(
         "[{:>3}] sink {} L2 {} L1 {}{cpu} missing {} ring-full {}{gen}",
         i.index,
         mpps(s.rates.pps),
@@ -169,7 +169,7 @@ fn print_summary(
     s: &crate::traffic::sink::figures::SinkSummary,
     end: &crate::traffic::sink::SinkEnd,
 ) {
-    println!(
+    outln!(
         "sink on {} ({} rx queues{})",
         end.iface,
         end.rx_queues,
@@ -179,9 +179,9 @@ fn print_summary(
             None => "",
         },
     );
-    print!("{}", crate::record::text::sink_lines(s));
+    outp!("{}", crate::record::text::sink_lines(s));
 }
 
 fn print_sweep(rows: &[crate::traffic::sink::figures::SinkSummary]) {
-    print!("{}", crate::record::text::sink_sweep_table(rows));
+    outp!("{}", crate::record::text::sink_sweep_table(rows));
 }

@@ -27,4 +27,5 @@ pub mod source;
 pub mod system;
 pub mod tcpinfo;
 pub mod topology;
+pub mod trusted;
 pub mod untrusted;

@@ -251,15 +251,14 @@ pub fn load_token(file: Option<&Path>, create: bool) -> Result<(Token, TokenOrig
     match std::fs::read_to_string(&path) {
         Ok(text) => {
             // Like ssh with its keys: a token others can read authenticates them too.
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&path)
-                .map(|m| m.permissions().mode())
-                .unwrap_or(0);
-            if mode & 0o077 != 0 {
-                return Err(TokenError::Insecure {
-                    path,
-                    mode: mode & 0o777,
-                });
+            use crate::probe::trusted::{check_metadata, Untrusted, SECRET};
+            if let Ok(m) = std::fs::metadata(&path) {
+                if let Err(Untrusted::Mode { mode, .. }) = check_metadata(&m, SECRET) {
+                    return Err(TokenError::Insecure {
+                        path,
+                        mode: mode & 0o777,
+                    });
+                }
             }
             Ok((
                 Token::from_text(&text, &path.display().to_string())?,

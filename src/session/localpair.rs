@@ -226,6 +226,8 @@ impl LocalPair {
             .arg(&listen)
             .arg("--control-unix")
             .arg(&sock)
+            .arg("--state-dir")
+            .arg(dir.path().join("agent-state"))
             .arg("--once");
         cmd.env(TOKEN_ENV, token.as_text())
             .stdin(Stdio::null())

@@ -209,6 +209,8 @@ pub fn apply_plan(
         profile: plan.profile.clone(),
         source: source.to_string(),
         steps,
+        netns: host.netns_id(),
+        command: super::origin::command_line(),
     };
     let (backup, mut journal) = state.create(backup)?;
     report.backup = backup.id.clone();
@@ -511,13 +513,25 @@ fn restore(
     })
 }
 
+/// Is this process where the backup was taken? With the namespace's
+/// identity recorded, inode, device, boot and cookie must all match (an
+/// inode alone is reused by a namespace made later); older backups compare
+/// the `net:[inode]` text.
 fn same_namespace(e: &Entry, host: &Host) -> Result<(), TuneError> {
     let ours = host.namespace();
-    if e.backup.namespace != ours {
+    let same = match (&e.backup.netns, host.netns_id()) {
+        (Some(theirs), Some(now)) => theirs.same(&now),
+        _ => e.backup.namespace == ours,
+    };
+    if !same {
+        let describe = |n: Option<&super::origin::NetnsId>, text: &str| match n {
+            Some(n) => n.describe(),
+            None => text.to_string(),
+        };
         return Err(TuneError::WrongNamespace {
             id: e.backup.id.clone(),
-            theirs: e.backup.namespace.clone(),
-            ours,
+            theirs: describe(e.backup.netns.as_ref(), &e.backup.namespace),
+            ours: describe(host.netns_id().as_ref(), &ours),
         });
     }
     Ok(())

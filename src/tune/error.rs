@@ -65,7 +65,7 @@ pub enum TuneError {
         dir: String,
     },
     /// The backup belongs to another network namespace (or directory).
-    #[error("backup {id} was taken in {theirs}, this process runs in {ours}; run the command in that network namespace (ip netns exec NAME ...)")]
+    #[error("backup {id} was taken in {theirs}, this process runs in {ours}; run the command in that network namespace (ip netns exec NAME ...), or, if that namespace is gone, discard the backup with `wirescope profile rollback --discard {id}`")]
     WrongNamespace {
         /// Backup ID.
         id: String,

@@ -175,6 +175,16 @@ impl Host {
         }
     }
 
+    /// The identity of the network namespace the values belong to (None for
+    /// a directory, or when /proc cannot say): see [`super::origin`].
+    pub fn netns_id(&self) -> Option<super::origin::NetnsId> {
+        if self.is_live() {
+            super::origin::NetnsId::current()
+        } else {
+            None
+        }
+    }
+
     /// Is this process in the initial network namespace (the one of PID 1)?
     /// None for a directory, or when PID 1's namespace cannot be read.
     pub fn in_initial_netns(&self) -> Option<bool> {
@@ -219,17 +229,14 @@ impl Host {
     }
 
     /// Write a kernel file in one `write(2)`, as `sysctl -w` and `echo >` do.
+    /// Never through a symlink that leads elsewhere (see `open_for_write`).
     pub fn write_file(&self, path: &str, value: &str) -> Result<(), HostError> {
         let err = |source| HostError::Io {
             op: "write",
             path: path.to_string(),
             source,
         };
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(self.file(path))
-            .map_err(err)?;
+        let mut f = self.open_for_write(path).map_err(err)?;
         let buf = format!("{value}\n");
         let n = f.write(buf.as_bytes()).map_err(err)?;
         if n != buf.len() {
@@ -239,6 +246,56 @@ impl Host {
             )));
         }
         Ok(())
+    }
+
+    /// Open a kernel file to write. Live: its directory must resolve (sysfs
+    /// is made of symlinks: `/sys/class/net/eth0` → `/sys/devices/...`) to a
+    /// place under `/sys`, `/proc/sys` or `/proc/irq`, and the file itself is
+    /// opened `O_NOFOLLOW` there. Below a directory: no symlink anywhere on
+    /// the way. A `..` in the path is refused in both.
+    fn open_for_write(&self, path: &str) -> io::Result<std::fs::File> {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::path::Component;
+        let refuse = |why: String| io::Error::new(io::ErrorKind::PermissionDenied, why);
+        let rel = Path::new(path.trim_start_matches('/'));
+        if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
+            return Err(refuse(format!("{path} is not a plain kernel path")));
+        }
+        let (Some(parent), Some(leaf)) = (rel.parent(), rel.file_name()) else {
+            return Err(refuse(format!("{path} is not a kernel file")));
+        };
+        let dir = match &self.root {
+            None => {
+                let real = std::fs::canonicalize(Path::new("/").join(parent))?;
+                let kernel = ["/sys", "/proc/sys", "/proc/irq"];
+                if !kernel.iter().any(|k| real.starts_with(k)) {
+                    return Err(refuse(format!(
+                        "{path} leads to {}, outside {}; not written",
+                        real.display(),
+                        kernel.join(", ")
+                    )));
+                }
+                real
+            }
+            Some(root) => {
+                let mut at = root.clone();
+                for c in parent.components() {
+                    at.push(c);
+                    if std::fs::symlink_metadata(&at)?.file_type().is_symlink() {
+                        return Err(refuse(format!(
+                            "{} is a symlink; not written through",
+                            at.display()
+                        )));
+                    }
+                }
+                at
+            }
+        };
+        std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NOCTTY)
+            .open(dir.join(leaf))
     }
 
     /// Entries of a kernel directory.
@@ -649,5 +706,53 @@ pub fn coalesce_value(c: &Coalesce, param: &str) -> Option<String> {
         "tx-usecs" => c.tx_usecs.map(|v| v.to_string()),
         "tx-frames" => c.tx_frames.map(|v| v.to_string()),
         other => c.other.get(other).map(|v| v.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_never_go_through_a_symlink_or_out_of_the_kernel_trees() {
+        let root = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let target = elsewhere.path().join("target");
+        std::fs::write(&target, "precious\n").unwrap();
+        let q = root.path().join("sys/class/net/eth0/queues/rx-0");
+        std::fs::create_dir_all(&q).unwrap();
+        std::fs::write(q.join("rps_flow_cnt"), "0\n").unwrap();
+        std::os::unix::fs::symlink(&target, q.join("rps_cpus")).unwrap();
+        let host = Host::at_root(root.path());
+        // A real file is written; a symlinked leaf is not followed.
+        host.write_file("/sys/class/net/eth0/queues/rx-0/rps_flow_cnt", "8")
+            .unwrap();
+        assert!(host
+            .write_file("/sys/class/net/eth0/queues/rx-0/rps_cpus", "f")
+            .is_err());
+        // A symlinked directory on the way is refused too.
+        std::os::unix::fs::symlink(elsewhere.path(), root.path().join("sys/class/net/evil"))
+            .unwrap();
+        let e = host
+            .write_file("/sys/class/net/evil/target", "x")
+            .unwrap_err();
+        assert!(e.to_string().contains("is a symlink"), "{e}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious\n");
+        // `..` is refused below a directory and live.
+        assert!(host
+            .write_file("/sys/class/net/../../../target", "x")
+            .is_err());
+        let live = Host::live();
+        let path = format!("/sys/class/net/../../../..{}/x", elsewhere.path().display());
+        let e = live.write_file(&path, "x").unwrap_err();
+        assert!(e.to_string().contains("not a plain kernel path"), "{e}");
+        // A live path whose directory resolves outside /sys and /proc/sys
+        // (a symlink in /proc leading to a directory anyone may own).
+        let e = live
+            .write_file("/proc/thread-self/root/tmp/wst-never-written", "x")
+            .unwrap_err();
+        assert!(e.to_string().contains("outside /sys"), "{e}");
+        assert!(!Path::new("/tmp/wst-never-written").exists());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "precious\n");
     }
 }

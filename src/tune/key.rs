@@ -161,24 +161,28 @@ impl Key {
         }
     }
 
-    /// The command a person would run to set `value` (what `--dry-run` prints).
+    /// The command a person would run to set `value` (what `--dry-run` prints);
+    /// every argument is quoted for a POSIX shell ([`sh_quote`]).
     pub fn command(&self, value: &str) -> String {
-        let onoff = |v: &str| if v == "on" { "on" } else { "off" }.to_string();
+        let q = sh_quote;
+        let onoff = |v: &str| if v == "on" { "on" } else { "off" };
         match self {
-            Key::Sysctl { name } => {
-                if value.contains(' ') {
-                    format!("sysctl -w {name}=\"{value}\"")
-                } else {
-                    format!("sysctl -w {name}={value}")
-                }
+            Key::Sysctl { name } => format!("sysctl -w {}={}", q(name), q(value)),
+            Key::Mtu { iface } => format!("ip link set dev {} mtu {}", q(iface), q(value)),
+            Key::Channel { iface, which } => {
+                format!("ethtool -L {} {} {}", q(iface), which.name(), q(value))
             }
-            Key::Mtu { iface } => format!("ip link set dev {iface} mtu {value}"),
-            Key::Channel { iface, which } => format!("ethtool -L {iface} {} {value}", which.name()),
-            Key::Ring { iface, which } => format!("ethtool -G {iface} {} {value}", which.name()),
-            Key::Coalesce { iface, param } => format!("ethtool -C {iface} {param} {value}"),
-            Key::Feature { iface, name } => format!("ethtool -K {iface} {name} {}", onoff(value)),
+            Key::Ring { iface, which } => {
+                format!("ethtool -G {} {} {}", q(iface), which.name(), q(value))
+            }
+            Key::Coalesce { iface, param } => {
+                format!("ethtool -C {} {} {}", q(iface), q(param), q(value))
+            }
+            Key::Feature { iface, name } => {
+                format!("ethtool -K {} {} {}", q(iface), q(name), onoff(value))
+            }
             Key::Pause { iface, which } => {
-                format!("ethtool -A {iface} {} {}", which.name(), onoff(value))
+                format!("ethtool -A {} {} {}", q(iface), which.name(), onoff(value))
             }
             Key::Irqbalance => {
                 if value == "running" {
@@ -192,7 +196,11 @@ impl Key {
             | Key::Xps { .. }
             | Key::IrqAffinity { .. }
             | Key::Governor { .. } => {
-                format!("echo {value} > {}", self.path().unwrap_or_default())
+                format!(
+                    "echo {} > {}",
+                    q(value),
+                    q(&self.path().unwrap_or_default())
+                )
             }
         }
     }
@@ -216,6 +224,83 @@ impl Key {
             },
             _ => t.to_string(),
         }
+    }
+}
+
+/// Longest value a backup or journal may record for one setting.
+pub const MAX_VALUE: usize = 4096;
+
+/// A word of ethtool's vocabulary (feature or coalescing parameter names).
+fn check_word(what: &str, w: &str) -> Result<(), String> {
+    let ok = !w.is_empty()
+        && w.len() <= 64
+        && w.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("'{w}' is not a {what} name"))
+    }
+}
+
+impl Key {
+    /// Check a key read from a file (a backup) as strictly as a profile
+    /// checks what it names: interface names as the kernel allows them,
+    /// sysctls from the profile allow-list, numbers in range.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(iface) = self.iface() {
+            super::profile::check_interface_name(iface)?;
+        }
+        match self {
+            Key::Sysctl { name } => super::profile::sysctl_path(name).map(|_| ()),
+            Key::Coalesce { param, .. } => check_word("coalescing parameter", param),
+            Key::Feature { name, .. } => check_word("feature", name),
+            Key::Rps { queue, .. } | Key::RpsFlowCnt { queue, .. } | Key::Xps { queue, .. }
+                if *queue > 65_535 =>
+            {
+                Err(format!("queue {queue} is out of range (0-65535)"))
+            }
+            Key::IrqAffinity { irq, .. } if *irq > 1 << 24 => {
+                Err(format!("IRQ {irq} is out of range"))
+            }
+            Key::IrqAffinity { name, .. }
+                if name.len() > 128 || name.chars().any(char::is_control) =>
+            {
+                Err("the IRQ name is longer than 128 characters or has control characters".into())
+            }
+            Key::Governor { cpu } if *cpu > 65_535 => Err(format!("CPU {cpu} is out of range")),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Check a value read from a file (a backup or journal): bounded, one line.
+pub fn check_value(v: &str) -> Result<(), String> {
+    if v.len() > MAX_VALUE {
+        return Err(format!(
+            "a value of {} bytes (at most {MAX_VALUE})",
+            v.len()
+        ));
+    }
+    if v.chars().any(char::is_control) {
+        return Err(format!("the value {v:?} has control characters"));
+    }
+    Ok(())
+}
+
+/// One argument as a POSIX shell reads it back unchanged: as is when it
+/// holds only characters no shell treats specially, in double quotes when
+/// it adds only spaces (`"4096 131072 6291456"`), else in single quotes
+/// with each `'` written as `'\''`. So `$(...)`, backquotes and `;` in a
+/// value or name are never run when a printed command is pasted.
+pub fn sh_quote(s: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "@%+=:,./_-".contains(c);
+    if !s.is_empty() && s.chars().all(plain) {
+        s.to_string()
+    } else if !s.is_empty() && s.chars().all(|c| plain(c) || c == ' ') {
+        format!("\"{s}\"")
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
     }
 }
 
@@ -261,6 +346,79 @@ mod tests {
             Key::Irqbalance.command("stopped"),
             "systemctl stop irqbalance"
         );
+    }
+
+    #[test]
+    fn printed_commands_are_quoted_for_the_shell() {
+        let k = Key::Sysctl {
+            name: "net.core.default_qdisc".into(),
+        };
+        assert_eq!(
+            k.command("$(touch /tmp/pwned)"),
+            "sysctl -w net.core.default_qdisc='$(touch /tmp/pwned)'"
+        );
+        let k = Key::Coalesce {
+            iface: "e$(id)".into(),
+            param: "rx-usecs".into(),
+        };
+        assert_eq!(k.command("it's"), "ethtool -C 'e$(id)' rx-usecs 'it'\\''s'");
+        let k = Key::Xps {
+            iface: "a`b`".into(),
+            queue: 0,
+        };
+        assert_eq!(
+            k.command("f;reboot"),
+            "echo 'f;reboot' > '/sys/class/net/a`b`/queues/tx-0/xps_cpus'"
+        );
+        assert_eq!(sh_quote(""), "''");
+        assert_eq!(sh_quote("a b"), "\"a b\"");
+    }
+
+    proptest::proptest! {
+        /// Whatever the text, `sh -c 'printf %s ARG'` prints it back unchanged.
+        #[test]
+        fn quoting_round_trips_through_sh(s in "[ -~]{0,24}") {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", sh_quote(&s)))
+                .output()
+                .unwrap();
+            proptest::prop_assert_eq!(String::from_utf8_lossy(&out.stdout), s);
+        }
+    }
+
+    #[test]
+    fn keys_from_a_file_are_checked() {
+        let bad = [
+            Key::Rps {
+                iface: "../../../../tmp/x/evil".into(),
+                queue: 0,
+            },
+            Key::Mtu { iface: "..".into() },
+            Key::Mtu {
+                iface: "sixteen-chars-xx".into(),
+            },
+            Key::Sysctl {
+                name: "kernel.core_pattern".into(),
+            },
+            Key::Feature {
+                iface: "eth0".into(),
+                name: "../x".into(),
+            },
+            Key::Governor { cpu: 1 << 20 },
+        ];
+        for k in bad {
+            assert!(k.validate().is_err(), "{k:?}");
+        }
+        Key::Rps {
+            iface: "eth0".into(),
+            queue: 3,
+        }
+        .validate()
+        .unwrap();
+        assert!(check_value("4096 131072 6291456").is_ok());
+        assert!(check_value("1\n2").is_err());
+        assert!(check_value(&"9".repeat(MAX_VALUE + 1)).is_err());
     }
 
     #[test]

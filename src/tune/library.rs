@@ -55,25 +55,19 @@ pub struct Found {
 
 /// Read and parse a profile file.
 pub fn load_file(path: &Path) -> Result<Found, TuneError> {
-    let meta = std::fs::metadata(path).map_err(|source| TuneError::Io {
+    use crate::probe::trusted::{read_bounded, BoundedError};
+    // Bounded and regular files only: `/dev/zero` or a FIFO would never end.
+    let text = read_bounded(path, super::profile::MAX_TEXT as u64).map_err(|e| TuneError::Io {
         op: "read",
         path: path.display().to_string(),
-        source,
-    })?;
-    if meta.len() > super::profile::MAX_TEXT as u64 {
-        return Err(TuneError::Io {
-            op: "read",
-            path: path.display().to_string(),
-            source: std::io::Error::new(
+        source: match e {
+            BoundedError::Io { source, .. } => source,
+            BoundedError::TooLarge { .. } => std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 "larger than 256 KiB: not a profile",
             ),
-        });
-    }
-    let text = std::fs::read_to_string(path).map_err(|source| TuneError::Io {
-        op: "read",
-        path: path.display().to_string(),
-        source,
+            other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+        },
     })?;
     let profile = Profile::parse(&text, &path.display().to_string())?;
     Ok(Found {

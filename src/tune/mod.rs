@@ -6,13 +6,15 @@
 //! This is the only part of wirescope that changes a host. Everything else
 //! (probes, diagnosis, TUI) reads. The layers, bottom up:
 //!
-//! * [`profile`] parses and checks the file (no host involved);
+//! * [`profile`] parses and checks the file (no host involved); [`glob`]
+//!   matches its interface patterns in linear time;
 //! * [`host`] reads and writes one [`key::Key`] at a time (procfs/sysfs
 //!   files, ethtool netlink, rtnetlink, systemd) on the live host or below a
 //!   directory laid out like `/`;
 //! * [`resolve`] turns a profile into a [`resolve::Plan`] on a host and finds
 //!   every value the host cannot take, before anything changes;
-//! * [`state`] keeps backups and journals durably; [`apply`] writes a plan
+//! * [`state`] keeps backups and journals durably ([`origin`]: which
+//!   namespace and command made one); [`apply`] writes a plan
 //!   in order, restores on the first failure, rolls back, and finishes or
 //!   undoes an apply that a crash interrupted ([`apply::pending`] is what
 //!   `wirescope check` calls to notice one);
@@ -33,9 +35,11 @@ pub mod decide;
 pub mod diff;
 pub mod error;
 pub mod features;
+pub mod glob;
 pub mod host;
 pub mod key;
 pub mod library;
+pub mod origin;
 pub mod peer;
 pub mod profile;
 pub mod resolve;

@@ -601,64 +601,7 @@ fn parse_matcher(cx: &Ctx, key: &str, s: &str) -> Result<Matcher, ProfileError> 
     }
 }
 
-/// Shell-style glob (`*`, `?`, `[abc]`, `[a-z]`, `[!x]`) against a whole name.
-pub fn glob_match(pattern: &str, name: &str) -> Result<bool, String> {
-    fn class(p: &[char], c: char) -> Result<(bool, usize), String> {
-        // p starts after '['; returns (matched, chars consumed including ']')
-        let mut i = 0;
-        let negate = matches!(p.first(), Some('!') | Some('^'));
-        if negate {
-            i += 1;
-        }
-        let mut hit = false;
-        let mut first = true;
-        while i < p.len() {
-            if p[i] == ']' && !first {
-                return Ok((hit != negate, i + 1));
-            }
-            first = false;
-            if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
-                if p[i] <= c && c <= p[i + 2] {
-                    hit = true;
-                }
-                i += 3;
-            } else {
-                if p[i] == c {
-                    hit = true;
-                }
-                i += 1;
-            }
-        }
-        Err("unclosed '[' in pattern".into())
-    }
-    fn go(p: &[char], n: &[char]) -> Result<bool, String> {
-        match p.first() {
-            None => Ok(n.is_empty()),
-            Some('*') => {
-                for k in 0..=n.len() {
-                    if go(&p[1..], &n[k..])? {
-                        return Ok(true);
-                    }
-                }
-                Ok(false)
-            }
-            Some('?') => Ok(!n.is_empty() && go(&p[1..], &n[1..])?),
-            Some('[') => {
-                let Some(&c) = n.first() else {
-                    // still validate the class
-                    class(&p[1..], '\0')?;
-                    return Ok(false);
-                };
-                let (hit, used) = class(&p[1..], c)?;
-                Ok(hit && go(&p[1 + used..], &n[1..])?)
-            }
-            Some(&c) => Ok(n.first() == Some(&c) && go(&p[1..], &n[1..])?),
-        }
-    }
-    let p: Vec<char> = pattern.chars().collect();
-    let n: Vec<char> = name.chars().collect();
-    go(&p, &n)
-}
+pub use super::glob::glob_match;
 
 fn norm_key(k: &str) -> String {
     k.replace('_', "-")

@@ -16,13 +16,23 @@
 //! a backup whose journal has no `end` and knows which settings may have
 //! changed: [`Status::Interrupted`]. IDs sort by time (`2025-01-31T12-00-00.123Z-PID`).
 //!
+//! Root restores what a backup says, so the record is not trusted blindly:
+//! the directory, `backups/` and each backup must belong to root or the
+//! invoking user and be writable by no one else, no symlink on the way
+//! ([`crate::probe::trusted`], the token file's check); backup.json and the
+//! journal are read with a size bound and every field is checked as strictly
+//! as a profile's ([`Backup::validate`]) before anything acts on it.
+//!
 //! This module knows nothing about how settings are written; it only keeps
 //! the record (see [`super::apply`]).
 
-use super::key::Key;
+use super::key::{check_value, Key};
+use super::origin::NetnsId;
+use crate::probe::trusted::{check_private, read_bounded, ROOT_TRUSTED};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, Write as _};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Default state directory.
@@ -31,6 +41,10 @@ pub const DEFAULT_DIR: &str = "/var/lib/wirescope";
 pub const ENV_DIR: &str = "WIRESCOPE_STATE_DIR";
 /// Version of backup.json.
 pub const BACKUP_VERSION: u32 = 1;
+/// Largest backup.json or journal read.
+pub const MAX_RECORD: u64 = 8 << 20;
+/// Most settings one backup may hold.
+pub const MAX_STEPS: usize = 65_536;
 
 /// A state-directory operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +68,24 @@ pub enum StateError {
         /// What is wrong.
         detail: String,
     },
+    /// Someone else could have written the directory or a backup in it.
+    #[error("{}: {reason}; someone else could have planted a backup there, so wirescope does not act on it; fix it with `{fix}` or use another --state-dir", path.display())]
+    Untrusted {
+        /// The directory or file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+        /// The command that fixes it.
+        fix: String,
+    },
+    /// No backup has this ID.
+    #[error("no backup {id} in {}; `wirescope profile rollback --list` shows them", dir.display())]
+    NoSuchBackup {
+        /// The ID asked for.
+        id: String,
+        /// The backups directory.
+        dir: PathBuf,
+    },
     /// Another wirescope holds the lock.
     #[error("another wirescope is applying or rolling back settings (lock {} is held); wait for it to finish", path.display())]
     Locked {
@@ -64,6 +96,7 @@ pub enum StateError {
 
 /// One setting in a backup: its value before and the value the apply sets.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Step {
     /// What.
     pub key: Key,
@@ -82,6 +115,7 @@ pub struct Step {
 
 /// What backup.json holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Backup {
     /// File format version.
     pub version: u32,
@@ -99,6 +133,67 @@ pub struct Backup {
     pub source: String,
     /// The settings, in apply order.
     pub steps: Vec<Step>,
+    /// The namespace's identity beyond its inode (absent in older backups
+    /// and for directories).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub netns: Option<NetnsId>,
+    /// The command that made it, for listings.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
+}
+
+/// Bounded text without control characters.
+fn check_text(what: &str, t: &str, max: usize) -> Result<(), String> {
+    if t.len() > max {
+        return Err(format!("{what} is {} bytes (at most {max})", t.len()));
+    }
+    if t.chars().any(char::is_control) {
+        return Err(format!("{what} {t:?} has control characters"));
+    }
+    Ok(())
+}
+
+impl Backup {
+    /// Check every field of a backup read from `dir_name`, as strictly as a
+    /// profile is checked: its ID is its directory's name, texts are bounded,
+    /// keys name what a profile may name, values are bounded single lines.
+    pub fn validate(&self, dir_name: &str) -> Result<(), String> {
+        if self.version != BACKUP_VERSION {
+            return Err(format!(
+                "version {} (this wirescope reads {BACKUP_VERSION})",
+                self.version
+            ));
+        }
+        if self.id != dir_name {
+            return Err(format!(
+                "its id {:?} is not its directory's name {dir_name:?}",
+                self.id
+            ));
+        }
+        check_text("created", &self.created, 64)?;
+        check_text("hostname", &self.hostname, 255)?;
+        check_text("namespace", &self.namespace, 4096)?;
+        check_text("profile", &self.profile, 256)?;
+        check_text("source", &self.source, 4096)?;
+        check_text("command", &self.command, 4096)?;
+        if let Some(n) = &self.netns {
+            n.validate()?;
+        }
+        if self.steps.len() > MAX_STEPS {
+            return Err(format!(
+                "{} settings (at most {MAX_STEPS})",
+                self.steps.len()
+            ));
+        }
+        for (i, st) in self.steps.iter().enumerate() {
+            let at = |e: String| format!("setting {} ({}): {e}", i + 1, st.key);
+            st.key.validate().map_err(at)?;
+            check_value(&st.before).map_err(at)?;
+            check_value(&st.after).map_err(at)?;
+            check_text("origin", &st.origin, 512).map_err(at)?;
+        }
+        Ok(())
+    }
 }
 
 /// What a journal line records.
@@ -205,6 +300,16 @@ pub enum Status {
     RolledBack,
     /// A restore or rollback left some steps changed: `rollback` retries.
     Incomplete,
+}
+
+impl Status {
+    /// Would `rollback` restore it (applied, incomplete or interrupted)?
+    pub fn in_effect(&self) -> bool {
+        matches!(
+            self,
+            Status::Applied | Status::Incomplete | Status::Interrupted { .. }
+        )
+    }
 }
 
 /// A backup with its journal.
@@ -341,12 +446,42 @@ impl StateDir {
     }
 
     fn ensure(&self, dir: &Path) -> Result<(), StateError> {
-        std::fs::create_dir_all(dir).map_err(io_err("create directory", dir))
+        // 0755 whatever the umask grants: a group-writable directory would
+        // be refused by the next command (see the module docs).
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(dir)
+            .map_err(io_err("create directory", dir))
+    }
+
+    /// Is `path` owned by root or us and writable by no one else (and not a symlink)?
+    fn trusted(&self, path: &Path) -> Result<(), StateError> {
+        check_private(path, ROOT_TRUSTED)
+            .map(|_| ())
+            .map_err(|e| StateError::Untrusted {
+                path: path.to_path_buf(),
+                reason: e.to_string(),
+                fix: e.fix(path),
+            })
+    }
+
+    /// The state directory and `backups/`, when they exist, are trusted.
+    fn check_dirs(&self) -> Result<bool, StateError> {
+        for d in [&self.root, &self.backups_dir()] {
+            match std::fs::symlink_metadata(d) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+                Err(e) => return Err(io_err("examine", d)(e)),
+                Ok(_) => self.trusted(d)?,
+            }
+        }
+        Ok(true)
     }
 
     /// Take the lock without waiting.
     pub fn lock(&self) -> Result<Lock, StateError> {
         self.ensure(&self.root)?;
+        self.trusted(&self.root)?;
         let path = self.root.join("lock");
         let f = OpenOptions::new()
             .create(true)
@@ -375,10 +510,11 @@ impl StateDir {
     pub fn create(&self, mut backup: Backup) -> Result<(Backup, Journal), StateError> {
         let base = self.backups_dir();
         self.ensure(&base)?;
+        self.check_dirs()?;
         let mut id = self.new_id();
         let mut dir = base.join(&id);
         let mut n = 1;
-        while let Err(e) = std::fs::create_dir(&dir) {
+        while let Err(e) = std::fs::DirBuilder::new().mode(0o755).create(&dir) {
             if e.kind() != io::ErrorKind::AlreadyExists || n > 100 {
                 return Err(io_err("create directory", &dir)(e));
             }
@@ -396,7 +532,13 @@ impl StateDir {
             detail: e.to_string(),
         })?;
         {
-            let mut f = File::create(&tmp).map_err(io_err("create", &tmp))?;
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o644)
+                .open(&tmp)
+                .map_err(io_err("create", &tmp))?;
             f.write_all(&text).map_err(io_err("write", &tmp))?;
             f.sync_all().map_err(io_err("fsync", &tmp))?;
         }
@@ -405,6 +547,7 @@ impl StateDir {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
+            .mode(0o644)
             .open(&jpath)
             .map_err(io_err("create", &jpath))?;
         file.sync_all().map_err(io_err("fsync", &jpath))?;
@@ -413,17 +556,20 @@ impl StateDir {
         Ok((backup, Journal { file, path: jpath }))
     }
 
-    /// Every backup, newest first.
+    /// Every backup, newest first. Every one is checked (see the module
+    /// docs): one that fails is an error naming it, never skipped silently.
     pub fn entries(&self) -> Result<Vec<Entry>, StateError> {
+        if !self.check_dirs()? {
+            return Ok(Vec::new());
+        }
         let base = self.backups_dir();
-        let rd = match std::fs::read_dir(&base) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io_err("read directory", &base)(e)),
-        };
+        let rd = std::fs::read_dir(&base).map_err(io_err("read directory", &base))?;
         let mut names: Vec<String> = rd
             .flatten()
-            .filter(|e| e.path().join("backup.json").is_file())
+            .filter(|e| {
+                std::fs::symlink_metadata(e.path().join("backup.json")).is_ok()
+                    || e.file_type().is_ok_and(|t| t.is_symlink())
+            })
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
@@ -432,32 +578,83 @@ impl StateDir {
     }
 
     fn entry(&self, dir: &Path) -> Result<Entry, StateError> {
+        self.trusted(dir)?;
         let bpath = dir.join("backup.json");
-        let text = std::fs::read(&bpath).map_err(io_err("read", &bpath))?;
-        let backup: Backup = serde_json::from_slice(&text).map_err(|e| StateError::Corrupt {
-            path: bpath.clone(),
-            detail: e.to_string(),
-        })?;
-        if backup.version != BACKUP_VERSION {
-            return Err(StateError::Corrupt {
-                path: bpath,
-                detail: format!(
-                    "version {} (this wirescope reads {BACKUP_VERSION})",
-                    backup.version
-                ),
-            });
-        }
+        self.trusted(&bpath)?;
+        let corrupt = |path: &Path, detail: String| StateError::Corrupt {
+            path: path.to_path_buf(),
+            detail,
+        };
+        let text = read_bounded(&bpath, MAX_RECORD).map_err(|e| corrupt(&bpath, e.to_string()))?;
+        let backup: Backup =
+            serde_json::from_str(&text).map_err(|e| corrupt(&bpath, e.to_string()))?;
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        backup.validate(&name).map_err(|e| corrupt(&bpath, e))?;
         let jpath = dir.join("journal.jsonl");
-        let events = match File::open(&jpath) {
-            Ok(f) => parse_journal(io::BufReader::new(f), &jpath)?,
+        let events = match std::fs::symlink_metadata(&jpath) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(io_err("read", &jpath)(e)),
+            Ok(_) => {
+                self.trusted(&jpath)?;
+                let text =
+                    read_bounded(&jpath, MAX_RECORD).map_err(|e| corrupt(&jpath, e.to_string()))?;
+                let events = parse_journal(text.as_bytes(), &jpath)?;
+                check_events(&events, backup.steps.len()).map_err(|e| corrupt(&jpath, e))?;
+                events
+            }
         };
         Ok(Entry {
             backup,
             events,
             dir: dir.to_path_buf(),
         })
+    }
+
+    /// Remove a backup without restoring it: the one with `id`, else the
+    /// newest one a rollback would restore. Returns its ID and, when it
+    /// still reads as a valid backup, what it held. A backup named by ID is
+    /// removed even when it no longer reads (damaged, or of another
+    /// version): that is the way out for it.
+    pub fn discard(&self, id: Option<&str>) -> Result<(String, Option<Backup>), StateError> {
+        let _lock = self.lock()?;
+        let Some(id) = id else {
+            let e = self
+                .entries()?
+                .into_iter()
+                .find(|e| e.status().in_effect())
+                .ok_or_else(|| StateError::NoSuchBackup {
+                    id: "in effect".into(),
+                    dir: self.backups_dir(),
+                })?;
+            std::fs::remove_dir_all(&e.dir).map_err(io_err("remove", &e.dir))?;
+            fsync_dir(&self.backups_dir())?;
+            return Ok((e.backup.id.clone(), Some(e.backup)));
+        };
+        let missing = || StateError::NoSuchBackup {
+            id: id.to_string(),
+            dir: self.backups_dir(),
+        };
+        let plain = !id.is_empty()
+            && !id.starts_with('.')
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+        if !plain || !self.check_dirs()? {
+            return Err(missing());
+        }
+        let dir = self.backups_dir().join(id);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            _ => return Err(missing()),
+        }
+        self.trusted(&dir)?;
+        let backup = self.entry(&dir).ok().map(|e| e.backup);
+        std::fs::remove_dir_all(&dir).map_err(io_err("remove", &dir))?;
+        fsync_dir(&self.backups_dir())?;
+        Ok((id.to_string(), backup))
     }
 
     /// The newest backup whose journal never ended (the process died), if any.
@@ -478,6 +675,36 @@ impl StateDir {
             .map_err(io_err("open", &path))?;
         Ok(Journal { file, path })
     }
+}
+
+/// Every event names a step of the backup and carries a bounded value.
+fn check_events(events: &[Event], steps: usize) -> Result<(), String> {
+    for e in events {
+        let (step, value) = match e {
+            Event::Start { step, before } => (Some(*step), before.as_deref()),
+            Event::Done { step, value } | Event::Restored { step, value } => {
+                (Some(*step), Some(value.as_str()))
+            }
+            Event::Failed { step, error } | Event::RestoreFailed { step, error } => {
+                check_text("an error", error, 4096)?;
+                (Some(*step), None)
+            }
+            Event::Begin { at, .. } | Event::End { at, .. } => {
+                check_text("a time", at, 64)?;
+                (None, None)
+            }
+        };
+        if let Some(s) = step.filter(|s| *s >= steps) {
+            return Err(format!(
+                "an event names setting {} of a backup of {steps}",
+                s + 1
+            ));
+        }
+        if let Some(v) = value {
+            check_value(v)?;
+        }
+    }
+    Ok(())
 }
 
 /// Journal lines; a torn last line (the process died mid-write) is ignored.
@@ -550,6 +777,8 @@ mod tests {
                 origin: "sysctl".into(),
                 read_before: false,
             }],
+            netns: None,
+            command: String::new(),
         }
     }
 
@@ -598,6 +827,201 @@ mod tests {
             .unwrap();
         f.write_all(b"{\"event\":\"begin\",\"ph").unwrap();
         assert_eq!(s.entries().unwrap()[0].status(), Status::Applied);
+    }
+
+    /// Plant `json` as backup `id` with an "applied" journal.
+    fn plant(s: &StateDir, id: &str, json: &str) -> PathBuf {
+        let dir = s.path().join("backups").join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("backup.json"), json).unwrap();
+        std::fs::write(
+            dir.join("journal.jsonl"),
+            "{\"event\":\"begin\",\"phase\":\"apply\",\"at\":\"t\"}\n{\"event\":\"end\",\"outcome\":\"applied\",\"at\":\"t\"}\n",
+        )
+        .unwrap();
+        dir
+    }
+
+    fn planted_json(id: &str, key: serde_json::Value, before: &str) -> String {
+        serde_json::json!({
+            "version": 1, "id": id, "created": "2025-01-01T00:00:00Z",
+            "hostname": "h", "namespace": "net:[1]", "profile": "p", "source": "p.toml",
+            "steps": [{"key": key, "before": before, "after": "0", "origin": "rps"}],
+        })
+        .to_string()
+    }
+
+    #[test]
+    fn a_planted_backup_is_refused_with_what_is_wrong() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::at(d.path());
+        let id = "2025-01-01T00-00-00.000Z-1";
+        let key = serde_json::json!({"kind": "rps", "iface": "../../../../tmp/x/evil", "queue": 0});
+        plant(&s, id, &planted_json(id, key, "f"));
+        let e = s.entries().unwrap_err().to_string();
+        assert!(
+            e.contains("'../../../../tmp/x/evil' is not an interface name"),
+            "{e}"
+        );
+        assert!(s.interrupted().is_err());
+        // A sysctl a profile may not set, a value with a newline, an id that
+        // is not the directory's, an unknown field: each refused by name.
+        let cases = [
+            (
+                planted_json(
+                    id,
+                    serde_json::json!({"kind": "sysctl", "name": "kernel.core_pattern"}),
+                    "x",
+                ),
+                "only net.*",
+            ),
+            (
+                planted_json(
+                    id,
+                    serde_json::json!({"kind": "mtu", "iface": "eth0"}),
+                    "1500\n9000",
+                ),
+                "control characters",
+            ),
+            (
+                planted_json(
+                    "other",
+                    serde_json::json!({"kind": "mtu", "iface": "eth0"}),
+                    "1500",
+                ),
+                "directory's name",
+            ),
+            (
+                planted_json(
+                    id,
+                    serde_json::json!({"kind": "mtu", "iface": "eth0"}),
+                    "1500",
+                )
+                .replace("\"hostname\"", "\"evil\":1,\"hostname\""),
+                "unknown field",
+            ),
+        ];
+        for (json, want) in cases {
+            plant(&s, id, &json);
+            let e = s.entries().unwrap_err().to_string();
+            assert!(e.contains(want), "{want}: {e}");
+        }
+        plant(
+            &s,
+            id,
+            &planted_json(
+                id,
+                serde_json::json!({"kind": "mtu", "iface": "eth0"}),
+                "1500",
+            ),
+        );
+        assert_eq!(s.entries().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_state_directory_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::at(d.path());
+        let (b, _j) = s.create(backup()).unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o775)).unwrap();
+        let e = s.entries().unwrap_err().to_string();
+        assert!(e.contains("mode 775") && e.contains("chmod 755"), "{e}");
+        assert!(s.lock().is_err());
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bdir = d.path().join("backups").join(&b.id);
+        std::fs::set_permissions(&bdir, std::fs::Permissions::from_mode(0o757)).unwrap();
+        assert!(s.entries().unwrap_err().to_string().contains("mode 757"));
+        std::fs::set_permissions(&bdir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A backup directory that is a symlink to one elsewhere.
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::remove_dir_all(&bdir).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), &bdir).unwrap();
+        assert!(s.entries().unwrap_err().to_string().contains("symlink"));
+    }
+
+    #[test]
+    fn discard_removes_a_backup_without_restoring_it() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::at(d.path());
+        let (b, mut j) = s.create(backup()).unwrap();
+        j.append(&Event::End {
+            outcome: Outcome::Applied,
+            at: now_rfc3339(),
+        })
+        .unwrap();
+        assert!(matches!(
+            s.discard(Some("nope")),
+            Err(StateError::NoSuchBackup { .. })
+        ));
+        assert!(matches!(
+            s.discard(Some("../x")),
+            Err(StateError::NoSuchBackup { .. })
+        ));
+        assert_eq!(s.discard(None).unwrap().0, b.id);
+        assert!(s.entries().unwrap().is_empty());
+        // A damaged backup blocks every listing, but named by ID it goes.
+        let (b, _j) = s.create(backup()).unwrap();
+        std::fs::write(
+            s.path().join("backups").join(&b.id).join("backup.json"),
+            "{",
+        )
+        .unwrap();
+        assert!(s.entries().is_err());
+        assert_eq!(s.discard(Some(&b.id)).unwrap(), (b.id.clone(), None));
+        assert!(s.entries().unwrap().is_empty());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+        /// Whatever backup.json holds, reading it never panics: it is either
+        /// a backup every field of which passed the checks, or an error that
+        /// names the file.
+        #[test]
+        fn any_backup_json_is_valid_or_a_clear_error(
+            version in 0u32..3,
+            same_id in proptest::bool::ANY,
+            text in "[ -~\n\u{7f}é]{0,20}",
+            iface in "[a-z0-9./: \n-]{0,20}",
+            kind in proptest::sample::select(vec!["rps", "mtu", "sysctl", "feature", "governor", "bogus"]),
+            queue in proptest::prelude::any::<u32>(),
+            name in "[a-z._/]{0,24}",
+            value in "[ -~\n]{0,12}",
+            extra in proptest::bool::ANY,
+            garbage in proptest::bool::ANY,
+        ) {
+            let d = tempfile::tempdir().unwrap();
+            let s = StateDir::at(d.path());
+            let id = "2025-01-01T00-00-00.000Z-7";
+            let key = serde_json::json!({"kind": kind, "iface": iface, "queue": queue, "name": name, "cpu": queue});
+            let mut v = serde_json::json!({
+                "version": version, "id": if same_id { id } else { "x" },
+                "created": text, "hostname": text, "namespace": "net:[1]",
+                "profile": text, "source": text,
+                "steps": [{"key": key, "before": value, "after": value, "origin": text}],
+            });
+            if extra {
+                v["netns"] = serde_json::json!({"inode": queue, "dev": 1, "boot_id": text});
+            }
+            let full = v.to_string();
+            let json: String = if garbage {
+                full.chars().take(full.chars().count() / 2).collect()
+            } else {
+                full
+            };
+            plant(&s, id, &json);
+            match s.entries() {
+                Ok(es) => {
+                    for e in es {
+                        proptest::prop_assert!(e.backup.validate(id).is_ok());
+                    }
+                }
+                Err(e) => {
+                    let m = e.to_string();
+                    proptest::prop_assert!(m.contains("backup.json"), "{}", m);
+                }
+            }
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! says bye, goes away or stays silent too long.
 
 use super::gate::Permit;
-use super::{lock, test, State};
+use super::{lock, test, tuning, State};
 use crate::probe::live_host::LiveHost;
 use crate::probe::sampler::thread::SamplerThread;
 use crate::session::channel::{read_sealed, Direction, SealedWriter, SessionKeys};
@@ -280,11 +280,12 @@ async fn session<W: AsyncWrite + Unpin>(
             Some(Ok(Msg::Bye {})) => return "controller said bye".into(),
             Some(Ok(Msg::Ping {})) => {}
             Some(Ok(Msg::Tune { req })) => {
-                // Settings are files and ioctls: off the async threads.
+                // Settings are files and ioctls: off the session loop, on a
+                // thread of their own, with a deadline (see [`tuning`]).
                 let allow = state.allow_tuning;
                 let dir = state.state_dir.clone();
                 let what = format!("{req:?}");
-                let resp = tokio::task::spawn_blocking(move || {
+                let work = move || {
                     crate::tune::peer::serve(
                         &req,
                         allow,
@@ -292,11 +293,29 @@ async fn session<W: AsyncWrite + Unpin>(
                         &dir,
                         controller,
                     )
-                })
+                };
+                let resp = match tuning::run(
+                    work,
+                    rx,
+                    tuning::TUNE_DEADLINE,
+                    &state.shutdown,
+                    &state.tuning,
+                )
                 .await
-                .unwrap_or_else(|e| crate::tune::peer::TuneResponse::Failed {
-                    error: format!("the tuning task failed: {e}"),
-                });
+                {
+                    Ok(resp) => resp,
+                    Err(tuning::Abandoned(why)) => {
+                        eprintln!("agent: tuning request {}: abandoned", short_op(&what));
+                        let _ = wr
+                            .send(&Msg::Tuned {
+                                resp: Box::new(crate::tune::peer::TuneResponse::Failed {
+                                    error: why.clone(),
+                                }),
+                            })
+                            .await;
+                        return why;
+                    }
+                };
                 eprintln!(
                     "agent: tuning request {}: {}",
                     short_op(&what),

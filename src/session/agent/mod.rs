@@ -22,11 +22,15 @@
 //!   [`tick_limit`];
 //! * a test is checked before anything is allocated: its spec's limits, the
 //!   memory it would take against what the host has, the descriptors it
-//!   would open against what the process may ([`test`]).
+//!   would open against what the process may ([`test`]);
+//! * a tuning request runs on a thread of its own with a deadline; the
+//!   controller leaving, the deadline or SIGTERM ends the session at once
+//!   (`tuning`).
 
 mod control;
 pub mod gate;
 mod test;
+mod tuning;
 
 use super::auth::Token;
 use super::channel::SessionKeys;
@@ -95,6 +99,8 @@ struct State {
     shutdown: CancellationToken,
     allow_tuning: bool,
     state_dir: crate::tune::state::StateDir,
+    /// A tuning request still runs on its thread (see `tuning`).
+    tuning: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -149,6 +155,7 @@ pub async fn bind(
         shutdown: shutdown.clone(),
         allow_tuning: cfg.allow_tuning,
         state_dir: crate::tune::state::StateDir::resolve(cfg.state_dir.as_deref()),
+        tuning: Arc::new(std::sync::atomic::AtomicBool::new(false)),
     });
     Ok((local, serve(state, tcp, unix)))
 }
