@@ -57,6 +57,7 @@
 
 pub mod budget;
 pub mod client;
+pub mod conn;
 pub mod counters;
 pub mod engine;
 pub mod memory;
