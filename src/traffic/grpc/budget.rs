@@ -229,6 +229,11 @@ impl Budget {
         self.sem.available_permits() * UNIT
     }
 
+    /// Bytes of the budget held now.
+    pub fn held(&self) -> usize {
+        (self.units as usize).saturating_sub(self.sem.available_permits()) * UNIT
+    }
+
     /// Connections holding or waiting for part of the budget now.
     pub fn holders(&self) -> u32 {
         self.fair.holders.load(Ordering::Acquire)

@@ -126,6 +126,7 @@ pub enum Incoming {
 pub struct GrpcServer {
     sup: Supervisor,
     counters: Arc<GrpcCounters>,
+    budget: Budget,
     local_addr: Option<SocketAddr>,
 }
 
@@ -157,10 +158,13 @@ impl GrpcServer {
             Incoming::Streams(_) => None,
         };
         let c = Arc::clone(&counters);
-        let sup = Supervisor::spawn("grpc-server", move |ctl| run(cfg, incoming, ctl, c))?;
+        let budget = Budget::new(cfg.memory_budget);
+        let b = budget.clone();
+        let sup = Supervisor::spawn("grpc-server", move |ctl| run(cfg, incoming, ctl, c, b))?;
         Ok(GrpcServer {
             sup,
             counters,
+            budget,
             local_addr,
         })
     }
@@ -172,6 +176,10 @@ impl GrpcServer {
     /// Counters (for the sampler).
     pub fn counters(&self) -> &Arc<GrpcCounters> {
         &self.counters
+    }
+    /// Bytes of the memory budget held by messages now.
+    pub fn budget_held(&self) -> usize {
+        self.budget.held()
     }
     /// Stop flags and completion signal.
     pub fn control(&self) -> &EngineControl {
@@ -237,9 +245,10 @@ fn run(
     incoming: Incoming,
     ctl: EngineControl,
     counters: Arc<GrpcCounters>,
+    budget: Budget,
 ) -> Result<(), EngineError> {
     let rt = runtime("grpc-server", cfg.threads, &cfg.cpus, &counters)?;
-    let svc = BenchService::new(&cfg, Arc::clone(&counters));
+    let svc = BenchService::new(&cfg, Arc::clone(&counters), budget);
     let server = tonic::transport::Server::builder()
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(cfg.conn_window())
@@ -391,11 +400,11 @@ pub struct BenchService {
 }
 
 impl BenchService {
-    fn new(cfg: &ServerConfig, counters: Arc<GrpcCounters>) -> Self {
+    fn new(cfg: &ServerConfig, counters: Arc<GrpcCounters>, budget: Budget) -> Self {
         BenchService {
             shared: Arc::new(Shared {
                 counters,
-                budget: Budget::new(cfg.memory_budget),
+                budget,
                 body_timeout: BodyTimeout {
                     idle: cfg.body_timeout,
                 },
