@@ -74,8 +74,11 @@ fn polite_rpcs(addr: SocketAddr, n: u64) -> Result<u64, String> {
         })();
         let _ = tx.send(r);
     });
-    rx.recv_timeout(LIVENESS)
-        .unwrap_or_else(|_| Err(format!("no {n} RPC(s) within {LIVENESS:?}: the server is denied")))
+    rx.recv_timeout(LIVENESS).unwrap_or_else(|_| {
+        Err(format!(
+            "no {n} RPC(s) within {LIVENESS:?}: the server is denied"
+        ))
+    })
 }
 
 fn grpc_request(addr: SocketAddr) -> http::Request<()> {
@@ -192,7 +195,10 @@ fn unread_responses_do_not_deny_other_clients() {
     );
     // The response timeout resets the attacker's connection and frees its memory.
     let ended = rt.block_on(async { tokio::time::timeout(LIVENESS, conn).await });
-    assert!(ended.is_ok(), "the attacker's connection is closed by the server");
+    assert!(
+        ended.is_ok(),
+        "the attacker's connection is closed by the server"
+    );
     wait_until("the budget to come back", || srv.budget_held() == 0);
     drop(calls);
     assert!(polite_rpcs(addr, 1).is_ok());
@@ -276,7 +282,11 @@ fn streams_beyond_the_cap_are_refused_and_headers_only_streams_time_out() {
     refused.sort_unstable();
     ended.sort_unstable();
     assert_eq!(refused, vec![9, 11], "REFUSED_STREAM beyond --max-streams");
-    assert_eq!(ended, vec![1, 3, 5, 7], "HEADERS-only streams end by the body timeout");
+    assert_eq!(
+        ended,
+        vec![1, 3, 5, 7],
+        "HEADERS-only streams end by the body timeout"
+    );
     assert_eq!(srv.counters().snapshot().errors[4], 4);
 }
 
@@ -327,7 +337,10 @@ fn connections_beyond_the_cap_are_closed_and_the_others_served() {
     loop {
         match polite_rpcs(addr, 1) {
             Ok(_) => break,
-            Err(e) => assert!(Instant::now() < deadline, "no connection after the cap freed: {e}"),
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "no connection after the cap freed: {e}"
+            ),
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -356,10 +369,17 @@ impl Drop for Killed {
 fn out_of_descriptors_the_accept_loop_waits_and_recovers() {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wirescope"));
-    cmd.args(["serve", "grpc", "--listen", "127.0.0.1:0", "--interval", "0"])
-        .args(["--threads", "1", "--handshake-timeout", "10m"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "serve",
+        "grpc",
+        "--listen",
+        "127.0.0.1:0",
+        "--interval",
+        "0",
+    ])
+    .args(["--threads", "1", "--handshake-timeout", "10m"])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
     // SAFETY: setrlimit is async-signal-safe; nothing else runs before exec.
     unsafe {
         cmd.pre_exec(|| {

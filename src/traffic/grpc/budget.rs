@@ -114,9 +114,9 @@ impl ConnShare {
         let limit = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
         let mut list = self.responses.lock().unwrap_or_else(|e| e.into_inner());
         list.retain(|w| w.strong_count() > 0);
-        list.iter().filter_map(Weak::upgrade).any(|q| {
-            q.holds() && now.saturating_sub(q.touched.load(Ordering::Acquire)) >= limit
-        })
+        list.iter()
+            .filter_map(Weak::upgrade)
+            .any(|q| q.holds() && now.saturating_sub(q.touched.load(Ordering::Acquire)) >= limit)
     }
 
     fn watch(&self, q: &PermitQueue) {
@@ -182,10 +182,12 @@ impl Budget {
                     return false;
                 }
             }
-            match conn
-                .held
-                .compare_exchange_weak(h, h.saturating_add(n), Ordering::AcqRel, Ordering::Acquire)
-            {
+            match conn.held.compare_exchange_weak(
+                h,
+                h.saturating_add(n),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => {
                     if h == 0 {
                         self.fair.holders.fetch_add(1, Ordering::AcqRel);
@@ -272,7 +274,12 @@ impl PermitQueue {
     }
     /// Give back the bytes of the oldest admitted message.
     pub fn release_one(&self) {
-        let p = self.0.q.lock().unwrap_or_else(|e| e.into_inner()).pop_front();
+        let p = self
+            .0
+            .q
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front();
         self.touch();
         drop(p);
     }
@@ -417,7 +424,8 @@ impl<B> AdmittedBody<B> {
         self.need = None;
         self.acquiring = None;
         self.queue.release_all();
-        self.counters.record_error(tonic::Code::DeadlineExceeded as i32);
+        self.counters
+            .record_error(tonic::Code::DeadlineExceeded as i32);
         let idle = humantime::format_duration(self.timeout.idle);
         match self.deadline {
             Some(d) if tokio::time::Instant::now() >= d => Status::deadline_exceeded(format!(
@@ -601,7 +609,12 @@ mod tests {
         v
     }
 
-    fn admitted<B>(b: B, budget: &Budget, conn: &Arc<ConnShare>, q: &PermitQueue) -> AdmittedBody<B> {
+    fn admitted<B>(
+        b: B,
+        budget: &Budget,
+        conn: &Arc<ConnShare>,
+        q: &PermitQueue,
+    ) -> AdmittedBody<B> {
         AdmittedBody::new(b, budget, conn, q.clone(), &GrpcCounters::new(1), IDLE)
     }
 
@@ -693,12 +706,22 @@ mod tests {
         let conn = ConnShare::new();
         let q = PermitQueue::default();
         // A prefix declaring 64 MiB, then nothing (the stream stays open).
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<Frame<Bytes>, std::io::Error>>();
+        let (tx, rx) =
+            tokio::sync::mpsc::unbounded_channel::<Result<Frame<Bytes>, std::io::Error>>();
         let rx = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
-        tx.send(Ok(Frame::data(Bytes::from(msg(64 << 20)[..PREFIX_LEN].to_vec()))))
-            .unwrap();
+        tx.send(Ok(Frame::data(Bytes::from(
+            msg(64 << 20)[..PREFIX_LEN].to_vec(),
+        ))))
+        .unwrap();
         let counters = GrpcCounters::new(1);
-        let mut b = AdmittedBody::new(StreamBody::new(rx), &budget, &conn, q.clone(), &counters, IDLE);
+        let mut b = AdmittedBody::new(
+            StreamBody::new(rx),
+            &budget,
+            &conn,
+            q.clone(),
+            &counters,
+            IDLE,
+        );
         let first = b.frame().await.unwrap().unwrap().into_data().unwrap();
         assert_eq!(first.len(), PREFIX_LEN);
         assert_eq!(conn.held_bytes(), 64 << 20);
@@ -718,7 +741,8 @@ mod tests {
         let budget = Budget::new(8 << 20);
         let conn = ConnShare::new();
         let q = PermitQueue::default();
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Result<Frame<Bytes>, std::io::Error>>();
+        let (tx, rx) =
+            tokio::sync::mpsc::unbounded_channel::<Result<Frame<Bytes>, std::io::Error>>();
         let rx = tokio_stream::wrappers::UnboundedReceiverStream::new(rx);
         let wire = msg(4 << 20);
         tx.send(Ok(Frame::data(Bytes::from(wire[..PREFIX_LEN].to_vec()))))

@@ -282,7 +282,10 @@ struct Throttled {
 impl Throttled {
     fn note(&mut self, e: &io::Error, open: usize) {
         self.since += 1;
-        if self.last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_secs(1))
+        {
             return;
         }
         eprintln!(
