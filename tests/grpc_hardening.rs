@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wirescope::traffic::grpc::client::{ClientConfig, GrpcClient, Target};
-use wirescope::traffic::grpc::proto::{framed, SimpleRequest, UNARY_PATH};
+use wirescope::traffic::grpc::proto::{framed, SimpleRequest, STREAMING_PATH, UNARY_PATH};
 use wirescope::traffic::grpc::server::{GrpcServer, Incoming, ServerConfig};
 use wirescope::traffic::grpc::GrpcMode;
 
@@ -225,12 +225,12 @@ fn literal(name: &str, value: &str) -> Vec<u8> {
     v
 }
 
-fn unary_headers(stream: u32) -> Vec<u8> {
+fn call_headers(stream: u32, path: &str) -> Vec<u8> {
     let mut block = Vec::new();
     for (n, v) in [
         (":method", "POST"),
         (":scheme", "http"),
-        (":path", UNARY_PATH),
+        (":path", path),
         (":authority", "localhost"),
         ("content-type", "application/grpc"),
         ("te", "trailers"),
@@ -261,9 +261,14 @@ fn streams_beyond_the_cap_are_refused_and_headers_only_streams_time_out() {
     s.set_read_timeout(Some(LIVENESS)).unwrap();
     let mut out = PREFACE.to_vec();
     out.extend(frame(4, 0, 0, &[]));
-    // Six HEADERS-only streams on a connection allowed four.
+    // Six HEADERS-only streams on a connection allowed four, of both kinds.
     for id in [1u32, 3, 5, 7, 9, 11] {
-        out.extend(unary_headers(id));
+        let path = if id % 4 == 1 {
+            UNARY_PATH
+        } else {
+            STREAMING_PATH
+        };
+        out.extend(call_headers(id, path));
     }
     s.write_all(&out).unwrap();
     let mut refused = vec![];
@@ -288,6 +293,32 @@ fn streams_beyond_the_cap_are_refused_and_headers_only_streams_time_out() {
         "HEADERS-only streams end by the body timeout"
     );
     assert_eq!(srv.counters().snapshot().errors[4], 4);
+}
+
+#[test]
+fn calls_beyond_the_server_wide_cap_are_answered_resource_exhausted() {
+    let mut cfg = ServerConfig::new(1);
+    cfg.max_calls = 2;
+    cfg.body_timeout = Duration::from_secs(600);
+    let (srv, addr) = server(cfg);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (mut send, _conn, _ping) = rt.block_on(h2_connect(addr));
+    // Two calls in flight (each admitted: the server has taken them).
+    let mut held: Vec<Open> = Vec::new();
+    for n in 1..=2 {
+        held.push(rt.block_on(silent(&mut send, addr, 100)));
+        wait_until("the call to be taken", || srv.budget_held() >= n * 1024);
+    }
+    let (third, _body) = rt.block_on(silent(&mut send, addr, 100));
+    let resp = rt
+        .block_on(async { tokio::time::timeout(LIVENESS, third).await })
+        .expect("the call over the cap is answered at once")
+        .unwrap();
+    assert_eq!(grpc_status(&resp).as_deref(), Some("8"), "{resp:?}");
+    assert_eq!(srv.counters().snapshot().errors[8], 1);
+    // Once a call ends, its place is free.
+    drop(held);
+    wait_until("a free call slot", || polite_rpcs(addr, 1).is_ok());
 }
 
 #[test]

@@ -47,6 +47,9 @@ pub struct ServeGrpcArgs {
     /// Connections open at once; more are closed as they arrive.
     #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,
+    /// Calls in flight over all connections; more are answered RESOURCE_EXHAUSTED.
+    #[arg(long, value_name = "N", default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub max_calls: u32,
     /// Time a new connection has to send the HTTP/2 preface before it is closed.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_timeout)]
     pub handshake_timeout: Duration,

@@ -71,6 +71,9 @@ pub struct ServerConfig {
     pub max_streams: u32,
     /// Connections open at once (listener mode); extras are closed on accept.
     pub max_connections: usize,
+    /// Calls in flight over all connections; more are answered RESOURCE_EXHAUSTED
+    /// at once (each costs some KiB of HTTP/2 stream state outside the budget).
+    pub max_calls: usize,
     /// Time a new connection has to send the HTTP/2 client preface.
     pub handshake_timeout: Duration,
     /// Time a request may go without a byte while incomplete (see [`BodyTimeout`]).
@@ -81,8 +84,8 @@ pub struct ServerConfig {
 
 impl ServerConfig {
     /// Defaults for `threads` workers: 64 MiB messages, 96 MiB budget, 256
-    /// streams, 1024 connections, 10 s handshake and body timeouts, 30 s
-    /// response timeout.
+    /// streams, 1024 connections, twice [`super::MAX_CONCURRENCY`] calls,
+    /// 10 s handshake and body timeouts, 30 s response timeout.
     pub fn new(threads: usize) -> Self {
         ServerConfig {
             threads: threads.max(1),
@@ -91,6 +94,8 @@ impl ServerConfig {
             memory_budget: 96 << 20,
             max_streams: 256,
             max_connections: 1024,
+            // The agent's only client is the test's, at most MAX_CONCURRENCY in flight.
+            max_calls: 2 * super::MAX_CONCURRENCY as usize,
             handshake_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(10),
             response_timeout: Duration::from_secs(30),
@@ -318,6 +323,9 @@ struct Shared {
     counters: Arc<GrpcCounters>,
     budget: Budget,
     body_timeout: BodyTimeout,
+    /// Calls in flight over all connections ([`ServerConfig::max_calls`]).
+    calls: Arc<tokio::sync::Semaphore>,
+    max_calls: usize,
     max_message: usize,
     /// Framed response header and payload body, shared, per size.
     payloads: RwLock<HashMap<usize, (Bytes, Bytes)>>,
@@ -408,6 +416,8 @@ impl BenchService {
                 body_timeout: BodyTimeout {
                     idle: cfg.body_timeout,
                 },
+                calls: Arc::new(tokio::sync::Semaphore::new(cfg.max_calls.max(1))),
+                max_calls: cfg.max_calls.max(1),
                 max_message: cfg.max_message,
                 payloads: RwLock::new(HashMap::new()),
             }),
@@ -436,10 +446,23 @@ impl tower_service::Service<http::Request<Body>> for BenchService {
             let msg = format!("wirescope serves {UNARY_PATH} and {STREAMING_PATH}, not {path}");
             return Box::pin(async move { Ok(Status::unimplemented(msg).into_http()) });
         }
+        // A call in flight costs stream state outside the budget: count it.
+        let Ok(call) = Arc::clone(&shared.calls).try_acquire_owned() else {
+            shared.counters.record_error(Code::ResourceExhausted as i32);
+            let msg = format!(
+                "this server has {} calls in flight, its limit (--max-calls); retry later",
+                shared.max_calls
+            );
+            return Box::pin(async move { Ok(Status::resource_exhausted(msg).into_http()) });
+        };
         if !unary {
             let max = shared.max_message;
             let idle = shared.body_timeout.idle;
             let body = StreamCallBody::new(req.into_body(), shared, max, idle);
+            let body = Holding {
+                inner: body,
+                _call: call,
+            };
             let mut resp = http::Response::new(Body::new(body));
             resp.headers_mut().insert(
                 http::header::CONTENT_TYPE,
@@ -470,7 +493,10 @@ impl tower_service::Service<http::Request<Body>> for BenchService {
             let req = http::Request::from_parts(parts, body);
             let mut grpc = shared.grpc();
             let resp = grpc.unary(Unary(Arc::clone(&shared)), req).await;
-            Ok(resp.map(|b| Body::new(SlicedBody::new(b, responses, &conn))))
+            Ok(resp.map(|b| {
+                let inner = SlicedBody::new(b, responses, &conn);
+                Body::new(Holding { inner, _call: call })
+            }))
         })
     }
 }
@@ -523,6 +549,33 @@ impl UnaryService<SimpleRequest> for Unary {
                 }
             }
         })
+    }
+}
+
+/// A response body that holds `G` (a call's slot) until it is dropped.
+struct Holding<B, G> {
+    inner: B,
+    _call: G,
+}
+
+impl<B, G> http_body::Body for Holding<B, G>
+where
+    B: http_body::Body + Unpin,
+    G: Unpin,
+{
+    type Data = B::Data;
+    type Error = B::Error;
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
