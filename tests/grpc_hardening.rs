@@ -478,3 +478,71 @@ fn out_of_descriptors_the_accept_loop_waits_and_recovers() {
     }
     drop(serve);
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    wirescope::traffic::grpc::memory::parse_status_kib(&status, "VmRSS")
+        .unwrap()
+        .0
+        / 1024
+}
+
+#[test]
+fn memory_of_closed_connections_goes_back_to_the_kernel() {
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_wirescope"))
+        .args([
+            "serve",
+            "grpc",
+            "--listen",
+            "127.0.0.1:0",
+            "--interval",
+            "0",
+        ])
+        .args(["--threads", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map(Killed)
+        .unwrap();
+    let pid = serve.0.id();
+    let mut err = BufReader::new(serve.0.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr: SocketAddr = line
+        .split(" on ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .expect("serve grpc prints its address")
+        .parse()
+        .unwrap();
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let base = rss_kib(pid);
+    // The flood, smaller: HEADERS-only streams on many connections.
+    let mut conns = Vec::new();
+    for c in 0..100u32 {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let mut out = PREFACE.to_vec();
+        out.extend(frame(4, 0, 0, &[]));
+        for i in 0..256u32 {
+            let path = if (c + i) % 2 == 0 {
+                UNARY_PATH
+            } else {
+                STREAMING_PATH
+            };
+            out.extend(call_headers(1 + 2 * i, path));
+        }
+        s.write_all(&out).unwrap();
+        conns.push(s);
+    }
+    let mut peak = base;
+    wait_until("the streams to cost memory", || {
+        peak = peak.max(rss_kib(pid));
+        peak > base + 40 * 1024
+    });
+    drop(conns);
+    // Freed by Rust when the connections close, and given back by the trim.
+    wait_until("RSS to come back down", || {
+        rss_kib(pid) < base + (peak - base) / 2
+    });
+    drop(serve);
+}

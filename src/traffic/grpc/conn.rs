@@ -9,8 +9,9 @@
 //! counted in [`Live`], closed when the HTTP/2 client preface has not arrived
 //! within the handshake timeout, or when one of its responses holds budget
 //! unread past the response timeout: closing the connection resets its
-//! streams, and h2 drops what it buffered for them), and the [`ConnInfo`]
-//! that tonic puts in every request's extensions.
+//! streams, and h2 drops what it buffered for them), the [`ConnInfo`]
+//! that tonic puts in every request's extensions, and giving the heap back
+//! to the kernel after connections close ([`trim_after_closes`]).
 //!
 //! It does not speak HTTP/2 (tonic, hyper and h2 do, above it) and holds no
 //! message bytes; the budget's accounting is in [`super::budget`].
@@ -52,6 +53,8 @@ pub struct Live {
     closed: tokio::sync::Notify,
     refused: AtomicU64,
     reset: AtomicU64,
+    /// Connections closed so far.
+    ended: AtomicU64,
 }
 
 impl Live {
@@ -175,6 +178,7 @@ async fn watchdog(guard: Arc<Guard>, live: Arc<Live>, limits: ConnLimits, gone: 
 impl Drop for Guarded {
     fn drop(&mut self) {
         self.gone.cancel();
+        self.live.ended.fetch_add(1, Ordering::Relaxed);
         if self.live.open.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.live.closed.notify_waiters();
         }
@@ -251,6 +255,37 @@ impl AsyncWrite for Guarded {
     }
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// How often [`trim_after_closes`] looks.
+const TRIM_EVERY: Duration = Duration::from_secs(5);
+
+/// Gives the heap's free memory back to the kernel after connections have
+/// closed (at most every 5 s). What closed connections held (HTTP/2 stream
+/// state, buffered frames) is freed by Rust at once, but glibc keeps freed
+/// pages in its arenas, so without this a burst of connections would keep
+/// the process's RSS at its peak. Runs until its task is dropped.
+pub async fn trim_after_closes(live: Arc<Live>) {
+    let mut seen = live.ended.load(Ordering::Relaxed);
+    loop {
+        tokio::time::sleep(TRIM_EVERY).await;
+        let ended = live.ended.load(Ordering::Relaxed);
+        if ended != seen {
+            seen = ended;
+            // Walks the arenas: a blocking call, off the workers.
+            let _ = tokio::task::spawn_blocking(trim_heap).await;
+        }
+    }
+}
+
+/// Return free heap pages to the kernel (glibc only; elsewhere nothing to do).
+fn trim_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only releases free memory of the allocator; it
+    // takes the arena locks itself and touches no live allocation.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

@@ -299,9 +299,12 @@ fn run(
                 let l = tokio::net::TcpListener::from_std(l)
                     .map_err(io_err("adopting the listener"))?;
                 let incoming = super::conn::accept(l, Arc::clone(&live), limits);
+                // Ends with this block (the select below drops it).
+                let trim = super::conn::trim_after_closes(Arc::clone(&live));
                 tokio::select! {
                     r = server.serve_with_incoming_shutdown(svc, incoming, stop) => r,
                     _ = abort => Ok(()),
+                    () = trim => Ok(()),
                 }
             }
         };
