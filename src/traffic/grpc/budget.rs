@@ -429,7 +429,7 @@ impl<B> AdmittedBody<B> {
         let idle = humantime::format_duration(self.timeout.idle);
         match self.deadline {
             Some(d) if tokio::time::Instant::now() >= d => Status::deadline_exceeded(format!(
-                "the request message did not arrive in time (at least {MIN_RATE} bytes/s after {idle} are needed; --body-timeout)"
+                "the request message did not arrive in time: after the first {idle} (--body-timeout) it must come at 1 MiB/s or faster"
             )),
             _ => Status::deadline_exceeded(format!(
                 "the request body stopped: no bytes for {idle} (--body-timeout)"
