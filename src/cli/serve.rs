@@ -44,6 +44,22 @@ pub struct ServeGrpcArgs {
     /// Concurrent streams per HTTP/2 connection.
     #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub max_streams: u32,
+    /// Connections open at once; more are closed as they arrive.
+    #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+    /// Calls in flight over all connections; more are answered RESOURCE_EXHAUSTED.
+    #[arg(long, value_name = "N", default_value_t = 16384, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub max_calls: u32,
+    /// Time a new connection has to send the HTTP/2 preface before it is closed.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_timeout)]
+    pub handshake_timeout: Duration,
+    /// A request whose bytes stop coming this long (or that arrives slower
+    /// than 1 MiB/s after it) fails with DEADLINE_EXCEEDED and frees its memory.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_timeout)]
+    pub body_timeout: Duration,
+    /// A response its client leaves unread this long resets its connection.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_timeout)]
+    pub response_timeout: Duration,
     /// Print one line of figures per interval (0 = only at the end).
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
@@ -93,6 +109,15 @@ pub struct GrpcClientArgs {
 /// A CPU list (`0-3,8`) as one value (a bare `Vec` would make clap expect several).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Cpus(pub Vec<CpuId>);
+
+/// A timeout: a duration above zero.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err("a timeout must be above zero (e.g. 10s)".into());
+    }
+    Ok(d)
+}
 
 fn parse_cpus(s: &str) -> Result<Cpus, String> {
     parse_cpu_list(s).map(Cpus)

@@ -46,6 +46,11 @@ fn serve_grpc(a: ServeGrpcArgs) -> Result<u8, GrpcError> {
         max_message: a.max_message.as_usize(),
         memory_budget: a.memory_budget.as_usize(),
         max_streams: a.max_streams,
+        max_connections: a.max_connections as usize,
+        max_calls: a.max_calls as usize,
+        handshake_timeout: a.handshake_timeout,
+        body_timeout: a.body_timeout,
+        response_timeout: a.response_timeout,
     };
     let listener = std::net::TcpListener::bind(a.listen).map_err(|source| GrpcError::Io {
         op: "binding the gRPC listener",
@@ -55,11 +60,13 @@ fn serve_grpc(a: ServeGrpcArgs) -> Result<u8, GrpcError> {
     let server = GrpcServer::start(cfg.clone(), Incoming::Listener(listener))?;
     let addr = server.local_addr().unwrap_or(a.listen);
     eprintln!(
-        "wirescope serve grpc: grpc.testing.BenchmarkService on {addr}, {} threads, max message {}, memory budget {}, {} streams per connection",
+        "wirescope serve grpc: grpc.testing.BenchmarkService on {addr}, {} threads, max message {}, memory budget {}, {} streams per connection, {} connections, {} calls",
         cfg.threads,
         Bytes(cfg.max_message as u64),
         Bytes(cfg.memory_budget as u64),
-        cfg.max_streams
+        cfg.max_streams,
+        cfg.max_connections,
+        cfg.max_calls
     );
     eprintln!("wirescope serve grpc: NO TOKEN: anyone who reaches {addr} can use this server; Ctrl-C stops it");
     let rt = tokio::runtime::Builder::new_current_thread()

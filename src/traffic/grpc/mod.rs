@@ -37,7 +37,10 @@
 //!   tonic's streaming decoder keeps a buffer as large as the largest message
 //!   for each stream's whole life (2048 ping-pong streams x 4 MiB = 8 GiB
 //!   pinned), so requests are parsed as they arrive and never assembled.
-//!   Response payloads are one shared body per size.
+//!   Response payloads are one shared body per size. No connection holds
+//!   more than its fair share of the budget, and none holds it past the body
+//!   and response timeouts; how many connections and streams exist, and how
+//!   long a handshake may take, is bounded in [`conn`].
 //!
 //! Measured (`cargo xtask bench grpc`, 4 MiB unary, 8 x 256): client peak RSS
 //! 47 MB, server VmHWM 214-246 MB; ghz 1.5 GB and grpc-go 1.4-2.3 GB.
@@ -57,6 +60,7 @@
 
 pub mod budget;
 pub mod client;
+pub mod conn;
 pub mod counters;
 pub mod engine;
 pub mod memory;

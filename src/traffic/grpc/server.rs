@@ -10,11 +10,18 @@
 //! made; a response's payload is one shared, reference-counted body per size.
 //!
 //! Memory: see [`super::budget`]. Per connection the server advertises
-//! `max_streams` concurrent streams, a 64 KiB stream window and a connection
-//! window of `max_streams x 64 KiB`, so at most `budget + connections x
-//! max_streams x 64 KiB` bytes of messages are held at once.
+//! `max_streams` concurrent streams, a 64 KiB stream window, a connection
+//! window of `max_streams x 64 KiB` and a 16 KiB header list, so at most
+//! `budget + max_connections x max_streams x 64 KiB` bytes of messages are
+//! held at once; no connection holds more than its fair share of the budget,
+//! and none holds it longer than the body and response timeouts allow.
+//! Connections (how many, the handshake timeout, the accept loop): see
+//! [`super::conn`].
 
-use super::budget::{AdmittedBody, Budget, PermitQueue, ResponsePermits, SlicedBody};
+use super::budget::{
+    AdmittedBody, BodyTimeout, Budget, ConnShare, PermitQueue, ResponsePermits, SlicedBody,
+};
+use super::conn::{ConnInfo, ConnLimits, Guarded, Live};
 use super::counters::GrpcCounters;
 use super::proto::{
     response_head, EchoStatus, Payload, SimpleRequest, SimpleResponse, SERVICE, STREAMING_PATH,
@@ -30,16 +37,13 @@ use prost::Message;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tonic::body::Body;
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::server::{NamedService, UnaryService};
-use tonic::transport::server::{Connected, TcpConnectInfo};
 use tonic::{Code, Request, Response, Status};
 
 /// Per-stream receive window the server advertises (h2's default).
@@ -48,6 +52,8 @@ pub const STREAM_WINDOW: u32 = 64 * 1024;
 const FLAG_POLL: Duration = Duration::from_millis(10);
 /// Payload sizes kept shared at once (more distinct sizes are built per response).
 const PAYLOAD_CACHE_ENTRIES: usize = 8;
+/// Largest request header list accepted (SETTINGS_MAX_HEADER_LIST_SIZE).
+pub const MAX_HEADER_LIST: u32 = 16 * 1024;
 
 /// How the server runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,12 +66,26 @@ pub struct ServerConfig {
     pub max_message: usize,
     /// Bytes of messages held at once (see [`super::budget`]).
     pub memory_budget: usize,
-    /// Concurrent streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS).
+    /// Concurrent streams per connection (SETTINGS_MAX_CONCURRENT_STREAMS);
+    /// h2 refuses more with REFUSED_STREAM.
     pub max_streams: u32,
+    /// Connections open at once (listener mode); extras are closed on accept.
+    pub max_connections: usize,
+    /// Calls in flight over all connections; more are answered RESOURCE_EXHAUSTED
+    /// at once (each costs some KiB of HTTP/2 stream state outside the budget).
+    pub max_calls: usize,
+    /// Time a new connection has to send the HTTP/2 client preface.
+    pub handshake_timeout: Duration,
+    /// Time a request may go without a byte while incomplete (see [`BodyTimeout`]).
+    pub body_timeout: Duration,
+    /// Time a response may hold budget unread before its connection is reset.
+    pub response_timeout: Duration,
 }
 
 impl ServerConfig {
-    /// Defaults for `threads` workers: 64 MiB messages, 96 MiB budget, 256 streams.
+    /// Defaults for `threads` workers: 64 MiB messages, 96 MiB budget, 256
+    /// streams, 1024 connections, twice [`super::MAX_CONCURRENCY`] calls,
+    /// 10 s handshake and body timeouts, 30 s response timeout.
     pub fn new(threads: usize) -> Self {
         ServerConfig {
             threads: threads.max(1),
@@ -73,6 +93,21 @@ impl ServerConfig {
             max_message: super::MAX_MESSAGE,
             memory_budget: 96 << 20,
             max_streams: 256,
+            max_connections: 1024,
+            // The agent's only client is the test's, at most MAX_CONCURRENCY in flight.
+            max_calls: 2 * super::MAX_CONCURRENCY as usize,
+            handshake_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(10),
+            response_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// The connection limits of this configuration.
+    pub fn limits(&self) -> ConnLimits {
+        ConnLimits {
+            max_connections: self.max_connections.max(1),
+            handshake_timeout: self.handshake_timeout,
+            response_timeout: self.response_timeout,
         }
     }
 
@@ -96,6 +131,7 @@ pub enum Incoming {
 pub struct GrpcServer {
     sup: Supervisor,
     counters: Arc<GrpcCounters>,
+    budget: Budget,
     local_addr: Option<SocketAddr>,
 }
 
@@ -127,10 +163,13 @@ impl GrpcServer {
             Incoming::Streams(_) => None,
         };
         let c = Arc::clone(&counters);
-        let sup = Supervisor::spawn("grpc-server", move |ctl| run(cfg, incoming, ctl, c))?;
+        let budget = Budget::new(cfg.memory_budget);
+        let b = budget.clone();
+        let sup = Supervisor::spawn("grpc-server", move |ctl| run(cfg, incoming, ctl, c, b))?;
         Ok(GrpcServer {
             sup,
             counters,
+            budget,
             local_addr,
         })
     }
@@ -142,6 +181,10 @@ impl GrpcServer {
     /// Counters (for the sampler).
     pub fn counters(&self) -> &Arc<GrpcCounters> {
         &self.counters
+    }
+    /// Bytes of the memory budget held by messages now.
+    pub fn budget_held(&self) -> usize {
+        self.budget.held()
     }
     /// Stop flags and completion signal.
     pub fn control(&self) -> &EngineControl {
@@ -207,14 +250,17 @@ fn run(
     incoming: Incoming,
     ctl: EngineControl,
     counters: Arc<GrpcCounters>,
+    budget: Budget,
 ) -> Result<(), EngineError> {
     let rt = runtime("grpc-server", cfg.threads, &cfg.cpus, &counters)?;
-    let svc = BenchService::new(&cfg, Arc::clone(&counters));
+    let svc = BenchService::new(&cfg, Arc::clone(&counters), budget);
     let server = tonic::transport::Server::builder()
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(cfg.conn_window())
         .max_concurrent_streams(cfg.max_streams)
+        .http2_max_header_list_size(MAX_HEADER_LIST)
         .http2_adaptive_window(Some(false));
+    let limits = cfg.limits();
     let io_err = |op: &'static str| {
         move |source: std::io::Error| EngineError::Io {
             op,
@@ -230,9 +276,10 @@ fn run(
             Incoming::Streams(streams) => {
                 let mut conns = Vec::with_capacity(streams.len());
                 for s in streams {
-                    conns.push(Ok::<_, std::io::Error>(Tracked::new(
+                    conns.push(Ok::<_, std::io::Error>(Guarded::new(
                         tokio_stream_from(s).map_err(io_err("adopting a data connection"))?,
                         &live,
+                        &limits,
                     )));
                 }
                 // Never-ending incoming: tonic shuts connections down when it ends.
@@ -251,19 +298,13 @@ fn run(
                     .map_err(io_err("setting the listener non-blocking"))?;
                 let l = tokio::net::TcpListener::from_std(l)
                     .map_err(io_err("adopting the listener"))?;
-                let live2 = Arc::clone(&live);
-                let incoming = futures_util::StreamExt::map(
-                    tokio_stream::wrappers::TcpListenerStream::new(l),
-                    move |r| {
-                        r.map(|s| {
-                            let _ = s.set_nodelay(true);
-                            Tracked::new(s, &live2)
-                        })
-                    },
-                );
+                let incoming = super::conn::accept(l, Arc::clone(&live), limits);
+                // Ends with this block (the select below drops it).
+                let trim = super::conn::trim_after_closes(Arc::clone(&live));
                 tokio::select! {
                     r = server.serve_with_incoming_shutdown(svc, incoming, stop) => r,
                     _ = abort => Ok(()),
+                    () = trim => Ok(()),
                 }
             }
         };
@@ -280,96 +321,14 @@ fn tokio_stream_from(s: std::net::TcpStream) -> std::io::Result<tokio::net::TcpS
     tokio::net::TcpStream::from_std(s)
 }
 
-/// Open connections of a server; notifies when the last one closes.
-#[derive(Debug, Default)]
-struct Live {
-    open: AtomicUsize,
-    closed: tokio::sync::Notify,
-}
-
-impl Live {
-    async fn all_closed(&self) {
-        loop {
-            let wait = self.closed.notified();
-            if self.open.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            wait.await;
-        }
-    }
-}
-
-/// A connection counted in [`Live`] while it exists.
-struct Tracked {
-    inner: tokio::net::TcpStream,
-    live: Arc<Live>,
-}
-
-impl Tracked {
-    fn new(inner: tokio::net::TcpStream, live: &Arc<Live>) -> Self {
-        live.open.fetch_add(1, Ordering::AcqRel);
-        Tracked {
-            inner,
-            live: Arc::clone(live),
-        }
-    }
-}
-
-impl Drop for Tracked {
-    fn drop(&mut self) {
-        if self.live.open.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.live.closed.notify_waiters();
-        }
-    }
-}
-
-impl Connected for Tracked {
-    type ConnectInfo = TcpConnectInfo;
-    fn connect_info(&self) -> TcpConnectInfo {
-        self.inner.connect_info()
-    }
-}
-
-impl AsyncRead for Tracked {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for Tracked {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
-    }
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
-    }
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
-
 /// State shared by all handlers of one server.
 struct Shared {
     counters: Arc<GrpcCounters>,
     budget: Budget,
+    body_timeout: BodyTimeout,
+    /// Calls in flight over all connections ([`ServerConfig::max_calls`]).
+    calls: Arc<tokio::sync::Semaphore>,
+    max_calls: usize,
     max_message: usize,
     /// Framed response header and payload body, shared, per size.
     payloads: RwLock<HashMap<usize, (Bytes, Bytes)>>,
@@ -425,10 +384,16 @@ impl Shared {
         ))
     }
 
-    /// Take the budget for an encoded response; the call's body gives it back.
-    async fn hold_response(&self, resp: &SimpleResponse, permits: Option<&ResponsePermits>) {
+    /// Take the budget for an encoded response from `conn`'s share; the
+    /// call's body gives it back.
+    async fn hold_response(
+        &self,
+        resp: &SimpleResponse,
+        conn: &Arc<ConnShare>,
+        permits: Option<&ResponsePermits>,
+    ) {
         if let Some(p) = permits {
-            p.0.push(self.budget.acquire(resp.encoded_len() + 5).await);
+            p.0.push(self.budget.acquire(conn, resp.encoded_len() + 5).await);
         }
     }
 
@@ -446,11 +411,16 @@ pub struct BenchService {
 }
 
 impl BenchService {
-    fn new(cfg: &ServerConfig, counters: Arc<GrpcCounters>) -> Self {
+    fn new(cfg: &ServerConfig, counters: Arc<GrpcCounters>, budget: Budget) -> Self {
         BenchService {
             shared: Arc::new(Shared {
                 counters,
-                budget: Budget::new(cfg.memory_budget),
+                budget,
+                body_timeout: BodyTimeout {
+                    idle: cfg.body_timeout,
+                },
+                calls: Arc::new(tokio::sync::Semaphore::new(cfg.max_calls.max(1))),
+                max_calls: cfg.max_calls.max(1),
                 max_message: cfg.max_message,
                 payloads: RwLock::new(HashMap::new()),
             }),
@@ -479,9 +449,23 @@ impl tower_service::Service<http::Request<Body>> for BenchService {
             let msg = format!("wirescope serves {UNARY_PATH} and {STREAMING_PATH}, not {path}");
             return Box::pin(async move { Ok(Status::unimplemented(msg).into_http()) });
         }
+        // A call in flight costs stream state outside the budget: count it.
+        let Ok(call) = Arc::clone(&shared.calls).try_acquire_owned() else {
+            shared.counters.record_error(Code::ResourceExhausted as i32);
+            let msg = format!(
+                "this server has {} calls in flight, its limit (--max-calls); retry later",
+                shared.max_calls
+            );
+            return Box::pin(async move { Ok(Status::resource_exhausted(msg).into_http()) });
+        };
         if !unary {
             let max = shared.max_message;
-            let body = StreamCallBody::new(req.into_body(), shared, max);
+            let idle = shared.body_timeout.idle;
+            let body = StreamCallBody::new(req.into_body(), shared, max, idle);
+            let body = Holding {
+                inner: body,
+                _call: call,
+            };
             let mut resp = http::Response::new(Body::new(body));
             resp.headers_mut().insert(
                 http::header::CONTENT_TYPE,
@@ -493,13 +477,29 @@ impl tower_service::Service<http::Request<Body>> for BenchService {
             let queue = PermitQueue::default();
             let responses = PermitQueue::default();
             let (mut parts, body) = req.into_parts();
+            // Every connection has one; a request without it stands alone.
+            let conn = match parts.extensions.get::<ConnInfo>() {
+                Some(c) => Arc::clone(&c.share),
+                None => ConnShare::new(),
+            };
             parts.extensions.insert(queue.clone());
             parts.extensions.insert(ResponsePermits(responses.clone()));
-            let req =
-                http::Request::from_parts(parts, AdmittedBody::new(body, &shared.budget, queue));
+            parts.extensions.insert(Arc::clone(&conn));
+            let body = AdmittedBody::new(
+                body,
+                &shared.budget,
+                &conn,
+                queue,
+                &shared.counters,
+                shared.body_timeout,
+            );
+            let req = http::Request::from_parts(parts, body);
             let mut grpc = shared.grpc();
             let resp = grpc.unary(Unary(Arc::clone(&shared)), req).await;
-            Ok(resp.map(|b| Body::new(SlicedBody::new(b, responses))))
+            Ok(resp.map(|b| {
+                let inner = SlicedBody::new(b, responses, &conn);
+                Body::new(Holding { inner, _call: call })
+            }))
         })
     }
 }
@@ -527,6 +527,11 @@ impl UnaryService<SimpleRequest> for Unary {
         Box::pin(async move {
             let queue = req.extensions().get::<PermitQueue>().cloned();
             let responses = req.extensions().get::<ResponsePermits>().cloned();
+            let conn = req
+                .extensions()
+                .get::<Arc<ConnShare>>()
+                .cloned()
+                .unwrap_or_else(ConnShare::new);
             let msg = req.into_inner();
             let rx = msg.payload_len() as u64;
             let answer = shared.answer(&msg);
@@ -541,12 +546,39 @@ impl UnaryService<SimpleRequest> for Unary {
                     Err(st)
                 }
                 Ok((resp, tx)) => {
-                    shared.hold_response(&resp, responses.as_ref()).await;
+                    shared.hold_response(&resp, &conn, responses.as_ref()).await;
                     shared.counters.record_ok(tx as u64, rx, None);
                     Ok(Response::new(resp))
                 }
             }
         })
+    }
+}
+
+/// A response body that holds `G` (a call's slot) until it is dropped.
+struct Holding<B, G> {
+    inner: B,
+    _call: G,
+}
+
+impl<B, G> http_body::Body for Holding<B, G>
+where
+    B: http_body::Body + Unpin,
+    G: Unpin,
+{
+    type Data = B::Data;
+    type Error = B::Error;
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        std::pin::Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 

@@ -13,6 +13,10 @@
 //! from the request only when h2 asks for more response data, so a client
 //! that stops reading stops its own requests (flow control end to end).
 //! tonic still runs the connection (HTTP/2 settings, routing, shutdown).
+//!
+//! A call whose first request, or a request it has started, stops arriving
+//! for the body timeout ends with DEADLINE_EXCEEDED; a call idle between
+//! requests is left alone (it holds no message bytes).
 
 use super::counters::GrpcCounters;
 use super::proto::{body_len_in_payload, EchoStatus, PREFIX_LEN};
@@ -22,9 +26,12 @@ use http_body::{Body, Frame};
 use prost::Message;
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
+use tokio::time::Sleep;
 use tonic::Status;
 
 /// Bytes of a payload's start kept to find its body's length.
@@ -276,11 +283,17 @@ pub struct StreamCallBody<B, A> {
     ready: VecDeque<ParsedRequest>,
     out: VecDeque<Bytes>,
     done: bool,
+    /// Body timeout: fires when an awaited request stops arriving.
+    idle: Duration,
+    timer: Pin<Box<Sleep>>,
+    /// A whole request has arrived on this call.
+    seen_request: bool,
 }
 
 impl<B, A> StreamCallBody<B, A> {
-    /// Answer the requests of `req` with `answer`.
-    pub fn new(req: B, answer: Arc<A>, max_message: usize) -> Self {
+    /// Answer the requests of `req` with `answer`; a request that stops
+    /// arriving for `idle` ends the call (call inside a tokio runtime).
+    pub fn new(req: B, answer: Arc<A>, max_message: usize, idle: Duration) -> Self {
         StreamCallBody {
             req,
             answer,
@@ -288,6 +301,9 @@ impl<B, A> StreamCallBody<B, A> {
             ready: VecDeque::new(),
             out: VecDeque::new(),
             done: false,
+            idle,
+            timer: Box::pin(tokio::time::sleep(idle)),
+            seen_request: false,
         }
     }
 }
@@ -336,14 +352,30 @@ where
                 }
                 continue;
             }
-            match ready!(Pin::new(&mut this.req).poll_frame(cx)) {
+            let polled = Pin::new(&mut this.req).poll_frame(cx);
+            if polled.is_pending() {
+                // Between requests a call may idle; a request under way may not.
+                if this.seen_request && this.walker.at_boundary() {
+                    return Poll::Pending;
+                }
+                ready!(this.timer.as_mut().poll(cx));
+                let st = Status::deadline_exceeded(format!(
+                    "the request stopped: no bytes for {} (--body-timeout)",
+                    humantime::format_duration(this.idle)
+                ));
+                return Poll::Ready(Some(Ok(this.end(st))));
+            }
+            match ready!(polled) {
                 Some(Ok(frame)) => {
+                    let at = tokio::time::Instant::now() + this.idle;
+                    this.timer.as_mut().reset(at);
                     if let Ok(data) = frame.into_data() {
                         if let Err(st) = this.walker.feed(&data, &mut this.ready) {
                             // Answer what completed before the error, then end with it.
                             this.ready.clear();
                             return Poll::Ready(Some(Ok(this.end(st))));
                         }
+                        this.seen_request |= !this.ready.is_empty();
                     }
                 }
                 Some(Err(_)) => {
