@@ -160,21 +160,6 @@ impl BoundedError {
     }
 }
 
-fn kind_of(m: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let t = m.file_type();
-    if t.is_dir() {
-        "directory"
-    } else if t.is_char_device() || t.is_block_device() {
-        "device"
-    } else if t.is_fifo() {
-        "FIFO"
-    } else if t.is_socket() {
-        "socket"
-    } else {
-        "special file"
-    }
-}
 
 /// Read a regular file of at most `max` bytes as text. Opened non-blocking
 /// (a FIFO does not hang the open) and checked after the open.
@@ -190,7 +175,7 @@ pub fn read_bounded(path: &Path, max: u64) -> Result<String, BoundedError> {
     if !m.file_type().is_file() {
         return Err(BoundedError::NotRegular {
             path: p(),
-            kind: kind_of(&m),
+            kind: super::untrusted::kind_of(&m),
         });
     }
     let mut buf = Vec::new();

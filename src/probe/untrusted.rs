@@ -75,7 +75,8 @@ pub struct Root {
     canonical: Option<PathBuf>,
 }
 
-fn kind_of(m: &std::fs::Metadata) -> &'static str {
+/// What a file that is not a regular file is, for a refusal ("FIFO").
+pub(crate) fn kind_of(m: &std::fs::Metadata) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     let t = m.file_type();
     if t.is_dir() {
