@@ -160,7 +160,6 @@ impl BoundedError {
     }
 }
 
-
 /// Read a regular file of at most `max` bytes as text. Opened non-blocking
 /// (a FIFO does not hang the open) and checked after the open.
 pub fn read_bounded(path: &Path, max: u64) -> Result<String, BoundedError> {

@@ -272,6 +272,34 @@ fn retransmits(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     if ratio <= t.retrans_ratio {
         return None;
     }
+    // Retransmits the receiver reported it already had (D-SACK) lost
+    // nothing: tail-loss probes and early timeouts while ACKs were late
+    // (a busy receiver, request/response traffic).
+    let spurious = sum("TcpExt.TCPDSACKRecvSegs")
+        .max(sum("TcpExt.TCPDSACKRecv"))
+        .min(retr);
+    let lost = retr - spurious;
+    if lost < t.retrans_min_segs || lost as f64 / out as f64 <= t.retrans_ratio {
+        return Some(
+            Finding::new(
+                "tcp.retransmits",
+                Severity::Info,
+                ctx.host,
+                "",
+                format!(
+                    "{:.2} % of sent segments were retransmitted ({retr} of {out}), but the receiver already had {spurious} of them (D-SACK): ACKs came late, nothing was lost",
+                    ratio * 100.0
+                ),
+                ratio.min(1.0) * prior("tcp.retransmits") * 0.25,
+            )
+            .ev(Evidence::num("retransmitted segments", retr as f64, "", source))
+            .ev(Evidence::num("sent segments", out as f64, "", source))
+            .ev(Evidence::num("of them reported duplicate by the receiver", spurious as f64, "", "nstat TcpExt.TCPDSACKRecvSegs"))
+            .ev(Evidence::num("tail-loss probes", sum("TcpExt.TCPLossProbes") as f64, "", "nstat TcpExt.TCPLossProbes"))
+            .why("A sender that waits too long for an ACK sends the last segment again (a tail-loss probe) or times out; when the receiver reports it as a duplicate, the original arrived: the delay is in the receiver's processing, not in the network."),
+        );
+    }
+    let (retr, ratio) = (lost, lost as f64 / out as f64);
     // What that loss rate allows one connection at the measured RTT
     // (Mathis et al.: MSS / RTT × sqrt(3/2) / sqrt(p)). A connection that
     // ran far below it was held back by something else: the retransmits
