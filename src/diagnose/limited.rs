@@ -72,7 +72,7 @@ pub fn limited_by(findings: &[Finding], local_busy: Option<f64>, peer_busy: Opti
             )
         }
         (false, false) => format!(
-            "no bottleneck found on either host (CPU local {}, peer {} busy): the path between them (link, switch, shaping) or the test's own pacing sets the rate",
+            "no bottleneck found on either host (CPU local {}, peer {} busy): what sets the rate is outside them — the path (link, switch, shaping) — or the test itself (its pacing, the requests it keeps in flight)",
             pct(local_busy),
             pct(peer_busy)
         ),

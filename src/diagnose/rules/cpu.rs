@@ -130,7 +130,7 @@ fn net_rx_share(s: &Sample, cpu: u32) -> Option<f64> {
 
 /// cpu.single-core-saturated.
 fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
-    let pinned = ctx.engine_cpus();
+    let pinned = ctx.test_cpus();
     let mut count: BTreeMap<u32, usize> = BTreeMap::new();
     for s in &ctx.active {
         if let Some(c) = saturated_core(s, t, &pinned) {
@@ -170,7 +170,7 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     };
     let mut what = Vec::new();
-    let engine = pinned;
+    let engine = ctx.engine_cpus();
     if engine.contains(&cpu) {
         what.push("engine threads (pinned with --cpus)".to_string());
     }

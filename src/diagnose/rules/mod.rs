@@ -85,6 +85,34 @@ impl<'a> HostCtx<'a> {
             .map(|s| s.cpus_for(self.side()).iter().map(|c| c.0).collect())
             .unwrap_or_default()
     }
+
+    /// True when both hosts run on one kernel (the embedded local pair:
+    /// the same boot id), so both ends' threads share its cores.
+    pub fn shares_kernel(&self) -> bool {
+        match (self.facts, self.other_facts) {
+            (Some(a), Some(b)) => !a.boot_id.is_empty() && a.boot_id == b.boot_id,
+            _ => false,
+        }
+    }
+
+    /// CPUs the test's engine threads may run on, on this host's cores:
+    /// this end's pinning, and the other end's too when both share a
+    /// kernel (empty when this end is not pinned).
+    pub fn test_cpus(&self) -> Vec<u32> {
+        let mut v = self.engine_cpus();
+        if !v.is_empty() && self.shares_kernel() {
+            let other = match self.side() {
+                Side::Controller => Side::Agent,
+                Side::Agent => Side::Controller,
+            };
+            if let Some(s) = self.spec {
+                v.extend(s.cpus_for(other).iter().map(|c| c.0));
+            }
+            v.sort_unstable();
+            v.dedup();
+        }
+        v
+    }
 }
 
 /// Facts-only rules of one host.
