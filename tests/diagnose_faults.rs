@@ -261,3 +261,61 @@ fn fail_on_warn_exits_3_when_a_warning_is_raised() {
         "changes are shown as they happen: {table}"
     );
 }
+
+/// The healthy half of the fault suite: every engine and mode, run as a
+/// user would on a namespace pair while another process keeps one core
+/// busy, raises no warning or error, and its summary says what limited it.
+/// (Each case's expectation is listed in assets/rules.md, "Fault suite".)
+#[test]
+fn healthy_runs_of_every_engine_and_mode_raise_no_warning_on_a_busy_machine() {
+    let _serial = serial();
+    let mut pair = Pair::new();
+    pair.start_agent();
+    let _hog = Hog::on(1);
+    let cases: &[&[&str]] = &[
+        &["-P", "1"],
+        &["-P", "2"],
+        &["-P", "8"],
+        &["-R"],
+        &["--bidir"],
+        &["-m", "rr"],
+        &["-m", "pingpong"],
+        &["--engine", "grpc"],
+        &["--engine", "grpc", "--channels", "8", "--concurrency", "64"],
+        &["--engine", "grpc", "-m", "stream"],
+        &["--engine", "grpc", "-m", "stream", "--channels", "8"],
+        &["--engine", "sink", "--sink", "xdp", "--rate", "50000"],
+        &["--engine", "sink", "--sink", "af-xdp", "--rate", "50000"],
+        &["--engine", "sink", "--sink", "tpacket", "--rate", "50000"],
+        &["--engine", "sink", "--sink", "udp", "--rate", "50000"],
+    ];
+    let mut alarms = Vec::new();
+    for args in cases {
+        let mut full = vec!["-t", "3s", "--json"];
+        full.extend_from_slice(args);
+        let out = pair.run(&full);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}\nagent: {}",
+            stderr(&out),
+            pair.agent_log()
+        );
+        let s: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: not one JSON summary ({e})"));
+        let f = s["findings"].as_array().cloned().unwrap_or_default();
+        let loud: Vec<String> = ids(&f)
+            .into_iter()
+            .filter(|x| !x.starts_with("info:"))
+            .collect();
+        if !loud.is_empty() {
+            alarms.push(format!("{args:?}: {loud:?}"));
+        }
+        let limit = s["limited_by"].as_str().unwrap_or("");
+        assert!(limit.starts_with("no "), "{args:?}: {limit}");
+    }
+    assert!(
+        alarms.is_empty(),
+        "false alarms on healthy runs:\n{}",
+        alarms.join("\n")
+    );
+}

@@ -92,12 +92,29 @@ pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
                 .spec
                 .is_some_and(|s| s.cpus_for(side).iter().any(|c| f.subject == c.to_string()))
         };
+        // Other cores carry only the kernel's packet path (softirq, irq,
+        // sys): one saturated by user time runs someone else's work.
+        let kernel_share = |f: &Finding| {
+            f.evidence
+                .iter()
+                .filter(|e| {
+                    [" softirq", " irq", " system"]
+                        .iter()
+                        .any(|k| e.what == format!("{}{k}", f.subject))
+                })
+                .filter_map(|e| match e.value {
+                    Value::Num(v) => Some(v),
+                    Value::Text(_) => None,
+                })
+                .sum::<f64>()
+        };
         out.retain(|f| {
             let id = f.id.as_str();
             let quiet = id.starts_with("tcp.")
                 || matches!(id, "nic.tso-off" | "nic.gro-off")
                 || (one_queue && matches!(id, "nic.queue-imbalance" | "softirq.concentrated"))
-                || (id == "cpu.single-core-saturated" && engine_core(f));
+                || (id == "cpu.single-core-saturated"
+                    && (engine_core(f) || kernel_share(f) < t.softirq_heavy_pct));
             !quiet
         });
         out.extend(rules::sink::session_rules(k, input, t));
