@@ -639,3 +639,20 @@ pub fn record_lines(r: &Record) -> Vec<String> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_agent_refusal_is_a_refusal_not_a_failure() {
+        let r = peer_done(TuneResponse::Refused {
+            reason: "no --allow-tuning".into(),
+        });
+        assert_eq!(r, Err(StepError::Refused("no --allow-tuning".into())));
+        let f = peer_done(TuneResponse::Failed {
+            error: "EPERM".into(),
+        });
+        assert_eq!(f, Err(StepError::Failed("EPERM".into())));
+    }
+}

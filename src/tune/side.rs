@@ -200,11 +200,9 @@ fn combine(sides: impl Iterator<Item = PathSide>) -> PathSide {
 
 fn if_side(s: &IfSetting) -> PathSide {
     match s {
-        IfSetting::Features(f) => combine(
-            f.iter()
-                .flat_map(|(n, _)| kernel_names(n))
-                .map(|k| name_side(&k)),
-        ),
+        IfSetting::Features(f) => {
+            combine(f.iter().flat_map(|(n, _)| kernel_names(n)).map(name_side))
+        }
         IfSetting::Rings(Counts::Each(kinds)) => combine(kinds.iter().map(|(k, _)| match k {
             RingKind::Tx => PathSide::Send,
             RingKind::Rx | RingKind::RxMini | RingKind::RxJumbo => PathSide::Receive,
