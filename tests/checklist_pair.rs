@@ -39,26 +39,8 @@ fn set_in(ns: &str, key: &str, value: &str) {
     assert!(ok, "sysctl {key}={value} in {ns}");
 }
 
-#[test]
-fn a_checklist_raises_the_receivers_buffer_and_rollback_restores_it() {
-    let mut pair = Pair::new();
-    let peer_state = pair.dir.path().join("peer-state");
-    let local_state = pair.dir.path().join("local-state");
-    set_in(&pair.b, "net.ipv4.tcp_rmem", CAPPED);
-    let local_before = sysctl_in(&pair.a, "net.ipv4.tcp_rmem");
-    pair.start_agent_with(
-        &[],
-        &[
-            "--allow-tuning",
-            "--state-dir",
-            peer_state.to_str().unwrap(),
-        ],
-    );
-    let checklist = pair.dir.path().join("short.toml");
-    // The shipped single-stream checklist's first check, with a short test.
-    std::fs::write(
-        &checklist,
-        r#"
+/// The shipped single-stream checklist's first check, with a short test.
+const SHORT_CHECKLIST: &str = r#"
 name = "short-single-stream"
 description = "receive buffer only, short runs"
 for = "test"
@@ -76,9 +58,25 @@ title = "Let the receive buffer grow"
 [check.change.sysctl]
 "net.core.rmem_max" = "268435456"
 "net.ipv4.tcp_rmem" = "4096 131072 268435456"
-"#,
-    )
-    .unwrap();
+"#;
+
+#[test]
+fn a_checklist_raises_the_receivers_buffer_and_rollback_restores_it() {
+    let mut pair = Pair::new();
+    let peer_state = pair.dir.path().join("peer-state");
+    let local_state = pair.dir.path().join("local-state");
+    set_in(&pair.b, "net.ipv4.tcp_rmem", CAPPED);
+    let local_before = sysctl_in(&pair.a, "net.ipv4.tcp_rmem");
+    pair.start_agent_with(
+        &[],
+        &[
+            "--allow-tuning",
+            "--state-dir",
+            peer_state.to_str().unwrap(),
+        ],
+    );
+    let checklist = pair.dir.path().join("short.toml");
+    std::fs::write(&checklist, SHORT_CHECKLIST).unwrap();
     let out = Command::new("ip")
         .args(["netns", "exec", &pair.a, common::bin(), "checklist", "run"])
         .arg(&checklist)
@@ -172,6 +170,35 @@ fn a_peer_without_allow_tuning_refuses_and_says_how() {
             stderr(&out)
         );
     }
+    // A checklist step there is skipped, says why, and counts as refused.
+    let checklist = pair.dir.path().join("short.toml");
+    std::fs::write(&checklist, SHORT_CHECKLIST).unwrap();
+    let out = Command::new("ip")
+        .args(["netns", "exec", &pair.a, common::bin(), "checklist", "run"])
+        .arg(&checklist)
+        .args(["--peer", "198.18.0.2", "--yes", "--json", "--state-dir"])
+        .arg(pair.dir.path().join("local-state"))
+        .env("WIRESCOPE_TOKEN", common::TOKEN)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let step: serde_json::Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|r| r["type"] == "step")
+        .unwrap_or_else(|| panic!("no step record: {stdout}"));
+    assert_eq!(
+        (&step["status"], &step["refused_by"]),
+        (&"skipped".into(), &"peer".into()),
+        "{step}"
+    );
+    assert!(
+        step["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("the agent refused:") && d.contains("--allow-tuning")),
+        "{step}"
+    );
     assert_eq!(
         sysctl_in(&pair.b, "net.ipv4.tcp_rmem"),
         CAPPED,

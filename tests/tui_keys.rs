@@ -381,6 +381,7 @@ fn the_tune_view_runs_a_checklist_and_answers_its_questions() {
         finding: "the receive buffer limits the window".into(),
         evidence: vec!["tcp_rmem max = 16384 B (sysctl)".into()],
         host: wirescope::diagnose::HostRole::Peer,
+        host_why: "it receives the test's data".into(),
         change: "sysctl -w net.ipv4.tcp_rmem=\"4096 131072 268435456\"".into(),
     };
     update(&mut m, Action::Tune(Box::new(TuneNote::Question(q))));

@@ -27,7 +27,8 @@ use crate::tune::host::Host;
 use crate::tune::peer::{TuneRequest, TuneResponse};
 use crate::tune::profile::Profile;
 use crate::tune::resolve::ResolveOpts;
-use crate::tune::runner::{self, Driver, Question, Record, TestOutcome};
+use crate::tune::runner::{self, Driver, Question, Record, StepError, TestOutcome};
+use crate::tune::side::DataFlow;
 use crate::tune::state::StateDir;
 use anyhow::Context;
 use std::io::{BufRead, IsTerminal, Write as _};
@@ -95,6 +96,7 @@ fn load(name: &str) -> Result<Checklist, FaceError> {
 
 fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
     let c = load(&a.name)?;
+    let flow = test_flow(&c).map_err(FaceError::Usage)?;
     let choice = a.target.resolve()?;
     let opened = crate::session::open(&choice, a.target.token_file.as_deref())?;
     // On the local pair this host's side is a namespace that goes away with
@@ -157,7 +159,7 @@ fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
         let _guard = d.rt.enter();
         super::spawn_signal_handler(d.cancel.clone());
     }
-    let result = runner::run(&c, a.rounds.unwrap_or(c.rounds), &mut d);
+    let result = runner::run(&c, a.rounds.unwrap_or(c.rounds), flow, &mut d);
     if let Some(ctl) = d.ctl.take() {
         d.rt.block_on(ctl.close());
     }
@@ -285,18 +287,29 @@ pub fn peer_request(op: &TuneOp) -> TuneRequest {
     }
 }
 
-/// The agent's answer as a [`TuneDone`]; refusals and failures are errors.
-pub fn peer_done(resp: TuneResponse) -> Result<TuneDone, String> {
+/// The agent's answer as a [`TuneDone`]; a refusal is
+/// [`StepError::Refused`] (the step is skipped), a failure
+/// [`StepError::Failed`].
+pub fn peer_done(resp: TuneResponse) -> Result<TuneDone, StepError> {
     match resp {
         TuneResponse::Planned { plan, .. } => Ok(TuneDone::Commands(
             plan.changes().iter().map(|c| c.command()).collect(),
         )),
         TuneResponse::Applied(r) => Ok(TuneDone::Applied(r)),
         TuneResponse::RolledBack(r) => Ok(TuneDone::RolledBack(r)),
-        TuneResponse::Refused { reason } => Err(reason),
-        TuneResponse::Failed { error } => Err(error),
-        other => Err(format!("unexpected answer from the agent: {other:?}")),
+        TuneResponse::Refused { reason } => Err(StepError::Refused(reason)),
+        TuneResponse::Failed { error } => Err(StepError::Failed(error)),
+        other => Err(StepError::Failed(format!(
+            "unexpected answer from the agent: {other:?}"
+        ))),
     }
+}
+
+/// Which hosts receive and send a checklist's test data (from its
+/// `wirescope run` arguments, with `run`'s parser).
+pub fn test_flow(c: &Checklist) -> Result<DataFlow, String> {
+    let plan = test_plan(&c.test.run).map_err(|e| format!("checklist {}: {e}", c.name))?;
+    Ok(DataFlow::of(&plan.spec))
 }
 
 /// The runner's hands: one session, this host's profile machinery, prompts.
@@ -323,9 +336,9 @@ impl SessionDriver {
 
     /// A step's change on `host`: here through the profile machinery, on
     /// the agent's host through the control connection.
-    fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, String> {
+    fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError> {
         match host {
-            HostRole::Local => local_op(&op, &self.host, &self.state, &self.opts()),
+            HostRole::Local => Ok(local_op(&op, &self.host, &self.state, &self.opts())?),
             HostRole::Peer => {
                 let rt = self.rt.handle().clone();
                 let ctl = self.ctl()?;
@@ -483,17 +496,20 @@ impl Driver for SessionDriver {
         Ok(o)
     }
 
-    fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, String> {
-        self.op(host, TuneOp::Preview(profile.to_string()))?
-            .commands()
+    fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError> {
+        Ok(self
+            .op(host, TuneOp::Preview(profile.to_string()))?
+            .commands()?)
     }
 
-    fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, String> {
-        self.op(host, TuneOp::Apply(profile.to_string()))?.applied()
+    fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError> {
+        Ok(self
+            .op(host, TuneOp::Apply(profile.to_string()))?
+            .applied()?)
     }
 
-    fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, String> {
-        self.op(host, TuneOp::Rollback)?.rolled_back()
+    fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, StepError> {
+        Ok(self.op(host, TuneOp::Rollback)?.rolled_back()?)
     }
 
     fn confirm(&mut self, q: &Question) -> bool {
@@ -529,9 +545,9 @@ impl Driver for SessionDriver {
     }
 }
 
-/// A checklist's question as text lines: the finding, its evidence and the
-/// change (or why the step did not help). The headless face and the TUI's
-/// Tune view show the same.
+/// A checklist's question as text lines: the finding, its evidence, the
+/// host and why, and the change (or why the step did not help). The
+/// headless face and the TUI's Tune view show the same.
 pub fn question_lines(q: &Question) -> Vec<String> {
     match q {
         Question::Apply {
@@ -540,10 +556,16 @@ pub fn question_lines(q: &Question) -> Vec<String> {
             finding,
             evidence,
             host,
+            host_why,
             change,
         } => {
+            let why = if host_why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({host_why})")
+            };
             let mut v = vec![format!(
-                "step {step}: {rule} on the {} host: {finding}",
+                "step {step}: {rule} on the {} host{why}: {finding}",
                 host.name()
             )];
             v.extend(evidence.iter().map(|e| format!("    {e}")));
@@ -555,8 +577,9 @@ pub fn question_lines(q: &Question) -> Vec<String> {
     }
 }
 
-/// A checklist's record (baseline, step, summary table) as text lines.
+/// A checklist's record (baseline, step, summary table and counts) as text lines.
 pub fn record_lines(r: &Record) -> Vec<String> {
+    use crate::tune::decide::StepStatus;
     match r {
         Record::Baseline {
             metric,
@@ -569,23 +592,67 @@ pub fn record_lines(r: &Record) -> Vec<String> {
             out
         }
         Record::Step(s) => {
+            let on = match s.host {
+                Some(h) if s.host_why.is_empty() => format!(" on the {}", h.name()),
+                Some(h) => format!(" on the {}: {}", h.name(), s.host_why),
+                None => String::new(),
+            };
+            if let (Some(h), StepStatus::Skipped(w)) = (s.refused_by, &s.status) {
+                return vec![format!(
+                    "skipped: step {} {} on the {} — {w}",
+                    s.step,
+                    s.rule,
+                    h.name()
+                )];
+            }
             let why = match &s.status {
-                crate::tune::decide::StepStatus::Skipped(w)
-                | crate::tune::decide::StepStatus::Failed(w) => format!(" ({w})"),
+                StepStatus::Skipped(w) | StepStatus::Failed(w) => format!(" ({w})"),
                 _ => String::new(),
             };
             let mut out = vec![format!(
-                "step {} {}: {}{why}",
+                "step {} {}: {}{why}{}",
                 s.step,
                 s.rule,
-                s.status.word()
+                s.status.word(),
+                if on.is_empty() {
+                    String::new()
+                } else {
+                    format!(" —{on}")
+                }
             )];
-            out.extend(s.changes.iter().map(|c| format!("    {c}")));
+            // Once rolled back, only what was put back: never the change
+            // itself, which would read as one just made.
+            if s.restored.is_empty() {
+                out.extend(s.changes.iter().map(|c| format!("    {c}")));
+            } else {
+                out.extend(s.restored.iter().map(|c| format!("    rolled back: {c}")));
+            }
             out
         }
-        Record::Summary(s) => crate::tune::decide::summary_table(s.metric, &s.steps)
-            .lines()
-            .map(str::to_string)
-            .collect(),
+        Record::Summary(s) => {
+            let mut out: Vec<String> = crate::tune::decide::summary_table(s.metric, &s.steps)
+                .lines()
+                .map(str::to_string)
+                .collect();
+            out.push(crate::tune::decide::summary_counts(&s.steps));
+            out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_agent_refusal_is_a_refusal_not_a_failure() {
+        let r = peer_done(TuneResponse::Refused {
+            reason: "no --allow-tuning".into(),
+        });
+        assert_eq!(r, Err(StepError::Refused("no --allow-tuning".into())));
+        let f = peer_done(TuneResponse::Failed {
+            error: "EPERM".into(),
+        });
+        assert_eq!(f, Err(StepError::Failed("EPERM".into())));
     }
 }

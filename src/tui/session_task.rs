@@ -18,7 +18,7 @@
 use super::event::Event;
 use super::tune::{DriverReq, RemoteDriver, TuneNote};
 use crate::diagnose::HostRole;
-use crate::face::checklist::{local_op, outcome, peer_done, peer_request, test_plan};
+use crate::face::checklist::{local_op, outcome, peer_done, peer_request, test_flow, test_plan};
 use crate::probe::ebpf::EbpfIface;
 use crate::record::log::LogWriter;
 use crate::record::pipeline::{Origin, Output, Pipeline};
@@ -31,7 +31,7 @@ use crate::tune::checklist::Checklist;
 use crate::tune::decide::Metric;
 use crate::tune::host::Host;
 use crate::tune::resolve::ResolveOpts;
-use crate::tune::runner::{self, TestOutcome};
+use crate::tune::runner::{self, StepError, TestOutcome};
 use crate::tune::state::StateDir;
 use std::path::PathBuf;
 use tokio::sync::mpsc;
@@ -205,11 +205,18 @@ pub async fn run_checklist(
     let note = |n: TuneNote| out.send(PipeIn::Tune(Box::new(n)));
     let (req_tx, mut req_rx) = mpsc::channel::<DriverReq>(1);
     let rounds = c.rounds;
+    let flow = match test_flow(&c) {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = note(TuneNote::Ended(Err(e))).await;
+            return Ok(None);
+        }
+    };
     let spawned = std::thread::Builder::new()
         .name("ws-tui-checklist".into())
         .spawn(move || {
             let mut d = RemoteDriver::new(req_tx);
-            runner::run(&c, rounds, &mut d).map(|_| ())
+            runner::run(&c, rounds, flow, &mut d).map(|_| ())
         });
     let runner = match spawned {
         Ok(t) => t,
@@ -270,10 +277,11 @@ pub async fn run_checklist(
                         tokio::task::spawn_blocking(move || local_op(&op, &h, &s, &o))
                             .await
                             .unwrap_or_else(|e| Err(format!("the tuning task failed: {e}")))
+                            .map_err(StepError::Failed)
                     }
                     HostRole::Peer => match ctl.tune(peer_request(&op)).await {
                         Ok(resp) => peer_done(resp),
-                        Err(e) => Err(crate::face::error_text(&e)),
+                        Err(e) => Err(StepError::Failed(crate::face::error_text(&e))),
                     },
                 };
                 let _ = reply.send(r);

@@ -19,7 +19,7 @@ use crate::diagnose::HostRole;
 use crate::face::checklist::{TuneDone, TuneOp};
 use crate::tune::apply::{ApplyReport, RollbackReport};
 use crate::tune::decide::Metric;
-use crate::tune::runner::{Driver, Question, Record, TestOutcome};
+use crate::tune::runner::{Driver, Question, Record, StepError, TestOutcome};
 use tokio::sync::{mpsc, oneshot};
 
 /// What the Tune view is told while a checklist runs.
@@ -50,8 +50,8 @@ pub enum DriverReq {
         host: HostRole,
         /// What.
         op: TuneOp,
-        /// The answer.
-        reply: oneshot::Sender<Result<TuneDone, String>>,
+        /// The answer (a refusal by the agent is [`StepError::Refused`]).
+        reply: oneshot::Sender<Result<TuneDone, StepError>>,
     },
     /// Ask the user.
     Confirm {
@@ -86,9 +86,9 @@ impl RemoteDriver {
         rx.blocking_recv().ok()
     }
 
-    fn op(&self, host: HostRole, op: TuneOp) -> Result<TuneDone, String> {
+    fn op(&self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError> {
         self.ask(|reply| DriverReq::Op { host, op, reply })
-            .unwrap_or_else(|| Err(GONE.into()))
+            .unwrap_or_else(|| Err(StepError::Failed(GONE.into())))
     }
 }
 
@@ -103,17 +103,20 @@ impl Driver for RemoteDriver {
         .unwrap_or_else(|| Err(GONE.into()))
     }
 
-    fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, String> {
-        self.op(host, TuneOp::Preview(profile.to_string()))?
-            .commands()
+    fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError> {
+        Ok(self
+            .op(host, TuneOp::Preview(profile.to_string()))?
+            .commands()?)
     }
 
-    fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, String> {
-        self.op(host, TuneOp::Apply(profile.to_string()))?.applied()
+    fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError> {
+        Ok(self
+            .op(host, TuneOp::Apply(profile.to_string()))?
+            .applied()?)
     }
 
-    fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, String> {
-        self.op(host, TuneOp::Rollback)?.rolled_back()
+    fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, StepError> {
+        Ok(self.op(host, TuneOp::Rollback)?.rolled_back()?)
     }
 
     fn confirm(&mut self, q: &Question) -> bool {

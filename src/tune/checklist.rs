@@ -14,6 +14,7 @@
 //! [[check]]
 //! rule = "tcp.buffer-limited" # a rule id (assets/rules.md)
 //! subject = "receive"         # optional: only findings whose subject starts with this
+//! host = "peer"               # optional: always this host (else see below)
 //! title = "Raise the TCP receive buffer limit"
 //! [check.change.sysctl]       # the change: any profile section
 //! "net.ipv4.tcp_rmem" = "4096 131072 268435456"
@@ -27,7 +28,10 @@
 //! ```
 //!
 //! The change goes through the profile machinery (validation, backup,
-//! journal, rollback) on the host the finding names. `@subject` is replaced
+//! journal, rollback) on the host [`super::side`] chooses: the check's
+//! `host` if it names one, the host that receives (or sends) the test's
+//! data for a receive-side (send-side) change, else the host the finding
+//! names. `@subject` is replaced
 //! by the finding's interface before the fragment is applied; `@route`
 //! means the interface towards the other host. Parsing checks everything
 //! that holds on any host: rule ids exist, fragments parse as profiles,
@@ -37,6 +41,7 @@
 
 use super::decide::Metric;
 use super::profile::{check_profile_name, Matcher, Profile, ProfileError, MAX_TEXT};
+use crate::probe::sample::HostRole;
 
 /// The checklists shipped with wirescope: (name, text).
 pub const SHIPPED: &[(&str, &str)] = &[
@@ -108,6 +113,8 @@ pub struct Check {
     pub subject: Option<String>,
     /// What the change is, for people.
     pub title: String,
+    /// `host`: the host the change always goes to, when the check names one.
+    pub host: Option<HostRole>,
     /// The change as a profile.
     pub change: Profile,
     /// The change as profile text (what is sent to a peer).
@@ -137,6 +144,20 @@ impl Check {
                 self.index, self.rule
             )
         })?;
+        self.with_subject(iface)
+    }
+
+    /// The change for the host across the pair from the finding's: its
+    /// interface is not there, so `@subject` becomes `@route`, that host's
+    /// interface towards the finding's.
+    pub fn instantiate_across(&self) -> Result<String, String> {
+        if !self.change.uses_subject() {
+            return Ok(self.change_text.clone());
+        }
+        self.with_subject("@route")
+    }
+
+    fn with_subject(&self, iface: &str) -> Result<String, String> {
         let mut t: toml::Table = self.change_text.parse().map_err(|e| format!("{e}"))?;
         if let Some(toml::Value::Array(blocks)) = t.get_mut("interface") {
             for b in blocks {
@@ -431,12 +452,12 @@ fn parse_check(
         )
     })?;
     for k in t.keys() {
-        if !["rule", "subject", "title", "change"].contains(&k.as_str()) {
+        if !["rule", "subject", "title", "host", "change"].contains(&k.as_str()) {
             return Err(err(
                 file,
                 format!("{base} {k}"),
                 "unknown key",
-                "a check has rule, subject, title, change",
+                "a check has rule, subject, title, host, change",
             ));
         }
     }
@@ -470,6 +491,19 @@ fn parse_check(
                 format!("{base} subject"),
                 "not a short string",
                 "the start of the finding's subject, e.g. \"receive\"",
+            ))
+        }
+    };
+    let host = match t.get("host") {
+        None => None,
+        Some(toml::Value::String(h)) if h == "local" => Some(HostRole::Local),
+        Some(toml::Value::String(h)) if h == "peer" => Some(HostRole::Peer),
+        Some(v) => {
+            return Err(err(
+                file,
+                format!("{base} host"),
+                format!("{v} is not a host"),
+                "\"local\" or \"peer\" (or leave it out: the test's direction decides)",
             ))
         }
     };
@@ -563,6 +597,7 @@ fn parse_check(
         rule,
         subject,
         title,
+        host,
         change: profile,
         change_text,
     })

@@ -218,15 +218,25 @@ pub struct StepRecord {
     pub rule: String,
     /// Title of the check.
     pub title: String,
-    /// Host the change was made on (the host the finding named).
+    /// Host the change was made on (see [`super::side`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<HostRole>,
+    /// Why that host ("it receives the test's data").
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host_why: String,
     /// The finding's subject.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub subject: String,
-    /// The changes made (`setting: before -> after`).
+    /// The changes the step made (`setting: before -> after`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<String>,
+    /// What rolling the step back restored (`setting restored to X (was Y
+    /// during the step)`), in the past tense.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restored: Vec<String>,
+    /// The host whose agent refused the change (the step is `skipped`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused_by: Option<HostRole>,
     /// The profile fragment applied (TOML), for saving the kept changes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
@@ -244,7 +254,9 @@ pub fn summary_table(metric: Metric, steps: &[StepRecord]) -> String {
         .iter()
         .map(|s| {
             let host = s.host.map(|h| h.name()).unwrap_or("-");
-            let change = if s.changes.is_empty() {
+            let change = if !s.restored.is_empty() {
+                s.restored.join("; ")
+            } else if s.changes.is_empty() {
                 s.title.clone()
             } else {
                 s.changes.join("; ")
@@ -295,6 +307,60 @@ pub fn summary_table(metric: Metric, steps: &[StepRecord]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// One line counting how the steps ended: `3 kept, 1 rolled back, 1 skipped
+/// (refused by the peer), 4 not found`; outcomes with no step are left out.
+pub fn summary_counts(steps: &[StepRecord]) -> String {
+    let count = |f: &dyn Fn(&StepRecord) -> bool| steps.iter().filter(|s| f(s)).count();
+    let refused = |h: HostRole| {
+        count(&|s| matches!(s.status, StepStatus::Skipped(_)) && s.refused_by == Some(h))
+    };
+    let parts = [
+        (count(&|s| s.status == StepStatus::Kept), "kept".to_string()),
+        (
+            count(&|s| s.status == StepStatus::KeptAnyway),
+            "kept when asked".into(),
+        ),
+        (
+            count(&|s| s.status == StepStatus::RolledBack),
+            "rolled back".into(),
+        ),
+        (
+            refused(HostRole::Peer),
+            "skipped (refused by the peer)".into(),
+        ),
+        (
+            refused(HostRole::Local),
+            "skipped (refused by the local host)".into(),
+        ),
+        (
+            count(&|s| matches!(s.status, StepStatus::Skipped(_)) && s.refused_by.is_none()),
+            "skipped".into(),
+        ),
+        (
+            count(&|s| s.status == StepStatus::Declined),
+            "declined".into(),
+        ),
+        (
+            count(&|s| matches!(s.status, StepStatus::Failed(_))),
+            "failed".into(),
+        ),
+        (
+            count(&|s| s.status == StepStatus::NotFound),
+            "not found".into(),
+        ),
+    ];
+    let v: Vec<String> = parts
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, w)| format!("{n} {w}"))
+        .collect();
+    if v.is_empty() {
+        "no steps".into()
+    } else {
+        v.join(", ")
+    }
 }
 
 /// The kept changes of one host as a new profile (TOML), or None when
@@ -427,8 +493,11 @@ mod tests {
             rule: rule.into(),
             title: "t".into(),
             host: Some(host),
+            host_why: String::new(),
             subject: String::new(),
             changes: vec![format!("change {n}")],
+            restored: Vec::new(),
+            refused_by: None,
             profile: Some(profile.into()),
             verdict: Some(decide(Metric::Throughput, &[1.0e9], &[2.0e9], 1.0)),
             status,

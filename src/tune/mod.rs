@@ -23,7 +23,8 @@
 //!   with `--allow-tuning`), `crate::face::profile` (`wirescope profile ...`);
 //! * [`checklist`] (the file format) and [`decide`] (the pure keep-or-roll-back
 //!   logic, summary table and kept-changes profile) with [`runner`], the
-//!   step loop over a [`runner::Driver`] the session will implement.
+//!   step loop over a [`runner::Driver`] the session will implement, and
+//!   [`side`], which host a step's change belongs on.
 //!
 //! Nothing here shells out to `ethtool` or `ip`; `--dry-run` prints the
 //! commands a person would type for the same changes.
@@ -44,6 +45,7 @@ pub mod peer;
 pub mod profile;
 pub mod resolve;
 pub mod runner;
+pub mod side;
 pub mod snapshot;
 pub mod state;
 

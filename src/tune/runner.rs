@@ -4,14 +4,17 @@
 //!
 //! The loop decides; a [`Driver`] acts. The session (spine) implements the
 //! driver: it runs the test as `wirescope run` would (on the local pair or
-//! against `--peer`), applies a profile fragment on the host a finding
-//! named (locally through [`super::apply`], on the peer through a
-//! [`super::peer::TuneRequest`]), asks the user (TUI key or prompt; `--yes`
+//! against `--peer`), applies a profile fragment on the host
+//! [`super::side::place`] chooses from the test's [`DataFlow`] (locally
+//! through [`super::apply`], on the peer through a
+//! [`super::peer::TuneRequest`]; a refusal there skips the step and says
+//! so), asks the user (TUI key or prompt; `--yes`
 //! answers yes) and shows or logs each [`Record`]. Nothing here does I/O.
 
 use super::apply::{ApplyReport, RollbackReport};
 use super::checklist::{Check, Checklist};
 use super::decide::{decide, kept_profile, Metric, StepRecord, StepStatus, Verdict};
+use super::side::{path_side, place, DataFlow};
 use crate::diagnose::{Evidence, Finding};
 use crate::probe::sample::HostRole;
 use serde::{Deserialize, Serialize};
@@ -41,6 +44,8 @@ pub enum Question {
         evidence: Vec<String>,
         /// Which host.
         host: HostRole,
+        /// Why that host ("it receives the test's data").
+        host_why: String,
         /// The commands the change amounts to (dry run on that host, when known) or the fragment.
         change: String,
     },
@@ -91,17 +96,35 @@ pub struct Summary {
     pub kept_peer: Option<String>,
 }
 
+/// Why a change on a host did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    /// The host's agent does not allow it (no `--allow-tuning`, or a key
+    /// it refuses); nothing was changed there.
+    #[error("the agent refused: {0}")]
+    Refused(String),
+    /// It was tried and failed (the message says what and where).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<String> for StepError {
+    fn from(e: String) -> Self {
+        StepError::Failed(e)
+    }
+}
+
 /// What the loop needs from the session (see the module docs).
 pub trait Driver {
     /// Run the test once: `args` are `wirescope run` arguments (no --peer, --log, --json).
     fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, String>;
     /// The commands a change would run on `host` (a dry run), for the question.
-    fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, String>;
+    fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError>;
     /// Apply a profile on `host` through the profile machinery, skipping
     /// settings that host does not have; `@route` means the interface towards the other host.
-    fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, String>;
+    fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError>;
     /// Roll back the last apply on `host`.
-    fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, String>;
+    fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, StepError>;
     /// Ask; `--yes` answers true.
     fn confirm(&mut self, q: &Question) -> bool;
     /// Show or write a record.
@@ -127,8 +150,14 @@ fn find<'a>(check: &Check, findings: &'a [Finding]) -> Option<&'a Finding> {
     findings.iter().find(|f| check.matches(&f.id, &f.subject))
 }
 
-/// Run a checklist (see the module docs). Fails only when the baseline cannot be measured.
-pub fn run(c: &Checklist, rounds: u32, d: &mut dyn Driver) -> Result<Summary, String> {
+/// Run a checklist (see the module docs) whose test moves data as `flow`
+/// says. Fails only when the baseline cannot be measured.
+pub fn run(
+    c: &Checklist,
+    rounds: u32,
+    flow: DataFlow,
+    d: &mut dyn Driver,
+) -> Result<Summary, String> {
     if let Some(why) = c.unavailable() {
         return Err(why);
     }
@@ -145,7 +174,12 @@ pub fn run(c: &Checklist, rounds: u32, d: &mut dyn Driver) -> Result<Summary, St
     let baseline = super::decide::stats(&current).median;
     let mut steps = Vec::new();
     for check in &c.checks {
-        let (rec, kept) = step(c, check, steps.len() + 1, rounds, &current, &findings, d);
+        let at = Step {
+            n: steps.len() + 1,
+            rounds,
+            flow,
+        };
+        let (rec, kept) = step(c, check, &at, &current, &findings, d);
         if let Some((values, f)) = kept {
             current = values;
             findings = f;
@@ -167,25 +201,36 @@ pub fn run(c: &Checklist, rounds: u32, d: &mut dyn Driver) -> Result<Summary, St
     Ok(summary)
 }
 
-/// One check: find its finding, propose, apply, re-measure, decide. Returns
-/// the record and, when the change stays, the new rounds and findings.
+/// Where a step stands in the run.
+struct Step {
+    n: usize,
+    rounds: u32,
+    flow: DataFlow,
+}
+
+/// One check: find its finding, choose the host, propose, apply,
+/// re-measure, decide. Returns the record and, when the change stays, the
+/// new rounds and findings.
 #[allow(clippy::type_complexity)]
 fn step(
     c: &Checklist,
     check: &Check,
-    n: usize,
-    rounds: u32,
+    at: &Step,
     current: &[f64],
     findings: &[Finding],
     d: &mut dyn Driver,
 ) -> (StepRecord, Option<(Vec<f64>, Vec<Finding>)>) {
+    let n = at.n;
     let mut rec = StepRecord {
         step: n,
         rule: check.rule.clone(),
         title: check.title.clone(),
         host: None,
+        host_why: String::new(),
         subject: String::new(),
         changes: Vec::new(),
+        restored: Vec::new(),
+        refused_by: None,
         profile: None,
         verdict: None,
         status: StepStatus::NotFound,
@@ -193,38 +238,58 @@ fn step(
     let Some(f) = find(check, findings) else {
         return (rec, None);
     };
-    rec.host = Some(f.host);
+    let on = place(check.host, f.host, path_side(&check.change), at.flow);
+    let host = on.host;
+    rec.host = Some(host);
+    rec.host_why = on.why;
     rec.subject = f.subject.clone();
     let end = |mut rec: StepRecord, status| {
         rec.status = status;
         (rec, None)
     };
-    let fragment = match check.instantiate(&f.subject) {
+    // A refusal skips the step (nothing changed there); anything else failed it.
+    let refused = |mut rec: StepRecord, e: StepError| {
+        rec.status = match e {
+            StepError::Refused(why) => {
+                rec.refused_by = Some(host);
+                StepStatus::Skipped(format!("the agent refused: {why}"))
+            }
+            StepError::Failed(why) => StepStatus::Failed(why),
+        };
+        (rec, None)
+    };
+    let fragment = if host == f.host {
+        check.instantiate(&f.subject)
+    } else {
+        check.instantiate_across()
+    };
+    let fragment = match fragment {
         Ok(t) => t,
         Err(e) => return end(rec, StepStatus::Skipped(e)),
     };
-    let change = match d.preview(f.host, &fragment) {
+    let change = match d.preview(host, &fragment) {
         Ok(cmds) if cmds.is_empty() => {
-            let why = format!("the {} host already has these values", f.host.name());
+            let why = format!("the {} host already has these values", host.name());
             return end(rec, StepStatus::Skipped(why));
         }
         Ok(cmds) => cmds.join("\n"),
-        Err(e) => return end(rec, StepStatus::Failed(e)),
+        Err(e) => return refused(rec, e),
     };
     let q = Question::Apply {
         step: n,
         rule: f.id.clone(),
         finding: f.title.clone(),
         evidence: f.evidence.iter().map(Evidence::to_string).collect(),
-        host: f.host,
+        host,
+        host_why: rec.host_why.clone(),
         change,
     };
     if !d.confirm(&q) {
         return end(rec, StepStatus::Declined);
     }
-    let report = match d.apply(f.host, &fragment) {
+    let report = match d.apply(host, &fragment) {
         Ok(r) => r,
-        Err(e) => return end(rec, StepStatus::Failed(e)),
+        Err(e) => return refused(rec, e),
     };
     rec.changes = report
         .changes
@@ -232,15 +297,17 @@ fn step(
         .map(|ch| format!("{}: {} -> {}", ch.setting, ch.before, ch.after))
         .collect();
     rec.profile = Some(fragment);
-    let after = match measure(d, c, rounds) {
+    let after = match measure(d, c, at.rounds) {
         Ok(x) => x,
         Err(e) => {
             // Leave the host as it was before this step.
-            let undo = d
-                .rollback(f.host)
-                .err()
-                .map(|u| format!("; rolling back failed too: {u}"))
-                .unwrap_or_default();
+            let undo = match d.rollback(host) {
+                Ok(r) => {
+                    rec.restored = restored_lines(&r);
+                    String::new()
+                }
+                Err(u) => format!("; rolling back failed too: {u}"),
+            };
             let why = format!("measuring after the change failed: {e}{undo}");
             return end(rec, StepStatus::Failed(why));
         }
@@ -252,8 +319,11 @@ fn step(
         step: n,
         verdict: v.clone(),
     }) {
-        match d.rollback(f.host) {
-            Ok(_) => StepStatus::RolledBack,
+        match d.rollback(host) {
+            Ok(r) => {
+                rec.restored = restored_lines(&r);
+                StepStatus::RolledBack
+            }
             Err(e) => StepStatus::Failed(format!("rolling back failed: {e}")),
         }
     } else {
@@ -262,6 +332,32 @@ fn step(
     rec.verdict = Some(v);
     let kept = matches!(rec.status, StepStatus::Kept | StepStatus::KeptAnyway).then_some(after);
     (rec, kept)
+}
+
+/// What a rollback put back, in the past tense: the value restored, and
+/// the value the setting had while the step was measured.
+pub fn restored_lines(r: &RollbackReport) -> Vec<String> {
+    let mut v: Vec<String> = r
+        .restored
+        .iter()
+        .map(|ch| {
+            format!(
+                "{} restored to {} (was {} during the step)",
+                ch.setting, ch.after, ch.before
+            )
+        })
+        .collect();
+    v.extend(
+        r.drifted
+            .iter()
+            .map(|s| format!("{s}: changed by something else during the step; restored anyway")),
+    );
+    if v.is_empty() {
+        v.push(
+            "nothing to restore: every setting already had its value from before the step".into(),
+        );
+    }
+    v
 }
 
 #[cfg(test)]
@@ -278,6 +374,42 @@ mod tests {
         rolled_back: usize,
         answers: Vec<bool>,
         records: Vec<Record>,
+        /// Findings every run reports, besides the two scripted ones.
+        extra: Vec<Finding>,
+        /// Report only `extra`.
+        only_extra: bool,
+        /// The agent on the peer refuses changes with this reason.
+        refuse: Option<String>,
+        /// What apply reports as changed: (setting, before, after).
+        changed: Vec<(String, String, String)>,
+    }
+
+    impl Script {
+        fn new(values: Vec<f64>, answers: Vec<bool>) -> Script {
+            Script {
+                values,
+                applied: Vec::new(),
+                rolled_back: 0,
+                answers,
+                records: Vec::new(),
+                extra: Vec::new(),
+                only_extra: false,
+                refuse: None,
+                changed: Vec::new(),
+            }
+        }
+    }
+
+    fn change(setting: &str, before: &str, after: &str) -> super::super::Change {
+        super::super::Change {
+            setting: setting.into(),
+            key: super::super::Key::Sysctl {
+                name: setting.into(),
+            },
+            before: before.into(),
+            after: after.into(),
+            command: String::new(),
+        }
     }
 
     fn finding(id: &str, host: HostRole, subject: &str) -> Finding {
@@ -300,33 +432,49 @@ mod tests {
             if !self.applied.iter().any(|(_, p)| p.contains("gro = true")) || self.rolled_back > 0 {
                 f.push(finding("nic.gro-off", HostRole::Peer, "veth-b"));
             }
+            if self.only_extra {
+                f.clear();
+            }
+            f.extend(self.extra.iter().cloned());
             Ok(TestOutcome {
                 value: self.values.remove(0),
                 findings: f,
             })
         }
-        fn preview(&mut self, _: HostRole, p: &str) -> Result<Vec<String>, String> {
+        fn preview(&mut self, _: HostRole, p: &str) -> Result<Vec<String>, StepError> {
             Ok(vec![format!("would apply {} bytes", p.len())])
         }
-        fn apply(&mut self, h: HostRole, p: &str) -> Result<ApplyReport, String> {
+        fn apply(&mut self, h: HostRole, p: &str) -> Result<ApplyReport, StepError> {
+            if let (HostRole::Peer, Some(why)) = (h, &self.refuse) {
+                return Err(StepError::Refused(why.clone()));
+            }
             self.applied.push((h, p.to_string()));
             Ok(ApplyReport {
                 backup: format!("b{}", self.applied.len()),
                 profile: "x".into(),
                 host: "h".into(),
-                changes: Vec::new(),
+                changes: self
+                    .changed
+                    .iter()
+                    .map(|(s, b, a)| change(s, b, a))
+                    .collect(),
                 unchanged: 0,
                 skipped: Vec::new(),
                 notes: Vec::new(),
             })
         }
-        fn rollback(&mut self, _: HostRole) -> Result<RollbackReport, String> {
+        fn rollback(&mut self, _: HostRole) -> Result<RollbackReport, StepError> {
             self.rolled_back += 1;
             Ok(RollbackReport {
                 backup: "b".into(),
                 profile: "x".into(),
                 host: "h".into(),
-                restored: Vec::new(),
+                // Read back before the restore (the step's value), then restored.
+                restored: self
+                    .changed
+                    .iter()
+                    .map(|(s, b, a)| change(s, a, b))
+                    .collect(),
                 drifted: Vec::new(),
                 already: 0,
             })
@@ -344,17 +492,14 @@ mod tests {
         let c = super::super::checklist::shipped("single-stream")
             .unwrap()
             .unwrap();
-        let mut s = Script {
-            // baseline 3 rounds, after buffer change 3 rounds (5x), after GRO 3 rounds (+0.5 %)
-            values: vec![
+        // baseline 3 rounds, after buffer change 3 rounds (5x), after GRO 3 rounds (+0.5 %)
+        let mut s = Script::new(
+            vec![
                 2.0e9, 2.1e9, 2.05e9, 10.0e9, 10.2e9, 10.1e9, 10.15e9, 10.05e9, 10.1e9,
             ],
-            applied: Vec::new(),
-            rolled_back: 0,
-            answers: vec![true, true, true],
-            records: Vec::new(),
-        };
-        let sum = run(&c, 3, &mut s).unwrap();
+            vec![true, true, true],
+        );
+        let sum = run(&c, 3, flow(&[]), &mut s).unwrap();
         let acted: Vec<(&str, &StepStatus)> = sum
             .steps
             .iter()
@@ -394,15 +539,215 @@ mod tests {
         let c = super::super::checklist::shipped("single-stream")
             .unwrap()
             .unwrap();
-        let mut s = Script {
-            values: vec![1.0e9; 3],
-            applied: Vec::new(),
-            rolled_back: 0,
-            answers: vec![false, false],
-            records: Vec::new(),
-        };
-        let sum = run(&c, 3, &mut s).unwrap();
+        let mut s = Script::new(vec![1.0e9; 3], vec![false, false]);
+        let sum = run(&c, 3, flow(&[]), &mut s).unwrap();
         assert!(s.applied.is_empty());
         assert!(sum.steps.iter().any(|x| x.status == StepStatus::Declined));
+    }
+
+    /// The direction of a `wirescope run` test with these extra arguments
+    /// (parsed as `run` parses them).
+    fn flow(extra: &[&str]) -> DataFlow {
+        let mut args: Vec<String> = ["--mode", "stream", "--time", "5s"]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect();
+        args.dedup();
+        let plan = crate::face::checklist::test_plan(&args).unwrap();
+        DataFlow::of(&plan.spec)
+    }
+
+    fn single_stream() -> Checklist {
+        super::super::checklist::shipped("single-stream")
+            .unwrap()
+            .unwrap()
+    }
+
+    fn step_of<'a>(sum: &'a Summary, rule: &str) -> &'a StepRecord {
+        sum.steps
+            .iter()
+            .find(|s| s.rule == rule && s.status != StepStatus::NotFound)
+            .unwrap_or_else(|| panic!("no step for {rule}: {:#?}", sum.steps))
+    }
+
+    #[test]
+    fn a_rollback_says_what_it_restored_in_the_past_tense() {
+        // Buffer step kept (5x), GRO step inside the noise and rolled back.
+        let mut s = Script::new(
+            vec![
+                2.0e9, 2.1e9, 2.05e9, 10.0e9, 10.2e9, 10.1e9, 10.15e9, 10.05e9, 10.1e9,
+            ],
+            vec![true, true, true],
+        );
+        s.changed = vec![("veth-b feature rx-gro".into(), "off".into(), "on".into())];
+        let sum = run(&single_stream(), 3, flow(&[]), &mut s).unwrap();
+        let gro = step_of(&sum, "nic.gro-off");
+        assert_eq!(gro.status, StepStatus::RolledBack);
+        assert_eq!(
+            gro.restored,
+            vec!["veth-b feature rx-gro restored to off (was on during the step)".to_string()]
+        );
+        let text = crate::face::checklist::record_lines(&Record::Step(Box::new(gro.clone())));
+        assert!(
+            text.iter().any(|l| l.trim()
+                == "rolled back: veth-b feature rx-gro restored to off (was on during the step)"),
+            "{text:#?}"
+        );
+        assert!(
+            !text.iter().any(|l| l.contains("off -> on")),
+            "a rolled-back step prints no line that reads as a new change: {text:#?}"
+        );
+        let j = serde_json::to_value(gro).unwrap();
+        assert_eq!(j["status"], "rolled_back");
+        assert_eq!(
+            j["restored"][0],
+            "veth-b feature rx-gro restored to off (was on during the step)"
+        );
+        // A kept step still shows the change it made.
+        let kept = step_of(&sum, "tcp.buffer-limited");
+        assert_eq!(kept.status, StepStatus::Kept);
+        assert!(kept.restored.is_empty());
+        assert_eq!(kept.changes, vec!["veth-b feature rx-gro: off -> on"]);
+    }
+
+    /// Findings on the "wrong" hosts for a local -> peer test: receive
+    /// buffer and GRO on the local host (veth-a), send buffer on the peer.
+    /// Where do the changes go?
+    fn placed(extra: &[&str]) -> (Summary, Script) {
+        let mut s = Script::new(vec![1.0e9; 4], vec![true; 6]);
+        s.only_extra = true;
+        s.extra = vec![
+            finding("tcp.buffer-limited", HostRole::Local, "receive"),
+            finding("tcp.buffer-limited", HostRole::Peer, "send"),
+            finding("nic.gro-off", HostRole::Local, "veth-a"),
+        ];
+        let mut c = single_stream();
+        // Only the checks under test: receive buffer, send buffer, GRO.
+        c.checks
+            .retain(|k| k.rule == "nic.gro-off" || k.rule == "tcp.buffer-limited");
+        let sum = run(&c, 1, flow(extra), &mut s).unwrap();
+        (sum, s)
+    }
+
+    #[test]
+    fn receive_side_changes_go_to_the_receiver_and_send_side_to_the_sender() {
+        // local -> peer: the peer receives, the local host sends.
+        let (sum, s) = placed(&[]);
+        let rx = step_of(&sum, "nic.gro-off");
+        assert_eq!(rx.host, Some(HostRole::Peer), "{rx:#?}");
+        assert_eq!(rx.host_why, "it receives the test's data");
+        let gro = s
+            .applied
+            .iter()
+            .find(|(_, p)| p.contains("gro = true"))
+            .unwrap();
+        assert_eq!(gro.0, HostRole::Peer);
+        assert!(
+            gro.1.contains("match = \"@route\"") && !gro.1.contains("veth-a"),
+            "the local interface's name means nothing on the peer: {}",
+            gro.1
+        );
+        let line = crate::face::checklist::record_lines(&Record::Step(Box::new(rx.clone())));
+        assert!(
+            line[0].contains("on the peer: it receives the test's data"),
+            "{line:?}"
+        );
+        let send = sum
+            .steps
+            .iter()
+            .find(|x| x.title.contains("send buffer"))
+            .unwrap();
+        assert_eq!(send.host, Some(HostRole::Local), "{send:#?}");
+        assert_eq!(send.host_why, "it sends the test's data");
+        let rmem = sum
+            .steps
+            .iter()
+            .find(|x| x.title.contains("receive buffer"))
+            .unwrap();
+        assert_eq!(rmem.host, Some(HostRole::Peer), "{rmem:#?}");
+        assert_eq!(rmem.host_why, "it receives the test's data");
+
+        // -R: the local host receives, the peer sends.
+        let (sum, s) = placed(&["-R"]);
+        let rx = step_of(&sum, "nic.gro-off");
+        assert_eq!(rx.host, Some(HostRole::Local));
+        let gro = s
+            .applied
+            .iter()
+            .find(|(_, p)| p.contains("gro = true"))
+            .unwrap();
+        assert!(gro.1.contains("match = \"veth-a\""), "{}", gro.1);
+        let send = sum
+            .steps
+            .iter()
+            .find(|x| x.title.contains("send buffer"))
+            .unwrap();
+        assert_eq!(send.host, Some(HostRole::Peer));
+
+        // --bidir: both hosts receive and send; the finding's host stays.
+        let (sum, _) = placed(&["--bidir"]);
+        assert_eq!(step_of(&sum, "nic.gro-off").host, Some(HostRole::Local));
+        let send = sum
+            .steps
+            .iter()
+            .find(|x| x.title.contains("send buffer"))
+            .unwrap();
+        assert_eq!(send.host, Some(HostRole::Peer));
+    }
+
+    #[test]
+    fn a_check_that_names_its_host_keeps_it() {
+        let text = "name = \"t\"\n[test]\nrun = [\"--mode\", \"stream\", \"--time\", \"5s\"]\n[[check]]\nrule = \"nic.gro-off\"\ntitle = \"gro\"\nhost = \"local\"\n[[check.change.interface]]\nmatch = \"@subject\"\nfeatures = { gro = true }\n";
+        let c = Checklist::parse(text, "t.toml").unwrap();
+        let mut s = Script::new(vec![1.0e9; 2], vec![true; 2]);
+        s.only_extra = true;
+        s.extra = vec![finding("nic.gro-off", HostRole::Local, "veth-a")];
+        let sum = run(&c, 1, flow(&[]), &mut s).unwrap();
+        let st = step_of(&sum, "nic.gro-off");
+        assert_eq!(st.host, Some(HostRole::Local));
+        assert_eq!(st.host_why, "the checklist names it");
+    }
+
+    #[test]
+    fn a_step_the_agent_refuses_is_reported_as_skipped_and_counted() {
+        let mut s = Script::new(vec![1.0e9; 12], vec![true; 8]);
+        s.refuse = Some("the agent on b does not allow tuning".into());
+        let sum = run(&single_stream(), 1, flow(&[]), &mut s).unwrap();
+        assert!(s.applied.is_empty());
+        let rx = step_of(&sum, "tcp.buffer-limited");
+        assert_eq!(
+            rx.status,
+            StepStatus::Skipped("the agent refused: the agent on b does not allow tuning".into())
+        );
+        assert_eq!(rx.refused_by, Some(HostRole::Peer));
+        let j = serde_json::to_value(rx).unwrap();
+        assert_eq!(j["status"], "skipped");
+        assert!(
+            j["detail"]
+                .as_str()
+                .unwrap()
+                .contains("does not allow tuning"),
+            "{j}"
+        );
+        assert_eq!(j["refused_by"], "peer");
+        let line = crate::face::checklist::record_lines(&Record::Step(Box::new(rx.clone())));
+        assert_eq!(
+            line,
+            vec![format!(
+                "skipped: step {} tcp.buffer-limited on the peer — the agent refused: the agent on b does not allow tuning",
+                rx.step
+            )]
+        );
+        let counts = super::super::decide::summary_counts(&sum.steps);
+        assert!(
+            counts.contains("2 skipped (refused by the peer)"),
+            "{counts}"
+        );
+        let Some(Record::Summary(last)) = s.records.last() else {
+            panic!("no summary")
+        };
+        let text = crate::face::checklist::record_lines(&Record::Summary(last.clone()));
+        assert_eq!(text.last(), Some(&counts));
     }
 }
