@@ -82,15 +82,12 @@ pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
         // design: a saturated engine core is what the sink rules judge
         // (generator-bound, queue-overrun), not a single-core limit.
         let one_queue = k.queues == 1;
+        // (On the local pair both ends' threads share the host's cores.)
         let engine_core = |f: &Finding| {
-            let side = match f.host {
-                HostRole::Local => crate::traffic::Side::Controller,
-                HostRole::Peer => crate::traffic::Side::Agent,
-            };
-            input
-                .test
-                .spec
-                .is_some_and(|s| s.cpus_for(side).iter().any(|c| f.subject == c.to_string()))
+            rules::HostCtx::with(input, f.host, t)
+                .test_cpus()
+                .iter()
+                .any(|c| f.subject == format!("cpu{c}"))
         };
         // Other cores carry only the kernel's packet path (softirq, irq,
         // sys): one saturated by user time runs someone else's work.

@@ -258,8 +258,17 @@ fn step(
         };
         (rec, None)
     };
+    // On the other host: the same rule's finding there names its own
+    // interface (both ends of a pair often report it); else the interface
+    // that routes to the first host.
+    let there = findings
+        .iter()
+        .find(|x| x.host == host && check.matches(&x.id, &x.subject));
     let fragment = if host == f.host {
         check.instantiate(&f.subject)
+    } else if let Some(x) = there {
+        rec.subject = x.subject.clone();
+        check.instantiate(&x.subject)
     } else {
         check.instantiate_across()
     };
@@ -628,6 +637,35 @@ mod tests {
             .retain(|k| k.rule == "nic.gro-off" || k.rule == "tcp.buffer-limited");
         let sum = run(&c, 1, flow(extra), &mut s).unwrap();
         (sum, s)
+    }
+
+    #[test]
+    fn a_change_moved_to_the_other_host_uses_that_hosts_own_finding() {
+        // Both ends report GRO off (the local pair's veths): the peer's
+        // change names veth-b, its own interface, not a route lookup.
+        let mut s = Script::new(vec![1.0e9; 4], vec![true; 6]);
+        s.only_extra = true;
+        s.extra = vec![
+            finding("nic.gro-off", HostRole::Local, "veth-a"),
+            finding("nic.gro-off", HostRole::Peer, "veth-b"),
+        ];
+        let mut c = single_stream();
+        c.checks.retain(|k| k.rule == "nic.gro-off");
+        let sum = run(&c, 1, flow(&[]), &mut s).unwrap();
+        let rx = step_of(&sum, "nic.gro-off");
+        assert_eq!(rx.host, Some(HostRole::Peer), "{rx:#?}");
+        assert_eq!(rx.subject, "veth-b", "{rx:#?}");
+        let gro = s
+            .applied
+            .iter()
+            .find(|(_, p)| p.contains("gro = true"))
+            .unwrap();
+        assert_eq!(gro.0, HostRole::Peer);
+        assert!(
+            gro.1.contains("veth-b") && !gro.1.contains("@route"),
+            "{}",
+            gro.1
+        );
     }
 
     #[test]
