@@ -473,7 +473,18 @@ fn out_of_descriptors_the_accept_loop_waits_and_recovers() {
     loop {
         match polite_rpcs(addr, 1) {
             Ok(_) => break,
-            Err(e) => assert!(Instant::now() < deadline, "not serving again: {e}"),
+            Err(e) => {
+                if Instant::now() >= deadline || serve.0.try_wait().ok().flatten().is_some() {
+                    // Say what the server said and whether it still runs
+                    // (seen once under the whole suite's load: refused).
+                    let said: Vec<String> = rx.try_iter().collect();
+                    panic!(
+                        "not serving again: {e}; server exit: {:?}; its stderr since:\n{}",
+                        serve.0.try_wait(),
+                        said.join("\n")
+                    );
+                }
+            }
         }
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -56,6 +56,17 @@ fn serve_grpc(a: ServeGrpcArgs) -> Result<u8, GrpcError> {
         op: "binding the gRPC listener",
         source,
     })?;
+    // The signal runtime and its handlers first: once clients connect they
+    // can take every descriptor (the accept loop waits that out), and a
+    // runtime or a signal handler made then could not start.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| GrpcError::Io {
+            op: "starting the signal runtime",
+            source,
+        })?;
+    let signals = rt.block_on(async { Signals::watch() })?;
     let _ = memory::reset_peak();
     let server = GrpcServer::start(cfg.clone(), Incoming::Listener(listener))?;
     let addr = server.local_addr().unwrap_or(a.listen);
@@ -69,16 +80,9 @@ fn serve_grpc(a: ServeGrpcArgs) -> Result<u8, GrpcError> {
         cfg.max_calls
     );
     eprintln!("wirescope serve grpc: NO TOKEN: anyone who reaches {addr} can use this server; Ctrl-C stops it");
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|source| GrpcError::Io {
-            op: "starting the signal runtime",
-            source,
-        })?;
     let counters = Arc::clone(server.counters());
     let start = Instant::now();
-    rt.block_on(wait_for_signal(&counters, a.interval));
+    rt.block_on(wait_for_signal(signals, &counters, a.interval));
     server.stop();
     // Give clients a moment to finish; then cut.
     let deadline = Instant::now() + Duration::from_secs(1);
@@ -108,15 +112,28 @@ fn serve_grpc(a: ServeGrpcArgs) -> Result<u8, GrpcError> {
     Ok(EXIT_OK)
 }
 
-async fn wait_for_signal(counters: &GrpcCounters, every: Duration) {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("wirescope serve grpc: cannot watch SIGTERM ({e}); only Ctrl-C stops it");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
+/// SIGINT and SIGTERM, registered before the server takes connections.
+struct Signals {
+    int: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Register both (inside the signal runtime).
+    fn watch() -> Result<Signals, GrpcError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let io = |source| GrpcError::Io {
+            op: "watching SIGINT and SIGTERM",
+            source,
+        };
+        Ok(Signals {
+            int: signal(SignalKind::interrupt()).map_err(io)?,
+            term: signal(SignalKind::terminate()).map_err(io)?,
+        })
+    }
+}
+
+async fn wait_for_signal(mut sig: Signals, counters: &GrpcCounters, every: Duration) {
     let mut prev = counters.snapshot();
     let mut at = Instant::now();
     let mut tick = tokio::time::interval(if every.is_zero() {
@@ -127,8 +144,8 @@ async fn wait_for_signal(counters: &GrpcCounters, every: Duration) {
     tick.tick().await;
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => return,
-            _ = term.recv() => return,
+            _ = sig.int.recv() => return,
+            _ = sig.term.recv() => return,
             _ = tick.tick() => {
                 if every.is_zero() { continue; }
                 let now = counters.snapshot();
