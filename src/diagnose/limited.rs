@@ -71,6 +71,17 @@ pub fn limited_by(findings: &[Finding], local_busy: Option<f64>, peer_busy: Opti
                 pct(busy)
             )
         }
+        (false, false) if local_busy.is_none() || peer_busy.is_none() => {
+            let (seen, busy, unseen) = if local_busy.is_some() {
+                ("local", local_busy, "peer")
+            } else {
+                ("peer", peer_busy, "local")
+            };
+            format!(
+                "no bottleneck found on the {seen} host (CPU {} busy); the {unseen} host was not measured",
+                pct(busy)
+            )
+        }
         (false, false) => format!(
             "no bottleneck found on either host (CPU local {}, peer {} busy): what sets the rate is outside them — the path (link, switch, shaping) — or the test itself (its pacing, the requests it keeps in flight)",
             pct(local_busy),
@@ -118,7 +129,10 @@ mod tests {
         );
         let s = limited_by(&[], Some(20.0), Some(98.0));
         assert!(s.contains("peer host's CPUs are 98 % busy"), "{s}");
-        let s = limited_by(&[], Some(20.0), None);
+        let s = limited_by(&[], Some(20.0), Some(30.0));
         assert!(s.starts_with("no bottleneck found on either host"), "{s}");
+        // A host without Samples is not said to be fine.
+        let s = limited_by(&[], Some(20.0), None);
+        assert!(s.contains("the peer host was not measured"), "{s}");
     }
 }

@@ -103,10 +103,9 @@ fn saturated_core(s: &Sample, t: &Thresholds, pinned: &[u32]) -> Option<u32> {
             .iter()
             .all(|c| busy(*c).is_some_and(|b| b >= t.core_saturated_pct))
     {
-        return pinned
-            .iter()
-            .copied()
-            .max_by(|a, b| busy(*a).unwrap_or(0.0).total_cmp(&busy(*b).unwrap_or(0.0)));
+        // The caller orders them busiest over the window first, so every
+        // interval names the same core.
+        return pinned.first().copied();
     }
     let top = s.busiest_cpu()?;
     if top.busy().0 < t.core_saturated_pct {
@@ -130,7 +129,14 @@ fn net_rx_share(s: &Sample, cpu: u32) -> Option<f64> {
 
 /// cpu.single-core-saturated.
 fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
-    let pinned = ctx.test_cpus();
+    let mut pinned = ctx.test_cpus();
+    let mean_busy = |cpu: u32| {
+        ctx.active
+            .iter()
+            .filter_map(|s| s.cpus.iter().find(|c| c.cpu.0 == cpu).map(|c| c.busy().0))
+            .sum::<f64>()
+    };
+    pinned.sort_by(|a, b| mean_busy(*b).total_cmp(&mean_busy(*a)));
     let mut count: BTreeMap<u32, usize> = BTreeMap::new();
     for s in &ctx.active {
         if let Some(c) = saturated_core(s, t, &pinned) {

@@ -11,6 +11,7 @@ mod driver;
 pub mod grpc;
 mod nic;
 mod nic_live;
+pub(crate) use nic_live::small_messages;
 mod platform;
 // Pure RDMA rules; the spine wires them into static_rules/window_rules (issue 12).
 pub mod rdma;

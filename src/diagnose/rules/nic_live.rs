@@ -386,7 +386,7 @@ fn unaggregated_gro(ctx: &HostCtx, nic: &NicFacts, t: &Thresholds) -> Option<Fin
 /// True when the test's messages fit in one packet each way (rr, pingpong
 /// and gRPC with messages ≤ MTU, packet and RDMA tests): small packets are
 /// the workload, and GRO has nothing to aggregate.
-fn small_messages(spec: Option<&crate::traffic::EngineSpec>, mtu: f64) -> bool {
+pub(crate) fn small_messages(spec: Option<&crate::traffic::EngineSpec>, mtu: f64) -> bool {
     use crate::traffic::{EngineSpec, TcpMode};
     let fits = |a: crate::units::Bytes, b: crate::units::Bytes| a.0.max(b.0) as f64 <= mtu;
     match spec {

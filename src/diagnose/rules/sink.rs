@@ -331,7 +331,10 @@ pub fn queue_overrun(i: &SinkRuleInput, t: &Thresholds, st: &SinkThresholds) -> 
         let saturated = thread.is_some_and(|c| c >= t.core_saturated_pct)
             || core_busy.is_some_and(|c| c >= t.core_saturated_pct);
         let lost = a.drops as f64 / (a.drops + a.counted).max(1) as f64;
-        if !saturated && lost <= 1.0 - st.counted_share {
+        // Without a saturated core, the burst case needs a measured one
+        // that had idle time (no figure: nothing to say about it).
+        let measured = thread.or(core_busy);
+        if !saturated && (lost <= 1.0 - st.counted_share || measured.is_none()) {
             continue;
         }
         let core_name = core.map_or("its core".to_string(), |c| c.to_string());
@@ -345,11 +348,12 @@ pub fn queue_overrun(i: &SinkRuleInput, t: &Thresholds, st: &SinkThresholds) -> 
             )
         } else {
             format!(
-                "{} queue {queue}: its socket ring overflowed ({} frames, {:.1} % of the queue's) while the thread that drains it was {} busy: the ring fills in bursts or while the thread sleeps",
+                "{} queue {queue}: its socket ring overflowed ({} frames, {:.1} % of the queue's) while {} was {:.0} % busy: the ring fills in bursts or while the thread sleeps",
                 i.iface,
                 a.drops,
                 lost * 100.0,
-                thread.or(core_busy).map_or("not fully".to_string(), |c| format!("{c:.0} %"))
+                if thread.is_some() { "the thread that drains it".to_string() } else { core_name.clone() },
+                measured.unwrap_or(0.0)
             )
         };
         let mut f = finding(
@@ -791,6 +795,20 @@ mod tests {
             f[0].title
         );
         assert!(!f[0].title.contains("saturated"), "{}", f[0].title);
+        // No CPU figure at all: nothing to say about bursts.
+        let mut blind = lossy.clone();
+        for s in &mut blind {
+            for q in &mut s.queues {
+                q.cpu_pct = None;
+                q.thread = None;
+            }
+        }
+        assert!(queue_overrun(
+            &input(&blind, &[], None, 0, &[]),
+            &THRESHOLDS,
+            &SINK_THRESHOLDS
+        )
+        .is_empty());
         // ... unless /proc/stat shows the core saturated (softirq on it).
         let busy = [(CpuId(3), 100.0)];
         assert_eq!(

@@ -57,10 +57,16 @@ fn frac(
     (busy > 0).then(|| lim as f64 / busy as f64)
 }
 
-fn send_stats(active: &[&Sample]) -> Option<SendStats> {
+/// The senders' TCP_INFO over the window: connections in the `Sender`
+/// role, or with `any_role` every connection that sent data (rr,
+/// pingpong and gRPC connections are clients and servers).
+fn send_stats(active: &[&Sample], any_role: bool) -> Option<SendStats> {
     let mut per: BTreeMap<usize, Vec<(&TcpInfo, u64, f64)>> = BTreeMap::new();
     for s in active {
-        for c in s.conns.iter().filter(|c| c.role == ConnRole::Sender) {
+        let sends = |c: &&crate::probe::sample::ConnSample| {
+            c.role == ConnRole::Sender || (any_role && c.tx_bytes > 0)
+        };
+        for c in s.conns.iter().filter(sends) {
             if let Some(ti) = &c.tcp {
                 per.entry(c.id).or_default().push((ti, c.tx_bytes, secs(s)));
             }
@@ -142,7 +148,7 @@ fn buffer_fix(f: Finding, facts: &HostFacts, recv: bool, want: u64, window: bool
 
 /// tcp.buffer-limited, for the receive side (other host) and the send side (this host).
 fn buffer_limited(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
-    let Some(st) = send_stats(&ctx.active) else {
+    let Some(st) = send_stats(&ctx.active, false) else {
         return Vec::new();
     };
     let link_bps = ctx
@@ -286,15 +292,23 @@ fn retransmits(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
                 Severity::Info,
                 ctx.host,
                 "",
-                format!(
-                    "{:.2} % of sent segments were retransmitted ({retr} of {out}), but the receiver already had {spurious} of them (D-SACK): ACKs came late, nothing was lost",
-                    ratio * 100.0
-                ),
+                if lost == 0 {
+                    format!(
+                        "{:.2} % of sent segments were retransmitted ({retr} of {out}), but the receiver already had {spurious} of them (D-SACK): ACKs came late, nothing was lost",
+                        ratio * 100.0
+                    )
+                } else {
+                    format!(
+                        "{:.2} % of sent segments were retransmitted ({retr} of {out}), but the receiver already had {spurious} of them (D-SACK): ACKs came late; {lost} were lost, below the threshold",
+                        ratio * 100.0
+                    )
+                },
                 ratio.min(1.0) * prior("tcp.retransmits") * 0.25,
             )
             .ev(Evidence::num("retransmitted segments", retr as f64, "", source))
             .ev(Evidence::num("sent segments", out as f64, "", source))
             .ev(Evidence::num("of them reported duplicate by the receiver", spurious as f64, "", "nstat TcpExt.TCPDSACKRecvSegs"))
+            .ev(Evidence::num("of them lost", lost as f64, "", "retransmitted - D-SACKed"))
             .ev(Evidence::num("tail-loss probes", sum("TcpExt.TCPLossProbes") as f64, "", "nstat TcpExt.TCPLossProbes"))
             .why("A sender that waits too long for an ACK sends the last segment again (a tail-loss probe) or times out; when the receiver reports it as a duplicate, the original arrived: the delay is in the receiver's processing, not in the network."),
         );
@@ -304,7 +318,7 @@ fn retransmits(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     // (Mathis et al.: MSS / RTT × sqrt(3/2) / sqrt(p)). A connection that
     // ran far below it was held back by something else: the retransmits
     // are worth knowing, not the limit (a short RTT tolerates much loss).
-    let bound = send_stats(&ctx.active)
+    let bound = send_stats(&ctx.active, true)
         .filter(|st| st.rtt_us > 0.0 && st.mss > 0.0)
         .map(|st| {
             let bps = st.mss * 8.0 / (st.rtt_us / 1e6) * (1.5f64).sqrt() / ratio.sqrt();
