@@ -54,11 +54,12 @@ pub fn diagnose(input: &Input) -> Vec<Finding> {
 /// [`diagnose`] with explicit thresholds (tests, experiments).
 pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
+    let mut statics = Vec::new();
     for host in [HostRole::Local, HostRole::Peer] {
         let ctx = rules::HostCtx::with(input, host, t);
         let rdma_test = matches!(input.test.spec, Some(crate::traffic::EngineSpec::Rdma(_)));
         if let Some(facts) = ctx.facts {
-            out.extend(rules::static_rules_for(facts, host, t, rdma_test));
+            statics.extend(rules::static_rules_for(facts, host, t, rdma_test));
         }
         out.extend(rules::window_rules(&ctx, t));
         let me = match host {
@@ -67,6 +68,12 @@ pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
         };
         out.extend(rules::rdma_window(ctx.facts, me.samples, host, t));
     }
+    // A buffer judged on what the test measured (TCP_INFO) replaces the
+    // facts-only audit of the same host and side (an assumed 1 ms RTT).
+    statics.retain(|f| {
+        f.id != "tcp.buffer-limited" || !out.iter().any(|w: &Finding| w.key() == f.key())
+    });
+    out.extend(statics);
     out.extend(rules::pair_rules(input, t));
     // GRO off is a setting worth fixing (`check` says so), but in a test
     // whose messages fit in one packet it has nothing to merge: not what

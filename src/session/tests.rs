@@ -220,11 +220,18 @@ async fn raw_session(
     super::channel::SealedWriter<tokio::net::tcp::OwnedWriteHalf>,
 ) {
     use super::channel::{Direction, SealedWriter};
-    let s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (mut rd, mut wr) = s.into_split();
-    let (_, keys) = super::controller::handshake(&mut rd, &mut wr, &token())
-        .await
-        .unwrap();
+    // The agent may still be closing the previous controller's session
+    // (it answers "busy" until then): try again for a while.
+    let t = std::time::Instant::now();
+    let (rd, wr, keys) = loop {
+        let s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut rd, mut wr) = s.into_split();
+        match super::controller::handshake(&mut rd, &mut wr, &token()).await {
+            Ok((_, keys)) => break (rd, wr, keys),
+            Err(e) => assert!(t.elapsed() < Duration::from_secs(5), "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     (
         rd,
         keys.opener(Direction::ToController),
