@@ -210,6 +210,13 @@ mod readme_tests {
     use crate::tui::model::View;
 
     const README: &str = include_str!("../../../README.md");
+    /// The user docs that name views by key.
+    const DOCS: [&str; 4] = [
+        README,
+        include_str!("../../../docs/dashboard.md"),
+        include_str!("../../../docs/engines.md"),
+        include_str!("../../../docs/tuning.md"),
+    ];
 
     #[test]
     fn the_readme_names_the_views_and_keys_the_tui_has() {
@@ -223,7 +230,8 @@ mod readme_tests {
         );
         // "the queue view (`3`)", across line breaks: every such number is
         // the view's key.
-        let text = README
+        let text = DOCS
+            .concat()
             .split_whitespace()
             .collect::<Vec<_>>()
             .join(" ")
@@ -239,11 +247,11 @@ mod readme_tests {
                 assert_eq!(
                     digit,
                     char::from_digit(n as u32 + 1, 10),
-                    "README: the {word} view is key {}",
+                    "README/docs: the {word} view is key {}",
                     n + 1
                 );
             }
         }
-        assert!(checked >= 3, "only {checked} view keys found in the README");
+        assert!(checked >= 3, "only {checked} view keys found in the README and docs");
     }
 }
