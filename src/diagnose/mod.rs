@@ -57,9 +57,8 @@ pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
     let mut statics = Vec::new();
     for host in [HostRole::Local, HostRole::Peer] {
         let ctx = rules::HostCtx::with(input, host, t);
-        let rdma_test = matches!(input.test.spec, Some(crate::traffic::EngineSpec::Rdma(_)));
         if let Some(facts) = ctx.facts {
-            statics.extend(rules::static_rules_for(facts, host, t, rdma_test));
+            statics.extend(rules::static_rules_for(facts, host, t, input.test.spec));
         }
         out.extend(rules::window_rules(&ctx, t));
         let me = match host {
@@ -75,20 +74,6 @@ pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
     });
     out.extend(statics);
     out.extend(rules::pair_rules(input, t));
-    // GRO off is a setting worth fixing (`check` says so), but in a test
-    // whose messages fit in one packet it has nothing to merge: not what
-    // limits this test.
-    if rules::small_messages(input.test.spec, 1500.0) {
-        for f in out.iter_mut().filter(|f| f.id == "nic.gro-off") {
-            if f.severity == Severity::Warn {
-                f.severity = Severity::Info;
-                f.score -= Severity::Warn.base_score() - Severity::Info.base_score();
-                f.title.push_str(
-                    " (this test's messages fit in one packet: nothing for GRO to merge)",
-                );
-            }
-        }
-    }
     if let Some(crate::traffic::EngineSpec::Grpc(g)) = input.test.spec {
         if let Some(w) = rules::grpc::window(g, input.local.samples) {
             out.extend(rules::grpc::rules(&w));
@@ -99,40 +84,12 @@ pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
         // say, and GRO only matters to the stack (XDP runs before them;
         // a packet sink counts frames, not merged ones). With one queue
         // asked for, one busy queue and softirq core are the test's design.
-        // The sink's and generator's threads busy-poll their cores by
-        // design: a saturated engine core is what the sink rules judge
-        // (generator-bound, queue-overrun), not a single-core limit.
         let one_queue = k.queues == 1;
-        // (On the local pair both ends' threads share the host's cores.)
-        let engine_core = |f: &Finding| {
-            rules::HostCtx::with(input, f.host, t)
-                .test_cpus()
-                .iter()
-                .any(|c| f.subject == format!("cpu{c}"))
-        };
-        // Other cores carry only the kernel's packet path (softirq, irq,
-        // sys): one saturated by user time runs someone else's work.
-        let kernel_share = |f: &Finding| {
-            f.evidence
-                .iter()
-                .filter(|e| {
-                    [" softirq", " irq", " system"]
-                        .iter()
-                        .any(|k| e.what == format!("{}{k}", f.subject))
-                })
-                .filter_map(|e| match e.value {
-                    Value::Num(v) => Some(v),
-                    Value::Text(_) => None,
-                })
-                .sum::<f64>()
-        };
         out.retain(|f| {
             let id = f.id.as_str();
             let quiet = id.starts_with("tcp.")
                 || matches!(id, "nic.tso-off" | "nic.gro-off")
-                || (one_queue && matches!(id, "nic.queue-imbalance" | "softirq.concentrated"))
-                || (id == "cpu.single-core-saturated"
-                    && (engine_core(f) || kernel_share(f) < t.softirq_heavy_pct));
+                || (one_queue && matches!(id, "nic.queue-imbalance" | "softirq.concentrated"));
             !quiet
         });
         out.extend(rules::sink::session_rules(k, input, t));

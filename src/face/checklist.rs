@@ -211,6 +211,33 @@ pub enum TuneDone {
     RolledBack(RollbackReport),
 }
 
+/// A checklist driver whose step changes all go through one [`TuneOp`]
+/// call (here or on the agent's host): the [`Driver`] step methods follow
+/// from it.
+pub trait TuneOps {
+    /// Carry out `op` on `host`.
+    fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError>;
+
+    /// [`Driver::preview`] through [`TuneOps::op`].
+    fn preview_op(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError> {
+        Ok(self
+            .op(host, TuneOp::Preview(profile.to_string()))?
+            .commands()?)
+    }
+
+    /// [`Driver::apply`] through [`TuneOps::op`].
+    fn apply_op(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError> {
+        Ok(self
+            .op(host, TuneOp::Apply(profile.to_string()))?
+            .applied()?)
+    }
+
+    /// [`Driver::rollback`] through [`TuneOps::op`].
+    fn rollback_op(&mut self, host: HostRole) -> Result<RollbackReport, StepError> {
+        Ok(self.op(host, TuneOp::Rollback)?.rolled_back()?)
+    }
+}
+
 impl TuneDone {
     fn unexpected(&self) -> String {
         format!("unexpected result of a tuning step: {self:?}")
@@ -334,22 +361,6 @@ impl SessionDriver {
             .ok_or_else(|| "the session with the agent ended".to_string())
     }
 
-    /// A step's change on `host`: here through the profile machinery, on
-    /// the agent's host through the control connection.
-    fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError> {
-        match host {
-            HostRole::Local => Ok(local_op(&op, &self.host, &self.state, &self.opts())?),
-            HostRole::Peer => {
-                let rt = self.rt.handle().clone();
-                let ctl = self.ctl()?;
-                let resp = rt
-                    .block_on(ctl.tune(peer_request(&op)))
-                    .map_err(|e| super::error_text(&e))?;
-                peer_done(resp)
-            }
-        }
-    }
-
     fn opts(&self) -> ResolveOpts {
         ResolveOpts {
             route_to: self.route_to,
@@ -441,6 +452,24 @@ fn metric_of(m: Metric, s: &crate::record::schema::Summary) -> Result<f64, Strin
     }
 }
 
+impl TuneOps for SessionDriver {
+    /// A step's change on `host`: here through the profile machinery, on
+    /// the agent's host through the control connection.
+    fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError> {
+        match host {
+            HostRole::Local => Ok(local_op(&op, &self.host, &self.state, &self.opts())?),
+            HostRole::Peer => {
+                let rt = self.rt.handle().clone();
+                let ctl = self.ctl()?;
+                let resp = rt
+                    .block_on(ctl.tune(peer_request(&op)))
+                    .map_err(|e| super::error_text(&e))?;
+                peer_done(resp)
+            }
+        }
+    }
+}
+
 impl Driver for SessionDriver {
     fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, String> {
         let plan = test_plan(args)?;
@@ -497,19 +526,15 @@ impl Driver for SessionDriver {
     }
 
     fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError> {
-        Ok(self
-            .op(host, TuneOp::Preview(profile.to_string()))?
-            .commands()?)
+        self.preview_op(host, profile)
     }
 
     fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError> {
-        Ok(self
-            .op(host, TuneOp::Apply(profile.to_string()))?
-            .applied()?)
+        self.apply_op(host, profile)
     }
 
     fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, StepError> {
-        Ok(self.op(host, TuneOp::Rollback)?.rolled_back()?)
+        self.rollback_op(host)
     }
 
     fn confirm(&mut self, q: &Question) -> bool {

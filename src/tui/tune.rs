@@ -16,7 +16,7 @@
 //! runs interrupts it, and the loop ends the checklist there.
 
 use crate::diagnose::HostRole;
-use crate::face::checklist::{TuneDone, TuneOp};
+use crate::face::checklist::{TuneDone, TuneOp, TuneOps};
 use crate::tune::apply::{ApplyReport, RollbackReport};
 use crate::tune::decide::Metric;
 use crate::tune::runner::{Driver, Question, Record, StepError, TestOutcome};
@@ -85,8 +85,10 @@ impl RemoteDriver {
         self.tx.blocking_send(make(reply)).ok()?;
         rx.blocking_recv().ok()
     }
+}
 
-    fn op(&self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError> {
+impl TuneOps for RemoteDriver {
+    fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError> {
         self.ask(|reply| DriverReq::Op { host, op, reply })
             .unwrap_or_else(|| Err(StepError::Failed(GONE.into())))
     }
@@ -104,19 +106,15 @@ impl Driver for RemoteDriver {
     }
 
     fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError> {
-        Ok(self
-            .op(host, TuneOp::Preview(profile.to_string()))?
-            .commands()?)
+        self.preview_op(host, profile)
     }
 
     fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError> {
-        Ok(self
-            .op(host, TuneOp::Apply(profile.to_string()))?
-            .applied()?)
+        self.apply_op(host, profile)
     }
 
     fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, StepError> {
-        Ok(self.op(host, TuneOp::Rollback)?.rolled_back()?)
+        self.rollback_op(host)
     }
 
     fn confirm(&mut self, q: &Question) -> bool {

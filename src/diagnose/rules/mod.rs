@@ -118,19 +118,22 @@ impl<'a> HostCtx<'a> {
 
 /// Facts-only rules of one host.
 pub fn static_rules(facts: &HostFacts, host: HostRole, t: &Thresholds) -> Vec<Finding> {
-    static_rules_for(facts, host, t, false)
+    static_rules_for(facts, host, t, None)
 }
 
-/// [`static_rules`], saying whether an RDMA test is asked of this host
-/// (then a host without a device is told what to load).
+/// [`static_rules`] for the test `spec` runs: an RDMA test asked of a host
+/// without a device is told what to load, and GRO off is only worth
+/// knowing when the messages fit in one packet.
 pub fn static_rules_for(
     facts: &HostFacts,
     host: HostRole,
     t: &Thresholds,
-    rdma_test: bool,
+    spec: Option<&EngineSpec>,
 ) -> Vec<Finding> {
+    let rdma_test = matches!(spec, Some(EngineSpec::Rdma(_)));
+    let small = small_messages(spec, 1500.0);
     let mut out = Vec::new();
-    out.extend(nic::rules(facts, host, t));
+    out.extend(nic::rules(facts, host, t, small));
     out.extend(driver::rules(facts, host));
     out.extend(platform::rules(facts, host));
     out.extend(tcp::check_rules(facts, host, t));

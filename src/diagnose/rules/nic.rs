@@ -9,11 +9,13 @@ use crate::probe::facts::{HostFacts, NicFacts};
 use crate::probe::sample::HostRole;
 
 /// All facts-only NIC rules of one host.
-pub fn rules(facts: &HostFacts, host: HostRole, t: &Thresholds) -> Vec<Finding> {
+/// `small`: the test's messages fit in one packet (see
+/// [`super::small_messages`]), so GRO off is worth knowing, not a limit.
+pub fn rules(facts: &HostFacts, host: HostRole, t: &Thresholds, small: bool) -> Vec<Finding> {
     let mut out = Vec::new();
     for nic in &facts.nics {
         out.extend(few_queues(facts, nic, host, t));
-        out.extend(gro_off(nic, host, None));
+        out.extend(gro_off(nic, host, None, small));
         out.extend(tso_off(nic, host));
         out.extend(mtu_small(nic, host, t));
     }
@@ -72,14 +74,19 @@ fn few_queues(
 
 /// nic.gro-off. `unaggregated`: the average received packet size (B) when the
 /// window shows packets arriving no larger than the MTU (turns veth's info into a warning).
-pub fn gro_off(nic: &NicFacts, host: HostRole, unaggregated: Option<f64>) -> Option<Finding> {
+pub fn gro_off(
+    nic: &NicFacts,
+    host: HostRole,
+    unaggregated: Option<f64>,
+    small: bool,
+) -> Option<Finding> {
     let f = nic.features.value()?;
     let gro = f.0.get("generic-receive-offload")?;
     if gro.on {
         return None;
     }
     let veth = driver(nic) == "veth";
-    let sev = if veth && unaggregated.is_none() {
+    let sev = if small || (veth && unaggregated.is_none()) {
         Severity::Info
     } else {
         Severity::Warn
@@ -89,7 +96,14 @@ pub fn gro_off(nic: &NicFacts, host: HostRole, unaggregated: Option<f64>) -> Opt
         sev,
         host,
         nic.name.clone(),
-        format!("GRO is off on {}", nic.name),
+        if small {
+            format!(
+                "GRO is off on {} (this test's messages fit in one packet: nothing for GRO to merge)",
+                nic.name
+            )
+        } else {
+            format!("GRO is off on {}", nic.name)
+        },
         prior("nic.gro-off") * if sev == Severity::Info { 0.3 } else { 1.0 },
     )
     .ev(Evidence::text("generic-receive-offload", if gro.fixed { "off [fixed]" } else { "off" }, src(nic, "ethtool -k")))

@@ -380,7 +380,7 @@ fn unaggregated_gro(ctx: &HostCtx, nic: &NicFacts, t: &Thresholds) -> Option<Fin
     if avg > mtu * t.unaggregated_factor || small_messages(ctx.spec, mtu) {
         return None;
     }
-    gro_off(nic, ctx.host, Some(avg))
+    gro_off(nic, ctx.host, Some(avg), false)
 }
 
 /// True when the test's messages fit in one packet each way (rr, pingpong

@@ -252,6 +252,9 @@ mod readme_tests {
                 );
             }
         }
-        assert!(checked >= 3, "only {checked} view keys found in the README and docs");
+        assert!(
+            checked >= 3,
+            "only {checked} view keys found in the README and docs"
+        );
     }
 }
