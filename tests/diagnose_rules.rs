@@ -387,6 +387,77 @@ fn single_core_saturated() {
     assert!(ids(&once.run(), "cpu.single-core-saturated").is_empty());
 }
 
+/// The seed case: one stream is CPU-bound on one core of the receiver at
+/// 23 Gb/s (softirq 62 % of it) while 4 streams reach 90 Gb/s on the same
+/// hosts. One stream: one core is the limit, ranked first, nothing else
+/// loud, and the sentence says to try more flows. Four streams: no limit
+/// on either host.
+#[test]
+fn one_stream_on_one_core_at_23_gbits_is_limited_by_that_core_and_four_are_not() {
+    fn at(samples: &mut [Sample], gbits: f64) {
+        for s in samples {
+            let bytes = (gbits * 1e9 / 8.0) as u64;
+            s.engine.rx_bytes = bytes;
+            s.engine.tx_bytes = bytes;
+            s.engine.rx_bps = wirescope::units::BitsPerSec(gbits * 1e9);
+            s.engine.tx_bps = wirescope::units::BitsPerSec(gbits * 1e9);
+        }
+    }
+    let mut one = Case::healthy();
+    let mut busy = [4.0; 16];
+    busy[1] = 100.0;
+    one.peer = window("peer", 5, &busy);
+    for s in &mut one.peer {
+        let c = &mut s.cpus[1];
+        c.softirq = wirescope::units::Percent(62.0);
+        c.system = wirescope::units::Percent(38.0);
+        for (i, q) in s.softirqs.iter_mut().enumerate() {
+            q.net_rx = if i == 1 { 900_000 } else { 100 };
+        }
+    }
+    let mut sender = [4.0; 16];
+    sender[3] = 70.0;
+    one.local = window("local", 5, &sender);
+    at(&mut one.local, 23.0);
+    at(&mut one.peer, 23.0);
+    one.spec = spec(1, &[]);
+    let f = one.run();
+    assert_eq!(f[0].id, "cpu.single-core-saturated", "{f:#?}");
+    assert_eq!(f[0].host, HostRole::Peer);
+    assert_eq!(f[0].subject, "cpu1");
+    let loud: Vec<&str> = f[1..]
+        .iter()
+        .filter(|x| x.severity >= Severity::Warn)
+        .map(|x| x.id.as_str())
+        .collect();
+    assert!(loud.is_empty(), "more than the limit is loud: {loud:?}");
+    let s = wirescope::diagnose::limited_by(&f, Some(8.0), Some(10.0));
+    assert!(
+        s.starts_with("limited by one core on the peer host: cpu1 is 100 % busy"),
+        "{s}"
+    );
+    assert!(s.contains("one flow"), "{s}");
+    assert!(s.contains("try: wirescope run -P 8"), "{s}");
+
+    let mut four = Case::healthy();
+    let mut spread = [6.0; 16];
+    for c in [1, 4, 7, 10] {
+        spread[c] = 72.0;
+    }
+    four.peer = window("peer", 5, &spread);
+    four.local = window("local", 5, &spread);
+    at(&mut four.local, 90.0);
+    at(&mut four.peer, 90.0);
+    four.spec = spec(4, &[]);
+    let f = four.run();
+    assert!(
+        f.iter().all(|x| x.severity < Severity::Warn),
+        "four streams at 90 Gb/s: {f:#?}"
+    );
+    let s = wirescope::diagnose::limited_by(&f, Some(22.0), Some(22.0));
+    assert!(s.starts_with("no bottleneck found on either host"), "{s}");
+}
+
 #[test]
 fn saturated_core_names_the_queue_it_serves_from_ebpf() {
     let mut c = Case::healthy();

@@ -142,3 +142,43 @@ fn leftovers_of_a_killed_run_are_removed_by_the_next() {
         }
     }
 }
+
+/// The local pair's hosts are namespaces: a finding's command names the
+/// namespace of its host (the user's shell has no veth-b), and no
+/// per-namespace command is printed bare.
+#[test]
+fn fixes_on_the_local_pair_run_in_the_hosts_namespace() {
+    require_root();
+    let _turn = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let c = start(&["-t", "2s", "--json"]);
+    let pid = c.id();
+    let out = c.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut namespaced = 0;
+    for f in s["findings"].as_array().unwrap() {
+        let ns = match f["host"].as_str().unwrap() {
+            "local" => format!("ws-a-{pid}"),
+            _ => format!("ws-b-{pid}"),
+        };
+        for fix in f["fix"].as_array().unwrap() {
+            let fix = fix.as_str().unwrap();
+            let first = fix.split_whitespace().next().unwrap_or("");
+            assert!(
+                !["ethtool", "sysctl", "tc", "echo", "nstat"].contains(&first),
+                "a bare per-namespace command: {fix}"
+            );
+            if fix.starts_with("ip netns exec ") {
+                assert!(
+                    fix.starts_with(&format!("ip netns exec {ns} ")),
+                    "{fix} ({f})"
+                );
+                namespaced += 1;
+            }
+        }
+    }
+    // veth starts with GRO off: its info finding carries an ethtool fix.
+    assert!(namespaced > 0, "no namespaced fix in: {s}");
+    assert_clean(pid, &err);
+}

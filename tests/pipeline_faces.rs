@@ -106,6 +106,7 @@ fn origin() -> Origin {
         command_line: vec!["wirescope".into()],
         local: HostInfo::current(),
         pair: "local pair: recorded".into(),
+        netns: None,
     }
 }
 

@@ -1,19 +1,99 @@
-//! Rule ids, their impact priors (for ranking) and their references.
+//! The rule table: one entry per rule id with the engines it judges, the
+//! thresholds it reads, its impact prior (for ranking) and its reference.
+//!
+//! Everything that needs to know about a rule reads this one table:
+//! [`crate::diagnose::diagnose`] drops findings of rules that do not apply to
+//! the test's engine ([`applies`]), the ranking uses [`prior`] when a rule has
+//! no measured fraction, a finding's reference comes from [`reference`], and
+//! the index table of `assets/rules.md` is generated from it (a test fails
+//! when the document, the table and the rule sources disagree).
 //!
 //! A rule with a measured impact (a fraction of time, of packets, of a core)
 //! uses it; otherwise it uses the prior below. Priors are small for settings
 //! that cost a few percent (MTU, governor) and large for ones known to halve
 //! throughput (an inbox 2015 driver). `assets/rules.md` has the full text.
 
-/// One rule: id, impact prior in [0, 1], reference.
+use crate::traffic::{EngineKind, EngineSpec};
+
+/// The engines a rule judges: a set of [`EngineKind`]s. With no test
+/// running (`watch`, `check`, a capture) every rule applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Engines(u8);
+
+impl Engines {
+    const fn bit(kind: EngineKind) -> u8 {
+        match kind {
+            EngineKind::Tcp => 1,
+            EngineKind::Grpc => 2,
+            EngineKind::Sink => 4,
+            EngineKind::Rdma => 8,
+        }
+    }
+
+    /// The set of these kinds.
+    pub const fn of(kinds: &[EngineKind]) -> Engines {
+        let mut bits = 0;
+        let mut i = 0;
+        while i < kinds.len() {
+            bits |= Engines::bit(kinds[i]);
+            i += 1;
+        }
+        Engines(bits)
+    }
+
+    /// True when the set holds `kind`.
+    pub const fn contains(self, kind: EngineKind) -> bool {
+        self.0 & Engines::bit(kind) != 0
+    }
+
+    /// The set's names in a fixed order (`tcp, grpc, sink, rdma`), or `all`.
+    pub fn names(self) -> String {
+        if self == ALL {
+            return "all".into();
+        }
+        EngineKind::ALL
+            .iter()
+            .filter(|k| self.contains(**k))
+            .map(|k| k.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Every engine: host-wide conditions (a core, the driver, the platform).
+pub const ALL: Engines = Engines::of(&EngineKind::ALL);
+/// Traffic through the kernel's network stack (not RDMA's kernel bypass).
+pub const KERNEL: Engines = Engines::of(&[EngineKind::Tcp, EngineKind::Grpc, EngineKind::Sink]);
+/// TCP connections (gRPC runs on them): buffers, retransmits, segmentation offloads.
+pub const TCP_STACK: Engines = Engines::of(&[EngineKind::Tcp, EngineKind::Grpc]);
+/// gRPC tests only.
+pub const GRPC: Engines = Engines::of(&[EngineKind::Grpc]);
+/// Packet tests only.
+pub const SINK: Engines = Engines::of(&[EngineKind::Sink]);
+/// RDMA tests only.
+pub const RDMA: Engines = Engines::of(&[EngineKind::Rdma]);
+
+/// One rule of the table.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RuleInfo {
-    /// Stable id.
+    /// Stable id: `family.name`.
     pub id: &'static str,
+    /// The engines whose tests the rule judges.
+    pub engines: Engines,
+    /// The names of the [`crate::diagnose::Thresholds`] (and
+    /// [`crate::diagnose::sink_rules::SinkThresholds`]) fields it reads.
+    pub thresholds: &'static [&'static str],
     /// Impact used when the rule has no measured fraction.
     pub prior: f64,
     /// Kernel doc or vendor guide.
     pub reference: &'static str,
+}
+
+impl RuleInfo {
+    /// The family: the part of the id before the dot (`cpu`, `nic`, ...).
+    pub fn family(&self) -> &'static str {
+        self.id.split_once('.').map_or(self.id, |(f, _)| f)
+    }
 }
 
 const SCALING: &str = "kernel Documentation/networking/scaling.rst (RSS, RPS, XPS, IRQ affinity)";
@@ -31,208 +111,288 @@ const XDP: &str =
     "kernel Documentation/networking/af_xdp.rst; Documentation/networking/packet_mmap.rst";
 const NIC_QUEUES: &str = "ethtool(8) -G/-L; NVIDIA \"Understanding mlx5 ethtool Counters\"";
 
-const GRPC: &str = "grpc.io \"Performance Best Practices\" (one connection per few cores, keep channels busy); RFC 9113 section 5.2 (HTTP/2 flow control)";
+const GRPC_GUIDE: &str = "grpc.io \"Performance Best Practices\" (one connection per few cores, keep channels busy); RFC 9113 section 5.2 (HTTP/2 flow control)";
 
 /// Every rule this engine implements.
 pub const RULES: &[RuleInfo] = &[
     RuleInfo {
         id: "cpu.single-core-saturated",
+        engines: ALL,
+        thresholds: &["sustain_intervals", "core_saturated_pct", "others_headroom_pct"],
         prior: 0.9,
         reference: SCALING,
     },
     RuleInfo {
         id: "cpu.all-cores-saturated",
+        engines: ALL,
+        thresholds: &["sustain_intervals", "core_saturated_pct"],
         prior: 0.7,
         reference: SCALING,
     },
     RuleInfo {
         id: "softirq.concentrated",
+        engines: KERNEL,
+        thresholds: &["sustain_intervals", "net_rx_share", "net_rx_min_per_s", "softirq_heavy_pct", "core_saturated_pct", "others_headroom_pct"],
         prior: 0.6,
         reference: SCALING,
     },
     RuleInfo {
         id: "irq.single-cpu",
+        engines: ALL,
+        thresholds: &[],
         prior: 0.5,
         reference: IRQ,
     },
     RuleInfo {
         id: "irq.remote-numa",
+        engines: ALL,
+        thresholds: &[],
         prior: 0.4,
         reference: IRQ,
     },
     RuleInfo {
         id: "irqbalance.conflict",
+        engines: ALL,
+        thresholds: &[],
         prior: 0.2,
         reference: IRQ,
     },
     RuleInfo {
         id: "nic.few-queues",
+        engines: KERNEL,
+        thresholds: &["fast_link_mbps", "max_useful_channels"],
         prior: 0.4,
         reference: ETHTOOL,
     },
     RuleInfo {
         id: "nic.queue-imbalance",
+        engines: KERNEL,
+        thresholds: &["queue_share", "queue_min_pps"],
         prior: 0.5,
         reference: SCALING,
     },
     RuleInfo {
         id: "nic.ring-small",
+        engines: KERNEL,
+        thresholds: &[],
         prior: 0.5,
         reference: ETHTOOL,
     },
     RuleInfo {
         id: "nic.rx-out-of-buffer",
+        engines: KERNEL,
+        thresholds: &[],
         prior: 0.6,
         reference: MLX5_COUNTERS,
     },
     RuleInfo {
         id: "nic.discards-phy",
+        engines: ALL,
+        thresholds: &[],
         prior: 0.6,
         reference: MLX5_COUNTERS,
     },
     RuleInfo {
         id: "nic.pause-frames",
+        engines: ALL,
+        thresholds: &[],
         prior: 0.5,
         reference: MLX5_COUNTERS,
     },
     RuleInfo {
         id: "nic.gro-off",
+        engines: TCP_STACK,
+        thresholds: &["unaggregated_factor"],
         prior: 0.3,
         reference: "kernel Documentation/networking/segmentation-offloads.rst; ethtool(8) -K",
     },
     RuleInfo {
         id: "nic.tso-off",
+        engines: TCP_STACK,
+        thresholds: &[],
         prior: 0.4,
         reference: "kernel Documentation/networking/segmentation-offloads.rst; ethtool(8) -K",
     },
     RuleInfo {
         id: "nic.mtu-small",
+        engines: ALL,
+        thresholds: &["fast_link_mbps", "jumbo_mtu"],
         prior: 0.1,
         reference: "ip-link(8) mtu; NVIDIA \"Performance Tuning for Mellanox Adapters\"",
     },
     RuleInfo {
         id: "softnet.squeeze",
+        engines: KERNEL,
+        thresholds: &["sustain_intervals", "squeeze_per_s"],
         prior: 0.3,
         reference: SYSCTL_NET,
     },
     RuleInfo {
         id: "softnet.backlog-drops",
+        engines: KERNEL,
+        thresholds: &[],
         prior: 0.5,
         reference: SYSCTL_NET,
     },
     RuleInfo {
         id: "tcp.buffer-limited",
+        engines: TCP_STACK,
+        thresholds: &["limited_share", "assumed_rtt_us", "fast_link_mbps"],
         prior: 0.6,
         reference: TCP,
     },
     RuleInfo {
         id: "tcp.retransmits",
+        engines: TCP_STACK,
+        thresholds: &["retrans_ratio", "retrans_min_segs", "loss_bound_share"],
         prior: 0.5,
         reference: "RFC 6298; kernel Documentation/networking/snmp_counter.rst",
     },
     RuleInfo {
         id: "qdisc.shaping",
+        engines: KERNEL,
+        thresholds: &[],
         prior: 0.7,
         reference: "tc(8), tc-tbf(8), tc-htb(8), tc-fq(8)",
     },
     RuleInfo {
         id: "pcie.link-downgraded",
+        engines: ALL,
+        thresholds: &[],
         prior: 0.6,
         reference: "kernel Documentation/ABI/testing/sysfs-bus-pci (current_link_speed); lspci(8)",
     },
     RuleInfo {
         id: "cpu.governor",
+        engines: ALL,
+        thresholds: &[],
         prior: 0.1,
         reference: "kernel Documentation/admin-guide/pm/cpufreq.rst",
     },
     RuleInfo {
         id: "driver.mlx5-outdated",
+        engines: ALL,
+        thresholds: &[],
         prior: 0.8,
         reference:
             "assets/catalog.toml (driver.mlx5_core); NVIDIA MLNX_OFED / DOCA-OFED release notes",
     },
     RuleInfo {
         id: "firmware.outdated",
+        engines: ALL,
+        thresholds: &[],
         prior: 0.3,
         reference: "assets/catalog.toml (firmware); NVIDIA ConnectX firmware release notes",
     },
     RuleInfo {
         id: "platform.iommu",
+        engines: ALL,
+        thresholds: &[],
         prior: 0.3,
         reference: "kernel Documentation/admin-guide/kernel-parameters.txt (iommu=pt, intel_iommu)",
     },
     RuleInfo {
         id: "rdma.no-device",
+        engines: RDMA,
+        thresholds: &[],
         prior: 0.0,
         reference: "rdma-core: rdma link, ibv_devinfo(1); kernel drivers/infiniband (mlx5_ib, rdma_rxe)",
     },
     RuleInfo {
         id: "rdma.port-down",
+        engines: RDMA,
+        thresholds: &[],
         prior: 0.9,
         reference: "kernel Documentation/ABI/stable/sysfs-class-infiniband (state, phys_state); ibstat(8), opensm(8)",
     },
     RuleInfo {
         id: "rdma.mtu-small",
+        engines: RDMA,
+        thresholds: &[],
         prior: 0.4,
         reference: "kernel include/rdma/ib_addr.h iboe_get_mtu (RoCE MTU from the netdev MTU); NVIDIA \"RoCE MTU\"",
     },
     RuleInfo {
         id: "rdma.gid-v1",
+        engines: RDMA,
+        thresholds: &[],
         prior: 0.3,
         reference: ROCE,
     },
     RuleInfo {
         id: "rdma.out-of-buffer",
+        engines: RDMA,
+        thresholds: &[],
         prior: 0.6,
         reference: RDMA_COUNTERS,
     },
     RuleInfo {
         id: "rdma.retransmits",
+        engines: RDMA,
+        thresholds: &["sustain_intervals", "rdma_retrans_min"],
         prior: 0.7,
         reference: RDMA_COUNTERS,
     },
     RuleInfo {
         id: "rdma.congestion",
+        engines: RDMA,
+        thresholds: &["sustain_intervals", "rdma_cnp_per_s"],
         prior: 0.5,
         reference: ROCE,
     },
     RuleInfo {
         id: "grpc.connection-bound",
+        engines: GRPC,
+        thresholds: &[],
         prior: 0.6,
-        reference: GRPC,
+        reference: GRPC_GUIDE,
     },
     RuleInfo {
         id: "grpc.flow-control-limited",
+        engines: GRPC,
+        thresholds: &[],
         prior: 0.5,
-        reference: GRPC,
+        reference: GRPC_GUIDE,
     },
     RuleInfo {
         id: "grpc.errors",
+        engines: GRPC,
+        thresholds: &[],
         prior: 0.8,
-        reference: GRPC,
+        reference: GRPC_GUIDE,
     },
     RuleInfo {
         id: "sink.remote-numa",
+        engines: SINK,
+        thresholds: &[],
         prior: 0.4,
         reference: NUMA,
     },
     RuleInfo {
         id: "sink.smt-siblings",
+        engines: SINK,
+        thresholds: &[],
         prior: 0.3,
         reference: NUMA,
     },
     RuleInfo {
         id: "sink.queue-overrun",
+        engines: SINK,
+        thresholds: &["sustain_intervals", "core_saturated_pct", "counted_share"],
         prior: 0.8,
         reference: XDP,
     },
     RuleInfo {
         id: "sink.generator-bound",
+        engines: SINK,
+        thresholds: &["counted_share", "sink_idle_pct"],
         prior: 0.5,
         reference: XDP,
     },
     RuleInfo {
         id: "nic.rx-missed",
+        engines: SINK,
+        thresholds: &["sustain_intervals"],
         prior: 0.6,
         reference: NIC_QUEUES,
     },
@@ -243,6 +403,15 @@ pub fn rule(id: &str) -> Option<&'static RuleInfo> {
     RULES.iter().find(|r| r.id == id)
 }
 
+/// True when the rule `id` judges tests of `spec`'s engine (every rule does
+/// when no test runs; an unknown id is kept, so nothing is silently lost).
+pub fn applies(id: &str, spec: Option<&EngineSpec>) -> bool {
+    match (rule(id), spec) {
+        (Some(r), Some(spec)) => r.engines.contains(spec.kind()),
+        _ => true,
+    }
+}
+
 /// The impact prior of a rule (0.3 for an unknown id).
 pub fn prior(id: &str) -> f64 {
     rule(id).map(|r| r.prior).unwrap_or(0.3)
@@ -251,6 +420,34 @@ pub fn prior(id: &str) -> f64 {
 /// The reference of a rule, with a pointer to `assets/rules.md`.
 pub fn reference(id: &str) -> &'static str {
     rule(id).map(|r| r.reference).unwrap_or("assets/rules.md")
+}
+
+/// The index of `assets/rules.md`: one row per rule of the table.
+pub fn markdown_index() -> String {
+    let mut out = String::from(
+        "| id | family | engines | thresholds | prior | reference |\n|---|---|---|---|---|---|\n",
+    );
+    for r in RULES {
+        let th = if r.thresholds.is_empty() {
+            "—".to_string()
+        } else {
+            r.thresholds
+                .iter()
+                .map(|t| format!("`{t}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {:.1} | {} |\n",
+            r.id,
+            r.family(),
+            r.engines.names(),
+            th,
+            r.prior,
+            r.reference.replace('|', "\\|")
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -300,7 +497,12 @@ mod tests {
 
     #[test]
     fn every_id_a_rule_emits_is_ranked_and_documented() {
-        let doc = include_str!("../../assets/rules.md");
+        // Documented in the conditions tables, not only in the generated index.
+        let full = include_str!("../../assets/rules.md");
+        let doc = match (full.find(BEGIN), full.find(END)) {
+            (Some(b), Some(e)) => format!("{}{}", &full[..b], &full[e..]),
+            _ => full.to_string(),
+        };
         let fams = families();
         let mut seen = BTreeSet::new();
         for (file, src) in SOURCES {
@@ -329,6 +531,78 @@ mod tests {
         assert_eq!(ids.len(), RULES.len(), "an id is listed twice in RULES");
         // The scan found the rules (it did not silently match nothing).
         assert!(seen.len() >= 30, "only {} ids found: {seen:?}", seen.len());
+    }
+
+    const BEGIN: &str = "<!-- rule table: generated from src/diagnose/impact.rs RULES -->\n";
+    const END: &str = "<!-- end of rule table -->";
+
+    /// The index in assets/rules.md is the table's (regenerate it with
+    /// `WIRESCOPE_BLESS=1 cargo test --lib diagnose::impact`).
+    #[test]
+    fn the_documents_index_is_the_rule_table() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/rules.md");
+        let doc = std::fs::read_to_string(&path).expect("assets/rules.md");
+        let (Some(b), Some(e)) = (doc.find(BEGIN), doc.find(END)) else {
+            panic!("assets/rules.md lacks the generated rule table markers");
+        };
+        let now = &doc[b + BEGIN.len()..e];
+        let want = super::markdown_index();
+        if now != want && std::env::var_os("WIRESCOPE_BLESS").is_some() {
+            let new = format!("{}{}{}", &doc[..b + BEGIN.len()], want, &doc[e..]);
+            std::fs::write(&path, new).expect("write assets/rules.md");
+            return;
+        }
+        assert_eq!(
+            now, want,
+            "assets/rules.md's rule table is stale: WIRESCOPE_BLESS=1 cargo test --lib diagnose::impact"
+        );
+    }
+
+    /// Every threshold a rule names is a field of the thresholds tables and
+    /// is read where the rule is implemented (its own file or the shared
+    /// window code in rules/mod.rs): the table cannot name a number the
+    /// rule does not use.
+    #[test]
+    fn every_threshold_a_rule_names_exists_and_is_read_by_it() {
+        let fields = format!(
+            "{:?} {:?}",
+            crate::diagnose::THRESHOLDS,
+            crate::diagnose::sink_rules::SINK_THRESHOLDS
+        );
+        let shared = include_str!("rules/mod.rs");
+        for r in RULES {
+            let files: Vec<&str> = SOURCES
+                .iter()
+                .filter(|(_, src)| src.contains(r.id))
+                .map(|(_, src)| *src)
+                .collect();
+            assert!(!files.is_empty(), "no rules file names {}", r.id);
+            for t in r.thresholds {
+                assert!(
+                    fields.contains(&format!(" {t}: ")),
+                    "{}: {t} is not a threshold",
+                    r.id
+                );
+                let read = |src: &str| src.contains(&format!(".{t}"));
+                assert!(
+                    files.iter().any(|s| read(s)) || read(shared),
+                    "{}: names {t}, which its rules file does not read",
+                    r.id
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn engines_of_a_rule_decide_where_it_applies() {
+        use crate::traffic::EngineKind;
+        let tcp = super::rule("tcp.retransmits").unwrap().engines;
+        assert!(tcp.contains(EngineKind::Tcp) && tcp.contains(EngineKind::Grpc));
+        assert!(!tcp.contains(EngineKind::Sink) && !tcp.contains(EngineKind::Rdma));
+        assert_eq!(tcp.names(), "tcp, grpc");
+        assert_eq!(super::ALL.names(), "all");
+        assert!(super::applies("tcp.retransmits", None));
+        assert!(super::applies("no.such-rule", None));
     }
 
     #[test]

@@ -10,8 +10,10 @@
 //! * [`diagnose`] evaluates every rule on a window (live rules and static ones).
 //! * [`check`] evaluates only the facts-only rules of one host (`wirescope check`).
 //! * [`Tracker`] adds hysteresis for per-interval use, so findings do not flicker.
-//! * [`Thresholds`] is the one table of numbers every rule uses; `assets/rules.md`
-//!   documents each rule id, its condition, evidence, fix and reference.
+//! * [`Thresholds`] is the one table of numbers every rule uses; [`impact::RULES`]
+//!   the one table of rules (engines, thresholds, prior, reference);
+//!   `assets/rules.md` documents each rule id, its condition, evidence, fix
+//!   and reference, and its index is generated from the rule table.
 //!
 //! # Ranking
 //!
@@ -80,20 +82,21 @@ pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
         }
     }
     if let Some(crate::traffic::EngineSpec::Sink(k)) = input.test.spec {
-        // A packet test sends UDP frames: TCP's own rules have nothing to
-        // say, and GRO only matters to the stack (XDP runs before them;
-        // a packet sink counts frames, not merged ones). With one queue
-        // asked for, one busy queue and softirq core are the test's design.
-        let one_queue = k.queues == 1;
-        out.retain(|f| {
-            let id = f.id.as_str();
-            let quiet = id.starts_with("tcp.")
-                || matches!(id, "nic.tso-off" | "nic.gro-off")
-                || (one_queue && matches!(id, "nic.queue-imbalance" | "softirq.concentrated"));
-            !quiet
-        });
+        // With one queue asked for, one busy queue and softirq core are
+        // the test's design.
+        if k.queues == 1 {
+            out.retain(|f| {
+                !matches!(
+                    f.id.as_str(),
+                    "nic.queue-imbalance" | "softirq.concentrated"
+                )
+            });
+        }
         out.extend(rules::sink::session_rules(k, input, t));
     }
+    // Each rule judges the tests of the engines the table names (a packet
+    // test has no TCP connection to judge; RDMA bypasses the kernel stack).
+    out.retain(|f| impact::applies(&f.id, input.test.spec));
     rank(rules::merge(out))
 }
 

@@ -152,6 +152,7 @@ fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
             command_line: argv,
             local: HostInfo::current(),
             pair: description,
+            netns: pair.as_ref().and_then(|p| p.netns()),
         },
         cancel: CancellationToken::new(),
     };

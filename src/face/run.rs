@@ -62,6 +62,7 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
         command_line: argv,
         local: HostInfo::current(),
         pair: description,
+        netns: pair.as_ref().and_then(|p| p.netns()),
     });
     if let Some(w) = log {
         pipeline.record_to(w).context("cannot write the log")?;
@@ -198,6 +199,7 @@ fn against_server(
         command_line: argv,
         local: HostInfo::current(),
         pair: format!("gRPC server {target} (no agent)"),
+        netns: None,
     });
     if let Some(w) = log {
         pipeline.record_to(w).context("cannot write the log")?;

@@ -73,6 +73,10 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
         command_line: argv,
         local: HostInfo::current(),
         pair,
+        netns: opened
+            .as_ref()
+            .and_then(|o| o.pair.as_ref())
+            .and_then(|p| p.netns()),
     });
     if let Some(w) = log {
         pipeline.record_to(w).context("cannot write the log")?;

@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 pub mod log;
+pub mod netns_fix;
 pub mod pipeline;
 pub mod replay;
 pub mod schema;

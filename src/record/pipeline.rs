@@ -43,6 +43,9 @@ pub struct Origin {
     pub local: HostInfo,
     /// How the pair is built ("local pair: ...", "remote agent ...", "this host only").
     pub pair: String,
+    /// The embedded local pair's namespaces (this end's, the agent's): the
+    /// fixes a finding prints run there (`ip netns exec NS ...`).
+    pub netns: Option<[String; 2]>,
 }
 
 /// What a face renders, one per event.
@@ -150,6 +153,23 @@ impl Pipeline {
             diag: LiveDiagnosis::default(),
             point: None,
         }
+    }
+
+    /// On the embedded local pair, a finding's commands run in its host's
+    /// namespace ([`super::netns_fix`]).
+    fn localize(&self, f: &mut crate::diagnose::Finding) {
+        if let Some(ns) = &self.origin.netns {
+            super::netns_fix::localize(f, ns);
+        }
+    }
+
+    /// The findings in force, with their fixes as [`Pipeline::localize`] says.
+    fn active(&self) -> Vec<crate::diagnose::Finding> {
+        let mut all = self.diag.active();
+        for f in &mut all {
+            self.localize(f);
+        }
+        all
     }
 
     /// Record into `w` from now on: the header is written at once when a
@@ -315,7 +335,12 @@ impl Pipeline {
                 push_bounded(&mut p.window.peer, s);
             }
         }
-        let changes = self.diag.push(local.as_ref(), peer.as_ref(), spec.as_ref());
+        let mut changes = self.diag.push(local.as_ref(), peer.as_ref(), spec.as_ref());
+        for c in &mut changes {
+            if let crate::diagnose::Change::Raised(f) = c {
+                self.localize(f);
+            }
+        }
         for s in local.iter().chain(peer.iter()) {
             self.write(&Record::Sample(Box::new(s.clone())))?;
         }
@@ -326,7 +351,7 @@ impl Pipeline {
             local: local.map(Box::new),
             peer: peer.map(Box::new),
             changes,
-            active: self.diag.active(),
+            active: self.active(),
         })
     }
 
@@ -371,6 +396,9 @@ impl Pipeline {
                     },
                     test: TestContext { spec: Some(spec) },
                 });
+                for f in &mut s.findings {
+                    self.localize(f);
+                }
                 let busy = |h: &super::schema::HostCpu| (h.intervals > 0).then_some(h.mean_busy);
                 s.limited_by = Some(crate::diagnose::limited_by(
                     &s.findings,

@@ -45,6 +45,14 @@ pub enum EngineKind {
 }
 
 impl EngineKind {
+    /// Every engine, in the order the docs list them.
+    pub const ALL: [EngineKind; 4] = [
+        EngineKind::Tcp,
+        EngineKind::Grpc,
+        EngineKind::Sink,
+        EngineKind::Rdma,
+    ];
+
     /// Lower-case name as used on the command line and in logs.
     pub fn name(self) -> &'static str {
         match self {

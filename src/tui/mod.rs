@@ -102,6 +102,7 @@ pub fn run(args: TuiArgs, argv: Vec<String>) -> FaceResult {
             command_line: argv,
             local: HostInfo::current(),
             pair: pair_desc,
+            netns: pair.as_ref().and_then(|p| p.netns()),
         },
         pipe_rx,
         ev_tx.clone(),

@@ -351,6 +351,7 @@ async fn run_test(
         command_line: Vec::new(),
         local: crate::probe::system::HostInfo::current(),
         pair: String::new(),
+        netns: None,
     });
     let mut summary = None;
     let mut stopped: Option<Option<SessionCmd>> = None;

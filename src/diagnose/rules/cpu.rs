@@ -251,6 +251,12 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
                 .join(", ")
         ));
     }
+    // One flow into (or out of) this host is hashed to one queue and
+    // processed on one core: no setting spreads it, more flows do.
+    let one_flow = test_flows(ctx) == Some(1) && engine.is_empty();
+    if one_flow {
+        what.push("the test's one flow, which one core cannot go past".into());
+    }
     if what.is_empty() {
         what.push(if user + sys >= si + irq {
             "engine/kernel send-receive path (user+sys)".into()
@@ -327,10 +333,26 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             "test spec --cpus",
         ));
     }
+    if one_flow {
+        f = f.fix(format!(
+            "wirescope run -P {}  # one flow runs on one core; more flows spread over the queues and cores",
+            flows_to_try(ctx.facts)
+        ));
+    }
     for x in fixes(ctx.facts, cpu, &irqs, &rps, !engine.is_empty()) {
-        f = f.fix(x);
+        if !(one_flow && x.starts_with("wirescope run -P")) {
+            f = f.fix(x);
+        }
     }
     Some(f)
+}
+
+/// How many flows to try when one flow is held to one core: one per rx
+/// queue of the busiest NIC, no more than the host's cores, 2 to 8.
+fn flows_to_try(facts: Option<&HostFacts>) -> usize {
+    let Some(f) = facts else { return 4 };
+    let queues = f.nics.iter().filter_map(|n| n.rx_queues).max().unwrap_or(4) as usize;
+    queues.min(f.cpus.max(2)).clamp(2, 8)
 }
 
 fn fixes(

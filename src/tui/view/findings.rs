@@ -34,6 +34,99 @@ fn head(m: &Model, f: &Finding) -> Line<'static> {
     ])
 }
 
+/// A finding's head line wrapped to `width` columns in at most `room`
+/// lines: the title continues under itself instead of being cut at the
+/// panel's edge; when it does not fit, its last line ends with `…` (the
+/// findings view, key 5, shows it whole).
+fn head_wrapped(m: &Model, f: &Finding, width: u16, room: usize) -> Vec<Line<'static>> {
+    let sev = format!(" [{}] ", f.severity.name());
+    let who = format!("{} {}: ", f.host.name(), f.id);
+    let lead = sev.chars().count() + who.chars().count();
+    let width = usize::from(width).max(lead + 10);
+    if lead + f.title.chars().count() <= width || room <= 1 {
+        let mut l = head(m, f);
+        if lead + f.title.chars().count() > width {
+            l = Line::from(vec![
+                Span::styled(sev, sev_style(m, f.severity)),
+                Span::raw(who),
+                Span::styled(
+                    ellipsized(&f.title, width - lead),
+                    Style::default().add_modifier(Modifier::BOLD),
+                ),
+            ]);
+        }
+        return vec![l];
+    }
+    let pad = " ".repeat(lead);
+    let opts = textwrap::Options::new(width)
+        .initial_indent(&pad)
+        .subsequent_indent(&pad);
+    let parts: Vec<String> = textwrap::wrap(&f.title, opts)
+        .into_iter()
+        .map(|l| l.trim_start().to_string())
+        .collect();
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let mut out = Vec::new();
+    for (i, part) in parts.iter().enumerate() {
+        let last_room = out.len() + 1 == room && i + 1 < parts.len();
+        let text = if last_room {
+            ellipsized(
+                &format!("{part} {}", parts[i + 1..].join(" ")),
+                width - lead,
+            )
+        } else {
+            part.clone()
+        };
+        out.push(if i == 0 {
+            Line::from(vec![
+                Span::styled(sev.clone(), sev_style(m, f.severity)),
+                Span::raw(who.clone()),
+                Span::styled(text, bold),
+            ])
+        } else {
+            Line::from(vec![Span::raw(pad.clone()), Span::styled(text, bold)])
+        });
+        if last_room {
+            break;
+        }
+    }
+    out
+}
+
+/// `text` cut to `cols` columns at a word boundary where it can be, with `…`.
+fn ellipsized(text: &str, cols: usize) -> String {
+    if text.chars().count() <= cols {
+        return text.to_string();
+    }
+    let keep: String = text.chars().take(cols.saturating_sub(1)).collect();
+    let cut = match keep.rfind(' ') {
+        Some(i) if i > cols / 2 => &keep[..i],
+        _ => keep.as_str(),
+    };
+    format!("{}…", cut.trim_end())
+}
+
+/// Head lines of `fs` in at most `room` lines: the most important finding
+/// wrapped on two lines, the others on two while there is room for every
+/// finding still waiting, else on one (ending in `…` when cut).
+fn heads(m: &Model, fs: &[Finding], width: u16, room: usize) -> Vec<Line<'static>> {
+    let mut lines = Vec::new();
+    for (i, f) in fs.iter().enumerate() {
+        let left = room.saturating_sub(lines.len());
+        if left == 0 {
+            break;
+        }
+        let waiting = fs.len() - i - 1;
+        let share = match (i, waiting) {
+            (_, 0) => left,
+            (0, _) => left.min(2),
+            _ => left.saturating_sub(waiting).clamp(1, 2),
+        };
+        lines.extend(head_wrapped(m, f, width, share));
+    }
+    lines
+}
+
 fn findings(m: &Model) -> &[Finding] {
     m.current().map(|i| i.findings.as_slice()).unwrap_or(&[])
 }
@@ -129,7 +222,7 @@ pub fn render_result(frame: &mut Frame, area: Rect, m: &Model, s: &crate::record
     if s.findings.is_empty() {
         lines.push(Line::raw(" no findings over the point"));
     }
-    lines.extend(s.findings.iter().take(room).map(|f| head(m, f)));
+    lines.extend(heads(m, &s.findings, area.width, room));
     frame.render_widget(Paragraph::new(lines), area);
 }
 
@@ -144,6 +237,71 @@ pub fn render_compact(frame: &mut Frame, area: Rect, m: &Model) {
         lines[0] = Line::styled(" Findings: none", title(m));
     }
     let room = usize::from(area.height.saturating_sub(1));
-    lines.extend(fs.iter().take(room).map(|f| head(m, f)));
+    lines.extend(heads(m, fs, area.width, room));
     frame.render_widget(Paragraph::new(lines), area);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::diagnose::HostRole;
+    use crate::tui::model::{ModelConfig, Source};
+
+    fn model() -> Model {
+        Model::new(ModelConfig {
+            source: Source::Live,
+            local_host: Default::default(),
+            pair: String::new(),
+            test: crate::cli::TuiArgs::defaults().test,
+            history: std::time::Duration::from_secs(60),
+            color: false,
+            log_path: None,
+        })
+    }
+
+    fn text(lines: &[Line]) -> Vec<String> {
+        lines
+            .iter()
+            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
+            .collect()
+    }
+
+    fn finding(id: &str, title: &str) -> Finding {
+        Finding::new(id, Severity::Warn, HostRole::Peer, "cpu1", title, 0.9)
+    }
+
+    const LONG: &str = "one core is saturated: cpu1 at 100 % (softirq 62 %) while the other cores average 12 %, and one flow cannot use more than one core";
+
+    #[test]
+    fn a_long_title_continues_on_the_next_line_instead_of_being_cut() {
+        let m = model();
+        let fs = [finding("cpu.single-core-saturated", LONG)];
+        let lines = text(&heads(&m, &fs, 120, 4));
+        assert!(lines.len() >= 2, "{lines:?}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 120), "{lines:?}");
+        let joined = lines.iter().map(|l| l.trim()).collect::<Vec<_>>().join(" ");
+        assert!(joined.ends_with("than one core"), "{joined}");
+    }
+
+    #[test]
+    fn when_room_is_short_every_finding_keeps_a_line_and_a_cut_says_so() {
+        let m = model();
+        let fs: Vec<Finding> = (0..4)
+            .map(|i| finding(&format!("cpu.rule-{i}"), LONG))
+            .collect();
+        let lines = text(&heads(&m, &fs, 80, 5));
+        assert_eq!(lines.len(), 5, "{lines:?}");
+        // The first finding on two lines, the three others on one each.
+        assert!(
+            lines[1].starts_with(' ') && !lines[1].contains("cpu.rule"),
+            "{lines:?}"
+        );
+        for (i, l) in lines.iter().enumerate() {
+            assert!(l.chars().count() <= 80, "{l}");
+            if i != 0 {
+                assert!(l.ends_with('…'), "{l}");
+            }
+        }
+        assert!(lines[4].contains("cpu.rule-3"), "{lines:?}");
+    }
 }
