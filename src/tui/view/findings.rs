@@ -57,9 +57,10 @@ fn head_wrapped(m: &Model, f: &Finding, width: u16, room: usize) -> Vec<Line<'st
         }
         return vec![l];
     }
-    let pad = " ".repeat(lead);
+    let first_pad = " ".repeat(lead);
+    let pad = " ".repeat(sev.chars().count());
     let opts = textwrap::Options::new(width)
-        .initial_indent(&pad)
+        .initial_indent(&first_pad)
         .subsequent_indent(&pad);
     let parts: Vec<String> = textwrap::wrap(&f.title, opts)
         .into_iter()
@@ -70,9 +71,10 @@ fn head_wrapped(m: &Model, f: &Finding, width: u16, room: usize) -> Vec<Line<'st
     for (i, part) in parts.iter().enumerate() {
         let last_room = out.len() + 1 == room && i + 1 < parts.len();
         let text = if last_room {
+            let used = if i == 0 { lead } else { pad.len() };
             ellipsized(
                 &format!("{part} {}", parts[i + 1..].join(" ")),
-                width - lead,
+                width - used,
             )
         } else {
             part.clone()
