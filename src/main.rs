@@ -34,6 +34,8 @@ fn main() -> ExitCode {
         Some(Command::Check(c)) => wirescope::face::check::command(c),
         Some(Command::Profile(p)) => wirescope::face::profile::command(p).map_err(FaceError::from),
         Some(Command::Checklist(c)) => wirescope::face::checklist::command(c, argv),
+        Some(Command::Report(r)) => wirescope::face::report::command(r),
+        Some(Command::Compare(c)) => wirescope::face::compare::command(c),
         Some(Command::Serve(s)) => wirescope::face::serve::command(s).map_err(FaceError::from),
         Some(Command::SinkLab(s)) => {
             wirescope::face::sink_lab::command(*s).map_err(FaceError::from)

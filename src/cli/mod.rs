@@ -59,11 +59,40 @@ pub enum Command {
     Profile(profile::ProfileArgs),
     /// Guided tuning: a baseline test, then each proposed change measured before and after.
     Checklist(checklist::ChecklistArgs),
+    /// Draw one or several logs as a self-contained HTML page (charts of throughput, CPU heat maps, queues, findings).
+    Report(ReportArgs),
+    /// Compare two logs point by point: throughput, CPU cost, findings and facts that changed.
+    Compare(CompareArgs),
     /// Run a server alone for third-party clients, e.g. `serve grpc` (grpc.testing.BenchmarkService), no token.
     Serve(serve::ServeArgs),
     /// Packet test between two interfaces of this host (benchmarks and tests; the session will carry it as `run --engine sink`).
     #[command(hide = true)]
     SinkLab(Box<sink_lab::SinkLabArgs>),
+}
+
+/// `wirescope report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Logs written by `run --log` or `watch --log` (several: side by side).
+    #[arg(value_name = "LOG", required = true)]
+    pub logs: Vec<PathBuf>,
+    /// The HTML file to write.
+    #[arg(long, short = 'o', value_name = "PATH", default_value = "report.html")]
+    pub output: PathBuf,
+}
+
+/// `wirescope compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The log before (the baseline).
+    #[arg(value_name = "A")]
+    pub a: PathBuf,
+    /// The log after.
+    #[arg(value_name = "B")]
+    pub b: PathBuf,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `wirescope check`.

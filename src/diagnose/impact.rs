@@ -4,7 +4,7 @@
 //! Everything that needs to know about a rule reads this one table:
 //! [`crate::diagnose::diagnose`] drops findings of rules that do not apply to
 //! the test's engine ([`applies`]), the ranking uses [`prior`] when a rule has
-//! no measured fraction, a finding's reference comes from [`reference`], and
+//! no measured fraction, a finding's reference comes from [`reference()`], and
 //! the index table of `assets/rules.md` is generated from it (a test fails
 //! when the document, the table and the rule sources disagree).
 //!

@@ -27,7 +27,9 @@ macro_rules! outp {
 pub mod capture;
 pub mod check;
 pub mod checklist;
+pub mod compare;
 pub mod profile;
+pub mod report;
 pub mod run;
 pub mod serve;
 pub mod sink_lab;
