@@ -174,7 +174,7 @@ fn sweep_chart(runs: &[Run]) -> Result<Option<String>, charts::ChartError> {
                 .collect(),
         })
         .collect();
-    let labels: Vec<String> = values.iter().map(|v| charts::short(*v as f64)).collect();
+    let labels: Vec<String> = values.iter().map(|v| sweep_value(&param, *v)).collect();
     let y = if unit == "Gbit/s" {
         "throughput (Gbit/s)".to_string()
     } else {
@@ -188,6 +188,17 @@ fn sweep_chart(runs: &[Run]) -> Result<Option<String>, charts::ChartError> {
         Some(&labels),
     )
     .map(Some)
+}
+
+/// A swept value as the command line writes it: sizes in binary units
+/// (`64K`, `1M`), counts as numbers.
+fn sweep_value(param: &str, v: u64) -> String {
+    let bytes = matches!(param, "size" | "frame" | "resp_size" | "len");
+    match v {
+        v if bytes && v >= 1 << 20 && v % (1 << 20) == 0 => format!("{}M", v >> 20),
+        v if bytes && v >= 1 << 10 && v % (1 << 10) == 0 => format!("{}K", v >> 10),
+        v => v.to_string(),
+    }
 }
 
 fn run(r: &Run) -> Result<String, charts::ChartError> {
@@ -240,22 +251,28 @@ fn rates(label: &str, p: &Point) -> Result<String, charts::ChartError> {
         p.rows.iter().filter_map(|r| Some((r.t, f(r)?))).collect()
     };
     let mut o = String::new();
-    let bytes = p.rows.iter().any(|r| r.l2p + r.p2l > 0.0);
-    if bytes {
+    let top = p.rows.iter().map(|r| r.l2p.max(r.p2l)).fold(0.0, f64::max);
+    if top > 0.0 {
+        // Gbit/s, or Mbit/s / kbit/s for small-message tests.
+        let (div, unit) = match top {
+            x if x >= 1e9 => (1e9, "Gbit/s"),
+            x if x >= 1e6 => (1e6, "Mbit/s"),
+            _ => (1e3, "kbit/s"),
+        };
         let mut series = vec![Series {
             name: "local→peer".into(),
-            points: pts(&|r| Some(r.l2p / 1e9)),
+            points: pts(&|r| Some(r.l2p / div)),
         }];
         if p.rows.iter().any(|r| r.p2l > 0.0) {
             series.push(Series {
                 name: "peer→local".into(),
-                points: pts(&|r| Some(r.p2l / 1e9)),
+                points: pts(&|r| Some(r.p2l / div)),
             });
         }
         o.push_str(&charts::lines(
             &format!("{label}: throughput per interval (receiver-counted)"),
             "time (s)",
-            "Gbit/s",
+            unit,
             &series,
             None,
         )?);
