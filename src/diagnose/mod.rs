@@ -78,7 +78,7 @@ pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
     out.extend(rules::pair_rules(input, t));
     if let Some(crate::traffic::EngineSpec::Grpc(g)) = input.test.spec {
         if let Some(w) = rules::grpc::window(g, input.local.samples) {
-            out.extend(rules::grpc::rules(&w));
+            out.extend(rules::grpc::rules(&w, t));
         }
     }
     if let Some(crate::traffic::EngineSpec::Sink(k)) = input.test.spec {

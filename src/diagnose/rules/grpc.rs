@@ -8,22 +8,12 @@
 //! does for every window of a gRPC point.
 
 use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::Thresholds;
 use crate::probe::sample::{HostRole, Sample};
 use crate::traffic::grpc::counters::GrpcInterval;
 use crate::traffic::grpc::{GrpcSpec, Windows};
 use crate::traffic::EngineInterval;
 use std::collections::BTreeMap;
-
-/// A core at or above this busy % is saturated.
-const SATURATED_PCT: f64 = 90.0;
-/// ... while the other cores average below this.
-const OTHERS_IDLE_PCT: f64 = 50.0;
-/// A connection is window-bound at this share of window / RTT.
-const WINDOW_BOUND_SHARE: f64 = 0.8;
-/// Error share at which grpc.errors is an error, not a warning.
-const ERROR_SHARE: f64 = 0.01;
-/// The rule of thumb: about one HTTP/2 connection per this many busy cores.
-const CORES_PER_CONNECTION: usize = 4;
 
 /// The rules' window from the client's Samples (warm-up left out); None
 /// while no interval carries gRPC figures.
@@ -101,17 +91,17 @@ impl GrpcWindow {
 }
 
 /// All gRPC rules.
-pub fn rules(w: &GrpcWindow) -> Vec<Finding> {
+pub fn rules(w: &GrpcWindow, t: &Thresholds) -> Vec<Finding> {
     let mut out = Vec::new();
-    out.extend(connection_bound(w));
-    out.extend(flow_control_limited(w));
-    out.extend(errors(w));
+    out.extend(connection_bound(w, t));
+    out.extend(flow_control_limited(w, t));
+    out.extend(errors(w, t));
     out
 }
 
 /// One core saturated while the others idle, with fewer connections than cores:
 /// each HTTP/2 connection's reads, writes and framing run on one thread at a time.
-pub fn connection_bound(w: &GrpcWindow) -> Option<Finding> {
+pub fn connection_bound(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
     let cores = w.core_busy.len();
     if cores < 2 || w.intervals.is_empty() || w.channels as usize >= cores {
         return None;
@@ -129,11 +119,11 @@ pub fn connection_bound(w: &GrpcWindow) -> Option<Finding> {
         .sum::<f64>()
         / (cores - 1) as f64;
     let rps = w.mean(|i| i.rpcs_per_sec);
-    if top < SATURATED_PCT || others >= OTHERS_IDLE_PCT || rps <= 0.0 {
+    if top < t.grpc_core_saturated_pct || others >= t.grpc_others_idle_pct || rps <= 0.0 {
         return None;
     }
     let suggest = (w.channels as usize * 2)
-        .max(cores.div_ceil(CORES_PER_CONNECTION))
+        .max(cores.div_ceil(t.grpc_cores_per_connection))
         .min(cores);
     let impact = ((top - others) / 100.0).clamp(0.0, 1.0);
     Some(
@@ -154,7 +144,8 @@ pub fn connection_bound(w: &GrpcWindow) -> Option<Finding> {
         .ev(Evidence::num("other cores' mean busy", others, "%", "/proc/stat"))
         .ev(Evidence::num("RPCs", rps, "/s", "gRPC client counters"))
         .why(format!(
-            "A gRPC stack handles each HTTP/2 connection on one thread at a time (framing, HPACK, socket reads and writes), so more RPCs in flight on the same connections only queue on that core. Rule of thumb: about one connection per {CORES_PER_CONNECTION} busy cores, and at least one per core that should work."
+            "A gRPC stack handles each HTTP/2 connection on one thread at a time (framing, HPACK, socket reads and writes), so more RPCs in flight on the same connections only queue on that core. Rule of thumb: about one connection per {} busy cores, and at least one per core that should work.",
+            t.grpc_cores_per_connection
         ))
         .fix(format!("--channels {suggest}")),
     )
@@ -162,7 +153,7 @@ pub fn connection_bound(w: &GrpcWindow) -> Option<Finding> {
 
 /// A connection or stream moves close to window / RTT: HTTP/2 flow control,
 /// not the network or the CPU, sets the rate.
-pub fn flow_control_limited(w: &GrpcWindow) -> Option<Finding> {
+pub fn flow_control_limited(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
     let rtt_us = w.rtt_us.filter(|r| *r > 0.0)?;
     let rtt = rtt_us / 1e6;
     let channels = f64::from(w.channels.max(1));
@@ -193,7 +184,7 @@ pub fn flow_control_limited(w: &GrpcWindow) -> Option<Finding> {
                 continue;
             }
             let share = per * rtt / f64::from(window);
-            if share >= WINDOW_BOUND_SHARE && worst.is_none_or(|x| share > x.0) {
+            if share >= t.grpc_window_share && worst.is_none_or(|x| share > x.0) {
                 worst = Some((share, dir, per, window, level, whose));
             }
         }
@@ -214,7 +205,7 @@ pub fn flow_control_limited(w: &GrpcWindow) -> Option<Finding> {
                 window / 1024,
                 rtt_us
             ),
-            (share - WINDOW_BOUND_SHARE).clamp(0.0, 1.0) * 5.0,
+            (share - t.grpc_window_share).clamp(0.0, 1.0) * 5.0,
         )
         .ev(Evidence::num(format!("{level} window ({whose})"), f64::from(window), "B", "HTTP/2 SETTINGS / WINDOW_UPDATE in force"))
         .ev(Evidence::num("RTT", rtt_us, "us", "TCP_INFO of the data connections"))
@@ -227,7 +218,7 @@ pub fn flow_control_limited(w: &GrpcWindow) -> Option<Finding> {
 }
 
 /// Non-OK statuses over the window, by code.
-pub fn errors(w: &GrpcWindow) -> Option<Finding> {
+pub fn errors(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
     let mut by_code: BTreeMap<&str, u64> = BTreeMap::new();
     for i in &w.intervals {
         for (code, n) in &i.errors {
@@ -240,7 +231,7 @@ pub fn errors(w: &GrpcWindow) -> Option<Finding> {
     }
     let ok: f64 = w.intervals.iter().map(|i| i.rpcs_per_sec * i.secs).sum();
     let share = failed as f64 / (failed as f64 + ok).max(1.0);
-    let severity = if share >= ERROR_SHARE {
+    let severity = if share >= t.grpc_error_share {
         Severity::Error
     } else {
         Severity::Warn
@@ -290,6 +281,7 @@ fn fix_for(code: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::diagnose::THRESHOLDS;
 
     fn interval(rps: f64, bytes: f64, errors: &[(&str, u64)]) -> GrpcInterval {
         GrpcInterval {
@@ -332,18 +324,25 @@ mod tests {
     #[test]
     fn one_connection_on_one_saturated_core_is_connection_bound() {
         let w = window(1, 64, &[100.0, 4.0]);
-        let f = connection_bound(&w).unwrap();
+        let f = connection_bound(&w, &THRESHOLDS).unwrap();
         assert_eq!(f.id, "grpc.connection-bound");
         assert_eq!(f.fix, vec!["--channels 2"]);
         assert!(f.title.contains("1 HTTP/2 connection"), "{}", f.title);
         let w = window(2, 64, &[100.0, 60.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0]);
-        assert_eq!(connection_bound(&w).unwrap().fix, vec!["--channels 4"]);
+        assert_eq!(
+            connection_bound(&w, &THRESHOLDS).unwrap().fix,
+            vec!["--channels 4"]
+        );
     }
 
     #[test]
     fn a_healthy_eight_by_64_run_raises_nothing() {
         let w = window(8, 64, &[70.0, 65.0]);
-        assert!(serious(&rules(&w)).is_empty(), "{:?}", rules(&w));
+        assert!(
+            serious(&rules(&w, &THRESHOLDS)).is_empty(),
+            "{:?}",
+            rules(&w, &THRESHOLDS)
+        );
     }
 
     #[test]
@@ -352,13 +351,13 @@ mod tests {
         // 64 KiB stream window at 1 ms allows 65.5 MB/s; the stream moves 60 MB/s.
         w.rtt_us = Some(1000.0);
         w.intervals = vec![interval(14.0, 60e6, &[]); 2];
-        let f = flow_control_limited(&w).unwrap();
+        let f = flow_control_limited(&w, &THRESHOLDS).unwrap();
         assert_eq!(f.subject, "receive stream window");
         assert!(f.fix[1].contains("client's"), "{:?}", f.fix);
         w.intervals = vec![interval(2.0, 10e6, &[]); 2];
-        assert!(flow_control_limited(&w).is_none());
+        assert!(flow_control_limited(&w, &THRESHOLDS).is_none());
         w.rtt_us = None;
-        assert!(flow_control_limited(&w).is_none());
+        assert!(flow_control_limited(&w, &THRESHOLDS).is_none());
     }
 
     #[test]
@@ -372,13 +371,13 @@ mod tests {
                 &[("UNAVAILABLE", 10), ("RESOURCE_EXHAUSTED", 1)],
             ),
         ];
-        let f = errors(&w).unwrap();
+        let f = errors(&w, &THRESHOLDS).unwrap();
         assert_eq!(f.severity, Severity::Error);
         assert!(f.title.starts_with("31 RPCs failed"), "{}", f.title);
         assert_eq!(f.fix.len(), 2);
         w.intervals = vec![interval(100_000.0, 0.0, &[("CANCELLED", 3)])];
-        assert_eq!(errors(&w).unwrap().severity, Severity::Warn);
+        assert_eq!(errors(&w, &THRESHOLDS).unwrap().severity, Severity::Warn);
         w.intervals = vec![interval(100.0, 0.0, &[])];
-        assert!(errors(&w).is_none());
+        assert!(errors(&w, &THRESHOLDS).is_none());
     }
 }
