@@ -77,11 +77,14 @@ fn a_checklist_raises_the_receivers_buffer_and_rollback_restores_it() {
     );
     let checklist = pair.dir.path().join("short.toml");
     std::fs::write(&checklist, SHORT_CHECKLIST).unwrap();
+    let report = pair.dir.path().join("checklist.html");
     let out = Command::new("ip")
         .args(["netns", "exec", &pair.a, common::bin(), "checklist", "run"])
         .arg(&checklist)
         .args(["--peer", "198.18.0.2", "--yes", "--json", "--state-dir"])
         .arg(&local_state)
+        .arg("--report")
+        .arg(&report)
         .env("WIRESCOPE_TOKEN", common::TOKEN)
         .output()
         .unwrap();
@@ -112,6 +115,18 @@ fn a_checklist_raises_the_receivers_buffer_and_rollback_restores_it() {
         summary["last"].as_f64().unwrap(),
     );
     assert!(after > before * 1.5, "a large gain: {before} -> {after}");
+    // --report: the baseline and the step side by side, each with its
+    // own result and charts.
+    let html = std::fs::read_to_string(&report).expect("checklist run --report writes the page");
+    assert!(
+        html.contains("<h2>baseline, round 1</h2>"),
+        "no baseline in the report"
+    );
+    assert!(
+        html.contains("<h2>step 1 after (tcp.buffer-limited"),
+        "no step in the report"
+    );
+    assert!(html.matches("throughput per interval").count() >= 2);
     // Changed on the receiver only.
     assert_eq!(
         sysctl_in(&pair.b, "net.ipv4.tcp_rmem"),

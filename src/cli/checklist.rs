@@ -67,6 +67,10 @@ pub struct ChecklistRunArgs {
     /// This host's state directory (backups, journals, saved profiles).
     #[arg(long, value_name = "DIR")]
     pub state_dir: Option<std::path::PathBuf>,
+    /// Also write an HTML report of every test run (the baseline and each
+    /// step), side by side, as `wirescope report` draws logs.
+    #[arg(long, value_name = "PATH")]
+    pub report: Option<std::path::PathBuf>,
 }
 
 #[cfg(test)]

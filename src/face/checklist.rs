@@ -148,6 +148,10 @@ fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
         state,
         yes: a.yes,
         json: a.json,
+        report: match &a.report {
+            Some(out) => Some(ReportLogs::new(out)?),
+            None => None,
+        },
         origin: Origin {
             command_line: argv,
             local: HostInfo::current(),
@@ -165,6 +169,15 @@ fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
         d.rt.block_on(ctl.close());
     }
     drop(pair);
+    if let Some(r) = d.report.take() {
+        // Written whatever the outcome: a failed step is worth a look too.
+        let n = r.logs.len();
+        let out = r.out.clone();
+        r.write()?;
+        if !d.json {
+            eprintln!("wirescope: wrote {} ({n} test run(s))", out.display());
+        }
+    }
     match result {
         Ok(s) => {
             if let Some(text) = &s.kept_local {
@@ -341,7 +354,94 @@ pub fn test_flow(c: &Checklist) -> Result<DataFlow, String> {
 }
 
 /// The runner's hands: one session, this host's profile machinery, prompts.
+/// `--report`: each test run of the checklist logged to a file of its own
+/// in a temporary directory, named after what it measured once the runner
+/// records it (the baseline, a step), then drawn into one page.
+struct ReportLogs {
+    dir: tempfile::TempDir,
+    out: std::path::PathBuf,
+    /// (log, what it measured) in order.
+    logs: Vec<(std::path::PathBuf, String)>,
+    /// Logs written since the last runner record.
+    unnamed: usize,
+}
+
+impl ReportLogs {
+    fn new(out: &std::path::Path) -> Result<ReportLogs, FaceError> {
+        let parent = match out.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        if !parent.is_dir() {
+            return Err(FaceError::Usage(format!(
+                "--report {}: {} is not a directory; choose a path in an existing directory",
+                out.display(),
+                parent.display()
+            )));
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("wirescope-report-")
+            .tempdir()
+            .map_err(|e| {
+                FaceError::Usage(format!(
+                    "--report: cannot create a temporary directory: {e}"
+                ))
+            })?;
+        Ok(ReportLogs {
+            dir,
+            out: out.to_path_buf(),
+            logs: Vec::new(),
+            unnamed: 0,
+        })
+    }
+
+    /// The log of the next test run.
+    fn next(&mut self) -> Result<crate::record::log::LogWriter, String> {
+        let p = self
+            .dir
+            .path()
+            .join(format!("run-{:02}.jsonl", self.logs.len() + 1));
+        let w = crate::record::log::LogWriter::create(&p)
+            .map_err(|e| format!("--report: cannot write {}: {e}", p.display()))?;
+        self.logs.push((p, String::new()));
+        self.unnamed += 1;
+        Ok(w)
+    }
+
+    /// Name the runs since the last record after what the runner says they measured.
+    fn name(&mut self, r: &Record) {
+        let what = match r {
+            Record::Baseline { .. } => "baseline".to_string(),
+            Record::Step(s) => format!("step {} after ({} {})", s.step, s.rule, s.subject),
+            Record::Summary(_) => return,
+        };
+        let start = self.logs.len() - self.unnamed;
+        for (k, (_, name)) in self.logs[start..].iter_mut().enumerate() {
+            *name = format!("{what}, round {}", k + 1);
+        }
+        self.unnamed = 0;
+    }
+
+    fn write(self) -> Result<(), FaceError> {
+        let mut runs = Vec::new();
+        for (p, name) in &self.logs {
+            let records = crate::record::log::read_log(p)
+                .map_err(|e| FaceError::Failed(anyhow::anyhow!("--report: {e}")))?;
+            let name = if name.is_empty() {
+                "unfinished step"
+            } else {
+                name
+            };
+            runs.push(super::report::data::run(name, records));
+        }
+        let page = super::report::html::page(&runs).map_err(|e| FaceError::Failed(e.into()))?;
+        super::report::write_page(&self.out, &page)
+    }
+}
+
 struct SessionDriver {
+    /// `--report`.
+    report: Option<ReportLogs>,
     rt: tokio::runtime::Runtime,
     /// Held between tests; lent to the task that runs a test.
     ctl: Option<Controller>,
@@ -490,6 +590,11 @@ impl Driver for SessionDriver {
             (ctl, r.is_ok())
         });
         let mut pipeline = Pipeline::new(self.origin.clone());
+        if let Some(r) = &mut self.report {
+            pipeline
+                .record_to(r.next()?)
+                .map_err(|e| format!("--report: {e}"))?;
+        }
         let mut summary = None;
         let mut failure = None;
         while let Some(ev) = rx.blocking_recv() {
@@ -555,6 +660,9 @@ impl Driver for SessionDriver {
     }
 
     fn record(&mut self, r: &Record) {
+        if let Some(rep) = &mut self.report {
+            rep.name(r);
+        }
         if self.json {
             match serde_json::to_string(r) {
                 Ok(j) => outln!("{j}"),
