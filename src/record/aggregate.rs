@@ -153,3 +153,20 @@ impl PointAggregate {
         }
     }
 }
+/// Receiver-counted rates of one interval, (local→peer, peer→local) in
+/// bit/s: the bytes the receiving end read, else (its Sample missing) what
+/// the sender wrote.
+pub fn receiver_rates(
+    local: Option<&crate::probe::sample::EngineSample>,
+    peer: Option<&crate::probe::sample::EngineSample>,
+) -> (f64, f64) {
+    let l2p = peer
+        .map(|e| e.rx_bps.0)
+        .or(local.map(|e| e.tx_bps.0))
+        .unwrap_or(0.0);
+    let p2l = local
+        .map(|e| e.rx_bps.0)
+        .or(peer.map(|e| e.tx_bps.0))
+        .unwrap_or(0.0);
+    (l2p, p2l)
+}

@@ -13,22 +13,8 @@ use crate::record::pipeline::Output;
 use crate::record::schema::{Header, Record, Summary};
 use crate::traffic::{EngineInterval, LatencySummary};
 
-/// One core over one interval (busy and its split, %).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Core {
-    /// CPU number.
-    pub cpu: u32,
-    /// user+nice+system+irq+softirq+steal.
-    pub busy: f64,
-    /// user+nice.
-    pub user: f64,
-    /// system.
-    pub system: f64,
-    /// hard IRQ.
-    pub irq: f64,
-    /// softirq.
-    pub softirq: f64,
-}
+/// One core over one interval (busy and its split, %), in the summary's form.
+pub use crate::record::schema::CoreMean as Core;
 
 /// One rx or tx queue over one interval.
 #[derive(Debug, Clone, PartialEq)]

@@ -391,6 +391,9 @@ fn core_labels(r: &Run, p: &Point, host: usize) -> Vec<(u32, String)> {
         .collect()
 }
 
+/// One figure of a core (busy, user, ...).
+type CoreFigure = fn(&Core) -> f64;
+
 fn cpu_heat(
     r: &Run,
     p: &Point,
@@ -417,28 +420,20 @@ fn cpu_heat(
             })
             .collect()
     };
-    let panels = [
-        Panel {
-            name: "busy %",
-            cells: cell(|c| c.busy),
-        },
-        Panel {
-            name: "user %",
-            cells: cell(|c| c.user),
-        },
-        Panel {
-            name: "system %",
-            cells: cell(|c| c.system),
-        },
-        Panel {
-            name: "irq %",
-            cells: cell(|c| c.irq),
-        },
-        Panel {
-            name: "softirq %",
-            cells: cell(|c| c.softirq),
-        },
+    let parts: [(&str, CoreFigure); 5] = [
+        ("busy %", |c| c.busy),
+        ("user %", |c| c.user),
+        ("system %", |c| c.system),
+        ("irq %", |c| c.irq),
+        ("softirq %", |c| c.softirq),
     ];
+    let panels: Vec<Panel> = parts
+        .iter()
+        .map(|(name, f)| Panel {
+            name,
+            cells: cell(*f),
+        })
+        .collect();
     let svg = charts::heat(
         &format!("{label}: {name} host CPU per core over time (0 % dark, 100 % yellow; * busiest, i NIC IRQ, e engine)"),
         &t,

@@ -154,17 +154,10 @@ pub fn short(v: f64, unit: &str) -> String {
 
 /// Receiver-counted rates of one interval: (local→peer, peer→local) in bit/s.
 pub fn directions(i: &Interval) -> (f64, f64) {
-    let l = i.local.as_ref().map(|s| &s.engine);
-    let p = i.peer.as_ref().map(|s| &s.engine);
-    let l2p = p
-        .map(|e| e.rx_bps.0)
-        .or(l.map(|e| e.tx_bps.0))
-        .unwrap_or(0.0);
-    let p2l = l
-        .map(|e| e.rx_bps.0)
-        .or(p.map(|e| e.tx_bps.0))
-        .unwrap_or(0.0);
-    (l2p, p2l)
+    crate::record::aggregate::receiver_rates(
+        i.local.as_ref().map(|s| &s.engine),
+        i.peer.as_ref().map(|s| &s.engine),
+    )
 }
 
 /// A point's result as (local→peer, peer→local) bit/s: the bytes the
