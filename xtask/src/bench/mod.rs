@@ -11,6 +11,7 @@ mod lab;
 mod observer;
 mod parse;
 mod rr;
+mod sampler;
 mod sink;
 mod stats;
 mod table;
@@ -35,6 +36,8 @@ pub enum BenchCmd {
     Grpc(grpc::GrpcArgs),
     /// Packet engine: generator vs trafgen (64 B), sink efficiency per mode, frame-size and cores sweeps.
     Sink(sink::SinkArgs),
+    /// Sampler CPU per interval on this host (`watch --json`'s sampler_cpu_us); no root needed.
+    Sampler(sampler::SamplerArgs),
 }
 
 /// Options every benchmark has.
@@ -53,6 +56,10 @@ pub const SETTLE: Duration = Duration::from_secs(1);
 
 /// Run one benchmark: check privileges, build, set up the lab, measure.
 pub fn run(which: BenchCmd) -> Result<()> {
+    if let BenchCmd::Sampler(args) = &which {
+        // This host as it is: no namespaces, no root.
+        return sampler::run(&lab::build_release()?, args);
+    }
     require_root()?;
     let wirescope = lab::build_release()?;
     if let BenchCmd::Ebpf(args) = &which {
@@ -71,7 +78,7 @@ pub fn run(which: BenchCmd) -> Result<()> {
     match which {
         BenchCmd::Tcp(args) => tcp::run(&mut lab, &args),
         BenchCmd::Rr(args) => rr::run(&mut lab, &args),
-        BenchCmd::Ebpf(_) | BenchCmd::Grpc(_) | BenchCmd::Sink(_) => Ok(()),
+        BenchCmd::Ebpf(_) | BenchCmd::Grpc(_) | BenchCmd::Sink(_) | BenchCmd::Sampler(_) => Ok(()),
     }
     // `lab` drops here (also on `?` above): servers killed, namespaces removed.
 }
