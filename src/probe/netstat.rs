@@ -4,6 +4,10 @@
 //! prefixed by the group (`Tcp:`, `TcpExt:`, `IpExt:` ...). Counters are
 //! named `Group.Name` (`Tcp.RetransSegs`, `TcpExt.TCPRcvCollapsed`,
 //! `TcpExt.PruneCalled`); deltas keep only what moved, like `nstat`.
+//!
+//! Parsed here, by name, rather than by procfs-core: its `Snmp` is a struct
+//! with a fixed set of fields (a counter a newer kernel adds is dropped) and
+//! it has no /proc/net/netstat at all (`TcpExt`, `IpExt`, `MPTcpExt`).
 
 use std::collections::BTreeMap;
 

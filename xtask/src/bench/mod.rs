@@ -84,14 +84,13 @@ pub fn run(which: BenchCmd) -> Result<()> {
 }
 
 fn require_root() -> Result<()> {
-    let status = std::fs::read_to_string("/proc/self/status")
+    use procfs_core::FromRead;
+    let status = std::fs::read("/proc/self/status")
         .context("reading /proc/self/status to check for root")?;
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        .context("/proc/self/status has no effective Uid")?;
-    if euid != "0" {
+    let euid = procfs_core::process::Status::from_read(status.as_slice())
+        .context("parsing /proc/self/status")?
+        .euid;
+    if euid != 0 {
         bail!("cargo xtask bench needs root: it creates network namespaces and a veth pair (effective uid is {euid}); run it with sudo -E");
     }
     Ok(())
