@@ -341,7 +341,11 @@ fn the_state_dir_variable_shows_in_help_and_an_empty_one_is_unset() {
         String::from_utf8_lossy(&o.stdout).into_owned()
     };
     for cmd in ["agent", "profile"] {
-        let help = run("/srv/ws-state", &[cmd, "--help"]);
+        // Joined again: the help wraps to the terminal's width.
+        let help = run("/srv/ws-state", &[cmd, "--help"])
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         assert!(
             help.contains("[env: WIRESCOPE_STATE_DIR=/srv/ws-state]"),
             "{cmd}: {help}"
