@@ -529,7 +529,9 @@ pub fn route_iface(peer: std::net::IpAddr) -> Option<String> {
 
 /// The interface of the default route (IPv4 then IPv6), from /proc/net/route
 /// (procfs-core) and /proc/net/ipv6_route (ours: procfs-core has no IPv6
-/// routes); no packet is sent.
+/// routes); no packet is sent. procfs-core reads the RefCnt and Use columns
+/// as 16-bit numbers: kernels since 3.6 print 0 there; an older kernel's
+/// busy route cache could overflow them, and then only IPv6 is tried.
 pub fn default_route_iface(src: &dyn HostSource) -> Option<String> {
     let v4 = src.read("/proc/net/route").ok().and_then(|t| {
         let routes: procfs_core::net::RouteEntries =
