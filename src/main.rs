@@ -85,7 +85,7 @@ fn run_agent(a: AgentArgs) -> FaceResult {
             once: a.once,
             token_hint: hint.clone(),
             allow_tuning: a.allow_tuning,
-            state_dir: a.state_dir.clone(),
+            state_dir: wirescope::cli::state_dir_given(a.state_dir.as_deref()).map(Into::into),
         };
         let (addr, serve) = agent::bind(cfg, shutdown)
             .await

@@ -323,3 +323,42 @@ fn numeric_flags_say_their_real_range() {
         assert!(!err.contains("4294967295"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn the_state_dir_variable_shows_in_help_and_an_empty_one_is_unset() {
+    let run = |value: &str, args: &[&str]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_wirescope"))
+            .args(args)
+            .env("WIRESCOPE_STATE_DIR", value)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for cmd in ["agent", "profile"] {
+        // Joined again: the help wraps to the terminal's width.
+        let help = run("/srv/ws-state", &[cmd, "--help"])
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(
+            help.contains("[env: WIRESCOPE_STATE_DIR=/srv/ws-state]"),
+            "{cmd}: {help}"
+        );
+    }
+    let d = tempfile::tempdir().unwrap();
+    let given = run(d.path().to_str().unwrap(), &["profile", "list"]);
+    let want = format!("(saved profiles are in {}/profiles)", d.path().display());
+    assert!(given.contains(&want), "{given}");
+    // Exported but empty: the default, as before clap read the variable.
+    let empty = run("", &["profile", "list"]);
+    assert!(
+        empty.contains("(saved profiles are in /var/lib/wirescope/profiles)"),
+        "{empty}"
+    );
+}

@@ -1,13 +1,15 @@
 //! Hostile input never panics and never allocates without bound (issue 14):
 //! the control-frame decoders (plain handshake frames and sealed frames),
-//! the capture parsers (every parser, through the same reader `watch --from`
-//! uses, on real captures mutated byte by byte) and the log reader. A
+//! the capture parsers (every parser, ours and procfs-core's, through the
+//! same reader `watch --from` uses, on real captures mutated byte by byte)
+//! and the log reader. A
 //! bounded number of proptest cases runs in CI with the other tests.
 
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 use wirescope::probe::capture_dir::CaptureDir;
-use wirescope::probe::system::read_host_facts;
+use wirescope::probe::snapshot::snapshot;
+use wirescope::probe::system::{default_route_iface, read_host_facts, uptime_secs};
 use wirescope::record::log::read_log;
 use wirescope::session::auth::Token;
 use wirescope::session::channel::{read_sealed, Direction, SessionKeys};
@@ -101,6 +103,8 @@ fn capture_base(root: &Path) -> Vec<PathBuf> {
         ("net-snmp", "net/snmp"),
         ("net-netstat", "net/netstat"),
         ("softnet_stat", "net/softnet_stat"),
+        ("net-route", "net/route"),
+        ("uptime", "uptime"),
     ] {
         let to = proc_dir.join(dst);
         std::fs::copy(fx.join("proc").join(src), &to).unwrap();
@@ -177,6 +181,13 @@ proptest! {
         let facts = read_host_facts(&dir, &["eth0".to_string()]);
         // Whatever was read stays within what the files could say.
         prop_assert!(facts.cpus < 1 << 20);
+        // The files procfs-core parses (net/dev, route, uptime) too.
+        let snap = snapshot(&dir, &[]);
+        prop_assert!(snap.ifaces.len() < 1 << 20);
+        let _ = default_route_iface(&dir);
+        if let Some(up) = uptime_secs(&dir) {
+            prop_assert!(up.is_finite() && up >= 0.0);
+        }
     }
 
     #[test]

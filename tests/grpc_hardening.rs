@@ -493,10 +493,10 @@ fn out_of_descriptors_the_accept_loop_waits_and_recovers() {
 
 fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    wirescope::traffic::grpc::memory::parse_status_kib(&status, "VmRSS")
+    wirescope::traffic::grpc::memory::parse_status(&status)
         .unwrap()
-        .0
-        / 1024
+        .vmrss
+        .unwrap()
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use wirescope::traffic::grpc::client::{ClientConfig, GrpcClient, Target};
-use wirescope::traffic::grpc::memory::{parse_status_kib, peak_resident, reset_peak};
+use wirescope::traffic::grpc::memory::{parse_status, peak_resident, reset_peak};
 use wirescope::traffic::grpc::GrpcMode;
 
 const BOUND: u64 = 300_000_000;
@@ -17,7 +17,7 @@ const MIB4: usize = 4 << 20;
 
 fn server_hwm(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    parse_status_kib(&status, "VmHWM").unwrap().0
+    parse_status(&status).unwrap().vmhwm.unwrap() * 1024
 }
 
 /// Kills the server on every way out of the test (a failed assert included).

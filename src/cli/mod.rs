@@ -31,6 +31,23 @@ use std::path::PathBuf;
 use std::time::Duration;
 use values::parse_listen;
 
+/// The variable `--state-dir` falls back to (its help shows it and its value).
+pub const STATE_DIR_ENV: &str = crate::tune::state::ENV_DIR;
+
+/// `--state-dir`'s parser: a path, and unlike clap's own path parser it lets
+/// an empty value through, so an exported but empty `$WIRESCOPE_STATE_DIR`
+/// stays "not set" ([`state_dir_given`] drops it), as it did before clap
+/// read the variable.
+fn dir_or_empty() -> impl clap::builder::TypedValueParser<Value = PathBuf> {
+    use clap::builder::TypedValueParser;
+    clap::builder::OsStringValueParser::new().map(PathBuf::from)
+}
+
+/// `--state-dir` (or its variable) as given, an empty value being no value.
+pub fn state_dir_given(v: Option<&std::path::Path>) -> Option<&std::path::Path> {
+    v.filter(|p| !p.as_os_str().is_empty())
+}
+
 /// Live network-throughput diagnosis on a pair of Linux nodes.
 #[derive(Debug, Parser)]
 #[command(name = "wirescope", version, about, long_about = None, propagate_version = true)]
@@ -235,8 +252,8 @@ pub struct AgentArgs {
     /// `checklist run --peer`); every change is backed up and can be rolled back.
     #[arg(long)]
     pub allow_tuning: bool,
-    /// Where tuning backups and journals go. Default: $WIRESCOPE_STATE_DIR, else /var/lib/wirescope.
-    #[arg(long, value_name = "DIR")]
+    /// Where tuning backups and journals go (default /var/lib/wirescope; an empty value is unset).
+    #[arg(long, value_name = "DIR", env = STATE_DIR_ENV, value_parser = dir_or_empty())]
     pub state_dir: Option<PathBuf>,
 }
 

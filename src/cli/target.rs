@@ -40,7 +40,8 @@ pub struct ObserveArgs {
     /// threads: 0.4 % of the busy CPU of a 2-stream TCP test on the local pair's
     /// veth, `cargo xtask bench ebpf`); deep: exact counts, every softirq
     /// vector's time and NAPI polls/budget exhaustion per instance (3.2 %); off.
-    /// On the local pair one set counts for both ends.
+    /// On the local pair one set counts for both ends. `WIRESCOPE_EBPF=off` on a
+    /// host keeps them off there whatever this says.
     #[arg(long, value_enum, value_name = "SET", default_value = "default")]
     pub ebpf: EbpfMode,
 }

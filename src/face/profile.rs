@@ -34,7 +34,7 @@ pub const TEST_PAUSE_ENV: &str = "WIRESCOPE_TEST_PAUSE_AFTER";
 
 /// Run `wirescope profile ...`; the exit code.
 pub fn command(args: ProfileArgs) -> anyhow::Result<u8> {
-    let state = StateDir::resolve(args.state_dir.as_deref());
+    let state = StateDir::resolve(crate::cli::state_dir_given(args.state_dir.as_deref()));
     match args.command {
         ProfileCommand::List(a) => list(&state, &a),
         ProfileCommand::Show(a) => show(&state, &a),

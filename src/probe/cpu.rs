@@ -4,7 +4,8 @@
 //! `KernelStats`: that type returns a plain list and drops the CPU number, and
 //! the kernel omits offline CPUs, so list position and CPU id disagree on
 //! hosts with offline or isolated-then-offlined cores. Older kernels print
-//! fewer columns (no steal/guest); missing columns count as zero.
+//! fewer columns (no steal/guest); missing columns count as zero. (The files
+//! procfs-core does parse go through it: [`super::procfs`].)
 
 use crate::units::{CpuId, Percent};
 use serde::{Deserialize, Serialize};

@@ -16,6 +16,7 @@ pub mod live_host;
 pub mod netlink;
 pub mod netstat;
 pub mod nic;
+pub mod procfs;
 pub mod queues;
 pub mod rdma;
 pub mod sample;

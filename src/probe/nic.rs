@@ -11,13 +11,15 @@
 //!   kernel sizes) when the kernel has it, GSTRINGS otherwise; both GSTRINGS
 //!   and GSTATS buffers get generous headroom ([`headroom`]), and a result
 //!   larger than the count read first is discarded and read again.
-//! * /proc/net/dev: per-interface bytes, packets, drops and errors.
+//! * /proc/net/dev: per-interface bytes, packets, drops and errors, parsed
+//!   by procfs-core ([`super::procfs`]).
 //!
 //! The ioctl socket belongs to the network namespace of the thread that
 //! creates it; open it on the thread (or in the process) that will sample.
 
 use super::facts::{DrvInfo, Support};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
@@ -305,34 +307,33 @@ impl DevCounters {
     }
 }
 
-/// Parse /proc/net/dev into (interface, counters).
-pub fn parse_net_dev(text: &str) -> Vec<(String, DevCounters)> {
-    text.lines()
-        .skip(2)
-        .filter_map(|l| {
-            let (name, rest) = l.split_once(':')?;
-            let v: Vec<u64> = rest
-                .split_ascii_whitespace()
-                .map(|x| x.parse().unwrap_or(0))
-                .collect();
-            if v.len() < 16 {
-                return None;
-            }
-            Some((
-                name.trim().to_string(),
-                DevCounters {
-                    rx_bytes: v[0],
-                    rx_packets: v[1],
-                    rx_errors: v[2],
-                    rx_dropped: v[3],
-                    tx_bytes: v[8],
-                    tx_packets: v[9],
-                    tx_errors: v[10],
-                    tx_dropped: v[11],
-                },
-            ))
-        })
-        .collect()
+impl From<&procfs_core::net::DeviceStatus> for DevCounters {
+    fn from(d: &procfs_core::net::DeviceStatus) -> Self {
+        DevCounters {
+            rx_bytes: d.recv_bytes,
+            rx_packets: d.recv_packets,
+            rx_errors: d.recv_errs,
+            rx_dropped: d.recv_drop,
+            tx_bytes: d.sent_bytes,
+            tx_packets: d.sent_packets,
+            tx_errors: d.sent_errs,
+            tx_dropped: d.sent_drop,
+        }
+    }
+}
+
+/// Parse /proc/net/dev (procfs-core) into counters per interface. A line
+/// that is not the kernel's fails the whole file, naming it (so does an old
+/// kernel's line with no space between the colon and a wide byte count).
+pub fn parse_net_dev(
+    text: &str,
+) -> Result<BTreeMap<String, DevCounters>, super::procfs::ParseError> {
+    let all: procfs_core::net::InterfaceDeviceStatus = super::procfs::parse("/proc/net/dev", text)?;
+    Ok(all
+        .0
+        .into_iter()
+        .map(|(name, d)| (name, DevCounters::from(&d)))
+        .collect())
 }
 
 #[cfg(test)]
@@ -342,10 +343,40 @@ mod tests {
     #[test]
     fn parses_proc_net_dev() {
         let t = include_str!("../../tests/fixtures/proc/net-dev");
-        let d = parse_net_dev(t);
-        let lo = d.iter().find(|(n, _)| n == "lo").map(|(_, c)| *c).unwrap();
+        let d = parse_net_dev(t).unwrap();
+        let lo = d.iter().find(|(n, _)| *n == "lo").map(|(_, c)| *c).unwrap();
         assert!(lo.rx_packets > 0);
         assert_eq!(lo.rx_bytes, lo.tx_bytes, "loopback receives what it sends");
+    }
+
+    #[test]
+    fn net_dev_lines_that_are_not_the_kernels_fail_naming_the_file() {
+        let head = "Inter-|   Receive |  Transmit\n face |bytes packets|bytes packets\n";
+        let ok = format!("{head}  eth0: 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n");
+        let c = parse_net_dev(&ok).unwrap()["eth0"];
+        assert_eq!(
+            (
+                c.rx_bytes,
+                c.rx_packets,
+                c.rx_dropped,
+                c.tx_bytes,
+                c.tx_dropped
+            ),
+            (1, 2, 4, 9, 12)
+        );
+        for bad in [
+            format!("{head}  eth0: 1 2 3\n"),
+            format!("{head}  eth0: 1 x 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n"),
+            // An old kernel's wide byte count glued to the colon.
+            format!("{head}  eth0:123456789 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16\n"),
+        ] {
+            let e = parse_net_dev(&bad).unwrap_err().to_string();
+            assert!(
+                e.starts_with("/proc/net/dev is not in the kernel's format ("),
+                "{e}"
+            );
+            assert!(!e.contains("procfs bug"), "{e}");
+        }
     }
 
     #[test]

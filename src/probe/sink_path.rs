@@ -54,9 +54,9 @@ impl PathSource for PathProbe {
             ..Default::default()
         };
         if let Some(text) = self.dev.as_ref().and_then(read_all) {
-            if let Some((_, c)) = parse_net_dev(&text)
-                .into_iter()
-                .find(|(n, _)| *n == self.iface)
+            if let Some(c) = parse_net_dev(&text)
+                .ok()
+                .and_then(|d| d.get(&self.iface).copied())
             {
                 p.rx_packets = c.rx_packets;
                 p.rx_dropped = c.rx_dropped;

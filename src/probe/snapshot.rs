@@ -59,7 +59,8 @@ pub fn snapshot(dir: &CaptureDir, given: &[String]) -> Snapshot {
     let facts = read_host_facts(dir, &ifaces);
     let dev = dir
         .read("/proc/net/dev")
-        .map(|t| parse_net_dev(&t))
+        .ok()
+        .and_then(|t| parse_net_dev(&t).ok())
         .unwrap_or_default();
     let mut s = Snapshot {
         source: dir.describe(),

@@ -4,6 +4,9 @@
 //! print the CPU number in column 13; older ones do not, and their rows are
 //! mapped onto the online CPU list in order (offline CPUs have no row).
 //! Counters are 32 bits wide there and wrap, so deltas are taken modulo 2^32.
+//!
+//! Parsed here because procfs-core has neither file (nor /proc/interrupts,
+//! whose header [`parse_cpu_header`] also reads); see [`super::procfs`].
 
 use crate::units::CpuId;
 use serde::{Deserialize, Serialize};

@@ -3,6 +3,14 @@
 //! The telemetry issue extends this with NUMA, IRQ affinity, sysctls and the
 //! rest of the host facts; for now it is what the log header and the control
 //! handshake need to name each host.
+//!
+//! `/proc/net/route`, `/proc/uptime`, `/proc/meminfo` and `/proc/self/status`
+//! are parsed by procfs-core ([`super::procfs`]). Three files keep a parser
+//! here: `/proc/interrupts` and `/proc/net/ipv6_route`, which procfs-core
+//! does not have, and `/proc/cpuinfo`, whose procfs-core `CpuInfo` keeps
+//! only the lines inside `processor` blocks — the CPU model of a Raspberry
+//! Pi (`Model`, after the blocks) and of old 32-bit ARM (`Processor`, before
+//! them) would be lost.
 
 use serde::{Deserialize, Serialize};
 
@@ -122,15 +130,14 @@ pub fn boot_id(src: &dyn HostSource) -> Option<String> {
     read_trim(src, "/proc/sys/kernel/random/boot_id")
 }
 
-/// The kernel's uptime in seconds (`/proc/uptime`, which captures record).
+/// The kernel's uptime in seconds (`/proc/uptime`, which captures record;
+/// procfs-core parses it).
 pub fn uptime_secs(src: &dyn HostSource) -> Option<f64> {
-    src.read("/proc/uptime")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
+    let text = src.read("/proc/uptime").ok()?;
+    super::procfs::parse::<procfs_core::Uptime>("/proc/uptime", &text)
         .ok()
-        .filter(|s: &f64| s.is_finite() && *s >= 0.0)
+        .map(|u| u.uptime)
+        .filter(|s| s.is_finite() && *s >= 0.0)
 }
 
 fn read_trim(src: &dyn HostSource, path: &str) -> Option<String> {
@@ -521,14 +528,19 @@ pub fn route_iface(peer: std::net::IpAddr) -> Option<String> {
 }
 
 /// The interface of the default route (IPv4 then IPv6), from /proc/net/route
-/// and /proc/net/ipv6_route; no packet is sent.
+/// (procfs-core) and /proc/net/ipv6_route (ours: procfs-core has no IPv6
+/// routes); no packet is sent. procfs-core reads the RefCnt and Use columns
+/// as 16-bit numbers: kernels since 3.6 print 0 there; an older kernel's
+/// busy route cache could overflow them, and then only IPv6 is tried.
 pub fn default_route_iface(src: &dyn HostSource) -> Option<String> {
     let v4 = src.read("/proc/net/route").ok().and_then(|t| {
-        t.lines().skip(1).find_map(|l| {
-            let w: Vec<&str> = l.split_ascii_whitespace().collect();
-            (w.get(1) == Some(&"00000000") && w.get(7) == Some(&"00000000"))
-                .then(|| w[0].to_string())
-        })
+        let routes: procfs_core::net::RouteEntries =
+            super::procfs::parse("/proc/net/route", &t).ok()?;
+        routes
+            .0
+            .into_iter()
+            .find(|r| r.destination.is_unspecified() && r.mask.is_unspecified())
+            .map(|r| r.iface)
     });
     v4.or_else(|| {
         src.read("/proc/net/ipv6_route").ok().and_then(|t| {
@@ -551,7 +563,7 @@ pub fn default_route_iface(src: &dyn HostSource) -> Option<String> {
 pub fn mem_available() -> Option<crate::units::Bytes> {
     let host = std::fs::read_to_string("/proc/meminfo")
         .ok()
-        .and_then(|t| parse_mem_available(&t))
+        .and_then(|t| parse_mem_available(&t).ok().flatten())
         .map(|b| b.0);
     [host, cgroup_room(), address_space_room()]
         .into_iter()
@@ -604,21 +616,19 @@ fn address_space_room() -> Option<u64> {
         return None;
     }
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmSize:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
+    let kib = super::procfs::parse::<procfs_core::process::Status>("/proc/self/status", &status)
+        .ok()?
+        .vmsize?;
     Some(r.rlim_cur.saturating_sub(kib.saturating_mul(1024)))
 }
 
-/// `MemAvailable` of a /proc/meminfo text.
-pub fn parse_mem_available(text: &str) -> Option<crate::units::Bytes> {
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(crate::units::Bytes(kib.saturating_mul(1024)))
+/// `MemAvailable` of a /proc/meminfo text (procfs-core; None on kernels
+/// before 3.14, which do not have it).
+pub fn parse_mem_available(
+    text: &str,
+) -> Result<Option<crate::units::Bytes>, super::procfs::ParseError> {
+    let m: procfs_core::Meminfo = super::procfs::parse("/proc/meminfo", text)?;
+    Ok(m.mem_available.map(crate::units::Bytes))
 }
 
 #[cfg(test)]
@@ -640,6 +650,124 @@ mod facts_tests {
             route_iface("127.0.0.1".parse().unwrap()).as_deref(),
             Some("lo")
         );
+    }
+
+    /// A live-capture-shaped source over a map of files.
+    struct Files(Vec<(&'static str, &'static str)>);
+
+    impl HostSource for Files {
+        fn read(&self, path: &str) -> std::io::Result<String> {
+            self.0
+                .iter()
+                .find(|(p, _)| *p == path)
+                .map(|(_, t)| t.to_string())
+                .ok_or_else(|| std::io::ErrorKind::NotFound.into())
+        }
+        fn list(&self, _: &str) -> std::io::Result<Vec<String>> {
+            Ok(Vec::new())
+        }
+        fn link_name(&self, _: &str) -> std::io::Result<String> {
+            Err(std::io::ErrorKind::NotFound.into())
+        }
+        fn ethtool(&self, _: &str) -> crate::probe::source::EthtoolView {
+            Default::default()
+        }
+        fn ethtool_stats(&self, _: &str) -> crate::probe::facts::Support<Vec<(String, u64)>> {
+            crate::probe::facts::Support::Unknown
+        }
+        fn qdisc(&self, _: &str) -> Option<String> {
+            None
+        }
+        fn processes(&self) -> Option<Vec<String>> {
+            None
+        }
+        fn describe(&self) -> String {
+            "test files".into()
+        }
+    }
+
+    #[test]
+    fn default_route_from_a_real_route_table() {
+        let t = include_str!("../../tests/fixtures/proc/net-route");
+        let src = Files(vec![("/proc/net/route", t)]);
+        assert_eq!(default_route_iface(&src).as_deref(), Some("eth0"));
+        // Only a route to 0.0.0.0/0 is the default one: a host route to
+        // 0.0.0.0 with a /24 mask is not.
+        let no_default =
+            "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n\
+                          eth1\t000200C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n\
+                          eth2\t00000000\t010200C0\t0003\t0\t0\t0\t00FFFFFF\t0\t0\t0\n";
+        let src = Files(vec![("/proc/net/route", no_default)]);
+        assert_eq!(default_route_iface(&src), None);
+        let with_v6 = Files(vec![
+            ("/proc/net/route", no_default),
+            (
+                "/proc/net/ipv6_route",
+                "00000000000000000000000000000000 00 00000000000000000000000000000000 00 fe800000000000000000000000000001 00000400 00000001 00000000 00000003 eth3\n",
+            ),
+        ]);
+        assert_eq!(default_route_iface(&with_v6).as_deref(), Some("eth3"));
+    }
+
+    #[test]
+    fn uptime_from_the_file_and_garbage_is_none() {
+        let t = include_str!("../../tests/fixtures/proc/uptime");
+        let want: f64 = t.split_whitespace().next().unwrap().parse().unwrap();
+        assert_eq!(uptime_secs(&Files(vec![("/proc/uptime", t)])), Some(want));
+        assert_eq!(
+            uptime_secs(&Files(vec![("/proc/uptime", "12.5 3.0\n")])),
+            Some(12.5)
+        );
+        for bad in ["", "up 3\n", "-4.0 1.0\n", "NaN 1.0\n"] {
+            assert_eq!(
+                uptime_secs(&Files(vec![("/proc/uptime", bad)])),
+                None,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn mem_available_in_bytes_and_garbage_named() {
+        let t = include_str!("../../tests/fixtures/proc/meminfo");
+        let kib: u64 = t
+            .lines()
+            .find_map(|l| l.strip_prefix("MemAvailable:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap();
+        assert_eq!(
+            parse_mem_available(t).unwrap(),
+            Some(crate::units::Bytes(kib * 1024))
+        );
+        let e = parse_mem_available("MemTotal: lots kB\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("/proc/meminfo is not in the kernel's format"),
+            "{e}"
+        );
+        assert!(!e.to_string().contains("procfs bug"), "{e}");
+    }
+
+    #[test]
+    fn cpuinfo_keeps_the_model_procfs_drops() {
+        use procfs_core::FromRead;
+        let pi = include_str!("../../tests/fixtures/proc/cpuinfo-rpi4");
+        assert_eq!(cpu_model(pi), "Raspberry Pi 4 Model B Rev 1.1");
+        let src = Files(vec![("/proc/cpuinfo", pi)]);
+        assert_eq!(
+            online_cpus_with_source(&src),
+            (vec![CpuId(0), CpuId(1)], "/proc/cpuinfo")
+        );
+        // Why this parser stays: procfs-core's CpuInfo has no `Model` for it.
+        let theirs = procfs_core::CpuInfo::from_read(pi.as_bytes()).unwrap();
+        assert_eq!(theirs.get_field(0, "Model"), None);
+        let x86 = include_str!("../../tests/fixtures/proc/cpuinfo");
+        let model = x86
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .map(|v| v.trim_start_matches([' ', '\t', ':']).trim())
+            .unwrap();
+        assert_eq!(cpu_model(x86), model);
     }
 
     #[test]

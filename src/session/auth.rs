@@ -160,7 +160,7 @@ impl Token {
 /// `N` random bytes from the OS.
 pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut b = [0u8; N];
-    if let Err(e) = getrandom::getrandom(&mut b) {
+    if let Err(e) = getrandom::fill(&mut b) {
         // No entropy source at all: nothing secure can be done; fail loudly.
         panic!("the OS random number generator failed: {e}");
     }

@@ -83,7 +83,7 @@ mod tests {
         keep_alive(&c).unwrap();
         let s = SockRef::from(&c);
         assert!(s.keepalive().unwrap());
-        assert_eq!(s.keepalive_time().unwrap(), KEEPALIVE_IDLE);
+        assert_eq!(s.tcp_keepalive_time().unwrap(), KEEPALIVE_IDLE);
         assert_eq!(s.tcp_user_timeout().unwrap(), Some(USER_TIMEOUT));
     }
 

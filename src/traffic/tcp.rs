@@ -73,11 +73,12 @@ pub fn configure_stream(
     let sock = socket2::SockRef::from(stream);
     apply_options(&sock, spec, conn)?;
     if spec.mode != TcpMode::Stream {
-        sock.set_nodelay(true).map_err(|source| EngineError::Io {
-            op: "setsockopt TCP_NODELAY",
-            conn,
-            source,
-        })?;
+        sock.set_tcp_nodelay(true)
+            .map_err(|source| EngineError::Io {
+                op: "setsockopt TCP_NODELAY",
+                conn,
+                source,
+            })?;
     }
     Ok(())
 }
@@ -99,7 +100,7 @@ fn apply_options(sock: &Socket, spec: &TcpSpec, conn: usize) -> Result<(), Engin
             })?;
     }
     if let Some(mss) = spec.mss {
-        sock.set_mss(mss).map_err(|source| EngineError::Io {
+        sock.set_tcp_mss(mss).map_err(|source| EngineError::Io {
             op: "setsockopt TCP_MAXSEG",
             conn,
             source,

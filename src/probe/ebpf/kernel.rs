@@ -105,11 +105,9 @@ pub fn privileged() -> bool {
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
         return false;
     };
-    let eff = status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
+    let eff =
+        crate::probe::procfs::parse::<procfs_core::process::Status>("/proc/self/status", &status)
+            .map_or(0, |s| s.capeff);
     let has = |bit: u32| eff & (1u64 << bit) != 0;
     (has(CAP_BPF) && has(CAP_PERFMON)) || has(CAP_SYS_ADMIN)
 }

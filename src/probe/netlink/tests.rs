@@ -462,9 +462,9 @@ fn host_nic_qstats_agree_with_proc_net_dev() {
     let proc_dev = || -> (u64, u64) {
         let text = std::fs::read_to_string("/proc/net/dev").expect("/proc/net/dev");
         crate::probe::nic::parse_net_dev(&text)
-            .into_iter()
-            .find(|(name, _)| name == dev)
-            .map(|(_, c)| (c.rx_packets, c.tx_packets))
+            .expect("/proc/net/dev parses")
+            .get(dev)
+            .map(|c| (c.rx_packets, c.tx_packets))
             .expect("interface in /proc/net/dev")
     };
     let before = proc_dev();

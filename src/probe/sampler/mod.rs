@@ -275,7 +275,7 @@ impl Sampler {
                 })
                 .collect();
             self.facts_due = true;
-            self.read_ifaces(&mut Vec::new(), &mut Vec::new());
+            self.read_ifaces(&mut Vec::new(), &mut Vec::new(), &mut Vec::new());
             if !matches!(self.ebpf, EbpfState::NotLive) {
                 self.ebpf = EbpfState::Pending;
             }
@@ -420,7 +420,7 @@ impl Sampler {
         }
         self.read_host(&mut Vec::new());
         self.read_ebpf(&mut Vec::new());
-        self.read_ifaces(&mut Vec::new(), &mut Vec::new());
+        self.read_ifaces(&mut Vec::new(), &mut Vec::new(), &mut Vec::new());
         let now = Instant::now();
         self.t0 = now;
         self.last_engine = now;
@@ -461,7 +461,7 @@ impl Sampler {
         // eBPF maps right before /proc/net/dev: both windows end within
         // microseconds of each other (ethtool reads come after both).
         let ebpf = self.read_ebpf(&mut errors);
-        let ifaces = self.read_ifaces(&mut nic_counters, &mut queues);
+        let ifaces = self.read_ifaces(&mut nic_counters, &mut queues, &mut errors);
         queues.extend(ebpf.queues);
         let (engine, conns) = match (self.engine.as_mut(), engine_read) {
             (Some(v), Some(r)) => v.interval(r, secs, omitted, &mut self.latency_total),
@@ -612,21 +612,28 @@ impl Sampler {
         &mut self,
         nic_counters: &mut Vec<NicCounter>,
         queues: &mut Vec<QueueSample>,
+        errors: &mut Vec<String>,
     ) -> Vec<IfaceSample> {
         if self.ifaces.is_empty() {
             return Vec::new();
         }
         let src = self.source.as_ref();
-        let dev = src
-            .read("/proc/net/dev")
-            .map(|t| parse_net_dev(&t))
-            .unwrap_or_default();
+        // A host without the file has no interface counters (as before); a
+        // file that does not parse is said.
+        let dev = match src.read("/proc/net/dev").map(|t| parse_net_dev(&t)) {
+            Ok(Ok(d)) => d,
+            Ok(Err(e)) => {
+                errors.push(format!("nic: {e}"));
+                BTreeMap::new()
+            }
+            Err(_) => BTreeMap::new(),
+        };
         let now = Instant::now();
         let secs = now.duration_since(self.last_ifaces).as_secs_f64();
         self.last_ifaces = now;
         let mut out = Vec::new();
         for st in &mut self.ifaces {
-            if let Some((_, cur)) = dev.iter().find(|(n, _)| *n == st.name) {
+            if let Some(cur) = dev.get(&st.name) {
                 if let Some(prev) = st.prev_dev {
                     let d = cur.delta(&prev);
                     out.push(IfaceSample {

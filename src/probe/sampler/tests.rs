@@ -273,3 +273,30 @@ fn the_sampler_thread_answers_in_order_and_joins_on_drop() {
     });
     drop(t);
 }
+
+#[test]
+fn a_net_dev_that_does_not_parse_is_a_probe_error_and_the_rest_is_sampled() {
+    let (a, b) = (fixture("stat-a"), fixture("stat-b"));
+    let bad = "Inter-|\n face |\nveth-x: 12 x 0 0 0 0 0 0 500 5 0 0 0 0 0 0\n";
+    let src = Scripted::default()
+        .with("/proc/stat", &[&a, &b])
+        .with("/proc/net/dev", &[&net_dev(0, 0), bad])
+        .with("/sys/class/net/veth-x/ifindex", &["7\n"]);
+    let moment = src.moment.clone();
+    let loader: EbpfLoader = Box::new(|_, _: &[EbpfIface]| {
+        Err(crate::probe::ebpf::EbpfUnavailable::Disabled("test".into()))
+    });
+    let mut s = Sampler::with(Box::new(src), None, loader);
+    s.set_ifaces(&["veth-x".to_string()]);
+    moment.advance();
+    let x = s.sample();
+    assert!(x.ifaces.is_empty(), "{:?}", x.ifaces);
+    assert!(
+        x.probe_errors
+            .iter()
+            .any(|e| e.starts_with("nic: /proc/net/dev is not in the kernel's format")),
+        "{:?}",
+        x.probe_errors
+    );
+    assert_eq!(x.cpus.len(), 2, "/proc/stat is still read");
+}

@@ -1,11 +1,15 @@
 //! Peak resident memory of this process during a test point.
 //!
-//! Owns reading `VmHWM`/`VmRSS` from `/proc/self/status` and resetting the
+//! Owns reading `VmHWM`/`VmRSS` from `/proc/self/status` (parsed by
+//! procfs-core: this module sits below `probe`, so it uses the crate
+//! directly) and resetting the
 //! peak (`echo 5 > /proc/self/clear_refs`, Linux >= 4.0). The engine calls
 //! [`reset_peak`] when a point starts and [`peak_resident`] when it ends, so a
 //! point's figure is its own, not the process's lifetime maximum.
 
 use crate::units::Bytes;
+use procfs_core::process::Status;
+use procfs_core::FromRead;
 use std::path::Path;
 
 /// Where the memory of this process cannot be read or reset.
@@ -21,6 +25,14 @@ pub enum MemoryError {
         /// The OS error.
         #[source]
         source: std::io::Error,
+    },
+    /// The file is not what the kernel writes.
+    #[error("{path} is not in the kernel's format ({why})")]
+    Parse {
+        /// The file.
+        path: &'static str,
+        /// What procfs-core found wrong.
+        why: String,
     },
     /// The file has no such line.
     #[error("{path} has no {field} line (not Linux, or a kernel without it)")]
@@ -46,33 +58,42 @@ pub fn reset_peak() -> Result<(), MemoryError> {
 
 /// Peak resident size since the process started or since [`reset_peak`].
 pub fn peak_resident() -> Result<Bytes, MemoryError> {
-    status_field("VmHWM")
+    own_status().and_then(|s| kib(s.vmhwm, "VmHWM"))
 }
 
 /// Current resident size.
 pub fn resident() -> Result<Bytes, MemoryError> {
-    status_field("VmRSS")
+    own_status().and_then(|s| kib(s.vmrss, "VmRSS"))
 }
 
-fn status_field(field: &'static str) -> Result<Bytes, MemoryError> {
+fn own_status() -> Result<Status, MemoryError> {
     let text = std::fs::read_to_string(STATUS).map_err(|source| MemoryError::Io {
         op: "reading",
         path: STATUS,
         source,
     })?;
-    parse_status_kib(&text, field).ok_or(MemoryError::Missing {
-        path: STATUS,
-        field,
-    })
+    parse_status(&text)
 }
 
-/// `VmHWM:     12345 kB` → bytes.
-pub fn parse_status_kib(text: &str, field: &str) -> Option<Bytes> {
-    text.lines().find_map(|l| {
-        let rest = l.strip_prefix(field)?.strip_prefix(':')?;
-        let mut parts = rest.split_whitespace();
-        let kib: u64 = parts.next()?.parse().ok()?;
-        (parts.next() == Some("kB")).then_some(Bytes(kib * 1024))
+fn kib(v: Option<u64>, field: &'static str) -> Result<Bytes, MemoryError> {
+    v.map(|k| Bytes(k.saturating_mul(1024)))
+        .ok_or(MemoryError::Missing {
+            path: STATUS,
+            field,
+        })
+}
+
+/// A `/proc/PID/status` text, parsed by procfs-core (`vmhwm`, `vmrss`, ... in KiB).
+pub fn parse_status(text: &str) -> Result<Status, MemoryError> {
+    Status::from_read(text.as_bytes()).map_err(|e| MemoryError::Parse {
+        path: STATUS,
+        why: match e {
+            // "bug at FILE:LINE (please report this procfs bug)\n...": the last line says what.
+            procfs_core::ProcError::InternalError(i) => {
+                i.msg.lines().last().unwrap_or_default().to_string()
+            }
+            other => other.to_string(),
+        },
     })
 }
 
@@ -81,11 +102,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_status_lines() {
-        let t = "Name:\tx\nVmPeak:\t  2000 kB\nVmHWM:\t    1536 kB\nVmRSS:\t 1024 kB\n";
-        assert_eq!(parse_status_kib(t, "VmHWM"), Some(Bytes(1536 * 1024)));
-        assert_eq!(parse_status_kib(t, "VmRSS"), Some(Bytes(1024 * 1024)));
-        assert_eq!(parse_status_kib(t, "VmSwap"), None);
+    fn parses_a_real_status_file() {
+        let t = include_str!("../../../tests/fixtures/proc/self-status");
+        let s = parse_status(t).unwrap();
+        assert_eq!(s.vmhwm, Some(1720));
+        assert_eq!(s.vmrss, Some(1720));
+        assert_eq!(kib(s.vmhwm, "VmHWM").unwrap(), Bytes(1720 * 1024));
+        // A kernel thread's status has no Vm lines.
+        assert!(matches!(
+            kib(None, "VmHWM"),
+            Err(MemoryError::Missing { field: "VmHWM", .. })
+        ));
+        let e = parse_status("Name:\tx\nVmHWM:\t1 kB\n").unwrap_err();
+        assert!(e.to_string().contains("not in the kernel's format"), "{e}");
     }
 
     #[test]

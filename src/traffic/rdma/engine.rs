@@ -107,7 +107,7 @@ fn needs_receives(spec: &RdmaSpec, side: Side) -> bool {
 fn random_psn() -> u32 {
     let mut b = [0u8; 4];
     // A PSN only has to differ between runs; a failed getrandom leaves a fixed one.
-    let _ = getrandom::getrandom(&mut b);
+    let _ = getrandom::fill(&mut b);
     u32::from_le_bytes(b) & 0x00FF_FFFF
 }
 

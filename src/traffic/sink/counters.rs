@@ -5,7 +5,8 @@
 //! Writers publish with relaxed stores once per batch (not per frame);
 //! every value is cumulative and monotonic, so a reader subtracts two
 //! snapshots. The thread id of each worker is published so its CPU time
-//! can be read from `/proc/self/task/TID/schedstat` without its help.
+//! can be read from `/proc/self/task/TID/schedstat` without its help
+//! (procfs-core parses it).
 
 use crate::units::CpuId;
 use serde::{Deserialize, Serialize};
@@ -139,13 +140,22 @@ pub struct GenThreadSnap {
     pub cpu_ns: Option<u64>,
 }
 
-/// CPU time of thread `tid` of this process (ns), from its schedstat.
+/// CPU time of thread `tid` of this process (ns), from its schedstat
+/// (parsed by procfs-core).
 pub fn thread_cpu_ns(tid: u32) -> Option<u64> {
     if tid == 0 {
         return None;
     }
-    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-    s.split_ascii_whitespace().next()?.parse().ok()
+    let s = std::fs::read(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    parse_schedstat(&s)
+}
+
+/// On-CPU time (ns) of a `schedstat` text: its first field.
+pub fn parse_schedstat(bytes: &[u8]) -> Option<u64> {
+    use procfs_core::FromRead;
+    procfs_core::process::Schedstat::from_read(bytes)
+        .ok()
+        .map(|s| s.sum_exec_runtime)
 }
 
 /// Wait (at most 2 s) until every worker has published its thread id, so
@@ -220,6 +230,15 @@ mod tests {
         let b = thread_cpu_ns(tid).unwrap();
         assert!(b > a, "{a} -> {b}");
         assert_eq!(thread_cpu_ns(0), None);
+    }
+
+    #[test]
+    fn schedstat_is_parsed_by_its_first_field() {
+        let t = include_bytes!("../../../tests/fixtures/proc/schedstat");
+        assert_eq!(parse_schedstat(t), Some(203450525));
+        assert_eq!(parse_schedstat(b"123 456 7\n"), Some(123));
+        assert_eq!(parse_schedstat(b""), None);
+        assert_eq!(parse_schedstat(b"x 1 2\n"), None);
     }
 
     #[test]

@@ -194,16 +194,13 @@ fn sysfs_queues(iface: &str) -> (u32, u32) {
     (count("rx-"), count("tx-"))
 }
 
-/// Effective capabilities of this process.
+/// Effective capabilities of this process (`/proc/self/status`, parsed by procfs-core).
 fn cap_eff() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
+    use procfs_core::FromRead;
+    std::fs::read("/proc/self/status")
         .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("CapEff:"))
-                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        })
-        .unwrap_or(0)
+        .and_then(|s| procfs_core::process::Status::from_read(s.as_slice()).ok())
+        .map_or(0, |s| s.capeff)
 }
 
 fn has_cap(bit: u32) -> bool {

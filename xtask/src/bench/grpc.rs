@@ -356,8 +356,11 @@ fn wait4(pid: u32) -> Result<(i32, u64)> {
 fn server_hwm(pid: u32) -> Result<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .with_context(|| format!("reading /proc/{pid}/status"))?;
-    wirescope::traffic::grpc::memory::parse_status_kib(&s, "VmHWM")
-        .map(|b| b.0)
+    let status = wirescope::traffic::grpc::memory::parse_status(&s)
+        .with_context(|| format!("/proc/{pid}/status"))?;
+    status
+        .vmhwm
+        .map(|kib| kib * 1024)
         .context("no VmHWM in the server's status")
 }
 

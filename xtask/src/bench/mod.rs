@@ -11,6 +11,7 @@ mod lab;
 mod observer;
 mod parse;
 mod rr;
+mod sampler;
 mod sink;
 mod stats;
 mod table;
@@ -35,6 +36,8 @@ pub enum BenchCmd {
     Grpc(grpc::GrpcArgs),
     /// Packet engine: generator vs trafgen (64 B), sink efficiency per mode, frame-size and cores sweeps.
     Sink(sink::SinkArgs),
+    /// Sampler CPU per interval on this host (`watch --json`'s sampler_cpu_us); no root needed.
+    Sampler(sampler::SamplerArgs),
 }
 
 /// Options every benchmark has.
@@ -53,6 +56,10 @@ pub const SETTLE: Duration = Duration::from_secs(1);
 
 /// Run one benchmark: check privileges, build, set up the lab, measure.
 pub fn run(which: BenchCmd) -> Result<()> {
+    if let BenchCmd::Sampler(args) = &which {
+        // This host as it is: no namespaces, no root.
+        return sampler::run(&lab::build_release()?, args);
+    }
     require_root()?;
     let wirescope = lab::build_release()?;
     if let BenchCmd::Ebpf(args) = &which {
@@ -71,20 +78,19 @@ pub fn run(which: BenchCmd) -> Result<()> {
     match which {
         BenchCmd::Tcp(args) => tcp::run(&mut lab, &args),
         BenchCmd::Rr(args) => rr::run(&mut lab, &args),
-        BenchCmd::Ebpf(_) | BenchCmd::Grpc(_) | BenchCmd::Sink(_) => Ok(()),
+        BenchCmd::Ebpf(_) | BenchCmd::Grpc(_) | BenchCmd::Sink(_) | BenchCmd::Sampler(_) => Ok(()),
     }
     // `lab` drops here (also on `?` above): servers killed, namespaces removed.
 }
 
 fn require_root() -> Result<()> {
-    let status = std::fs::read_to_string("/proc/self/status")
+    use procfs_core::FromRead;
+    let status = std::fs::read("/proc/self/status")
         .context("reading /proc/self/status to check for root")?;
-    let euid = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|ids| ids.split_whitespace().nth(1))
-        .context("/proc/self/status has no effective Uid")?;
-    if euid != "0" {
+    let euid = procfs_core::process::Status::from_read(status.as_slice())
+        .context("parsing /proc/self/status")?
+        .euid;
+    if euid != 0 {
         bail!("cargo xtask bench needs root: it creates network namespaces and a veth pair (effective uid is {euid}); run it with sudo -E");
     }
     Ok(())

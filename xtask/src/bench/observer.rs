@@ -3,7 +3,15 @@
 //! not engine workers (the sampler, the agent's sampler, the async runtimes,
 //! the eBPF gate, the main thread) in the run's process tree, and the CPU
 //! time the host's cores were busy. Readings only; the caller takes deltas.
+//!
+//! procfs-core parses the files (`schedstat`, `stat`, `/proc/stat`); this
+//! module walks /proc. sysinfo, the other candidate, reads a thread's CPU
+//! time from its `stat` in clock ticks (10 ms at USER_HZ 100): a sampler
+//! thread that runs a few ms per second would read as 0 or 10 ms, where
+//! `schedstat` has nanoseconds.
 
+use procfs_core::process::{Schedstat, Stat};
+use procfs_core::{ExplicitSystemInfo, FromRead, FromReadSI, KernelStats};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Thread-name prefixes of engine workers: the traffic under test, not the observer.
@@ -41,9 +49,10 @@ pub fn read(root: u32) -> Reading {
                 engines += 1;
                 continue;
             }
-            let ns = std::fs::read_to_string(path.join("schedstat"))
+            let ns = std::fs::read(path.join("schedstat"))
                 .ok()
-                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok());
+                .and_then(|s| Schedstat::from_read(s.as_slice()).ok())
+                .map(|s| s.sum_exec_runtime);
             if let Some(ns) = ns {
                 threads.insert(tid, (name, ns));
             }
@@ -73,13 +82,12 @@ fn tree(root: u32) -> BTreeSet<u32> {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
                 continue;
             };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat")) else {
                 continue;
             };
-            // The name is in parentheses and may hold spaces: fields after the last ')'.
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+            let ppid = Stat::from_read(stat.as_slice())
+                .ok()
+                .and_then(|s| u32::try_from(s.ppid).ok());
             if let Some(ppid) = ppid {
                 parent.push((pid, ppid));
             }
@@ -101,17 +109,54 @@ fn tree(root: u32) -> BTreeSet<u32> {
 
 /// All cores' busy time since boot (ns).
 fn busy_ns() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = stat.lines().next()?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal (guest is inside user).
-    let busy = v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)? + v.get(7)?;
     // SAFETY: sysconf has no memory arguments.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     let hz = u64::try_from(hz).ok().filter(|h| *h > 0)?;
+    let stat = std::fs::read("/proc/stat").ok()?;
+    busy_of(&stat, hz)
+}
+
+/// Busy ticks of the aggregate `cpu` line of a /proc/stat text, in ns at `hz`
+/// ticks per second: user nice system irq softirq steal (guest is inside user).
+fn busy_of(stat: &[u8], hz: u64) -> Option<u64> {
+    let si = ExplicitSystemInfo {
+        boot_time_secs: 0,
+        ticks_per_second: hz,
+        page_size: 4096,
+        is_little_endian: cfg!(target_endian = "little"),
+    };
+    let t = KernelStats::from_read(stat, &si).ok()?.total;
+    let busy = t.user
+        + t.nice
+        + t.system
+        + t.irq.unwrap_or(0)
+        + t.softirq.unwrap_or(0)
+        + t.steal.unwrap_or(0);
     Some(busy * (1_000_000_000 / hz))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_time_of_a_real_proc_stat() {
+        let stat = include_bytes!("../../../tests/fixtures/proc/stat-a");
+        let text = std::str::from_utf8(stat).unwrap();
+        let v: Vec<u64> = text.lines().next().unwrap()[3..]
+            .split_whitespace()
+            .map(|x| x.parse().unwrap())
+            .collect();
+        let ticks = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+        assert_eq!(busy_of(stat, 100), Some(ticks * 10_000_000));
+        assert_eq!(busy_of(b"garbage\n", 100), None);
+    }
+
+    #[test]
+    fn this_process_is_in_its_own_tree_with_its_threads() {
+        let me = std::process::id();
+        let r = read(me);
+        assert!(r.threads.contains_key(&me), "{:?}", r.threads);
+        assert!(r.busy_ns > 0);
+    }
 }
