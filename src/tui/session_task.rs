@@ -216,7 +216,9 @@ pub async fn run_checklist(
         .name("ws-tui-checklist".into())
         .spawn(move || {
             let mut d = RemoteDriver::new(req_tx);
-            runner::run(&c, rounds, flow, &mut d).map(|_| ())
+            runner::run(&c, rounds, flow, &mut d)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
         });
     let runner = match spawned {
         Ok(t) => t,

@@ -11,6 +11,7 @@
 //! comparisons.
 
 use super::cpuset;
+use super::error::RecordError;
 use super::profile::normalize_sysctl;
 use crate::probe::netlink::ethtool_set::{ChannelKind, PauseKind, RingKind};
 use serde::{Deserialize, Serialize};
@@ -231,7 +232,7 @@ impl Key {
 pub const MAX_VALUE: usize = 4096;
 
 /// A word of ethtool's vocabulary (feature or coalescing parameter names).
-fn check_word(what: &str, w: &str) -> Result<(), String> {
+fn check_word(what: &'static str, w: &str) -> Result<(), RecordError> {
     let ok = !w.is_empty()
         && w.len() <= 64
         && w.bytes()
@@ -239,7 +240,10 @@ fn check_word(what: &str, w: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("'{w}' is not a {what} name"))
+        Err(RecordError::Word {
+            what,
+            word: w.to_string(),
+        })
     }
 }
 
@@ -247,43 +251,38 @@ impl Key {
     /// Check a key read from a file (a backup) as strictly as a profile
     /// checks what it names: interface names as the kernel allows them,
     /// sysctls from the profile allow-list, numbers in range.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RecordError> {
         if let Some(iface) = self.iface() {
             super::profile::check_interface_name(iface)?;
         }
         match self {
-            Key::Sysctl { name } => super::profile::sysctl_path(name).map(|_| ()),
+            Key::Sysctl { name } => Ok(super::profile::sysctl_path(name).map(|_| ())?),
             Key::Coalesce { param, .. } => check_word("coalescing parameter", param),
             Key::Feature { name, .. } => check_word("feature", name),
             Key::Rps { queue, .. } | Key::RpsFlowCnt { queue, .. } | Key::Xps { queue, .. }
                 if *queue > 65_535 =>
             {
-                Err(format!("queue {queue} is out of range (0-65535)"))
+                Err(RecordError::Queue(*queue))
             }
-            Key::IrqAffinity { irq, .. } if *irq > 1 << 24 => {
-                Err(format!("IRQ {irq} is out of range"))
-            }
+            Key::IrqAffinity { irq, .. } if *irq > 1 << 24 => Err(RecordError::Irq(*irq)),
             Key::IrqAffinity { name, .. }
                 if name.len() > 128 || name.chars().any(char::is_control) =>
             {
-                Err("the IRQ name is longer than 128 characters or has control characters".into())
+                Err(RecordError::IrqName)
             }
-            Key::Governor { cpu } if *cpu > 65_535 => Err(format!("CPU {cpu} is out of range")),
+            Key::Governor { cpu } if *cpu > 65_535 => Err(RecordError::Cpu(*cpu)),
             _ => Ok(()),
         }
     }
 }
 
 /// Check a value read from a file (a backup or journal): bounded, one line.
-pub fn check_value(v: &str) -> Result<(), String> {
+pub fn check_value(v: &str) -> Result<(), RecordError> {
     if v.len() > MAX_VALUE {
-        return Err(format!(
-            "a value of {} bytes (at most {MAX_VALUE})",
-            v.len()
-        ));
+        return Err(RecordError::ValueTooLong(v.len()));
     }
     if v.chars().any(char::is_control) {
-        return Err(format!("the value {v:?} has control characters"));
+        return Err(RecordError::ValueControl(v.to_string()));
     }
     Ok(())
 }

@@ -13,7 +13,7 @@
 
 use super::apply::{ApplyReport, RollbackReport};
 use super::checklist::{Check, Checklist};
-use super::decide::{decide, kept_profile, Metric, StepRecord, StepStatus, Verdict};
+use super::decide::{decide, kept_profile, KeptError, Metric, StepRecord, StepStatus, Verdict};
 use super::side::{path_side, place, DataFlow};
 use crate::diagnose::{Evidence, Finding};
 use crate::probe::sample::HostRole;
@@ -114,10 +114,44 @@ impl From<String> for StepError {
     }
 }
 
+/// Why the test gave no value (the session says what and where).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TestError {
+    /// The test did not run or did not finish.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<String> for TestError {
+    fn from(e: String) -> Self {
+        TestError::Failed(e)
+    }
+}
+
+impl From<&str> for TestError {
+    fn from(e: &str) -> Self {
+        TestError::Failed(e.to_string())
+    }
+}
+
+/// Why a checklist run stopped before its summary.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The checklist needs an engine this build lacks.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The baseline could not be measured.
+    #[error("{0}")]
+    Baseline(#[from] TestError),
+    /// The kept changes could not be written as a profile.
+    #[error(transparent)]
+    Kept(#[from] KeptError),
+}
+
 /// What the loop needs from the session (see the module docs).
 pub trait Driver {
     /// Run the test once: `args` are `wirescope run` arguments (no --peer, --log, --json).
-    fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, String>;
+    fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, TestError>;
     /// The commands a change would run on `host` (a dry run), for the question.
     fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError>;
     /// Apply a profile on `host` through the profile machinery, skipping
@@ -135,7 +169,7 @@ fn measure(
     d: &mut dyn Driver,
     c: &Checklist,
     rounds: u32,
-) -> Result<(Vec<f64>, Vec<Finding>), String> {
+) -> Result<(Vec<f64>, Vec<Finding>), TestError> {
     let mut values = Vec::new();
     let mut findings = Vec::new();
     for _ in 0..rounds {
@@ -157,9 +191,9 @@ pub fn run(
     rounds: u32,
     flow: DataFlow,
     d: &mut dyn Driver,
-) -> Result<Summary, String> {
+) -> Result<Summary, RunError> {
     if let Some(why) = c.unavailable() {
-        return Err(why);
+        return Err(RunError::Unavailable(why));
     }
     let rounds = rounds.clamp(1, super::checklist::MAX_ROUNDS);
     let (mut current, mut findings) = measure(d, c, rounds)?;
@@ -274,7 +308,7 @@ fn step(
     };
     let fragment = match fragment {
         Ok(t) => t,
-        Err(e) => return end(rec, StepStatus::Skipped(e)),
+        Err(e) => return end(rec, StepStatus::Skipped(e.to_string())),
     };
     let change = match d.preview(host, &fragment) {
         Ok(cmds) if cmds.is_empty() => {
@@ -433,7 +467,7 @@ mod tests {
     }
 
     impl Driver for Script {
-        fn run_test(&mut self, _: &[String], _: Metric) -> Result<TestOutcome, String> {
+        fn run_test(&mut self, _: &[String], _: Metric) -> Result<TestOutcome, TestError> {
             let mut f = Vec::new();
             if !self.applied.iter().any(|(_, p)| p.contains("tcp_rmem")) {
                 f.push(finding("tcp.buffer-limited", HostRole::Peer, "receive"));
