@@ -35,9 +35,6 @@ fn main() -> ExitCode {
         Some(Command::Profile(p)) => wirescope::face::profile::command(p).map_err(FaceError::from),
         Some(Command::Checklist(c)) => wirescope::face::checklist::command(c, argv),
         Some(Command::Serve(s)) => wirescope::face::serve::command(s).map_err(FaceError::from),
-        Some(Command::SinkLab(s)) => {
-            wirescope::face::sink_lab::command(*s).map_err(FaceError::from)
-        }
     };
     // Output that could not be written (a full disk behind `>`) fails the
     // command, whichever face printed it; a closed pipe (`| head`) does not.

@@ -30,7 +30,6 @@ pub mod checklist;
 pub mod profile;
 pub mod run;
 pub mod serve;
-pub mod sink_lab;
 pub mod watch;
 
 use std::io::Write;

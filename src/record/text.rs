@@ -438,7 +438,7 @@ fn mpps(pps: f64) -> String {
 
 /// A packet test's result: what ran, what the sink counted and the
 /// generator sent, loss, per queue, the lossy flows and where frames were
-/// dropped (`run --engine sink` and `sink-lab`).
+/// dropped (`run --engine sink`).
 pub fn sink_lines(s: &crate::traffic::sink::figures::SinkSummary) -> String {
     let mut out = String::new();
     let _ = writeln!(
