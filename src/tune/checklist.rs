@@ -233,7 +233,7 @@ pub struct Checklist {
 
 impl Checklist {
     /// Parse checklist text; `file` names it in errors. Serde reads the
-    /// keys, one validation pass their values (see [`parse`]).
+    /// keys, one validation pass their values (`checklist/parse.rs`).
     pub fn parse(text: &str, file: &str) -> Result<Checklist, ProfileError> {
         parse::checklist(text, file)
     }

@@ -1,10 +1,9 @@
 //! Errors of the tuning commands, each saying what to do next.
 
 use super::host::HostError;
-use super::key::MAX_VALUE;
-use super::profile::{NameError, ProfileError};
+use super::profile::ProfileError;
 use super::resolve::Problem;
-use super::state::{Phase, StateError, BACKUP_VERSION, MAX_STEPS};
+use super::state::{Phase, StateError};
 
 /// Why a tuning operation did not happen (or did not complete).
 #[derive(Debug, thiserror::Error)]
@@ -185,94 +184,4 @@ fn restored_text(restored: &[String], errors: &[String]) -> String {
             errors.join("; ")
         )
     }
-}
-
-/// Why a backup or journal read back from the state directory is not
-/// trusted: it must hold only what a profile could have made.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RecordError {
-    /// A name no profile may hold.
-    #[error(transparent)]
-    Name(#[from] NameError),
-    /// Not a word of ethtool's vocabulary.
-    #[error("'{word}' is not a {what} name")]
-    Word {
-        /// Which vocabulary (feature, coalescing parameter).
-        what: &'static str,
-        /// The word.
-        word: String,
-    },
-    /// A queue number no interface has.
-    #[error("queue {0} is out of range (0-65535)")]
-    Queue(u32),
-    /// An IRQ number no host has.
-    #[error("IRQ {0} is out of range")]
-    Irq(u32),
-    /// An IRQ name that is not one.
-    #[error("the IRQ name is longer than 128 characters or has control characters")]
-    IrqName,
-    /// A CPU number no host has.
-    #[error("CPU {0} is out of range")]
-    Cpu(u32),
-    /// A value longer than any setting's.
-    #[error("a value of {0} bytes (at most {MAX_VALUE})")]
-    ValueTooLong(usize),
-    /// A value that is not one line of text.
-    #[error("the value {0:?} has control characters")]
-    ValueControl(String),
-    /// A text field longer than its bound.
-    #[error("{what} is {len} bytes (at most {max})")]
-    TextTooLong {
-        /// Which field.
-        what: &'static str,
-        /// Its length.
-        len: usize,
-        /// Its bound.
-        max: usize,
-    },
-    /// A text field with control characters.
-    #[error("{what} {text:?} has control characters")]
-    TextControl {
-        /// Which field.
-        what: &'static str,
-        /// Its text.
-        text: String,
-    },
-    /// A format this wirescope does not read.
-    #[error("version {0} (this wirescope reads {BACKUP_VERSION})")]
-    Version(u32),
-    /// A backup moved into another backup's directory.
-    #[error("its id {id:?} is not its directory's name {dir:?}")]
-    Id {
-        /// The ID it holds.
-        id: String,
-        /// Its directory's name.
-        dir: String,
-    },
-    /// More settings than any profile makes.
-    #[error("{0} settings (at most {MAX_STEPS})")]
-    TooManySteps(usize),
-    /// One setting of the backup is wrong.
-    #[error("setting {index} ({key}): {source}")]
-    Setting {
-        /// 1-based.
-        index: usize,
-        /// The setting.
-        key: String,
-        /// What is wrong.
-        source: Box<RecordError>,
-    },
-    /// A journal event about a setting the backup does not have.
-    #[error("an event names setting {step} of a backup of {steps}")]
-    EventStep {
-        /// 1-based.
-        step: usize,
-        /// Settings in the backup.
-        steps: usize,
-    },
-    /// The namespace a backup was taken in is not described as one.
-    #[error(
-        "the namespace's boot id or name is longer than 64 characters or has control characters"
-    )]
-    Namespace,
 }

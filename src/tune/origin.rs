@@ -97,10 +97,10 @@ impl NetnsId {
     }
 
     /// Check one read from a file: bounded text.
-    pub fn validate(&self) -> Result<(), super::error::RecordError> {
+    pub fn validate(&self) -> Result<(), super::key::RecordError> {
         let ok = |t: &str| t.len() <= 64 && !t.chars().any(char::is_control);
         if !ok(&self.boot_id) || self.name.as_deref().is_some_and(|n| !ok(n)) {
-            return Err(super::error::RecordError::Namespace);
+            return Err(super::key::RecordError::Namespace);
         }
         Ok(())
     }

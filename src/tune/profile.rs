@@ -1,7 +1,8 @@
 //! The profile file: a plain TOML file of settings grouped by kind, parsed
 //! into [`Profile`] with errors that name the file, the line, the key and
-//! what is allowed. Serde reads the keys ([`raw`]: one struct per table,
-//! `deny_unknown_fields`); one validation pass ([`check`]) their values.
+//! what is allowed. Serde reads the keys (`profile/raw.rs`: one struct per
+//! table, `deny_unknown_fields`); one validation pass (`profile/check.rs`)
+//! their values.
 //!
 //! ```toml
 //! name = "throughput-100g"
@@ -272,7 +273,7 @@ pub enum HostSetting {
 
 impl Profile {
     /// Parse profile text; `file` names it in errors. Serde reads the keys
-    /// ([`raw`]), one validation pass ([`check`]) their values.
+    /// (`profile/raw.rs`), one validation pass (`profile/check.rs`) their values.
     pub fn parse(text: &str, file: &str) -> Result<Profile, ProfileError> {
         let doc = Doc { file, text };
         if text.len() > MAX_TEXT {

@@ -242,10 +242,12 @@ struct Step {
     flow: DataFlow,
 }
 
+/// What a step ends with: its record and, when the change stays, the new
+/// rounds and findings.
+type StepEnd = (StepRecord, Option<(Vec<f64>, Vec<Finding>)>);
+
 /// One check: find its finding, choose the host, propose, apply,
-/// re-measure, decide. Returns the record and, when the change stays, the
-/// new rounds and findings.
-#[allow(clippy::type_complexity)]
+/// re-measure, decide.
 fn step(
     c: &Checklist,
     check: &Check,
@@ -253,10 +255,9 @@ fn step(
     current: &[f64],
     findings: &[Finding],
     d: &mut dyn Driver,
-) -> (StepRecord, Option<(Vec<f64>, Vec<Finding>)>) {
-    let n = at.n;
+) -> StepEnd {
     let mut rec = StepRecord {
-        step: n,
+        step: at.n,
         rule: check.rule.clone(),
         title: check.title.clone(),
         host: None,
@@ -277,21 +278,70 @@ fn step(
     rec.host = Some(host);
     rec.host_why = on.why;
     rec.subject = f.subject.clone();
-    let end = |mut rec: StepRecord, status| {
-        rec.status = status;
-        (rec, None)
+    let (fragment, change) = match propose(check, f, host, findings, &mut rec, d) {
+        Ok(x) => x,
+        Err(status) => return ended(rec, status),
     };
-    // A refusal skips the step (nothing changed there); anything else failed it.
-    let refused = |mut rec: StepRecord, e: StepError| {
-        rec.status = match e {
-            StepError::Refused(why) => {
-                rec.refused_by = Some(host);
-                StepStatus::Skipped(format!("the agent refused: {why}"))
-            }
-            StepError::Failed(why) => StepStatus::Failed(why),
-        };
-        (rec, None)
+    let q = Question::Apply {
+        step: at.n,
+        rule: f.id.clone(),
+        finding: f.title.clone(),
+        evidence: f.evidence.iter().map(Evidence::to_string).collect(),
+        host,
+        host_why: rec.host_why.clone(),
+        change,
     };
+    if !d.confirm(&q) {
+        return ended(rec, StepStatus::Declined);
+    }
+    let report = match d.apply(host, &fragment) {
+        Ok(r) => r,
+        Err(e) => {
+            let status = refusal(&mut rec, host, e);
+            return ended(rec, status);
+        }
+    };
+    rec.changes = report
+        .changes
+        .iter()
+        .map(|ch| format!("{}: {} -> {}", ch.setting, ch.before, ch.after))
+        .collect();
+    rec.profile = Some(fragment);
+    match measure(d, c, at.rounds) {
+        Ok(after) => judge(c, (at.n, host), current, after, rec, d),
+        Err(e) => {
+            let status = undo(host, &e, &mut rec, d);
+            ended(rec, status)
+        }
+    }
+}
+
+fn ended(mut rec: StepRecord, status: StepStatus) -> StepEnd {
+    rec.status = status;
+    (rec, None)
+}
+
+/// A refusal skips the step (nothing changed there); anything else failed it.
+fn refusal(rec: &mut StepRecord, host: HostRole, e: StepError) -> StepStatus {
+    match e {
+        StepError::Refused(why) => {
+            rec.refused_by = Some(host);
+            StepStatus::Skipped(format!("the agent refused: {why}"))
+        }
+        StepError::Failed(why) => StepStatus::Failed(why),
+    }
+}
+
+/// The change for the step's host and the commands it would run there;
+/// the status the step ends with when there is nothing to propose.
+fn propose(
+    check: &Check,
+    f: &Finding,
+    host: HostRole,
+    findings: &[Finding],
+    rec: &mut StepRecord,
+    d: &mut dyn Driver,
+) -> Result<(String, String), StepStatus> {
     // On the other host: the same rule's finding there names its own
     // interface (both ends of a pair often report it); else the interface
     // that routes to the first host.
@@ -306,55 +356,39 @@ fn step(
     } else {
         check.instantiate_across()
     };
-    let fragment = match fragment {
-        Ok(t) => t,
-        Err(e) => return end(rec, StepStatus::Skipped(e.to_string())),
-    };
-    let change = match d.preview(host, &fragment) {
-        Ok(cmds) if cmds.is_empty() => {
-            let why = format!("the {} host already has these values", host.name());
-            return end(rec, StepStatus::Skipped(why));
-        }
-        Ok(cmds) => cmds.join("\n"),
-        Err(e) => return refused(rec, e),
-    };
-    let q = Question::Apply {
-        step: n,
-        rule: f.id.clone(),
-        finding: f.title.clone(),
-        evidence: f.evidence.iter().map(Evidence::to_string).collect(),
-        host,
-        host_why: rec.host_why.clone(),
-        change,
-    };
-    if !d.confirm(&q) {
-        return end(rec, StepStatus::Declined);
+    let fragment = fragment.map_err(|e| StepStatus::Skipped(e.to_string()))?;
+    match d.preview(host, &fragment) {
+        Ok(cmds) if cmds.is_empty() => Err(StepStatus::Skipped(format!(
+            "the {} host already has these values",
+            host.name()
+        ))),
+        Ok(cmds) => Ok((fragment, cmds.join("\n"))),
+        Err(e) => Err(refusal(rec, host, e)),
     }
-    let report = match d.apply(host, &fragment) {
-        Ok(r) => r,
-        Err(e) => return refused(rec, e),
-    };
-    rec.changes = report
-        .changes
-        .iter()
-        .map(|ch| format!("{}: {} -> {}", ch.setting, ch.before, ch.after))
-        .collect();
-    rec.profile = Some(fragment);
-    let after = match measure(d, c, at.rounds) {
-        Ok(x) => x,
-        Err(e) => {
-            // Leave the host as it was before this step.
-            let undo = match d.rollback(host) {
-                Ok(r) => {
-                    rec.restored = restored_lines(&r);
-                    String::new()
-                }
-                Err(u) => format!("; rolling back failed too: {u}"),
-            };
-            let why = format!("measuring after the change failed: {e}{undo}");
-            return end(rec, StepStatus::Failed(why));
+}
+
+/// Measuring after the change failed: leave the host as it was before
+/// this step.
+fn undo(host: HostRole, e: &TestError, rec: &mut StepRecord, d: &mut dyn Driver) -> StepStatus {
+    let undo = match d.rollback(host) {
+        Ok(r) => {
+            rec.restored = restored_lines(&r);
+            String::new()
         }
+        Err(u) => format!("; rolling back failed too: {u}"),
     };
+    StepStatus::Failed(format!("measuring after the change failed: {e}{undo}"))
+}
+
+/// Keep the change when it helped (or when asked to), else roll it back.
+fn judge(
+    c: &Checklist,
+    (n, host): (usize, HostRole),
+    current: &[f64],
+    after: (Vec<f64>, Vec<Finding>),
+    mut rec: StepRecord,
+    d: &mut dyn Driver,
+) -> StepEnd {
     let v = decide(c.test.metric, current, &after.0, c.min_gain_pct);
     rec.status = if v.keep {
         StepStatus::Kept

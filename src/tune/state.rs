@@ -26,8 +26,7 @@
 //! This module knows nothing about how settings are written; it only keeps
 //! the record (see [`super::apply`]).
 
-use super::error::RecordError;
-use super::key::{check_value, Key};
+use super::key::{check_value, Key, RecordError};
 use super::origin::NetnsId;
 use crate::probe::trusted::{check_private, read_bounded, ROOT_TRUSTED};
 use serde::{Deserialize, Serialize};
@@ -171,7 +170,10 @@ impl Backup {
     /// keys name what a profile may name, values are bounded single lines.
     pub fn validate(&self, dir_name: &str) -> Result<(), RecordError> {
         if self.version != BACKUP_VERSION {
-            return Err(RecordError::Version(self.version));
+            return Err(RecordError::Version {
+                found: self.version,
+                reads: BACKUP_VERSION,
+            });
         }
         if self.id != dir_name {
             return Err(RecordError::Id {
@@ -189,7 +191,10 @@ impl Backup {
             n.validate()?;
         }
         if self.steps.len() > MAX_STEPS {
-            return Err(RecordError::TooManySteps(self.steps.len()));
+            return Err(RecordError::TooManySteps {
+                n: self.steps.len(),
+                max: MAX_STEPS,
+            });
         }
         for (i, st) in self.steps.iter().enumerate() {
             let at = |e: RecordError| RecordError::Setting {

@@ -98,14 +98,6 @@ pub enum Written<'a> {
 }
 
 impl Written<'_> {
-    /// Where it starts in the file.
-    pub fn start(&self) -> usize {
-        match self {
-            Written::Value(v) => v.span().start,
-            Written::Table(t) => t.span().start,
-        }
-    }
-
     /// Its byte range.
     pub fn span(&self) -> Range<usize> {
         match self {
@@ -153,7 +145,7 @@ impl RawInterface {
         .into_iter()
         .filter_map(|(k, w)| w.map(|w| (k, w)))
         .collect();
-        out.sort_by_key(|(_, w)| w.start());
+        out.sort_by_key(|(_, w)| w.span().start);
         out
     }
 }
