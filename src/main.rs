@@ -37,9 +37,6 @@ fn main() -> ExitCode {
         Some(Command::Report(r)) => wirescope::face::report::command(r),
         Some(Command::Compare(c)) => wirescope::face::compare::command(c),
         Some(Command::Serve(s)) => wirescope::face::serve::command(s).map_err(FaceError::from),
-        Some(Command::SinkLab(s)) => {
-            wirescope::face::sink_lab::command(*s).map_err(FaceError::from)
-        }
     };
     // Output that could not be written (a full disk behind `>`) fails the
     // command, whichever face printed it; a closed pipe (`| head`) does not.

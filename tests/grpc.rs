@@ -1,6 +1,6 @@
 //! The gRPC engine over loopback: wirescope's client against its server (in
-//! one process, and as two processes through `serve grpc` / `serve
-//! grpc-client`), status codes counted on both ends, and the errors a user
+//! one process, and as two processes through `serve grpc` / `run --engine
+//! grpc --target`), status codes counted on both ends, and the errors a user
 //! gets for a wrong or missing server.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -292,10 +292,10 @@ fn serve_and_client_as_two_processes() {
     let (mut serve, addr) = spawn_serve(&["--threads", "1", "--cpus", "0"]);
     for mode in ["unary", "stream"] {
         let out = Command::new(env!("CARGO_BIN_EXE_wirescope"))
-            .args(["serve", "grpc-client", "--target", &addr, "--mode", mode])
+            .args(["run", "--engine", "grpc", "--target", &addr, "--mode", mode])
             .args(["--channels", "2", "--concurrency", "4", "--size", "256"])
-            .args(["-t", "1s", "--omit", "0s", "--threads", "1", "--cpus", "0"])
-            .arg("--json")
+            .args(["--resp-size", "256", "-t", "1s", "--omit", "0s"])
+            .args(["--threads", "1", "--cpus", "0", "--ebpf", "off", "--json"])
             .output()
             .unwrap();
         assert!(
@@ -304,18 +304,18 @@ fn serve_and_client_as_two_processes() {
             String::from_utf8_lossy(&out.stderr)
         );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let r = &v["result"];
-        assert!(r["rpcs_per_sec"].as_f64().unwrap() > 0.0, "{v}");
+        let g = &v["grpc"];
+        assert!(g["rpcs_per_s"].as_f64().unwrap() > 0.0, "{v}");
         let (tx, rx) = (
-            r["tx_bytes_per_sec"].as_f64().unwrap(),
-            r["rx_bytes_per_sec"].as_f64().unwrap(),
+            g["request_bytes_per_s"].as_f64().unwrap(),
+            g["response_bytes_per_s"].as_f64().unwrap(),
         );
         assert!(
             (tx - rx).abs() < 1e-6 * tx.max(1.0),
             "same size both ways: {v}"
         );
-        assert!(v["vm_hwm_bytes"].as_u64().unwrap() > 0);
-        assert!(r["latency"]["p99"].as_f64().unwrap() > 0.0);
+        assert!(g["client_peak_rss"].as_u64().unwrap() > 0, "{v}");
+        assert!(v["latency_us"]["p99"].as_f64().unwrap() > 0.0, "{v}");
     }
     sigint(&serve);
     let mut out = String::new();
@@ -333,7 +333,7 @@ fn serve_and_client_as_two_processes() {
 fn client_exit_codes_say_usage_or_failure() {
     let code = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_wirescope"))
-            .args(["serve", "grpc-client"])
+            .args(["run", "--engine", "grpc", "--ebpf", "off", "-t", "1s"])
             .args(args)
             .output()
             .unwrap()

@@ -1,218 +1,192 @@
-//! The packet engine leaves nothing behind: after a normal end, an error,
-//! SIGINT and even SIGKILL no XDP program is attached to the sink's
-//! interface (`ip -d link`), the program is unloaded (the kernel's program
-//! list), and no AF_XDP or packet socket is left (this process's socket
-//! descriptors, the namespace's `/proc/net/packet`).
+//! The packet engine leaves nothing behind, run as a user runs it
+//! (`wirescope run --engine sink` against an agent on the namespace pair):
+//! after a normal end, an error after the sink was bound, SIGINT of the
+//! run, SIGKILL of the run and SIGKILL of the agent that holds the sink,
+//! no XDP program is
+//! attached to the sink's interface (`ip -d link`), no packet socket is
+//! left in either namespace (`/proc/net/packet`), and a surviving agent is
+//! back to the socket descriptors it had before the test.
 //!
-//! One test function, so nothing else in this process opens sockets while
-//! descriptors are counted. Needs root (CI runs as root).
+//! One test function, so the points run one after the other on one pair.
+//! Needs root (CI runs as root).
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::atomic::AtomicBool;
+use common::{stderr, Pair};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-use wirescope::probe::sink_path::PathProbe;
-use wirescope::traffic::sink::lab::{run_point, Point};
-use wirescope::traffic::sink::xdp::program_loaded;
-use wirescope::traffic::sink::{SinkMode, SinkSpec};
 
-fn own_sockets() -> usize {
-    std::fs::read_dir("/proc/self/fd")
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            std::fs::read_link(e.path())
-                .map(|t| t.to_string_lossy().starts_with("socket:"))
-                .unwrap_or(false)
-        })
-        .count()
-}
-
-/// The kernel frees a program after an RCU grace period: poll, bounded.
-fn wait_unloaded(id: u32) {
+/// Poll (bounded) until `f` holds: the kernel and the agent let go
+/// asynchronously (an RCU grace period, the session's end).
+fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     let t = Instant::now();
-    while program_loaded(id) {
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "XDP program {id} still loaded 5 s after its owner let go"
-        );
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(10), "{what}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
-fn assert_clean(p: &common::Pair, id: Option<u32>, sockets_before: Option<usize>, what: &str) {
-    assert!(
-        !common::xdp_attached(&p.b, "veth-b"),
-        "{what}: XDP still attached"
-    );
-    if let Some(id) = id {
-        wait_unloaded(id);
+/// Nothing attached or open in either namespace; a live agent has the
+/// `agent_sockets` it had before.
+fn assert_clean(p: &Pair, agent_sockets: Option<usize>, what: &str) {
+    eventually(&format!("{what}: XDP still attached"), || {
+        !common::xdp_attached(&p.b, "veth-b")
+    });
+    for ns in [&p.a, &p.b] {
+        eventually(&format!("{what}: packet socket left in {ns}"), || {
+            common::packet_sockets(ns) == 0
+        });
     }
-    assert_eq!(
-        common::packet_sockets(&p.a),
-        0,
-        "{what}: packet socket left in {}",
-        p.a
-    );
-    assert_eq!(
-        common::packet_sockets(&p.b),
-        0,
-        "{what}: packet socket left in {}",
-        p.b
-    );
-    if let Some(before) = sockets_before {
-        assert_eq!(
-            own_sockets(),
-            before,
-            "{what}: socket descriptors left open"
-        );
+    if let Some(before) = agent_sockets {
+        eventually(&format!("{what}: agent sockets left open"), || {
+            common::sockets_of(p.agent_pid()) == before
+        });
     }
 }
 
-fn point(p: &common::Pair, spec: SinkSpec) -> Point {
-    common::sink_point(
-        p,
-        spec,
-        Duration::from_millis(800),
-        Duration::from_millis(200),
-    )
-}
-
-/// Start `sink-lab` and wait for its first interval line (the marker that
-/// the XDP program and the sockets are in place and traffic flows).
-/// The caller waits for the child (it is signalled and reaped there).
+/// Start a paced point of `mode` lasting `time` and wait for its third
+/// interval in the log (the marker that the XDP program and the sockets are
+/// in place and traffic flows). The caller signals and reaps the child.
 #[allow(clippy::zombie_processes)]
-fn start_lab(
-    p: &common::Pair,
-    mode: &str,
-) -> (std::process::Child, BufReader<std::process::ChildStdout>) {
-    let mut child = Command::new(common::bin())
-        .args([
-            "sink-lab",
-            "--sink-netns",
-            &p.b,
-            "--sink-iface",
-            "veth-b",
-            "--gen-netns",
-            &p.a,
-            "--gen-iface",
-            "veth-a",
+fn start(p: &Pair, mode: &str, name: &str, time: &str) -> Child {
+    let log = p.log_path(&format!("{name}.jsonl"));
+    let child = p
+        .run_cmd(&[
+            "--engine",
+            "sink",
             "--sink",
             mode,
             "--queues",
             "4",
             "--rate",
             "20000",
+            "--no-fallback",
             "-t",
-            "60s",
+            time,
             "-i",
             "200ms",
+            "--log",
+            log.to_str().unwrap(),
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start wirescope sink-lab");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        if out.read_line(&mut line).unwrap_or(0) == 0 {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("sink-lab ended before its first interval");
-        }
-        if line.starts_with("[  0]") {
-            return (child, out);
-        }
+        .unwrap();
+    common::wait_for_local_samples(&log, 3);
+    child
+}
+
+/// What holds while a point of `mode` runs.
+fn assert_running(p: &Pair, mode: &str) {
+    if mode == "tpacket" {
+        assert!(
+            common::packet_sockets(&p.b) >= 4,
+            "one packet socket per queue"
+        );
+    } else {
+        assert!(
+            common::xdp_attached(&p.b, "veth-b"),
+            "{mode}: XDP attached while running"
+        );
     }
+}
+
+fn wait_within(mut child: Child, what: &str) -> std::process::Output {
+    let t = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("{what}: run did not end within 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
 }
 
 #[test]
 fn nothing_is_left_after_normal_end_error_sigint_and_sigkill() {
-    let p = common::Pair::new();
-    let cancel = AtomicBool::new(false);
+    let mut p = Pair::new();
+    p.start_agent();
+    let agent_sockets = common::sockets_of(p.agent_pid());
 
-    // Normal end, for the two modes with kernel objects (XDP + AF_XDP, packet rings).
-    for mode in [SinkMode::AfXdp, SinkMode::Tpacket, SinkMode::Xdp] {
-        let before = own_sockets();
-        let spec = SinkSpec {
-            mode,
-            queues: 4,
-            rate: 20_000,
-            fallback: false,
-            ..SinkSpec::default()
-        };
-        let mut seen_running = false;
-        let r = run_point(&point(&p, spec), &PathProbe::opener(), &cancel, |_| {
-            seen_running = true;
-            assert!(
-                own_sockets() > before,
-                "the engine's sockets are open while it runs"
-            );
-            if mode != SinkMode::Tpacket {
-                assert!(
-                    common::xdp_attached(&p.b, "veth-b"),
-                    "XDP attached while running"
-                );
-            } else {
-                assert!(
-                    common::packet_sockets(&p.b) >= 4,
-                    "one packet socket per queue"
-                );
-            }
-        })
-        .unwrap();
-        assert!(seen_running);
-        assert_eq!(r.summary.lost, 0);
-        assert_clean(&p, r.xdp_program_id, Some(before), mode.name());
+    // Normal end, for the modes with kernel objects (XDP + AF_XDP, packet rings, XDP alone).
+    for mode in ["af-xdp", "tpacket", "xdp"] {
+        let child = start(&p, mode, &format!("normal-{mode}"), "2s");
+        assert_running(&p, mode);
+        let out = wait_within(child, mode);
+        assert!(out.status.success(), "{mode}: {}", stderr(&out));
+        assert_clean(&p, Some(agent_sockets), mode);
     }
 
-    // Error: the sink is bound (XDP + AF_XDP sockets), then the generator
-    // refuses (1600 B frames do not fit veth-a's MTU of 1500).
-    let before = own_sockets();
-    let spec = SinkSpec {
-        mode: SinkMode::AfXdp,
-        queues: 4,
-        frame_size: 1600,
-        fallback: false,
-        ..SinkSpec::default()
-    };
-    let e = run_point(&point(&p, spec), &PathProbe::opener(), &cancel, |_| {}).unwrap_err();
-    assert!(e.to_string().contains("MTU"), "{e}");
-    assert_clean(&p, None, Some(before), "error");
+    // Error: the sink is bound (XDP + AF_XDP sockets on the agent), then
+    // the generator refuses its path (2 tx queues for 4 threads, no fallback).
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &p.a, "ethtool", "-L", "veth-a", "tx", "2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ethtool -L: {}", stderr(&out));
+    let out = p.run(&[
+        "--engine",
+        "sink",
+        "--sink",
+        "af-xdp",
+        "--queues",
+        "4",
+        "--no-fallback",
+        "-t",
+        "1s",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("2 tx queues"), "{}", stderr(&out));
+    assert_clean(&p, Some(agent_sockets), "error");
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &p.a, "ethtool", "-L", "veth-a", "tx", "4"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ethtool -L: {}", stderr(&out));
 
-    // SIGINT: the summary is printed, exit code 130, everything released.
+    // SIGINT: the summary is printed, the run says it was interrupted,
+    // everything is released.
     for mode in ["af-xdp", "tpacket"] {
-        let (child, mut out) = start_lab(&p, mode);
-        assert!(mode != "af-xdp" || common::xdp_attached(&p.b, "veth-b"));
+        let child = start(&p, mode, &format!("sigint-{mode}"), "60s");
+        assert_running(&p, mode);
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(child.id() as i32),
             nix::sys::signal::Signal::SIGINT,
         )
         .unwrap();
-        let mut rest = String::new();
-        std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-        let status = child.wait_with_output().unwrap().status;
-        assert_eq!(status.code(), Some(130), "{mode}: {rest}");
-        assert!(rest.contains("interrupted"), "{mode}: {rest}");
-        assert_clean(&p, None, None, &format!("SIGINT {mode}"));
+        let out = wait_within(child, mode);
+        assert!(!out.status.success(), "{mode}: an interrupted run says so");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("packets: sink"), "{mode}: no summary: {text}");
+        assert!(
+            (text.to_string() + &stderr(&out)).contains("interrupted"),
+            "{mode}: {text}{}",
+            stderr(&out)
+        );
+        assert_clean(&p, Some(agent_sockets), &format!("SIGINT {mode}"));
     }
 
-    // SIGKILL: no unwinding at all; the kernel drops the BPF link with the
-    // process, so the program still goes.
-    let (mut child, _out) = start_lab(&p, "xdp");
-    assert!(common::xdp_attached(&p.b, "veth-b"));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let t = Instant::now();
-    while common::xdp_attached(&p.b, "veth-b") {
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "XDP still attached 5 s after SIGKILL"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_clean(&p, None, None, "SIGKILL");
+    // SIGKILL of the run: the agent hears the control connection close
+    // without a word and releases the sink it holds.
+    let child = start(&p, "af-xdp", "sigkill-run", "60s");
+    assert_running(&p, "af-xdp");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let _ = wait_within(child, "SIGKILL of the run");
+    assert_clean(&p, Some(agent_sockets), "SIGKILL of the run");
+
+    // SIGKILL of the agent that holds the sink: no unwinding at all; the
+    // kernel drops the BPF link with the process, so the program still
+    // goes, and the run ends saying the peer was lost.
+    let child = start(&p, "xdp", "sigkill-agent", "60s");
+    assert_running(&p, "xdp");
+    p.kill_agent();
+    let out = wait_within(child, "SIGKILL of the agent");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("peer lost"), "{}", stderr(&out));
+    assert_clean(&p, None, "SIGKILL of the agent");
 }

@@ -102,15 +102,38 @@ fn every_sink_mode_counts_every_frame_through_the_session() {
             })
             .sum();
         assert_eq!(counted, k.messages, "{mode}: intervals sum to the total");
-        // A paced run that the sink keeps up with names the generator.
+        // No live gaps while it ran (the generator's threads are pinned).
         assert!(
-            sums[0]
-                .findings
-                .iter()
-                .any(|f| f.id == "sink.generator-bound"),
-            "{mode}: {:?}",
-            sums[0].findings.iter().map(|f| &f.id).collect::<Vec<_>>()
+            peer.iter().all(|s| !matches!(
+                &s.engine.extra,
+                Some(EngineInterval::Sink(k)) if k.figures.missing > 0
+            )),
+            "{mode}: gaps while running"
         );
+        match mode {
+            // veth binds AF_XDP in copy mode and says so.
+            "af-xdp" => assert_eq!(k.rx_zero_copy, Some(false), "{mode}"),
+            // The XDP program counted on the CPU that ran veth-b's NAPI.
+            "xdp" => assert!(k.per_queue.iter().any(|q| q.napi_cpu.is_some()), "{k:#?}"),
+            _ => {}
+        }
+        // A paced run that the sink keeps up with names the generator.
+        let bound = sums[0]
+            .findings
+            .iter()
+            .find(|f| f.id == "sink.generator-bound")
+            .unwrap_or_else(|| {
+                panic!(
+                    "{mode}: {:?}",
+                    sums[0].findings.iter().map(|f| &f.id).collect::<Vec<_>>()
+                )
+            });
+        assert_eq!(
+            (bound.severity, bound.host),
+            (wirescope::diagnose::Severity::Info, HostRole::Local),
+            "{mode}"
+        );
+        assert!(bound.title.contains("50000 pps"), "{mode}: {}", bound.title);
         // TCP's rules say nothing about a UDP packet test.
         assert!(!sums[0].findings.iter().any(|f| f.id == "nic.tso-off"));
     }
@@ -188,26 +211,45 @@ fn loss_on_the_receiver_is_found_per_flow() {
     let _cpus = shared_cpus();
     let mut pair = Pair::new();
     pair.start_agent();
+    // netdev ingress runs after XDP and packet taps bound to ETH_P_ALL, but
+    // before the tpacket sink (bound to ETH_P_IP) and UDP sockets.
     common::drop_one_percent(&pair.b, "ingress", "veth-b");
-    let (text, log) = run_ok(
-        &pair,
-        &[
-            "--sink", "tpacket", "--queues", "2", "--rate", "50000", "-t", "2s", "-i", "500ms",
-        ],
-    );
-    let k = sink_of(log.summaries()[0]);
-    let share = k.lost as f64 / k.sent as f64 * 100.0;
-    assert!((share - 1.0).abs() <= 0.2, "lost {share:.3} % ({k:#?})");
-    assert_eq!(k.messages + k.lost, k.sent);
-    assert!(k.flows_with_loss > 0);
-    let named: u64 = k.lossy_flows.iter().map(|f| f.lost).sum();
-    assert_eq!(named, k.lost, "every lost frame is in a named flow");
-    assert!(text.contains("flow(s) lost frames"), "{text}");
-    // The gaps showed live, before the end's exact count.
-    assert!(log.samples(HostRole::Peer).iter().any(|s| matches!(
-        &s.engine.extra,
-        Some(EngineInterval::Sink(k)) if k.figures.missing > 0
-    )));
+    for mode in ["tpacket", "udp"] {
+        let (text, log) = run_ok(
+            &pair,
+            &[
+                "--sink", mode, "--queues", "2", "--rate", "50000", "-t", "2s", "-i", "500ms",
+            ],
+        );
+        let k = sink_of(log.summaries()[0]);
+        assert_eq!(k.mode.name(), mode);
+        let share = k.lost as f64 / k.sent as f64 * 100.0;
+        assert!(
+            (share - 1.0).abs() <= 0.2,
+            "{mode}: lost {share:.3} % ({k:#?})"
+        );
+        assert_eq!(k.messages + k.lost, k.sent, "{mode}");
+        assert!(k.flows_with_loss > 0, "{mode}");
+        let named: u64 = k.lossy_flows.iter().map(|f| f.lost).sum();
+        assert_eq!(named, k.lost, "{mode}: every lost frame is in a named flow");
+        for f in &k.lossy_flows {
+            assert_eq!(f.sent - f.received, f.lost, "{mode}: {f:?}");
+        }
+        assert_eq!(
+            k.lossy_flows.len() as u32,
+            k.flows_with_loss.min(256),
+            "{mode}"
+        );
+        assert!(text.contains("flow(s) lost frames"), "{mode}: {text}");
+        // The gaps showed live, before the end's exact count.
+        assert!(
+            log.samples(HostRole::Peer).iter().any(|s| matches!(
+                &s.engine.extra,
+                Some(EngineInterval::Sink(k)) if k.figures.missing > 0
+            )),
+            "{mode}: no live gap"
+        );
+    }
 }
 
 #[test]

@@ -14,7 +14,6 @@
 pub mod checklist;
 pub mod profile;
 pub mod serve;
-pub mod sink_lab;
 mod target;
 mod test;
 mod values;
@@ -82,9 +81,6 @@ pub enum Command {
     Compare(CompareArgs),
     /// Run a server alone for third-party clients, e.g. `serve grpc` (grpc.testing.BenchmarkService), no token.
     Serve(serve::ServeArgs),
-    /// Packet test between two interfaces of this host (benchmarks and tests; the session will carry it as `run --engine sink`).
-    #[command(hide = true)]
-    SinkLab(Box<sink_lab::SinkLabArgs>),
 }
 
 /// `wirescope report`.

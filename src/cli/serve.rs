@@ -1,6 +1,5 @@
 //! `wirescope serve ...`: the argument types (the commands are in `face::serve`).
 
-use crate::traffic::grpc::GrpcMode;
 use crate::units::{parse_cpu_list, parse_duration, parse_size, Bytes, CpuId};
 use clap::{Args, Subcommand};
 use std::time::Duration;
@@ -18,9 +17,6 @@ pub struct ServeArgs {
 pub enum ServeWhat {
     /// grpc.testing.BenchmarkService (UnaryCall, StreamingCall) without a token, until Ctrl-C.
     Grpc(ServeGrpcArgs),
-    /// wirescope's gRPC client alone against any BenchmarkService server (for benchmarks).
-    #[command(hide = true)]
-    GrpcClient(GrpcClientArgs),
 }
 
 /// `wirescope serve grpc`.
@@ -64,44 +60,6 @@ pub struct ServeGrpcArgs {
     #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
     /// Print the totals at the end as one JSON line (`{"totals": ..., "vm_hwm_bytes": ...}`).
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `wirescope serve grpc-client` (hidden).
-#[derive(Debug, Args)]
-pub struct GrpcClientArgs {
-    /// HOST:PORT of a BenchmarkService server.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub target: String,
-    /// unary or stream.
-    #[arg(long, value_enum, default_value = "unary")]
-    pub mode: GrpcMode,
-    /// HTTP/2 connections.
-    #[arg(long, default_value_t = 1)]
-    pub channels: usize,
-    /// RPCs in flight in all.
-    #[arg(long, default_value_t = 1)]
-    pub concurrency: usize,
-    /// Request payload.
-    #[arg(long, default_value = "64", value_parser = parse_size)]
-    pub size: Bytes,
-    /// Response payload (default: --size).
-    #[arg(long, value_parser = parse_size)]
-    pub resp_size: Option<Bytes>,
-    /// Measured time.
-    #[arg(long, short = 't', default_value = "5s", value_parser = parse_duration)]
-    pub time: Duration,
-    /// Warm-up not measured.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub omit: Duration,
-    /// Client worker threads (default: one per core).
-    #[arg(long, default_value_t = 0)]
-    pub threads: u32,
-    /// Pin the worker threads to these CPUs.
-    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
-    pub cpus: Option<Cpus>,
-    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }

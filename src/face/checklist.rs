@@ -27,7 +27,7 @@ use crate::tune::host::Host;
 use crate::tune::peer::{TuneRequest, TuneResponse};
 use crate::tune::profile::Profile;
 use crate::tune::resolve::ResolveOpts;
-use crate::tune::runner::{self, Driver, Question, Record, StepError, TestOutcome};
+use crate::tune::runner::{self, Driver, Question, Record, StepError, TestError, TestOutcome};
 use crate::tune::side::DataFlow;
 use crate::tune::state::StateDir;
 use anyhow::Context;
@@ -572,7 +572,7 @@ impl TuneOps for SessionDriver {
 }
 
 impl Driver for SessionDriver {
-    fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, String> {
+    fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, TestError> {
         let plan = test_plan(args)?;
         let mut ctl = self.ctl.take().ok_or("the session with the agent ended")?;
         let (tx, mut rx) = mpsc::channel(64);
@@ -622,7 +622,8 @@ impl Driver for SessionDriver {
                 .unwrap_or_else(|| "the test gave no result".into())
         })?;
         if !ok && s.error.is_none() {
-            return Err(failure.unwrap_or_else(|| "the test failed".into()));
+            let why = failure.unwrap_or_else(|| "the test failed".into());
+            return Err(TestError::Failed(why));
         }
         let o = outcome(metric, s)?;
         if !self.json {

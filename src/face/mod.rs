@@ -32,7 +32,6 @@ pub mod profile;
 pub mod report;
 pub mod run;
 pub mod serve;
-pub mod sink_lab;
 pub mod watch;
 
 use std::io::Write;

@@ -1,22 +1,17 @@
 //! `wirescope serve grpc`: the BenchmarkService server alone, for third-party
-//! clients (ghz, grpc-go's benchmark client), and the hidden `serve
-//! grpc-client`, wirescope's client alone against any BenchmarkService server
-//! (what `wirescope run --engine grpc --target` will run once the session
-//! glue exists; the benchmark uses it now).
+//! clients (ghz, grpc-go's benchmark client); wirescope's own client against
+//! any BenchmarkService server is `wirescope run --engine grpc --target`.
 //!
-//! Owns these two commands' plain-text/JSON output (their arguments are in
-//! [`crate::cli::serve`]). The
-//! server has no token: anyone who reaches the port may use it, and it says so
-//! when it starts.
+//! Owns this command's plain-text/JSON output (its arguments are in
+//! [`crate::cli::serve`]). The server has no token: anyone who reaches the
+//! port may use it, and it says so when it starts.
 
 use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
 use crate::cli::serve::*;
-use crate::traffic::grpc::client::{ClientConfig, GrpcClient, Target};
 use crate::traffic::grpc::counters::{interval, GrpcCounters, GrpcInterval, GrpcSnapshot};
 use crate::traffic::grpc::server::{GrpcServer, Incoming, ServerConfig};
-use crate::traffic::grpc::{memory, threads_or_cores, GrpcError, GrpcMode};
+use crate::traffic::grpc::{memory, threads_or_cores, GrpcError};
 use crate::units::Bytes;
-use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,7 +19,6 @@ use std::time::{Duration, Instant};
 pub fn command(args: ServeArgs) -> anyhow::Result<u8> {
     let r = match args.what {
         ServeWhat::Grpc(a) => serve_grpc(a),
-        ServeWhat::GrpcClient(a) => grpc_client(a),
     };
     match r {
         Ok(code) => Ok(code),
@@ -174,82 +168,4 @@ fn line(i: &GrpcInterval, hwm: Option<Bytes>) -> String {
         s.push_str(&format!("  {code} {n}"));
     }
     s
-}
-
-/// What `serve grpc-client --json` prints.
-#[derive(Debug, Serialize)]
-pub struct ClientReport {
-    /// Target.
-    pub target: String,
-    /// unary or stream.
-    pub mode: GrpcMode,
-    /// Figures over the measured time.
-    pub result: GrpcInterval,
-    /// Cumulative counters at the end (setup RPC and warm-up included), to
-    /// compare with the server's.
-    pub totals: GrpcSnapshot,
-    /// Peak resident memory of this process during the point.
-    pub vm_hwm_bytes: Option<u64>,
-}
-
-fn grpc_client(a: GrpcClientArgs) -> Result<u8, GrpcError> {
-    let size = a.size.as_usize();
-    let cfg = ClientConfig {
-        mode: a.mode,
-        channels: a.channels,
-        concurrency: a.concurrency,
-        size,
-        resp_size: a.resp_size.map_or(size, Bytes::as_usize),
-        threads: threads_or_cores(a.threads),
-        cpus: a.cpus.map(|c| c.0).unwrap_or_default(),
-        response_status: None,
-    };
-    let _ = memory::reset_peak();
-    let mut client = GrpcClient::start(cfg, Target::Addr(a.target.clone()))?;
-    let counters = Arc::clone(client.counters());
-    std::thread::sleep(a.omit);
-    let first = counters.snapshot();
-    let _ = counters.take_latency();
-    let t0 = Instant::now();
-    // Wake early if the client fails (e.g. the server went away).
-    while t0.elapsed() < a.time && !client.is_finished() {
-        std::thread::sleep(Duration::from_millis(20).min(a.time));
-    }
-    let last = counters.snapshot();
-    let secs = t0.elapsed().as_secs_f64();
-    let lat = counters.take_latency();
-    client.stop();
-    client.join()?;
-    let report = ClientReport {
-        target: a.target,
-        mode: a.mode,
-        result: interval(&first, &last, secs, &lat),
-        totals: counters.snapshot(),
-        vm_hwm_bytes: memory::peak_resident().ok().map(|b| b.0),
-    };
-    if a.json {
-        outln!(
-            "{}",
-            serde_json::to_string(&report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
-        );
-    } else {
-        let l = report.result.latency;
-        outln!(
-            "{} {} -> {}: {}",
-            report.mode.name(),
-            secs.round(),
-            report.target,
-            line(&report.result, report.vm_hwm_bytes.map(Bytes))
-        );
-        if let Some(l) = l {
-            outln!(
-                "latency us: p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}",
-                l.p50,
-                l.p90,
-                l.p99,
-                l.p999
-            );
-        }
-    }
-    Ok(EXIT_OK)
 }

@@ -438,7 +438,7 @@ fn mpps(pps: f64) -> String {
 
 /// A packet test's result: what ran, what the sink counted and the
 /// generator sent, loss, per queue, the lossy flows and where frames were
-/// dropped (`run --engine sink` and `sink-lab`).
+/// dropped (`run --engine sink`).
 pub fn sink_lines(s: &crate::traffic::sink::figures::SinkSummary) -> String {
     let mut out = String::new();
     let _ = writeln!(
@@ -482,28 +482,7 @@ pub fn sink_lines(s: &crate::traffic::sink::figures::SinkSummary) -> String {
         cpu(s.generator_cpu_pct)
     );
     for q in &s.per_queue {
-        let thread = match (q.thread, q.cpu_pct) {
-            (Some(t), Some(c)) => format!(", thread {t} cpu {c:.0}%"),
-            (Some(t), None) => format!(", thread {t}"),
-            (None, _) => String::new(),
-        };
-        let _ = writeln!(
-            out,
-            "  queue {:>3}{}: {:>12} counted {}{thread}{}{}",
-            q.queue,
-            q.cpu.map(|c| format!(" ({c})")).unwrap_or_default(),
-            q.counted,
-            mpps(q.rates.pps),
-            if q.ring_full > 0 {
-                format!(", ring full {}", q.ring_full)
-            } else {
-                String::new()
-            },
-            match q.nic_drops {
-                Some(n) if n > 0 => format!(", NIC drops {n}"),
-                _ => String::new(),
-            }
-        );
+        out.push_str(&sink_queue_line(q));
     }
     let wh = drop_places(&s.drops);
     if !wh.is_empty() {
@@ -539,6 +518,30 @@ pub fn sink_lines(s: &crate::traffic::sink::figures::SinkSummary) -> String {
         let _ = writeln!(out, "  interrupted");
     }
     out
+}
+
+/// One queue of a packet test's result: its count, rate, thread and drops.
+fn sink_queue_line(q: &crate::traffic::sink::figures::QueueFigures) -> String {
+    let thread = match (q.thread, q.cpu_pct) {
+        (Some(t), Some(c)) => format!(", thread {t} cpu {c:.0}%"),
+        (Some(t), None) => format!(", thread {t}"),
+        (None, _) => String::new(),
+    };
+    let ring_full = match q.ring_full {
+        0 => String::new(),
+        n => format!(", ring full {n}"),
+    };
+    let nic = match q.nic_drops {
+        Some(n) if n > 0 => format!(", NIC drops {n}"),
+        _ => String::new(),
+    };
+    format!(
+        "  queue {:>3}{}: {:>12} counted {}{thread}{ring_full}{nic}\n",
+        q.queue,
+        q.cpu.map(|c| format!(" ({c})")).unwrap_or_default(),
+        q.counted,
+        mpps(q.rates.pps),
+    )
 }
 
 /// " (zero-copy)" / " (copy mode)" of an AF_XDP end.

@@ -216,32 +216,20 @@ pub async fn run_checklist(
         .name("ws-tui-checklist".into())
         .spawn(move || {
             let mut d = RemoteDriver::new(req_tx);
-            runner::run(&c, rounds, flow, &mut d).map(|_| ())
+            runner::run(&c, rounds, flow, &mut d)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
         });
     let runner = match spawned {
         Ok(t) => t,
         Err(e) => {
-            let _ = note(TuneNote::Ended(Err(format!(
-                "cannot start the checklist: {e}"
-            ))))
-            .await;
+            let why = format!("cannot start the checklist: {e}");
+            let _ = note(TuneNote::Ended(Err(why))).await;
             return Ok(None);
         }
     };
-    let host = std::sync::Arc::new(Host::live());
-    // On the local pair this host's side is a namespace that goes away with
-    // the TUI: its backups go with it, not into the host's state directory.
-    let state = std::sync::Arc::new(if ctl.is_local_pair() {
-        StateDir::at(std::env::temp_dir().join(format!("wirescope-{}-tune", std::process::id())))
-    } else {
-        StateDir::resolve(None)
-    });
-    let opts = ResolveOpts {
-        route_to: Some(ctl.data_ip()),
-        subject: None,
-    };
-    let mut after = None;
-    let mut lost = false;
+    let local = LocalTuning::of(ctl);
+    let mut st = Serving::default();
     while let Some(req) = req_rx.recv().await {
         match req {
             DriverReq::RunTest {
@@ -249,21 +237,7 @@ pub async fn run_checklist(
                 metric,
                 reply,
             } => {
-                let r = if after.is_some() || lost {
-                    Err("the checklist was stopped".to_string())
-                } else {
-                    match run_test(ctl, &args, metric, observe, cmds, tx).await {
-                        TestRun::Done(r) => r,
-                        TestRun::Stopped(next) => {
-                            after = next;
-                            Err("the checklist was stopped".to_string())
-                        }
-                        TestRun::Lost(e) => {
-                            lost = true;
-                            Err(e)
-                        }
-                    }
-                };
+                let r = serve_test(ctl, (&args, metric), observe, cmds, tx, &mut st).await;
                 let _ = reply.send(r);
             }
             DriverReq::Op {
@@ -271,39 +245,10 @@ pub async fn run_checklist(
                 op,
                 reply,
             } => {
-                let r = match on {
-                    HostRole::Local => {
-                        let (h, s, o) = (host.clone(), state.clone(), opts.clone());
-                        tokio::task::spawn_blocking(move || local_op(&op, &h, &s, &o))
-                            .await
-                            .unwrap_or_else(|e| Err(format!("the tuning task failed: {e}")))
-                            .map_err(StepError::Failed)
-                    }
-                    HostRole::Peer => match ctl.tune(peer_request(&op)).await {
-                        Ok(resp) => peer_done(resp),
-                        Err(e) => Err(StepError::Failed(crate::face::error_text(&e))),
-                    },
-                };
-                let _ = reply.send(r);
+                let _ = reply.send(local.op(ctl, on, op).await);
             }
             DriverReq::Confirm { q, reply } => {
-                if after.is_some() || lost {
-                    let _ = reply.send(false);
-                    continue;
-                }
-                let _ = note(TuneNote::Question(q)).await;
-                let answer = loop {
-                    match cmds.recv().await {
-                        Some(SessionCmd::Answer(b)) => break b,
-                        Some(SessionCmd::Quit) | None => {
-                            after = Some(SessionCmd::Quit);
-                            break false;
-                        }
-                        // Start, Stop, another checklist: not while a question waits.
-                        Some(_) => {}
-                    }
-                };
-                let _ = reply.send(answer);
+                let _ = reply.send(confirm(q, cmds, out, &mut st).await);
             }
             DriverReq::Record(r) => {
                 let _ = note(TuneNote::Record(r)).await;
@@ -315,10 +260,127 @@ pub async fn run_checklist(
         .map_err(|e| format!("the checklist thread failed: {e}"))
         .and_then(|j| j.unwrap_or_else(|_| Err("the checklist thread panicked".into())));
     let _ = note(TuneNote::Ended(result)).await;
-    if lost {
+    if st.lost {
         return Err(());
     }
-    Ok(after)
+    Ok(st.after)
+}
+
+/// Where answering a checklist stands: a command to handle after it (Quit),
+/// and whether the session was lost.
+#[derive(Default)]
+struct Serving {
+    after: Option<SessionCmd>,
+    lost: bool,
+}
+
+impl Serving {
+    fn stopped(&self) -> bool {
+        self.after.is_some() || self.lost
+    }
+}
+
+/// One test the checklist asked for, run on the session.
+async fn serve_test(
+    ctl: &mut Controller,
+    (args, metric): (&[String], Metric),
+    observe: &Observe,
+    cmds: &mut mpsc::UnboundedReceiver<SessionCmd>,
+    tx: &mpsc::Sender<SessionEvent>,
+    st: &mut Serving,
+) -> Result<TestOutcome, String> {
+    if st.stopped() {
+        return Err("the checklist was stopped".to_string());
+    }
+    match run_test(ctl, args, metric, observe, cmds, tx).await {
+        TestRun::Done(r) => r,
+        TestRun::Stopped(next) => {
+            st.after = next;
+            Err("the checklist was stopped".to_string())
+        }
+        TestRun::Lost(e) => {
+            st.lost = true;
+            Err(e)
+        }
+    }
+}
+
+/// Ask the user (the Tune view shows the question); Quit ends the checklist.
+async fn confirm(
+    q: crate::tune::runner::Question,
+    cmds: &mut mpsc::UnboundedReceiver<SessionCmd>,
+    out: &mpsc::Sender<PipeIn>,
+    st: &mut Serving,
+) -> bool {
+    if st.stopped() {
+        return false;
+    }
+    let _ = out
+        .send(PipeIn::Tune(Box::new(TuneNote::Question(q))))
+        .await;
+    loop {
+        match cmds.recv().await {
+            Some(SessionCmd::Answer(b)) => return b,
+            Some(SessionCmd::Quit) | None => {
+                st.after = Some(SessionCmd::Quit);
+                return false;
+            }
+            // Start, Stop, another checklist: not while a question waits.
+            Some(_) => {}
+        }
+    }
+}
+
+/// This host's side of the checklist's changes: the live host, its state
+/// directory and where `@route` points.
+struct LocalTuning {
+    host: std::sync::Arc<Host>,
+    state: std::sync::Arc<StateDir>,
+    opts: ResolveOpts,
+}
+
+impl LocalTuning {
+    fn of(ctl: &Controller) -> LocalTuning {
+        // On the local pair this host's side is a namespace that goes away
+        // with the TUI: its backups go with it, not into the host's state
+        // directory.
+        let state = if ctl.is_local_pair() {
+            let dir = format!("wirescope-{}-tune", std::process::id());
+            StateDir::at(std::env::temp_dir().join(dir))
+        } else {
+            StateDir::resolve(None)
+        };
+        LocalTuning {
+            host: std::sync::Arc::new(Host::live()),
+            state: std::sync::Arc::new(state),
+            opts: ResolveOpts {
+                route_to: Some(ctl.data_ip()),
+                subject: None,
+            },
+        }
+    }
+
+    /// Preview, apply or roll back on `on`: here off the runtime, or on the agent.
+    async fn op(
+        &self,
+        ctl: &mut Controller,
+        on: HostRole,
+        op: crate::face::checklist::TuneOp,
+    ) -> Result<crate::face::checklist::TuneDone, StepError> {
+        match on {
+            HostRole::Local => {
+                let (h, s, o) = (self.host.clone(), self.state.clone(), self.opts.clone());
+                tokio::task::spawn_blocking(move || local_op(&op, &h, &s, &o))
+                    .await
+                    .unwrap_or_else(|e| Err(format!("the tuning task failed: {e}")))
+                    .map_err(StepError::Failed)
+            }
+            HostRole::Peer => match ctl.tune(peer_request(&op)).await {
+                Ok(resp) => peer_done(resp),
+                Err(e) => Err(StepError::Failed(crate::face::error_text(&e))),
+            },
+        }
+    }
 }
 
 /// How one test of a checklist ended.

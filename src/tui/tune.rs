@@ -19,7 +19,7 @@ use crate::diagnose::HostRole;
 use crate::face::checklist::{TuneDone, TuneOp, TuneOps};
 use crate::tune::apply::{ApplyReport, RollbackReport};
 use crate::tune::decide::Metric;
-use crate::tune::runner::{Driver, Question, Record, StepError, TestOutcome};
+use crate::tune::runner::{Driver, Question, Record, StepError, TestError, TestOutcome};
 use tokio::sync::{mpsc, oneshot};
 
 /// What the Tune view is told while a checklist runs.
@@ -95,7 +95,7 @@ impl TuneOps for RemoteDriver {
 }
 
 impl Driver for RemoteDriver {
-    fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, String> {
+    fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, TestError> {
         let args = args.to_vec();
         self.ask(|reply| DriverReq::RunTest {
             args,
@@ -103,6 +103,7 @@ impl Driver for RemoteDriver {
             reply,
         })
         .unwrap_or_else(|| Err(GONE.into()))
+        .map_err(TestError::from)
     }
 
     fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError> {

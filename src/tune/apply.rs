@@ -17,7 +17,7 @@
 //! log will carry. This module prints nothing.
 
 use super::error::{SettingFailure, TuneError};
-use super::host::Host;
+use super::host::{Host, HostError};
 use super::key::Key;
 use super::profile::Profile;
 use super::resolve::{resolve, Plan, Problem, ResolveOpts};
@@ -239,21 +239,39 @@ enum Written {
     Pending,
 }
 
-/// Write a value and read it back; the error text is the kernel's answer.
-fn write_and_check(host: &Host, key: &Key, value: &str) -> Result<Written, String> {
-    host.write(key, value).map_err(|e| e.to_string())?;
-    let got = host
-        .read(key)
-        .map_err(|e| format!("written, but it cannot be read back: {e}"))?;
+/// Why a write did not leave the value asked for.
+#[derive(Debug, thiserror::Error)]
+enum WriteError {
+    /// The kernel refused the write (its answer).
+    #[error(transparent)]
+    Refused(#[from] HostError),
+    /// Written, but reading it back failed.
+    #[error("written, but it cannot be read back: {0}")]
+    ReadBack(#[source] HostError),
+    /// Written, and it reads back as something else.
+    #[error("the kernel accepted {value} but the value is now {got} (the driver adjusted or refused it)")]
+    Adjusted {
+        /// What was written.
+        value: String,
+        /// What reads back.
+        got: String,
+    },
+}
+
+/// Write a value and read it back.
+fn write_and_check(host: &Host, key: &Key, value: &str) -> Result<Written, WriteError> {
+    host.write(key, value)?;
+    let got = host.read(key).map_err(WriteError::ReadBack)?;
     if got == key.canonical(value) {
         return Ok(Written::Done(got));
     }
     if host.read_wanted(key).as_deref() == Some(value) {
         return Ok(Written::Pending);
     }
-    Err(format!(
-        "the kernel accepted {value} but the value is now {got} (the driver adjusted or refused it)"
-    ))
+    Err(WriteError::Adjusted {
+        value: value.to_string(),
+        got,
+    })
 }
 
 /// Re-read the settings left pending; the ones still not at their value, with the error.
@@ -326,7 +344,7 @@ fn run_steps(
                     pending.push((i, &step.key, step.after.as_str()));
                     step.after.clone()
                 }
-                Err(error) => return fail(backup, i, i, error, befores, host, journal),
+                Err(e) => return fail(backup, i, i, e.to_string(), befores, host, journal),
             }
         };
         journal.append(&Event::Done {
@@ -480,7 +498,8 @@ fn restore(
                 pending.push((i, &step.key, before));
                 restored.push(change(before.to_string()));
             }
-            Err(error) => {
+            Err(e) => {
+                let error = e.to_string();
                 journal.append(&Event::RestoreFailed {
                     step: i,
                     error: error.clone(),

@@ -39,8 +39,10 @@
 //! as a `wirescope run` command line (engines this build lacks are reported
 //! by [`Checklist::unavailable`], not as a format error).
 
+mod parse;
+
 use super::decide::Metric;
-use super::profile::{check_profile_name, Matcher, Profile, ProfileError, MAX_TEXT};
+use super::profile::{NameError, Profile, ProfileError};
 use crate::probe::sample::HostRole;
 
 /// The checklists shipped with wirescope: (name, text).
@@ -119,6 +121,35 @@ pub struct Check {
     pub change: Profile,
     /// The change as profile text (what is sent to a peer).
     pub change_text: String,
+    /// The same as a TOML table, where `@subject` is replaced.
+    pub change_table: toml::Table,
+}
+
+/// Why a check's change cannot be made for a finding.
+#[derive(Debug, thiserror::Error)]
+pub enum InstantiateError {
+    /// `@subject`, but the finding names no interface.
+    #[error("check {index} ({rule}): the finding's subject names no interface: {source}")]
+    NoInterface {
+        /// The check.
+        index: usize,
+        /// Its rule.
+        rule: String,
+        /// Why the subject's first word is not an interface.
+        #[source]
+        source: NameError,
+    },
+    /// The change could not be written as TOML.
+    #[error("check {index} ({rule}): cannot write the change as TOML: {source}")]
+    Write {
+        /// The check.
+        index: usize,
+        /// Its rule.
+        rule: String,
+        /// The serializer's error.
+        #[source]
+        source: toml::ser::Error,
+    },
 }
 
 impl Check {
@@ -133,16 +164,17 @@ impl Check {
 
     /// The change for a finding about `subject` (its first word is the
     /// interface for `@subject`): profile text with `@subject` replaced.
-    pub fn instantiate(&self, subject: &str) -> Result<String, String> {
+    pub fn instantiate(&self, subject: &str) -> Result<String, InstantiateError> {
         if !self.change.uses_subject() {
             return Ok(self.change_text.clone());
         }
         let iface = subject.split_whitespace().next().unwrap_or("");
-        super::profile::check_interface_name(iface).map_err(|e| {
-            format!(
-                "check {} ({}): the finding's subject names no interface: {e}",
-                self.index, self.rule
-            )
+        super::profile::check_interface_name(iface).map_err(|source| {
+            InstantiateError::NoInterface {
+                index: self.index,
+                rule: self.rule.clone(),
+                source,
+            }
         })?;
         self.with_subject(iface)
     }
@@ -150,15 +182,15 @@ impl Check {
     /// The change for the host across the pair from the finding's: its
     /// interface is not there, so `@subject` becomes `@route`, that host's
     /// interface towards the finding's.
-    pub fn instantiate_across(&self) -> Result<String, String> {
+    pub fn instantiate_across(&self) -> Result<String, InstantiateError> {
         if !self.change.uses_subject() {
             return Ok(self.change_text.clone());
         }
         self.with_subject("@route")
     }
 
-    fn with_subject(&self, iface: &str) -> Result<String, String> {
-        let mut t: toml::Table = self.change_text.parse().map_err(|e| format!("{e}"))?;
+    fn with_subject(&self, iface: &str) -> Result<String, InstantiateError> {
+        let mut t = self.change_table.clone();
         if let Some(toml::Value::Array(blocks)) = t.get_mut("interface") {
             for b in blocks {
                 if let Some(m) = b.get_mut("match") {
@@ -168,7 +200,11 @@ impl Check {
                 }
             }
         }
-        toml::to_string(&t).map_err(|e| e.to_string())
+        toml::to_string(&t).map_err(|source| InstantiateError::Write {
+            index: self.index,
+            rule: self.rule.clone(),
+            source,
+        })
     }
 }
 
@@ -191,144 +227,35 @@ pub struct Checklist {
     pub checks: Vec<Check>,
     /// Where it came from.
     pub source: String,
-}
-
-fn err(
-    file: &str,
-    key: impl Into<String>,
-    problem: impl Into<String>,
-    allowed: impl Into<String>,
-) -> ProfileError {
-    ProfileError {
-        file: file.to_string(),
-        key: key.into(),
-        problem: problem.into(),
-        allowed: allowed.into(),
-    }
-}
-
-fn rule_ids() -> Vec<&'static str> {
-    crate::diagnose::impact::RULES
-        .iter()
-        .map(|r| r.id)
-        .collect()
+    /// The line of `test.run` in the file, for errors about its arguments.
+    pub run_line: Option<usize>,
 }
 
 impl Checklist {
-    /// Parse checklist text; `file` names it in errors.
+    /// Parse checklist text; `file` names it in errors. Serde reads the
+    /// keys, one validation pass their values (`checklist/parse.rs`).
+    pub fn parse(text: &str, file: &str) -> Result<Checklist, ProfileError> {
+        parse::checklist(text, file)
+    }
+
     /// Check the test's arguments with `valid` (the real `wirescope run`
     /// parser, which lives above this module: the command line is the
     /// caller's) — skipped for an engine this build lacks (see
     /// [`Checklist::unavailable`]).
-    pub fn check_run(
+    pub fn check_run<E: std::fmt::Display>(
         &self,
         file: &str,
-        valid: &dyn Fn(&TestStep) -> Result<(), String>,
+        valid: &dyn Fn(&TestStep) -> Result<(), E>,
     ) -> Result<(), ProfileError> {
         if self.unavailable().is_some() {
             return Ok(());
         }
-        valid(&self.test).map_err(|e| err(file, "test.run", e, "arguments `wirescope run` accepts"))
-    }
-
-    pub fn parse(text: &str, file: &str) -> Result<Checklist, ProfileError> {
-        if text.len() > MAX_TEXT {
-            return Err(err(
-                file,
-                "file",
-                format!("{} bytes is too large", text.len()),
-                format!("at most {MAX_TEXT} bytes"),
-            ));
-        }
-        let t: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            err(
-                file,
-                "syntax",
-                e.message().to_string(),
-                "fix the TOML syntax",
-            )
-        })?;
-        let s = |k: &str, req: bool| -> Result<String, ProfileError> {
-            match t.get(k) {
-                Some(toml::Value::String(v)) => Ok(v.clone()),
-                Some(_) => Err(err(file, k, "not a string", "a quoted string")),
-                None if req => Err(err(file, k, "missing", format!("add {k} = \"...\""))),
-                None => Ok(String::new()),
-            }
-        };
-        for k in t.keys() {
-            if ![
-                "name",
-                "description",
-                "for",
-                "rounds",
-                "min_gain_pct",
-                "test",
-                "check",
-            ]
-            .contains(&k.as_str())
-            {
-                return Err(err(file, k, "unknown key", "a checklist has name, description, for, rounds, min_gain_pct, [test], [[check]]"));
-            }
-        }
-        let name = s("name", true)?;
-        check_profile_name(&name)
-            .map_err(|e| err(file, "name", e, "letters, digits, '.', '-', '_'"))?;
-        let rounds = match t.get("rounds") {
-            None => 3,
-            Some(toml::Value::Integer(n)) if (1..=MAX_ROUNDS as i64).contains(n) => *n as u32,
-            Some(v) => {
-                return Err(err(
-                    file,
-                    "rounds",
-                    format!("{v} is out of range"),
-                    format!("1 to {MAX_ROUNDS}"),
-                ))
-            }
-        };
-        let min_gain_pct = match t.get("min_gain_pct") {
-            None => 1.0,
-            Some(toml::Value::Float(f)) if (0.0..=100.0).contains(f) => *f,
-            Some(toml::Value::Integer(i)) if (0..=100).contains(i) => *i as f64,
-            Some(v) => {
-                return Err(err(
-                    file,
-                    "min_gain_pct",
-                    format!("{v} is out of range"),
-                    "0 to 100",
-                ))
-            }
-        };
-        let test = parse_test(file, t.get("test"))?;
-        let checks_v = t.get("check").and_then(|c| c.as_array()).ok_or_else(|| {
-            err(
-                file,
-                "check",
-                "missing",
-                "add at least one [[check]] with rule, title and [check.change...]",
-            )
-        })?;
-        if checks_v.is_empty() || checks_v.len() > MAX_CHECKS {
-            return Err(err(
-                file,
-                "check",
-                format!("{} checks", checks_v.len()),
-                format!("1 to {MAX_CHECKS}"),
-            ));
-        }
-        let mut checks = Vec::new();
-        for (i, c) in checks_v.iter().enumerate() {
-            checks.push(parse_check(file, &name, i + 1, c)?);
-        }
-        Ok(Checklist {
-            description: s("description", false)?,
-            purpose: s("for", false)?,
-            name,
-            rounds,
-            min_gain_pct,
-            test,
-            checks,
-            source: file.to_string(),
+        valid(&self.test).map_err(|e| ProfileError {
+            file: file.to_string(),
+            line: self.run_line,
+            key: "test.run".into(),
+            problem: e.to_string(),
+            allowed: "arguments `wirescope run` accepts".into(),
         })
     }
 
@@ -359,247 +286,6 @@ fn engine_arg(args: &[String]) -> Option<&str> {
                 .then(|| args.get(i + 1).map(String::as_str))
                 .flatten()
         })
-    })
-}
-
-fn parse_test(file: &str, v: Option<&toml::Value>) -> Result<TestStep, ProfileError> {
-    let t = v.and_then(|v| v.as_table()).ok_or_else(|| {
-        err(
-            file,
-            "test",
-            "missing",
-            "add [test] with run = [\"--mode\", \"stream\", ...] and metric",
-        )
-    })?;
-    for k in t.keys() {
-        if k != "run" && k != "metric" {
-            return Err(err(
-                file,
-                format!("test.{k}"),
-                "unknown key",
-                "[test] has run and metric",
-            ));
-        }
-    }
-    let run: Vec<String> = match t.get("run") {
-        Some(toml::Value::Array(a)) if a.len() <= 64 => a
-            .iter()
-            .map(|x| x.as_str().filter(|s| s.len() <= 256).map(str::to_string))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| {
-                err(
-                    file,
-                    "test.run",
-                    "not a list of strings",
-                    "a list of `wirescope run` arguments",
-                )
-            })?,
-        _ => {
-            return Err(err(
-                file,
-                "test.run",
-                "missing or too long",
-                "a list of up to 64 `wirescope run` arguments",
-            ))
-        }
-    };
-    for a in &run {
-        let flag = a.split('=').next().unwrap_or(a);
-        if RUNNER_FLAGS.contains(&flag) {
-            return Err(err(
-                file,
-                "test.run",
-                format!("{flag} is chosen by the checklist runner"),
-                format!("remove it; not allowed: {}", RUNNER_FLAGS.join(", ")),
-            ));
-        }
-    }
-    let metric = match t.get("metric") {
-        None => Metric::Throughput,
-        Some(toml::Value::String(m)) => Metric::parse(m).ok_or_else(|| {
-            err(
-                file,
-                "test.metric",
-                format!("'{m}' is not a metric"),
-                "throughput, rate or p99",
-            )
-        })?,
-        Some(_) => {
-            return Err(err(
-                file,
-                "test.metric",
-                "not a string",
-                "throughput, rate or p99",
-            ))
-        }
-    };
-    Ok(TestStep { run, metric })
-}
-
-fn parse_check(
-    file: &str,
-    list: &str,
-    index: usize,
-    v: &toml::Value,
-) -> Result<Check, ProfileError> {
-    let base = format!("[[check]] #{index}");
-    let t = v.as_table().ok_or_else(|| {
-        err(
-            file,
-            &base,
-            "not a table",
-            "rule, title and [check.change...]",
-        )
-    })?;
-    for k in t.keys() {
-        if !["rule", "subject", "title", "host", "change"].contains(&k.as_str()) {
-            return Err(err(
-                file,
-                format!("{base} {k}"),
-                "unknown key",
-                "a check has rule, subject, title, host, change",
-            ));
-        }
-    }
-    let rule = t
-        .get("rule")
-        .and_then(|r| r.as_str())
-        .ok_or_else(|| {
-            err(
-                file,
-                format!("{base} rule"),
-                "missing",
-                "a rule id such as tcp.buffer-limited",
-            )
-        })?
-        .to_string();
-    let ids = rule_ids();
-    if !ids.contains(&rule.as_str()) {
-        return Err(err(
-            file,
-            format!("{base} rule"),
-            format!("'{rule}' is not a rule id"),
-            format!("one of {}", ids.join(", ")),
-        ));
-    }
-    let subject = match t.get("subject") {
-        None => None,
-        Some(toml::Value::String(s)) if !s.is_empty() && s.len() <= 64 => Some(s.clone()),
-        Some(_) => {
-            return Err(err(
-                file,
-                format!("{base} subject"),
-                "not a short string",
-                "the start of the finding's subject, e.g. \"receive\"",
-            ))
-        }
-    };
-    let host = match t.get("host") {
-        None => None,
-        Some(toml::Value::String(h)) if h == "local" => Some(HostRole::Local),
-        Some(toml::Value::String(h)) if h == "peer" => Some(HostRole::Peer),
-        Some(v) => {
-            return Err(err(
-                file,
-                format!("{base} host"),
-                format!("{v} is not a host"),
-                "\"local\" or \"peer\" (or leave it out: the test's direction decides)",
-            ))
-        }
-    };
-    let title = match t.get("title") {
-        Some(toml::Value::String(s)) => s.clone(),
-        _ => {
-            return Err(err(
-                file,
-                format!("{base} title"),
-                "missing",
-                "what the change does, for people",
-            ))
-        }
-    };
-    let mut change = t
-        .get("change")
-        .and_then(|c| c.as_table())
-        .cloned()
-        .ok_or_else(|| {
-            err(
-                file,
-                format!("{base} change"),
-                "missing",
-                "[check.change.sysctl], [[check.change.interface]] or [check.change.host]",
-            )
-        })?;
-    if change.is_empty() {
-        return Err(err(
-            file,
-            format!("{base} change"),
-            "empty",
-            "at least one setting",
-        ));
-    }
-    for k in ["name", "description", "for"] {
-        if change.contains_key(k) {
-            return Err(err(
-                file,
-                format!("{base} change.{k}"),
-                "set by the checklist",
-                "only settings go in a change",
-            ));
-        }
-    }
-    // A change is a profile named after its step.
-    let mut doc = toml::Table::new();
-    doc.insert("name".into(), format!("{list}-{index}").into());
-    doc.insert("description".into(), title.clone().into());
-    doc.insert(
-        "for".into(),
-        format!("checklist {list}, check {index} ({rule})").into(),
-    );
-    for (k, v) in std::mem::take(&mut change) {
-        doc.insert(k, v);
-    }
-    let change_text = toml::to_string(&doc).map_err(|e| {
-        err(
-            file,
-            format!("{base} change"),
-            e.to_string(),
-            "profile settings",
-        )
-    })?;
-    let profile =
-        Profile::parse(&change_text, &format!("{file} {base} change")).map_err(|mut e| {
-            e.file = file.to_string();
-            e.key = format!("{base} change: {}", e.key);
-            e
-        })?;
-    if profile.uses_subject() && !INTERFACE_RULES.contains(&rule.as_str()) {
-        return Err(err(
-            file,
-            format!("{base} change"),
-            format!("@subject, but findings of {rule} do not name an interface"),
-            "match = \"@route\" or an interface name",
-        ));
-    }
-    if profile
-        .interfaces()
-        .any(|b| matches!(b.matcher, Matcher::Glob(_)))
-    {
-        return Err(err(
-            file,
-            format!("{base} change"),
-            "a glob would change interfaces the test does not use",
-            "match = \"@subject\" or \"@route\"",
-        ));
-    }
-    Ok(Check {
-        index,
-        rule,
-        subject,
-        title,
-        host,
-        change: profile,
-        change_text,
     })
 }
 
@@ -666,5 +352,43 @@ mod tests {
         let s = parse("[[check]]\nrule = \"tcp.buffer-limited\"\nsubject = \"receive\"\ntitle = \"x\"\n[check.change.sysctl]\n\"net.ipv4.tcp_rmem\" = \"4096 131072 268435456\"\n").unwrap();
         assert!(s.checks_for("tcp.buffer-limited", "receive").count() == 1);
         assert!(s.checks_for("tcp.buffer-limited", "send").count() == 0);
+    }
+
+    #[test]
+    fn errors_in_a_change_name_their_line_in_the_checklist() {
+        // Line 8 of the checklist file (the fragment used to be re-parsed
+        // as separate text, where no line of this file could be named).
+        let e = parse("[[check]]\nrule = \"cpu.governor\"\ntitle = \"x\"\n[check.change.host]\ngovernor = \"fast!\"\n").unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("t.toml:8: [[check]] #1 change: host.governor: "),
+            "{e}"
+        );
+        let e = parse("[[check]]\nrule = \"nic.gro-off\"\ntitle = \"x\"\n[[check.change.interface]]\nmatch = \"@subject\"\nfeatures = { gro = true }\nspeed = 1\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_str(), e.problem.as_str()),
+            (
+                Some(10),
+                "[[check]] #1 change: [[interface]] #1 (match @subject) speed",
+                "unknown key"
+            )
+        );
+        let e = parse("[[check]]\nrule = \"nic.gro-off\"\nwhy = \"x\"\n").unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_str()),
+            (Some(6), "[[check]] #1 why"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_change_text_is_the_change_as_a_profile() {
+        let c = parse("[[check]]\nrule = \"nic.gro-off\"\ntitle = \"gro\"\n[[check.change.interface]]\nmatch = \"@route\"\nrps-cpus = \"f\"\nfeatures.gro = true\n").unwrap();
+        let c = &c.checks[0];
+        let p = Profile::parse(&c.change_text, "sent").unwrap();
+        assert_eq!((p.name.as_str(), p.description.as_str()), ("t-1", "gro"));
+        assert_eq!(p.sections, c.change.sections);
+        assert_eq!(c.instantiate("veth-b").unwrap(), c.change_text);
     }
 }

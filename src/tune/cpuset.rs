@@ -12,16 +12,39 @@ use crate::units::{format_cpu_list, parse_cpu_list, CpuId};
 /// Largest CPU number accepted in a mask or list (the kernel's NR_CPUS limit is 8192).
 pub const MAX_CPU: u32 = 8191;
 
+/// A CPU set that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpuSetError {
+    /// Not a hex mask.
+    #[error("'{text}' is not a CPU mask ({why}); use hex as sysfs prints it, e.g. f or 00000000,000000ff")]
+    Mask {
+        /// The text.
+        text: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// Not a CPU list.
+    #[error("{0}")]
+    List(String),
+    /// A list naming a CPU no kernel has.
+    #[error("'{text}' names a CPU above {MAX_CPU}")]
+    Above {
+        /// The text.
+        text: String,
+    },
+}
+
 /// Parse a hex CPU mask: comma-separated 32-bit words, most significant
 /// first, optional `0x` prefix; `0` is the empty set.
-pub fn parse_mask(s: &str) -> Result<Vec<u32>, String> {
+pub fn parse_mask(s: &str) -> Result<Vec<u32>, CpuSetError> {
     let t = s.trim();
     let t = t
         .strip_prefix("0x")
         .or_else(|| t.strip_prefix("0X"))
         .unwrap_or(t);
-    let err = |why: &str| {
-        format!("'{s}' is not a CPU mask ({why}); use hex as sysfs prints it, e.g. f or 00000000,000000ff")
+    let err = |why: &'static str| CpuSetError::Mask {
+        text: s.to_string(),
+        why,
     };
     if t.is_empty() {
         return Err(err("empty"));
@@ -69,10 +92,13 @@ pub fn format_mask(cpus: &[u32]) -> String {
 }
 
 /// Parse a CPU list (`0-3,8`) into sorted numbers.
-pub fn parse_list(s: &str) -> Result<Vec<u32>, String> {
-    let mut v: Vec<u32> = parse_cpu_list(s)?.into_iter().map(|c| c.0).collect();
+pub fn parse_list(s: &str) -> Result<Vec<u32>, CpuSetError> {
+    let cpus = parse_cpu_list(s).map_err(CpuSetError::List)?;
+    let mut v: Vec<u32> = cpus.into_iter().map(|c| c.0).collect();
     if v.iter().any(|c| *c > MAX_CPU) {
-        return Err(format!("'{s}' names a CPU above {MAX_CPU}"));
+        return Err(CpuSetError::Above {
+            text: s.to_string(),
+        });
     }
     v.sort_unstable();
     v.dedup();

@@ -363,6 +363,29 @@ pub fn summary_counts(steps: &[StepRecord]) -> String {
     }
 }
 
+/// Why the kept changes could not be written as a profile.
+#[derive(Debug, thiserror::Error)]
+pub enum KeptError {
+    /// The profile name is not one.
+    #[error(transparent)]
+    Name(#[from] super::profile::NameError),
+    /// A step's change does not parse as TOML.
+    #[error("step {step}: {source}")]
+    Step {
+        /// The step.
+        step: usize,
+        /// The parser's error.
+        #[source]
+        source: toml::de::Error,
+    },
+    /// The merged table could not be written.
+    #[error("cannot write the kept changes as TOML: {0}")]
+    Write(#[from] toml::ser::Error),
+    /// The merged profile does not parse back.
+    #[error(transparent)]
+    Profile(#[from] super::profile::ProfileError),
+}
+
 /// The kept changes of one host as a new profile (TOML), or None when
 /// nothing was kept there. Later steps override earlier ones.
 pub fn kept_profile(
@@ -370,7 +393,7 @@ pub fn kept_profile(
     checklist: &str,
     host: HostRole,
     steps: &[StepRecord],
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, KeptError> {
     super::profile::check_profile_name(name)?;
     let mut sysctl = toml::Table::new();
     let mut interfaces: Vec<toml::Value> = Vec::new();
@@ -381,7 +404,10 @@ pub fn kept_profile(
             continue;
         }
         let Some(text) = &s.profile else { continue };
-        let t: toml::Table = text.parse().map_err(|e| format!("step {}: {e}", s.step))?;
+        let t: toml::Table = text.parse().map_err(|source| KeptError::Step {
+            step: s.step,
+            source,
+        })?;
         if let Some(toml::Value::Table(x)) = t.get("sysctl") {
             for (k, v) in x {
                 sysctl.insert(k.clone(), v.clone());
@@ -424,9 +450,9 @@ pub fn kept_profile(
     if !host_t.is_empty() {
         doc.insert("host".into(), toml::Value::Table(host_t));
     }
-    let text = toml::to_string(&doc).map_err(|e| e.to_string())?;
+    let text = toml::to_string(&doc)?;
     let text = format!("# Kept by `wirescope checklist run {checklist}`; apply with `wirescope profile apply {name}`.\n{text}");
-    super::profile::Profile::parse(&text, "kept changes").map_err(|e| e.to_string())?;
+    super::profile::Profile::parse(&text, "kept changes")?;
     Ok(Some(text))
 }
 

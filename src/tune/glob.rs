@@ -26,6 +26,17 @@ enum Token {
     },
 }
 
+/// A pattern that is not a glob.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GlobError {
+    /// A `[` with no `]` after it.
+    #[error("unclosed '[' in pattern '{pattern}'")]
+    Unclosed {
+        /// The pattern.
+        pattern: String,
+    },
+}
+
 /// A compiled glob.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Glob {
@@ -34,7 +45,7 @@ pub struct Glob {
 
 impl Glob {
     /// Compile a pattern; an unclosed `[` anywhere is an error.
-    pub fn new(pattern: &str) -> Result<Glob, String> {
+    pub fn new(pattern: &str) -> Result<Glob, GlobError> {
         let p: Vec<char> = pattern.chars().collect();
         let mut tokens = Vec::with_capacity(p.len());
         let mut i = 0;
@@ -45,7 +56,9 @@ impl Glob {
                 '*' => tokens.push(Token::Star),
                 '?' => tokens.push(Token::Any),
                 '[' => {
-                    let (tok, used) = class(&p[i + 1..])?;
+                    let (tok, used) = class(&p[i + 1..]).ok_or_else(|| GlobError::Unclosed {
+                        pattern: pattern.to_string(),
+                    })?;
                     tokens.push(tok);
                     i += used;
                 }
@@ -103,8 +116,9 @@ impl Glob {
     }
 }
 
-/// A class: `p` starts after the `[`; returns it and the chars used, `]` included.
-fn class(p: &[char]) -> Result<(Token, usize), String> {
+/// A class: `p` starts after the `[`; returns it and the chars used, `]`
+/// included; None when no `]` closes it.
+fn class(p: &[char]) -> Option<(Token, usize)> {
     let mut i = 0;
     let negate = matches!(p.first(), Some('!') | Some('^'));
     if negate {
@@ -114,7 +128,7 @@ fn class(p: &[char]) -> Result<(Token, usize), String> {
     let mut first = true;
     while i < p.len() {
         if p[i] == ']' && !first {
-            return Ok((Token::Class { negate, ranges }, i + 1));
+            return Some((Token::Class { negate, ranges }, i + 1));
         }
         first = false;
         if i + 2 < p.len() && p[i + 1] == '-' && p[i + 2] != ']' {
@@ -125,11 +139,11 @@ fn class(p: &[char]) -> Result<(Token, usize), String> {
             i += 1;
         }
     }
-    Err("unclosed '[' in pattern".into())
+    None
 }
 
 /// Shell-style glob (`*`, `?`, `[abc]`, `[a-z]`, `[!x]`) against a whole name.
-pub fn glob_match(pattern: &str, name: &str) -> Result<bool, String> {
+pub fn glob_match(pattern: &str, name: &str) -> Result<bool, GlobError> {
     Glob::new(pattern).map(|g| g.matches(name))
 }
 
@@ -140,8 +154,8 @@ mod tests {
 
     /// The matcher profiles had before: plain backtracking, exponential on
     /// many stars, kept here only as the reference on short inputs.
-    fn reference(pattern: &str, name: &str) -> Result<bool, String> {
-        fn go(p: &[char], n: &[char]) -> Result<bool, String> {
+    fn reference(pattern: &str, name: &str) -> Result<bool, GlobError> {
+        fn go(p: &[char], n: &[char]) -> Result<bool, GlobError> {
             match p.first() {
                 None => Ok(n.is_empty()),
                 Some('*') => {
@@ -154,7 +168,10 @@ mod tests {
                 }
                 Some('?') => Ok(!n.is_empty() && go(&p[1..], &n[1..])?),
                 Some('[') => {
-                    let (tok, used) = class(&p[1..])?;
+                    let unclosed = || GlobError::Unclosed {
+                        pattern: String::new(),
+                    };
+                    let (tok, used) = class(&p[1..]).ok_or_else(unclosed)?;
                     let Some(&c) = n.first() else {
                         return Ok(false);
                     };

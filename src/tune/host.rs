@@ -55,6 +55,9 @@ pub enum HostError {
     /// The host cannot read or take this setting at all.
     #[error("{0}")]
     Unsupported(String),
+    /// The host cannot start or stop services.
+    #[error(transparent)]
+    NoServices(#[from] NoServices),
     /// A command (systemctl) failed.
     #[error("{command}: {detail}")]
     Command {
@@ -65,6 +68,20 @@ pub enum HostError {
     },
 }
 
+/// Why a host cannot start or stop irqbalance.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoServices {
+    /// A directory laid out like `/`, not a running system.
+    #[error("{host} has no services to start or stop")]
+    NotLive {
+        /// The host as messages describe it.
+        host: String,
+    },
+    /// No systemctl on the PATH.
+    #[error("systemctl is not installed; start or stop irqbalance with your init system")]
+    NoSystemctl,
+}
+
 impl HostError {
     /// True when the setting does not exist or the driver does not implement it
     /// (as opposed to a value the kernel refused).
@@ -72,7 +89,7 @@ impl HostError {
         match self {
             HostError::Io { source, .. } => source.kind() == io::ErrorKind::NotFound,
             HostError::Netlink(NlError::NotSupported { .. } | NlError::NoDevice { .. }) => true,
-            HostError::Unsupported(_) => true,
+            HostError::Unsupported(_) | HostError::NoServices(_) => true,
             _ => false,
         }
     }
@@ -413,12 +430,11 @@ impl Host {
     }
 
     /// Can this host change irqbalance (live, with systemctl)?
-    pub fn can_control_irqbalance(&self) -> Result<(), String> {
+    pub fn can_control_irqbalance(&self) -> Result<(), NoServices> {
         if !self.is_live() {
-            return Err(format!(
-                "{} has no services to start or stop",
-                self.describe()
-            ));
+            return Err(NoServices::NotLive {
+                host: self.describe(),
+            });
         }
         let found = std::env::var_os("PATH")
             .map(|p| std::env::split_paths(&p).any(|d| d.join("systemctl").is_file()))
@@ -426,7 +442,7 @@ impl Host {
         if found {
             Ok(())
         } else {
-            Err("systemctl is not installed; start or stop irqbalance with your init system".into())
+            Err(NoServices::NoSystemctl)
         }
     }
 
@@ -611,8 +627,7 @@ impl Host {
                 EthtoolSet::open()?.set_pause(iface, *which, on(value))?
             }
             Key::Irqbalance => {
-                self.can_control_irqbalance()
-                    .map_err(HostError::Unsupported)?;
+                self.can_control_irqbalance()?;
                 let verb = if value == "running" { "start" } else { "stop" };
                 let command = format!("systemctl {verb} irqbalance");
                 let out = std::process::Command::new("systemctl")

@@ -230,8 +230,108 @@ impl Key {
 /// Longest value a backup or journal may record for one setting.
 pub const MAX_VALUE: usize = 4096;
 
+/// Why a backup or journal read back from the state directory is not
+/// trusted: it must hold only what a profile could have made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RecordError {
+    /// A name no profile may hold.
+    #[error(transparent)]
+    Name(#[from] super::profile::NameError),
+    /// Not a word of ethtool's vocabulary.
+    #[error("'{word}' is not a {what} name")]
+    Word {
+        /// Which vocabulary (feature, coalescing parameter).
+        what: &'static str,
+        /// The word.
+        word: String,
+    },
+    /// A queue number no interface has.
+    #[error("queue {0} is out of range (0-65535)")]
+    Queue(u32),
+    /// An IRQ number no host has.
+    #[error("IRQ {0} is out of range")]
+    Irq(u32),
+    /// An IRQ name that is not one.
+    #[error("the IRQ name is longer than 128 characters or has control characters")]
+    IrqName,
+    /// A CPU number no host has.
+    #[error("CPU {0} is out of range")]
+    Cpu(u32),
+    /// A value longer than any setting's.
+    #[error("a value of {0} bytes (at most {MAX_VALUE})")]
+    ValueTooLong(usize),
+    /// A value that is not one line of text.
+    #[error("the value {0:?} has control characters")]
+    ValueControl(String),
+    /// A text field longer than its bound.
+    #[error("{what} is {len} bytes (at most {max})")]
+    TextTooLong {
+        /// Which field.
+        what: &'static str,
+        /// Its length.
+        len: usize,
+        /// Its bound.
+        max: usize,
+    },
+    /// A text field with control characters.
+    #[error("{what} {text:?} has control characters")]
+    TextControl {
+        /// Which field.
+        what: &'static str,
+        /// Its text.
+        text: String,
+    },
+    /// A format this wirescope does not read.
+    #[error("version {found} (this wirescope reads {reads})")]
+    Version {
+        /// The file's version.
+        found: u32,
+        /// The version this build reads.
+        reads: u32,
+    },
+    /// A backup moved into another backup's directory.
+    #[error("its id {id:?} is not its directory's name {dir:?}")]
+    Id {
+        /// The ID it holds.
+        id: String,
+        /// Its directory's name.
+        dir: String,
+    },
+    /// More settings than any profile makes.
+    #[error("{n} settings (at most {max})")]
+    TooManySteps {
+        /// Settings in the backup.
+        n: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// One setting of the backup is wrong.
+    #[error("setting {index} ({key}): {source}")]
+    Setting {
+        /// 1-based.
+        index: usize,
+        /// The setting.
+        key: String,
+        /// What is wrong.
+        source: Box<RecordError>,
+    },
+    /// A journal event about a setting the backup does not have.
+    #[error("an event names setting {step} of a backup of {steps}")]
+    EventStep {
+        /// 1-based.
+        step: usize,
+        /// Settings in the backup.
+        steps: usize,
+    },
+    /// The namespace a backup was taken in is not described as one.
+    #[error(
+        "the namespace's boot id or name is longer than 64 characters or has control characters"
+    )]
+    Namespace,
+}
+
 /// A word of ethtool's vocabulary (feature or coalescing parameter names).
-fn check_word(what: &str, w: &str) -> Result<(), String> {
+fn check_word(what: &'static str, w: &str) -> Result<(), RecordError> {
     let ok = !w.is_empty()
         && w.len() <= 64
         && w.bytes()
@@ -239,7 +339,10 @@ fn check_word(what: &str, w: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("'{w}' is not a {what} name"))
+        Err(RecordError::Word {
+            what,
+            word: w.to_string(),
+        })
     }
 }
 
@@ -247,43 +350,38 @@ impl Key {
     /// Check a key read from a file (a backup) as strictly as a profile
     /// checks what it names: interface names as the kernel allows them,
     /// sysctls from the profile allow-list, numbers in range.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RecordError> {
         if let Some(iface) = self.iface() {
             super::profile::check_interface_name(iface)?;
         }
         match self {
-            Key::Sysctl { name } => super::profile::sysctl_path(name).map(|_| ()),
+            Key::Sysctl { name } => Ok(super::profile::sysctl_path(name).map(|_| ())?),
             Key::Coalesce { param, .. } => check_word("coalescing parameter", param),
             Key::Feature { name, .. } => check_word("feature", name),
             Key::Rps { queue, .. } | Key::RpsFlowCnt { queue, .. } | Key::Xps { queue, .. }
                 if *queue > 65_535 =>
             {
-                Err(format!("queue {queue} is out of range (0-65535)"))
+                Err(RecordError::Queue(*queue))
             }
-            Key::IrqAffinity { irq, .. } if *irq > 1 << 24 => {
-                Err(format!("IRQ {irq} is out of range"))
-            }
+            Key::IrqAffinity { irq, .. } if *irq > 1 << 24 => Err(RecordError::Irq(*irq)),
             Key::IrqAffinity { name, .. }
                 if name.len() > 128 || name.chars().any(char::is_control) =>
             {
-                Err("the IRQ name is longer than 128 characters or has control characters".into())
+                Err(RecordError::IrqName)
             }
-            Key::Governor { cpu } if *cpu > 65_535 => Err(format!("CPU {cpu} is out of range")),
+            Key::Governor { cpu } if *cpu > 65_535 => Err(RecordError::Cpu(*cpu)),
             _ => Ok(()),
         }
     }
 }
 
 /// Check a value read from a file (a backup or journal): bounded, one line.
-pub fn check_value(v: &str) -> Result<(), String> {
+pub fn check_value(v: &str) -> Result<(), RecordError> {
     if v.len() > MAX_VALUE {
-        return Err(format!(
-            "a value of {} bytes (at most {MAX_VALUE})",
-            v.len()
-        ));
+        return Err(RecordError::ValueTooLong(v.len()));
     }
     if v.chars().any(char::is_control) {
-        return Err(format!("the value {v:?} has control characters"));
+        return Err(RecordError::ValueControl(v.to_string()));
     }
     Ok(())
 }

@@ -97,10 +97,10 @@ impl NetnsId {
     }
 
     /// Check one read from a file: bounded text.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), super::key::RecordError> {
         let ok = |t: &str| t.len() <= 64 && !t.chars().any(char::is_control);
         if !ok(&self.boot_id) || self.name.as_deref().is_some_and(|n| !ok(n)) {
-            return Err("the namespace's boot id or name is longer than 64 characters or has control characters".into());
+            return Err(super::key::RecordError::Namespace);
         }
         Ok(())
     }

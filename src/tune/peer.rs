@@ -16,7 +16,8 @@
 
 use super::apply::{self, ApplyOptions, ApplyReport, Pending, RollbackReport};
 use super::host::Host;
-use super::profile::{check_interface_name, check_profile_name, Profile, MAX_TEXT};
+use super::profile::MAX_TEXT;
+use super::profile::{check_interface_name, check_profile_name, NameError, Profile, ProfileError};
 use super::resolve::{Plan, Problem, ResolveOpts};
 use super::snapshot::snapshot;
 use super::state::StateDir;
@@ -25,6 +26,23 @@ use std::net::IpAddr;
 
 /// Most interfaces a save request may name.
 pub const MAX_IFACES: usize = 64;
+
+/// A request the agent does not act on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// A profile or interface name no profile may hold.
+    #[error(transparent)]
+    Name(#[from] NameError),
+    /// More interfaces than a save names.
+    #[error("{0} interfaces; at most {MAX_IFACES}")]
+    TooManyIfaces(usize),
+    /// A profile larger than any file may be.
+    #[error("profile of {0} bytes; at most {MAX_TEXT}")]
+    TooLarge(usize),
+    /// The profile is wrong.
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+}
 
 /// What the controller asks the agent's host.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -100,12 +118,12 @@ pub enum TuneResponse {
 
 impl TuneRequest {
     /// Check a request received from the network before acting on it.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RequestError> {
         match self {
             TuneRequest::Save { name, ifaces } => {
                 check_profile_name(name)?;
                 if ifaces.len() > MAX_IFACES {
-                    return Err(format!("{} interfaces; at most {MAX_IFACES}", ifaces.len()));
+                    return Err(RequestError::TooManyIfaces(ifaces.len()));
                 }
                 for i in ifaces {
                     check_interface_name(i)?;
@@ -114,14 +132,10 @@ impl TuneRequest {
             }
             TuneRequest::Plan { profile, .. } | TuneRequest::Apply { profile, .. } => {
                 if profile.len() > MAX_TEXT {
-                    return Err(format!(
-                        "profile of {} bytes; at most {MAX_TEXT}",
-                        profile.len()
-                    ));
+                    return Err(RequestError::TooLarge(profile.len()));
                 }
-                Profile::parse(profile, "profile from the controller")
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
+                Profile::parse(profile, "profile from the controller")?;
+                Ok(())
             }
             TuneRequest::Rollback | TuneRequest::Finish | TuneRequest::Status => Ok(()),
         }
@@ -255,7 +269,11 @@ mod tests {
             profile: "name = \"x\"\n[sysctl]\n\"kernel.core_pattern\" = \"|/tmp/x\"\n".into(),
             skip_unsupported: false,
         };
-        assert!(bad.validate().unwrap_err().contains("only net.*"));
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("only net.*"));
         let bad = TuneRequest::Save {
             name: "x".into(),
             ifaces: vec!["../../etc".into()],

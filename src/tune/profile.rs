@@ -1,6 +1,8 @@
 //! The profile file: a plain TOML file of settings grouped by kind, parsed
-//! into [`Profile`] with errors that name the file, the key and what is
-//! allowed.
+//! into [`Profile`] with errors that name the file, the line, the key and
+//! what is allowed. Serde reads the keys (`profile/raw.rs`: one struct per
+//! table, `deny_unknown_fields`); one validation pass (`profile/check.rs`)
+//! their values.
 //!
 //! ```toml
 //! name = "throughput-100g"
@@ -28,17 +30,19 @@
 //! This module only reads and checks the text: names, value shapes and
 //! ranges that hold on every host. Whether *this* host can take a value
 //! (the sysctl exists, the driver has that many channels) is decided in
-//! [`super::resolve`]. Order is kept as written (the TOML table keeps
-//! insertion order), because settings are applied in file order.
+//! [`super::resolve`]. Order is kept as written (each value keeps its place
+//! in the file), because settings are applied in file order.
 //!
 //! Sysctls are limited to `net.*` and a few scheduler/memory knobs that
 //! network tuning guides set: a profile may come from a peer, and a sysctl
 //! like `kernel.core_pattern` would let it run programs as root.
 
+pub(crate) mod check;
+pub(crate) mod raw;
+
 use super::cpuset;
-use crate::probe::netlink::ethtool_set::{
-    coalesce_attr, coalesce_names, ChannelKind, PauseKind, RingKind,
-};
+use crate::probe::netlink::ethtool_set::{ChannelKind, PauseKind, RingKind};
+use raw::{Doc, RawProfile};
 use std::fmt;
 
 /// Largest profile text accepted (bytes): far above any real profile.
@@ -56,12 +60,14 @@ pub const EXTRA_SYSCTLS: &[&str] = &[
     "vm.stat_interval",
 ];
 
-/// A bad profile: where, what, and what is allowed.
+/// A bad profile: where (file, line, key), what, and what is allowed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}: {key}: {problem}; {allowed}")]
+#[error("{file}{}: {key}: {problem}; {allowed}", line.map(|l| format!(":{l}")).unwrap_or_default())]
 pub struct ProfileError {
     /// The file (or `shipped profile NAME`, `request from the controller`).
     pub file: String,
+    /// The 1-based line of the value (None when the file as a whole is wrong).
+    pub line: Option<usize>,
     /// The key path (`[[interface]] #2 channels.combined`), or `syntax`.
     pub key: String,
     /// What is wrong.
@@ -265,135 +271,29 @@ pub enum HostSetting {
     Irqbalance(bool),
 }
 
-const TOP_KEYS: &str = "name, description, for, [sysctl], [[interface]], [host]";
-const IF_KEYS: &str =
-    "match, mtu, channels, rings, coalesce, features, pause, rps, xps, rps_flow_cnt, irq_affinity";
-const HOST_KEYS: &str = "governor, irqbalance";
-
-struct Ctx<'a> {
-    file: &'a str,
-}
-
-impl Ctx<'_> {
-    fn err(
-        &self,
-        key: impl Into<String>,
-        problem: impl Into<String>,
-        allowed: impl Into<String>,
-    ) -> ProfileError {
-        ProfileError {
-            file: self.file.to_string(),
-            key: key.into(),
-            problem: problem.into(),
-            allowed: allowed.into(),
-        }
-    }
-}
-
-fn type_name(v: &toml::Value) -> &'static str {
-    match v {
-        toml::Value::String(_) => "a string",
-        toml::Value::Integer(_) => "an integer",
-        toml::Value::Float(_) => "a float",
-        toml::Value::Boolean(_) => "a boolean",
-        toml::Value::Datetime(_) => "a date",
-        toml::Value::Array(_) => "an array",
-        toml::Value::Table(_) => "a table",
-    }
-}
-
-impl Ctx<'_> {
-    /// `v` as a table, or an error saying what was expected.
-    fn table<'v>(
-        &self,
-        key: &str,
-        v: &'v toml::Value,
-        allowed: impl Into<String>,
-    ) -> Result<&'v toml::Table, ProfileError> {
-        v.as_table()
-            .ok_or_else(|| self.err(key, format!("is {}", type_name(v)), allowed))
-    }
-
-    /// At most `max` entries.
-    fn at_most(&self, key: &str, n: usize, max: usize) -> Result<(), ProfileError> {
-        if n > max {
-            return Err(self.err(key, format!("{n} entries"), format!("at most {max}")));
-        }
-        Ok(())
-    }
-}
-
 impl Profile {
-    /// Parse profile text; `file` names it in errors.
+    /// Parse profile text; `file` names it in errors. Serde reads the keys
+    /// (`profile/raw.rs`), one validation pass (`profile/check.rs`) their values.
     pub fn parse(text: &str, file: &str) -> Result<Profile, ProfileError> {
-        let cx = Ctx { file };
+        let doc = Doc { file, text };
         if text.len() > MAX_TEXT {
-            return Err(cx.err(
+            return Err(doc.err(
+                None,
                 "file",
                 format!("{} bytes is too large", text.len()),
                 format!("a profile is at most {MAX_TEXT} bytes"),
             ));
         }
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            cx.err(
-                "syntax",
-                e.message().to_string(),
-                format!(
-                    "fix the TOML syntax{}",
-                    e.span()
-                        .map(|s| format!(" at line {}", line_of(text, s.start)))
-                        .unwrap_or_default()
-                ),
-            )
-        })?;
-        let mut p = Profile {
-            name: String::new(),
-            description: String::new(),
-            purpose: String::new(),
-            sections: Vec::new(),
+        let raw: RawProfile = doc.read(check::describe)?;
+        let cx = check::Ctx::new(&doc, "");
+        let text_of = |s: Option<raw::At<String>>| s.map(|s| s.into_inner()).unwrap_or_default();
+        Ok(Profile {
+            name: check::name(&cx, raw.name.as_ref())?,
+            sections: check::sections(&cx, &raw)?,
+            description: text_of(raw.description),
+            purpose: text_of(raw.purpose),
             source: file.to_string(),
-        };
-        let mut have_name = false;
-        for (k, v) in &table {
-            match k.as_str() {
-                "name" => {
-                    p.name = string(&cx, "name", v)?;
-                    check_profile_name(&p.name).map_err(|e| {
-                        cx.err(
-                            "name",
-                            e,
-                            "letters, digits, '.', '-' and '_', e.g. throughput-100g",
-                        )
-                    })?;
-                    have_name = true;
-                }
-                "description" => p.description = string(&cx, "description", v)?,
-                "for" => p.purpose = string(&cx, "for", v)?,
-                "sysctl" => p.sections.push(Section::Sysctl(parse_sysctls(&cx, v)?)),
-                "interface" => {
-                    let arr = v.as_array().ok_or_else(|| {
-                        cx.err(
-                            "interface",
-                            format!("is {}", type_name(v)),
-                            "write each block as [[interface]] with a `match` key",
-                        )
-                    })?;
-                    cx.at_most("interface", arr.len(), MAX_INTERFACE_BLOCKS)?;
-                    for (i, b) in arr.iter().enumerate() {
-                        p.sections
-                            .push(Section::Interface(parse_interface(&cx, i + 1, b)?));
-                    }
-                }
-                "host" => p.sections.push(Section::Host(parse_host(&cx, v)?)),
-                other => {
-                    return Err(cx.err(other, "unknown key", format!("a profile has {TOP_KEYS}")))
-                }
-            }
-        }
-        if !have_name {
-            return Err(cx.err("name", "missing", "add name = \"...\" at the top"));
-        }
-        Ok(p)
+        })
     }
 
     /// Every interface block.
@@ -415,47 +315,51 @@ impl Profile {
     }
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text.get(..offset)
-        .map(|t| t.matches('\n').count() + 1)
-        .unwrap_or(1)
+/// A name a profile may not hold: of a profile, an interface or a sysctl.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// A profile name of the wrong length.
+    #[error("'{0}' must be 1 to 64 characters")]
+    ProfileLength(String),
+    /// A profile name with other characters.
+    #[error("'{0}' is not a profile name")]
+    Profile(String),
+    /// Not an interface name the kernel allows.
+    #[error("'{0}' is not an interface name")]
+    Interface(String),
+    /// A sysctl name of the wrong length.
+    #[error("must be 1 to 200 characters")]
+    SysctlLength,
+    /// A sysctl outside the allow-list.
+    #[error("only net.* sysctls and {} may be set by a profile", EXTRA_SYSCTLS.join(", "))]
+    SysctlNotAllowed,
+    /// A sysctl name component that is not one.
+    #[error("'{0}' is not a sysctl name component")]
+    SysctlComponent(String),
 }
 
 /// Letters, digits, `.`, `-`, `_`; 1 to 64 bytes; not starting with `.`.
-pub fn check_profile_name(n: &str) -> Result<(), String> {
+pub fn check_profile_name(n: &str) -> Result<(), NameError> {
     if n.is_empty() || n.len() > 64 {
-        return Err(format!("'{n}' must be 1 to 64 characters"));
+        return Err(NameError::ProfileLength(n.to_string()));
     }
     if n.starts_with('.')
         || !n
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
     {
-        return Err(format!("'{n}' is not a profile name"));
+        return Err(NameError::Profile(n.to_string()));
     }
     Ok(())
 }
 
-fn string(cx: &Ctx, key: &str, v: &toml::Value) -> Result<String, ProfileError> {
-    v.as_str().map(str::to_string).ok_or_else(|| {
-        cx.err(
-            key,
-            format!("is {}", type_name(v)),
-            "write it as a quoted string",
-        )
-    })
-}
-
 /// A sysctl name as `sysctl(8)` writes it; returns its /proc/sys path.
-pub fn sysctl_path(name: &str) -> Result<String, String> {
+pub fn sysctl_path(name: &str) -> Result<String, NameError> {
     if name.is_empty() || name.len() > 200 {
-        return Err("must be 1 to 200 characters".into());
+        return Err(NameError::SysctlLength);
     }
     if !name.starts_with("net.") && !EXTRA_SYSCTLS.contains(&name) {
-        return Err(format!(
-            "only net.* sysctls and {} may be set by a profile",
-            EXTRA_SYSCTLS.join(", ")
-        ));
+        return Err(NameError::SysctlNotAllowed);
     }
     let mut parts = Vec::new();
     for part in name.split('.') {
@@ -464,13 +368,10 @@ pub fn sysctl_path(name: &str) -> Result<String, String> {
             && part
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"_-/".contains(&b));
-        if !ok {
-            return Err(format!("'{part}' is not a sysctl name component"));
-        }
         // sysctl(8): a '/' inside a component stands for a '.' in the path (eth0/100 → eth0.100).
         let p = part.replace('/', ".");
-        if p == "." || p == ".." {
-            return Err(format!("'{part}' is not a sysctl name component"));
+        if !ok || p == "." || p == ".." {
+            return Err(NameError::SysctlComponent(part.to_string()));
         }
         parts.push(p);
     }
@@ -482,486 +383,24 @@ pub fn normalize_sysctl(v: &str) -> String {
     v.split_ascii_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-fn parse_sysctls(cx: &Ctx, v: &toml::Value) -> Result<Vec<(String, String)>, ProfileError> {
-    let t = cx.table(
-        "sysctl",
-        v,
-        "write [sysctl] with \"name\" = \"value\" lines",
-    )?;
-    cx.at_most("sysctl", t.len(), MAX_SYSCTLS)?;
-    let mut out = Vec::new();
-    for (name, val) in t {
-        let key = format!("sysctl.\"{name}\"");
-        if val.is_table() {
-            return Err(cx.err(
-                key,
-                "is a table: the dotted name was split by TOML",
-                format!("quote the whole name: \"{name}.…\" = \"value\""),
-            ));
-        }
-        sysctl_path(name).map_err(|e| {
-            cx.err(
-                &key,
-                e,
-                "a dotted sysctl name such as \"net.core.rmem_max\"",
-            )
-        })?;
-        let value = match val {
-            toml::Value::String(s) => s.clone(),
-            toml::Value::Integer(i) => i.to_string(),
-            toml::Value::Boolean(b) => u8::from(*b).to_string(),
-            other => {
-                return Err(cx.err(
-                    key,
-                    format!("is {}", type_name(other)),
-                    "a string (\"4096 87380 268435456\") or an integer",
-                ))
-            }
-        };
-        let norm = normalize_sysctl(&value);
-        if norm.is_empty() || norm.len() > 1024 || norm.chars().any(|c| c.is_control()) {
-            return Err(cx.err(
-                key,
-                format!("'{value}' is not a sysctl value"),
-                "1 to 1024 printable characters",
-            ));
-        }
-        check_known_sysctl(name, &norm).map_err(|e| cx.err(&key, e.0, e.1))?;
-        out.push((name.clone(), norm));
-    }
-    Ok(out)
-}
-
-/// Shapes of sysctls whose form is fixed on every kernel: (problem, allowed).
-fn check_known_sysctl(name: &str, v: &str) -> Result<(), (String, String)> {
-    let triple = [
-        "net.ipv4.tcp_rmem",
-        "net.ipv4.tcp_wmem",
-        "net.ipv4.tcp_mem",
-        "net.ipv4.udp_mem",
-    ];
-    if triple.contains(&name) {
-        let nums: Vec<Option<u64>> = v.split(' ').map(|w| w.parse().ok()).collect();
-        let ok = nums.len() == 3 && nums.iter().all(Option::is_some);
-        let n: Vec<u64> = nums.into_iter().flatten().collect();
-        if !ok {
-            return Err((
-                format!("'{v}' is not three numbers"),
-                "min default max, e.g. \"4096 131072 268435456\"".into(),
-            ));
-        }
-        if !(n[0] <= n[1] && n[1] <= n[2]) {
-            return Err((
-                format!("'{v}' is not ordered"),
-                "min ≤ default ≤ max".into(),
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn interface_name_ok(n: &str) -> bool {
-    // IFNAMSIZ is 16 with the NUL; sysfs paths are built from it.
-    !n.is_empty()
+/// Check an interface name as the kernel allows it (`dev_valid_name`):
+/// IFNAMSIZ is 16 with the NUL, and sysfs paths are built from it.
+pub fn check_interface_name(n: &str) -> Result<(), NameError> {
+    let ok = !n.is_empty()
         && n.len() <= 15
         && n != "."
         && n != ".."
         && !n
             .bytes()
-            .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0)
-}
-
-/// Check an interface name as the kernel allows it (`dev_valid_name`).
-pub fn check_interface_name(n: &str) -> Result<(), String> {
-    if interface_name_ok(n) {
+            .any(|b| b == b'/' || b == b':' || b.is_ascii_whitespace() || b == 0);
+    if ok {
         Ok(())
     } else {
-        Err(format!("'{n}' is not an interface name"))
-    }
-}
-
-fn parse_matcher(cx: &Ctx, key: &str, s: &str) -> Result<Matcher, ProfileError> {
-    let allowed = "an interface name (eth0), a glob (enp*s0f*), @route (the interface that routes to the peer) or, in checklists, @subject";
-    match s {
-        "@route" => Ok(Matcher::Route),
-        "@subject" => Ok(Matcher::Subject),
-        s if s.starts_with('@') => Err(cx.err(key, format!("'{s}' is not a matcher"), allowed)),
-        s if s.contains(['*', '?', '[']) => {
-            let ok = s.len() <= 64 && s.bytes().all(|b| b != b'/' && !b.is_ascii_whitespace());
-            if !ok {
-                return Err(cx.err(key, format!("'{s}' is not a pattern"), allowed));
-            }
-            glob_match(s, "probe").map_err(|e| cx.err(key, e, allowed))?;
-            Ok(Matcher::Glob(s.to_string()))
-        }
-        s => {
-            check_interface_name(s).map_err(|e| cx.err(key, e, allowed))?;
-            Ok(Matcher::Name(s.to_string()))
-        }
+        Err(NameError::Interface(n.to_string()))
     }
 }
 
 pub use super::glob::glob_match;
-
-fn norm_key(k: &str) -> String {
-    k.replace('_', "-")
-}
-
-fn uint(
-    cx: &Ctx,
-    key: &str,
-    v: &toml::Value,
-    max: u64,
-    allowed: &str,
-) -> Result<u32, ProfileError> {
-    match v {
-        toml::Value::Integer(i) if *i >= 0 && (*i as u64) <= max => {
-            u32::try_from(*i).map_err(|_| cx.err(key, format!("{i} is out of range"), allowed))
-        }
-        toml::Value::Integer(i) => Err(cx.err(key, format!("{i} is out of range"), allowed)),
-        other => Err(cx.err(key, format!("is {}", type_name(other)), allowed)),
-    }
-}
-
-fn boolean(cx: &Ctx, key: &str, v: &toml::Value) -> Result<bool, ProfileError> {
-    match v {
-        toml::Value::Boolean(b) => Ok(*b),
-        toml::Value::String(s) if s == "on" => Ok(true),
-        toml::Value::String(s) if s == "off" => Ok(false),
-        other => Err(cx.err(
-            key,
-            format!("{other} is not on/off"),
-            "true or false (or \"on\"/\"off\")",
-        )),
-    }
-}
-
-fn count(cx: &Ctx, key: &str, v: &toml::Value) -> Result<Count, ProfileError> {
-    let allowed = "a number or \"max\" (the driver's maximum)";
-    match v {
-        toml::Value::String(s) if s == "max" => Ok(Count::Max),
-        toml::Value::Integer(_) => Ok(Count::N(uint(cx, key, v, 1 << 20, allowed)?)),
-        other => Err(cx.err(key, format!("{other} is not a count"), allowed)),
-    }
-}
-
-fn counts<K: Copy>(
-    cx: &Ctx,
-    key: &str,
-    v: &toml::Value,
-    kinds: &[K],
-    name: fn(K) -> &'static str,
-) -> Result<Counts<K>, ProfileError> {
-    let names: Vec<&str> = kinds.iter().map(|k| name(*k)).collect();
-    let allowed = format!(
-        "\"max\" or a table of {} with numbers or \"max\"",
-        names.join(", ")
-    );
-    match v {
-        toml::Value::String(s) if s == "max" => Ok(Counts::AllMax),
-        toml::Value::Table(t) => {
-            let mut out = Vec::new();
-            for (k, val) in t {
-                let sub = format!("{key}.{k}");
-                let kind = kinds
-                    .iter()
-                    .find(|x| name(**x) == norm_key(k))
-                    .ok_or_else(|| {
-                        cx.err(&sub, "unknown kind", format!("one of {}", names.join(", ")))
-                    })?;
-                out.push((*kind, count(cx, &sub, val)?));
-            }
-            Ok(Counts::Each(out))
-        }
-        other => Err(cx.err(key, format!("{other} is not a table"), allowed)),
-    }
-}
-
-fn mask_spec(cx: &Ctx, key: &str, v: &toml::Value, spread: bool) -> Result<MaskSpec, ProfileError> {
-    let allowed = if spread {
-        "a hex CPU mask (\"f\"), \"all\", \"local\" (the NIC's NUMA node) or \"spread\" (one local CPU per queue)"
-    } else {
-        "a hex CPU mask (\"f\"), \"all\" or \"local\" (the NIC's NUMA node)"
-    };
-    let s = v
-        .as_str()
-        .ok_or_else(|| cx.err(key, format!("is {}", type_name(v)), allowed))?;
-    match s {
-        "all" => Ok(MaskSpec::All),
-        "local" => Ok(MaskSpec::Local),
-        "spread" if spread => Ok(MaskSpec::Spread),
-        s => cpuset::parse_mask(s)
-            .map(MaskSpec::Cpus)
-            .map_err(|e| cx.err(key, e, allowed)),
-    }
-}
-
-fn per_queue<T>(
-    cx: &Ctx,
-    key: &str,
-    v: &toml::Value,
-    prefix: &str,
-    one: impl Fn(&str, &toml::Value) -> Result<T, ProfileError>,
-) -> Result<PerQueue<T>, ProfileError> {
-    let Some(t) = v.as_table() else {
-        return Ok(PerQueue::All(one(key, v)?));
-    };
-    let mut out = Vec::new();
-    for (k, val) in t {
-        let sub = format!("{key}.{k}");
-        let idx = k
-            .strip_prefix(prefix)
-            .unwrap_or(k)
-            .parse::<u32>()
-            .ok()
-            .filter(|q| *q < 4096)
-            .ok_or_else(|| {
-                cx.err(
-                    &sub,
-                    "not a queue",
-                    format!("{prefix}N (N a queue index below 4096)"),
-                )
-            })?;
-        out.push((idx, one(&sub, val)?));
-    }
-    Ok(PerQueue::Each(out))
-}
-
-fn parse_interface(
-    cx: &Ctx,
-    index: usize,
-    v: &toml::Value,
-) -> Result<InterfaceBlock, ProfileError> {
-    let base = format!("[[interface]] #{index}");
-    let t = cx.table(&base, v, "a table with `match` and settings")?;
-    let m = t.get("match").ok_or_else(|| {
-        cx.err(
-            format!("{base} match"),
-            "missing",
-            "add match = \"eth0\" (or a glob, or \"@route\")",
-        )
-    })?;
-    let ms = string(cx, &format!("{base} match"), m)?;
-    let matcher = parse_matcher(cx, &format!("{base} match"), &ms)?;
-    let base = format!("[[interface]] #{index} (match {ms})");
-    let mut settings = Vec::new();
-    for (k, val) in t {
-        let key = format!("{base} {k}");
-        let s = match norm_key(k).as_str() {
-            "match" => continue,
-            "mtu" => IfSetting::Mtu(uint(cx, &key, val, 1 << 20, "an MTU in bytes, 68 or more")?),
-            "channels" => {
-                IfSetting::Channels(counts(cx, &key, val, &ChannelKind::ALL, ChannelKind::name)?)
-            }
-            "rings" => IfSetting::Rings(counts(cx, &key, val, &RingKind::ALL, RingKind::name)?),
-            "coalesce" => IfSetting::Coalesce(parse_coalesce(cx, &key, val)?),
-            "features" => IfSetting::Features(parse_features(cx, &key, val)?),
-            "pause" => IfSetting::Pause(parse_pause(cx, &key, val)?),
-            "rps" | "rps-cpus" => IfSetting::Rps(per_queue(cx, &key, val, "rx-", |k, v| {
-                mask_spec(cx, k, v, false)
-            })?),
-            "xps" | "xps-cpus" => IfSetting::Xps(per_queue(cx, &key, val, "tx-", |k, v| {
-                mask_spec(cx, k, v, true)
-            })?),
-            "rps-flow-cnt" => IfSetting::RpsFlowCnt(per_queue(cx, &key, val, "rx-", |k, v| {
-                uint(
-                    cx,
-                    k,
-                    v,
-                    1 << 27,
-                    "a number of flow entries per queue (a power of two, e.g. 4096)",
-                )
-            })?),
-            "irq-affinity" => IfSetting::IrqAffinity(parse_irq(cx, &key, val)?),
-            _ => {
-                return Err(cx.err(
-                    key,
-                    "unknown key",
-                    format!("an [[interface]] block has {IF_KEYS}"),
-                ))
-            }
-        };
-        if let IfSetting::Mtu(m) = s {
-            if m < 68 {
-                return Err(cx.err(
-                    key,
-                    format!("{m} is too small"),
-                    "68 (the IPv4 minimum) or more",
-                ));
-            }
-        }
-        if settings.iter().any(|x: &IfSetting| x.key() == s.key()) {
-            return Err(cx.err(key, "given twice", "write each key once per block"));
-        }
-        settings.push(s);
-    }
-    Ok(InterfaceBlock {
-        index,
-        matcher,
-        settings,
-    })
-}
-
-fn parse_coalesce(
-    cx: &Ctx,
-    key: &str,
-    v: &toml::Value,
-) -> Result<Vec<(String, CoalesceValue)>, ProfileError> {
-    let names = coalesce_names().join(", ");
-    let t = cx.table(key, v, format!("a table of {names}"))?;
-    let mut out = Vec::new();
-    for (k, val) in t {
-        let n = norm_key(k);
-        let sub = format!("{key}.{k}");
-        let Some((_, flag)) = coalesce_attr(&n) else {
-            return Err(cx.err(
-                sub,
-                "unknown coalescing parameter",
-                format!("one of {names}"),
-            ));
-        };
-        let value = if flag {
-            CoalesceValue::Flag(boolean(cx, &sub, val)?)
-        } else {
-            CoalesceValue::Num(uint(
-                cx,
-                &sub,
-                val,
-                u32::MAX as u64,
-                "a number (microseconds or frames)",
-            )?)
-        };
-        out.push((n, value));
-    }
-    Ok(out)
-}
-
-fn parse_features(
-    cx: &Ctx,
-    key: &str,
-    v: &toml::Value,
-) -> Result<Vec<(String, bool)>, ProfileError> {
-    let allowed =
-        "a table of feature names (gro, tso, rx-gro, generic-receive-offload, ...) = true/false";
-    let t = cx.table(key, v, allowed)?;
-    let mut out = Vec::new();
-    for (k, val) in t {
-        let sub = format!("{key}.{k}");
-        let ok = !k.is_empty()
-            && k.len() <= 64
-            && k.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
-        if !ok {
-            return Err(cx.err(sub, "not a feature name", allowed));
-        }
-        out.push((k.clone(), boolean(cx, &sub, val)?));
-    }
-    Ok(out)
-}
-
-fn parse_pause(
-    cx: &Ctx,
-    key: &str,
-    v: &toml::Value,
-) -> Result<Vec<(PauseKind, bool)>, ProfileError> {
-    let allowed = "a table of autoneg, rx, tx = true/false";
-    let t = cx.table(key, v, allowed)?;
-    let mut out = Vec::new();
-    for (k, val) in t {
-        let sub = format!("{key}.{k}");
-        let kind = PauseKind::ALL
-            .into_iter()
-            .find(|p| p.name() == k)
-            .ok_or_else(|| cx.err(&sub, "unknown pause parameter", allowed))?;
-        out.push((kind, boolean(cx, &sub, val)?));
-    }
-    Ok(out)
-}
-
-fn parse_irq(cx: &Ctx, key: &str, v: &toml::Value) -> Result<IrqSpec, ProfileError> {
-    let allowed = "\"local\" (spread the NIC's data IRQs over its NUMA node's CPUs), \"all\" (over every CPU), or a table \"IRQ name\" = \"CPU list\"";
-    match v {
-        toml::Value::String(s) if s == "local" => Ok(IrqSpec::Local),
-        toml::Value::String(s) if s == "all" => Ok(IrqSpec::All),
-        toml::Value::Table(t) => {
-            let mut out = Vec::new();
-            for (name, val) in t {
-                let sub = format!("{key}.\"{name}\"");
-                if name.is_empty() || name.len() > 128 || name.chars().any(char::is_whitespace) {
-                    return Err(cx.err(
-                        sub,
-                        "not an interrupt name",
-                        "the last column of /proc/interrupts",
-                    ));
-                }
-                let s = string(cx, &sub, val)?;
-                let cpus = cpuset::parse_list(&s)
-                    .map_err(|e| cx.err(&sub, e, "a CPU list such as \"0-3,8\""))?;
-                if cpus.is_empty() {
-                    return Err(cx.err(sub, "empty CPU list", "at least one CPU"));
-                }
-                out.push((name.clone(), cpus));
-            }
-            Ok(IrqSpec::Explicit(out))
-        }
-        other => Err(cx.err(key, format!("{other} is not an IRQ policy"), allowed)),
-    }
-}
-
-fn governor_name(cx: &Ctx, key: &str, v: &toml::Value) -> Result<String, ProfileError> {
-    let s = string(cx, key, v)?;
-    let ok =
-        !s.is_empty() && s.len() <= 32 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if !ok {
-        return Err(cx.err(
-            key,
-            format!("'{s}' is not a governor name"),
-            "a cpufreq governor such as performance, schedutil, ondemand",
-        ));
-    }
-    Ok(s)
-}
-
-fn parse_host(cx: &Ctx, v: &toml::Value) -> Result<Vec<HostSetting>, ProfileError> {
-    let t = cx.table("host", v, format!("a [host] table with {HOST_KEYS}"))?;
-    let mut out = Vec::new();
-    for (k, val) in t {
-        let key = format!("host.{k}");
-        match k.as_str() {
-            "governor" => {
-                let g = match val {
-                    toml::Value::Table(t) => {
-                        let mut each = Vec::new();
-                        for (c, g) in t {
-                            let sub = format!("{key}.{c}");
-                            let cpu = c
-                                .strip_prefix("cpu")
-                                .and_then(|n| n.parse::<u32>().ok())
-                                .filter(|n| *n <= cpuset::MAX_CPU)
-                                .ok_or_else(|| cx.err(&sub, "not a CPU", "cpuN = \"governor\""))?;
-                            each.push((cpu, governor_name(cx, &sub, g)?));
-                        }
-                        Governor::Each(each)
-                    }
-                    other => Governor::All(governor_name(cx, &key, other)?),
-                };
-                out.push(HostSetting::Governor(g));
-            }
-            "irqbalance" => {
-                let allowed = "\"stopped\" or \"running\"";
-                let running = match val {
-                    toml::Value::String(s) if s == "stopped" || s == "stop" => false,
-                    toml::Value::String(s) if s == "running" || s == "start" => true,
-                    toml::Value::Boolean(b) => *b,
-                    other => return Err(cx.err(key, format!("{other} is not a state"), allowed)),
-                };
-                out.push(HostSetting::Irqbalance(running));
-            }
-            _ => return Err(cx.err(key, "unknown key", format!("[host] has {HOST_KEYS}"))),
-        }
-    }
-    Ok(out)
-}
 
 #[cfg(test)]
 mod tests {
@@ -1101,6 +540,82 @@ irqbalance = "stop"
         assert!(!glob_match("eth[!0-2]", "eth1").unwrap());
         assert!(glob_match("veth-?", "veth-a").unwrap());
         assert!(glob_match("eth[", "eth0").is_err());
+    }
+
+    #[test]
+    fn errors_name_the_line_of_the_value_or_key() {
+        let e = err(
+            "name = \"x\"\n[[interface]]\nmatch = \"eth0\"\nchannels = { combined = \"lots\" }\n",
+        );
+        assert_eq!(e.line, Some(4), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("bad.toml:4: [[interface]] #1 (match eth0) channels.combined: "),
+            "{e}"
+        );
+        // A key serde refuses: its line, its block, and what the block has.
+        let e = err("name = \"x\"\n[[interface]]\nmatch = \"eth0\"\nmtu = 9000\ncolour = 1\n");
+        assert_eq!(
+            (e.line, e.key.as_str(), e.problem.as_str()),
+            (
+                Some(5),
+                "[[interface]] #1 (match eth0) colour",
+                "unknown key"
+            )
+        );
+        assert!(e.allowed.contains("irq_affinity"), "{e}");
+        let e = err("name = \"x\"\n\n[host]\ngovernor = \"performance\"\nnap = true\n");
+        assert_eq!((e.line, e.key.as_str()), (Some(5), "host.nap"), "{e}");
+        // A table's entries: the entry's own line.
+        let e = err("name = \"x\"\n[sysctl]\n\"net.core.rmem_max\" = \"1\"\n\"net.ipv4.tcp_rmem\" = \"1 2\"\n");
+        assert_eq!(e.line, Some(4), "{e}");
+        // A value of the wrong shape where serde reads it.
+        let e = err("name = \"x\"\nsysctl = 5\n");
+        assert_eq!((e.line, e.key.as_str()), (Some(2), "sysctl"), "{e}");
+        assert!(e.allowed.contains("[sysctl]"), "{e}");
+    }
+
+    #[test]
+    fn settings_keep_file_order_whatever_the_toml_form() {
+        let p = Profile::parse(
+            r#"
+name = "order"
+[host]
+irqbalance = "stopped"
+[[interface]]
+match = "eth0"
+channels.combined = 4
+rps-cpus = "f"
+mtu = 9000
+[interface.features]
+gro = true
+[sysctl]
+"net.core.rmem_max" = "1"
+"#,
+            "f",
+        )
+        .unwrap();
+        let kinds: Vec<&str> = p
+            .sections
+            .iter()
+            .map(|s| match s {
+                Section::Host(_) => "host",
+                Section::Interface(_) => "interface",
+                Section::Sysctl(_) => "sysctl",
+            })
+            .collect();
+        assert_eq!(kinds, ["host", "interface", "sysctl"]);
+        let b = p.interfaces().next().unwrap();
+        let keys: Vec<&str> = b.settings.iter().map(IfSetting::key).collect();
+        assert_eq!(keys, ["channels", "rps", "mtu", "features"]);
+    }
+
+    #[test]
+    fn one_key_spelled_two_ways_in_a_block_is_refused() {
+        let e =
+            err("name = \"x\"\n[[interface]]\nmatch = \"eth0\"\nrps = \"f\"\nrps_cpus = \"3\"\n");
+        assert_eq!(e.key, "[[interface]] #1 (match eth0)", "{e}");
+        assert!(e.problem.contains("duplicate") && e.line.is_some(), "{e}");
     }
 
     #[test]

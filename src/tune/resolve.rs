@@ -991,7 +991,7 @@ impl Resolver<'_> {
                 let target = if *running { "running" } else { "stopped" }.to_string();
                 if cur != target {
                     if let Err(e) = self.host.can_control_irqbalance() {
-                        return self.fail(unsupported(key.to_string(), e, ""));
+                        return self.fail(unsupported(key.to_string(), e.to_string(), ""));
                     }
                 }
                 self.push(key, target, cur, "host.irqbalance".into());

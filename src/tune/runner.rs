@@ -13,7 +13,7 @@
 
 use super::apply::{ApplyReport, RollbackReport};
 use super::checklist::{Check, Checklist};
-use super::decide::{decide, kept_profile, Metric, StepRecord, StepStatus, Verdict};
+use super::decide::{decide, kept_profile, KeptError, Metric, StepRecord, StepStatus, Verdict};
 use super::side::{path_side, place, DataFlow};
 use crate::diagnose::{Evidence, Finding};
 use crate::probe::sample::HostRole;
@@ -114,10 +114,44 @@ impl From<String> for StepError {
     }
 }
 
+/// Why the test gave no value (the session says what and where).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TestError {
+    /// The test did not run or did not finish.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<String> for TestError {
+    fn from(e: String) -> Self {
+        TestError::Failed(e)
+    }
+}
+
+impl From<&str> for TestError {
+    fn from(e: &str) -> Self {
+        TestError::Failed(e.to_string())
+    }
+}
+
+/// Why a checklist run stopped before its summary.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The checklist needs an engine this build lacks.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The baseline could not be measured.
+    #[error("{0}")]
+    Baseline(#[from] TestError),
+    /// The kept changes could not be written as a profile.
+    #[error(transparent)]
+    Kept(#[from] KeptError),
+}
+
 /// What the loop needs from the session (see the module docs).
 pub trait Driver {
     /// Run the test once: `args` are `wirescope run` arguments (no --peer, --log, --json).
-    fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, String>;
+    fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, TestError>;
     /// The commands a change would run on `host` (a dry run), for the question.
     fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError>;
     /// Apply a profile on `host` through the profile machinery, skipping
@@ -135,7 +169,7 @@ fn measure(
     d: &mut dyn Driver,
     c: &Checklist,
     rounds: u32,
-) -> Result<(Vec<f64>, Vec<Finding>), String> {
+) -> Result<(Vec<f64>, Vec<Finding>), TestError> {
     let mut values = Vec::new();
     let mut findings = Vec::new();
     for _ in 0..rounds {
@@ -157,9 +191,9 @@ pub fn run(
     rounds: u32,
     flow: DataFlow,
     d: &mut dyn Driver,
-) -> Result<Summary, String> {
+) -> Result<Summary, RunError> {
     if let Some(why) = c.unavailable() {
-        return Err(why);
+        return Err(RunError::Unavailable(why));
     }
     let rounds = rounds.clamp(1, super::checklist::MAX_ROUNDS);
     let (mut current, mut findings) = measure(d, c, rounds)?;
@@ -208,10 +242,12 @@ struct Step {
     flow: DataFlow,
 }
 
+/// What a step ends with: its record and, when the change stays, the new
+/// rounds and findings.
+type StepEnd = (StepRecord, Option<(Vec<f64>, Vec<Finding>)>);
+
 /// One check: find its finding, choose the host, propose, apply,
-/// re-measure, decide. Returns the record and, when the change stays, the
-/// new rounds and findings.
-#[allow(clippy::type_complexity)]
+/// re-measure, decide.
 fn step(
     c: &Checklist,
     check: &Check,
@@ -219,10 +255,9 @@ fn step(
     current: &[f64],
     findings: &[Finding],
     d: &mut dyn Driver,
-) -> (StepRecord, Option<(Vec<f64>, Vec<Finding>)>) {
-    let n = at.n;
+) -> StepEnd {
     let mut rec = StepRecord {
-        step: n,
+        step: at.n,
         rule: check.rule.clone(),
         title: check.title.clone(),
         host: None,
@@ -243,21 +278,70 @@ fn step(
     rec.host = Some(host);
     rec.host_why = on.why;
     rec.subject = f.subject.clone();
-    let end = |mut rec: StepRecord, status| {
-        rec.status = status;
-        (rec, None)
+    let (fragment, change) = match propose(check, f, host, findings, &mut rec, d) {
+        Ok(x) => x,
+        Err(status) => return ended(rec, status),
     };
-    // A refusal skips the step (nothing changed there); anything else failed it.
-    let refused = |mut rec: StepRecord, e: StepError| {
-        rec.status = match e {
-            StepError::Refused(why) => {
-                rec.refused_by = Some(host);
-                StepStatus::Skipped(format!("the agent refused: {why}"))
-            }
-            StepError::Failed(why) => StepStatus::Failed(why),
-        };
-        (rec, None)
+    let q = Question::Apply {
+        step: at.n,
+        rule: f.id.clone(),
+        finding: f.title.clone(),
+        evidence: f.evidence.iter().map(Evidence::to_string).collect(),
+        host,
+        host_why: rec.host_why.clone(),
+        change,
     };
+    if !d.confirm(&q) {
+        return ended(rec, StepStatus::Declined);
+    }
+    let report = match d.apply(host, &fragment) {
+        Ok(r) => r,
+        Err(e) => {
+            let status = refusal(&mut rec, host, e);
+            return ended(rec, status);
+        }
+    };
+    rec.changes = report
+        .changes
+        .iter()
+        .map(|ch| format!("{}: {} -> {}", ch.setting, ch.before, ch.after))
+        .collect();
+    rec.profile = Some(fragment);
+    match measure(d, c, at.rounds) {
+        Ok(after) => judge(c, (at.n, host), current, after, rec, d),
+        Err(e) => {
+            let status = undo(host, &e, &mut rec, d);
+            ended(rec, status)
+        }
+    }
+}
+
+fn ended(mut rec: StepRecord, status: StepStatus) -> StepEnd {
+    rec.status = status;
+    (rec, None)
+}
+
+/// A refusal skips the step (nothing changed there); anything else failed it.
+fn refusal(rec: &mut StepRecord, host: HostRole, e: StepError) -> StepStatus {
+    match e {
+        StepError::Refused(why) => {
+            rec.refused_by = Some(host);
+            StepStatus::Skipped(format!("the agent refused: {why}"))
+        }
+        StepError::Failed(why) => StepStatus::Failed(why),
+    }
+}
+
+/// The change for the step's host and the commands it would run there;
+/// the status the step ends with when there is nothing to propose.
+fn propose(
+    check: &Check,
+    f: &Finding,
+    host: HostRole,
+    findings: &[Finding],
+    rec: &mut StepRecord,
+    d: &mut dyn Driver,
+) -> Result<(String, String), StepStatus> {
     // On the other host: the same rule's finding there names its own
     // interface (both ends of a pair often report it); else the interface
     // that routes to the first host.
@@ -272,55 +356,39 @@ fn step(
     } else {
         check.instantiate_across()
     };
-    let fragment = match fragment {
-        Ok(t) => t,
-        Err(e) => return end(rec, StepStatus::Skipped(e)),
-    };
-    let change = match d.preview(host, &fragment) {
-        Ok(cmds) if cmds.is_empty() => {
-            let why = format!("the {} host already has these values", host.name());
-            return end(rec, StepStatus::Skipped(why));
-        }
-        Ok(cmds) => cmds.join("\n"),
-        Err(e) => return refused(rec, e),
-    };
-    let q = Question::Apply {
-        step: n,
-        rule: f.id.clone(),
-        finding: f.title.clone(),
-        evidence: f.evidence.iter().map(Evidence::to_string).collect(),
-        host,
-        host_why: rec.host_why.clone(),
-        change,
-    };
-    if !d.confirm(&q) {
-        return end(rec, StepStatus::Declined);
+    let fragment = fragment.map_err(|e| StepStatus::Skipped(e.to_string()))?;
+    match d.preview(host, &fragment) {
+        Ok(cmds) if cmds.is_empty() => Err(StepStatus::Skipped(format!(
+            "the {} host already has these values",
+            host.name()
+        ))),
+        Ok(cmds) => Ok((fragment, cmds.join("\n"))),
+        Err(e) => Err(refusal(rec, host, e)),
     }
-    let report = match d.apply(host, &fragment) {
-        Ok(r) => r,
-        Err(e) => return refused(rec, e),
-    };
-    rec.changes = report
-        .changes
-        .iter()
-        .map(|ch| format!("{}: {} -> {}", ch.setting, ch.before, ch.after))
-        .collect();
-    rec.profile = Some(fragment);
-    let after = match measure(d, c, at.rounds) {
-        Ok(x) => x,
-        Err(e) => {
-            // Leave the host as it was before this step.
-            let undo = match d.rollback(host) {
-                Ok(r) => {
-                    rec.restored = restored_lines(&r);
-                    String::new()
-                }
-                Err(u) => format!("; rolling back failed too: {u}"),
-            };
-            let why = format!("measuring after the change failed: {e}{undo}");
-            return end(rec, StepStatus::Failed(why));
+}
+
+/// Measuring after the change failed: leave the host as it was before
+/// this step.
+fn undo(host: HostRole, e: &TestError, rec: &mut StepRecord, d: &mut dyn Driver) -> StepStatus {
+    let undo = match d.rollback(host) {
+        Ok(r) => {
+            rec.restored = restored_lines(&r);
+            String::new()
         }
+        Err(u) => format!("; rolling back failed too: {u}"),
     };
+    StepStatus::Failed(format!("measuring after the change failed: {e}{undo}"))
+}
+
+/// Keep the change when it helped (or when asked to), else roll it back.
+fn judge(
+    c: &Checklist,
+    (n, host): (usize, HostRole),
+    current: &[f64],
+    after: (Vec<f64>, Vec<Finding>),
+    mut rec: StepRecord,
+    d: &mut dyn Driver,
+) -> StepEnd {
     let v = decide(c.test.metric, current, &after.0, c.min_gain_pct);
     rec.status = if v.keep {
         StepStatus::Kept
@@ -433,7 +501,7 @@ mod tests {
     }
 
     impl Driver for Script {
-        fn run_test(&mut self, _: &[String], _: Metric) -> Result<TestOutcome, String> {
+        fn run_test(&mut self, _: &[String], _: Metric) -> Result<TestOutcome, TestError> {
             let mut f = Vec::new();
             if !self.applied.iter().any(|(_, p)| p.contains("tcp_rmem")) {
                 f.push(finding("tcp.buffer-limited", HostRole::Peer, "receive"));

@@ -26,7 +26,7 @@
 //! This module knows nothing about how settings are written; it only keeps
 //! the record (see [`super::apply`]).
 
-use super::key::{check_value, Key};
+use super::key::{check_value, Key, RecordError};
 use super::origin::NetnsId;
 use crate::probe::trusted::{check_private, read_bounded, ROOT_TRUSTED};
 use serde::{Deserialize, Serialize};
@@ -67,6 +67,15 @@ pub enum StateError {
         path: PathBuf,
         /// What is wrong.
         detail: String,
+    },
+    /// A backup or journal parses but holds what no profile could have made.
+    #[error("{}: {source}; move the directory aside if it is damaged", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: RecordError,
     },
     /// Someone else could have written the directory or a backup in it.
     #[error("{}: {reason}; someone else could have planted a backup there, so wirescope does not act on it; fix it with `{fix}` or use another --state-dir", path.display())]
@@ -143,12 +152,14 @@ pub struct Backup {
 }
 
 /// Bounded text without control characters.
-fn check_text(what: &str, t: &str, max: usize) -> Result<(), String> {
+fn check_text(what: &'static str, t: &str, max: usize) -> Result<(), RecordError> {
     if t.len() > max {
-        return Err(format!("{what} is {} bytes (at most {max})", t.len()));
+        let len = t.len();
+        return Err(RecordError::TextTooLong { what, len, max });
     }
     if t.chars().any(char::is_control) {
-        return Err(format!("{what} {t:?} has control characters"));
+        let text = t.to_string();
+        return Err(RecordError::TextControl { what, text });
     }
     Ok(())
 }
@@ -157,18 +168,18 @@ impl Backup {
     /// Check every field of a backup read from `dir_name`, as strictly as a
     /// profile is checked: its ID is its directory's name, texts are bounded,
     /// keys name what a profile may name, values are bounded single lines.
-    pub fn validate(&self, dir_name: &str) -> Result<(), String> {
+    pub fn validate(&self, dir_name: &str) -> Result<(), RecordError> {
         if self.version != BACKUP_VERSION {
-            return Err(format!(
-                "version {} (this wirescope reads {BACKUP_VERSION})",
-                self.version
-            ));
+            return Err(RecordError::Version {
+                found: self.version,
+                reads: BACKUP_VERSION,
+            });
         }
         if self.id != dir_name {
-            return Err(format!(
-                "its id {:?} is not its directory's name {dir_name:?}",
-                self.id
-            ));
+            return Err(RecordError::Id {
+                id: self.id.clone(),
+                dir: dir_name.to_string(),
+            });
         }
         check_text("created", &self.created, 64)?;
         check_text("hostname", &self.hostname, 255)?;
@@ -180,13 +191,17 @@ impl Backup {
             n.validate()?;
         }
         if self.steps.len() > MAX_STEPS {
-            return Err(format!(
-                "{} settings (at most {MAX_STEPS})",
-                self.steps.len()
-            ));
+            return Err(RecordError::TooManySteps {
+                n: self.steps.len(),
+                max: MAX_STEPS,
+            });
         }
         for (i, st) in self.steps.iter().enumerate() {
-            let at = |e: String| format!("setting {} ({}): {e}", i + 1, st.key);
+            let at = |e: RecordError| RecordError::Setting {
+                index: i + 1,
+                key: st.key.to_string(),
+                source: Box::new(e),
+            };
             st.key.validate().map_err(at)?;
             check_value(&st.before).map_err(at)?;
             check_value(&st.after).map_err(at)?;
@@ -393,6 +408,13 @@ pub struct Lock {
     _flock: nix::fcntl::Flock<File>,
 }
 
+fn invalid(path: &Path) -> impl FnOnce(RecordError) -> StateError + '_ {
+    move |source| StateError::Invalid {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> StateError + 'a {
     move |source| StateError::Io {
         op,
@@ -592,7 +614,7 @@ impl StateDir {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        backup.validate(&name).map_err(|e| corrupt(&bpath, e))?;
+        backup.validate(&name).map_err(invalid(&bpath))?;
         let jpath = dir.join("journal.jsonl");
         let events = match std::fs::symlink_metadata(&jpath) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
@@ -602,7 +624,7 @@ impl StateDir {
                 let text =
                     read_bounded(&jpath, MAX_RECORD).map_err(|e| corrupt(&jpath, e.to_string()))?;
                 let events = parse_journal(text.as_bytes(), &jpath)?;
-                check_events(&events, backup.steps.len()).map_err(|e| corrupt(&jpath, e))?;
+                check_events(&events, backup.steps.len()).map_err(invalid(&jpath))?;
                 events
             }
         };
@@ -678,7 +700,7 @@ impl StateDir {
 }
 
 /// Every event names a step of the backup and carries a bounded value.
-fn check_events(events: &[Event], steps: usize) -> Result<(), String> {
+fn check_events(events: &[Event], steps: usize) -> Result<(), RecordError> {
     for e in events {
         let (step, value) = match e {
             Event::Start { step, before } => (Some(*step), before.as_deref()),
@@ -695,10 +717,7 @@ fn check_events(events: &[Event], steps: usize) -> Result<(), String> {
             }
         };
         if let Some(s) = step.filter(|s| *s >= steps) {
-            return Err(format!(
-                "an event names setting {} of a backup of {steps}",
-                s + 1
-            ));
+            return Err(RecordError::EventStep { step: s + 1, steps });
         }
         if let Some(v) = value {
             check_value(v)?;

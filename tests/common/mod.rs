@@ -288,30 +288,6 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
-/// A packet test point on this pair: the sink on veth-b, the generator on veth-a.
-pub fn sink_point(
-    p: &Pair,
-    spec: wirescope::traffic::sink::SinkSpec,
-    time: Duration,
-    interval: Duration,
-) -> wirescope::traffic::sink::lab::Point {
-    use wirescope::traffic::sink::lab::{End, Point};
-    Point {
-        spec,
-        sink: End {
-            netns: Some(p.b.clone()),
-            iface: "veth-b".into(),
-        },
-        gen: Some(End {
-            netns: Some(p.a.clone()),
-            iface: "veth-a".into(),
-        }),
-        sender: None,
-        time,
-        interval,
-    }
-}
-
 /// True while an XDP program is attached to `dev` in namespace `ns` (`ip -d link`).
 pub fn xdp_attached(ns: &str, dev: &str) -> bool {
     let out = Command::new("ip")

@@ -29,7 +29,7 @@
 //! The module runs unchanged with each end in another network namespace:
 //! every interface fact is read by ioctl/getifaddrs in the calling thread's
 //! namespace, and threads inherit the namespace of the thread that starts
-//! them ([`lab`] runs both ends in one process that way).
+//! them.
 
 pub mod counters;
 pub mod engine;
@@ -37,7 +37,6 @@ pub mod figures;
 pub mod flow;
 pub mod frame;
 pub mod gen;
-pub mod lab;
 mod pace;
 mod ring;
 pub mod rx;

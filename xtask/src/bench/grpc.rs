@@ -7,10 +7,11 @@
 //! messages/s to both servers; then one 4 MiB unary point per stack with
 //! the peak resident memory of each client and server.
 //!
-//! Until the session runs gRPC tests, the wirescope side is `wirescope serve
-//! grpc` and the hidden `wirescope serve grpc-client` (the engine the agent
-//! and `run --engine grpc` will use). A client's peak memory is its
-//! `ru_maxrss` (wait4); a server's is `VmHWM`, reset through
+//! The wirescope side is `wirescope serve grpc` (the server alone, as the
+//! agent runs it) and `wirescope run --engine grpc --target` (the client as
+//! every test runs it: the same driver, pipeline and summary, only this
+//! host sampled, `--ebpf off`). A client's peak memory is its `ru_maxrss`
+//! (wait4: the whole `run` process); a server's is `VmHWM`, reset through
 //! `/proc/PID/clear_refs` before each run. Results are printed, never asserted.
 
 mod refs;
@@ -241,26 +242,24 @@ fn ws_client(
 ) -> Result<RunResult> {
     let mut c = p.client(&t.wirescope);
     let (size, time) = (size.to_string(), format!("{secs}s"));
-    c.args([
-        "serve",
-        "grpc-client",
-        "--target",
-        &p.addr(to),
-        "--mode",
-        mode,
-    ])
-    .args(["--channels", CHANNELS, "--concurrency", CONCURRENCY])
-    .args(["--size", &size, "-t", &time, "--omit", "0s", "--json"]);
+    c.args(["run", "--engine", "grpc", "--target", &p.addr(to)])
+        .args(["--mode", mode, "--ebpf", "off"])
+        .args(["--channels", CHANNELS, "--concurrency", CONCURRENCY])
+        .args(["--size", &size, "--resp-size", &size])
+        .args(["-t", &time, "--omit", "0s", "--json"]);
     let (out, rss) = measured(p, c, to)?;
-    let v: Value = serde_json::from_str(out.trim()).context("reading wirescope's JSON")?;
-    let r = &v["result"];
+    let v: Value = serde_json::from_str(out.trim()).context("reading wirescope's JSON summary")?;
+    if let Some(e) = v["error"].as_str() {
+        bail!("wirescope reported an error: {e}");
+    }
+    let (g, l) = (&v["grpc"], &v["latency_us"]);
     let num = |x: &Value| x.as_f64().unwrap_or(f64::NAN);
     Ok(RunResult {
-        rps: num(&r["rpcs_per_sec"]),
-        mbps: num(&r["rx_bytes_per_sec"]) / 1e6,
-        p50_us: num(&r["latency"]["p50"]),
-        p99_us: num(&r["latency"]["p99"]),
-        errors: r["errors"]
+        rps: num(&g["rpcs_per_s"]),
+        mbps: num(&g["response_bytes_per_s"]) / 1e6,
+        p50_us: num(&l["p50"]),
+        p99_us: num(&l["p99"]),
+        errors: g["errors"]
             .as_object()
             .map_or(0, |m| m.values().filter_map(Value::as_u64).sum()),
         client_rss: rss.0,

@@ -118,6 +118,13 @@ impl Lab {
 
     /// `wirescope run --peer ADDR_B <args> --json` in side A; parsed summary.
     pub fn wirescope_run(&self, args: &[&str]) -> Result<WsRun> {
+        let (json, what) = self.wirescope_json(args)?;
+        parse::wirescope_summary(&json).with_context(|| format!("reading the summary of `{what}`"))
+    }
+
+    /// `wirescope run --peer ADDR_B <args> --json` in side A: its output
+    /// (one JSON summary per point) and the command line, for messages.
+    pub fn wirescope_json(&self, args: &[&str]) -> Result<(String, String)> {
         let mut run = self.client(&self.wirescope);
         run.args(["run", "--peer", ADDR_B]).args(args).arg("--json");
         run.env(wirescope::session::auth::TOKEN_ENV, &self.token);
@@ -129,7 +136,7 @@ impl Lab {
                 agent_log.display()
             )
         })?;
-        parse::wirescope_summary(&json).with_context(|| format!("reading the summary of `{what}`"))
+        Ok((json, what))
     }
 
     /// One-line description of the pair.

@@ -2,7 +2,8 @@
 //! namespace pair, alternating runs so drift hits both tools alike.
 //!
 //! Owns the lab (namespace pair, servers in side B, release binary, token) and
-//! the common steps; `tcp` and `rr` own their measurement loops and tables.
+//! the common steps; `tcp`, `rr` and `sink` own their measurement loops and
+//! tables.
 //! Results are printed, never asserted: this is a benchmark, not a test.
 
 mod ebpf;
@@ -70,15 +71,12 @@ pub fn run(which: BenchCmd) -> Result<()> {
         // Its own servers on loopback and/or its own namespace pair: no agent.
         return grpc::run(&wirescope, args);
     }
-    if let BenchCmd::Sink(args) = &which {
-        // Its own namespace pair; no agent (sink-lab runs both ends).
-        return sink::run(&wirescope, args);
-    }
     let mut lab = Lab::start(wirescope)?;
     match which {
         BenchCmd::Tcp(args) => tcp::run(&mut lab, &args),
         BenchCmd::Rr(args) => rr::run(&mut lab, &args),
-        BenchCmd::Ebpf(_) | BenchCmd::Grpc(_) | BenchCmd::Sink(_) | BenchCmd::Sampler(_) => Ok(()),
+        BenchCmd::Sink(args) => sink::run(&lab, &args),
+        BenchCmd::Ebpf(_) | BenchCmd::Grpc(_) | BenchCmd::Sampler(_) => Ok(()),
     }
     // `lab` drops here (also on `?` above): servers killed, namespaces removed.
 }

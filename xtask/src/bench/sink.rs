@@ -1,35 +1,36 @@
-//! `cargo xtask bench sink`: the packet engine on a throwaway veth pair.
+//! `cargo xtask bench sink`: the packet engine on the lab's veth pair,
+//! driven by `wirescope run --engine sink` against the lab's agent (the
+//! generator in side A, the sink in side B), as the other benchmarks drive
+//! `run`.
 //!
 //! 1. Generator, 64 B, one thread pinned to cpu0: wirescope's (each path)
 //!    against `trafgen` (netsniff-ng; its fastest mode: PACKET_TX_RING with
-//!    the qdisc bypassed, the default), alternating rounds. Both are counted
-//!    the same way: by wirescope's `xdp` sink on the receiving veth, which
-//!    drops at the earliest point (frames counted / seconds the tool sent).
+//!    the qdisc bypassed, the default), alternating rounds. wirescope's
+//!    frames are counted by its `xdp` sink on veth-b, which drops at the
+//!    earliest point; trafgen's by an nftables counter at veth-b's ingress
+//!    that drops them there (frames counted / seconds the tool sent).
 //! 2. Sink efficiency: every sink mode with the generator flat out, then
 //!    at one offered load the generator sustains against every mode (80 %
 //!    of the slowest flat-out run), counted against what was sent, what
-//!    `xdp` counted, and the interface's rx_packets. On veth the receive side's kernel work (XDP, the
-//!    copy into the AF_XDP UMEM or the TPACKET ring) runs in the NAPI poll
-//!    on the *sending* core, so a costlier mode slows the generator down:
-//!    the flat-out table shows that, and whether the sink still counted
-//!    everything that arrived.
-//! 3. The frame-size sweep (64-1518) and a `cores=0;1;0,1` sweep, printed
-//!    as `wirescope sink-lab --sweep` prints them.
+//!    `xdp` counted, and the interface's rx_packets. On veth the receive
+//!    side's kernel work (XDP, the copy into the AF_XDP UMEM or the TPACKET
+//!    ring) runs in the NAPI poll on the *sending* core, so a costlier mode
+//!    slows the generator down: the flat-out table shows that, and whether
+//!    the sink still counted everything that arrived.
+//! 3. The frame-size sweep (64-1518) and a `cores=0;1;0,1` sweep, one row
+//!    per point of `run --sweep`.
 //!
-//! The engine is driven through the hidden `wirescope sink-lab` (both ends
-//! in one process, each in its namespace: the same engine `run --engine
-//! sink` runs over a session, without the control round trips, so trafgen
-//! and wirescope's generator are counted the same way). Numbers are
-//! printed, never asserted.
+//! Numbers are printed, never asserted.
 
+use super::lab::Lab;
 use super::stats::{list, median, ratio};
 use super::{table, Common, SETTLE};
-use crate::cmd::{self, command};
-use crate::netns::{NetnsPair, Side};
+use crate::cmd;
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Instant;
 
 /// `bench sink` options.
@@ -39,7 +40,7 @@ pub struct SinkArgs {
     common: Common,
 }
 
-/// What `sink-lab --json` says about one point.
+/// What one point's summary (`run --json`, its `sink` key) says.
 #[derive(Debug, Clone, Copy, Default)]
 struct Point {
     counted: f64,
@@ -51,72 +52,74 @@ struct Point {
     cpu: f64,
 }
 
-fn parse_summary(json: &str) -> Result<(Point, serde_json::Value)> {
-    let line = json
-        .lines()
-        .rev()
-        .find(|l| l.contains("\"type\":\"summary\""))
-        .context("sink-lab printed no summary")?;
-    let v: serde_json::Value = serde_json::from_str(line).context("parsing the summary")?;
-    let f = |k: &str| v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-    Ok((
-        Point {
-            counted: f("messages"),
-            rate: f("rate_per_s"),
-            sent: f("sent"),
-            gen_pps: f("generator_pps"),
-            lost: f("lost"),
-            iface_rx: f("iface_rx_packets"),
-            cpu: f("sink_cpu_pct"),
-        },
-        v,
-    ))
+/// The `sink` object of every point's summary, in order; a summary that
+/// carries an error fails.
+fn sink_summaries(json: &str) -> Result<Vec<Value>> {
+    let mut out = Vec::new();
+    for line in json.lines().filter(|l| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(line).context("wirescope --json output is not JSON")?;
+        if let Some(err) = v.get("error").and_then(Value::as_str) {
+            bail!("wirescope reported an error: {err}");
+        }
+        out.push(
+            v.get("sink")
+                .cloned()
+                .context("the summary has no sink key")?,
+        );
+    }
+    if out.is_empty() {
+        bail!("wirescope printed no summary");
+    }
+    Ok(out)
 }
 
-fn lab(ws: &Path, pair: &NetnsPair, args: &[&str]) -> Command {
-    let mut c = command(&ws.to_string_lossy(), ["sink-lab"]);
-    c.args([
-        "--sink-netns",
-        pair.name(Side::B),
-        "--sink-iface",
-        "veth-b",
-        "--json",
-    ])
-    .args(args);
-    c
+fn number(v: &Value, k: &str) -> f64 {
+    v.get(k).and_then(Value::as_f64).unwrap_or(0.0)
 }
 
-fn with_gen(ws: &Path, pair: &NetnsPair, args: &[&str]) -> Command {
-    let mut c = lab(ws, pair, args);
-    c.args(["--gen-netns", pair.name(Side::A), "--gen-iface", "veth-a"]);
-    c
+fn point(v: &Value) -> Point {
+    Point {
+        counted: number(v, "messages"),
+        rate: number(v, "rate_per_s"),
+        sent: number(v, "sent"),
+        gen_pps: number(v, "generator_pps"),
+        lost: number(v, "lost"),
+        iface_rx: number(v, "iface_rx_packets"),
+        cpu: number(v, "sink_cpu_pct"),
+    }
 }
 
-fn run_lab(mut c: Command) -> Result<(Point, serde_json::Value)> {
-    let what = cmd::describe(&c);
-    parse_summary(&cmd::output(&mut c)?).with_context(|| format!("`{what}`"))
+/// `wirescope run --engine sink ARGS` on the lab; its one point.
+fn run_point(lab: &Lab, args: &[&str]) -> Result<Point> {
+    let all = [&["--engine", "sink", "--ebpf", "off"][..], args].concat();
+    let (json, what) = lab.wirescope_json(&all)?;
+    let sinks = sink_summaries(&json).with_context(|| format!("`{what}`"))?;
+    Ok(point(&sinks[0]))
 }
 
 /// Run the benchmark and print the tables.
-pub fn run(ws: &Path, args: &SinkArgs) -> Result<()> {
+pub fn run(lab: &Lab, args: &SinkArgs) -> Result<()> {
     if !cmd::is_installed("trafgen") {
         bail!("trafgen is not installed: apt-get install netsniff-ng");
     }
+    if !cmd::is_installed("nft") {
+        bail!("nft is not installed (it counts trafgen's frames): apt-get install nftables");
+    }
     let c = args.common;
-    let pair = NetnsPair::create()?;
-    eprintln!("xtask: namespaces {}", pair.describe());
     let t = format!("{}s", c.time);
-    generator_vs_trafgen(ws, &pair, c, &t)?;
-    efficiency(ws, &pair, &t)?;
-    sweeps(ws, &pair, &t)?;
+    generator_vs_trafgen(lab, c, &t)?;
+    efficiency(lab, &t)?;
+    sweeps(lab, &t)?;
     Ok(())
 }
 
-fn mac(pair: &NetnsPair, side: Side, dev: &str) -> Result<String> {
-    let out = cmd::output(&mut command(
-        "ip",
-        ["-n", pair.name(side), "link", "show", "dev", dev],
-    ))?;
+fn mac(lab: &Lab, side_b: bool, dev: &str) -> Result<String> {
+    let mut ip = if side_b {
+        lab.server("ip")
+    } else {
+        lab.client("ip")
+    };
+    let out = cmd::output(ip.args(["link", "show", "dev", dev]))?;
     out.split_whitespace()
         .skip_while(|w| *w != "link/ether")
         .nth(1)
@@ -124,24 +127,63 @@ fn mac(pair: &NetnsPair, side: Side, dev: &str) -> Result<String> {
         .with_context(|| format!("no MAC address for {dev}"))
 }
 
-/// trafgen for `secs` on cpu0 while an xdp sink counts on veth-b: frames/s.
-fn trafgen_round(ws: &Path, pair: &NetnsPair, conf: &Path, secs: u64) -> Result<f64> {
-    let sink_time = format!("{}s", secs + 2);
-    // The xdp sink counts only frames from the sender it is told, to one of
-    // wirescope's ports, that look like its own (the config's "WS" stamp).
-    let sink = lab(
-        ws,
-        pair,
-        &["--sink", "xdp", "-t", &sink_time, "--from-ip", "198.18.0.1"],
-    )
-    .stdout(Stdio::piped())
-    .stderr(Stdio::null())
-    .spawn()
-    .context("starting the counting sink")?;
-    // The sink attaches XDP within milliseconds; give it a moment.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+/// An nftables table in side B that counts and drops the packet test's
+/// frames at veth-b's ingress, before the stack (trafgen's frames would
+/// otherwise cost an ICMP reply each); removed on drop.
+struct IngressCounter<'a> {
+    lab: &'a Lab,
+}
+
+const NFT_TABLE: &str = "ws_bench_sink";
+
+impl<'a> IngressCounter<'a> {
+    fn install(lab: &'a Lab) -> Result<Self> {
+        let port = wirescope::traffic::sink::spec::DEFAULT_DST_PORT.to_string();
+        let steps: [&[&str]; 3] = [
+            &["add", "table", "netdev", NFT_TABLE],
+            &[
+                "add", "chain", "netdev", NFT_TABLE, "c", "{", "type", "filter", "hook", "ingress",
+                "device", "veth-b", "priority", "0", ";", "}",
+            ],
+            &[
+                "add", "rule", "netdev", NFT_TABLE, "c", "udp", "dport", &port, "counter", "drop",
+            ],
+        ];
+        let counter = IngressCounter { lab };
+        for args in steps {
+            cmd::run(lab.server("nft").args(args)).context("installing the nftables counter")?;
+        }
+        Ok(counter)
+    }
+
+    /// Frames counted (and dropped) so far.
+    fn packets(&self) -> Result<f64> {
+        let out = cmd::output(
+            self.lab
+                .server("nft")
+                .args(["list", "table", "netdev", NFT_TABLE]),
+        )?;
+        out.split_whitespace()
+            .skip_while(|w| *w != "packets")
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("no packet count in the nftables counter:\n{out}"))
+    }
+}
+
+impl Drop for IngressCounter<'_> {
+    fn drop(&mut self) {
+        let mut nft = self.lab.server("nft");
+        nft.args(["delete", "table", "netdev", NFT_TABLE]);
+        let _ = cmd::run(&mut nft);
+    }
+}
+
+/// trafgen for `secs` on cpu0, counted at veth-b's ingress: frames/s.
+fn trafgen_round(lab: &Lab, conf: &Path, secs: u64) -> Result<f64> {
+    let counter = IngressCounter::install(lab)?;
     let start = Instant::now();
-    let mut tg = pair.command(Side::A, "timeout");
+    let mut tg = lab.client("timeout");
     tg.args([
         "-s",
         "INT",
@@ -160,24 +202,22 @@ fn trafgen_round(ws: &Path, pair: &NetnsPair, conf: &Path, secs: u64) -> Result<
     let elapsed = start.elapsed().as_secs_f64();
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    let sink_out = sink.wait_with_output().context("waiting for the sink")?;
-    let (p, _) = parse_summary(&String::from_utf8_lossy(&sink_out.stdout))?;
+    let counted = counter.packets()?;
     let sent: f64 = text
         .lines()
         .find(|l| l.contains("packets outgoing"))
         .and_then(|l| l.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .with_context(|| format!("trafgen printed no packet count:\n{text}"))?;
-    if p.counted < 0.99 * sent {
-        eprintln!(
-            "xtask: note: the sink counted {} of trafgen's {sent} frames",
-            p.counted
-        );
+    if counted < 0.99 * sent {
+        eprintln!("xtask: note: veth-b counted {counted} of trafgen's {sent} frames");
     }
-    Ok(p.counted / elapsed.min(secs as f64).max(1e-9))
+    Ok(counted / elapsed.min(secs as f64).max(1e-9))
 }
 
-fn generator_vs_trafgen(ws: &Path, pair: &NetnsPair, c: Common, t: &str) -> Result<()> {
+/// trafgen's configuration: 64 B frames shaped like wirescope's (a flow's
+/// ports, the "WS" stamp), from side A's MAC to side B's.
+fn trafgen_conf(lab: &Lab) -> Result<std::path::PathBuf> {
     let conf = crate::target_dir()
         .join("xtask-bench")
         .join("trafgen-64.cfg");
@@ -186,32 +226,23 @@ fn generator_vs_trafgen(ws: &Path, pair: &NetnsPair, c: Common, t: &str) -> Resu
         &conf,
         format!(
             "{{\n  eth(da={}, sa={}, type=0x0800),\n  ipv4(sa=198.18.0.1, da=198.18.0.2, ttl=64, df),\n  udp(sp=32768, dp=5310),\n  \"WS\",\n  fill(0x00, 16)\n}}\n",
-            mac(pair, Side::B, "veth-b")?,
-            mac(pair, Side::A, "veth-a")?
+            mac(lab, true, "veth-b")?,
+            mac(lab, false, "veth-a")?
         ),
     )
     .with_context(|| format!("writing {}", conf.display()))?;
+    Ok(conf)
+}
+
+fn generator_vs_trafgen(lab: &Lab, c: Common, t: &str) -> Result<()> {
+    let conf = trafgen_conf(lab)?;
     let paths = ["tx-ring", "af-xdp"];
     let mut ours: Vec<Vec<f64>> = vec![Vec::new(); paths.len()];
     let mut theirs = Vec::new();
     for round in 1..=c.rounds {
         for (i, path) in paths.iter().enumerate() {
-            let (p, _) = run_lab(with_gen(
-                ws,
-                pair,
-                &[
-                    "--sink",
-                    "xdp",
-                    "--tx-path",
-                    path,
-                    "--queues",
-                    "1",
-                    "--cpus",
-                    "0",
-                    "-t",
-                    t,
-                ],
-            ))?;
+            let args = ["--sink", "xdp", "--tx-path", path, "--queues", "1"];
+            let p = run_point(lab, &[&args[..], &["--cpus", "0", "-t", t]].concat())?;
             eprintln!(
                 "xtask: round {round} wirescope {path}: {:.0} pps (sink counted {:.0} of {:.0})",
                 p.gen_pps, p.counted, p.sent
@@ -219,13 +250,13 @@ fn generator_vs_trafgen(ws: &Path, pair: &NetnsPair, c: Common, t: &str) -> Resu
             ours[i].push(p.gen_pps);
             std::thread::sleep(SETTLE);
         }
-        let tg = trafgen_round(ws, pair, &conf, c.time)?;
+        let tg = trafgen_round(lab, &conf, c.time)?;
         eprintln!("xtask: round {round} trafgen: {tg:.0} pps");
         theirs.push(tg);
         std::thread::sleep(SETTLE);
     }
     let base = median(&theirs);
-    println!("== bench sink: generator, 64 B frames, one thread on cpu0, counted by the xdp sink on veth-b ==");
+    println!("== bench sink: generator, 64 B frames, one thread on cpu0, counted on arrival at veth-b ==");
     println!(
         "{} round(s) x {} s, alternating; ratio = median / median(trafgen)\n",
         c.rounds, c.time
@@ -257,16 +288,15 @@ fn generator_vs_trafgen(ws: &Path, pair: &NetnsPair, c: Common, t: &str) -> Resu
     Ok(())
 }
 
-fn efficiency(ws: &Path, pair: &NetnsPair, t: &str) -> Result<()> {
+fn efficiency(lab: &Lab, t: &str) -> Result<()> {
     let gen = ["--queues", "1", "--cpus", "0", "--peer-cpus", "1", "-t", t];
     // Flat out first: what the generator reaches against each mode (on veth
     // the receive work runs on the sending core, so it differs per mode).
-    let flat = efficiency_table(ws, pair, &gen, None, "the generator flat out")?;
+    let flat = efficiency_table(lab, &gen, None, "the generator flat out")?;
     let floor = flat.iter().cloned().fold(f64::INFINITY, f64::min);
     let rate = ((floor * 0.8) as u64).max(1000).to_string();
     efficiency_table(
-        ws,
-        pair,
+        lab,
         &gen,
         Some(&rate),
         &format!("the same offered load ({rate} pps = 80 % of the slowest flat-out run above)"),
@@ -274,13 +304,7 @@ fn efficiency(ws: &Path, pair: &NetnsPair, t: &str) -> Result<()> {
     Ok(())
 }
 
-fn efficiency_table(
-    ws: &Path,
-    pair: &NetnsPair,
-    gen: &[&str],
-    rate: Option<&str>,
-    load: &str,
-) -> Result<Vec<f64>> {
+fn efficiency_table(lab: &Lab, gen: &[&str], rate: Option<&str>, load: &str) -> Result<Vec<f64>> {
     let mut gen_pps = Vec::new();
     let mut rows = Vec::new();
     let mut xdp_counted = 0.0;
@@ -290,7 +314,7 @@ fn efficiency_table(
             a.extend(["--rate", r]);
         }
         a.extend(gen);
-        let (p, _) = run_lab(with_gen(ws, pair, &a))?;
+        let p = run_point(lab, &a)?;
         if mode == "xdp" {
             xdp_counted = p.rate;
         }
@@ -313,28 +337,23 @@ fn efficiency_table(
         std::thread::sleep(SETTLE);
     }
     println!("== bench sink: sink efficiency at {load}, 64 B, generator cpu0, sink cpu1 ==\n");
-    print!(
-        "{}",
-        table::render(
-            &[
-                "sink",
-                "pps counted",
-                "sent",
-                "counted",
-                "lost",
-                "counted/sent",
-                "pps/xdp",
-                "counted/rx_packets",
-                "sink CPU %"
-            ],
-            &rows
-        )
-    );
+    let header = [
+        "sink",
+        "pps counted",
+        "sent",
+        "counted",
+        "lost",
+        "counted/sent",
+        "pps/xdp",
+        "counted/rx_packets",
+        "sink CPU %",
+    ];
+    print!("{}", table::render(&header, &rows));
     println!();
     Ok(gen_pps)
 }
 
-fn sweeps(ws: &Path, pair: &NetnsPair, t: &str) -> Result<()> {
+fn sweeps(lab: &Lab, t: &str) -> Result<()> {
     for (title, sweep, extra) in [
         (
             "frame-size sweep, af-xdp sink on cpu1, generator cpu0",
@@ -347,72 +366,61 @@ fn sweeps(ws: &Path, pair: &NetnsPair, t: &str) -> Result<()> {
             vec![],
         ),
     ] {
-        let mut c = with_gen(
-            ws,
-            pair,
-            &[
-                &["--sink", "af-xdp", "--sweep", sweep, "-t", t][..],
-                &extra[..],
-            ]
-            .concat(),
-        );
-        let out = cmd::output(&mut c)?;
-        let mut rows = Vec::new();
-        for l in out.lines().filter(|l| l.contains("\"type\":\"summary\"")) {
-            let v: serde_json::Value = serde_json::from_str(l)?;
-            let f = |k: &str| v.get(k).and_then(serde_json::Value::as_f64).unwrap_or(0.0);
-            let cores = v
-                .get("sink_cpus")
-                .and_then(|c| c.as_array())
-                .map(|a| {
-                    a.iter()
-                        .map(|x| x.to_string())
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| "-".into());
-            rows.push(vec![
-                format!("{:.0}", f("queues")),
-                cores,
-                format!("{:.0}", f("frame_size")),
-                format!("{:.0}", f("rate_per_s")),
-                format!("{:.1}", f("l2_bps") / 1e6),
-                format!("{:.1}", f("l1_bps") / 1e6),
-                v.get("sink_cpu_pct")
-                    .and_then(|c| c.as_f64())
-                    .map_or("-".into(), |c| format!("{c:.1}")),
-                format!("{:.0}", f("lost")),
-                where_lost(&v),
-            ]);
-        }
+        let base = ["--engine", "sink", "--ebpf", "off", "--sink", "af-xdp"];
+        let args = [&base[..], &["--sweep", sweep, "-t", t], &extra[..]].concat();
+        let (json, what) = lab.wirescope_json(&args)?;
+        let rows: Vec<Vec<String>> = sink_summaries(&json)
+            .with_context(|| format!("`{what}`"))?
+            .iter()
+            .map(sweep_row)
+            .collect();
         println!("== bench sink: {title} ==\n");
-        print!(
-            "{}",
-            table::render(
-                &[
-                    "threads", "core ids", "frame", "pps", "L2 Mbps", "L1 Mbps", "CPU %", "lost",
-                    "where"
-                ],
-                &rows
-            )
-        );
+        let header = [
+            "threads", "core ids", "frame", "pps", "L2 Mbps", "L1 Mbps", "CPU %", "lost", "where",
+        ];
+        print!("{}", table::render(&header, &rows));
         println!();
         std::thread::sleep(SETTLE);
     }
     Ok(())
 }
 
+/// One sweep point's row.
+fn sweep_row(v: &Value) -> Vec<String> {
+    let cores = v
+        .get("sink_cpus")
+        .and_then(|c| c.as_array())
+        .map(|a| {
+            a.iter()
+                .map(|x| x.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "-".into());
+    vec![
+        format!("{:.0}", number(v, "queues")),
+        cores,
+        format!("{:.0}", number(v, "frame_size")),
+        format!("{:.0}", number(v, "rate_per_s")),
+        format!("{:.1}", number(v, "l2_bps") / 1e6),
+        format!("{:.1}", number(v, "l1_bps") / 1e6),
+        v.get("sink_cpu_pct")
+            .and_then(|c| c.as_f64())
+            .map_or("-".into(), |c| format!("{c:.1}")),
+        format!("{:.0}", number(v, "lost")),
+        where_lost(v),
+    ]
+}
+
 /// The non-zero drop counters of a summary, `name=count` (or "-").
-fn where_lost(v: &serde_json::Value) -> String {
+fn where_lost(v: &Value) -> String {
     let mut out = Vec::new();
     if let Some(d) = v.get("drops").and_then(|d| d.as_object()) {
         for (k, x) in d {
             match x {
-                serde_json::Value::Number(n) if n.as_u64().unwrap_or(0) > 0 => {
-                    out.push(format!("{k}={n}"))
-                }
-                serde_json::Value::Object(m) => {
+                Value::Number(n) if n.as_u64().unwrap_or(0) > 0 => out.push(format!("{k}={n}")),
+                Value::Object(m) => {
                     for (name, n) in m {
                         if n.as_u64().unwrap_or(0) > 0 {
                             out.push(format!("{k}.{name}={n}"));
