@@ -365,7 +365,8 @@ enum Ns {
 
 /// One injected fault on a namespace pair: shell commands that break one
 /// thing (and put it back), the test that shows it, the finding expected
-/// first and on which host.
+/// first and on which host, and what the summary's `limited_by` sentence
+/// (the limit and its first fix) must say.
 struct Fault {
     what: &'static str,
     inject: &'static [(Ns, &'static str)],
@@ -373,6 +374,7 @@ struct Fault {
     args: &'static [&'static str],
     id: &'static str,
     host: &'static str,
+    says: &'static str,
 }
 
 /// `sh -c CMD` in one namespace of the pair; `$WST_DIR` is the pair's
@@ -410,10 +412,10 @@ fn run_faults(faults: &[Fault]) {
         let (f, limit) = findings_and_limit(&pair, fault.args);
         if let Err(e) = first_and_alone(&f, fault.id, Some(fault.host)) {
             wrong.push(format!("{} ({:?}): {e}", fault.what, fault.args));
-        } else if !limit.starts_with("limited by ") {
+        } else if !limit.starts_with("limited by ") || !limit.contains(fault.says) {
             wrong.push(format!(
-                "{}: the summary does not name the limit: {limit}",
-                fault.what
+                "{}: the summary does not name the limit with {:?}: {limit}",
+                fault.what, fault.says
             ));
         }
         for (at, cmd) in fault.undo {
@@ -453,6 +455,7 @@ fn tcp_faults_rank_the_injected_cause_first_on_a_busy_machine() {
             args: &["-P", "2", "-R"],
             id: "tcp.buffer-limited",
             host: "local",
+            says: "net.ipv4.tcp_rmem",
         },
         Fault {
             what: "a receive buffer the test sets too small (--window 8K)",
@@ -461,6 +464,7 @@ fn tcp_faults_rank_the_injected_cause_first_on_a_busy_machine() {
             args: &["-P", "2", "--window", "8K"],
             id: "tcp.buffer-limited",
             host: "peer",
+            says: "try: wirescope run --window",
         },
         Fault {
             what: "1 % random loss into the agent",
@@ -469,6 +473,7 @@ fn tcp_faults_rank_the_injected_cause_first_on_a_busy_machine() {
             args: &["-P", "2"],
             id: "tcp.retransmits",
             host: "local",
+            says: "retransmissions on the local host",
         },
         Fault {
             what: "1 % random loss into the controller, data from the agent (-R)",
@@ -477,6 +482,7 @@ fn tcp_faults_rank_the_injected_cause_first_on_a_busy_machine() {
             args: &["-P", "2", "-R"],
             id: "tcp.retransmits",
             host: "peer",
+            says: "retransmissions on the peer host",
         },
         Fault {
             what: "tbf shaping the sender's veth to 200 Mbit/s",
@@ -488,6 +494,7 @@ fn tcp_faults_rank_the_injected_cause_first_on_a_busy_machine() {
             args: &["-P", "2"],
             id: "qdisc.shaping",
             host: "local",
+            says: "tc -s qdisc show dev veth-a",
         },
         Fault {
             what: "htb shaping the agent's veth to 200 Mbit/s, data from the agent (-R)",
@@ -500,6 +507,7 @@ fn tcp_faults_rank_the_injected_cause_first_on_a_busy_machine() {
             args: &["-P", "2", "-R"],
             id: "qdisc.shaping",
             host: "peer",
+            says: "tc -s qdisc show dev veth-b",
         },
         Fault {
             what: "TSO off on the sender",
@@ -508,6 +516,7 @@ fn tcp_faults_rank_the_injected_cause_first_on_a_busy_machine() {
             args: &["-P", "2"],
             id: "nic.tso-off",
             host: "local",
+            says: "ethtool -K veth-a tso on",
         },
         Fault {
             what: "MTU 1400 on the agent's veth, 1500 on the controller's",
@@ -516,6 +525,7 @@ fn tcp_faults_rank_the_injected_cause_first_on_a_busy_machine() {
             args: &["-P", "2"],
             id: "nic.mtu-small",
             host: "peer",
+            says: "mtu 1500",
         },
     ]);
 }
@@ -534,6 +544,7 @@ fn grpc_and_packet_faults_rank_the_injected_cause_first_on_a_busy_machine() {
             args: &["--engine", "grpc", "--size", "16K"],
             id: "qdisc.shaping",
             host: "peer",
+            says: "tc -s qdisc show dev veth-b",
         },
         Fault {
             what: "gRPC: TSO off on the client, 1 MiB requests",
@@ -551,6 +562,7 @@ fn grpc_and_packet_faults_rank_the_injected_cause_first_on_a_busy_machine() {
             ],
             id: "nic.tso-off",
             host: "local",
+            says: "ethtool -K veth-a tso on",
         },
         Fault {
             what: "packet test: tbf shaping the generator's veth to 10 Mbit/s (sendmmsg goes through the qdisc)",
@@ -571,6 +583,7 @@ fn grpc_and_packet_faults_rank_the_injected_cause_first_on_a_busy_machine() {
             ],
             id: "qdisc.shaping",
             host: "local",
+            says: "tc -s qdisc show dev veth-a",
         },
     ]);
 }
