@@ -13,7 +13,8 @@ mod nic;
 mod nic_live;
 pub(crate) use nic_live::small_messages;
 mod platform;
-// Pure RDMA rules; the spine wires them into static_rules/window_rules (issue 12).
+// Pure RDMA rules, wired into static_rules_for (with the test's device,
+// port and GID) and rdma_window.
 pub mod rdma;
 pub mod sink;
 mod tcp;
@@ -122,8 +123,9 @@ pub fn static_rules(facts: &HostFacts, host: HostRole, t: &Thresholds) -> Vec<Fi
 }
 
 /// [`static_rules`] for the test `spec` runs: an RDMA test asked of a host
-/// without a device is told what to load, and GRO off is only worth
-/// knowing when the messages fit in one packet.
+/// without a device is told what to load, its own port and GID are judged
+/// as the ones in use, and GRO off is only worth knowing when the messages
+/// fit in one packet.
 pub fn static_rules_for(
     facts: &HostFacts,
     host: HostRole,
@@ -138,9 +140,44 @@ pub fn static_rules_for(
     out.extend(platform::rules(facts, host));
     out.extend(tcp::check_rules(facts, host, t));
     if let Some(r) = &facts.rdma {
-        out.extend(rdma::static_rules(r, &facts.nics, rdma_test, None, host));
+        let used = rdma_use(spec, host, r);
+        out.extend(rdma::static_rules(
+            r,
+            &facts.nics,
+            rdma_test,
+            used.as_ref(),
+            host,
+        ));
     }
     out
+}
+
+/// The RDMA device, port and GID index an RDMA test uses on `host`: its
+/// `--ib-dev` (else the host's only device), `--ib-port` (else 1, as
+/// perftest) and `--gid-index`; None when the test names no device and
+/// the host has several.
+fn rdma_use(
+    spec: Option<&EngineSpec>,
+    host: HostRole,
+    rdma: &crate::probe::rdma::RdmaFacts,
+) -> Option<rdma::RdmaUse> {
+    let Some(EngineSpec::Rdma(r)) = spec else {
+        return None;
+    };
+    let end = match host {
+        HostRole::Local => &r.local,
+        HostRole::Peer => &r.peer,
+    };
+    let device = match (&end.ib_dev, rdma.devices.as_slice()) {
+        (Some(d), _) => d.clone(),
+        (None, [only]) => only.name.clone(),
+        (None, _) => return None,
+    };
+    Some(rdma::RdmaUse {
+        device,
+        port: end.ib_port.map_or(1, u32::from),
+        gid_index: end.gid_index,
+    })
 }
 
 /// The RDMA rules on a host's window: the ports' counters of every counted
@@ -172,7 +209,10 @@ pub fn window_rules(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
     out.extend(nic_live::rules(ctx, t));
     out.extend(tcp::window_rules(ctx, t));
     let engine = ctx.engine_cpus();
-    if let (Some(facts), false) = (ctx.facts, engine.is_empty()) {
+    // A packet test's sink cores are sink.remote-numa's to judge (with the
+    // sink's own evidence and `--peer-cpus` fix): one cause, one finding.
+    let sink_end = matches!(ctx.spec, Some(EngineSpec::Sink(k)) if k.sink_side() == ctx.side());
+    if let (Some(facts), false) = (ctx.facts, engine.is_empty() || sink_end) {
         for nic in &facts.nics {
             out.extend(platform::remote_numa(facts, nic, ctx.host, &engine));
         }
@@ -202,4 +242,89 @@ pub fn merge(mut out: Vec<Finding>) -> Vec<Finding> {
     out.sort_by(|a, b| b.score.total_cmp(&a.score));
     out.retain(|f| seen.insert(f.key()));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HostCtx;
+    use crate::diagnose::thresholds::THRESHOLDS;
+    use crate::diagnose::{Input, TestContext, Window};
+    use crate::probe::facts::{HostFacts, NicFacts, NumaNode};
+    use crate::probe::sample::{HostRole, Sample};
+    use crate::traffic::sink::SinkSpec;
+    use crate::traffic::EngineSpec;
+    use crate::units::CpuId;
+    use serde_json::json;
+
+    /// A two-node host whose NIC eth0 sits on node 1 (cpus 2-3).
+    fn two_nodes() -> HostFacts {
+        HostFacts {
+            numa: vec![
+                NumaNode {
+                    node: 0,
+                    cpulist: "0-1".into(),
+                },
+                NumaNode {
+                    node: 1,
+                    cpulist: "2-3".into(),
+                },
+            ],
+            nics: vec![NicFacts {
+                name: "eth0".into(),
+                numa_node: Some(1),
+                local_cpulist: Some("2-3".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// Three 1-s intervals with traffic.
+    fn busy() -> Vec<Sample> {
+        (0..3u32)
+            .map(|i| {
+                serde_json::from_value(json!({
+                    "host": "peer", "index": i, "start_s": f64::from(i), "end_s": f64::from(i) + 1.0,
+                    "omitted": false,
+                    "engine": {"tx_bytes": 0, "rx_bytes": 125_000_000u64, "tx_bps": 0.0,
+                               "rx_bps": 1e9, "messages": 0, "msgs_per_s": 0.0},
+                    "cpus": [], "softirqs": [], "softnet": [], "ifaces": [], "nstat": {}
+                }))
+                .expect("sample json")
+            })
+            .collect()
+    }
+
+    fn irq_remote_numa(spec: &EngineSpec) -> bool {
+        let (facts, samples) = (two_nodes(), busy());
+        let input = Input {
+            local: Window::default(),
+            peer: Window {
+                samples: &samples,
+                facts: Some(&facts),
+            },
+            test: TestContext { spec: Some(spec) },
+        };
+        let ctx = HostCtx::with(&input, HostRole::Peer, &THRESHOLDS);
+        super::window_rules(&ctx, &THRESHOLDS)
+            .iter()
+            .any(|f| f.id == "irq.remote-numa")
+    }
+
+    #[test]
+    fn a_packet_tests_remote_sink_cores_are_one_finding_not_two() {
+        // The agent's sink threads on node 0, the NIC on node 1: the sink
+        // rules say so (sink.remote-numa); irq.remote-numa said it again.
+        let sink = SinkSpec {
+            peer_cpus: vec![CpuId(0), CpuId(1)],
+            ..Default::default()
+        };
+        assert!(!irq_remote_numa(&EngineSpec::Sink(sink.clone())));
+        // The generator's end of a reverse test is not the sink's.
+        let reverse = SinkSpec {
+            reverse: true,
+            ..sink
+        };
+        assert!(irq_remote_numa(&EngineSpec::Sink(reverse)));
+    }
 }

@@ -380,7 +380,42 @@ fn unaggregated_gro(ctx: &HostCtx, nic: &NicFacts, t: &Thresholds) -> Option<Fin
     if avg > mtu * t.unaggregated_factor || small_messages(ctx.spec, mtu) {
         return None;
     }
+    // A veth hands over packets as the sending stack built them: with TSO
+    // off on the other host's interface, that sender cut them to the MTU
+    // itself (its nic.tso-off names the cause); GRO here would only merge
+    // again what the sender needlessly cut. GRO off stays worth knowing.
+    if driver(nic) == "veth" {
+        if let Some(sender) = tso_off_iface(ctx.other_facts) {
+            return gro_off(nic, ctx.host, None, false).map(|f| {
+                f.ev(Evidence::num(
+                    "average received packet",
+                    avg,
+                    "B",
+                    "/proc/net/dev rx_bytes/rx_packets",
+                ))
+                .ev(Evidence::text(
+                    "sender's tcp-segmentation-offload",
+                    format!("off on {sender}: it sends MTU-sized packets"),
+                    format!("ethtool -k {sender} (other host)"),
+                ))
+            });
+        }
+    }
     gro_off(nic, ctx.host, Some(avg), false)
+}
+
+/// An interface under test of `facts` whose TSO is off (the sender that
+/// segments in software).
+fn tso_off_iface(facts: Option<&crate::probe::facts::HostFacts>) -> Option<&str> {
+    facts?
+        .nics
+        .iter()
+        .find(|n| {
+            n.features
+                .value()
+                .is_some_and(|f| f.on("tcp-segmentation-offload") == Some(false))
+        })
+        .map(|n| n.name.as_str())
 }
 
 /// True when the test's messages fit in one packet each way (rr, pingpong
@@ -394,5 +429,116 @@ pub(crate) fn small_messages(spec: Option<&crate::traffic::EngineSpec>, mtu: f64
         Some(EngineSpec::Grpc(g)) => fits(g.size, g.resp_size),
         Some(EngineSpec::Sink(_) | EngineSpec::Rdma(_)) => true,
         None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::diagnose::{diagnose, Finding, Input, Severity, TestContext, Window};
+    use crate::probe::facts::{DrvInfo, Feature, Features, HostFacts, NicFacts, Support};
+    use crate::probe::sample::{HostRole, Sample};
+    use crate::traffic::EngineSpec;
+    use serde_json::json;
+
+    /// A veth end whose GRO is off (veth's default) and TSO as given.
+    fn veth(name: &str, tso: bool) -> HostFacts {
+        let f = |on| Feature {
+            on,
+            fixed: false,
+            requested: None,
+        };
+        HostFacts {
+            boot_id: "same-kernel".into(),
+            nics: vec![NicFacts {
+                name: name.into(),
+                mtu: Some(1500),
+                drvinfo: Support::Value(DrvInfo {
+                    driver: "veth".into(),
+                    version: "1.0".into(),
+                    ..Default::default()
+                }),
+                features: Support::Value(Features(
+                    [
+                        ("generic-receive-offload".to_string(), f(false)),
+                        ("tcp-segmentation-offload".to_string(), f(tso)),
+                        ("generic-segmentation-offload".to_string(), f(true)),
+                    ]
+                    .into_iter()
+                    .collect(),
+                )),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    /// Four 1-s intervals of a 10 Gb/s stream on `iface`, received in
+    /// packets of `pkt` bytes (the window the TSO-off fault recorded: the
+    /// receiver saw 1514-byte packets).
+    fn window(host: &str, iface: &str, pkt: u64) -> Vec<Sample> {
+        (0..4u32)
+            .map(|i| {
+                serde_json::from_value(json!({
+                    "host": host, "index": i, "start_s": f64::from(i), "end_s": f64::from(i) + 1.0,
+                    "omitted": false,
+                    "engine": {"tx_bytes": 1_250_000_000u64, "rx_bytes": 1_250_000_000u64,
+                               "tx_bps": 1e10, "rx_bps": 1e10, "messages": 0, "msgs_per_s": 0.0},
+                    "cpus": [], "softirqs": [], "softnet": [],
+                    "ifaces": [{"name": iface, "rx_bytes": 1_250_000_000u64,
+                                "rx_packets": 1_250_000_000u64 / pkt, "rx_errors": 0, "rx_dropped": 0,
+                                "tx_bytes": 0, "tx_packets": 0, "tx_errors": 0, "tx_dropped": 0,
+                                "rx_bps": 1e10, "tx_bps": 0.0}],
+                    "nstat": {}
+                }))
+                .expect("sample json")
+            })
+            .collect()
+    }
+
+    fn gro_on_receiver(sender_tso: bool) -> Finding {
+        let spec: EngineSpec = serde_json::from_value(json!({"engine":"tcp","mode":"stream",
+            "streams":2,"threads":0,"len":131072,"size":16384,"resp_size":16384,"depth":1,
+            "window":null,"mss":null,"congestion":null,"zerocopy":false,"skip_rx_copy":false,
+            "reverse":false,"bidir":false,"cpus":[],"peer_cpus":[],"bytes":null}))
+        .expect("spec json");
+        let (lf, pf) = (veth("veth-a", sender_tso), veth("veth-b", true));
+        let (local, peer) = (
+            window("local", "veth-a", 65_000),
+            window("peer", "veth-b", 1514),
+        );
+        let found = diagnose(&Input {
+            local: Window {
+                samples: &local,
+                facts: Some(&lf),
+            },
+            peer: Window {
+                samples: &peer,
+                facts: Some(&pf),
+            },
+            test: TestContext { spec: Some(&spec) },
+        });
+        found
+            .into_iter()
+            .find(|f| f.id == "nic.gro-off" && f.host == HostRole::Peer)
+            .expect("nic.gro-off on the receiver")
+    }
+
+    #[test]
+    fn unaggregated_packets_on_veth_warn_unless_the_senders_tso_cut_them() {
+        // The sender hands over large packets it did not cut: GRO off on
+        // the receiving veth makes its stack take them one MTU at a time.
+        let f = gro_on_receiver(true);
+        assert_eq!(f.severity, Severity::Warn, "{f:#?}");
+        // TSO off on the sender (the fault injected): the sender cut them,
+        // nic.tso-off names that; GRO off here stays worth knowing (info).
+        let f = gro_on_receiver(false);
+        assert_eq!(f.severity, Severity::Info, "{f:#?}");
+        assert!(
+            f.evidence
+                .iter()
+                .any(|e| e.what == "sender's tcp-segmentation-offload"
+                    && e.source.contains("veth-a")),
+            "{f:#?}"
+        );
     }
 }

@@ -157,12 +157,16 @@ fn irqbalance(facts: &HostFacts, nic: &NicFacts, host: HostRole) -> Option<Findi
     )
 }
 
+/// The interface's root qdisc when it is a shaper (rate-limiting).
+pub fn shaper(nic: &NicFacts) -> Option<&str> {
+    nic.qdisc
+        .as_deref()
+        .filter(|q| ["tbf", "htb", "cbq", "hfsc", "cake"].contains(q))
+}
+
 /// qdisc.shaping: a rate-limiting root qdisc on the interface.
 fn qdisc(nic: &NicFacts, host: HostRole) -> Option<Finding> {
-    let q = nic.qdisc.as_deref()?;
-    if !["tbf", "htb", "cbq", "hfsc", "cake"].contains(&q) {
-        return None;
-    }
+    let q = shaper(nic)?;
     Some(
         Finding::new(
             "qdisc.shaping",

@@ -709,6 +709,67 @@ mod tests {
     }
 
     #[test]
+    fn an_rdma_tests_own_gid_and_port_are_judged_through_its_spec() {
+        use crate::probe::facts::HostFacts;
+        use crate::traffic::rdma::{RdmaMode, RdmaOp, RdmaSpec};
+        use crate::traffic::EngineSpec;
+        let c = testdata::roce_copy(9000);
+        let rules = |spec: &RdmaSpec| {
+            let facts = HostFacts {
+                rdma: Some(read_rdma_facts(&Dir::new(c.root()))),
+                ..Default::default()
+            };
+            super::super::static_rules_for(
+                &facts,
+                HostRole::Peer,
+                &THRESHOLDS,
+                Some(&EngineSpec::Rdma(spec.clone())),
+            )
+        };
+        // The agent's end asks for mlx5_0 GID 2, the RoCE v1 GID of its
+        // address. Before, no caller passed the test's device and GID, so
+        // the rule never ran outside unit tests.
+        let mut spec = RdmaSpec::perftest_defaults(RdmaOp::Write, RdmaMode::Bw);
+        spec.peer.ib_dev = Some("mlx5_0".into());
+        spec.peer.gid_index = Some(2);
+        assert_eq!(one(&rules(&spec), "rdma.gid-v1").host, HostRole::Peer);
+        // The controller's GID is not the agent's.
+        let mut other = spec.clone();
+        other.peer.gid_index = None;
+        other.local.gid_index = Some(2);
+        assert!(!ids(&rules(&other)).contains(&"rdma.gid-v1"));
+        // The test's own port down is an error, another device's a warning.
+        c.put("sys/class/infiniband/mlx5_0/ports/1/state", "1: DOWN\n");
+        assert_eq!(
+            one(&rules(&spec), "rdma.port-down").severity,
+            Severity::Error
+        );
+        other.peer.ib_dev = Some("mlx4_0".into());
+        assert_eq!(
+            one(&rules(&other), "rdma.port-down").severity,
+            Severity::Warn
+        );
+        // Without --ib-dev: the host's only device (perftest's first), port 1.
+        spec.peer.ib_dev = None;
+        assert_eq!(
+            one(&rules(&spec), "rdma.port-down").severity,
+            Severity::Warn,
+            "three devices: which one is unknown"
+        );
+        for d in ["mlx4_0", "hfi1_0"] {
+            std::fs::remove_dir_all(c.root().join("sys/class/infiniband").join(d))
+                .expect("remove device");
+        }
+        let f = rules(&spec);
+        assert_eq!(
+            one(&f, "rdma.port-down").severity,
+            Severity::Error,
+            "{f:#?}"
+        );
+        assert!(ids(&f).contains(&"rdma.gid-v1"), "{f:#?}");
+    }
+
+    #[test]
     fn no_device_names_the_module_or_soft_roce() {
         let empty = tempfile::tempdir().unwrap();
         let facts = read_rdma_facts(&Dir::new(empty.path()));
