@@ -598,6 +598,29 @@ fn irq_remote_numa() {
         "{:?}",
         f.fix
     );
+    // The agent's engine threads pinned to remote cores: the agent's
+    // threads are pinned with --peer-cpus (on the controller's command line).
+    let mut pinned = c.clone();
+    nic_mut(&mut pinned).irqs[1].affinity = "1".into();
+    pinned.spec = serde_json::from_value(
+        json!({"engine":"tcp","mode":"stream","streams":1,"threads":0,
+        "len":131072,"size":16384,"resp_size":16384,"depth":1,"window":null,"mss":null,
+        "congestion":null,"zerocopy":false,"skip_rx_copy":false,"reverse":false,"bidir":false,
+        "cpus":[],"peer_cpus":[12],"bytes":null}),
+    )
+    .expect("spec json");
+    let f = ids(&pinned.run(), "irq.remote-numa");
+    let f = f
+        .iter()
+        .find(|x| x.host == HostRole::Peer)
+        .expect("fires on the peer");
+    assert!(
+        f.fix
+            .iter()
+            .any(|x| x.starts_with("wirescope run --peer-cpus 0-7")),
+        "{:?}",
+        f.fix
+    );
 }
 
 #[test]

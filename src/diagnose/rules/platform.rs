@@ -110,14 +110,20 @@ pub fn remote_numa(
         ));
     }
     if !remote_engine.is_empty() {
+        // The controller pins its own threads with --cpus, the agent's
+        // with --peer-cpus (both given on the controller's command line).
+        let flag = match host {
+            HostRole::Local => "--cpus",
+            HostRole::Peer => "--peer-cpus",
+        };
         f = f
             .ev(Evidence::text(
                 "engine threads pinned to remote CPUs",
                 format!("{remote_engine:?}"),
-                "test spec --cpus",
+                format!("test spec {flag}"),
             ))
             .fix(format!(
-                "wirescope run --cpus {}  # NIC-local cores",
+                "wirescope run {flag} {}  # NIC-local cores",
                 nic.local_cpulist.clone().unwrap_or_default()
             ));
     }
