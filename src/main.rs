@@ -34,6 +34,13 @@ fn main() -> ExitCode {
         Some(Command::Check(c)) => wirescope::face::check::command(c),
         Some(Command::Profile(p)) => wirescope::face::profile::command(p).map_err(FaceError::from),
         Some(Command::Checklist(c)) => wirescope::face::checklist::command(c, argv),
+        Some(Command::Completions(c)) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(c.shell, &mut cmd, "wirescope", &mut script);
+            wirescope::face::out(&String::from_utf8_lossy(&script));
+            Ok(0)
+        }
         Some(Command::Report(r)) => wirescope::face::report::command(r),
         Some(Command::Compare(c)) => wirescope::face::compare::command(c),
         Some(Command::Serve(s)) => wirescope::face::serve::command(s).map_err(FaceError::from),

@@ -43,6 +43,40 @@ fn help_exits_zero_for_every_subcommand() {
     }
 }
 
+/// `wirescope completions SHELL` prints a script the shell can load, with
+/// the subcommands and their options; an unknown shell is a usage error.
+#[test]
+fn completions_print_a_script_for_each_shell() {
+    for (shell, marker) in [
+        ("bash", "complete -F _wirescope"),
+        ("zsh", "#compdef wirescope"),
+        ("fish", "complete -c wirescope"),
+    ] {
+        let o = wirescope(&["completions", shell]);
+        assert_eq!(o.status.code(), Some(0), "{shell}");
+        let script = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            script.contains(marker),
+            "{shell}: {}",
+            &script[..script.len().min(300)]
+        );
+        for word in ["report", "checklist", "peer-cpus"] {
+            assert!(script.contains(word), "{shell} lacks {word}");
+        }
+    }
+    let bash = String::from_utf8_lossy(&wirescope(&["completions", "bash"]).stdout).into_owned();
+    let check = Command::new("bash")
+        .args(["-n", "-c", &bash])
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "bash -n: {}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    assert_eq!(wirescope(&["completions", "tcsh"]).status.code(), Some(2));
+}
+
 #[test]
 fn bad_values_name_the_flag_and_give_an_example() {
     for (args, flag, example) in [

@@ -100,6 +100,39 @@ fn normal_end_error_and_sigint_leave_nothing_behind() {
     assert_eq!(out.status.code(), Some(130), "{err}");
     assert!(seen.contains("interrupted by the user"), "{seen}");
     assert_clean(pid, &err);
+
+    // SIGTERM (a service manager, `timeout`, a batch system): the same
+    // graceful stop with the log's summary written, exit 143 as a shell
+    // reports a process SIGTERM ended.
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("term.jsonl");
+    let mut c = start(&["-t", "30s", "--log", log.to_str().unwrap()]);
+    let pid = c.id();
+    let mut stdout = std::io::BufReader::new(c.stdout.take().unwrap());
+    loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+        assert!(n > 0, "the run ended before its first interval");
+        if line.starts_with("[SUM]") {
+            break;
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let out = c.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.lines().any(|l| l.contains("\"type\":\"summary\"")),
+        "no summary in the log after SIGTERM"
+    );
+    assert_clean(pid, &err);
 }
 
 #[test]

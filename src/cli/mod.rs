@@ -75,12 +75,22 @@ pub enum Command {
     Profile(profile::ProfileArgs),
     /// Guided tuning: a baseline test, then each proposed change measured before and after.
     Checklist(checklist::ChecklistArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell) to stdout.
+    Completions(CompletionsArgs),
     /// Draw one or several logs as a self-contained HTML page (charts of throughput, CPU heat maps, queues, findings).
     Report(ReportArgs),
     /// Compare two logs point by point: throughput, CPU cost, findings and facts that changed.
     Compare(CompareArgs),
     /// Run a server alone for third-party clients, e.g. `serve grpc` (grpc.testing.BenchmarkService), no token.
     Serve(serve::ServeArgs),
+}
+
+/// `wirescope completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell, e.g. `wirescope completions bash > /etc/bash_completion.d/wirescope`.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
 }
 
 /// `wirescope report`.

@@ -127,21 +127,36 @@ pub fn control_runtime(name: &str) -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// The signal that stopped the session (2 SIGINT, 15 SIGTERM; 0 none yet).
+static STOPPED_BY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// The exit code of a session a signal stopped: 128 + the signal, as a
+/// shell reports it (130 after Ctrl-C, 143 after SIGTERM; 130 when the
+/// stop came another way, e.g. the TUI's `q`).
+pub fn interrupted_exit() -> u8 {
+    match STOPPED_BY.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => EXIT_INTERRUPTED,
+        s => 128 + s,
+    }
+}
+
 /// Ctrl-C or SIGTERM cancels the test gracefully (summary still printed).
 pub fn spawn_signal_handler(cancel: CancellationToken) {
     tokio::spawn(async move {
         let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
-        match term {
+        let signal = match term {
             Ok(mut term) => {
                 tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => 2,
+                    _ = term.recv() => 15,
                 }
             }
             Err(_) => {
                 let _ = tokio::signal::ctrl_c().await;
+                2
             }
-        }
+        };
+        STOPPED_BY.store(signal, std::sync::atomic::Ordering::Relaxed);
         cancel.cancel();
     });
 }

@@ -9,7 +9,7 @@
 //! do not have, frames above the MTU), 3 a finding at or above `--fail-on`,
 //! 130 interrupted.
 
-use super::{out, FaceError, FaceResult, EXIT_FAILED, EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK};
+use super::{out, FaceError, FaceResult, EXIT_FAILED, EXIT_FINDINGS, EXIT_OK};
 use crate::cli::{FailOn, RunArgs};
 use crate::probe::ebpf::EbpfIface;
 use crate::probe::system::HostInfo;
@@ -431,7 +431,7 @@ impl RunFace {
             return Ok(EXIT_FAILED);
         }
         if self.interrupted {
-            return Ok(EXIT_INTERRUPTED);
+            return Ok(super::interrupted_exit());
         }
         if let (Some(level), Some(w)) = (fail_on, worst) {
             if w >= level.severity() {
