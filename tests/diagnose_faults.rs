@@ -411,7 +411,17 @@ fn run_faults(faults: &[Fault]) {
         }
         let (f, limit) = findings_and_limit(&pair, fault.args);
         if let Err(e) = first_and_alone(&f, fault.id, Some(fault.host)) {
-            wrong.push(format!("{} ({:?}): {e}", fault.what, fault.args));
+            let titles: Vec<String> = f
+                .iter()
+                .filter(|x| x["severity"] != "info")
+                .map(|x| format!("{}: {}", x["id"], x["title"]))
+                .collect();
+            wrong.push(format!(
+                "{} ({:?}): {e}\n  {}",
+                fault.what,
+                fault.args,
+                titles.join("\n  ")
+            ));
         } else if !limit.starts_with("limited by ") || !limit.contains(fault.says) {
             wrong.push(format!(
                 "{}: the summary does not name the limit with {:?}: {limit}",

@@ -380,6 +380,23 @@ fn single_core_saturated() {
         1,
         "{f:#?}"
     );
+    // A core saturated by user time alone (another process: a CPU hog)
+    // runs none of the test's network path: not its limit.
+    let mut hog = Case::healthy();
+    let mut b = [10.0; 16];
+    b[5] = 100.0;
+    hog.local = window("local", 4, &b);
+    for s in &mut hog.local {
+        let c = &mut s.cpus[5];
+        c.user = wirescope::units::Percent(100.0);
+        c.system = wirescope::units::Percent(0.0);
+        c.softirq = wirescope::units::Percent(0.0);
+    }
+    assert!(
+        ids(&hog.run(), "cpu.single-core-saturated").is_empty(),
+        "{:#?}",
+        ids(&hog.run(), "cpu.single-core-saturated")
+    );
     // Not for a single interval when the window has 3+.
     let mut once = Case::healthy();
     busy[2] = 100.0;

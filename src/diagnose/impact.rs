@@ -118,7 +118,12 @@ pub const RULES: &[RuleInfo] = &[
     RuleInfo {
         id: "cpu.single-core-saturated",
         engines: ALL,
-        thresholds: &["sustain_intervals", "core_saturated_pct", "others_headroom_pct"],
+        thresholds: &[
+            "sustain_intervals",
+            "core_saturated_pct",
+            "others_headroom_pct",
+            "kernel_path_min_pct",
+        ],
         prior: 0.9,
         reference: SCALING,
     },
@@ -343,7 +348,12 @@ pub const RULES: &[RuleInfo] = &[
     RuleInfo {
         id: "grpc.connection-bound",
         engines: GRPC,
-        thresholds: &["grpc_core_saturated_pct", "grpc_others_idle_pct", "grpc_cores_per_connection"],
+        thresholds: &[
+            "grpc_core_saturated_pct",
+            "grpc_others_idle_pct",
+            "grpc_cores_per_connection",
+            "kernel_path_min_pct",
+        ],
         prior: 0.6,
         reference: GRPC_GUIDE,
     },

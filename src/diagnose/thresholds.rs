@@ -15,6 +15,12 @@ pub struct Thresholds {
     /// cpu.single-core-saturated: the other cores' mean busy % must stay below this
     /// (they have headroom), otherwise the host is simply out of CPU.
     pub others_headroom_pct: f64,
+    /// cpu.single-core-saturated and grpc.connection-bound (not pinned): a
+    /// saturated core counts only when at least this % of it is kernel work
+    /// (system+irq+softirq). A network test's threads make system calls and
+    /// its packets raise softirqs; a core busy with user time alone runs
+    /// another process's work, which the test does not wait for.
+    pub kernel_path_min_pct: f64,
     /// softirq.concentrated: share of all NET_RX softirqs raised on one CPU.
     pub net_rx_share: f64,
     /// softirq.concentrated: minimum NET_RX softirqs per second on the host.
@@ -71,6 +77,7 @@ pub const THRESHOLDS: Thresholds = Thresholds {
     active_bps: 1_000_000.0,
     core_saturated_pct: 95.0,
     others_headroom_pct: 75.0,
+    kernel_path_min_pct: 5.0,
     net_rx_share: 0.90,
     net_rx_min_per_s: 1000.0,
     softirq_heavy_pct: 25.0,

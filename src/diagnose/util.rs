@@ -147,20 +147,32 @@ pub fn version_numbers(v: &str) -> Vec<u64> {
         .collect()
 }
 
-/// Mean busy % of each core over `samples` (omitted intervals left out),
-/// by CPU number.
-pub fn mean_core_busy<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<(u32, f64)> {
-    let mut busy: std::collections::BTreeMap<u32, (f64, usize)> = std::collections::BTreeMap::new();
+/// Mean of `f` per core over the samples (warm-up left out).
+fn mean_per_core<'a>(
+    samples: impl IntoIterator<Item = &'a Sample>,
+    f: fn(&crate::probe::cpu::CpuSample) -> f64,
+) -> Vec<(u32, f64)> {
+    let mut sums: std::collections::BTreeMap<u32, (f64, usize)> = std::collections::BTreeMap::new();
     for s in samples.into_iter().filter(|s| !s.omitted) {
         for c in &s.cpus {
-            let e = busy.entry(c.cpu.0).or_default();
-            e.0 += c.busy().0;
+            let e = sums.entry(c.cpu.0).or_default();
+            e.0 += f(c);
             e.1 += 1;
         }
     }
-    busy.into_iter()
+    sums.into_iter()
         .map(|(cpu, (sum, n))| (cpu, sum / n.max(1) as f64))
         .collect()
+}
+
+/// Mean busy % per core over the samples (warm-up left out).
+pub fn mean_core_busy<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<(u32, f64)> {
+    mean_per_core(samples, |c| c.busy().0)
+}
+
+/// Mean kernel % (system+irq+softirq) per core over the samples (warm-up left out).
+pub fn mean_core_kernel<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<(u32, f64)> {
+    mean_per_core(samples, |c| c.system.0 + c.irq.0 + c.softirq.0)
 }
 
 #[cfg(test)]

@@ -107,7 +107,14 @@ fn saturated_core(s: &Sample, t: &Thresholds, pinned: &[u32]) -> Option<u32> {
         // interval names the same core.
         return pinned.first().copied();
     }
-    let top = s.busiest_cpu()?;
+    // The busiest core that runs some of the network path (see
+    // `kernel_path_min_pct`): a core saturated by user time alone is
+    // another process's.
+    let top = s
+        .cpus
+        .iter()
+        .filter(|c| c.system.0 + c.irq.0 + c.softirq.0 >= t.kernel_path_min_pct)
+        .max_by(|a, b| a.busy().0.total_cmp(&b.busy().0))?;
     if top.busy().0 < t.core_saturated_pct {
         return None;
     }

@@ -33,6 +33,7 @@ pub fn window(spec: &GrpcSpec, samples: &[Sample]) -> Option<GrpcWindow> {
         return None;
     }
     let core_busy = crate::diagnose::util::mean_core_busy(counted.iter().copied());
+    let core_kernel = crate::diagnose::util::mean_core_kernel(counted.iter().copied());
     let rtts: Vec<f64> = counted
         .iter()
         .flat_map(|s| s.conns.iter())
@@ -47,6 +48,7 @@ pub fn window(spec: &GrpcSpec, samples: &[Sample]) -> Option<GrpcWindow> {
         concurrency: spec.concurrency,
         intervals,
         core_busy,
+        core_kernel,
         rtt_us,
         recv_stream_window: recv.stream,
         recv_conn_window: recv.connection,
@@ -68,6 +70,8 @@ pub struct GrpcWindow {
     pub intervals: Vec<GrpcInterval>,
     /// Mean busy % of each core of the client's host over the window, by CPU number.
     pub core_busy: Vec<(u32, f64)>,
+    /// Mean kernel % (system+irq+softirq) per core over the window.
+    pub core_kernel: Vec<(u32, f64)>,
     /// Mean smoothed RTT of the data connections (TCP_INFO), µs.
     pub rtt_us: Option<f64>,
     /// Receive windows the client advertised (bound what it can receive).
@@ -106,10 +110,14 @@ pub fn connection_bound(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
     if cores < 2 || w.intervals.is_empty() || w.channels as usize >= cores {
         return None;
     }
+    // The busiest core that runs some of the client's network path: one
+    // saturated by user time alone is another process's.
+    let kernel = |cpu: u32| w.core_kernel.iter().find(|c| c.0 == cpu).map(|c| c.1);
     let (top_cpu, top) = w
         .core_busy
         .iter()
         .copied()
+        .filter(|c| kernel(c.0).is_none_or(|k| k >= t.kernel_path_min_pct))
         .max_by(|a, b| a.1.total_cmp(&b.1))?;
     let others = w
         .core_busy
@@ -306,6 +314,12 @@ mod tests {
                 .enumerate()
                 .map(|(i, b)| (i as u32, *b))
                 .collect(),
+            // Half of each core's busy time in the kernel (syscalls, softirq).
+            core_kernel: cores
+                .iter()
+                .enumerate()
+                .map(|(i, b)| (i as u32, *b / 2.0))
+                .collect(),
             rtt_us: Some(50.0),
             recv_stream_window: 64 * 1024,
             recv_conn_window: 8 << 20,
@@ -333,6 +347,11 @@ mod tests {
             connection_bound(&w, &THRESHOLDS).unwrap().fix,
             vec!["--channels 4"]
         );
+        // The saturated core runs user time alone (another process's, e.g.
+        // a CPU hog): not the client's connection.
+        let mut hog = window(1, 64, &[100.0, 10.0, 10.0, 10.0]);
+        hog.core_kernel[0].1 = 0.5;
+        assert!(connection_bound(&hog, &THRESHOLDS).is_none());
     }
 
     #[test]
