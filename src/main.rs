@@ -83,7 +83,10 @@ fn run_agent(a: AgentArgs) -> FaceResult {
         let shutdown = tokio_util::sync::CancellationToken::new();
         wirescope::face::spawn_signal_handler(shutdown.clone());
         let cfg = AgentConfig {
-            listen: a.listen,
+            listen: match a.port {
+                Some(p) => std::net::SocketAddr::from(([0, 0, 0, 0], p)),
+                None => a.listen,
+            },
             unix: a.control_unix.clone(),
             token,
             once: a.once,

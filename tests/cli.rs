@@ -77,6 +77,17 @@ fn completions_print_a_script_for_each_shell() {
     assert_eq!(wirescope(&["completions", "tcsh"]).status.code(), Some(2));
 }
 
+/// `-p PORT` (iperf3's) needs a peer, and a port given twice must agree.
+#[test]
+fn dash_p_is_the_port_once() {
+    assert_eq!(wirescope(&["run", "-p", "5999"]).status.code(), Some(2));
+    let o = wirescope(&["run", "--peer", "127.0.0.1:5310", "-p", "5999"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("give the port once"));
+    let o = wirescope(&["agent", "-p", "5999", "--listen", "0.0.0.0:5310"]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
 #[test]
 fn bad_values_name_the_flag_and_give_an_example() {
     for (args, flag, example) in [

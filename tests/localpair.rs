@@ -215,3 +215,34 @@ fn fixes_on_the_local_pair_run_in_the_hosts_namespace() {
     assert!(namespaced > 0, "no namespaced fix in: {s}");
     assert_clean(pid, &err);
 }
+
+/// `--log -` streams every record to stdout as it happens (iperf3's
+/// `--json-stream`), each line JSON, the header (with its schema version)
+/// first and the summary last; the table goes to stderr. With `--json`
+/// (both would write stdout) it is a usage error.
+#[test]
+fn log_dash_streams_the_records_to_stdout_and_the_table_to_stderr() {
+    require_root();
+    let _turn = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let c = start(&["-t", "2s", "--log", "-"]);
+    let pid = c.id();
+    let out = c.wait_with_output().unwrap();
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    let records: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(records.first().unwrap()["type"], "header");
+    assert!(records[0]["schema"].as_u64().is_some(), "{}", records[0]);
+    assert_eq!(records.last().unwrap()["type"], "summary");
+    assert!(records.iter().any(|r| r["type"] == "sample"));
+    assert!(err.contains("[SUM]"), "the table goes to stderr: {err}");
+    assert_clean(pid, &err);
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_wirescope"))
+        .args(["run", "--local-pair", "--log", "-", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--log - and --json"), "{}", stderr(&o));
+}

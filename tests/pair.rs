@@ -433,3 +433,21 @@ fn cpus_this_host_does_not_have_are_refused_before_traffic() {
         );
     }
 }
+
+/// iperf3's `-p`: the agent listens on `-p PORT` (all addresses) and `run
+/// --peer HOST -p PORT` reaches it there; the default port finds nobody.
+#[test]
+fn dash_p_sets_the_agents_port_on_both_ends() {
+    let mut pair = Pair::new();
+    pair.start_agent_with(&[], &["-p", "5391"]);
+    let o = pair.run(&["-p", "5391", "-t", "1s", "--json"]);
+    assert!(
+        o.status.success(),
+        "{}\nagent: {}",
+        stderr(&o),
+        pair.agent_log()
+    );
+    assert!(pair.agent_log().contains("5391"), "{}", pair.agent_log());
+    let o = pair.run(&["-t", "1s"]);
+    assert!(!o.status.success(), "nothing listens on the default port");
+}

@@ -182,7 +182,8 @@ pub struct WatchArgs {
     /// Sampling period.
     #[arg(long, short = 'i', value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
     pub interval: Duration,
-    /// Write the JSON-lines log (same records as `run`).
+    /// Write the JSON-lines log (same records as `run`); `-` streams them to
+    /// stdout (the table goes to stderr).
     #[arg(long, value_name = "PATH", conflicts_with = "from")]
     pub log: Option<PathBuf>,
     /// Print JSON instead of the table: with --from one object, otherwise one record per line.
@@ -245,6 +246,9 @@ pub struct AgentArgs {
     /// Address and port for control and data connections.
     #[arg(long, value_name = "ADDR:PORT", default_value = "0.0.0.0:5310", value_parser = parse_listen)]
     pub listen: SocketAddr,
+    /// Port to listen on, all addresses (shorthand for --listen 0.0.0.0:PORT, as iperf3's -p).
+    #[arg(long, short = 'p', value_name = "PORT", conflicts_with = "listen")]
+    pub port: Option<u16>,
     /// Token file (created 0600 with a random token if missing). Default: $WIRESCOPE_TOKEN, else ~/.config/wirescope/token.
     #[arg(long, value_name = "PATH")]
     pub token_file: Option<PathBuf>,
@@ -275,7 +279,9 @@ pub struct RunArgs {
     /// What to observe besides the test's own interface.
     #[command(flatten)]
     pub observe: ObserveArgs,
-    /// Write a JSON-lines log (header, one sample per host per interval, summary).
+    /// Write a JSON-lines log (header, one sample per host per interval,
+    /// summary); `-` streams the records to stdout as they happen (the
+    /// table goes to stderr), like iperf3's --json-stream.
     #[arg(long, value_name = "PATH")]
     pub log: Option<PathBuf>,
     /// --engine grpc: run the client against any grpc.testing.BenchmarkService

@@ -14,6 +14,9 @@ pub struct TargetArgs {
     /// Agent to test against (`wirescope agent` runs there).
     #[arg(long, value_name = "HOST[:PORT]", conflicts_with = "local_pair")]
     pub peer: Option<String>,
+    /// The agent's port when --peer names none (default 5310), as iperf3's -p.
+    #[arg(long, short = 'p', value_name = "PORT", requires = "peer")]
+    pub port: Option<u16>,
     /// Use the embedded local pair: two network namespaces and a veth as root, loopback otherwise (the default without --peer).
     #[arg(long)]
     pub local_pair: bool,
@@ -54,8 +57,25 @@ impl TargetArgs {
                 queues: self.pair_queues,
             });
         };
-        resolve_peer(p).map(TargetChoice::Peer)
+        let mut addr = resolve_peer(p)?;
+        if let Some(port) = self.port {
+            if has_port(p) && addr.port() != port {
+                return Err(UsageError(format!(
+                    "--peer '{p}' names port {} and -p {port}: give the port once",
+                    addr.port()
+                )));
+            }
+            addr.set_port(port);
+        }
+        Ok(TargetChoice::Peer(addr))
     }
+}
+
+/// True when `--peer`'s value names a port (`HOST:PORT`, `[IPv6]:PORT`).
+fn has_port(p: &str) -> bool {
+    p.parse::<SocketAddr>().is_ok()
+        || (p.parse::<std::net::IpAddr>().is_err()
+            && p.rsplit_once(':').is_some_and(|(h, _)| !h.contains(':')))
 }
 
 /// `HOST`, `HOST:PORT`, `IPv4`, `[IPv6]:PORT` or bare IPv6 → an address (default port 5310).

@@ -89,6 +89,10 @@ static STDOUT_ERROR: Mutex<Option<String>> = Mutex::new(None);
 
 /// Write to stdout, stopping quietly once the reader is gone.
 pub fn out(text: &str) {
+    if HUMAN_TO_STDERR.load(Ordering::Relaxed) {
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        return;
+    }
     if STDOUT_CLOSED.load(Ordering::Relaxed) {
         return;
     }
@@ -100,6 +104,15 @@ pub fn out(text: &str) {
             slot.get_or_insert_with(|| e.to_string());
         }
     }
+}
+
+/// Set when stdout carries the log's records (`--log -`): what [`out`]
+/// prints for people goes to stderr instead.
+static HUMAN_TO_STDERR: AtomicBool = AtomicBool::new(false);
+
+/// From now on, [`out`] writes to stderr (stdout carries JSON lines).
+pub fn human_to_stderr() {
+    HUMAN_TO_STDERR.store(true, Ordering::Relaxed);
 }
 
 /// Err when writing stdout failed for any reason but a closed pipe.

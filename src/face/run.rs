@@ -41,7 +41,7 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
         rdma_preflight(&choice)?;
     }
     check_plan_here(&plan, &choice)?;
-    let log = open_log(args.log.as_deref())?;
+    let log = open_log(args.log.as_deref(), args.json)?;
     let opened = crate::session::open(&choice, args.target.token_file.as_deref())?;
     if let Some(pair) = &opened.pair {
         eprintln!(
@@ -184,7 +184,7 @@ fn against_server(
             Err(e) => return Err(FaceError::Failed(anyhow::anyhow!(e.to_string()))),
         }
     }
-    let log = open_log(args.log.as_deref())?;
+    let log = open_log(args.log.as_deref(), args.json)?;
     let mut observe = args.observe.resolve();
     if let Some(i) = crate::probe::system::route_iface(addr.ip()) {
         if !observe.ifaces.contains(&i) {
@@ -250,10 +250,27 @@ pub fn consume(
 }
 
 /// Create the log before anything starts, so a bad path costs nothing.
-fn open_log(path: Option<&std::path::Path>) -> Result<Option<LogWriter>, FaceError> {
-    path.map(LogWriter::create)
-        .transpose()
-        .map_err(|e| FaceError::Usage(format!("--log: {e}; choose a writable path")))
+/// `--log -` streams the records to stdout as they happen (iperf3's
+/// `--json-stream`); the table then goes to stderr.
+pub(crate) fn open_log(
+    path: Option<&std::path::Path>,
+    json: bool,
+) -> Result<Option<LogWriter>, FaceError> {
+    match path {
+        Some(p) if p.as_os_str() == "-" => {
+            if json {
+                return Err(FaceError::Usage(
+                    "--log - and --json both write stdout: use --log - for every record as it happens, or --json for the summary".into(),
+                ));
+            }
+            super::human_to_stderr();
+            Ok(Some(LogWriter::stdout()))
+        }
+        _ => path
+            .map(LogWriter::create)
+            .transpose()
+            .map_err(|e| FaceError::Usage(format!("--log: {e}; choose a writable path"))),
+    }
 }
 
 /// Connect, configure, run the plan, close: the session side of `run` and

@@ -34,12 +34,7 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
             observe,
         } => (peer, *plan, observe),
     };
-    let log = args
-        .log
-        .as_deref()
-        .map(LogWriter::create)
-        .transpose()
-        .map_err(|e| FaceError::Usage(format!("--log: {e}; choose a writable path")))?;
+    let log = super::run::open_log(args.log.as_deref(), args.json)?;
     // The local pair is built here, on the main thread, before any runtime
     // (it moves this thread into the controller's namespace).
     let opened = if args.local_pair {

@@ -109,7 +109,13 @@ impl Pair {
         let child = Command::new("ip")
             .args(["netns", "exec", &self.b])
             .args(wrapper)
-            .args([bin(), "agent", "--listen", "198.18.0.2:5310"])
+            .args([bin(), "agent"])
+            // -p chooses the port itself (and excludes --listen).
+            .args(if extra.contains(&"-p") {
+                &[][..]
+            } else {
+                &["--listen", "198.18.0.2:5310"][..]
+            })
             .args(extra)
             .env("WIRESCOPE_TOKEN", TOKEN)
             .stdin(Stdio::null())
