@@ -407,3 +407,46 @@ fn the_state_dir_variable_shows_in_help_and_an_empty_one_is_unset() {
         "{empty}"
     );
 }
+
+/// A user who is not root keeps profiles under the XDG state directory
+/// (`$XDG_STATE_HOME/wirescope`, else `~/.local/state/wirescope`): `profile
+/// save` of this host works without /var/lib/wirescope. Needs root to
+/// become another user (setpriv from util-linux).
+#[test]
+fn profile_save_as_a_user_goes_to_the_xdg_state_directory() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "run the tests as root (this one becomes user 65534 with setpriv)"
+    );
+    let home = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        home.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let as_user = |xdg: Option<&std::path::Path>, name: &str| {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_wirescope"))
+            .args(["profile", "save", name])
+            .env("HOME", home.path())
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("WIRESCOPE_STATE_DIR");
+        if let Some(x) = xdg {
+            c.env("XDG_STATE_HOME", x);
+        }
+        c.output().unwrap()
+    };
+    let o = as_user(None, "mine");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(home
+        .path()
+        .join(".local/state/wirescope/profiles/mine.toml")
+        .is_file());
+    let xdg = home.path().join("xdg");
+    std::fs::create_dir(&xdg).unwrap();
+    std::fs::set_permissions(&xdg, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let o = as_user(Some(&xdg), "other");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(xdg.join("wirescope/profiles/other.toml").is_file());
+}

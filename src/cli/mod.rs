@@ -262,7 +262,7 @@ pub struct AgentArgs {
     /// `checklist run --peer`); every change is backed up and can be rolled back.
     #[arg(long)]
     pub allow_tuning: bool,
-    /// Where tuning backups and journals go (default /var/lib/wirescope; an empty value is unset).
+    /// Where tuning backups and journals go (default /var/lib/wirescope as root, else $XDG_STATE_HOME/wirescope or ~/.local/state/wirescope; an empty value is unset).
     #[arg(long, value_name = "DIR", env = STATE_DIR_ENV, value_parser = dir_or_empty())]
     pub state_dir: Option<PathBuf>,
 }

@@ -11,7 +11,7 @@ pub struct ProfileArgs {
     /// What to do.
     #[command(subcommand)]
     pub command: ProfileCommand,
-    /// State directory: backups, journals, saved profiles (default /var/lib/wirescope; an empty value is unset).
+    /// State directory: backups, journals, saved profiles (default /var/lib/wirescope as root, else $XDG_STATE_HOME/wirescope or ~/.local/state/wirescope; an empty value is unset).
     #[arg(long, global = true, value_name = "DIR", env = super::STATE_DIR_ENV, value_parser = super::dir_or_empty())]
     pub state_dir: Option<PathBuf>,
 }

@@ -39,6 +39,28 @@ use std::path::{Path, PathBuf};
 pub const DEFAULT_DIR: &str = "/var/lib/wirescope";
 /// Environment variable that overrides it.
 pub const ENV_DIR: &str = "WIRESCOPE_STATE_DIR";
+
+/// The state directory without a flag or variable: [`DEFAULT_DIR`] for
+/// root; for another user (who cannot write there) `$XDG_STATE_HOME/wirescope`,
+/// else `~/.local/state/wirescope`, as the XDG base directories say.
+fn default_dir() -> PathBuf {
+    if nix::unistd::geteuid().is_root() {
+        return PathBuf::from(DEFAULT_DIR);
+    }
+    let abs = |v: std::ffi::OsString| {
+        let p = PathBuf::from(v);
+        p.is_absolute().then_some(p)
+    };
+    std::env::var_os("XDG_STATE_HOME")
+        .and_then(abs)
+        .map(|p| p.join("wirescope"))
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .and_then(abs)
+                .map(|h| h.join(".local/state/wirescope"))
+        })
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DIR))
+}
 /// Version of backup.json.
 pub const BACKUP_VERSION: u32 = 1;
 /// Largest backup.json or journal read.
@@ -444,7 +466,7 @@ impl StateDir {
                     .filter(|v| !v.is_empty())
                     .map(PathBuf::from)
             })
-            .unwrap_or_else(|| PathBuf::from(DEFAULT_DIR));
+            .unwrap_or_else(default_dir);
         StateDir { root }
     }
 
