@@ -178,6 +178,15 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     {
         return None;
     }
+    // A TCP test's work on a core is kernel work (system calls, copies,
+    // softirq); a core it is not pinned to whose time is mostly user time
+    // is saturated by another process, which it only shares.
+    if matches!(ctx.spec, Some(crate::traffic::EngineSpec::Tcp(_)))
+        && !pinned.contains(&cpu)
+        && user > sys + si + irq
+    {
+        return None;
+    }
     let others = mean(&|s| {
         let o: Vec<f64> = s
             .cpus
