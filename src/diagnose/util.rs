@@ -172,7 +172,7 @@ pub fn mean_core_busy<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<
 
 /// Mean kernel % (system+irq+softirq) per core over the samples (warm-up left out).
 pub fn mean_core_kernel<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<(u32, f64)> {
-    mean_per_core(samples, |c| c.system.0 + c.irq.0 + c.softirq.0)
+    mean_per_core(samples, |c| c.kernel().0)
 }
 
 #[cfg(test)]

@@ -368,10 +368,7 @@ struct ReportLogs {
 
 impl ReportLogs {
     fn new(out: &std::path::Path) -> Result<ReportLogs, FaceError> {
-        let parent = match out.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => std::path::Path::new("."),
-        };
+        let parent = super::report::parent_dir(out);
         if !parent.is_dir() {
             return Err(FaceError::Usage(format!(
                 "--report {}: {} is not a directory; choose a path in an existing directory",

@@ -78,12 +78,9 @@ pub struct Comparison {
 
 fn figure(p: &Point) -> Option<Figure> {
     let s = p.summary.as_ref()?;
-    let bytes = !(s.engine == "sink" || (s.throughput_bps < 1e6 && s.rate_per_s > 0.0));
-    let (value, unit, per) = if bytes {
-        (s.throughput_bps / 1e9, "Gbit/s", 1.0)
-    } else {
-        (s.rate_per_s, "per second", 1e6)
-    };
+    let (value, unit) = super::report::html::headline_value(p)?;
+    let bytes = unit == "Gbit/s";
+    let per = if bytes { 1.0 } else { 1e6 };
     let cores = |h: &crate::record::schema::HostCpu| h.mean_busy / 100.0 * h.cpus.len() as f64;
     let busy = cores(&s.hosts.local) + cores(&s.hosts.peer);
     let series: Vec<f64> = p

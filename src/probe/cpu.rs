@@ -68,6 +68,11 @@ pub struct CpuSample {
 }
 
 impl CpuSample {
+    /// Kernel work: system+irq+softirq.
+    pub fn kernel(&self) -> Percent {
+        Percent(self.system.0 + self.irq.0 + self.softirq.0)
+    }
+
     /// Everything but idle and iowait.
     pub fn busy(&self) -> Percent {
         Percent(

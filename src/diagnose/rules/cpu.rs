@@ -113,7 +113,7 @@ fn saturated_core(s: &Sample, t: &Thresholds, pinned: &[u32]) -> Option<u32> {
     let top = s
         .cpus
         .iter()
-        .filter(|c| c.system.0 + c.irq.0 + c.softirq.0 >= t.kernel_path_min_pct)
+        .filter(|c| c.kernel().0 >= t.kernel_path_min_pct)
         .max_by(|a, b| a.busy().0.total_cmp(&b.busy().0))?;
     if top.busy().0 < t.core_saturated_pct {
         return None;

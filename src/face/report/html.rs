@@ -4,7 +4,7 @@
 
 use super::charts::{self, Panel, Series, Span};
 use super::data::{Core, HostRow, Point, Run};
-use crate::diagnose::{Change, Finding, Severity};
+use crate::diagnose::{Change, Finding};
 use std::fmt::Write as _;
 
 /// Text as HTML (also inside attributes).
@@ -69,7 +69,7 @@ pub fn point_label(p: &Point) -> String {
 }
 
 /// The figure a point is judged by: Gbit/s for byte streams, else its rate.
-fn headline_value(p: &Point) -> Option<(f64, &'static str)> {
+pub fn headline_value(p: &Point) -> Option<(f64, &'static str)> {
     let s = p.summary.as_ref()?;
     if s.engine == "sink" || (s.throughput_bps < 1e6 && s.rate_per_s > 0.0) {
         Some((s.rate_per_s, "per second"))
@@ -291,7 +291,7 @@ fn rates(label: &str, p: &Point) -> Result<String, charts::ChartError> {
         if sink {
             series.push(Series {
                 name: "frames missing /s".into(),
-                points: pts(&|r| r.lost.map(|l| l.max(0) as f64 / interval_len(p, r))),
+                points: pts(&|r| r.lost.map(|l| l.max(0) as f64 / r.span.max(1e-3))),
             });
         }
         o.push_str(&charts::lines(
@@ -331,12 +331,6 @@ fn rates(label: &str, p: &Point) -> Result<String, charts::ChartError> {
         )?);
     }
     Ok(o)
-}
-
-fn interval_len(p: &Point, r: &super::data::Row) -> f64 {
-    let i = p.rows.iter().position(|x| std::ptr::eq(x, r)).unwrap_or(0);
-    let start = if i == 0 { 0.0 } else { p.rows[i - 1].t };
-    (r.t - start).max(1e-3)
 }
 
 /// Cores marked: `*` the busiest over the point, `i` a NIC data IRQ's
@@ -536,14 +530,6 @@ fn queues_and_softnet(p: &Point, label: &str) -> Result<String, charts::ChartErr
     Ok(o)
 }
 
-fn level(s: Severity) -> usize {
-    match s {
-        Severity::Info => 0,
-        Severity::Warn => 1,
-        Severity::Error => 2,
-    }
-}
-
 fn findings(p: &Point, label: &str) -> Result<String, charts::ChartError> {
     let t_end = p.rows.last().map_or(1.0, |r| r.t);
     let mut spans: Vec<Span> = Vec::new();
@@ -554,7 +540,7 @@ fn findings(p: &Point, label: &str) -> Result<String, charts::ChartError> {
                 let key = format!("{} {} {}", f.host.name(), f.id, f.subject);
                 spans.push(Span {
                     label: format!("{} {}", f.host.name(), f.id),
-                    level: level(f.severity),
+                    level: f.severity as usize,
                     // Drawn from the interval that raised it: one raised
                     // at the end of a point still shows.
                     from: m.start,

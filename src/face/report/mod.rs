@@ -41,13 +41,18 @@ pub fn render(logs: &[PathBuf]) -> Result<String, FaceError> {
     html::page(&runs).map_err(|e| FaceError::Failed(e.into()))
 }
 
+/// The directory `out` goes in (`.` for a bare file name).
+pub fn parent_dir(out: &Path) -> &Path {
+    match out.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
 /// Write `page` to `out` whole or not at all (a temporary file beside it,
 /// renamed over it).
 pub fn write_page(out: &Path, page: &str) -> Result<(), FaceError> {
-    let dir = match out.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
+    let dir = parent_dir(out);
     let fail = |e: std::io::Error| {
         FaceError::Usage(format!(
             "cannot write the report {}: {e}; choose a writable path with -o",

@@ -21,16 +21,18 @@ fn sev_style(m: &Model, s: Severity) -> Style {
 }
 
 fn head(m: &Model, f: &Finding) -> Line<'static> {
+    head_with(m, f, f.title.clone())
+}
+
+/// ` [warn] peer id: ` and `title` (all or part of the finding's).
+fn head_with(m: &Model, f: &Finding, title: String) -> Line<'static> {
     Line::from(vec![
         Span::styled(
             format!(" [{}] ", f.severity.name()),
             sev_style(m, f.severity),
         ),
         Span::raw(format!("{} {}: ", f.host.name(), f.id)),
-        Span::styled(
-            f.title.clone(),
-            Style::default().add_modifier(Modifier::BOLD),
-        ),
+        Span::styled(title, Style::default().add_modifier(Modifier::BOLD)),
     ])
 }
 
@@ -44,18 +46,7 @@ fn head_wrapped(m: &Model, f: &Finding, width: u16, room: usize) -> Vec<Line<'st
     let lead = sev.chars().count() + who.chars().count();
     let width = usize::from(width).max(lead + 10);
     if lead + f.title.chars().count() <= width || room <= 1 {
-        let mut l = head(m, f);
-        if lead + f.title.chars().count() > width {
-            l = Line::from(vec![
-                Span::styled(sev, sev_style(m, f.severity)),
-                Span::raw(who),
-                Span::styled(
-                    ellipsized(&f.title, width - lead),
-                    Style::default().add_modifier(Modifier::BOLD),
-                ),
-            ]);
-        }
-        return vec![l];
+        return vec![head_with(m, f, ellipsized(&f.title, width - lead))];
     }
     let first_pad = " ".repeat(lead);
     let pad = " ".repeat(sev.chars().count());
@@ -80,11 +71,7 @@ fn head_wrapped(m: &Model, f: &Finding, width: u16, room: usize) -> Vec<Line<'st
             part.clone()
         };
         out.push(if i == 0 {
-            Line::from(vec![
-                Span::styled(sev.clone(), sev_style(m, f.severity)),
-                Span::raw(who.clone()),
-                Span::styled(text, bold),
-            ])
+            head_with(m, f, text)
         } else {
             Line::from(vec![Span::raw(pad.clone()), Span::styled(text, bold)])
         });
