@@ -16,6 +16,11 @@ fn main() -> ExitCode {
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    // Another tool's letter that wirescope would misread: refused with the long form.
+    if let Err(e) = wirescope::cli::habits::check(&argv) {
+        eprintln!("error: {e}");
+        return ExitCode::from(wirescope::face::EXIT_USAGE);
+    }
     let cli = Cli::parse_from(args);
     // Tests with thousands of connections need three descriptors each.
     wirescope::session::net::raise_nofile_limit();

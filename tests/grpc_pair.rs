@@ -81,7 +81,7 @@ fn unary_and_stream_counts_equal_across_the_pair() {
         assert_eq!(s["rx_payload"].as_u64(), Some(rpcs * 1000), "{mode}: {s}");
         assert_eq!(s["tx_payload"].as_u64(), Some(rpcs * 300), "{mode}: {s}");
         assert_eq!(client.bytes, client.messages * 300, "{mode}");
-        let g = client.grpc.as_ref().expect("a gRPC summary");
+        let g = client.sections.grpc.as_ref().expect("a gRPC summary");
         assert!(g.errors.is_empty(), "{mode}: {:?}", g.errors);
         assert!(client.latency_us.is_some_and(|l| l.p50 > 0.0), "{mode}");
     }

@@ -77,7 +77,11 @@ fn unary_counts_agree_on_both_ends_and_in_the_summary() {
     assert_eq!((s.engine.as_str(), s.mode.as_str()), ("grpc", "unary"));
     assert_eq!(s.messages, cmsg);
     assert_eq!(s.bytes, cmsg * 300, "bytes the client received");
-    let g = s.grpc.as_ref().expect("gRPC figures in the summary");
+    let g = s
+        .sections
+        .grpc
+        .as_ref()
+        .expect("gRPC figures in the summary");
     let req = g.request_bytes_per_s * s.duration_s;
     assert!(
         (req - (cmsg * 1000) as f64).abs() < 1.0,

@@ -239,10 +239,61 @@ fn log_dash_streams_the_records_to_stdout_and_the_table_to_stderr() {
     assert!(records.iter().any(|r| r["type"] == "sample"));
     assert!(err.contains("[SUM]"), "the table goes to stderr: {err}");
     assert_clean(pid, &err);
+    assert_valid_log(&out.stdout);
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_wirescope"))
         .args(["run", "--local-pair", "--log", "-", "--json"])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("--log - and --json"), "{}", stderr(&o));
+}
+
+/// Every line of `log` is valid against docs/log.schema.json, checked by
+/// an independent validator (Debian's python3-jsonschema, draft 2020-12).
+fn assert_valid_log(log: &[u8]) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("log.jsonl");
+    std::fs::write(&file, log).unwrap();
+    let schema = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/log.schema.json");
+    let check = r#"
+import json, sys, jsonschema
+v = jsonschema.Draft202012Validator(json.load(open(sys.argv[1])))
+bad = [(n, e.message[:200], list(e.absolute_path)[:6])
+       for n, line in enumerate(open(sys.argv[2]), 1) for e in v.iter_errors(json.loads(line))]
+lines = sum(1 for _ in open(sys.argv[2]))
+print(f"{lines} lines, {len(bad)} errors", bad[:5])
+sys.exit(1 if bad or lines == 0 else 0)
+"#;
+    let o = Command::new("python3")
+        .args(["-c", check])
+        .arg(&schema)
+        .arg(&file)
+        .output()
+        .expect("python3 with jsonschema (Debian: python3-jsonschema) validates the log");
+    assert!(
+        o.status.success(),
+        "the log does not match docs/log.schema.json: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        stderr(&o)
+    );
+}
+
+/// A gRPC and an rr run's records match the published schema too: their
+/// engine sections, latency and interval figures are the schema's.
+#[test]
+fn grpc_and_rr_logs_match_the_published_schema() {
+    require_root();
+    let _turn = ONE_PAIR_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    for args in [
+        &["--engine", "grpc", "-t", "1s", "--log", "-"][..],
+        &["-m", "rr", "-t", "1s", "--log", "-"][..],
+    ] {
+        let c = start(args);
+        let pid = c.id();
+        let out = c.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert!(out.status.success(), "{args:?}: {err}");
+        assert_valid_log(&out.stdout);
+        assert_clean(pid, &err);
+    }
 }

@@ -451,3 +451,78 @@ fn dash_p_sets_the_agents_port_on_both_ends() {
     let o = pair.run(&["-t", "1s"]);
     assert!(!o.status.success(), "nothing listens on the default port");
 }
+
+/// The host pid of `pid`'s first child (the process `unshare --fork` runs).
+fn child_of(pid: u32) -> u32 {
+    for _ in 0..250 {
+        let kids =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        if let Some(k) = kids.split_whitespace().next() {
+            return k.parse().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("{pid} has no child");
+}
+
+fn sigterm(pid: u32) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+}
+
+/// In a container wirescope is PID 1, and PID 1 gets no default action for
+/// SIGTERM: only a handler stops it. Both the agent and `run` are PID 1 of
+/// their own PID namespace here; SIGTERM ends `run` with exit 143 and its
+/// log's summary written, and the agent within a few seconds.
+#[test]
+fn as_pid_1_sigterm_stops_run_with_its_log_and_the_agent() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let mut pair = Pair::new();
+    pair.start_agent_under(&["unshare", "--pid", "--fork"]);
+    let agent = child_of(pair.agent_pid());
+    let log = pair.log_path("pid1.jsonl");
+    let mut c = Command::new("ip")
+        .args(["netns", "exec", &pair.a, "unshare", "--pid", "--fork"])
+        .args([common::bin(), "run", "--peer", "198.18.0.2", "-t", "30s"])
+        .args(["-i", "500ms", "--log", log.to_str().unwrap()])
+        .env("WIRESCOPE_TOKEN", common::TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let run = child_of(c.id());
+    let mut stdout = std::io::BufReader::new(c.stdout.take().unwrap());
+    loop {
+        let mut line = String::new();
+        let n = stdout.read_line(&mut line).unwrap();
+        assert!(n > 0, "the run ended before its first interval");
+        if line.starts_with("[SUM]") {
+            break;
+        }
+    }
+    sigterm(run);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.lines().any(|l| l.contains("\"type\":\"summary\"")),
+        "no summary in the log after SIGTERM"
+    );
+    sigterm(agent);
+    let t = Instant::now();
+    while common::process_alive(agent) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the agent as PID 1 ignored SIGTERM: {}",
+            pair.agent_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

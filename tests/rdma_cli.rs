@@ -132,7 +132,7 @@ fn rdma_usage_errors_name_the_flag() {
             "not an rdma mode",
         ),
         (
-            vec!["run", "--engine", "rdma", "--iters", "10", "-t", "2s"],
+            vec!["run", "--engine", "rdma", "--iters", "10", "--time", "2s"],
             "--iters or --time",
         ),
         (

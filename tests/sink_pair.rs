@@ -65,7 +65,8 @@ fn summary(log: &Log) -> &Summary {
 }
 
 fn sink_of(s: &Summary) -> &SinkSummary {
-    s.sink
+    s.sections
+        .sink
         .as_deref()
         .expect("a packet summary has its sink key")
 }

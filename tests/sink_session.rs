@@ -46,7 +46,8 @@ fn shared_cpus() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn sink_of(s: &Summary) -> &SinkSummary {
-    s.sink
+    s.sections
+        .sink
         .as_deref()
         .expect("a packet summary has its sink key")
 }

@@ -12,6 +12,7 @@
 //! (`face`, `tui`): it only describes and validates; `main` dispatches.
 
 pub mod checklist;
+pub mod habits;
 pub mod profile;
 pub mod serve;
 mod target;

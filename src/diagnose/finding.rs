@@ -5,7 +5,19 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Worth knowing; not holding the link back on its own.
@@ -43,7 +55,7 @@ impl fmt::Display for Severity {
 }
 
 /// A number or a piece of text shown as evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum Value {
     /// A measured or configured number.
@@ -64,7 +76,7 @@ impl fmt::Display for Value {
 }
 
 /// One number (or setting) behind a finding, with its unit and where it came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Evidence {
     /// What was measured (`cpu3 busy`, `rx_out_of_buffer`, `tcp_rmem max`).
     pub what: String,
@@ -125,7 +137,7 @@ impl Evidence {
 }
 
 /// What a rule found on one host.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     /// Stable rule id (`cpu.single-core-saturated`, `nic.gro-off`, ...): part of the interface.
     pub id: String,

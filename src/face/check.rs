@@ -162,11 +162,14 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
     };
     let (local_ifaces, peer_ifaces) = (names(&local), peer.as_ref().map(names));
     if args.json {
-        let j = serde_json::to_string_pretty(&serde_json::json!({
-            "source": source,
-            "interfaces": { "local": local_ifaces, "peer": peer_ifaces },
-            "findings": findings
-        }))
+        let j = crate::record::schema::versioned_json(
+            &serde_json::json!({
+                "source": source,
+                "interfaces": { "local": local_ifaces, "peer": peer_ifaces },
+                "findings": findings
+            }),
+            true,
+        )
         .map_err(anyhow::Error::from)?;
         out(&format!("{j}\n"));
     } else {

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
 /// One figure of a point.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Figure {
     /// The headline value: Gbit/s for byte streams, else per second.
     pub value: f64,
@@ -30,7 +30,7 @@ pub struct Figure {
 }
 
 /// One point of both runs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct PointDiff {
     /// `point 2 (size=65536)`.
     pub point: String,
@@ -47,7 +47,7 @@ pub struct PointDiff {
 }
 
 /// A host fact with different values.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct FactDiff {
     /// `local` or `peer`.
     pub host: &'static str,
@@ -60,7 +60,7 @@ pub struct FactDiff {
 }
 
 /// The whole comparison.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Comparison {
     /// File names.
     pub a: String,
@@ -336,7 +336,8 @@ pub fn command(a: crate::cli::CompareArgs) -> super::FaceResult {
     let runs = super::report::read_runs(&[a.a.clone(), a.b.clone()])?;
     let c = compare(&runs[0], &runs[1]);
     if a.json {
-        let s = serde_json::to_string_pretty(&c).map_err(|e| FaceError::Failed(e.into()))?;
+        let s = crate::record::schema::versioned_json(&c, true)
+            .map_err(|e| FaceError::Failed(e.into()))?;
         outln!("{s}");
     } else {
         super::out(&text(&c));

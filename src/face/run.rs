@@ -383,7 +383,7 @@ impl RunFace {
             Output::PointDone { outcome, summary } => {
                 if let Some(s) = summary {
                     if self.json {
-                        match serde_json::to_string(s) {
+                        match crate::record::schema::versioned_json(s, false) {
                             Ok(j) => out(&format!("{j}\n")),
                             Err(e) => {
                                 self.failure = Some(format!("cannot encode the summary: {e}"))

@@ -189,7 +189,8 @@ fn from_capture(dir: &std::path::Path, ifaces: &[String], json: bool) -> FaceRes
     let snap = snapshot(&d, ifaces);
     report_capture(&d, &snap.facts)?;
     if json {
-        let j = serde_json::to_string_pretty(&snap).context("cannot encode the snapshot")?;
+        let j = crate::record::schema::versioned_json(&snap, true)
+            .context("cannot encode the snapshot")?;
         out(&format!("{j}\n"));
     } else {
         out(&text::facts_block(&snap.source, &snap.facts));

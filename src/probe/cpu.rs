@@ -45,7 +45,7 @@ impl CpuTicks {
 }
 
 /// One CPU's share of an interval, in percent of that interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CpuSample {
     /// Kernel CPU number.
     pub cpu: CpuId,

@@ -75,7 +75,18 @@ pub const PROGRAMS: [(&str, &str); 5] = [
 /// Which probes to attach. `default` and `deep` are user choices
 /// (`--ebpf`); `by-peer` is what the local pair tells its agent, because the
 /// controller's set on the same kernel already counts for both ends.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum EbpfMode {
     /// No probes.
@@ -122,7 +133,7 @@ impl EbpfMode {
 }
 
 /// What a host's eBPF probes are doing, for the log header and the TUI.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EbpfStatus {
     /// The requested set.
     pub mode: EbpfMode,

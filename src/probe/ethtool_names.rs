@@ -16,7 +16,19 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Direction of a queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Dir {
     /// Receive queue.
@@ -26,7 +38,7 @@ pub enum Dir {
 }
 
 /// What a per-queue counter counts.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Field {
     /// Packets through the queue.
@@ -43,7 +55,7 @@ pub enum Field {
 }
 
 /// Where one `ethtool -S` counter belongs.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Class {
     /// A counter of one queue (or one channel, filed under its rx queue).
@@ -60,7 +72,7 @@ pub enum Class {
 }
 
 /// The counters of one queue, gathered from `ethtool -S`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueCounters {
     /// Direction.
     pub dir: Dir,

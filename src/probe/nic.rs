@@ -271,7 +271,9 @@ impl StatsReader {
 }
 
 /// One line of /proc/net/dev.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct DevCounters {
     /// Received bytes.
     pub rx_bytes: u64,

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Which end of the pair a Sample describes, from the controller's point of view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum HostRole {
     /// The host running `wirescope run` / the TUI.
@@ -38,7 +38,7 @@ impl HostRole {
 }
 
 /// A pair of per-host values.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Hosts<T> {
     /// The controller's host.
     pub local: T,
@@ -47,7 +47,7 @@ pub struct Hosts<T> {
 }
 
 /// One host, one interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Sample {
     /// Which host.
     pub host: HostRole,
@@ -129,7 +129,7 @@ pub struct Sample {
 }
 
 /// Engine totals of one host for one interval.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct EngineSample {
     /// Bytes this host wrote during the interval.
     pub tx_bytes: u64,
@@ -153,7 +153,7 @@ pub struct EngineSample {
 }
 
 /// One interface for one interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IfaceSample {
     /// Interface name.
     pub name: String,
@@ -167,7 +167,7 @@ pub struct IfaceSample {
 }
 
 /// Where a per-queue number came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum QueueSource {
     /// netdev generic netlink `qstats-get`.
@@ -200,7 +200,7 @@ impl QueueSource {
 }
 
 /// One NIC queue for one interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueSample {
     /// Interface.
     pub iface: String,
@@ -226,7 +226,7 @@ pub struct QueueSample {
 }
 
 /// A NIC counter (by its `ethtool -S` name) that moved during the interval.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NicCounter {
     /// Interface.
     pub iface: String,
@@ -237,7 +237,7 @@ pub struct NicCounter {
 }
 
 /// Per-connection figures for one interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConnSample {
     /// Connection index (the same on both hosts).
     pub id: usize,
@@ -273,7 +273,7 @@ impl Sample {
 
 /// Exact softirq handler time of one CPU over an interval (eBPF
 /// `softirq_entry`/`exit`, deep set).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SoftirqTime {
     /// CPU.
     pub cpu: CpuId,
@@ -290,7 +290,7 @@ pub struct SoftirqTime {
 }
 
 /// One cell of the queue→CPU matrix (eBPF): what `cpu` handled of one queue in an interval.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueCpu {
     /// Interface.
     pub iface: String,
@@ -310,7 +310,7 @@ pub struct QueueCpu {
 /// One NAPI instance of a watched interface over an interval (eBPF
 /// `napi_poll`, deep set): how often the CPU polled it and how often the poll
 /// used its whole budget — "this queue's CPU cannot keep up".
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NapiSample {
     /// Interface.
     pub iface: String,

@@ -53,7 +53,7 @@ pub fn parse_softirqs(text: &str) -> Softirqs {
 }
 
 /// Softirqs raised on one CPU during an interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SoftirqCpu {
     /// CPU.
     pub cpu: CpuId,
@@ -105,7 +105,9 @@ pub fn softirq_deltas(prev: &Softirqs, cur: &Softirqs) -> Vec<SoftirqCpu> {
 }
 
 /// One row of softnet_stat (cumulative, 32-bit).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Softnet {
     /// Packets processed by the backlog/NAPI of this CPU.
     pub processed: u32,
@@ -120,7 +122,7 @@ pub struct Softnet {
 }
 
 /// softnet deltas of one CPU.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SoftnetCpu {
     /// CPU.
     pub cpu: CpuId,

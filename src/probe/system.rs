@@ -15,7 +15,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Who a host is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 pub struct HostInfo {
     /// `uname -n`.
     pub hostname: String,

@@ -70,7 +70,7 @@ struct RawTcpInfo {
 }
 
 /// The TCP_INFO fields wirescope reports, per socket.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TcpInfo {
     /// Smoothed RTT (µs).
     pub rtt_us: u32,

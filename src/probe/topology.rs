@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 pub use super::facts::CpuPlace;
 
 /// The sink's cores and its NIC.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SinkTopology {
     /// The chosen cores, in the order given.
     pub cpus: Vec<CpuPlace>,

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// One line of the log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
     /// First line.
@@ -30,7 +30,7 @@ pub enum Record {
 }
 
 /// The run's identity.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Header {
     /// [`SCHEMA_VERSION`].
     pub schema: u32,
@@ -64,7 +64,7 @@ pub struct Header {
 }
 
 /// Sweep description.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SweepInfo {
     /// `size` or `streams`.
     pub param: String,
@@ -73,7 +73,7 @@ pub struct SweepInfo {
 }
 
 /// Something that happened during the run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Event {
     /// Seconds since the current point started.
     pub t: f64,
@@ -85,7 +85,7 @@ pub struct Event {
 }
 
 /// Per-stream result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StreamSummary {
     /// Connection index.
     pub id: usize,
@@ -104,7 +104,7 @@ pub struct StreamSummary {
 }
 
 /// Zero-copy completion counts of one stream's sender.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ZeroCopy {
     /// Sends whose pages the kernel released.
     pub completed: u64,
@@ -112,48 +112,8 @@ pub struct ZeroCopy {
     pub copied: u64,
 }
 
-/// An RDMA point in perftest's terms.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RdmaSummary {
-    /// Bandwidth report of the requester(s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bw: Option<crate::traffic::rdma::BwReport>,
-    /// Latency report (iterations).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lat: Option<crate::traffic::rdma::LatReport>,
-    /// Latency report (duration).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub lat_duration: Option<crate::traffic::rdma::report::LatDurationReport>,
-    /// The controller's outcome.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub local: Option<crate::traffic::rdma::RdmaOutcome>,
-    /// The agent's outcome.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peer: Option<crate::traffic::rdma::RdmaOutcome>,
-}
-
-/// A gRPC point's own figures (the client's counts over the measured span).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GrpcSummary {
-    /// RPCs (or stream messages) completed with OK per second.
-    pub rpcs_per_s: f64,
-    /// Request payload bytes per second (client → server).
-    pub request_bytes_per_s: f64,
-    /// Response payload bytes per second (server → client).
-    pub response_bytes_per_s: f64,
-    /// Non-OK statuses by code name.
-    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub errors: std::collections::BTreeMap<String, u64>,
-    /// Peak resident memory of the client's process during the point (VmHWM).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client_peak_rss: Option<crate::units::Bytes>,
-    /// Peak resident memory of the agent during the point (VmHWM).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_peak_rss: Option<crate::units::Bytes>,
-}
-
 /// Mean per-core CPU of one host over the counted intervals.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 pub struct HostCpu {
     /// Mean busy % over all cores.
     pub mean_busy: f64,
@@ -173,7 +133,7 @@ pub struct HostCpu {
 }
 
 /// One core's means (percent).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CoreMean {
     /// CPU number.
     pub cpu: u32,
@@ -190,7 +150,7 @@ pub struct CoreMean {
 }
 
 /// The result of one test point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Engine name.
     pub engine: String,
@@ -212,19 +172,10 @@ pub struct Summary {
     /// pingpong: MiB/s the client received (muduo's figure).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mib_per_s: Option<f64>,
-    /// gRPC: RPC rate, payload goodput both ways, statuses and peak memory.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grpc: Option<GrpcSummary>,
-    /// Packet tests: what the sink counted and the generator sent, loss,
-    /// reordering and duplicates per flow, where frames were dropped, per
-    /// queue (`rate_per_s` and `messages` above are the sink's packets).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sink: Option<Box<crate::traffic::sink::figures::SinkSummary>>,
-    /// RDMA tests: perftest's report (`bw`: `#bytes #iterations BW peak
-    /// BW average MsgRate`, both directions summed with `--bidir`; `lat`:
-    /// `t_min t_max t_typical t_avg t_stdev 99% 99.9%` in µs) and each end's outcome.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rdma: Option<Box<RdmaSummary>>,
+    /// The engine's own section, under its own key (`grpc`, `sink`,
+    /// `rdma`; none for TCP): see [`crate::traffic::Sections`].
+    #[serde(flatten)]
+    pub sections: crate::traffic::Sections,
     /// rr latency (µs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_us: Option<LatencySummary>,
@@ -251,4 +202,80 @@ pub struct Summary {
     /// found a limit ([`crate::diagnose::limited_by`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limited_by: Option<String>,
+}
+
+/// The log's JSON Schema (draft 2020-12), derived from [`Record`]: what
+/// `docs/log.schema.json` publishes. Every line of a log (and of
+/// `--log -`) is one instance of it.
+pub fn json_schema() -> serde_json::Value {
+    schemars::schema_for!(Record).to_value()
+}
+
+/// `value` as JSON with the log's [`SCHEMA_VERSION`] as its first key
+/// (`{"schema":1,...}`): what the faces' `--json` outputs print, so a
+/// reader knows which fields to expect. `value` must serialize as an
+/// object (a struct or a map); its keys keep their order.
+pub fn versioned_json<T: Serialize>(value: &T, pretty: bool) -> serde_json::Result<String> {
+    #[derive(Serialize)]
+    struct Versioned<'a, T> {
+        schema: u32,
+        #[serde(flatten)]
+        value: &'a T,
+    }
+    let v = Versioned {
+        schema: SCHEMA_VERSION,
+        value,
+    };
+    if pretty {
+        serde_json::to_string_pretty(&v)
+    } else {
+        serde_json::to_string(&v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/log.schema.json is the types' schema (regenerate it with
+    /// `WIRESCOPE_BLESS=1 cargo test --lib record::schema`).
+    #[test]
+    fn the_published_schema_is_the_types() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/log.schema.json");
+        let want = format!(
+            "{}\n",
+            serde_json::to_string_pretty(&json_schema()).expect("schema encodes")
+        );
+        let now = std::fs::read_to_string(&path).unwrap_or_default();
+        if now != want && std::env::var_os("WIRESCOPE_BLESS").is_some() {
+            std::fs::write(&path, &want).expect("write docs/log.schema.json");
+            return;
+        }
+        assert!(
+            now == want,
+            "docs/log.schema.json is stale: WIRESCOPE_BLESS=1 cargo test --lib record::schema"
+        );
+    }
+
+    #[test]
+    fn the_schema_names_every_record_type_and_the_version_key() {
+        let s = serde_json::to_string(&json_schema()).expect("schema encodes");
+        for t in ["header", "sample", "event", "summary", "finding"] {
+            assert!(s.contains(&format!("\"const\":\"{t}\"")), "{t} missing");
+        }
+        let e = Event {
+            t: 1.5,
+            kind: "x".into(),
+            message: "y".into(),
+        };
+        let line = versioned_json(&e, false).expect("encodes");
+        assert!(
+            line.starts_with(&format!("{{\"schema\":{SCHEMA_VERSION},")),
+            "{line}"
+        );
+        assert!(
+            versioned_json(&[1, 2], false).is_err(),
+            "an array has no key to add"
+        );
+    }
 }

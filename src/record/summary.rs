@@ -15,6 +15,7 @@ use super::schema::{Hosts, StreamSummary, Summary, ZeroCopy};
 use crate::session::outcome::{EndReason, PointOutcome};
 use crate::session::plan::SweepValue;
 use crate::session::proto::SideResult;
+use crate::traffic::registry::{PointEnds, Warmup};
 use crate::traffic::{ConnRole, EngineSpec, Side, TcpMode};
 
 /// Everything measured for one point.
@@ -63,12 +64,9 @@ pub fn build(d: &PointData<'_>) -> Summary {
     let stream = spec.is_tcp_stream();
     let zerocopy_on = spec.as_tcp().is_some_and(|t| t.zerocopy);
     let pingpong = spec.as_tcp().is_some_and(|t| t.mode == TcpMode::Pingpong);
+    let slice = crate::traffic::slice(spec.kind());
     // Request/response engines whose client measured latency.
-    let has_latency = match spec {
-        EngineSpec::Tcp(t) => t.mode == TcpMode::Rr,
-        EngineSpec::Grpc(_) => true,
-        EngineSpec::Sink(_) | EngineSpec::Rdma(_) => false,
-    };
+    let has_latency = slice.measures_latency(spec);
     let roles = d.spec.conn_roles(Side::Controller);
     let peer = o.peer.as_ref();
     let at_local = Received {
@@ -131,10 +129,9 @@ pub fn build(d: &PointData<'_>) -> Summary {
             zerocopy,
         });
     }
-    if let EngineSpec::Grpc(_) = spec {
-        // One runtime carries every HTTP/2 connection: the client counts
-        // bytes for the engine, not per connection (entry 0); retransmits
-        // are per connection and add up.
+    if slice.one_counted_stream() {
+        // One figure for the whole engine (entry 0); retransmits are per
+        // connection and add up.
         if let Some(first) = streams.first().cloned() {
             let retransmits = streams.iter().map(|s| s.retransmits).sum();
             streams = vec![StreamSummary {
@@ -176,20 +173,21 @@ pub fn build(d: &PointData<'_>) -> Summary {
             .sum::<u64>()
             .saturating_sub(d.agg.local.omitted_msgs)
     };
-    let sink = spec
-        .as_sink()
-        .and_then(|k| sink_summary(k, o, d.agg).map(Box::new));
-    let rdma = spec.as_rdma().and_then(|_| rdma_summary(o).map(Box::new));
-    let (duration_s, bytes, messages) = match (&sink, rdma.as_ref().and_then(|r| r.local.as_ref()))
-    {
-        (Some(k), _) => (
-            k.duration_s,
-            k.messages.saturating_mul(u64::from(k.frame_size)),
-            k.messages,
-        ),
-        (None, Some(l)) => (o.local.duration_s, l.tx_bytes + l.rx_bytes, l.messages),
-        (None, None) => (duration_s, bytes, messages),
-    };
+    let mut sections = crate::traffic::Sections::default();
+    let head = slice.summarize(
+        &PointEnds {
+            spec,
+            local: o.local.extra.as_ref(),
+            peer: peer.and_then(|p| p.extra.as_ref()),
+            local_warmup: warmup(&d.agg.local),
+            peer_warmup: warmup(&d.agg.peer),
+            duration_s,
+            local_duration_s: o.local.duration_s,
+            interrupted: matches!(o.end, EndReason::Interrupted),
+        },
+        &mut sections,
+    );
+    let (duration_s, bytes, messages) = head.counts.unwrap_or((duration_s, bytes, messages));
     let per_s = |v: f64| {
         if duration_s > 0.0 {
             v / duration_s
@@ -203,11 +201,10 @@ pub fn build(d: &PointData<'_>) -> Summary {
         EndReason::PeerLost(why) => (true, false, Some(format!("peer lost: {why}"))),
         EndReason::Failed(why) => (false, false, Some(why.clone())),
     };
-    // RDMA: the rates are perftest's (its report's window, not the loop's set-up).
-    let (throughput_bps, rate_per_s) = match rdma.as_ref().and_then(|r| r.bw) {
-        Some(b) => (b.bw_avg_gbps * 1e9, b.msg_rate_mpps * 1e6),
-        None => (per_s(bytes as f64 * 8.0), per_s(messages as f64)),
-    };
+    let throughput_bps = head
+        .throughput_bps
+        .unwrap_or_else(|| per_s(bytes as f64 * 8.0));
+    let rate_per_s = head.rate_per_s.unwrap_or_else(|| per_s(messages as f64));
     Summary {
         engine: d.spec.kind().name().into(),
         mode: mode.into(),
@@ -218,9 +215,7 @@ pub fn build(d: &PointData<'_>) -> Summary {
         messages,
         rate_per_s,
         mib_per_s: pingpong.then(|| per_s(bytes as f64 / 1048576.0)),
-        grpc: grpc_summary(o, d.agg, duration_s),
-        sink,
-        rdma,
+        sections,
         latency_us: if has_latency { o.local.latency } else { None },
         streams,
         hosts: Hosts {
@@ -236,119 +231,12 @@ pub fn build(d: &PointData<'_>) -> Summary {
     }
 }
 
-/// The packet figures of a point, from both ends' totals: the sink's
-/// counters at the start and after its drain, the generator's, and the
-/// per-flow tally (exact: every frame sent, the warm-up included). Rates
-/// leave the warm-up out, like every other engine's.
-fn sink_summary(
-    spec: &crate::traffic::sink::SinkSpec,
-    o: &PointOutcome,
-    agg: &PointAggregate,
-) -> Option<crate::traffic::sink::figures::SinkSummary> {
-    use crate::traffic::sink::figures::{summarize, PointInputs, Rates};
-    use crate::traffic::EngineTotals;
-    let sides = [(Some(&o.local), &agg.local), (o.peer.as_ref(), &agg.peer)];
-    let (sink, sink_agg) = sides.iter().find_map(|&(r, a)| match r?.extra.as_ref()? {
-        EngineTotals::Sink(s) => Some((s, a)),
-        _ => None,
-    })?;
-    let gen = sides.iter().find_map(|&(r, _)| match r?.extra.as_ref()? {
-        EngineTotals::Generator(g) => Some(g),
-        _ => None,
-    });
-    let mut s = summarize(
-        spec,
-        PointInputs {
-            sink: (&sink.first, &sink.last),
-            gen: gen.map(|g| (&g.first, &g.last)),
-            totals: gen.and_then(|g| g.totals.as_ref()),
-            seen: sink.seen.as_ref().map_or(&[], |t| t.seen.as_slice()),
-            speed_mbps: sink.end.speed_mbps,
-        },
-    );
-    let mut refused = sink.end.refused.clone();
-    refused.append(&mut s.refused);
-    s.refused = refused;
-    s.interrupted = matches!(o.end, EndReason::Interrupted);
-    s.rx_zero_copy = sink.end.zero_copy;
-    if sink_agg.omitted_msgs > 0 || sink_agg.warmup_end_s > 0.0 {
-        let rates = |n: u64, secs: f64| Rates::of(n, secs, spec.frame_size, sink.end.speed_mbps);
-        s.messages = s.messages.saturating_sub(sink_agg.omitted_msgs);
-        s.duration_s = (s.duration_s - sink_agg.warmup_end_s).max(0.0);
-        let r = rates(s.messages, s.duration_s);
-        s.rate_per_s = r.pps;
-        s.l2_bps = r.l2_bps;
-        s.l1_bps = r.l1_bps;
-        s.line_rate_pct = r.line_rate_pct;
-        // The queues' rows are the sink's connections, in the same order:
-        // leave each one's warm-up out too, so they sum to `messages`.
-        let fs = u64::from(spec.frame_size).max(1);
-        for (i, q) in s.per_queue.iter_mut().enumerate() {
-            let warm = sink_agg.omitted_rx.get(i).copied().unwrap_or(0) / fs;
-            q.counted = q.counted.saturating_sub(warm);
-            q.rates = rates(q.counted, s.duration_s);
-        }
+/// What `h`'s omitted intervals counted, as an engine leaves it out.
+fn warmup(h: &HostAggregate) -> Warmup<'_> {
+    Warmup {
+        msgs: h.omitted_msgs,
+        tx: h.omitted_tx,
+        rx: &h.omitted_rx,
+        end_s: h.warmup_end_s,
     }
-    Some(s)
-}
-
-/// An RDMA point: the requester's perftest report (both directions summed
-/// with `--bidir`, as perftest's `-b` prints it) and both ends' outcomes.
-fn rdma_summary(o: &PointOutcome) -> Option<super::schema::RdmaSummary> {
-    use crate::traffic::EngineTotals;
-    let outcome = |r: Option<&SideResult>| match r.and_then(|r| r.extra.as_ref()) {
-        Some(EngineTotals::Rdma(x)) => Some((**x).clone()),
-        _ => None,
-    };
-    let local = outcome(Some(&o.local));
-    let peer = outcome(o.peer.as_ref());
-    if local.is_none() && peer.is_none() {
-        return None;
-    }
-    let bw = match (
-        local.as_ref().and_then(|l| l.bw),
-        peer.as_ref().and_then(|p| p.bw),
-    ) {
-        (Some(l), Some(p)) => Some(l.plus(&p)),
-        (l, p) => l.or(p),
-    };
-    Some(super::schema::RdmaSummary {
-        bw,
-        lat: local.as_ref().and_then(|l| l.lat),
-        lat_duration: local.as_ref().and_then(|l| l.lat_duration),
-        local,
-        peer,
-    })
-}
-
-/// The gRPC figures of a point: RPC rate and payload goodput both ways over
-/// the measured span, non-OK statuses, and each end's peak memory.
-fn grpc_summary(
-    o: &PointOutcome,
-    agg: &PointAggregate,
-    duration_s: f64,
-) -> Option<super::schema::GrpcSummary> {
-    use crate::traffic::EngineTotals;
-    let totals = |r: Option<&SideResult>| match r.and_then(|r| r.extra.as_ref()) {
-        Some(EngineTotals::Grpc(t)) => Some(t.clone()),
-        _ => None,
-    };
-    let client = totals(Some(&o.local))?;
-    let server = totals(o.peer.as_ref());
-    let per_s = |v: u64| {
-        if duration_s > 0.0 {
-            v as f64 / duration_s
-        } else {
-            0.0
-        }
-    };
-    let omitted = agg.local.omitted_tx;
-    Some(super::schema::GrpcSummary {
-        rpcs_per_s: per_s(client.rpcs.saturating_sub(agg.local.omitted_msgs)),
-        request_bytes_per_s: per_s(client.tx_payload.saturating_sub(omitted)),
-        response_bytes_per_s: per_s(client.rx_payload.saturating_sub(agg.local.omitted_rx(0))),
-        errors: client.errors,
-        client_peak_rss: client.peak_rss,
-        agent_peak_rss: server.and_then(|s| s.peak_rss),
-    })
 }

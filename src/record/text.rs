@@ -3,7 +3,8 @@
 
 use super::schema::{HostCpu, Summary};
 use crate::probe::sample::Sample;
-use crate::traffic::{ConnRole, EngineSpec, Side, TcpMode};
+use crate::traffic::registry::{si, IntervalRow};
+use crate::traffic::{ConnRole, EngineSpec, Side};
 use crate::units::{BitsPerSec, Bytes, Nanos};
 use std::fmt::Write;
 
@@ -41,21 +42,8 @@ pub fn sweep_heading(s: &crate::session::plan::SweepValue) -> String {
 
 /// Column header for interval rows.
 pub fn interval_header(spec: &EngineSpec) -> String {
-    if let EngineSpec::Sink(_) = spec {
-        return format!(
-            "{:<5} {:>14}  {:>11}  {:>12}  {:>12}  {:>11}  {:>13}  {:>13}  {:>9}  | {:<20} | {:<20}",
-            "[ ID]",
-            "Interval",
-            "Rx pps",
-            "L2 bit/s",
-            "L1 bit/s",
-            "Tx pps",
-            "Missing (run)",
-            "Dropped (ivl)",
-            "Sink CPU",
-            "CPU local (busiest)",
-            "CPU peer (busiest)"
-        );
+    if let Some(h) = crate::traffic::slice(spec.kind()).interval_header() {
+        return h;
     }
     match spec.is_tcp_stream() {
         true => format!(
@@ -138,8 +126,16 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
     let span = format!("{:6.2}-{:<6.2}s", any.start_s, any.end_s);
     let omit = if any.omitted { " (omitted)" } else { "" };
     let mut out = String::new();
-    if let EngineSpec::Sink(_) = spec {
-        out.push_str(&sink_row((any.start_s, any.end_s), omit, local, peer));
+    let slice = crate::traffic::slice(spec.kind());
+    let cpu = [cpu_cell(local), cpu_cell(peer)];
+    let own = slice.interval_row(&IntervalRow {
+        span: (any.start_s, any.end_s),
+        omit,
+        figures: [local, peer].map(|s| s.and_then(|s| s.engine.extra.as_ref())),
+        cpu: [&cpu[0], &cpu[1]],
+    });
+    if let Some(row) = own {
+        out.push_str(&row);
         return out;
     }
     let n = spec.connection_count();
@@ -198,29 +194,18 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
                 "[SUM] {span}  {:>11}  {:>14}  {retr_total:>5}  {cwnd:>9}  {rtt:>8}  | {:<20} | {:<20}{omit}",
                 Bytes(total).to_string(),
                 BitsPerSec(total_bps).to_string(),
-                cpu_cell(local),
-                cpu_cell(peer)
+                cpu[0],
+                cpu[1]
             );
         }
         false => {
             let l = local.map(|s| &s.engine);
             let total: u64 = (0..n).map(|i| conn_bytes(spec, local, peer, i)).sum();
             let rate = l.map(|e| e.msgs_per_s).unwrap_or(0.0);
-            let unit = match spec {
-                EngineSpec::Grpc(g) if g.mode == crate::traffic::grpc::GrpcMode::Stream => "msg/s",
-                EngineSpec::Grpc(_) => "RPC/s",
-                EngineSpec::Tcp(t) if t.mode == TcpMode::Rr => "trans/s",
-                EngineSpec::Tcp(_) | EngineSpec::Sink(_) | EngineSpec::Rdma(_) => "msg/s",
-            };
-            // Non-OK gRPC statuses of the interval, after the row.
-            let errors = match l.and_then(|e| e.extra.as_ref()) {
-                Some(crate::traffic::EngineInterval::Grpc(g)) if !g.errors.is_empty() => {
-                    let list: Vec<String> =
-                        g.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
-                    format!("  errors: {}", list.join(", "))
-                }
-                _ => String::new(),
-            };
+            let unit = slice.rate_unit(spec);
+            let figures = l.and_then(|e| e.extra.as_ref());
+            // The engine's note after the row (gRPC: the interval's non-OK statuses).
+            let errors = slice.interval_note(figures);
             let (p50, p99) = match l.and_then(|e| e.latency) {
                 // The summary's unit rule: us below 10 ms, ms above.
                 Some(q) => (latency(q.p50), latency(q.p99)),
@@ -230,14 +215,12 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
                 out,
                 "[SUM] {span}  {:>13}  {:>14}  {p50:>10}  {p99:>10}  | {:<20} | {:<20}{omit}{errors}",
                 format!("{} {unit}", si(rate)),
-                match l.and_then(|e| e.extra.as_ref()) {
-                    // RDMA moves bytes over its QPs, not data connections.
-                    Some(crate::traffic::EngineInterval::Rdma(r)) =>
-                        BitsPerSec(r.tx_bps + r.rx_bps).to_string(),
-                    _ => BitsPerSec::from_bytes(total, secs).to_string(),
+                match slice.interval_bps(figures) {
+                    Some(bps) => BitsPerSec(bps).to_string(),
+                    None => BitsPerSec::from_bytes(total, secs).to_string(),
                 },
-                cpu_cell(local),
-                cpu_cell(peer)
+                cpu[0],
+                cpu[1]
             );
         }
     }
@@ -390,329 +373,6 @@ pub fn rdma_counter_lines(r: &crate::probe::rdma::RdmaSnapshot) -> String {
     o
 }
 
-/// An RDMA point in perftest's columns, so the numbers compare with
-/// `ib_write_bw` / `ib_write_lat` directly.
-pub fn rdma_lines(r: &super::schema::RdmaSummary) -> String {
-    use crate::traffic::rdma::{BwReport, LatReport};
-    let mut out = String::new();
-    if let Some(b) = &r.bw {
-        let _ = writeln!(out, "{}\n{}", BwReport::HEADER, b.line());
-    }
-    if let Some(l) = &r.lat {
-        let _ = writeln!(out, "{}\n{}", LatReport::HEADER, l.line());
-    }
-    if let Some(l) = &r.lat_duration {
-        let _ = writeln!(
-            out,
-            " #bytes #iterations    t_avg[usec]    tps average\n {:<7} {:<10}     {:<7.2}        {:<7.2}",
-            l.bytes, l.iterations, l.t_avg_us, l.tps
-        );
-    }
-    for (who, o) in [("local", &r.local), ("peer", &r.peer)] {
-        if let Some(o) = o {
-            let _ = writeln!(
-                out,
-                "rdma {who}: {} path MTU {}{}, {} messages, {} sent, {} received{}",
-                o.device,
-                o.path_mtu,
-                o.gid_index
-                    .map(|g| format!(", GID index {g}"))
-                    .unwrap_or_default(),
-                o.messages,
-                Bytes(o.tx_bytes),
-                Bytes(o.rx_bytes),
-                if o.stopped_early {
-                    " (stopped early: no perftest report)"
-                } else {
-                    ""
-                }
-            );
-        }
-    }
-    out
-}
-
-fn mpps(pps: f64) -> String {
-    format!("{:.3} Mpps", pps / 1e6)
-}
-
-/// A packet test's result: what ran, what the sink counted and the
-/// generator sent, loss, per queue, the lossy flows and where frames were
-/// dropped (`run --engine sink`).
-pub fn sink_lines(s: &crate::traffic::sink::figures::SinkSummary) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "packets: sink {}{}, generator {}{}: {} B frames, {} flow{}, {} thread{} per side",
-        s.mode.name(),
-        copy_mode(s.rx_zero_copy),
-        s.tx_path.name(),
-        copy_mode(s.tx_zero_copy),
-        s.frame_size,
-        s.flows,
-        plural(u64::from(s.flows)),
-        s.queues,
-        plural(u64::from(s.queues))
-    );
-    for r in &s.refused {
-        let _ = writeln!(out, "  {r}");
-    }
-    let _ = writeln!(
-        out,
-        "counted {} in {:.2} s = {} (L2 {}, L1 {}{}); sent {} ({}), lost {}, reordered {}, duplicates {}",
-        s.messages,
-        s.duration_s,
-        mpps(s.rate_per_s),
-        s.l2_bps,
-        s.l1_bps,
-        s.line_rate_pct
-            .map(|p| format!(", {p:.1} % of the link"))
-            .unwrap_or_default(),
-        s.sent,
-        mpps(s.generator_pps),
-        s.lost,
-        s.reordered,
-        s.duplicates
-    );
-    let cpu = |c: Option<f64>| c.map_or("-".to_string(), |c| format!("{c:.0}%"));
-    let _ = writeln!(
-        out,
-        "CPU of the threads: sink {}, generator {} (% of one core)",
-        cpu(s.sink_cpu_pct),
-        cpu(s.generator_cpu_pct)
-    );
-    for q in &s.per_queue {
-        out.push_str(&sink_queue_line(q));
-    }
-    let wh = drop_places(&s.drops);
-    if !wh.is_empty() {
-        let _ = writeln!(
-            out,
-            "dropped on the path ({} in all, each frame once): {}",
-            s.drops.total(),
-            wh.join(", ")
-        );
-    }
-    if s.split_flows > 0 {
-        let _ = writeln!(
-            out,
-            "  {} flow(s) arrived on more than one queue (generator threads moved between CPUs?): live gaps overstated loss; the loss above is exact",
-            s.split_flows
-        );
-    }
-    if s.flows_with_loss > 0 {
-        let ids: Vec<String> = s
-            .lossy_flows
-            .iter()
-            .take(16)
-            .map(|f| format!("{}({})", f.flow, f.lost))
-            .collect();
-        let _ = writeln!(
-            out,
-            "  {} flow(s) lost frames, flow(lost): {}",
-            s.flows_with_loss,
-            ids.join(" ")
-        );
-    }
-    if s.interrupted {
-        let _ = writeln!(out, "  interrupted");
-    }
-    out
-}
-
-/// One queue of a packet test's result: its count, rate, thread and drops.
-fn sink_queue_line(q: &crate::traffic::sink::figures::QueueFigures) -> String {
-    let thread = match (q.thread, q.cpu_pct) {
-        (Some(t), Some(c)) => format!(", thread {t} cpu {c:.0}%"),
-        (Some(t), None) => format!(", thread {t}"),
-        (None, _) => String::new(),
-    };
-    let ring_full = match q.ring_full {
-        0 => String::new(),
-        n => format!(", ring full {n}"),
-    };
-    let nic = match q.nic_drops {
-        Some(n) if n > 0 => format!(", NIC drops {n}"),
-        _ => String::new(),
-    };
-    format!(
-        "  queue {:>3}{}: {:>12} counted {}{thread}{ring_full}{nic}\n",
-        q.queue,
-        q.cpu.map(|c| format!(" ({c})")).unwrap_or_default(),
-        q.counted,
-        mpps(q.rates.pps),
-    )
-}
-
-/// " (zero-copy)" / " (copy mode)" of an AF_XDP end.
-fn copy_mode(zero_copy: Option<bool>) -> &'static str {
-    match zero_copy {
-        Some(true) => " (zero-copy)",
-        Some(false) => " (copy mode)",
-        None => "",
-    }
-}
-
-/// Where frames were dropped, each loss once: the kernel's counters
-/// overlap (see [`crate::traffic::sink::figures::Drops`]), so the
-/// interface's rx drops are named only for what the others leave
-/// unexplained, and the generator's failed sends and its interface's tx
-/// drops are one figure.
-fn drop_places(d: &crate::traffic::sink::figures::Drops) -> Vec<String> {
-    let mut wh: Vec<String> = Vec::new();
-    if d.generator_host() > 0 {
-        wh.push(match (d.generator_errors, d.tx_dropped) {
-            (e, 0) => format!("generator send errors {e}"),
-            (0, t) => format!("generator's interface tx drops {t}"),
-            (e, t) => format!("generator's interface tx drops {t} (its sends saw {e} errors)"),
-        });
-    }
-    for (v, name) in [
-        (d.ring_full, "socket/XDP ring full"),
-        (d.xdp_no_socket, "XDP frames without a socket"),
-        (d.softnet_dropped, "softnet backlog drops"),
-    ] {
-        if v > 0 {
-            wh.push(format!("{name} {v}"));
-        }
-    }
-    let named: u64 = d.nic.values().sum();
-    if named >= d.rx_queue_drops.values().sum::<u64>() {
-        for (k, v) in &d.nic {
-            wh.push(format!("NIC {k} {v}"));
-        }
-    } else {
-        for (q, v) in &d.rx_queue_drops {
-            wh.push(format!("NIC rx queue {q} drops {v}"));
-        }
-    }
-    if d.other_rx() > 0 {
-        wh.push(format!(
-            "other rx drops of the sink's interface {}",
-            d.other_rx()
-        ));
-    }
-    wh
-}
-
-fn plural(n: u64) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
-}
-
-/// The generator's path as a sweep row names it: `af-xdp zc`/`af-xdp copy`,
-/// `tx-ring`, `sendmmsg`; `-` when no generator ran here (`auto` left).
-fn tx_cell(s: &crate::traffic::sink::figures::SinkSummary) -> String {
-    use crate::traffic::sink::TxPath;
-    match (s.tx_path, s.tx_zero_copy) {
-        (TxPath::Auto, _) => "-".into(),
-        (TxPath::AfXdp, Some(true)) => "af-xdp zc".into(),
-        (TxPath::AfXdp, Some(false)) => "af-xdp copy".into(),
-        (p, _) => p.name().into(),
-    }
-}
-
-/// The table a packet sweep ends with: threads, core ids, frame size, the
-/// sink mode and generator path that ran (a refused mode changes what a
-/// row measures), pps, L2 Mbit/s, sink CPU % — one row per point.
-pub fn sink_sweep_table<'a>(
-    rows: impl IntoIterator<Item = &'a crate::traffic::sink::figures::SinkSummary>,
-) -> String {
-    let mut out = String::from(
-        "threads  cores       frame  sink     generator    pps          L2 Mbps     CPU %   lost\n",
-    );
-    for s in rows {
-        let _ = writeln!(
-            out,
-            "{:>7}  {:<10}  {:>5}  {:<7}  {:<11}  {:>11.0}  {:>10.1}  {:>6}  {:>5}",
-            s.queues,
-            if s.sink_cpus.is_empty() {
-                "-".to_string()
-            } else {
-                crate::units::format_cpu_list(&s.sink_cpus)
-            },
-            s.frame_size,
-            s.mode.name(),
-            tx_cell(s),
-            s.rate_per_s,
-            s.l2_bps.0 / 1e6,
-            s.sink_cpu_pct
-                .map_or("-".to_string(), |c| format!("{c:.1}")),
-            s.lost
-        );
-    }
-    out
-}
-
-/// The packet test's row: the sink's counts and rates, the generator's
-/// rate, live gaps, drops on the path and the sink threads' CPU.
-///
-/// The span printed is the one the sink's rates cover: its last interval
-/// ends when the counts last moved, not when the drain's quiet tail ended.
-fn sink_row(
-    (start, end): (f64, f64),
-    omit: &str,
-    local: Option<&Sample>,
-    peer: Option<&Sample>,
-) -> String {
-    use crate::traffic::EngineInterval;
-    let (mut sink, mut gen) = (None, None);
-    for e in [local, peer]
-        .into_iter()
-        .flatten()
-        .filter_map(|s| s.engine.extra.as_ref())
-    {
-        match e {
-            EngineInterval::Sink(k) => sink = Some(&k.figures),
-            EngineInterval::Generator(g) => gen = Some(&g.figures),
-            EngineInterval::Grpc(_) | EngineInterval::Rdma(_) => {}
-        }
-    }
-    let end = sink
-        .map(|k| k.secs)
-        .filter(|own| *own > 0.0 && *own < end - start)
-        .map_or(end, |own| start + own);
-    let span = format!("{start:6.2}-{end:<6.2}s");
-    let dash = || "-".to_string();
-    let (pps, l2, l1, missing, dropped, cpu) = match sink {
-        Some(k) => {
-            let dropped = k.drops.sink_host();
-            (
-                format!("{}pps", si(k.rates.pps)),
-                k.rates.l2_bps.to_string(),
-                k.rates.l1_bps.to_string(),
-                k.missing.to_string(),
-                dropped.to_string(),
-                k.cpu_pct.map_or_else(dash, |c| format!("{c:.0}%")),
-            )
-        }
-        None => (dash(), dash(), dash(), dash(), dash(), dash()),
-    };
-    let tx = gen.map_or_else(dash, |g| format!("{}pps", si(g.rates.pps)));
-    let errors = match gen {
-        Some(g) if g.errors > 0 => format!("  send errors: {}", g.errors),
-        _ => String::new(),
-    };
-    format!(
-        "[SUM] {span}  {pps:>11}  {l2:>12}  {l1:>12}  {tx:>11}  {missing:>13}  {dropped:>13}  {cpu:>9}  | {:<20} | {:<20}{omit}{errors}\n",
-        cpu_cell(local),
-        cpu_cell(peer)
-    )
-}
-
-fn si(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.2}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.2}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
-    }
-}
-
 fn cpu_line(name: &str, h: &HostCpu) -> String {
     let mut s = format!(
         "CPU {name}: mean {:.1}% busy over {} interval(s)",
@@ -740,12 +400,15 @@ fn cpu_line(name: &str, h: &HostCpu) -> String {
 /// hand from iperf3 or ghz runs). Empty for fewer than two swept points.
 pub fn sweep_table(points: &[Summary]) -> String {
     let swept: Vec<&Summary> = points.iter().filter(|s| s.sweep.is_some()).collect();
-    if swept.len() >= 2 && swept.iter().all(|s| s.sink.is_some()) {
-        let param = swept[0].sweep.as_ref().map_or("", |v| v.param.as_str());
-        return format!(
-            "\nsweep of {param}: one row per point\n{}",
-            sink_sweep_table(swept.iter().filter_map(|s| s.sink.as_deref()))
-        );
+    if swept.len() >= 2 {
+        let sections: Vec<&crate::traffic::Sections> = swept.iter().map(|s| &s.sections).collect();
+        let own = crate::traffic::EngineKind::ALL
+            .iter()
+            .find_map(|&k| crate::traffic::slice(k).sweep_table(&sections));
+        if let Some(table) = own {
+            let param = swept[0].sweep.as_ref().map_or("", |v| v.param.as_str());
+            return format!("\nsweep of {param}: one row per point\n{table}");
+        }
     }
     let Some(param) = swept
         .first()
@@ -785,11 +448,11 @@ pub fn sweep_table(points: &[Summary]) -> String {
                 .map(|x| x.bytes)
                 .sum()
         };
-        let (req, resp) = match &s.grpc {
-            Some(g) => (
-                format!("{:.1}", g.request_bytes_per_s / 1e6),
-                format!("{:.1}", g.response_bytes_per_s / 1e6),
-            ),
+        let own = crate::traffic::EngineKind::ALL
+            .iter()
+            .find_map(|&k| crate::traffic::slice(k).payload_cells(&s.sections));
+        let (req, resp) = match own {
+            Some(c) => (c.sent, c.received),
             None if s.mode == "stream" => (mbs(dir("local->peer")), mbs(dir("peer->local"))),
             None => ("-".into(), mbs(s.bytes)),
         };
@@ -847,7 +510,9 @@ pub fn summary_block(s: &Summary) -> String {
         }
     }
     let retr: u32 = s.streams.iter().map(|x| x.retransmits).sum();
-    if s.sink.is_none() && s.rdma.is_none() {
+    let slices = crate::traffic::EngineKind::ALL.map(crate::traffic::slice);
+    let common = slices.iter().all(|e| e.common_totals(&s.sections));
+    if common {
         let _ = writeln!(
             out,
             "[SUM] 0.00-{:.2} s  {:>11}  {:>14}  retr {retr}  (bytes counted by the receiver)",
@@ -856,7 +521,7 @@ pub fn summary_block(s: &Summary) -> String {
             BitsPerSec(s.throughput_bps).to_string()
         );
     }
-    if s.messages > 0 && s.sink.is_none() && s.rdma.is_none() {
+    if s.messages > 0 && common {
         let _ = write!(out, "{} messages, {}/s", s.messages, si(s.rate_per_s));
         if let Some(m) = s.mib_per_s {
             let _ = write!(out, ", {m:.1} MiB/s");
@@ -880,37 +545,8 @@ pub fn summary_block(s: &Summary) -> String {
             }
         );
     }
-    if let Some(k) = &s.sink {
-        out.push_str(&sink_lines(k));
-    }
-    if let Some(r) = &s.rdma {
-        out.push_str(&rdma_lines(r));
-    }
-    if let Some(g) = &s.grpc {
-        let per_s = |b: f64| BitsPerSec(b * 8.0).to_string();
-        let _ = write!(
-            out,
-            "gRPC: {} {}, request payload {}, response payload {}",
-            si(g.rpcs_per_s),
-            if s.mode == "stream" { "msg/s" } else { "RPC/s" },
-            per_s(g.request_bytes_per_s),
-            per_s(g.response_bytes_per_s)
-        );
-        if !g.errors.is_empty() {
-            let list: Vec<String> = g.errors.iter().map(|(k, v)| format!("{k} {v}")).collect();
-            let _ = write!(out, "; non-OK statuses: {}", list.join(", "));
-        }
-        out.push('\n');
-        let rss = |b: Option<Bytes>| b.map(|b| b.to_string()).unwrap_or_else(|| "-".into());
-        let agent = match g.agent_peak_rss {
-            Some(b) => format!(", agent {b}"),
-            None => String::new(),
-        };
-        let _ = writeln!(
-            out,
-            "peak resident memory (VmHWM) during the point: client {}{agent}",
-            rss(g.client_peak_rss)
-        );
+    for e in &slices {
+        out.push_str(&e.summary_lines(&s.sections, &s.mode));
     }
     if let Some(l) = s.latency_us {
         let ns = latency;
@@ -926,7 +562,7 @@ pub fn summary_block(s: &Summary) -> String {
         );
     }
     let _ = writeln!(out, "{}", cpu_line("local", &s.hosts.local));
-    if s.hosts.peer.intervals > 0 || s.grpc.as_ref().is_none_or(|g| g.agent_peak_rss.is_some()) {
+    if s.hosts.peer.intervals > 0 || slices.iter().all(|e| e.peer_reported(&s.sections)) {
         let _ = writeln!(out, "{}", cpu_line("peer ", &s.hosts.peer));
     }
     if let Some(l) = &s.limited_by {
@@ -1407,50 +1043,6 @@ mod tests {
         );
         // One point is no sweep.
         assert_eq!(sweep_table(&[summary(64, "rr", false)]), "");
-    }
-
-    fn sink_summary(
-        mode: &str,
-        tx: &str,
-        zc: Option<bool>,
-    ) -> crate::traffic::sink::figures::SinkSummary {
-        let mut v = serde_json::json!({
-            "engine": "sink", "mode": mode, "tx_path": tx, "frame_size": 64, "queues": 1,
-            "flows": 1, "sink_cpus": [0], "duration_s": 1.0, "rate_per_s": 1000.0,
-            "messages": 1000, "l2_bps": 512000.0, "l1_bps": 672000.0, "sent": 1000, "lost": 0,
-            "reordered": 0, "duplicates": 0, "generator_pps": 1000.0,
-            "drops": {"generator_errors": 0, "tx_dropped": 0, "rx_dropped": 0,
-                      "softnet_dropped": 0, "ring_full": 0, "xdp_no_socket": 0},
-            "per_queue": [], "flows_with_loss": 0
-        });
-        if let Some(z) = zc {
-            v["tx_zero_copy"] = z.into();
-        }
-        serde_json::from_value(v).unwrap()
-    }
-
-    #[test]
-    fn a_packet_sweep_row_says_which_sink_mode_and_generator_path_ran() {
-        let rows = [
-            sink_summary("af-xdp", "af-xdp", Some(false)),
-            sink_summary("tpacket", "tx-ring", None),
-            sink_summary("xdp", "auto", None),
-        ];
-        let t = sink_sweep_table(&rows);
-        let lines: Vec<&str> = t.lines().collect();
-        let col = |name: &str| lines[0].find(name).unwrap();
-        let (sink, gen) = (col("sink"), col("generator"));
-        for (line, (mode, path)) in lines[1..].iter().zip([
-            ("af-xdp", "af-xdp copy"),
-            ("tpacket", "tx-ring"),
-            ("xdp", "-"),
-        ]) {
-            assert_eq!(&line[sink..sink + mode.len()], mode, "{t}");
-            assert_eq!(&line[gen..gen + path.len()], path, "{t}");
-        }
-        // One flow, one thread: no plural.
-        let l = sink_lines(&rows[1]);
-        assert!(l.contains("64 B frames, 1 flow, 1 thread per side"), "{l}");
     }
 
     #[test]

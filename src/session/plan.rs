@@ -57,7 +57,7 @@ impl SweepParam {
 }
 
 /// Sweep coordinates of one point (in its summary).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SweepValue {
     /// `size` or `streams`.
     pub param: String,

@@ -40,7 +40,7 @@ pub const DATA_MAGIC: [u8; 4] = *b"WSD3";
 pub const DEFAULT_PORT: u16 = 5310;
 
 /// One control message.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Msg {
     /// controller → agent, first frame.
@@ -184,7 +184,7 @@ impl Msg {
 }
 
 /// One test point as both ends run it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TestParams {
     /// Test number within the session (data connections name it, with a tag
     /// under the session's data key).
@@ -209,7 +209,7 @@ pub struct TestParams {
 }
 
 /// One side's totals at the end of a point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 pub struct SideResult {
     /// Final counters of every connection.
     pub conns: Vec<ConnSnapshot>,

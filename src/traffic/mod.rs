@@ -12,12 +12,14 @@ pub mod bpf;
 pub mod grpc;
 pub mod limits;
 pub mod rdma;
+pub mod registry;
 pub mod sched;
 pub mod sink;
 pub mod spec;
 pub mod tcp;
 
 pub use limits::MemoryNeed;
+pub use registry::{slice, EngineSlice, Sections};
 pub use sched::{pin_current_thread, raise_priority, Priority};
 pub use spec::{EngineInterval, EngineSetup, EngineSpec, EngineTotals};
 pub use tcp::{TcpMode, TcpSpec};
@@ -31,7 +33,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// Which engine generates the traffic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum EngineKind {
     /// Kernel TCP sockets.
@@ -65,7 +69,7 @@ impl EngineKind {
 }
 
 /// Which end of the node pair this process is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Side {
     /// Runs `wirescope run` / the TUI and opens the data connections.
@@ -75,7 +79,7 @@ pub enum Side {
 }
 
 /// What one end does on one data connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ConnRole {
     /// stream: writes bulk data.
@@ -106,7 +110,9 @@ pub struct ConnCounters {
 }
 
 /// A point-in-time copy of one connection's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct ConnSnapshot {
     /// Bytes written.
     pub tx_bytes: u64,
@@ -140,7 +146,7 @@ impl ConnCounters {
 }
 
 /// Latency percentiles (µs) of a histogram.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatencySummary {
     /// Transactions measured.
     pub count: u64,

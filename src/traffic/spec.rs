@@ -18,7 +18,7 @@ use crate::units::CpuId;
 use serde::{Deserialize, Serialize};
 
 /// Everything both ends need to know to run one test point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "engine", rename_all = "lowercase")]
 pub enum EngineSpec {
     /// Kernel TCP sockets: stream, pingpong, rr.
@@ -285,7 +285,7 @@ impl EngineSpec {
 /// sink: MACs and queues). The controller sends its own in `Start`, the agent
 /// answers with its own in `Accepting`; both check what they receive. Each
 /// engine that exchanges anything adds its variant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "engine", rename_all = "lowercase")]
 pub enum EngineSetup {
     /// A packet sink: where to send (MAC, address), its queues and mode.
@@ -319,7 +319,7 @@ impl EngineSetup {
 /// An engine's own figures for one interval, beyond the byte and message
 /// counters every engine has (`EngineSample::extra`). Each engine with
 /// figures of its own adds its variant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "engine", rename_all = "lowercase")]
 pub enum EngineInterval {
     /// The gRPC end's RPC rate, payload goodput, latency and statuses.
@@ -347,7 +347,7 @@ impl EngineInterval {
 }
 
 /// An engine's own totals at the end of a point (`SideResult::extra`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "engine", rename_all = "lowercase")]
 pub enum EngineTotals {
     /// The gRPC end's figures over the whole point and its peak memory.

@@ -23,6 +23,27 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// TCP's slice: the common figures (bytes the receiver counted, streams,
+/// retransmits) are its own; rr measures latency and counts transactions.
+pub struct TcpSlice;
+
+impl super::registry::EngineSlice for TcpSlice {
+    fn kind(&self) -> super::EngineKind {
+        super::EngineKind::Tcp
+    }
+
+    fn measures_latency(&self, spec: &super::EngineSpec) -> bool {
+        spec.as_tcp().is_some_and(|t| t.mode == TcpMode::Rr)
+    }
+
+    fn rate_unit(&self, spec: &super::EngineSpec) -> &'static str {
+        match spec.as_tcp() {
+            Some(t) if t.mode == TcpMode::Rr => "trans/s",
+            _ => "msg/s",
+        }
+    }
+}
+
 /// How long a blocking worker call may wait before it re-checks the stop flags.
 pub(crate) const WAKE_INTERVAL: Duration = Duration::from_millis(100);
 

@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One setting changed on a host: the record for the log and the reports.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Change {
     /// What (`sysctl net.ipv4.tcp_rmem`).
     pub setting: String,
@@ -43,7 +43,7 @@ pub struct Change {
 }
 
 /// What an apply (or finish) did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ApplyReport {
     /// Backup ID (empty when nothing needed to change).
     pub backup: String,
@@ -62,7 +62,7 @@ pub struct ApplyReport {
 }
 
 /// What a rollback did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RollbackReport {
     /// Backup ID.
     pub backup: String,
@@ -687,7 +687,7 @@ pub fn finish(
 }
 
 /// An interrupted apply, as `wirescope check` reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pending {
     /// Backup ID.
     pub backup: String,

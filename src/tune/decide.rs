@@ -14,7 +14,7 @@ use crate::probe::sample::HostRole;
 use serde::{Deserialize, Serialize};
 
 /// What a checklist measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// Received throughput of the test (bit/s), higher is better.
@@ -68,7 +68,7 @@ fn scale<'a>(v: f64, units: &[&'a str]) -> (f64, &'a str) {
 }
 
 /// One side's rounds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Stats {
     /// Every round, in order.
     pub values: Vec<f64>,
@@ -111,7 +111,7 @@ pub fn stats(values: &[f64]) -> Stats {
 }
 
 /// Keep the change or propose to roll it back.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verdict {
     /// Before the change.
     pub before: Stats,
@@ -175,7 +175,7 @@ pub fn decide(metric: Metric, before: &[f64], after: &[f64], min_gain_pct: f64) 
 }
 
 /// How a step ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "status", content = "detail", rename_all = "snake_case")]
 pub enum StepStatus {
     /// Measured better: kept.
@@ -210,7 +210,7 @@ impl StepStatus {
 }
 
 /// One checklist step, as the summary and the JSON-lines output carry it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepRecord {
     /// 1-based step number.
     pub step: usize,

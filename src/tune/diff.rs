@@ -35,7 +35,7 @@ impl Side {
 }
 
 /// One setting that differs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct DiffLine {
     /// The setting.
     pub setting: String,
@@ -46,7 +46,7 @@ pub struct DiffLine {
 }
 
 /// The result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Diff {
     /// Side A.
     pub a: String,

@@ -17,7 +17,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// One tunable.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Key {
     /// `/proc/sys/...` by its dotted name.

@@ -123,7 +123,7 @@ pub fn find(arg: &str, state: &StateDir) -> Result<Found, TuneError> {
 }
 
 /// One line of `profile list`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
 pub struct Listed {
     /// Name.
     pub name: String,

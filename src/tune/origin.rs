@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::os::unix::fs::MetadataExt;
 
 /// The identity of a network namespace (see the module docs).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetnsId {
     /// Inode of the namespace file.

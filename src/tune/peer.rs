@@ -45,7 +45,7 @@ pub enum RequestError {
 }
 
 /// What the controller asks the agent's host.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum TuneRequest {
     /// `profile save --peer`: the agent host's current values.
@@ -78,7 +78,7 @@ pub enum TuneRequest {
 }
 
 /// The agent's answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "result", rename_all = "snake_case")]
 pub enum TuneResponse {
     /// A saved profile.

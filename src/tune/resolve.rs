@@ -36,7 +36,7 @@ pub struct ResolveOpts {
 }
 
 /// One setting to make.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Planned {
     /// What.
     pub key: Key,
@@ -74,7 +74,7 @@ impl Planned {
 }
 
 /// A value the host cannot take.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Problem {
     /// The setting (`sysctl net.core.busy_poll`, `eth0 rings rx`) or profile key.
     pub setting: String,
@@ -97,7 +97,7 @@ impl fmt::Display for Problem {
 }
 
 /// A profile resolved on a host.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Plan {
     /// Profile name.
     pub profile: String,

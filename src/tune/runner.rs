@@ -29,7 +29,7 @@ pub struct TestOutcome {
 }
 
 /// What the user is asked.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "question", rename_all = "snake_case")]
 pub enum Question {
     /// Make this change?
@@ -59,7 +59,7 @@ pub enum Question {
 }
 
 /// What the loop reports as it goes (the JSON-lines output of `--json`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Record {
     /// The baseline rounds.
@@ -78,7 +78,7 @@ pub enum Record {
 }
 
 /// The end of a checklist run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Checklist name.
     pub checklist: String,

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 pub mod rdma;
 
 /// The answer to one query about a NIC.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Support<T> {
     /// The value.
@@ -42,7 +42,7 @@ impl<T> Support<T> {
 }
 
 /// `ethtool -i`: ETHTOOL_GDRVINFO.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DrvInfo {
     /// e.g. `mlx5_core`.
     pub driver: String,
@@ -67,7 +67,7 @@ pub struct DrvInfo {
 }
 
 /// `ethtool -l`: channel counts; None where ethtool prints `n/a`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Channels {
     /// Maximum rx-only channels.
     pub max_rx: Option<u32>,
@@ -88,7 +88,7 @@ pub struct Channels {
 }
 
 /// `ethtool -g`: ring sizes; None where ethtool prints `n/a`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Rings {
     /// Maximum rx ring.
     pub max_rx: Option<u32>,
@@ -109,7 +109,7 @@ pub struct Rings {
 }
 
 /// One offload feature as `ethtool -k` shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Feature {
     /// Active (`on`).
     pub on: bool,
@@ -121,7 +121,7 @@ pub struct Feature {
 }
 
 /// `ethtool -k`: every feature by its ethtool name (e.g. `generic-receive-offload`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Features(pub BTreeMap<String, Feature>);
 
 impl Features {
@@ -132,7 +132,7 @@ impl Features {
 }
 
 /// `ethtool -c`: interrupt coalescing; None where not reported / `n/a`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Coalesce {
     /// Adaptive RX moderation.
     pub adaptive_rx: Option<bool>,
@@ -152,7 +152,7 @@ pub struct Coalesce {
 }
 
 /// Link settings (ethtool LINKMODES/LINKINFO, or `ethtool IF`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LinkInfo {
     /// Mb/s; None when unknown (e.g. link down, or veth without a speed).
     pub speed_mbps: Option<u32>,
@@ -165,7 +165,9 @@ pub struct LinkInfo {
 }
 
 /// Pause frame settings (`ethtool -a`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Pause {
     /// Autonegotiated pause.
     pub autoneg: bool,
@@ -176,7 +178,7 @@ pub struct Pause {
 }
 
 /// PCIe link of the NIC (sysfs `current_link_speed`/`max_link_speed`/widths).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PcieLink {
     /// e.g. `8.0 GT/s PCIe`.
     pub current_speed: String,
@@ -189,7 +191,7 @@ pub struct PcieLink {
 }
 
 /// One interrupt line of a NIC.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IrqFact {
     /// IRQ number.
     pub irq: u32,
@@ -200,7 +202,7 @@ pub struct IrqFact {
 }
 
 /// Per-queue steering masks from sysfs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueMask {
     /// Queue index.
     pub queue: u32,
@@ -225,7 +227,7 @@ impl HostFacts {
 }
 
 /// Everything configured on one interface.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NicFacts {
     /// Interface name.
     pub name: String,
@@ -270,7 +272,7 @@ pub struct NicFacts {
 }
 
 /// One NUMA node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct NumaNode {
     /// Node number.
     pub node: u32,
@@ -279,7 +281,7 @@ pub struct NumaNode {
 }
 
 /// Everything configured on the host.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostFacts {
     /// `uname -r`.
     pub kernel: String,
@@ -317,7 +319,7 @@ pub struct HostFacts {
 }
 
 /// One core's place in the machine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CpuPlace {
     /// The CPU.
     pub cpu: CpuId,

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 pub const SYSFS_ROOT: &str = "/sys/class/infiniband";
 
 /// RDMA facts of one host.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RdmaFacts {
     /// Every RDMA device, by name.
     pub devices: Vec<RdmaDeviceFacts>,
@@ -38,7 +38,7 @@ impl RdmaFacts {
 }
 
 /// One RDMA device (`/sys/class/infiniband/DEV`).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RdmaDeviceFacts {
     /// Device name (`mlx5_0`, `rxe0`).
     pub name: String,
@@ -89,7 +89,7 @@ impl RdmaDeviceFacts {
 }
 
 /// A value file of the form `N: NAME` (`4: ACTIVE`, `5: LinkUp`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CodeName {
     /// The number.
     pub code: u32,
@@ -118,7 +118,7 @@ impl CodeName {
 }
 
 /// The `rate` file: `100 Gb/sec (4X EDR)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PortRate {
     /// Gb/s.
     pub gbps: f64,
@@ -136,7 +136,7 @@ impl PortRate {
 }
 
 /// The link layer of a port.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LinkLayer {
     /// InfiniBand (LIDs, subnet manager).
@@ -167,7 +167,7 @@ impl LinkLayer {
 }
 
 /// RoCE / IB type of a GID (`gid_attrs/types/N`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GidType {
     /// `IB/RoCE v1`: IB on an IB port, RoCE v1 (not routable) on Ethernet.
@@ -189,7 +189,7 @@ impl GidType {
 }
 
 /// One populated entry of a port's GID table.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GidEntry {
     /// GID index (`gids/N`).
     pub index: u32,
@@ -230,7 +230,7 @@ pub fn parse_gid(s: &str) -> Option<[u8; 16]> {
 }
 
 /// One port of an RDMA device.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RdmaPortFacts {
     /// Port number (from 1).
     pub port: u32,

@@ -40,7 +40,19 @@ mod msg {
 const FLAG_OMIT_REPLY: u32 = 1 << 1;
 
 /// A channel count (`ethtool -L IF KIND N`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ChannelKind {
     /// rx-only channels.
@@ -54,7 +66,19 @@ pub enum ChannelKind {
 }
 
 /// A ring size (`ethtool -G IF KIND N`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum RingKind {
     /// rx ring.
@@ -68,7 +92,19 @@ pub enum RingKind {
 }
 
 /// A pause (flow control) parameter (`ethtool -A IF KIND on|off`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum PauseKind {
     /// Autonegotiate pause.

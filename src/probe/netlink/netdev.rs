@@ -8,7 +8,19 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Direction of a queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum QueueType {
     /// Receive queue (NETDEV_QUEUE_TYPE_RX).
@@ -20,7 +32,7 @@ pub enum QueueType {
 /// Counters of one queue from NETDEV_CMD_QSTATS_GET, cumulative since the
 /// driver's statistics were created. `None` where the driver does not report
 /// the counter.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueStat {
     /// Interface index.
     pub ifindex: u32,

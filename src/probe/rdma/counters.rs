@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 /// Cumulative counters of one port at one moment.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RdmaPortCounters {
     /// Device.
     pub device: String,
@@ -40,7 +40,7 @@ pub struct RdmaPortCounters {
 }
 
 /// One read of every port's counters.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RdmaSnapshot {
     /// Ports.
     pub ports: Vec<RdmaPortCounters>,
@@ -161,7 +161,7 @@ pub fn movement(prev: u64, cur: u64) -> Movement {
 }
 
 /// One counter that moved in an interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CounterDelta {
     /// `counters` or `hw_counters`.
     pub group: String,
@@ -174,7 +174,7 @@ pub struct CounterDelta {
 }
 
 /// Per-priority netdev counters that moved in an interval.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PfcPrio {
     /// Priority (0–7).
     pub prio: u8,
@@ -192,7 +192,7 @@ pub struct PfcPrio {
 }
 
 /// One port over one interval.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RdmaPortSample {
     /// Device.
     pub device: String,
@@ -240,7 +240,7 @@ impl RdmaPortSample {
 }
 
 /// All RDMA ports of a host over one interval: the engine-independent part of a Sample.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RdmaSample {
     /// Ports, in device/port order.
     pub ports: Vec<RdmaPortSample>,

@@ -73,7 +73,9 @@ pub enum Target {
 }
 
 /// The HTTP/2 receive windows the client advertised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct Windows {
     /// Per-stream window, bytes.
     pub stream: u32,

@@ -90,7 +90,9 @@ pub struct GrpcCounters {
 }
 
 /// A point-in-time copy of the cumulative counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct GrpcSnapshot {
     /// RPCs (unary calls or stream messages) completed with OK.
     pub rpcs: u64,
@@ -238,7 +240,7 @@ impl GrpcCounters {
 }
 
 /// The figures of one interval (or of a whole point, from the zero snapshot).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GrpcInterval {
     /// Seconds the interval lasted.
     pub secs: f64,

@@ -101,7 +101,7 @@ impl GrpcSpec {
 }
 
 /// One end of a gRPC point over the whole point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GrpcTotals {
     /// RPCs (or stream messages) completed with OK.
     pub rpcs: u64,

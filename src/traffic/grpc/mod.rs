@@ -67,6 +67,7 @@ pub mod memory;
 pub mod proto;
 pub mod server;
 pub mod stream_call;
+pub mod summary;
 
 use crate::traffic::{join_all, spawn_worker, EngineControl, EngineError};
 use crate::units::{Bytes, CpuId};
@@ -89,7 +90,9 @@ pub const MAX_CHANNELS: u32 = 1024;
 pub const MAX_CONCURRENCY: u32 = 65_536;
 
 /// Unary calls or ping-pong on bidi streams.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum GrpcMode {
     /// `UnaryCall`: one RPC per request.
@@ -109,7 +112,7 @@ impl GrpcMode {
 }
 
 /// Everything both ends need to know to run one gRPC test point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GrpcSpec {
     /// Unary or stream.
     pub mode: GrpcMode,

@@ -233,7 +233,7 @@ impl Prepared {
 }
 
 /// The end-of-point result of one side, in perftest's terms.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RdmaOutcome {
     /// Which end.
     pub side: Side,
@@ -972,7 +972,7 @@ pub fn lat_marker(i: u64) -> u8 {
 }
 
 /// Per-interval figures of an RDMA engine (for the Sample and the log).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RdmaInterval {
     /// Interval length (s).
     pub secs: f64,
@@ -993,7 +993,7 @@ pub struct RdmaInterval {
 }
 
 /// One QP's interval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QpInterval {
     /// QP index.
     pub qp: usize,

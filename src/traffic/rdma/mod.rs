@@ -29,6 +29,7 @@ pub mod session;
 pub mod setup;
 pub mod sideway;
 pub mod spec;
+pub mod summary;
 pub mod verbs;
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 const GBS: f64 = 125_000_000.0;
 
 /// One line of a bandwidth report (`#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BwReport {
     /// `#bytes`: message size.
     pub bytes: u64,
@@ -177,7 +177,7 @@ impl BwReport {
 }
 
 /// One line of a latency report (µs).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatReport {
     /// `#bytes`.
     pub bytes: u64,
@@ -256,7 +256,7 @@ pub fn lat_report(
 }
 
 /// Duration-mode latency (`print_report_lat_duration`): average and transactions per second.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LatDurationReport {
     /// `#bytes`.
     pub bytes: u64,

@@ -17,7 +17,7 @@ use std::net::Ipv6Addr;
 pub const SETUP_VERSION: u32 = 1;
 
 /// The link layer the setup's addresses are for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Fabric {
     /// InfiniBand: LIDs.
@@ -27,7 +27,7 @@ pub enum Fabric {
 }
 
 /// One QP's end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QpEndpoint {
     /// QP number (24 bits).
     pub qpn: u32,
@@ -42,7 +42,7 @@ pub struct QpEndpoint {
 }
 
 /// Everything one end sends the other.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RdmaSetup {
     /// [`SETUP_VERSION`].
     pub version: u32,

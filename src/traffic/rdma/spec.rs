@@ -9,7 +9,7 @@ use crate::units::Bytes;
 use serde::{Deserialize, Serialize};
 
 /// The verb the requester posts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RdmaOp {
     /// RDMA WRITE into the peer's buffer (`ib_write_bw` / `ib_write_lat`).
@@ -37,7 +37,7 @@ impl RdmaOp {
 }
 
 /// Bandwidth or latency.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RdmaMode {
     /// Streams of `tx_depth` outstanding messages per QP (`*_bw`).
@@ -59,7 +59,7 @@ impl RdmaMode {
 /// Device, port and GID chosen on one host; None = the default (the RDMA
 /// device behind the interface that routes to the peer, its first ACTIVE
 /// port, its RoCE v2 GID of the address in use).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RdmaEndpoint {
     /// `--ib-dev` (perftest `-d`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -110,7 +110,7 @@ pub mod limits {
 
 /// One RDMA test point. The controller is perftest's client (requester);
 /// with `bidir` both ends are requesters.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RdmaSpec {
     /// Verb.
     pub op: RdmaOp,

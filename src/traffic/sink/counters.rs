@@ -60,7 +60,9 @@ pub struct GenThreadCounters {
 }
 
 /// Copy of one sink queue's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct SinkQueueSnap {
     /// Queue (or reuseport socket) index.
     pub queue: u32,
@@ -99,7 +101,9 @@ pub struct SinkQueueSnap {
 }
 
 /// The XDP program's counters of one queue, summed over CPUs, plus the split by CPU.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct XdpQueueSnap {
     /// Test frames.
     pub packets: u64,
@@ -115,7 +119,9 @@ pub struct XdpQueueSnap {
 }
 
 /// Copy of one generator thread's counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct GenThreadSnap {
     /// Thread index.
     pub thread: u32,

@@ -46,7 +46,7 @@ pub const QUIET: Duration = Duration::from_millis(300);
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(3);
 
 /// The sink end's figures of one interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SinkLive {
     /// The interface it counts on.
     pub iface: String,
@@ -55,7 +55,7 @@ pub struct SinkLive {
 }
 
 /// The generator end's figures of one interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GenLive {
     /// The interface it sends on.
     pub iface: String,
@@ -64,7 +64,7 @@ pub struct GenLive {
 }
 
 /// What the sink end reports at the end of a point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SinkEndTotals {
     /// Its setup answer (mode after fallbacks, link speed, refusals).
     pub end: SinkEnd,
@@ -77,7 +77,7 @@ pub struct SinkEndTotals {
 }
 
 /// What the generator end reports at the end of a point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GenEndTotals {
     /// Its setup message.
     pub end: GeneratorEnd,

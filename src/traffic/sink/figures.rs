@@ -59,7 +59,7 @@ mod queue_keys {
 
 /// Where packets can be lost on a host, cumulative (kernel counters), from
 /// a [`PathSource`].
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PathCounters {
     /// Interface.
     pub iface: String,
@@ -77,6 +77,7 @@ pub struct PathCounters {
         skip_serializing_if = "BTreeMap::is_empty",
         with = "queue_keys"
     )]
+    #[schemars(with = "BTreeMap<String, u64>")]
     pub rx_queue_drops: BTreeMap<u32, u64>,
     /// NIC-wide loss counters by their `ethtool -S` name (rx_missed_errors,
     /// rx_out_of_buffer, rx_discards_phy, rx_fifo_errors, ...).
@@ -123,7 +124,7 @@ impl PathCounters {
 }
 
 /// A sink host's counters at one instant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SinkSnapshot {
     /// Seconds since the sink started, taken when the counters were read.
     pub elapsed_s: f64,
@@ -137,7 +138,7 @@ pub struct SinkSnapshot {
 }
 
 /// A generator host's counters at one instant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GenSnapshot {
     /// Seconds since the generator started, taken when read.
     pub elapsed_s: f64,
@@ -151,7 +152,7 @@ pub struct GenSnapshot {
 }
 
 /// Rates of a frame count over `secs`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Rates {
     /// Frames per second.
     pub pps: f64,
@@ -184,7 +185,7 @@ impl Rates {
 }
 
 /// Where the frames that were not counted went, over an interval or a point.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Drops {
     /// Generator: failed send calls.
     pub generator_errors: u64,
@@ -203,6 +204,7 @@ pub struct Drops {
         skip_serializing_if = "BTreeMap::is_empty",
         with = "queue_keys"
     )]
+    #[schemars(with = "BTreeMap<String, u64>")]
     pub rx_queue_drops: BTreeMap<u32, u64>,
     /// Sink host: softnet backlog drops.
     pub softnet_dropped: u64,
@@ -267,7 +269,7 @@ impl Drops {
 }
 
 /// One sink queue over an interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueFigures {
     /// Queue (or socket) index.
     pub queue: u32,
@@ -304,7 +306,7 @@ pub struct QueueFigures {
 }
 
 /// The sink host over one interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SinkInterval {
     /// Length (s).
     pub secs: f64,
@@ -337,7 +339,7 @@ pub struct SinkInterval {
 }
 
 /// One generator thread over an interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GenThreadFigures {
     /// Thread index.
     pub thread: u32,
@@ -362,7 +364,7 @@ pub struct GenThreadFigures {
 }
 
 /// The generator host over one interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GenInterval {
     /// Length (s).
     pub secs: f64,
@@ -570,7 +572,7 @@ pub fn gen_interval(
 }
 
 /// What the generator reports at the end of a point.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GenTotals {
     /// The path that ran.
     pub path: TxPath,
@@ -594,7 +596,7 @@ impl GenTotals {
 }
 
 /// One flow at the end of a point.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FlowRow {
     /// Flow id.
     pub flow: u16,
@@ -617,7 +619,7 @@ pub struct FlowRow {
 }
 
 /// Loss accounting of a point: per flow, exact (the sink has drained).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LossTally {
     /// Frames sent.
     pub sent: u64,
@@ -670,7 +672,7 @@ pub const MAX_FLOW_ROWS: usize = 256;
 
 /// One point, for the `--json` summary: what the sink counted, what was
 /// sent, what was lost and where, per queue.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SinkSummary {
     /// Always `sink`.
     pub engine: String,

@@ -213,7 +213,7 @@ impl FlowTable {
 }
 
 /// What the sink saw of one flow (merged over the threads that saw it).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FlowSeen {
     /// Flow id.
     pub flow: u16,

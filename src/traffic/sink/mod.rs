@@ -41,6 +41,7 @@ mod pace;
 mod ring;
 pub mod rx;
 pub mod spec;
+pub mod summary;
 pub mod sys;
 mod workers;
 pub mod xdp;

@@ -665,7 +665,9 @@ impl std::fmt::Debug for RunningSink {
 
 /// What the sink reports at the end of a point (serde: it crosses the
 /// control channel to whichever end computes the tally).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 pub struct SinkTotals {
     /// The mode that ran.
     pub mode: SinkMode,

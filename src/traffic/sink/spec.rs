@@ -41,7 +41,18 @@ pub const L1_OVERHEAD: u32 = 20;
 pub const FCS: u32 = 4;
 
 /// How the receiving end counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum SinkMode {
     /// An XDP program counts per queue and CPU and drops: the ceiling of
@@ -85,7 +96,17 @@ impl SinkMode {
 
 /// How the generator transmits.
 #[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum TxPath {
@@ -116,7 +137,7 @@ impl TxPath {
 
 /// Everything both ends need to know to run one packet test point. Sent to
 /// the agent verbatim inside the session's `Start`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SinkSpec {
     /// How the receiving end counts.
     pub mode: SinkMode,
@@ -431,7 +452,7 @@ impl SinkSpec {
 }
 
 /// The sink's side of the setup exchange: where to send, and what it runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SinkEnd {
     /// Interface the sink listens on.
     pub iface: String,
@@ -460,7 +481,7 @@ pub struct SinkEnd {
 }
 
 /// The generator's side of the setup exchange.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GeneratorEnd {
     /// Interface the generator sends on.
     pub iface: String,

@@ -6,7 +6,9 @@ use crate::units::{Bytes, CpuId};
 use serde::{Deserialize, Serialize};
 
 /// What the TCP engine does on its connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum TcpMode {
     /// Bulk transfer, one thread per stream (like iperf3).
@@ -30,7 +32,7 @@ impl TcpMode {
 
 /// What both ends of a TCP test point need to know. Travels to the agent
 /// inside the control protocol's `Start`, as the `tcp` arm of [`EngineSpec`](crate::traffic::EngineSpec).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TcpSpec {
     /// Mode within the engine.
     pub mode: TcpMode,

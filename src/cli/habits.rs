@@ -1,0 +1,341 @@
+//! The letters users of perftest, iperf3 and ghz type by habit.
+//!
+//! Where wirescope's own short option would take such a letter and silently
+//! mean something else (perftest's `-t` is the tx depth, wirescope's is the
+//! test length), or where the letter is not wirescope's at all, the command
+//! is refused before it runs, with the long form that does what the user
+//! meant. Letters that mean the same thing (iperf3's `-p`, `-P`, `-R`, `-t`
+//! outside RDMA) are left alone. The decisions are listed in
+//! docs/options.md ("Habits of other tools").
+//!
+//! This reads the raw arguments, because clap does not say whether an
+//! option was given by its short or its long name.
+
+use super::UsageError;
+
+/// One refused letter: the tool it comes from, the engines it is refused
+/// under (empty: every engine) and what to write instead.
+struct Habit {
+    letter: char,
+    engines: &'static [&'static str],
+    tool: &'static str,
+    meaning: &'static str,
+    instead: &'static str,
+}
+
+const HABITS: &[Habit] = &[
+    // perftest (ib_write_bw & co.) under --engine rdma.
+    Habit {
+        letter: 't',
+        engines: &["rdma"],
+        tool: "perftest",
+        meaning: "the tx depth",
+        instead: "--tx-depth N (wirescope's -t is the test length: --time DURATION)",
+    },
+    Habit {
+        letter: 'n',
+        engines: &["rdma"],
+        tool: "perftest",
+        meaning: "the iterations",
+        instead: "--iters N (wirescope's -n is a byte count for tcp streams)",
+    },
+    Habit {
+        letter: 'i',
+        engines: &["rdma"],
+        tool: "perftest",
+        meaning: "the IB port",
+        instead: "--ib-port N (wirescope's -i is the sampling interval: --interval DURATION)",
+    },
+    Habit {
+        letter: 's',
+        engines: &["rdma"],
+        tool: "perftest",
+        meaning: "the message size",
+        instead: "--size SIZE",
+    },
+    Habit {
+        letter: 'q',
+        engines: &["rdma"],
+        tool: "perftest",
+        meaning: "the queue pairs",
+        instead: "--qps N",
+    },
+    Habit {
+        letter: 'a',
+        engines: &["rdma"],
+        tool: "perftest",
+        meaning: "every size from 2 B to 8 MiB",
+        instead: "--sweep size=all",
+    },
+    Habit {
+        letter: 'd',
+        engines: &["rdma"],
+        tool: "perftest",
+        meaning: "the device",
+        instead: "--ib-dev DEV (and --peer-ib-dev DEV for the agent's)",
+    },
+    Habit {
+        letter: 'x',
+        engines: &["rdma"],
+        tool: "perftest",
+        meaning: "the GID index",
+        instead: "--gid-index N (and --peer-gid-index N for the agent's)",
+    },
+    Habit {
+        letter: 'F',
+        engines: &["rdma"],
+        tool: "perftest",
+        meaning: "not to fail on a CPU frequency warning",
+        instead: "nothing: wirescope times with the monotonic clock, not CPU cycles, so drop -F",
+    },
+    Habit {
+        letter: 'D',
+        engines: &["rdma"],
+        tool: "perftest",
+        meaning: "the test length",
+        instead: "--time DURATION",
+    },
+    // ghz under --engine grpc.
+    Habit {
+        letter: 'n',
+        engines: &["grpc"],
+        tool: "ghz",
+        meaning: "the total number of requests",
+        instead: "--time DURATION (the gRPC engine runs for a time, closed-loop)",
+    },
+    Habit {
+        letter: 'c',
+        engines: &["grpc"],
+        tool: "ghz",
+        meaning: "the concurrency",
+        instead: "--concurrency N",
+    },
+    Habit {
+        letter: 'z',
+        engines: &["grpc"],
+        tool: "ghz",
+        meaning: "the test length",
+        instead: "--time DURATION",
+    },
+    // iperf3, under any engine.
+    Habit {
+        letter: 'c',
+        engines: &[],
+        tool: "iperf3",
+        meaning: "the server to connect to",
+        instead: "--peer HOST (run `wirescope agent` there)",
+    },
+    Habit {
+        letter: 'b',
+        engines: &[],
+        tool: "iperf3",
+        meaning: "a target bitrate",
+        instead: "--engine sink --rate PPS for a paced packet test (the TCP engine does not pace)",
+    },
+    Habit {
+        letter: 'J',
+        engines: &[],
+        tool: "iperf3",
+        meaning: "JSON output",
+        instead: "--json (the summary as JSON) or --log - (JSON lines as they happen, like iperf3's --json-stream)",
+    },
+    Habit {
+        letter: 'u',
+        engines: &[],
+        tool: "iperf3",
+        meaning: "UDP",
+        instead: "--engine sink (UDP frames with loss and reordering per flow)",
+    },
+];
+
+/// Long options of the same tools that wirescope does not have.
+const LONG_HABITS: &[(&str, &str, &str)] = &[
+    (
+        "rps",
+        "ghz's request rate",
+        "--concurrency N (the gRPC engine runs closed-loop)",
+    ),
+    ("connections", "ghz's connections", "--channels N"),
+    ("json-stream", "iperf3's JSON lines", "--log -"),
+    ("udp", "iperf3's UDP test", "--engine sink"),
+    (
+        "bitrate",
+        "iperf3's target bitrate",
+        "--engine sink --rate PPS",
+    ),
+    ("client", "iperf3's server to connect to", "--peer HOST"),
+];
+
+/// wirescope's own short options of a test that take a value: the rest of
+/// a cluster after one of them is its value, not more letters.
+const VALUE_SHORTS: &[char] = &['m', 'P', 'l', 'w', 'M', 'C', 't', 'n', 'O', 'i', 'p', 'o'];
+
+/// The subcommands whose options are a test's.
+const TEST_COMMANDS: &[&str] = &["run", "tui"];
+
+/// Refuses a habit letter of another tool that wirescope would misread or
+/// does not have, naming the long form to use. `argv[0]` is the program.
+pub fn check(argv: &[String]) -> Result<(), UsageError> {
+    let args = argv.get(1..).unwrap_or_default();
+    let Some(cmd_at) = args.iter().position(|a| !a.starts_with('-')) else {
+        return Ok(());
+    };
+    if !TEST_COMMANDS.contains(&args[cmd_at].as_str()) {
+        return Ok(());
+    }
+    let args: Vec<&str> = args[cmd_at + 1..]
+        .iter()
+        .map(String::as_str)
+        .take_while(|a| *a != "--")
+        .collect();
+    let engine = engine_of(&args);
+    for a in &args {
+        if let Some(long) = a.strip_prefix("--") {
+            let name = long.split('=').next().unwrap_or(long);
+            if let Some((_, what, instead)) = LONG_HABITS.iter().find(|(n, _, _)| *n == name) {
+                return Err(UsageError(format!(
+                    "--{name} is {what}; wirescope has no such option: use {instead}"
+                )));
+            }
+            continue;
+        }
+        for letter in letters(a) {
+            let hit = HABITS
+                .iter()
+                .filter(|h| h.letter == letter)
+                .find(|h| h.engines.is_empty() || h.engines.contains(&engine));
+            if let Some(h) = hit {
+                let under = if h.engines.is_empty() {
+                    String::new()
+                } else {
+                    format!(" under --engine {engine}")
+                };
+                return Err(UsageError(format!(
+                    "-{letter}{under} would be {}'s {}; wirescope does not take it: use {}",
+                    h.tool, h.meaning, h.instead
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `--engine` given (the last one wins, as in clap), else tcp.
+fn engine_of<'a>(args: &[&'a str]) -> &'a str {
+    let mut engine = "tcp";
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if let Some(v) = a.strip_prefix("--engine=") {
+            engine = v;
+        } else if *a == "--engine" {
+            if let Some(v) = it.next() {
+                engine = v;
+            }
+        }
+    }
+    engine
+}
+
+/// The option letters of one short-option argument (`-RZ` → R, Z; `-t5` →
+/// t): none for a value such as `-1` or a lone `-`.
+fn letters(arg: &str) -> Vec<char> {
+    let Some(cluster) = arg.strip_prefix('-') else {
+        return Vec::new();
+    };
+    if cluster.starts_with('-') || !cluster.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for c in cluster.chars() {
+        if !c.is_ascii_alphabetic() {
+            break;
+        }
+        out.push(c);
+        if VALUE_SHORTS.contains(&c) {
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(s: &str) -> Vec<String> {
+        std::iter::once("wirescope")
+            .chain(s.split_whitespace())
+            .map(String::from)
+            .collect()
+    }
+
+    fn refused(s: &str) -> String {
+        match check(&argv(s)) {
+            Err(e) => e.0,
+            Ok(()) => panic!("`{s}` was accepted"),
+        }
+    }
+
+    #[test]
+    fn perftest_letters_under_rdma_are_refused_with_the_long_form() {
+        for (cmd, long) in [
+            ("-t 128", "--tx-depth"),
+            ("-n 5000", "--iters"),
+            ("-i 1", "--ib-port"),
+            ("-s 65536", "--size"),
+            ("-q 4", "--qps"),
+            ("-a", "--sweep size=all"),
+            ("-d mlx5_0", "--ib-dev"),
+            ("-x 3", "--gid-index"),
+            ("-F", "drop -F"),
+            ("-D 10", "--time"),
+        ] {
+            let e = refused(&format!("run --engine rdma --peer h {cmd}"));
+            assert!(e.contains(long), "{cmd}: {e}");
+            assert!(e.contains("perftest") && e.contains("--engine rdma"), "{e}");
+        }
+        // Glued values and the engine given after the letter.
+        assert!(refused("run -t128 --engine=rdma").contains("--tx-depth"));
+        // A cluster of flags: the perftest letter inside it is found.
+        assert!(refused("tui --engine rdma -Fa").contains("perftest"));
+    }
+
+    #[test]
+    fn the_same_letters_keep_their_meaning_under_other_engines() {
+        for ok in [
+            "run -t 5s",
+            "run --engine tcp -n 1G -i 500ms",
+            "run --engine sink -t 2s -i 1s",
+            "run --engine rdma --time 5s --tx-depth 128 --iters 5000",
+            "run --engine rdma -m lat -P 2",
+            "agent -p 5310",
+            "profile save -o x.toml",
+            "run --peer h -- -t",
+        ] {
+            assert!(check(&argv(ok)).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn iperf3_and_ghz_habits_name_what_to_write() {
+        assert!(refused("run -c host").contains("--peer HOST"));
+        assert!(refused("run -u -b 10G").contains("--engine sink"));
+        assert!(refused("run -J").contains("--log -"));
+        assert!(refused("run --json-stream").contains("--log -"));
+        // wirescope's own --json is not a habit.
+        assert!(check(&argv("run --json")).is_ok());
+        assert!(refused("run --engine grpc -n 100000").contains("ghz"));
+        assert!(refused("run --engine grpc -c 50").contains("--concurrency"));
+        assert!(refused("run --engine grpc --rps 1000").contains("closed-loop"));
+        // -n outside grpc and rdma is wirescope's byte count.
+        assert!(check(&argv("run -n 1G")).is_ok());
+    }
+
+    #[test]
+    fn values_that_look_like_options_are_not_letters() {
+        assert_eq!(letters("-1"), Vec::<char>::new());
+        assert_eq!(letters("-"), Vec::<char>::new());
+        assert_eq!(letters("-t5s"), vec!['t']);
+        assert_eq!(letters("-RZ"), vec!['R', 'Z']);
+    }
+}
