@@ -295,9 +295,60 @@ impl TestArgs {
         }
     }
 
+    /// perftest's defaults for `op` and `mode`, with the options given.
+    fn rdma_spec(
+        &self,
+        op: crate::traffic::rdma::RdmaOp,
+        mode: crate::traffic::rdma::RdmaMode,
+    ) -> Result<crate::traffic::rdma::RdmaSpec, UsageError> {
+        use crate::traffic::rdma::{RdmaEndpoint, RdmaSpec};
+        let u = |m: String| Err(UsageError(m));
+        let mut spec = RdmaSpec::perftest_defaults(op, mode);
+        if let Some(s) = self.size {
+            spec.size = s;
+        }
+        if let Some(q) = self.qps {
+            spec.qps = q;
+        }
+        if let Some(t) = self.tx_depth {
+            spec.tx_depth = t;
+        }
+        if let Some(r) = self.rx_depth {
+            spec.rx_depth = r;
+        }
+        if let Some(i) = self.inline_size {
+            spec.inline_size = i;
+        }
+        spec.use_event = self.use_event;
+        spec.bidir = self.bidir;
+        match (self.iters, self.time) {
+            (Some(_), Some(_)) => {
+                return u("give --iters or --time, not both (perftest: -n or -D)".into())
+            }
+            (Some(i), None) => spec.iters = Some(i),
+            (None, Some(t)) => {
+                spec.iters = None;
+                spec.secs = Some(t.as_secs_f64());
+            }
+            (None, None) => {}
+        }
+        spec.sweep = self.sweep.is_some();
+        spec.local = RdmaEndpoint {
+            ib_dev: self.ib_dev.clone(),
+            ib_port: self.ib_port,
+            gid_index: self.gid_index,
+        };
+        spec.peer = RdmaEndpoint {
+            ib_dev: self.peer_ib_dev.clone(),
+            ib_port: self.peer_ib_port,
+            gid_index: self.peer_gid_index,
+        };
+        Ok(spec)
+    }
+
     fn resolve_rdma(&self) -> Result<TestPlan, UsageError> {
         use crate::traffic::rdma::spec::limits;
-        use crate::traffic::rdma::{RdmaEndpoint, RdmaMode, RdmaOp, RdmaSpec};
+        use crate::traffic::rdma::{RdmaMode, RdmaOp};
         let u = |m: String| Err(UsageError(m));
         let mode = match self.mode.as_deref() {
             None | Some("bw") => RdmaMode::Bw,
@@ -349,46 +400,7 @@ impl TestArgs {
             RdmaOpArg::Read => RdmaOp::Read,
             RdmaOpArg::Send => RdmaOp::Send,
         };
-        let mut spec = RdmaSpec::perftest_defaults(op, mode);
-        if let Some(s) = self.size {
-            spec.size = s;
-        }
-        if let Some(q) = self.qps {
-            spec.qps = q;
-        }
-        if let Some(t) = self.tx_depth {
-            spec.tx_depth = t;
-        }
-        if let Some(r) = self.rx_depth {
-            spec.rx_depth = r;
-        }
-        if let Some(i) = self.inline_size {
-            spec.inline_size = i;
-        }
-        spec.use_event = self.use_event;
-        spec.bidir = self.bidir;
-        match (self.iters, self.time) {
-            (Some(_), Some(_)) => {
-                return u("give --iters or --time, not both (perftest: -n or -D)".into())
-            }
-            (Some(i), None) => spec.iters = Some(i),
-            (None, Some(t)) => {
-                spec.iters = None;
-                spec.secs = Some(t.as_secs_f64());
-            }
-            (None, None) => {}
-        }
-        spec.sweep = self.sweep.is_some();
-        spec.local = RdmaEndpoint {
-            ib_dev: self.ib_dev.clone(),
-            ib_port: self.ib_port,
-            gid_index: self.gid_index,
-        };
-        spec.peer = RdmaEndpoint {
-            ib_dev: self.peer_ib_dev.clone(),
-            ib_port: self.peer_ib_port,
-            gid_index: self.peer_gid_index,
-        };
+        let spec = self.rdma_spec(op, mode)?;
         if let Some(sw) = &self.sweep {
             for v in &sw.values {
                 if !(limits::MIN_SIZE..=limits::MAX_SIZE).contains(v) {
@@ -643,9 +655,9 @@ impl TestArgs {
         Ok(plan)
     }
 
-    fn resolve_tcp(&self) -> Result<TestPlan, UsageError> {
+    /// The options that do not fit this TCP mode, refused by flag.
+    fn tcp_flags(&self, tcp_mode: TcpMode) -> Result<(), UsageError> {
         let u = |m: String| Err(UsageError(m));
-        let tcp_mode = self.tcp_mode()?;
         let stream = tcp_mode == TcpMode::Stream;
         let mode = tcp_mode.name();
         if !stream {
@@ -690,7 +702,13 @@ impl TestArgs {
                 "--reverse and --bidir exclude each other; --bidir already sends both ways".into(),
             );
         }
-        let time = self.timing()?;
+        Ok(())
+    }
+
+    /// The TCP sizes (bytes per write, message size) with their defaults,
+    /// and the socket options' values, each checked against its range.
+    fn tcp_sizes(&self, tcp_mode: TcpMode) -> Result<(Bytes, Bytes), UsageError> {
+        let u = |m: String| Err(UsageError(m));
         if let Some(b) = self.bytes {
             if b.0 == 0 {
                 return u("--bytes must be at least 1, e.g. --bytes 1G".into());
@@ -728,6 +746,16 @@ impl TestArgs {
                 return u(format!("--congestion '{cc}' is not an algorithm name; see /proc/sys/net/ipv4/tcp_available_congestion_control"));
             }
         }
+        Ok((len, size))
+    }
+
+    fn resolve_tcp(&self) -> Result<TestPlan, UsageError> {
+        let u = |m: String| Err(UsageError(m));
+        let tcp_mode = self.tcp_mode()?;
+        let stream = tcp_mode == TcpMode::Stream;
+        self.tcp_flags(tcp_mode)?;
+        let time = self.timing()?;
+        let (len, size) = self.tcp_sizes(tcp_mode)?;
         let conns = if stream {
             self.streams.unwrap_or(1)
         } else {

@@ -56,18 +56,18 @@ impl Received<'_> {
     }
 }
 
-/// Build the summary of one point.
+/// Build the summary of one point: the streams as their receivers counted
+/// them, the span those counts cover, the engine's own section and
+/// headline, and how the point ended.
 pub fn build(d: &PointData<'_>) -> Summary {
     let o = d.outcome;
     let spec = d.spec;
     let mode = spec.mode_name();
     let stream = spec.is_tcp_stream();
-    let zerocopy_on = spec.as_tcp().is_some_and(|t| t.zerocopy);
     let pingpong = spec.as_tcp().is_some_and(|t| t.mode == TcpMode::Pingpong);
     let slice = crate::traffic::slice(spec.kind());
     // Request/response engines whose client measured latency.
     let has_latency = slice.measures_latency(spec);
-    let roles = d.spec.conn_roles(Side::Controller);
     let peer = o.peer.as_ref();
     let at_local = Received {
         result: Some(&o.local),
@@ -77,92 +77,9 @@ pub fn build(d: &PointData<'_>) -> Summary {
         result: peer,
         agg: &d.agg.peer,
     };
-    let mut streams = Vec::with_capacity(roles.len());
-    for (i, role) in roles.iter().enumerate() {
-        let local_conn = o.local.conns.get(i);
-        let peer_conn = peer.and_then(|p| p.conns.get(i));
-        let local_tx = local_conn.map(|c| c.tx_bytes).unwrap_or(0);
-        let peer_tx = peer_conn.map(|c| c.tx_bytes).unwrap_or(0);
-        let local_re = o.local.retransmits.get(i).copied().unwrap_or(0);
-        let peer_re = peer
-            .and_then(|p| p.retransmits.get(i))
-            .copied()
-            .unwrap_or(0);
-        // (direction, bytes received, bytes sent, retransmits, the sender's counters)
-        let (direction, bytes, sent_bytes, retransmits, sender) = match role {
-            ConnRole::Sender => (
-                "local->peer".to_string(),
-                at_peer.bytes(i),
-                local_tx,
-                local_re,
-                local_conn,
-            ),
-            ConnRole::Receiver => (
-                "peer->local".to_string(),
-                at_local.bytes(i),
-                peer_tx,
-                peer_re,
-                peer_conn,
-            ),
-            _ => (
-                mode.to_string(),
-                at_local.bytes(i),
-                local_tx,
-                local_re + peer_re,
-                local_conn,
-            ),
-        };
-        let zerocopy = zerocopy_on
-            .then(|| {
-                sender.map(|c| ZeroCopy {
-                    completed: c.zc_completed,
-                    copied: c.zc_copied,
-                })
-            })
-            .flatten();
-        streams.push(StreamSummary {
-            id: i,
-            direction,
-            bytes,
-            sent_bytes,
-            retransmits,
-            zerocopy,
-        });
-    }
-    if slice.one_counted_stream() {
-        // One figure for the whole engine (entry 0); retransmits are per
-        // connection and add up.
-        if let Some(first) = streams.first().cloned() {
-            let retransmits = streams.iter().map(|s| s.retransmits).sum();
-            streams = vec![StreamSummary {
-                retransmits,
-                ..first
-            }];
-        }
-    }
+    let streams = stream_rows(d, &at_local, &at_peer);
     let bytes: u64 = streams.iter().map(|s| s.bytes).sum();
-    let forward = roles.contains(&ConnRole::Sender);
-    let backward = roles.contains(&ConnRole::Receiver);
-    // The receiving host(s) of the point: the peer for local->peer streams.
-    let (receivers, peer_receives): (Vec<&Received>, bool) = match (stream, forward, backward) {
-        (true, true, false) => (vec![&at_peer], true),
-        (true, true, true) => (vec![&at_peer, &at_local], true),
-        _ => (vec![&at_local], false),
-    };
-    let receiver_time = receivers.iter().map(|r| r.until_s()).fold(0.0, f64::max);
-    // The warm-up is what the receiver's omitted intervals covered (omitted by
-    // interval number on both hosts), not the nominal --omit.
-    let omitted_s = receivers
-        .iter()
-        .map(|r| r.agg.warmup_end_s)
-        .fold(0.0, f64::max);
-    let duration_s = (receiver_time - omitted_s).max(0.0);
-    let partial = (peer_receives && peer.is_none()).then(|| {
-        format!(
-            "the agent's final counters never arrived: bytes and rates cover {omitted_s:.2}-{:.2} s, the intervals its Samples reported",
-            d.agg.peer.last_end_s
-        )
-    });
+    let (duration_s, partial) = counted_span(d, &at_local, &at_peer);
     let messages = if stream {
         0
     } else {
@@ -229,6 +146,114 @@ pub fn build(d: &PointData<'_>) -> Summary {
         findings: Vec::new(),
         limited_by: None,
     }
+}
+
+/// One row per data connection: its direction, what its receiver counted,
+/// what its sender sent, retransmits and zero-copy completions.
+fn stream_rows(d: &PointData<'_>, at_local: &Received, at_peer: &Received) -> Vec<StreamSummary> {
+    let o = d.outcome;
+    let mode = d.spec.mode_name();
+    let zerocopy_on = d.spec.as_tcp().is_some_and(|t| t.zerocopy);
+    let roles = d.spec.conn_roles(Side::Controller);
+    let peer = o.peer.as_ref();
+    let mut streams = Vec::with_capacity(roles.len());
+    for (i, role) in roles.iter().enumerate() {
+        let local_conn = o.local.conns.get(i);
+        let peer_conn = peer.and_then(|p| p.conns.get(i));
+        let local_tx = local_conn.map(|c| c.tx_bytes).unwrap_or(0);
+        let peer_tx = peer_conn.map(|c| c.tx_bytes).unwrap_or(0);
+        let local_re = o.local.retransmits.get(i).copied().unwrap_or(0);
+        let peer_re = peer
+            .and_then(|p| p.retransmits.get(i))
+            .copied()
+            .unwrap_or(0);
+        // (direction, bytes received, bytes sent, retransmits, the sender's counters)
+        let (direction, bytes, sent_bytes, retransmits, sender) = match role {
+            ConnRole::Sender => (
+                "local->peer".to_string(),
+                at_peer.bytes(i),
+                local_tx,
+                local_re,
+                local_conn,
+            ),
+            ConnRole::Receiver => (
+                "peer->local".to_string(),
+                at_local.bytes(i),
+                peer_tx,
+                peer_re,
+                peer_conn,
+            ),
+            _ => (
+                mode.to_string(),
+                at_local.bytes(i),
+                local_tx,
+                local_re + peer_re,
+                local_conn,
+            ),
+        };
+        let zerocopy = zerocopy_on
+            .then(|| {
+                sender.map(|c| ZeroCopy {
+                    completed: c.zc_completed,
+                    copied: c.zc_copied,
+                })
+            })
+            .flatten();
+        streams.push(StreamSummary {
+            id: i,
+            direction,
+            bytes,
+            sent_bytes,
+            retransmits,
+            zerocopy,
+        });
+    }
+    if crate::traffic::slice(d.spec.kind()).one_counted_stream() {
+        // One figure for the whole engine (entry 0); retransmits are per
+        // connection and add up.
+        if let Some(first) = streams.first().cloned() {
+            let retransmits = streams.iter().map(|s| s.retransmits).sum();
+            streams = vec![StreamSummary {
+                retransmits,
+                ..first
+            }];
+        }
+    }
+    streams
+}
+
+/// The counted seconds of the point and, when the receiving host's final
+/// counters never arrived, what the figures cover instead.
+fn counted_span(
+    d: &PointData<'_>,
+    at_local: &Received,
+    at_peer: &Received,
+) -> (f64, Option<String>) {
+    let stream = d.spec.is_tcp_stream();
+    let roles = d.spec.conn_roles(Side::Controller);
+    let forward = roles.contains(&ConnRole::Sender);
+    let backward = roles.contains(&ConnRole::Receiver);
+    // The receiving host(s) of the point: the peer for local->peer streams.
+    let (receivers, peer_receives): (Vec<&Received>, bool) = match (stream, forward, backward) {
+        (true, true, false) => (vec![at_peer], true),
+        (true, true, true) => (vec![at_peer, at_local], true),
+        _ => (vec![at_local], false),
+    };
+    let receiver_time = receivers.iter().map(|r| r.until_s()).fold(0.0, f64::max);
+    // The warm-up is what the receiver's omitted intervals covered (omitted by
+    // interval number on both hosts), not the nominal --omit.
+    let omitted_s = receivers
+        .iter()
+        .map(|r| r.agg.warmup_end_s)
+        .fold(0.0, f64::max);
+    let duration_s = (receiver_time - omitted_s).max(0.0);
+    let partial = (peer_receives && d.outcome.peer.is_none()).then(|| {
+        format!(
+            "the agent's final counters never arrived: bytes and rates cover {omitted_s:.2}-{:.2} s, the intervals its Samples reported",
+            d.agg.peer.last_end_s
+        )
+    });
+    (duration_s, partial)
 }
 
 /// What `h`'s omitted intervals counted, as an engine leaves it out.

@@ -117,6 +117,77 @@ fn counted(
     (b, b as f64 * 8.0 / secs)
 }
 
+/// A TCP stream interval: one row per stream (up to 16) with its bytes,
+/// rate, retransmits, cwnd and RTT, then the SUM row.
+fn stream_rows(
+    spec: &EngineSpec,
+    local: Option<&Sample>,
+    peer: Option<&Sample>,
+    span: &str,
+    omit: &str,
+    cpu: &[String; 2],
+) -> String {
+    let mut out = String::new();
+    let n = spec.connection_count();
+    let roles = spec.conn_roles(Side::Controller);
+    let mut total = 0;
+    let mut total_bps = 0.0;
+    let mut retr_total = 0;
+    for (i, role) in roles.iter().enumerate() {
+        let (b, bps) = counted(spec, local, peer, i);
+        total += b;
+        total_bps += bps;
+        let sender = if *role == ConnRole::Sender {
+            local
+        } else {
+            peer
+        };
+        let c = sender.and_then(|s| s.conns.get(i));
+        let retr = c.map(|c| c.retransmits).unwrap_or(0);
+        retr_total += retr;
+        if n > 1 && n <= 16 {
+            let (cwnd, rtt) = match c.and_then(|c| c.tcp) {
+                Some(t) => (
+                    Bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)).to_string(),
+                    format!("{} us", t.rtt_us),
+                ),
+                None => ("-".into(), "-".into()),
+            };
+            let _ = writeln!(
+                out,
+                "[{i:>3}] {span}  {:>11}  {:>14}  {retr:>5}  {cwnd:>9}  {rtt:>8}{omit}",
+                Bytes(b).to_string(),
+                BitsPerSec(bps).to_string()
+            );
+        }
+    }
+    let (cwnd, rtt) = if n == 1 {
+        let sender = if roles[0] == ConnRole::Sender {
+            local
+        } else {
+            peer
+        };
+        match sender.and_then(|s| s.conns.first()).and_then(|c| c.tcp) {
+            Some(t) => (
+                Bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)).to_string(),
+                format!("{} us", t.rtt_us),
+            ),
+            None => ("-".into(), "-".into()),
+        }
+    } else {
+        (String::new(), String::new())
+    };
+    let _ = writeln!(
+        out,
+        "[SUM] {span}  {:>11}  {:>14}  {retr_total:>5}  {cwnd:>9}  {rtt:>8}  | {:<20} | {:<20}{omit}",
+        Bytes(total).to_string(),
+        BitsPerSec(total_bps).to_string(),
+        cpu[0],
+        cpu[1]
+    );
+    out
+}
+
 /// Rows for one interval (per stream when there are several, then SUM).
 pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sample>) -> String {
     let Some(any) = local.or(peer) else {
@@ -140,64 +211,7 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
     }
     let n = spec.connection_count();
     match spec.is_tcp_stream() {
-        true => {
-            let roles = spec.conn_roles(Side::Controller);
-            let mut total = 0;
-            let mut total_bps = 0.0;
-            let mut retr_total = 0;
-            for (i, role) in roles.iter().enumerate() {
-                let (b, bps) = counted(spec, local, peer, i);
-                total += b;
-                total_bps += bps;
-                let sender = if *role == ConnRole::Sender {
-                    local
-                } else {
-                    peer
-                };
-                let c = sender.and_then(|s| s.conns.get(i));
-                let retr = c.map(|c| c.retransmits).unwrap_or(0);
-                retr_total += retr;
-                if n > 1 && n <= 16 {
-                    let (cwnd, rtt) = match c.and_then(|c| c.tcp) {
-                        Some(t) => (
-                            Bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)).to_string(),
-                            format!("{} us", t.rtt_us),
-                        ),
-                        None => ("-".into(), "-".into()),
-                    };
-                    let _ = writeln!(
-                        out,
-                        "[{i:>3}] {span}  {:>11}  {:>14}  {retr:>5}  {cwnd:>9}  {rtt:>8}{omit}",
-                        Bytes(b).to_string(),
-                        BitsPerSec(bps).to_string()
-                    );
-                }
-            }
-            let (cwnd, rtt) = if n == 1 {
-                let sender = if roles[0] == ConnRole::Sender {
-                    local
-                } else {
-                    peer
-                };
-                match sender.and_then(|s| s.conns.first()).and_then(|c| c.tcp) {
-                    Some(t) => (
-                        Bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)).to_string(),
-                        format!("{} us", t.rtt_us),
-                    ),
-                    None => ("-".into(), "-".into()),
-                }
-            } else {
-                (String::new(), String::new())
-            };
-            let _ = writeln!(
-                out,
-                "[SUM] {span}  {:>11}  {:>14}  {retr_total:>5}  {cwnd:>9}  {rtt:>8}  | {:<20} | {:<20}{omit}",
-                Bytes(total).to_string(),
-                BitsPerSec(total_bps).to_string(),
-                cpu[0],
-                cpu[1]
-            );
-        }
+        true => out.push_str(&stream_rows(spec, local, peer, &span, omit, &cpu)),
         false => {
             let l = local.map(|s| &s.engine);
             let total: u64 = (0..n).map(|i| conn_bytes(spec, local, peer, i)).sum();
@@ -650,6 +664,132 @@ fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|x| x.to_string()).unwrap_or_else(|| "n/a".into())
 }
 
+/// A NIC's offloads, interrupt coalescing and pause frames.
+fn offload_lines(o: &mut String, n: &crate::probe::facts::NicFacts) {
+    let _ = writeln!(
+        o,
+        "  offloads: {}",
+        support_text(&n.features, |f| {
+            [
+                "generic-receive-offload",
+                "large-receive-offload",
+                "tcp-segmentation-offload",
+                "generic-segmentation-offload",
+                "rx-checksumming",
+                "tx-nocache-copy",
+            ]
+            .iter()
+            .map(|k| {
+                format!(
+                    "{k} {}",
+                    f.on(k)
+                        .map(|b| if b { "on" } else { "off" })
+                        .unwrap_or("n/a")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+        })
+    );
+    let _ = writeln!(
+        o,
+        "  coalesce: {}",
+        support_text(&n.coalesce, |c| format!(
+            "adaptive rx {} tx {}, rx-usecs {} tx-usecs {}",
+            opt(c.adaptive_rx),
+            opt(c.adaptive_tx),
+            opt(c.rx_usecs),
+            opt(c.tx_usecs)
+        ))
+    );
+    let _ = writeln!(
+        o,
+        "  pause: {}",
+        support_text(&n.pause, |p| format!(
+            "autoneg {} rx {} tx {}",
+            p.autoneg, p.rx, p.tx
+        ))
+    );
+}
+
+/// One NIC's facts: MTU, state, driver and firmware, link, channels,
+/// rings, offloads, coalescing, pause, NUMA placement, PCIe and IRQs.
+fn nic_lines(o: &mut String, n: &crate::probe::facts::NicFacts) {
+    let _ = writeln!(
+        o,
+        "\n{}: mtu {}, {}, qdisc {}",
+        n.name,
+        opt(n.mtu),
+        n.operstate.as_deref().unwrap_or("state unknown"),
+        n.qdisc.as_deref().unwrap_or("unknown")
+    );
+    let _ = writeln!(
+        o,
+        "  driver: {}",
+        support_text(&n.drvinfo, |d| format!(
+            "{} {} firmware '{}' bus '{}'",
+            d.driver, d.version, d.firmware, d.bus_info
+        ))
+    );
+    let _ = writeln!(
+        o,
+        "  link: {}",
+        support_text(&n.link, |l| format!(
+            "{} Mb/s {}, autoneg {}, link {}",
+            opt(l.speed_mbps),
+            l.duplex.as_deref().unwrap_or("duplex n/a"),
+            opt(l.autoneg),
+            opt(l.link_detected)
+        ))
+    );
+    let _ = writeln!(
+        o,
+        "  channels: {}",
+        support_text(&n.channels, |c| format!(
+            "combined {}/{} rx {}/{} tx {}/{} (current/max)",
+            opt(c.combined),
+            opt(c.max_combined),
+            opt(c.rx),
+            opt(c.max_rx),
+            opt(c.tx),
+            opt(c.max_tx)
+        ))
+    );
+    let _ = writeln!(
+        o,
+        "  rings: {}",
+        support_text(&n.rings, |r| format!(
+            "rx {}/{} tx {}/{} (current/max)",
+            opt(r.rx),
+            opt(r.max_rx),
+            opt(r.tx),
+            opt(r.max_tx)
+        ))
+    );
+    offload_lines(o, n);
+    let _ = writeln!(
+        o,
+        "  NUMA node {}, local CPUs {}, queues rx {} tx {}",
+        opt(n.numa_node),
+        n.local_cpulist.as_deref().unwrap_or("n/a"),
+        opt(n.rx_queues),
+        opt(n.tx_queues)
+    );
+    if let Some(p) = &n.pcie {
+        let _ = writeln!(
+            o,
+            "  PCIe: {} x{} (max {} x{})",
+            p.current_speed,
+            opt(p.current_width),
+            p.max_speed,
+            opt(p.max_width)
+        );
+    }
+    for i in &n.irqs {
+        let _ = writeln!(o, "  IRQ {} {} -> CPUs {}", i.irq, i.name, i.affinity);
+    }
+}
+
 /// Host facts for people (`watch --from DIR` without `--json`).
 pub fn facts_block(source: &str, f: &crate::probe::facts::HostFacts) -> String {
     let mut o = format!("host facts from {source}\n");
@@ -686,122 +826,7 @@ pub fn facts_block(source: &str, f: &crate::probe::facts::HostFacts) -> String {
         let _ = writeln!(o, "{k} = {v}");
     }
     for n in &f.nics {
-        let _ = writeln!(
-            o,
-            "\n{}: mtu {}, {}, qdisc {}",
-            n.name,
-            opt(n.mtu),
-            n.operstate.as_deref().unwrap_or("state unknown"),
-            n.qdisc.as_deref().unwrap_or("unknown")
-        );
-        let _ = writeln!(
-            o,
-            "  driver: {}",
-            support_text(&n.drvinfo, |d| format!(
-                "{} {} firmware '{}' bus '{}'",
-                d.driver, d.version, d.firmware, d.bus_info
-            ))
-        );
-        let _ = writeln!(
-            o,
-            "  link: {}",
-            support_text(&n.link, |l| format!(
-                "{} Mb/s {}, autoneg {}, link {}",
-                opt(l.speed_mbps),
-                l.duplex.as_deref().unwrap_or("duplex n/a"),
-                opt(l.autoneg),
-                opt(l.link_detected)
-            ))
-        );
-        let _ = writeln!(
-            o,
-            "  channels: {}",
-            support_text(&n.channels, |c| format!(
-                "combined {}/{} rx {}/{} tx {}/{} (current/max)",
-                opt(c.combined),
-                opt(c.max_combined),
-                opt(c.rx),
-                opt(c.max_rx),
-                opt(c.tx),
-                opt(c.max_tx)
-            ))
-        );
-        let _ = writeln!(
-            o,
-            "  rings: {}",
-            support_text(&n.rings, |r| format!(
-                "rx {}/{} tx {}/{} (current/max)",
-                opt(r.rx),
-                opt(r.max_rx),
-                opt(r.tx),
-                opt(r.max_tx)
-            ))
-        );
-        let _ = writeln!(
-            o,
-            "  offloads: {}",
-            support_text(&n.features, |f| {
-                [
-                    "generic-receive-offload",
-                    "large-receive-offload",
-                    "tcp-segmentation-offload",
-                    "generic-segmentation-offload",
-                    "rx-checksumming",
-                    "tx-nocache-copy",
-                ]
-                .iter()
-                .map(|k| {
-                    format!(
-                        "{k} {}",
-                        f.on(k)
-                            .map(|b| if b { "on" } else { "off" })
-                            .unwrap_or("n/a")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-            })
-        );
-        let _ = writeln!(
-            o,
-            "  coalesce: {}",
-            support_text(&n.coalesce, |c| format!(
-                "adaptive rx {} tx {}, rx-usecs {} tx-usecs {}",
-                opt(c.adaptive_rx),
-                opt(c.adaptive_tx),
-                opt(c.rx_usecs),
-                opt(c.tx_usecs)
-            ))
-        );
-        let _ = writeln!(
-            o,
-            "  pause: {}",
-            support_text(&n.pause, |p| format!(
-                "autoneg {} rx {} tx {}",
-                p.autoneg, p.rx, p.tx
-            ))
-        );
-        let _ = writeln!(
-            o,
-            "  NUMA node {}, local CPUs {}, queues rx {} tx {}",
-            opt(n.numa_node),
-            n.local_cpulist.as_deref().unwrap_or("n/a"),
-            opt(n.rx_queues),
-            opt(n.tx_queues)
-        );
-        if let Some(p) = &n.pcie {
-            let _ = writeln!(
-                o,
-                "  PCIe: {} x{} (max {} x{})",
-                p.current_speed,
-                opt(p.current_width),
-                p.max_speed,
-                opt(p.max_width)
-            );
-        }
-        for i in &n.irqs {
-            let _ = writeln!(o, "  IRQ {} {} -> CPUs {}", i.irq, i.name, i.affinity);
-        }
+        nic_lines(&mut o, n);
     }
     if let Some(r) = &f.rdma {
         o.push_str(&rdma_facts_lines(r));
