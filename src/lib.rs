@@ -24,6 +24,7 @@
 pub mod cli;
 pub mod diagnose;
 pub mod face;
+pub mod logging;
 pub mod probe;
 pub mod record;
 pub mod session;
