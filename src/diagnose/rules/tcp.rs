@@ -362,34 +362,7 @@ fn lost_segments(
     });
     let limiting =
         shaper.is_none() && bound.is_none_or(|(bps, rate)| rate >= t.loss_bound_share * bps);
-    let (sev, title) = if let Some((iface, q)) = shaper {
-        (
-            Severity::Info,
-            format!(
-                "{:.2} % of sent segments were retransmitted ({retr} of {out}): the {q} shaper on {iface} drops what exceeds its rate (see qdisc.shaping)",
-                ratio * 100.0
-            ),
-        )
-    } else if limiting {
-        (
-            Severity::Warn,
-            format!(
-                "{:.2} % of sent segments were retransmitted ({retr} of {out})",
-                ratio * 100.0
-            ),
-        )
-    } else {
-        let (bps, rate) = bound.unwrap_or_default();
-        (
-            Severity::Info,
-            format!(
-                "{:.2} % of sent segments were retransmitted ({retr} of {out}); at this RTT that loss allows {} per connection and they ran at {}: not what limited this test",
-                ratio * 100.0,
-                crate::units::BitsPerSec(bps),
-                crate::units::BitsPerSec(rate)
-            ),
-        )
-    };
+    let (sev, title) = loss_title(retr, out, ratio, shaper, limiting, bound);
     let mut f = Finding::new(
         "tcp.retransmits",
         sev,
@@ -445,6 +418,46 @@ fn lost_segments(
             .fix(format!("tc -s qdisc show dev {}", nic.name));
     }
     f
+}
+
+/// The severity and title of a loss finding: a local shaper's drops, a
+/// loss rate that bounds the connections, or one they ran far below.
+fn loss_title(
+    retr: u64,
+    out: u64,
+    ratio: f64,
+    shaper: Option<(&str, &str)>,
+    limiting: bool,
+    bound: Option<(f64, f64)>,
+) -> (Severity, String) {
+    if let Some((iface, q)) = shaper {
+        (
+            Severity::Info,
+            format!(
+                "{:.2} % of sent segments were retransmitted ({retr} of {out}): the {q} shaper on {iface} drops what exceeds its rate (see qdisc.shaping)",
+                ratio * 100.0
+            ),
+        )
+    } else if limiting {
+        (
+            Severity::Warn,
+            format!(
+                "{:.2} % of sent segments were retransmitted ({retr} of {out})",
+                ratio * 100.0
+            ),
+        )
+    } else {
+        let (bps, rate) = bound.unwrap_or_default();
+        (
+            Severity::Info,
+            format!(
+                "{:.2} % of sent segments were retransmitted ({retr} of {out}); at this RTT that loss allows {} per connection and they ran at {}: not what limited this test",
+                ratio * 100.0,
+                crate::units::BitsPerSec(bps),
+                crate::units::BitsPerSec(rate)
+            ),
+        )
+    }
 }
 
 /// A nstat counter summed over the active window.
