@@ -37,11 +37,26 @@ pub(super) struct Ctx<'a> {
 /// How a point ended before its result was sent, when it did.
 enum Stop {
     /// This side refuses or failed: tell the controller why.
-    Fail(Msg),
+    Fail(Failure),
     /// The controller gave up (Stop/Failed), or was already told why.
     Quiet,
     /// The control connection is gone.
     Lost(String),
+}
+
+/// Why this side cannot run the point, for the controller (a usage error:
+/// the command line's mistake).
+struct Failure {
+    error: String,
+    usage: bool,
+}
+
+/// A failure of this host (not a usage error).
+fn failure(error: String) -> Failure {
+    Failure {
+        error,
+        usage: false,
+    }
 }
 
 impl From<String> for Stop {
@@ -71,11 +86,16 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
             }
             send(wr, Msg::Finished { result: r }).await
         }
-        Err(Stop::Fail(m)) => {
-            if let Msg::Failed { error, .. } = &m {
-                warn!(target: "agent", "test {id} with {who} ended: error: {error}");
-            }
-            send(wr, m).await
+        Err(Stop::Fail(f)) => {
+            warn!(target: "agent", "test {id} with {who} ended: error: {}", f.error);
+            send(
+                wr,
+                Msg::Failed {
+                    error: f.error,
+                    usage: f.usage,
+                },
+            )
+            .await
         }
         Err(Stop::Quiet) => {
             info!(target: "agent", "test {id} with {who} ended: stopped by the controller before it ran");
@@ -109,18 +129,8 @@ async fn point<W: AsyncWrite + Unpin>(
         None => info!(target: "agent", "test {} with {} started: observing only", test.id, ctx.who),
     }
     let mut engine = prepare(ctx, test).await.map_err(Stop::Fail)?;
-    let Some(conns) = collect(
-        ctx,
-        wr,
-        rx,
-        test,
-        n,
-        engine.as_ref().and_then(|e| e.setup()),
-    )
-    .await?
-    else {
-        return Err(Stop::Quiet); // the controller gave up (Stop/Failed), or it was told why
-    };
+    let setup = engine.as_ref().and_then(|e| e.setup());
+    let conns = collect(ctx, wr, rx, test, n, setup).await?;
     watch_ifaces(ctx, test, &conns).await.map_err(Stop::Fail)?;
     send(wr, Msg::DataReady {}).await?;
     match tokio::time::timeout(SETUP_TIMEOUT, rx.recv()).await {
@@ -134,7 +144,7 @@ async fn point<W: AsyncWrite + Unpin>(
     };
     let mut engine = match started {
         Ok(e) => e,
-        Err(e) => return Err(Stop::Fail(fail_msg(format!("agent engine: {e}")))),
+        Err(e) => return Err(Stop::Fail(failure(format!("agent engine: {e}")))),
     };
     let omit = Duration::from_millis(test.omit_ms).min(MAX_DURATION);
     if let Err(e) = ctx
@@ -143,7 +153,7 @@ async fn point<W: AsyncWrite + Unpin>(
         .await
     {
         engine.abort();
-        return Err(Stop::Fail(fail_msg(format!("agent sampler: {e}"))));
+        return Err(Stop::Fail(failure(format!("agent sampler: {e}"))));
     }
     // Every worker exists and the clock runs: let them go at once.
     engine.release();
@@ -154,7 +164,7 @@ async fn point<W: AsyncWrite + Unpin>(
 
 /// The checks before anything is allocated: CPUs, the spec's limits and
 /// memory, the interval. Ok: the interval; Err: the refusal to send.
-fn admit(test: &TestParams) -> Result<Duration, Msg> {
+fn admit(test: &TestParams) -> Result<Duration, Failure> {
     // CPUs this host does not have are the command line's mistake (a usage
     // error), for this point and for the later points the first one lists.
     let cpus = test
@@ -170,19 +180,19 @@ fn admit(test: &TestParams) -> Result<Duration, Msg> {
         });
     if let Err(e) = cpus {
         let error = format!("the agent refuses this test: {e}");
-        return Err(Msg::Failed { error, usage: true });
+        return Err(Failure { error, usage: true });
     }
     if let Some(Err(e)) = test
         .spec
         .as_ref()
         .map(|s| crate::session::engines::admit(s, Side::Agent))
     {
-        return Err(fail_msg(format!("the agent refuses this test: {e}")));
+        return Err(failure(format!("the agent refuses this test: {e}")));
     }
     Some(Duration::from_millis(test.interval_ms.max(10)))
         .filter(|i| *i <= MAX_DURATION)
         .ok_or_else(|| {
-            fail_msg(format!(
+            failure(format!(
                 "interval of {} ms is out of range",
                 test.interval_ms
             ))
@@ -194,7 +204,7 @@ fn admit(test: &TestParams) -> Result<Duration, Msg> {
 async fn prepare(
     ctx: &Ctx<'_>,
     test: &TestParams,
-) -> Result<Option<Box<dyn crate::traffic::Engine>>, Msg> {
+) -> Result<Option<Box<dyn crate::traffic::Engine>>, Failure> {
     let Some(spec) = &test.spec else {
         return Ok(None);
     };
@@ -211,9 +221,9 @@ async fn prepare(
         Ok(Err(e)) => {
             let usage = matches!(e, crate::traffic::EngineError::Usage(_));
             let error = format!("agent engine: {e}");
-            Err(Msg::Failed { error, usage })
+            Err(Failure { error, usage })
         }
-        Err(e) => Err(fail_msg(format!("agent engine setup failed: {e}"))),
+        Err(e) => Err(failure(format!("agent engine setup failed: {e}"))),
     }
 }
 
@@ -224,7 +234,7 @@ async fn watch_ifaces(
     ctx: &Ctx<'_>,
     test: &TestParams,
     conns: &[std::net::TcpStream],
-) -> Result<(), Msg> {
+) -> Result<(), Failure> {
     let mut ifaces: Vec<String> = conns
         .first()
         .and_then(|c| c.peer_addr().ok())
@@ -239,17 +249,17 @@ async fn watch_ifaces(
         .into_iter()
         .collect();
     if let Err(e) = crate::probe::system::check_ifaces(&test.ifaces) {
-        return Err(fail_msg(format!("--peer-iface: {e}")));
+        return Err(failure(format!("--peer-iface: {e}")));
     }
     ifaces.extend(test.ifaces.iter().cloned());
     if let Err(e) = ctx.sampler.set_ifaces(ifaces).await {
-        return Err(fail_msg(format!("agent sampler: {e}")));
+        return Err(failure(format!("agent sampler: {e}")));
     }
     Ok(())
 }
 
 /// Announce the data port (with this side's setup) and wait for every data
-/// connection of the test. Ok(None): the test ended before it started.
+/// connection of the test. Err: the test ended before it started.
 async fn collect<W: AsyncWrite + Unpin>(
     ctx: &Ctx<'_>,
     wr: &mut SealedWriter<W>,
@@ -257,7 +267,7 @@ async fn collect<W: AsyncWrite + Unpin>(
     test: &TestParams,
     n: usize,
     setup: Option<crate::traffic::EngineSetup>,
-) -> Result<Option<Vec<std::net::TcpStream>>, String> {
+) -> Result<Vec<std::net::TcpStream>, Stop> {
     let state = ctx.state;
     let (dtx, mut drx) = mpsc::channel(n.clamp(1, 1024));
     *lock(&state.waiter) = Some(DataWaiter {
@@ -275,14 +285,14 @@ async fn collect<W: AsyncWrite + Unpin>(
     if let Err(e) = send(wr, accepting).await {
         *lock(&state.waiter) = None;
         state.gate.expect_done();
-        return Err(e);
+        return Err(Stop::Lost(e));
     }
     let mut slots: Vec<Option<std::net::TcpStream>> = (0..n).map(|_| None).collect();
     let mut have = 0;
     let deadline = tokio::time::Instant::now() + SETUP_TIMEOUT;
     let result = loop {
         if have == n {
-            break Ok(Some(slots.into_iter().flatten().collect()));
+            break Ok(slots.into_iter().flatten().collect());
         }
         tokio::select! {
             c = drx.recv() => if let Some((i, s)) = c {
@@ -295,13 +305,14 @@ async fn collect<W: AsyncWrite + Unpin>(
                 }
             },
             m = rx.recv() => match m {
-                Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) => break Ok(None),
+                // The controller gave up.
+                Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) => break Err(Stop::Quiet),
                 Some(Ok(_)) => {}
-                _ => break Err("controller lost during setup".to_string()),
+                _ => break Err(Stop::Lost("controller lost during setup".to_string())),
             },
             _ = tokio::time::sleep_until(deadline) => {
                 let why = format!("only {have} of {n} data connections reached the agent within {} s; check that TCP port {} is reachable from the controller", SETUP_TIMEOUT.as_secs(), state.data_port);
-                break send(wr, fail_msg(why)).await.map(|()| None);
+                break Err(Stop::Fail(failure(why)));
             }
         }
     };
@@ -399,14 +410,7 @@ async fn drive<W: AsyncWrite + Unpin>(
     Ok(result)
 }
 
-/// A failure of this host (not a usage error).
-fn fail_msg(error: String) -> Msg {
-    Msg::Failed {
-        error,
-        usage: false,
-    }
-}
-
+/// Send to the controller; Err: the control connection is gone.
 async fn send<W: AsyncWrite + Unpin>(wr: &mut SealedWriter<W>, m: Msg) -> Result<(), String> {
     wr.send(&m)
         .await
