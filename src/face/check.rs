@@ -170,7 +170,7 @@ fn since_capture(
         *source,
         ", RDMA counters since {} ({} earlier)",
         old.display(),
-        span_text(b.secs)
+        super::span_text(b.secs)
     );
     findings.extend(b.findings);
     Ok(crate::diagnose::rank(findings))
@@ -359,20 +359,10 @@ fn span_between(
             "--since {} was taken after --from {} ({} later by the kernel's uptime): swap them; --from is the newer capture",
             old.display(),
             new.display(),
-            span_text(-secs)
+            super::span_text(-secs)
         ));
     }
     Ok(secs)
-}
-
-/// "2 h 5 min", "3 min 20 s", "42 s".
-fn span_text(secs: f64) -> String {
-    let s = secs.round() as u64;
-    match s {
-        0..=119 => format!("{secs:.0} s"),
-        120..=3599 => format!("{} min {} s", s / 60, s % 60),
-        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
-    }
 }
 
 /// The peer's facts: a short observe-only point (no traffic), whose first peer Sample carries them.
