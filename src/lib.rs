@@ -18,6 +18,9 @@
 //!
 //! Engines and probes never print; faces only choose what to show of what the
 //! pipeline gives them.
+//!
+//! Beside the layers, [`logging`] holds the process's log subscriber (levels,
+//! `-v`/`-q`, `RUST_LOG`); `main` installs it and it imports nothing above.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
