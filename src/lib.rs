@@ -18,12 +18,16 @@
 //!
 //! Engines and probes never print; faces only choose what to show of what the
 //! pipeline gives them.
+//!
+//! Beside the layers, [`logging`] holds the process's log subscriber (levels,
+//! `-v`/`-q`, `RUST_LOG`); `main` installs it and it imports nothing above.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub mod cli;
 pub mod diagnose;
 pub mod face;
+pub mod logging;
 pub mod probe;
 pub mod record;
 pub mod session;

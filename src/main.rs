@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         return ExitCode::from(wirescope::face::EXIT_USAGE);
     }
     let cli = Cli::parse_from(args);
+    init_logging(&cli);
     // Tests with thousands of connections need three descriptors each.
     wirescope::session::net::raise_nofile_limit();
     let result = match cli.command {
@@ -70,6 +71,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// One subscriber for the process; where lines go and the default level
+/// depend on the face (see `wirescope::logging`).
+fn init_logging(cli: &Cli) {
+    use wirescope::logging::Face;
+    let (face, dir) = match &cli.command {
+        Some(Command::Agent(a)) => (Face::Agent, a.state_dir.as_deref()),
+        None | Some(Command::Tui(_)) => (Face::Tui, None),
+        Some(_) => (Face::Cli, None),
+    };
+    let dir = wirescope::tune::state::StateDir::resolve(wirescope::cli::state_dir_given(dir));
+    wirescope::logging::init(cli.verbose, cli.quiet, face, dir.path().to_path_buf());
+}
+
 fn run_agent(a: AgentArgs) -> FaceResult {
     let (token, origin) = load_token(a.token_file.as_deref(), true).map_err(anyhow::Error::from)?;
     let hint = match &origin {
@@ -78,10 +92,10 @@ fn run_agent(a: AgentArgs) -> FaceResult {
         TokenOrigin::Created(p) => format!("token file {}", p.display()),
     };
     if let Some(w) = token.weakness() {
-        eprintln!("wirescope agent: warning: {w} ({hint})");
+        tracing::warn!(target: "agent", "{w} ({hint})");
     }
     if let TokenOrigin::Created(p) = &origin {
-        eprintln!("wirescope agent: created a new token in {} (mode 0600); copy it to the controller's ~/.config/wirescope/token or pass --token-file", p.display());
+        tracing::warn!(target: "agent", "created a new token in {} (mode 0600); copy it to the controller's ~/.config/wirescope/token or pass --token-file", p.display());
     }
     let rt = wirescope::face::control_runtime("ws-agent").map_err(anyhow::Error::from)?;
     let result = rt.block_on(async move {
@@ -102,7 +116,7 @@ fn run_agent(a: AgentArgs) -> FaceResult {
         let (addr, serve) = agent::bind(cfg, shutdown)
             .await
             .map_err(anyhow::Error::from)?;
-        eprintln!("wirescope agent: listening on {addr} (control and data), {hint}");
+        tracing::info!(target: "agent", "listening on {addr} (control and data), {hint}");
         serve.await;
         if let Some(p) = &a.control_unix {
             let _ = std::fs::remove_file(p);

@@ -526,3 +526,26 @@ fn as_pid_1_sigterm_stops_run_with_its_log_and_the_agent() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn a_sweep_with_stderr_piped_prints_no_progress_line() {
+    // The progress line ("point k of N, ~T left") is for a terminal; a
+    // piped stderr (a CI log, a file) gets the table's lines only.
+    let mut pair = Pair::new();
+    pair.start_agent();
+    let out = pair.run(&["-t", "1s", "--sweep", "streams=1,2"]);
+    assert!(
+        out.status.success(),
+        "{}\nagent: {}",
+        stderr(&out),
+        pair.agent_log()
+    );
+    let text = stderr(&out);
+    assert!(
+        !text.contains("point 1 of") && !text.contains('\r'),
+        "{text}"
+    );
+    // The sweep ran both points (so a progress line would have had something to say).
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.matches("streams").count() >= 2, "{table}");
+}

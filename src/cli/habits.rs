@@ -58,7 +58,7 @@ const HABITS: &[Habit] = &[
         engines: &["rdma"],
         tool: "perftest",
         meaning: "the queue pairs",
-        instead: "--qps N",
+        instead: "--qps N (wirescope's -q is --quiet)",
     },
     Habit {
         letter: 'a',

@@ -55,6 +55,12 @@ pub struct Cli {
     /// What to do (default: the interactive TUI).
     #[command(subcommand)]
     pub command: Option<Command>,
+    /// More log lines on stderr: -v info, -vv debug (the agent: -v debug, -vv trace). RUST_LOG, when set, wins.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Errors only in the log (stderr). RUST_LOG, when set, wins.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
 }
 
 /// Subcommands.

@@ -84,7 +84,41 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
         .as_deref()
         .map(crate::cli::resolve_peer)
         .transpose()?;
-    let (source, local) = match &args.from {
+    let (source, local) = this_side(&args, peer_addr)?;
+    let peer = match peer_addr {
+        None => None,
+        Some(addr) => match peer_facts(addr, args.token_file.as_deref()) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                eprintln!(
+                    "error: cannot read the peer's facts: {}",
+                    super::error_text(e.as_ref())
+                );
+                return Ok(EXIT_FAILED);
+            }
+        },
+    };
+    let mut findings = run_check(&local, peer.as_ref());
+    let mut source = source;
+    if let (Some(new), Some(old)) = (&args.from, &args.since) {
+        findings = since_capture(old, new, &local, &mut source, findings)?;
+    }
+    print_check(&args, &source, &local, peer.as_ref(), &findings)?;
+    super::stdout_result()?;
+    match (args.fail_on, worst(&findings)) {
+        (Some(level), Some(w)) if w >= level.severity() => Ok(EXIT_FINDINGS),
+        _ => Ok(EXIT_OK),
+    }
+}
+
+/// The host to audit, and how to name it: a captured directory (`--from`),
+/// else this host's interfaces (those given, else the route to the peer's,
+/// else the default route's).
+fn this_side(
+    args: &crate::cli::CheckArgs,
+    peer_addr: Option<std::net::SocketAddr>,
+) -> Result<(String, HostFacts), FaceError> {
+    Ok(match &args.from {
         Some(dir) => {
             if !dir.is_dir() {
                 return Err(FaceError::Usage(format!("--from {}: not a directory; give a `wirescope capture` directory or an unpacked sosreport", dir.display())));
@@ -112,40 +146,45 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
             }
             ("this host".to_string(), read_host_facts(&live, &ifaces))
         }
-    };
-    let peer = match peer_addr {
-        None => None,
-        Some(addr) => match peer_facts(addr, args.token_file.as_deref()) {
-            Ok(f) => Some(f),
-            Err(e) => {
-                eprintln!(
-                    "error: cannot read the peer's facts: {}",
-                    super::error_text(e.as_ref())
-                );
-                return Ok(EXIT_FAILED);
-            }
-        },
-    };
-    let mut findings = run_check(&local, peer.as_ref());
-    let mut source = source;
-    if let (Some(new), Some(old)) = (&args.from, &args.since) {
-        let b = rdma_between(old, new, &local)?;
-        if !b.resets.is_empty() {
-            eprintln!(
-                "warning: {} RDMA counter(s) went down between the captures (cleared, or the driver reloaded); they count from zero: {}",
-                b.resets.len(),
-                b.resets.join(", ")
-            );
-        }
-        let _ = write!(
-            source,
-            ", RDMA counters since {} ({} earlier)",
-            old.display(),
-            span_text(b.secs)
+    })
+}
+
+/// `--since OLD`: the RDMA counters that grew between two captures join the
+/// findings (ranked again), and the source says over what span.
+fn since_capture(
+    old: &std::path::Path,
+    new: &std::path::Path,
+    local: &HostFacts,
+    source: &mut String,
+    mut findings: Vec<Finding>,
+) -> Result<Vec<Finding>, FaceError> {
+    let b = rdma_between(old, new, local)?;
+    if !b.resets.is_empty() {
+        eprintln!(
+            "warning: {} RDMA counter(s) went down between the captures (cleared, or the driver reloaded); they count from zero: {}",
+            b.resets.len(),
+            b.resets.join(", ")
         );
-        findings.extend(b.findings);
-        findings = crate::diagnose::rank(findings);
     }
+    let _ = write!(
+        *source,
+        ", RDMA counters since {} ({} earlier)",
+        old.display(),
+        super::span_text(b.secs)
+    );
+    findings.extend(b.findings);
+    Ok(crate::diagnose::rank(findings))
+}
+
+/// The findings as JSON or as text, with the interfaces each host's rules
+/// audited (the host-wide settings are always checked).
+fn print_check(
+    args: &crate::cli::CheckArgs,
+    source: &str,
+    local: &HostFacts,
+    peer: Option<&HostFacts>,
+    findings: &[Finding],
+) -> Result<(), FaceError> {
     // Which interfaces each host's rules audited (the host-wide settings
     // are always checked).
     let names = |f: &HostFacts| f.nics.iter().map(|n| n.name.clone()).collect::<Vec<_>>();
@@ -160,7 +199,7 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
             )
         }
     };
-    let (local_ifaces, peer_ifaces) = (names(&local), peer.as_ref().map(names));
+    let (local_ifaces, peer_ifaces) = (names(local), peer.map(names));
     if args.json {
         let j = crate::record::schema::versioned_json(
             &serde_json::json!({
@@ -180,13 +219,9 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
                 .as_deref()
                 .map_or(String::new(), |p| format!(" and the peer ({})", listed(p)))
         ));
-        out(&render(&findings));
+        out(&render(findings));
     }
-    super::stdout_result()?;
-    match (args.fail_on, worst(&findings)) {
-        (Some(level), Some(w)) if w >= level.severity() => Ok(EXIT_FINDINGS),
-        _ => Ok(EXIT_OK),
-    }
+    Ok(())
 }
 
 /// What two captures of one host say about the RDMA counters between them.
@@ -229,8 +264,38 @@ fn rdma_between(
             old.display()
         ));
     }
-    use crate::probe::system::{boot_id, uptime_secs};
-    if let (Some(a), Some(b)) = (boot_id(&od), boot_id(&nd)) {
+    same_host(old, new, &od, &nd, rdma, &before)?;
+    let secs = span_between(old, new, &od, &nd)?;
+    let sample = crate::probe::rdma::sample(
+        &crate::probe::rdma::read_snapshot(&od, rdma),
+        &crate::probe::rdma::read_snapshot(&nd, rdma),
+        secs,
+    );
+    let resets = sample
+        .ports
+        .iter()
+        .flat_map(|p| p.resets.iter().map(move |r| format!("{} {r}", p.label())))
+        .collect();
+    Ok(Between {
+        findings: crate::diagnose::rdma_window(Some(facts), &[&sample], HostRole::Local),
+        secs,
+        resets,
+    })
+}
+
+/// `--since` and `--from` must be one boot of one host: the same boot id
+/// and, for the RDMA devices both have (at least one), the same node GUIDs.
+fn same_host(
+    old: &std::path::Path,
+    new: &std::path::Path,
+    od: &CaptureDir,
+    nd: &CaptureDir,
+    rdma: &crate::probe::rdma::RdmaFacts,
+    before: &crate::probe::rdma::RdmaFacts,
+) -> Result<(), FaceError> {
+    let usage = |m: String| Err(FaceError::Usage(m));
+    use crate::probe::system::boot_id;
+    if let (Some(a), Some(b)) = (boot_id(od), boot_id(nd)) {
         if a != b {
             return usage(format!(
                 "--since {} and --from {} come from different boots (boot_id {a} / {b}): the counters started again at the reboot, so their difference means nothing; take both captures within one boot",
@@ -263,7 +328,19 @@ fn rdma_between(
             new.display()
         ));
     }
-    let secs = match (uptime_secs(&od), uptime_secs(&nd)) {
+    Ok(())
+}
+
+/// Seconds between the captures by the kernel's uptime; it must be known and positive.
+fn span_between(
+    old: &std::path::Path,
+    new: &std::path::Path,
+    od: &CaptureDir,
+    nd: &CaptureDir,
+) -> Result<f64, FaceError> {
+    let usage = |m: String| Err(FaceError::Usage(m));
+    use crate::probe::system::uptime_secs;
+    let secs = match (uptime_secs(od), uptime_secs(nd)) {
         (Some(a), Some(b)) => b - a,
         (a, _) => {
             let missing = if a.is_none() { old } else { new };
@@ -285,34 +362,10 @@ fn rdma_between(
             "--since {} was taken after --from {} ({} later by the kernel's uptime): swap them; --from is the newer capture",
             old.display(),
             new.display(),
-            span_text(-secs)
+            super::span_text(-secs)
         ));
     }
-    let sample = crate::probe::rdma::sample(
-        &crate::probe::rdma::read_snapshot(&od, rdma),
-        &crate::probe::rdma::read_snapshot(&nd, rdma),
-        secs,
-    );
-    let resets = sample
-        .ports
-        .iter()
-        .flat_map(|p| p.resets.iter().map(move |r| format!("{} {r}", p.label())))
-        .collect();
-    Ok(Between {
-        findings: crate::diagnose::rdma_window(Some(facts), &[&sample], HostRole::Local),
-        secs,
-        resets,
-    })
-}
-
-/// "2 h 5 min", "3 min 20 s", "42 s".
-fn span_text(secs: f64) -> String {
-    let s = secs.round() as u64;
-    match s {
-        0..=119 => format!("{secs:.0} s"),
-        120..=3599 => format!("{} min {} s", s / 60, s % 60),
-        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
-    }
+    Ok(secs)
 }
 
 /// The peer's facts: a short observe-only point (no traffic), whose first peer Sample carries them.

@@ -99,22 +99,7 @@ fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
     let flow = test_flow(&c).map_err(FaceError::Usage)?;
     let choice = a.target.resolve()?;
     let opened = crate::session::open(&choice, a.target.token_file.as_deref())?;
-    // On the local pair this host's side is a namespace that goes away with
-    // the run: its backups go with it (a temporary state directory, as the
-    // TUI does), never into the host's, where they would block rollbacks.
-    let temp_state = match (&opened.pair, &a.state_dir) {
-        (Some(_), None) => Some(
-            tempfile::Builder::new()
-                .prefix("wirescope-checklist-")
-                .tempdir()
-                .context("cannot create a temporary state directory for the local pair")?,
-        ),
-        _ => None,
-    };
-    let state = match &temp_state {
-        Some(t) => StateDir::at(t.path()),
-        None => StateDir::resolve(a.state_dir.as_deref()),
-    };
+    let (temp_state, state) = state_dir(opened.pair.is_some(), a.state_dir.as_deref())?;
     let crate::session::Opened {
         pair,
         target,
@@ -169,8 +154,37 @@ fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
         d.rt.block_on(ctl.close());
     }
     drop(pair);
+    write_report(&mut d)?;
+    conclude(&mut d, &c, result, temp_state.is_some())
+}
+
+/// Where backups go. On the local pair this host's side is a namespace that
+/// goes away with the run: its backups go with it (a temporary state
+/// directory, as the TUI does), never into the host's, where they would
+/// block rollbacks. The temporary directory lives as long as its guard.
+fn state_dir(
+    local_pair: bool,
+    given: Option<&std::path::Path>,
+) -> Result<(Option<tempfile::TempDir>, StateDir), FaceError> {
+    let temp_state = match (local_pair, given) {
+        (true, None) => Some(
+            tempfile::Builder::new()
+                .prefix("wirescope-checklist-")
+                .tempdir()
+                .context("cannot create a temporary state directory for the local pair")?,
+        ),
+        _ => None,
+    };
+    let state = match &temp_state {
+        Some(t) => StateDir::at(t.path()),
+        None => StateDir::resolve(given),
+    };
+    Ok((temp_state, state))
+}
+
+/// The `--report` page, written whatever the outcome: a failed step is worth a look too.
+fn write_report(d: &mut SessionDriver) -> Result<(), FaceError> {
     if let Some(r) = d.report.take() {
-        // Written whatever the outcome: a failed step is worth a look too.
         let n = r.logs.len();
         let out = r.out.clone();
         r.write()?;
@@ -178,10 +192,20 @@ fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
             eprintln!("wirescope: wrote {} ({n} test run(s))", out.display());
         }
     }
+    Ok(())
+}
+
+/// What was kept (offered as a profile), or the error; the exit code.
+fn conclude(
+    d: &mut SessionDriver,
+    c: &Checklist,
+    result: Result<runner::Summary, runner::RunError>,
+    temp_state: bool,
+) -> FaceResult {
     match result {
         Ok(s) => {
             if let Some(text) = &s.kept_local {
-                if temp_state.is_some() {
+                if temp_state {
                     if !d.json {
                         outln!("kept in the local pair's namespace (gone with it); as a profile:\n{text}");
                     }

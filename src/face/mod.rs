@@ -29,6 +29,7 @@ pub mod check;
 pub mod checklist;
 pub mod compare;
 pub mod profile;
+pub mod progress;
 pub mod report;
 pub mod run;
 pub mod serve;
@@ -103,6 +104,16 @@ pub fn out(text: &str) {
             let mut slot = STDOUT_ERROR.lock().unwrap_or_else(|p| p.into_inner());
             slot.get_or_insert_with(|| e.to_string());
         }
+    }
+}
+
+/// "2 h 5 min", "3 min 20 s", "42 s".
+pub fn span_text(secs: f64) -> String {
+    let s = secs.round() as u64;
+    match s {
+        0..=119 => format!("{secs:.0} s"),
+        120..=3599 => format!("{} min {} s", s / 60, s % 60),
+        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
     }
 }
 

@@ -22,6 +22,7 @@ use crate::session::driver::{connect_ready, run_plan, SessionEvent};
 use crate::session::outcome::EndReason;
 use crate::session::plan::{Observe, Plan};
 use anyhow::Context;
+use std::io::IsTerminal;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -246,6 +247,8 @@ pub fn consume(
             }
         }
     }
+    // A run that ends without its plan's end leaves no half line behind.
+    face.progress.clear();
     face
 }
 
@@ -316,6 +319,8 @@ pub struct RunFace {
     spec: Option<crate::traffic::EngineSpec>,
     /// Summaries of the plan's points, for the sweep table at its end.
     points: Vec<crate::record::schema::Summary>,
+    /// "point k of N, ~T left" on a terminal's stderr, during a sweep.
+    progress: super::progress::Progress,
 }
 
 impl RunFace {
@@ -330,10 +335,32 @@ impl RunFace {
             log_error: None,
             points: Vec::new(),
             spec: None,
+            progress: super::progress::Progress::new(std::io::stderr().is_terminal()),
         }
     }
 
+    /// Show one output; the progress line is erased first and drawn again after.
     fn show(&mut self, o: &Output) {
+        let now = std::time::Instant::now();
+        self.progress.clear();
+        match o {
+            Output::PlanStarted(h) => {
+                let points = h.sweep.as_ref().map_or(1, |s| s.values.len());
+                let guess = h
+                    .time_s
+                    .map(|t| std::time::Duration::from_secs_f64((t + h.omit_s).max(0.0)));
+                self.progress.plan(points, guess);
+            }
+            Output::PointStarted(p) => self.progress.point(p.number as usize, now),
+            Output::PointDone { .. } => self.progress.point_done(now),
+            Output::PlanDone => self.progress.plan_done(),
+            _ => {}
+        }
+        self.show_output(o);
+        self.progress.draw(now);
+    }
+
+    fn show_output(&mut self, o: &Output) {
         match o {
             Output::Ready { ebpf, .. } => {
                 self.ready = true;

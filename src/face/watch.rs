@@ -35,25 +35,7 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
         } => (peer, *plan, observe),
     };
     let log = super::run::open_log(args.log.as_deref(), args.json)?;
-    // The local pair is built here, on the main thread, before any runtime
-    // (it moves this thread into the controller's namespace).
-    let opened = if args.local_pair {
-        Some(crate::session::open(
-            &crate::session::plan::TargetChoice::LocalPair { queues: 4 },
-            None,
-        )?)
-    } else {
-        None
-    };
-    let token = match (&opened, peer) {
-        (Some(o), _) => Some(o.token.clone()),
-        (None, Some(_)) => Some(
-            load_token(args.token_file.as_deref(), false)
-                .map_err(anyhow::Error::from)?
-                .0,
-        ),
-        (None, None) => None,
-    };
+    let (opened, token) = open_target(&args, peer)?;
     if opened.is_none() && peer.is_none() && observe.ifaces.is_empty() {
         observe
             .ifaces
@@ -80,7 +62,7 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
         pipeline.mirror_to(LogWriter::stdout());
     }
     let rt = super::control_runtime("ws-runtime").context("cannot start the async runtime")?;
-    let (tx, mut rx) = mpsc::channel(64);
+    let (tx, rx) = mpsc::channel(64);
     let cancel = CancellationToken::new();
     let (target, same_kernel, _pair) = match opened {
         Some(o) => (Some(o.target), o.same_kernel, o.pair),
@@ -104,19 +86,7 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
             cancel.clone(),
         )),
     };
-    let mut failure = None;
-    let mut log_error = None;
-    // The consumer is part of the control path (see `run::consume`).
-    crate::traffic::raise_priority();
-    while let Some(ev) = rx.blocking_recv() {
-        match pipeline.handle(ev) {
-            Ok(o) => show(&o, args.json, &mut failure),
-            Err(e) => {
-                log_error.get_or_insert_with(|| e.to_string());
-                cancel.cancel();
-            }
-        }
-    }
+    let (failure, log_error) = consume(rx, &mut pipeline, args.json, &cancel);
     let _ = rt.block_on(task);
     super::stdout_result()?;
     if let Some(e) = log_error {
@@ -131,6 +101,64 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
         }
         None => Ok(EXIT_OK),
     }
+}
+
+/// The local pair (`--local-pair`) or the peer's token; neither for this host alone.
+fn open_target(
+    args: &WatchArgs,
+    peer: Option<std::net::SocketAddr>,
+) -> Result<
+    (
+        Option<crate::session::Opened>,
+        Option<crate::session::auth::Token>,
+    ),
+    FaceError,
+> {
+    // The local pair is built here, on the main thread, before any runtime
+    // (it moves this thread into the controller's namespace).
+    let opened = if args.local_pair {
+        Some(crate::session::open(
+            &crate::session::plan::TargetChoice::LocalPair { queues: 4 },
+            None,
+        )?)
+    } else {
+        None
+    };
+    let token = match (&opened, peer) {
+        (Some(o), _) => Some(o.token.clone()),
+        (None, Some(_)) => Some(
+            load_token(args.token_file.as_deref(), false)
+                .map_err(anyhow::Error::from)?
+                .0,
+        ),
+        (None, None) => None,
+    };
+    Ok((opened, token))
+}
+
+/// Show each event as the pipeline turns it into output, until the session
+/// ends; a log that cannot be written cancels it. Returns the session's
+/// failure and the log's error, if any.
+fn consume(
+    mut rx: mpsc::Receiver<crate::session::driver::SessionEvent>,
+    pipeline: &mut Pipeline,
+    json: bool,
+    cancel: &CancellationToken,
+) -> (Option<String>, Option<String>) {
+    let mut failure = None;
+    let mut log_error = None;
+    // The consumer is part of the control path (see `run::consume`).
+    crate::traffic::raise_priority();
+    while let Some(ev) = rx.blocking_recv() {
+        match pipeline.handle(ev) {
+            Ok(o) => show(&o, json, &mut failure),
+            Err(e) => {
+                log_error.get_or_insert_with(|| e.to_string());
+                cancel.cancel();
+            }
+        }
+    }
+    (failure, log_error)
 }
 
 fn show(o: &Output, json: bool, failure: &mut Option<String>) {

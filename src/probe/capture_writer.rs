@@ -168,6 +168,29 @@ pub fn capture(dir: &Path, ifaces: &[String]) -> Result<CaptureReport, CaptureEr
         root: dir,
         report: CaptureReport::default(),
     };
+    capture_host(&mut w, &live)?;
+    let interrupts = live
+        .read("/proc/interrupts")
+        .map(|t| parse_interrupts(&t).1)
+        .unwrap_or_default();
+    for iface in ifaces {
+        capture_iface(&mut w, &live, iface, &interrupts)?;
+    }
+    // RDMA devices: firmware, ports, GIDs, counters/ and hw_counters/.
+    let rdma =
+        super::rdma::capture::capture_rdma(&live, dir).map_err(|source| CaptureError::Write {
+            path: dir.join("sys/class/infiniband"),
+            source,
+        })?;
+    w.report.skipped.extend(rdma.skipped);
+    capture_commands(&mut w)?;
+    write_manifest(&mut w)?;
+    Ok(w.report)
+}
+
+/// The host-wide files: /proc counters and facts, sysctls, NUMA nodes, and
+/// per online CPU its governor, topology and caches.
+fn capture_host(w: &mut Writer<'_>, live: &LiveHost) -> Result<(), CaptureError> {
     for f in [
         "/proc/stat",
         "/proc/softirqs",
@@ -200,7 +223,7 @@ pub fn capture(dir: &Path, ifaces: &[String]) -> Result<CaptureReport, CaptureEr
     {
         w.copy(&format!("/sys/devices/system/node/{node}/cpulist"))?;
     }
-    for c in online_cpu_ids(&live) {
+    for c in online_cpu_ids(live) {
         let cpu = format!("/sys/devices/system/cpu/cpu{}", c.0);
         w.copy(&format!("{cpu}/cpufreq/scaling_governor"))?;
         // Where the core sits (the packet rules' NUMA/L3/SMT facts).
@@ -215,20 +238,11 @@ pub fn capture(dir: &Path, ifaces: &[String]) -> Result<CaptureReport, CaptureEr
             }
         }
     }
-    let interrupts = live
-        .read("/proc/interrupts")
-        .map(|t| parse_interrupts(&t).1)
-        .unwrap_or_default();
-    for iface in ifaces {
-        capture_iface(&mut w, &live, iface, &interrupts)?;
-    }
-    // RDMA devices: firmware, ports, GIDs, counters/ and hw_counters/.
-    let rdma =
-        super::rdma::capture::capture_rdma(&live, dir).map_err(|source| CaptureError::Write {
-            path: dir.join("sys/class/infiniband"),
-            source,
-        })?;
-    w.report.skipped.extend(rdma.skipped);
+    Ok(())
+}
+
+/// The commands a sosreport runs for what has no file: qdiscs, addresses, links, processes.
+fn capture_commands(w: &mut Writer<'_>) -> Result<(), CaptureError> {
     w.command(
         "sos_commands/networking/tc_-s_qdisc_show",
         "tc",
@@ -245,6 +259,11 @@ pub fn capture(dir: &Path, ifaces: &[String]) -> Result<CaptureReport, CaptureEr
         &["-s", "-d", "link"],
     )?;
     w.command("sos_commands/process/ps_auxwww", "ps", &["auxwww"])?;
+    Ok(())
+}
+
+/// The manifest: which version wrote it, what the host has no value for, what was not captured.
+fn write_manifest(w: &mut Writer<'_>) -> Result<(), CaptureError> {
     let mut manifest = format!(
         "wirescope {} capture\n# absent on this host (the kernel has no value for them; expected for virtual devices):\n",
         env!("CARGO_PKG_VERSION")
@@ -259,7 +278,7 @@ pub fn capture(dir: &Path, ifaces: &[String]) -> Result<CaptureReport, CaptureEr
         manifest.push('\n');
     }
     w.put(MANIFEST, &manifest)?;
-    Ok(w.report)
+    Ok(())
 }
 
 fn capture_iface(

@@ -62,57 +62,11 @@ impl QueueProbe {
         let mut cur: HashMap<(Dir, u32), Cumulative> = HashMap::new();
         let mut source = None;
         if let (Some(nl), Some(idx), false) = (nl, ifindex, self.qstats_unsupported) {
-            match nl.qstats(idx) {
-                Ok(q) => {
-                    source = Some(QueueSource::Qstats);
-                    for s in q {
-                        let dir = if s.queue_type == QueueType::Rx {
-                            Dir::Rx
-                        } else {
-                            Dir::Tx
-                        };
-                        let mut other = s.other.clone();
-                        for (k, v) in [
-                            ("alloc-fail", s.alloc_fail),
-                            ("stop", s.stop),
-                            ("wake", s.wake),
-                        ] {
-                            if let Some(v) = v {
-                                other.insert(k.to_string(), v);
-                            }
-                        }
-                        cur.insert(
-                            (dir, s.queue_id),
-                            Cumulative {
-                                packets: s.packets,
-                                bytes: s.bytes,
-                                drops: s.drops,
-                                other,
-                            },
-                        );
-                    }
-                }
-                Err(NlError::NotSupported { .. }) => self.qstats_unsupported = true,
-                Err(_) => {}
-            }
+            source = self.read_qstats(nl, idx, &mut cur);
         }
         if source.is_none() {
             if let Some(stats) = stats {
-                let (queues, _) = per_queue(driver, stats);
-                if !queues.is_empty() {
-                    source = Some(QueueSource::Ethtool);
-                }
-                for q in queues {
-                    cur.insert(
-                        (q.dir, q.queue),
-                        Cumulative {
-                            packets: q.packets,
-                            bytes: q.bytes,
-                            drops: q.drops,
-                            other: q.other,
-                        },
-                    );
-                }
+                source = read_ethtool(driver, stats, &mut cur);
             }
         }
         let changed_source = source != self.source;
@@ -124,8 +78,64 @@ impl QueueProbe {
         if changed_source {
             return Vec::new(); // first reading from this source: nothing to subtract yet
         }
-        let mut out: Vec<QueueSample> = self
-            .prev
+        let mut out = self.deltas(&prev, iface, source, secs);
+        out.sort_by_key(|q| (q.dir, q.queue));
+        out
+    }
+
+    /// netdev `qstats-get` into `cur`; remembers a kernel without it.
+    fn read_qstats(
+        &mut self,
+        nl: &mut (dyn QstatsSource + 'static),
+        idx: u32,
+        cur: &mut HashMap<(Dir, u32), Cumulative>,
+    ) -> Option<QueueSource> {
+        let mut source = None;
+        match nl.qstats(idx) {
+            Ok(q) => {
+                source = Some(QueueSource::Qstats);
+                for s in q {
+                    let dir = if s.queue_type == QueueType::Rx {
+                        Dir::Rx
+                    } else {
+                        Dir::Tx
+                    };
+                    let mut other = s.other.clone();
+                    for (k, v) in [
+                        ("alloc-fail", s.alloc_fail),
+                        ("stop", s.stop),
+                        ("wake", s.wake),
+                    ] {
+                        if let Some(v) = v {
+                            other.insert(k.to_string(), v);
+                        }
+                    }
+                    cur.insert(
+                        (dir, s.queue_id),
+                        Cumulative {
+                            packets: s.packets,
+                            bytes: s.bytes,
+                            drops: s.drops,
+                            other,
+                        },
+                    );
+                }
+            }
+            Err(NlError::NotSupported { .. }) => self.qstats_unsupported = true,
+            Err(_) => {}
+        }
+        source
+    }
+
+    /// Each queue's growth from `prev` to the reading just kept, per second over `secs`.
+    fn deltas(
+        &self,
+        prev: &HashMap<(Dir, u32), Cumulative>,
+        iface: &str,
+        source: QueueSource,
+        secs: f64,
+    ) -> Vec<QueueSample> {
+        self.prev
             .iter()
             .filter_map(|(&(dir, queue), c)| {
                 let p = prev.get(&(dir, queue))?;
@@ -156,10 +166,30 @@ impl QueueProbe {
                     other,
                 })
             })
-            .collect();
-        out.sort_by_key(|q| (q.dir, q.queue));
-        out
+            .collect()
     }
+}
+
+/// The driver's per-queue `ethtool -S` counters into `cur`.
+fn read_ethtool(
+    driver: &str,
+    stats: &[(String, u64)],
+    cur: &mut HashMap<(Dir, u32), Cumulative>,
+) -> Option<QueueSource> {
+    let (queues, _) = per_queue(driver, stats);
+    let source = (!queues.is_empty()).then_some(QueueSource::Ethtool);
+    for q in queues {
+        cur.insert(
+            (q.dir, q.queue),
+            Cumulative {
+                packets: q.packets,
+                bytes: q.bytes,
+                drops: q.drops,
+                other: q.other,
+            },
+        );
+    }
+    source
 }
 
 #[cfg(test)]

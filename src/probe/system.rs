@@ -244,7 +244,27 @@ pub fn read_host_facts_reusing(
 ) -> HostFacts {
     let mut f = HostFacts::default();
     let mut missing = Vec::new();
-    f.kernel = read_trim(src, "/proc/sys/kernel/osrelease")
+    f.kernel = kernel_release(src, &mut missing);
+    let online = read_cpus(src, cache, &mut f, &mut missing);
+    f.governors = governors(src, &online);
+    read_sysctls(src, &mut f, &mut missing);
+    f.cmdline = read_trim(src, "/proc/cmdline").unwrap_or_default();
+    f.boot_id = boot_id(src).unwrap_or_default();
+    f.irqbalance = src.processes().map(|p| p.iter().any(|c| c == "irqbalance"));
+    let interrupts = src
+        .read("/proc/interrupts")
+        .map(|t| parse_interrupts(&t).1)
+        .unwrap_or_default();
+    for iface in ifaces {
+        f.nics.push(nic_facts(src, iface, &interrupts));
+    }
+    f.unavailable = missing;
+    f
+}
+
+/// The kernel release: osrelease, else `/proc/version`, else a captured `uname -a`.
+fn kernel_release(src: &dyn HostSource, missing: &mut Vec<String>) -> String {
+    read_trim(src, "/proc/sys/kernel/osrelease")
         .or_else(|| {
             // `Linux version 6.1.0-18-amd64 (...)`, or `uname -a`'s third word.
             let v = src.read("/proc/version").ok()?;
@@ -259,7 +279,17 @@ pub fn read_host_facts_reusing(
                 "kernel release (/proc/sys/kernel/osrelease, /proc/version, uname -a)".to_string(),
             );
             String::new()
-        });
+        })
+}
+
+/// The CPU model, the online CPUs, the NUMA nodes, RDMA, and where each core
+/// sits (read again only when the online CPUs changed). Returns the online CPUs.
+fn read_cpus(
+    src: &dyn HostSource,
+    cache: &mut PlacesCache,
+    f: &mut HostFacts,
+    missing: &mut Vec<String>,
+) -> Vec<CpuId> {
     f.cpu_model = src
         .read("/proc/cpuinfo")
         .map(|t| cpu_model(&t))
@@ -298,8 +328,13 @@ pub fn read_host_facts_reusing(
         cache.online.clone_from(&online);
     }
     f.cpu_places.clone_from(&cache.places);
+    online
+}
+
+/// Each cpufreq governor in use and the CPUs that use it.
+fn governors(src: &dyn HostSource, online: &[CpuId]) -> BTreeMap<String, String> {
     let mut gov: BTreeMap<String, Vec<CpuId>> = BTreeMap::new();
-    for c in &online {
+    for c in online {
         if let Some(g) = read_trim(
             src,
             &format!(
@@ -310,10 +345,13 @@ pub fn read_host_facts_reusing(
             gov.entry(g).or_default().push(*c);
         }
     }
-    f.governors = gov
-        .into_iter()
+    gov.into_iter()
         .map(|(g, c)| (g, format_cpu_list(&c)))
-        .collect();
+        .collect()
+}
+
+/// The sysctls wirescope judges; one hidden in this network namespace is said so.
+fn read_sysctls(src: &dyn HostSource, f: &mut HostFacts, missing: &mut Vec<String>) {
     for name in SYSCTLS {
         let path = format!("/proc/sys/{}", name.replace('.', "/"));
         match read_trim(src, &path) {
@@ -335,18 +373,6 @@ pub fn read_host_facts_reusing(
             None => missing.push(format!("sysctl {name}")),
         }
     }
-    f.cmdline = read_trim(src, "/proc/cmdline").unwrap_or_default();
-    f.boot_id = boot_id(src).unwrap_or_default();
-    f.irqbalance = src.processes().map(|p| p.iter().any(|c| c == "irqbalance"));
-    let interrupts = src
-        .read("/proc/interrupts")
-        .map(|t| parse_interrupts(&t).1)
-        .unwrap_or_default();
-    for iface in ifaces {
-        f.nics.push(nic_facts(src, iface, &interrupts));
-    }
-    f.unavailable = missing;
-    f
 }
 
 fn parse_num<T: std::str::FromStr>(s: Option<String>) -> Option<T> {

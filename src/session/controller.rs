@@ -449,38 +449,25 @@ impl Controller {
             return Err(SessionError::Peer("the previous test point on this connection ended uncleanly; reconnect to the agent".into()));
         }
         self.next_id += 1;
-        // This host's CPUs for this point and the later ones (the agent
-        // checks its own when the first point starts): a usage error.
-        let cpus = p
-            .spec
-            .iter()
-            .chain(&p.later)
-            .try_for_each(|s| super::engines::check_cpus(s, Side::Controller, None));
-        if let Err(e) = cpus {
-            return Err(SessionError::Usage(e));
-        }
-        if let Some(Err(e)) = p
-            .spec
-            .as_ref()
-            .map(|s| super::engines::admit(s, Side::Controller))
-        {
-            return Err(SessionError::Local(e));
-        }
+        check_local(p)?;
         self.size_veth(p).await?;
-        // Prepare this side's engine (buffers, devices) off the async threads.
-        let mut engine = match &p.spec {
-            Some(spec) => {
-                let (spec, peer) = (spec.clone(), self.data_ip);
-                let prepared = tokio::task::spawn_blocking(move || {
-                    super::engines::prepare(&spec, Side::Controller, Some(peer), None)
-                })
-                .await
-                .map_err(|e| SessionError::Peer(format!("engine setup task failed: {e}")))??;
-                Some(prepared)
-            }
-            None => None,
-        };
+        let mut engine = prepare_local(p, self.data_ip).await?;
         let test_id = self.next_id;
+        let data_port = self.start_on_agent(p, engine.as_mut(), test_id).await?;
+        let conns = self.open_data(p, data_port, test_id).await?;
+        let mut engine = self.go(p, engine, conns).await?;
+        let run = self.drive(p, &engine, events, cancel).await;
+        Ok(self.conclude(&mut engine, run).await)
+    }
+
+    /// Start: send the point to the agent, take its data port and setup,
+    /// and complete this side's setup with it (a failure tells the agent).
+    async fn start_on_agent(
+        &mut self,
+        p: &PointParams,
+        engine: Option<&mut Box<dyn crate::traffic::Engine>>,
+        test_id: u64,
+    ) -> Result<u16, SessionError> {
         let test = TestParams {
             id: test_id,
             spec: p.spec.clone(),
@@ -506,7 +493,7 @@ impl Controller {
         let Msg::Accepting { data_port, setup } = accepting? else {
             unreachable!("expect_kind checked the kind")
         };
-        if let Some(e) = engine.as_mut() {
+        if let Some(e) = engine {
             if let Err(err) = e.connect(setup) {
                 self.fail(format!("controller engine: {err}")).await;
                 let err = SessionError::from(err);
@@ -520,6 +507,17 @@ impl Controller {
                 return Err(err);
             }
         }
+        Ok(data_port)
+    }
+
+    /// Open the point's data connections to the agent's data port (a
+    /// failure tells the agent), then wait for its DataReady.
+    async fn open_data(
+        &mut self,
+        p: &PointParams,
+        data_port: u16,
+        test_id: u64,
+    ) -> Result<Vec<TcpStream>, SessionError> {
         let addr = SocketAddr::new(self.data_ip, data_port);
         let spec = p.spec.clone();
         let keys = std::sync::Arc::clone(&self.keys);
@@ -538,6 +536,17 @@ impl Controller {
             }
         };
         self.expect_kind("data_ready").await?;
+        Ok(conns)
+    }
+
+    /// Go: both ends start their engines and clocks at once; the workers
+    /// are released once the sampler runs.
+    async fn go(
+        &mut self,
+        p: &PointParams,
+        mut engine: Option<Box<dyn crate::traffic::Engine>>,
+        conns: Vec<TcpStream>,
+    ) -> Result<RunningEngine, SessionError> {
         // Everything slow happens before Go; after it, both ends start their
         // engines and clocks at once (the agent on receipt of Go).
         self.sampler
@@ -548,7 +557,7 @@ impl Controller {
             Some(e) => e.start(conns),
             None => Ok(RunningEngine::idle()),
         };
-        let mut engine = match started {
+        let engine = match started {
             Ok(e) => e,
             Err(e) => {
                 self.fail(format!("controller engine: {e}")).await;
@@ -559,8 +568,13 @@ impl Controller {
         self.sampler.begin(view, p.omit, p.interval).await?;
         // Every worker exists and the clock runs: let them go at once.
         engine.release();
-        let run = self.drive(p, &engine, events, cancel).await;
-        let mut local = finish(&mut engine, &self.sampler, run.local_done_s).await;
+        Ok(engine)
+    }
+
+    /// Join this side's engine and say how the point ended: an engine error
+    /// on either side turns a completed point into a failed one.
+    async fn conclude(&mut self, engine: &mut RunningEngine, run: Driven) -> PointOutcome {
+        let mut local = finish(engine, &self.sampler, run.local_done_s).await;
         let mut end = run.end;
         if let (EndReason::Completed, Some(e)) = (&end, &local.error) {
             end = EndReason::Failed(format!("local engine: {e}"));
@@ -572,11 +586,11 @@ impl Controller {
         }
         local.duration_s = run.local_done_s;
         self.poisoned = !(end.clean() && run.peer.is_some());
-        Ok(PointOutcome {
+        PointOutcome {
             local,
             peer: run.peer,
             end,
-        })
+        }
     }
 
     /// On the local pair: give the veth the MTU this point needs (a packet
@@ -847,4 +861,42 @@ fn connect_data(
         out.push(s);
     }
     Ok(out)
+}
+
+/// This host's CPUs for this point and the later ones (the agent checks its
+/// own when the first point starts): a usage error; then its limits and memory.
+fn check_local(p: &PointParams) -> Result<(), SessionError> {
+    let cpus = p
+        .spec
+        .iter()
+        .chain(&p.later)
+        .try_for_each(|s| super::engines::check_cpus(s, Side::Controller, None));
+    if let Err(e) = cpus {
+        return Err(SessionError::Usage(e));
+    }
+    if let Some(Err(e)) = p
+        .spec
+        .as_ref()
+        .map(|s| super::engines::admit(s, Side::Controller))
+    {
+        return Err(SessionError::Local(e));
+    }
+    Ok(())
+}
+
+/// Prepare this side's engine (buffers, devices) off the async threads.
+async fn prepare_local(
+    p: &PointParams,
+    peer: IpAddr,
+) -> Result<Option<Box<dyn crate::traffic::Engine>>, SessionError> {
+    let Some(spec) = &p.spec else {
+        return Ok(None);
+    };
+    let spec = spec.clone();
+    let prepared = tokio::task::spawn_blocking(move || {
+        super::engines::prepare(&spec, Side::Controller, Some(peer), None)
+    })
+    .await
+    .map_err(|e| SessionError::Peer(format!("engine setup task failed: {e}")))??;
+    Ok(Some(prepared))
 }

@@ -17,7 +17,7 @@ use crate::probe::ebpf::{EbpfHosts, EbpfMode};
 use crate::probe::live_host::LiveHost;
 use crate::probe::sampler::thread::{SamplerError, SamplerThread};
 use crate::probe::system::HostInfo;
-use crate::traffic::EngineSpec;
+use crate::traffic::{EngineSpec, RunningEngine};
 use std::future::Future;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -253,23 +253,7 @@ impl PointRunner for LocalObserver {
         events: &mpsc::Sender<RunEvent>,
         cancel: &CancellationToken,
     ) -> Result<PointOutcome, SessionError> {
-        let mut engine = match (&p.spec, &self.target) {
-            (Some(EngineSpec::Grpc(g)), Some(addr)) => {
-                let e = crate::traffic::grpc::GrpcEngine::against(g.clone(), addr.clone());
-                // Its first RPC proves the server before the clock starts.
-                let started = tokio::task::spawn_blocking(move || e.start_ready())
-                    .await
-                    .map_err(|e| SessionError::Local(format!("the gRPC client's task failed: {e}")))?;
-                Some(started?)
-            }
-            (Some(spec), _) => {
-                return Err(SessionError::Local(format!(
-                    "{} needs an agent (--peer or the local pair); only --engine grpc runs against --target",
-                    spec.short()
-                )))
-            }
-            (None, _) => None,
-        };
+        let mut engine = against_target(p, self.target.as_ref()).await?;
         let view = engine
             .as_ref()
             .and_then(crate::probe::sampler::EngineView::of);
@@ -277,50 +261,13 @@ impl PointRunner for LocalObserver {
         if let Some(e) = &engine {
             e.release();
         }
-        let start = tokio::time::Instant::now();
         let t0 = Instant::now();
-        let mut ticker = tokio::time::interval_at(start + p.interval, p.interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut pending = PendingSamples::default();
-        let mut end = EndReason::Completed;
-        loop {
-            tokio::select! {
-                _ = ticker.tick() => {
-                    if let Err(e) = pending.request(&self.sampler) {
-                        end = EndReason::Failed(format!("local sampler: {e}"));
-                        break;
-                    }
-                    // The tick at the time limit still yields its Sample (drained below).
-                    if p.time.is_some_and(|t| t0.elapsed().saturating_add(Duration::from_millis(5)) >= t) {
-                        break;
-                    }
-                    // A client that ended by itself (it failed) ends the point.
-                    if engine.as_ref().is_some_and(|e| e.is_finished()) {
-                        break;
-                    }
-                }
-                Some(s) = pending.next() => {
-                    let index = s.index;
-                    let _ = events.send(RunEvent { index, local: Some(s), peer: None }).await;
-                }
-                _ = cancel.cancelled() => { end = EndReason::Interrupted; break; }
-            }
-        }
+        let mut end = self
+            .tick(p, engine.as_ref(), &mut pending, events, cancel, t0)
+            .await;
         if let Some(e) = &engine {
-            // The client finishes its RPCs; their latencies are merged when
-            // its threads end, so the final Sample waits for that (bounded).
-            e.stop();
-            let until = tokio::time::Instant::now() + Duration::from_secs(10);
-            while !e.is_finished() && tokio::time::Instant::now() < until {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            // A closing (short) Sample covers what the client did after the
-            // last tick, as the controller's does.
-            if end == EndReason::Completed && pending.request(&self.sampler).is_err() {
-                end = EndReason::Failed(
-                    "local sampler: the closing Sample could not be taken".into(),
-                );
-            }
+            end = self.stop_client(e, &mut pending, end).await;
         }
         for s in pending.drain().await {
             let index = s.index;
@@ -354,4 +301,94 @@ impl PointRunner for LocalObserver {
             end,
         })
     }
+}
+
+impl LocalObserver {
+    /// The sampling clock: a Sample per interval until the time limit, the
+    /// client's own end, a sampler failure or Ctrl-C.
+    async fn tick(
+        &self,
+        p: &PointParams,
+        engine: Option<&RunningEngine>,
+        pending: &mut PendingSamples,
+        events: &mpsc::Sender<RunEvent>,
+        cancel: &CancellationToken,
+        t0: Instant,
+    ) -> EndReason {
+        let start = tokio::time::Instant::now();
+        let mut ticker = tokio::time::interval_at(start + p.interval, p.interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut end = EndReason::Completed;
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => {
+                    if let Err(e) = pending.request(&self.sampler) {
+                        end = EndReason::Failed(format!("local sampler: {e}"));
+                        break;
+                    }
+                    // The tick at the time limit still yields its Sample (drained below).
+                    if p.time.is_some_and(|t| t0.elapsed().saturating_add(Duration::from_millis(5)) >= t) {
+                        break;
+                    }
+                    // A client that ended by itself (it failed) ends the point.
+                    if engine.is_some_and(|e| e.is_finished()) {
+                        break;
+                    }
+                }
+                Some(s) = pending.next() => {
+                    let index = s.index;
+                    let _ = events.send(RunEvent { index, local: Some(s), peer: None }).await;
+                }
+                _ = cancel.cancelled() => { end = EndReason::Interrupted; break; }
+            }
+        }
+        end
+    }
+
+    /// The client finishes its RPCs; their latencies are merged when its
+    /// threads end, so the final Sample waits for that (bounded). A closing
+    /// (short) Sample covers what the client did after the last tick, as
+    /// the controller's does.
+    async fn stop_client(
+        &self,
+        e: &RunningEngine,
+        pending: &mut PendingSamples,
+        mut end: EndReason,
+    ) -> EndReason {
+        e.stop();
+        let until = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !e.is_finished() && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if end == EndReason::Completed && pending.request(&self.sampler).is_err() {
+            end = EndReason::Failed("local sampler: the closing Sample could not be taken".into());
+        }
+        end
+    }
+}
+
+/// `run --engine grpc --target HOST:PORT`: the gRPC client against a
+/// third-party server, started once its first RPC proved the server; any
+/// other engine needs an agent. None: observing only.
+async fn against_target(
+    p: &PointParams,
+    target: Option<&String>,
+) -> Result<Option<RunningEngine>, SessionError> {
+    Ok(match (&p.spec, target) {
+            (Some(EngineSpec::Grpc(g)), Some(addr)) => {
+                let e = crate::traffic::grpc::GrpcEngine::against(g.clone(), addr.clone());
+                // Its first RPC proves the server before the clock starts.
+                let started = tokio::task::spawn_blocking(move || e.start_ready())
+                    .await
+                    .map_err(|e| SessionError::Local(format!("the gRPC client's task failed: {e}")))?;
+                Some(started?)
+            }
+            (Some(spec), _) => {
+                return Err(SessionError::Local(format!(
+                    "{} needs an agent (--peer or the local pair); only --engine grpc runs against --target",
+                    spec.short()
+                )))
+            }
+            (None, _) => None,
+        })
 }

@@ -62,24 +62,35 @@ pub fn run(args: TuiArgs, argv: Vec<String>) -> FaceResult {
         color: color_enabled(),
         log_path: args.log.clone(),
     };
-    if let Some(path) = &args.replay {
-        let records = read_log(path).map_err(anyhow::Error::from)?;
-        let cfg = ModelConfig {
-            source: Source::Replay(path.clone()),
-            ..cfg
-        };
-        let mut model = replay::model_from_records(records, cfg);
-        let (tx, mut rx) = mpsc::channel(event::EVENT_QUEUE);
-        let mut io = app::Io::default();
-        let input = event::InputThread::spawn(tx).context("cannot start the input thread")?;
-        let mut guard = terminal::TerminalGuard::enter().context("cannot set up the terminal")?;
-        let r = app::run_loop(&mut guard.terminal, &mut model, &mut rx, &mut io);
-        drop(guard);
-        drop(rx);
-        drop(input);
-        r.context("terminal I/O failed")?;
-        return Ok(EXIT_OK);
+    match &args.replay {
+        Some(path) => replay(path, cfg),
+        None => live(args, argv, cfg),
     }
+}
+
+/// `tui --replay LOG`: the log's records in the dashboard, no session.
+fn replay(path: &std::path::Path, cfg: ModelConfig) -> FaceResult {
+    let records = read_log(path).map_err(anyhow::Error::from)?;
+    let cfg = ModelConfig {
+        source: Source::Replay(path.to_path_buf()),
+        ..cfg
+    };
+    let mut model = replay::model_from_records(records, cfg);
+    let (tx, mut rx) = mpsc::channel(event::EVENT_QUEUE);
+    let mut io = app::Io::default();
+    let input = event::InputThread::spawn(tx).context("cannot start the input thread")?;
+    let mut guard = terminal::TerminalGuard::enter().context("cannot set up the terminal")?;
+    let r = app::run_loop(&mut guard.terminal, &mut model, &mut rx, &mut io);
+    drop(guard);
+    drop(rx);
+    drop(input);
+    r.context("terminal I/O failed")?;
+    Ok(EXIT_OK)
+}
+
+/// A live session: open the pair or the peer, start the session task and
+/// the pipeline thread, run the dashboard, then stop them all.
+fn live(args: TuiArgs, argv: Vec<String>, cfg: ModelConfig) -> FaceResult {
     let choice = args.target.resolve()?;
     let crate::session::Opened {
         pair,
@@ -134,14 +145,7 @@ pub fn run(args: TuiArgs, argv: Vec<String>) -> FaceResult {
     drop(cmd_tx);
     drop(io);
     input.stop();
-    let stopped = rt.block_on(async {
-        tokio::select! {
-            r = tokio::time::timeout(Duration::from_secs(8), task) => r.is_ok(),
-            // Keep draining so the pipeline never blocks on a full event queue.
-            _ = async { while ev_rx.recv().await.is_some() {} } => true,
-        }
-    });
-    drop(ev_rx);
+    let stopped = stop_session(&rt, task, ev_rx);
     drop(input);
     rt.shutdown_timeout(Duration::from_secs(1));
     // The session task and its forwarder are gone: the pipeline thread's
@@ -164,6 +168,23 @@ pub fn run(args: TuiArgs, argv: Vec<String>) -> FaceResult {
         }
         _ => Ok(EXIT_OK),
     }
+}
+
+/// Wait (at most 8 s) for the session task to end after Quit, draining the
+/// events meanwhile so the pipeline never blocks on a full queue. True when
+/// it ended.
+fn stop_session(
+    rt: &tokio::runtime::Runtime,
+    task: tokio::task::JoinHandle<()>,
+    mut ev_rx: mpsc::Receiver<event::Event>,
+) -> bool {
+    rt.block_on(async {
+        tokio::select! {
+            r = tokio::time::timeout(Duration::from_secs(8), task) => r.is_ok(),
+            // Keep draining so the pipeline never blocks on a full event queue.
+            _ = async { while ev_rx.recv().await.is_some() {} } => true,
+        }
+    })
 }
 
 /// SIGTERM and SIGHUP (ssh gone) leave like `q`.

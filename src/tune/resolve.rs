@@ -21,7 +21,7 @@ use super::profile::{
     IrqSpec, MaskSpec, Matcher, PerQueue, Profile, Section,
 };
 use crate::probe::facts::Support;
-use crate::probe::netlink::ethtool_set::{ChannelKind, CoalesceValue, RingKind};
+use crate::probe::netlink::ethtool_set::{ChannelKind, CoalesceValue, PauseKind, RingKind};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::net::IpAddr;
@@ -686,208 +686,240 @@ impl Resolver<'_> {
         true
     }
 
+    /// One interface setting of a profile, checked against what the NIC
+    /// and its driver take, then planned (or a problem).
     fn if_setting(&mut self, iface: &str, nic: &NicState, s: &IfSetting, origin: &str) {
-        let driver = nic.driver.clone();
         match s {
-            IfSetting::Mtu(m) => {
-                let key = Key::Mtu {
-                    iface: iface.into(),
-                };
-                match self.host.mtu(iface) {
-                    Ok(info) => {
-                        let (lo, hi) = (info.min.unwrap_or(68), info.max.unwrap_or(u32::MAX));
-                        if *m < lo || *m > hi {
-                            return self.fail(problem(
-                                key.to_string(),
-                                format!("{m} is outside what driver {driver} takes"),
-                                format!("{lo} to {hi}"),
-                            ));
-                        }
-                        self.push(key, m.to_string(), info.mtu.to_string(), origin.into());
-                    }
-                    Err(e) => {
-                        let unsup = e.is_unsupported();
-                        self.fail(Problem {
-                            unsupported: unsup,
-                            ..problem(key.to_string(), format!("cannot read: {e}"), "")
-                        });
-                    }
-                }
-            }
-            IfSetting::Channels(c) => {
-                let Some(ch) = self.nic_value(&nic.channels, "channels", iface, &driver) else {
-                    return;
-                };
-                let fields = |k| channel(&ch, k);
-                let have = with_max(&ChannelKind::ALL, fields);
-                // "max": combined channels when the driver has them (drivers
-                // refuse mixing combined with rx/tx), else rx and tx.
-                let all_max = if have.contains(&ChannelKind::Combined) {
-                    vec![ChannelKind::Combined]
-                } else {
-                    have.into_iter()
-                        .filter(|k| *k != ChannelKind::Other)
-                        .collect()
-                };
-                let key = |which| Key::Channel {
-                    iface: iface.into(),
-                    which,
-                };
-                self.counts(
-                    "channels",
-                    c,
-                    &ChannelKind::ALL,
-                    all_max,
-                    fields,
-                    key,
-                    ChannelKind::name,
-                    origin,
-                );
-            }
-            IfSetting::Rings(c) => {
-                let Some(r) = self.nic_value(&nic.rings, "rings", iface, &driver) else {
-                    return;
-                };
-                let fields = |k| ring(&r, k);
-                let all_max = with_max(&RingKind::ALL, fields);
-                let key = |which| Key::Ring {
-                    iface: iface.into(),
-                    which,
-                };
-                self.counts(
-                    "rings",
-                    c,
-                    &RingKind::ALL,
-                    all_max,
-                    fields,
-                    key,
-                    RingKind::name,
-                    origin,
-                );
-            }
-            IfSetting::Coalesce(list) => {
-                let Some(c) = self.nic_value(&nic.coalesce, "coalescing", iface, &driver) else {
-                    return;
-                };
-                let mut list = list.clone();
-                // Adaptive moderation first: it decides whether the fixed values are used.
-                list.sort_by_key(|(p, _)| !p.starts_with("adaptive-"));
-                for (param, v) in list {
-                    let key = Key::Coalesce {
-                        iface: iface.into(),
-                        param: param.clone(),
-                    };
-                    let Some(cur) = coalesce_value(&c, &param) else {
-                        self.fail(unsupported(
-                            key.to_string(),
-                            format!("driver {driver} does not support {param}"),
-                            "remove it from the profile",
-                        ));
-                        continue;
-                    };
-                    let target = match v {
-                        CoalesceValue::Flag(b) => on_off(b),
-                        CoalesceValue::Num(n) => n.to_string(),
-                    };
-                    self.push(key, target, cur, origin.into());
-                }
-            }
-            IfSetting::Features(list) => {
-                let Some(f) = self.nic_value(&nic.features, "features", iface, &driver) else {
-                    return;
-                };
-                for (name, on) in list {
-                    let names = kernel_names(name);
-                    let present: Vec<&str> = names
-                        .iter()
-                        .copied()
-                        .filter(|n| f.0.contains_key(*n))
-                        .collect();
-                    if present.is_empty() {
-                        self.fail(unsupported(
-                            format!("{iface} feature {name}"),
-                            format!("{iface} has no such feature"),
-                            "see `ethtool -k` for the names",
-                        ));
-                        continue;
-                    }
-                    let group = names.len() > 1;
-                    for k in present {
-                        let feat = f.0[k];
-                        let key = Key::Feature {
-                            iface: iface.into(),
-                            name: k.to_string(),
-                        };
-                        if feat.fixed {
-                            if feat.on != *on && !group {
-                                self.fail(problem(
-                                    key.to_string(),
-                                    format!("fixed {} by driver {driver}", on_off(feat.on)),
-                                    "it cannot be changed; remove it",
-                                ));
-                            } else if feat.on != *on {
-                                self.plan.notes.push(format!(
-                                    "{key}: fixed {} by the driver, left as it is",
-                                    on_off(feat.on)
-                                ));
-                            }
-                            continue;
-                        }
-                        self.push(key, on_off(*on), on_off(feat.on), origin.into());
-                    }
-                }
-            }
-            IfSetting::Pause(list) => {
-                let Some(p) = self.nic_value(&nic.pause, "pause (flow control)", iface, &driver)
-                else {
-                    return;
-                };
-                for (kind, on) in list {
-                    let cur = pause(&p, *kind);
-                    self.push(
-                        Key::Pause {
-                            iface: iface.into(),
-                            which: *kind,
-                        },
-                        on_off(*on),
-                        on_off(cur),
-                        origin.into(),
-                    );
-                }
-            }
+            IfSetting::Mtu(m) => self.if_mtu(iface, nic, m, origin),
+            IfSetting::Channels(c) => self.if_channels(iface, nic, c, origin),
+            IfSetting::Rings(c) => self.if_rings(iface, nic, c, origin),
+            IfSetting::Coalesce(list) => self.if_coalesce(iface, nic, list, origin),
+            IfSetting::Features(list) => self.if_features(iface, nic, list, origin),
+            IfSetting::Pause(list) => self.if_pause(iface, nic, list, origin),
+            IfSetting::RpsFlowCnt(pq) => self.if_rps_flow_cnt(iface, pq, origin),
             IfSetting::Rps(pq) => self.masks(iface, true, pq, origin),
             IfSetting::Xps(pq) => self.masks(iface, false, pq, origin),
-            IfSetting::RpsFlowCnt(pq) => {
-                for q in self.queue_files(iface, true, pq) {
-                    let n = match pq {
-                        PerQueue::All(n) => *n,
-                        PerQueue::Each(v) => match v.iter().rev().find(|(x, _)| *x == q) {
-                            Some((_, n)) => *n,
-                            None => continue,
-                        },
-                    };
-                    let key = Key::RpsFlowCnt {
-                        iface: iface.into(),
-                        queue: q,
-                    };
-                    if n != 0 && !n.is_power_of_two() {
-                        self.fail(problem(
-                            key.to_string(),
-                            format!(
-                                "{n} is not a power of two (the kernel would round it up to {})",
-                                n.next_power_of_two()
-                            ),
-                            "0 or a power of two",
-                        ));
-                        continue;
-                    }
-                    self.queue_setting(iface, key, n.to_string(), origin);
-                }
-            }
             IfSetting::IrqAffinity(spec) => self.irqs(iface, spec, origin),
         }
     }
 
+    /// A new MTU, within the range the driver takes.
+    fn if_mtu(&mut self, iface: &str, nic: &NicState, m: &u32, origin: &str) {
+        let driver = nic.driver.clone();
+        let key = Key::Mtu {
+            iface: iface.into(),
+        };
+        match self.host.mtu(iface) {
+            Ok(info) => {
+                let (lo, hi) = (info.min.unwrap_or(68), info.max.unwrap_or(u32::MAX));
+                if *m < lo || *m > hi {
+                    return self.fail(problem(
+                        key.to_string(),
+                        format!("{m} is outside what driver {driver} takes"),
+                        format!("{lo} to {hi}"),
+                    ));
+                }
+                self.push(key, m.to_string(), info.mtu.to_string(), origin.into());
+            }
+            Err(e) => {
+                let unsup = e.is_unsupported();
+                self.fail(Problem {
+                    unsupported: unsup,
+                    ..problem(key.to_string(), format!("cannot read: {e}"), "")
+                });
+            }
+        }
+    }
+
+    /// Channel counts (`max`: combined when the driver has them, else rx and tx).
+    fn if_channels(&mut self, iface: &str, nic: &NicState, c: &Counts<ChannelKind>, origin: &str) {
+        let driver = nic.driver.clone();
+        let Some(ch) = self.nic_value(&nic.channels, "channels", iface, &driver) else {
+            return;
+        };
+        let fields = |k| channel(&ch, k);
+        let have = with_max(&ChannelKind::ALL, fields);
+        // "max": combined channels when the driver has them (drivers
+        // refuse mixing combined with rx/tx), else rx and tx.
+        let all_max = if have.contains(&ChannelKind::Combined) {
+            vec![ChannelKind::Combined]
+        } else {
+            have.into_iter()
+                .filter(|k| *k != ChannelKind::Other)
+                .collect()
+        };
+        let key = |which| Key::Channel {
+            iface: iface.into(),
+            which,
+        };
+        self.counts(
+            "channels",
+            c,
+            &ChannelKind::ALL,
+            all_max,
+            fields,
+            key,
+            ChannelKind::name,
+            origin,
+        );
+    }
+
+    /// Ring sizes.
+    fn if_rings(&mut self, iface: &str, nic: &NicState, c: &Counts<RingKind>, origin: &str) {
+        let driver = nic.driver.clone();
+        let Some(r) = self.nic_value(&nic.rings, "rings", iface, &driver) else {
+            return;
+        };
+        let fields = |k| ring(&r, k);
+        let all_max = with_max(&RingKind::ALL, fields);
+        let key = |which| Key::Ring {
+            iface: iface.into(),
+            which,
+        };
+        self.counts(
+            "rings",
+            c,
+            &RingKind::ALL,
+            all_max,
+            fields,
+            key,
+            RingKind::name,
+            origin,
+        );
+    }
+
+    /// Interrupt coalescing, adaptive moderation first.
+    fn if_coalesce(
+        &mut self,
+        iface: &str,
+        nic: &NicState,
+        list: &[(String, CoalesceValue)],
+        origin: &str,
+    ) {
+        let driver = nic.driver.clone();
+        let Some(c) = self.nic_value(&nic.coalesce, "coalescing", iface, &driver) else {
+            return;
+        };
+        let mut list = list.to_vec();
+        // Adaptive moderation first: it decides whether the fixed values are used.
+        list.sort_by_key(|(p, _)| !p.starts_with("adaptive-"));
+        for (param, v) in list {
+            let key = Key::Coalesce {
+                iface: iface.into(),
+                param: param.clone(),
+            };
+            let Some(cur) = coalesce_value(&c, &param) else {
+                self.fail(unsupported(
+                    key.to_string(),
+                    format!("driver {driver} does not support {param}"),
+                    "remove it from the profile",
+                ));
+                continue;
+            };
+            let target = match v {
+                CoalesceValue::Flag(b) => on_off(b),
+                CoalesceValue::Num(n) => n.to_string(),
+            };
+            self.push(key, target, cur, origin.into());
+        }
+    }
+
+    /// Offload features; a fixed one is a problem alone, a note within a group.
+    fn if_features(&mut self, iface: &str, nic: &NicState, list: &[(String, bool)], origin: &str) {
+        let driver = nic.driver.clone();
+        let Some(f) = self.nic_value(&nic.features, "features", iface, &driver) else {
+            return;
+        };
+        for (name, on) in list {
+            let names = kernel_names(name);
+            let present: Vec<&str> = names
+                .iter()
+                .copied()
+                .filter(|n| f.0.contains_key(*n))
+                .collect();
+            if present.is_empty() {
+                self.fail(unsupported(
+                    format!("{iface} feature {name}"),
+                    format!("{iface} has no such feature"),
+                    "see `ethtool -k` for the names",
+                ));
+                continue;
+            }
+            let group = names.len() > 1;
+            for k in present {
+                let feat = f.0[k];
+                let key = Key::Feature {
+                    iface: iface.into(),
+                    name: k.to_string(),
+                };
+                if feat.fixed {
+                    if feat.on != *on && !group {
+                        self.fail(problem(
+                            key.to_string(),
+                            format!("fixed {} by driver {driver}", on_off(feat.on)),
+                            "it cannot be changed; remove it",
+                        ));
+                    } else if feat.on != *on {
+                        self.plan.notes.push(format!(
+                            "{key}: fixed {} by the driver, left as it is",
+                            on_off(feat.on)
+                        ));
+                    }
+                    continue;
+                }
+                self.push(key, on_off(*on), on_off(feat.on), origin.into());
+            }
+        }
+    }
+
+    /// Pause frames (flow control).
+    fn if_pause(&mut self, iface: &str, nic: &NicState, list: &[(PauseKind, bool)], origin: &str) {
+        let driver = nic.driver.clone();
+        let Some(p) = self.nic_value(&nic.pause, "pause (flow control)", iface, &driver) else {
+            return;
+        };
+        for (kind, on) in list {
+            let cur = pause(&p, *kind);
+            self.push(
+                Key::Pause {
+                    iface: iface.into(),
+                    which: *kind,
+                },
+                on_off(*on),
+                on_off(cur),
+                origin.into(),
+            );
+        }
+    }
+
+    /// rps_flow_cnt per rx queue: 0 or a power of two.
+    fn if_rps_flow_cnt(&mut self, iface: &str, pq: &PerQueue<u32>, origin: &str) {
+        for q in self.queue_files(iface, true, pq) {
+            let n = match pq {
+                PerQueue::All(n) => *n,
+                PerQueue::Each(v) => match v.iter().rev().find(|(x, _)| *x == q) {
+                    Some((_, n)) => *n,
+                    None => continue,
+                },
+            };
+            let key = Key::RpsFlowCnt {
+                iface: iface.into(),
+                queue: q,
+            };
+            if n != 0 && !n.is_power_of_two() {
+                self.fail(problem(
+                    key.to_string(),
+                    format!(
+                        "{n} is not a power of two (the kernel would round it up to {})",
+                        n.next_power_of_two()
+                    ),
+                    "0 or a power of two",
+                ));
+                continue;
+            }
+            self.queue_setting(iface, key, n.to_string(), origin);
+        }
+    }
     fn irqs(&mut self, iface: &str, spec: &IrqSpec, origin: &str) {
         let wanted: Vec<(u32, String, Vec<u32>)> = match spec {
             IrqSpec::Local | IrqSpec::All => {

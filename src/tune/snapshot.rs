@@ -9,7 +9,7 @@
 //! note, as is anything else that cannot be read.
 
 use super::error::TuneError;
-use super::host::{channel, coalesce_value, ring, with_max, Host};
+use super::host::{channel, coalesce_value, ring, with_max, Host, NicState};
 use super::key::Key;
 use super::profile::{sysctl_path, Profile};
 use crate::probe::facts::Support;
@@ -85,6 +85,19 @@ pub fn snapshot(host: &Host, name: &str, ifaces: &[String]) -> Result<Snapshot, 
         hint: format!("{e}; use letters, digits, '.', '-' and '_'"),
     })?;
     let mut notes = Vec::new();
+    let mut t = header(host, name);
+    sysctl_section(host, &mut t, &mut notes);
+    for iface in &interface_names(host, ifaces)? {
+        interface(host, iface, &mut t, &mut notes);
+    }
+    host_section(host, &mut t, &mut notes);
+    // What was written must read back as a profile; anything else is a bug here.
+    Profile::parse(&t, "saved profile")?;
+    Ok(Snapshot { text: t, notes })
+}
+
+/// The comment saying who saved it when, and the profile's name, description and purpose.
+fn header(host: &Host, name: &str) -> String {
     let when = super::state::now_rfc3339();
     let who = if host.is_live() {
         crate::probe::system::HostInfo::current().hostname
@@ -107,6 +120,11 @@ pub fn snapshot(host: &Host, name: &str, ifaces: &[String]) -> Result<Snapshot, 
         q(&format!("going back to the values of {when}"))
     ));
 
+    t
+}
+
+/// `[sysctl]`: every sysctl wirescope tunes that this host has and lets write.
+fn sysctl_section(host: &Host, t: &mut String, notes: &mut Vec<String>) {
     t.push_str("\n[sysctl]\n");
     for s in SYSCTLS {
         let Ok(path) = sysctl_path(s) else { continue };
@@ -127,8 +145,11 @@ pub fn snapshot(host: &Host, name: &str, ifaces: &[String]) -> Result<Snapshot, 
             Err(e) => notes.push(format!("sysctl {s}: {e}")),
         }
     }
+}
 
-    let names: Vec<String> = if ifaces.is_empty() {
+/// The interfaces to save: those asked for (each must exist), else every one but lo.
+fn interface_names(host: &Host, ifaces: &[String]) -> Result<Vec<String>, TuneError> {
+    Ok(if ifaces.is_empty() {
         host.interfaces()
             .into_iter()
             .filter(|i| i != "lo")
@@ -146,11 +167,11 @@ pub fn snapshot(host: &Host, name: &str, ifaces: &[String]) -> Result<Snapshot, 
             }
         }
         ifaces.to_vec()
-    };
-    for iface in &names {
-        interface(host, iface, &mut t, &mut notes);
-    }
+    })
+}
 
+/// `[host]`: irqbalance and the CPU frequency governor(s).
+fn host_section(host: &Host, t: &mut String, notes: &mut Vec<String>) {
     let mut host_lines = Vec::new();
     match host.irqbalance_running() {
         Some(r) => host_lines.push(format!(
@@ -182,15 +203,42 @@ pub fn snapshot(host: &Host, name: &str, ifaces: &[String]) -> Result<Snapshot, 
             t.push('\n');
         }
     }
-    // What was written must read back as a profile; anything else is a bug here.
-    Profile::parse(&t, "saved profile")?;
-    Ok(Snapshot { text: t, notes })
 }
 
+/// One `[[interface]]` block: its values, then its per-queue, ethtool and IRQ tables.
 fn interface(host: &Host, iface: &str, t: &mut String, notes: &mut Vec<String>) {
     let nic = host.nic(iface);
+    let lines = interface_values(host, iface, &nic, notes);
+    let mut tables = queue_tables(host, iface, notes);
+    tables.extend(ethtool_tables(iface, &nic, notes));
+    let irqs = irq_affinities(host, iface, notes);
+    if !irqs.is_empty() {
+        tables.push(("irq_affinity".into(), irqs));
+    }
+    t.push_str(&format!("\n[[interface]]\nmatch = {}\n", q(iface)));
+    for l in lines {
+        t.push_str(&l);
+        t.push('\n');
+    }
+    for (name, pairs) in tables {
+        t.push_str(&format!("\n[interface.{name}]\n"));
+        for (k, v) in pairs {
+            t.push_str(&format!("{} = {v}\n", key(&k)));
+        }
+    }
+}
+
+/// A named table of `key = value` pairs under `[interface.NAME]`.
+type Table = (String, Vec<(String, String)>);
+
+/// The interface's plain values: mtu, channels, rings, pause.
+fn interface_values(
+    host: &Host,
+    iface: &str,
+    nic: &NicState,
+    notes: &mut Vec<String>,
+) -> Vec<String> {
     let mut lines: Vec<String> = Vec::new();
-    let mut tables: Vec<(String, Vec<(String, String)>)> = Vec::new();
     match host.mtu(iface) {
         Ok(m) => lines.push(format!("mtu = {}", m.mtu)),
         Err(e) => notes.push(format!("{iface} mtu: {e}")),
@@ -224,6 +272,12 @@ fn interface(host: &Host, iface: &str, t: &mut String, notes: &mut Vec<String>) 
         )),
         other => notes.push(format!("{iface} pause: {}", support_text(other))),
     }
+    lines
+}
+
+/// The per-queue tables: rps, rps_flow_cnt, xps (queues whose file exists).
+fn queue_tables(host: &Host, iface: &str, notes: &mut Vec<String>) -> Vec<Table> {
+    let mut tables: Vec<Table> = Vec::new();
     let (rx, tx) = host.queues(iface);
     let per_queue = |file: &str, dir: &str, qs: &[u32], mask: bool, notes: &mut Vec<String>| {
         let mut pairs = Vec::new();
@@ -263,6 +317,12 @@ fn interface(host: &Host, iface: &str, t: &mut String, notes: &mut Vec<String>) 
             tables.push((key_name.to_string(), pairs));
         }
     }
+    tables
+}
+
+/// The ethtool tables: coalesce and the features the driver lets change.
+fn ethtool_tables(iface: &str, nic: &NicState, notes: &mut Vec<String>) -> Vec<Table> {
+    let mut tables: Vec<Table> = Vec::new();
     match &nic.coalesce {
         Support::Value(c) => {
             let mut names: Vec<String> = vec![
@@ -305,6 +365,11 @@ fn interface(host: &Host, iface: &str, t: &mut String, notes: &mut Vec<String>) 
         }
         other => notes.push(format!("{iface} features: {}", support_text(other))),
     }
+    tables
+}
+
+/// Each data IRQ's affinity by IRQ name (a name two IRQs share is left out).
+fn irq_affinities(host: &Host, iface: &str, notes: &mut Vec<String>) -> Vec<(String, String)> {
     let irqs = host.data_irqs(iface);
     let mut seen = std::collections::BTreeSet::new();
     let mut pairs = Vec::new();
@@ -324,21 +389,7 @@ fn interface(host: &Host, iface: &str, t: &mut String, notes: &mut Vec<String>) 
             Err(e) => notes.push(format!("{k}: {e}")),
         }
     }
-    if !pairs.is_empty() {
-        tables.push(("irq_affinity".into(), pairs));
-    }
-
-    t.push_str(&format!("\n[[interface]]\nmatch = {}\n", q(iface)));
-    for l in lines {
-        t.push_str(&l);
-        t.push('\n');
-    }
-    for (name, pairs) in tables {
-        t.push_str(&format!("\n[interface.{name}]\n"));
-        for (k, v) in pairs {
-            t.push_str(&format!("{} = {v}\n", key(&k)));
-        }
-    }
+    pairs
 }
 
 /// `kind = current` for every kind the driver has.

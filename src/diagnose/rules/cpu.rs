@@ -134,8 +134,28 @@ fn net_rx_share(s: &Sample, cpu: u32) -> Option<f64> {
     (total > 0).then(|| mine as f64 / total as f64)
 }
 
-/// cpu.single-core-saturated.
+/// cpu.single-core-saturated: find the core, judge whose work saturates it,
+/// name what runs there, then write the finding.
 fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
+    let sat = saturated_window(ctx, t)?;
+    let time = CoreTime::mean_over(&sat.on, sat.cpu);
+    if !saturated_by_the_test(ctx, t, &sat, &time) {
+        return None;
+    }
+    let runs = RunsThere::gather(ctx, &sat, &time);
+    Some(single_core_finding(ctx, t, &sat, &time, &runs))
+}
+
+/// The core saturated in the most active intervals (at least the rule's
+/// count), the intervals it was, and the test's pinned cores busiest first.
+struct SaturatedWindow<'a> {
+    cpu: u32,
+    n: usize,
+    pinned: Vec<u32>,
+    on: Vec<&'a &'a Sample>,
+}
+
+fn saturated_window<'a>(ctx: &'a HostCtx, t: &Thresholds) -> Option<SaturatedWindow<'a>> {
     let mut pinned = ctx.test_cpus();
     let mean_busy = |cpu: u32| {
         ctx.active
@@ -159,83 +179,179 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         .iter()
         .filter(|s| saturated_core(s, t, &pinned) == Some(cpu))
         .collect();
-    let k = on.len() as f64;
-    let mean = |f: &dyn Fn(&Sample) -> f64| on.iter().map(|s| f(s)).sum::<f64>() / k;
-    let pick = |s: &Sample, f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64| {
-        s.cpus.iter().find(|c| c.cpu.0 == cpu).map(f).unwrap_or(0.0)
-    };
-    let busy = mean(&|s| pick(s, &|c| c.busy().0));
-    let user = mean(&|s| pick(s, &|c| c.user.0 + c.nice.0));
-    let sys = mean(&|s| pick(s, &|c| c.system.0));
-    let si = mean(&|s| pick(s, &|c| c.softirq.0));
-    let irq = mean(&|s| pick(s, &|c| c.irq.0));
+    Some(SaturatedWindow { cpu, n, pinned, on })
+}
+
+/// One core's mean time split over the saturated intervals, and the other
+/// cores' mean busy.
+struct CoreTime {
+    busy: f64,
+    user: f64,
+    sys: f64,
+    si: f64,
+    irq: f64,
+    others: f64,
+}
+
+impl CoreTime {
+    fn mean_over(on: &[&&Sample], cpu: u32) -> CoreTime {
+        let k = on.len() as f64;
+        let mean = |f: &dyn Fn(&Sample) -> f64| on.iter().map(|s| f(s)).sum::<f64>() / k;
+        let pick = |s: &Sample, f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64| {
+            s.cpus.iter().find(|c| c.cpu.0 == cpu).map(f).unwrap_or(0.0)
+        };
+        CoreTime {
+            busy: mean(&|s| pick(s, &|c| c.busy().0)),
+            user: mean(&|s| pick(s, &|c| c.user.0 + c.nice.0)),
+            sys: mean(&|s| pick(s, &|c| c.system.0)),
+            si: mean(&|s| pick(s, &|c| c.softirq.0)),
+            irq: mean(&|s| pick(s, &|c| c.irq.0)),
+            others: mean(&|s| {
+                let o: Vec<f64> = s
+                    .cpus
+                    .iter()
+                    .filter(|c| c.cpu.0 != cpu)
+                    .map(|c| c.busy().0)
+                    .collect();
+                o.iter().sum::<f64>() / o.len().max(1) as f64
+            }),
+        }
+    }
+}
+
+/// Whether the saturation is the test's to explain, not another process's.
+fn saturated_by_the_test(
+    ctx: &HostCtx,
+    t: &Thresholds,
+    sat: &SaturatedWindow,
+    time: &CoreTime,
+) -> bool {
+    let (cpu, kernel) = (sat.cpu, time.sys + time.si + time.irq);
     // Packet tests: the sink's and generator's threads busy-poll their
     // cores by design (the sink rules judge those: generator-bound,
     // queue-overrun), and the other cores carry only the kernel's packet
     // path — one saturated by user time runs someone else's work.
     if matches!(ctx.spec, Some(crate::traffic::EngineSpec::Sink(_)))
-        && (pinned.contains(&cpu) || sys + si + irq < t.softirq_heavy_pct)
+        && (sat.pinned.contains(&cpu) || kernel < t.softirq_heavy_pct)
     {
-        return None;
+        return false;
     }
     // A TCP test's work on a core is kernel work (system calls, copies,
     // softirq); a core it is not pinned to whose time is mostly user time
     // is saturated by another process, which it only shares.
-    if matches!(ctx.spec, Some(crate::traffic::EngineSpec::Tcp(_)))
-        && !pinned.contains(&cpu)
-        && user > sys + si + irq
-    {
-        return None;
-    }
-    let others = mean(&|s| {
-        let o: Vec<f64> = s
-            .cpus
-            .iter()
-            .filter(|c| c.cpu.0 != cpu)
-            .map(|c| c.busy().0)
-            .collect();
-        o.iter().sum::<f64>() / o.len().max(1) as f64
-    });
-    let rx_share = {
-        let v: Vec<f64> = on.iter().filter_map(|s| net_rx_share(s, cpu)).collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-    };
-    let mut what = Vec::new();
-    let engine = ctx.engine_cpus();
-    if engine.contains(&cpu) {
-        what.push("engine threads (pinned with --cpus)".to_string());
-    }
-    if let Some(r) = rx_share {
-        if r >= 0.5 {
-            what.push(format!("{:.0} % of NET_RX softirqs", r * 100.0));
+    !(matches!(ctx.spec, Some(crate::traffic::EngineSpec::Tcp(_)))
+        && !sat.pinned.contains(&cpu)
+        && time.user > kernel)
+}
+
+/// What runs on the saturated core: engine threads, NET_RX softirqs, rx
+/// queues (eBPF), IRQs, RPS, the test's one flow.
+struct RunsThere {
+    what: Vec<String>,
+    engine: Vec<u32>,
+    rx_share: Option<f64>,
+    net_rx_time: Option<f64>,
+    queues: Vec<(String, u32, f64)>,
+    irqs: Vec<(String, u32)>,
+    rps: Vec<(String, u32)>,
+    one_flow: bool,
+}
+
+impl RunsThere {
+    fn gather(ctx: &HostCtx, sat: &SaturatedWindow, time: &CoreTime) -> RunsThere {
+        let (cpu, on) = (sat.cpu, &sat.on);
+        let rx_share = {
+            let v: Vec<f64> = on.iter().filter_map(|s| net_rx_share(s, cpu)).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let mut what = Vec::new();
+        let engine = ctx.engine_cpus();
+        if engine.contains(&cpu) {
+            what.push("engine threads (pinned with --cpus)".to_string());
+        }
+        if let Some(r) = rx_share {
+            if r >= 0.5 {
+                what.push(format!("{:.0} % of NET_RX softirqs", r * 100.0));
+            }
+        }
+        // eBPF, when present: the rx queues whose packets this core handled
+        // (most of them), and its exact NET_RX softirq time.
+        let queues = rx_queues_on(on, cpu);
+        if !queues.is_empty() {
+            what.push(format!(
+                "the rx path of {}",
+                queues
+                    .iter()
+                    .map(|(i, q, _)| format!("{i} queue {q}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        let net_rx_time = {
+            let v: Vec<f64> = on
+                .iter()
+                .filter_map(|s| {
+                    let t = s.softirq_time.iter().find(|t| t.cpu.0 == cpu)?;
+                    Some(
+                        t.net_rx_ns as f64 / 1e9 / crate::diagnose::util::secs(s).max(1e-9) * 100.0,
+                    )
+                })
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let (irqs, rps) = steered_to(ctx.facts, cpu);
+        if !irqs.is_empty() {
+            what.push(format!(
+                "IRQ {}",
+                irqs.iter()
+                    .map(|i| i.1.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ));
+        }
+        if !rps.is_empty() {
+            what.push(format!(
+                "RPS of {}",
+                rps.iter()
+                    .map(|r| format!("{} rx-{}", r.0, r.1))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        // One flow into (or out of) this host is hashed to one queue and
+        // processed on one core: no setting spreads it, more flows do.
+        let one_flow = test_flows(ctx) == Some(1) && engine.is_empty();
+        if one_flow {
+            what.push("the test's one flow, which one core cannot go past".into());
+        }
+        if what.is_empty() {
+            what.push(if time.user + time.sys >= time.si + time.irq {
+                "engine/kernel send-receive path (user+sys)".into()
+            } else {
+                "softirq work".into()
+            });
+        }
+        RunsThere {
+            what,
+            engine,
+            rx_share,
+            net_rx_time,
+            queues,
+            irqs,
+            rps,
+            one_flow,
         }
     }
-    // eBPF, when present: the rx queues whose packets this core handled
-    // (most of them), and its exact NET_RX softirq time.
-    let queues = rx_queues_on(&on, cpu);
-    if !queues.is_empty() {
-        what.push(format!(
-            "the rx path of {}",
-            queues
-                .iter()
-                .map(|(i, q, _)| format!("{i} queue {q}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    let net_rx_time = {
-        let v: Vec<f64> = on
-            .iter()
-            .filter_map(|s| {
-                let t = s.softirq_time.iter().find(|t| t.cpu.0 == cpu)?;
-                Some(t.net_rx_ns as f64 / 1e9 / crate::diagnose::util::secs(s).max(1e-9) * 100.0)
-            })
-            .collect();
-        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-    };
+}
+
+/// The data IRQs whose effective affinity is only `cpu`, and the rx queues
+/// whose RPS mask is only `cpu`, by interface.
+type Steered = (Vec<(String, u32)>, Vec<(String, u32)>);
+
+fn steered_to(facts: Option<&HostFacts>, cpu: u32) -> Steered {
     let mut irqs = Vec::new();
     let mut rps = Vec::new();
-    if let Some(facts) = ctx.facts {
+    if let Some(facts) = facts {
         for nic in &facts.nics {
             for (i, c) in data_irqs(nic) {
                 if c == [cpu] {
@@ -249,37 +365,25 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             }
         }
     }
-    if !irqs.is_empty() {
-        what.push(format!(
-            "IRQ {}",
-            irqs.iter()
-                .map(|i| i.1.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        ));
-    }
-    if !rps.is_empty() {
-        what.push(format!(
-            "RPS of {}",
-            rps.iter()
-                .map(|r| format!("{} rx-{}", r.0, r.1))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ));
-    }
-    // One flow into (or out of) this host is hashed to one queue and
-    // processed on one core: no setting spreads it, more flows do.
-    let one_flow = test_flows(ctx) == Some(1) && engine.is_empty();
-    if one_flow {
-        what.push("the test's one flow, which one core cannot go past".into());
-    }
-    if what.is_empty() {
-        what.push(if user + sys >= si + irq {
-            "engine/kernel send-receive path (user+sys)".into()
-        } else {
-            "softirq work".into()
-        });
-    }
+    (irqs, rps)
+}
+
+fn single_core_finding(
+    ctx: &HostCtx,
+    t: &Thresholds,
+    sat: &SaturatedWindow,
+    time: &CoreTime,
+    runs: &RunsThere,
+) -> Finding {
+    let (cpu, on) = (sat.cpu, &sat.on);
+    let CoreTime {
+        busy,
+        user,
+        sys,
+        si,
+        irq,
+        others,
+    } = *time;
     let src = "/proc/stat";
     let mut f = Finding::new(
         "cpu.single-core-saturated",
@@ -287,11 +391,11 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         ctx.host,
         format!("cpu{cpu}"),
         if others >= t.others_headroom_pct {
-            format!("cpu{cpu} is {busy:.0} % busy and the test is pinned there (the other cores, {others:.0} % busy, run other work): runs {}", what.join("; "))
+            format!("cpu{cpu} is {busy:.0} % busy and the test is pinned there (the other cores, {others:.0} % busy, run other work): runs {}", runs.what.join("; "))
         } else {
-            format!("cpu{cpu} is {busy:.0} % busy while the other cores average {others:.0} %: runs {}", what.join("; "))
+            format!("cpu{cpu} is {busy:.0} % busy while the other cores average {others:.0} %: runs {}", runs.what.join("; "))
         },
-        (busy / 100.0) * prior("cpu.single-core-saturated") + 0.1 * rx_share.unwrap_or(0.0),
+        (busy / 100.0) * prior("cpu.single-core-saturated") + 0.1 * runs.rx_share.unwrap_or(0.0),
     )
     .ev(Evidence::num(format!("cpu{cpu} busy"), busy, "%", src))
     .ev(Evidence::num(format!("cpu{cpu} user"), user, "%", src))
@@ -299,9 +403,9 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     .ev(Evidence::num(format!("cpu{cpu} softirq"), si, "%", src))
     .ev(Evidence::num(format!("cpu{cpu} irq"), irq, "%", src))
     .ev(Evidence::num("other cores mean busy", others, "%", src))
-    .ev(Evidence::num("intervals saturated", n as f64, "", "window"))
+    .ev(Evidence::num("intervals saturated", sat.n as f64, "", "window"))
     .why("Work that is serialised on one core (one flow, one queue, one IRQ or a pinned thread) runs at that core's speed, whatever the other cores could do.");
-    if let Some(r) = rx_share {
+    if let Some(r) = runs.rx_share {
         f = f.ev(Evidence::num(
             format!("cpu{cpu} share of NET_RX softirqs"),
             r * 100.0,
@@ -309,7 +413,7 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             "/proc/softirqs",
         ));
     }
-    if let Some(p) = net_rx_time {
+    if let Some(p) = runs.net_rx_time {
         f = f.ev(Evidence::num(
             format!("cpu{cpu} NET_RX softirq time"),
             p,
@@ -322,7 +426,7 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     } else {
         "eBPF netif_receive_skb"
     };
-    for (iface, q, share) in &queues {
+    for (iface, q, share) in &runs.queues {
         f = f.ev(Evidence::num(
             format!("{iface} rx queue {q} packets handled on cpu{cpu}"),
             share * 100.0,
@@ -330,13 +434,14 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             matrix_src,
         ));
     }
-    for (nic, irq) in &irqs {
+    for (nic, irq) in &runs.irqs {
         f = f.ev(Evidence::text(
             format!("IRQ {irq} ({nic}) effective affinity"),
             format!("cpu{cpu}"),
             format!("/proc/irq/{irq}/effective_affinity_list"),
         ));
     }
+    let engine = &runs.engine;
     if !engine.is_empty() {
         f = f.ev(Evidence::text(
             "engine threads pinned to",
@@ -349,18 +454,18 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             "test spec --cpus",
         ));
     }
-    if one_flow {
+    if runs.one_flow {
         f = f.fix(format!(
             "wirescope run -P {}  # one flow runs on one core; more flows spread over the queues and cores",
             flows_to_try(ctx.facts)
         ));
     }
-    for x in fixes(ctx.facts, cpu, &irqs, &rps, !engine.is_empty()) {
-        if !(one_flow && x.starts_with("wirescope run -P")) {
+    for x in fixes(ctx.facts, cpu, &runs.irqs, &runs.rps, !engine.is_empty()) {
+        if !(runs.one_flow && x.starts_with("wirescope run -P")) {
             f = f.fix(x);
         }
     }
-    Some(f)
+    f
 }
 
 /// How many flows to try when one flow is held to one core: one per rx
@@ -429,32 +534,7 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     if queues < 2 || facts.cpus < 2 {
         return None;
     }
-    let mut count: BTreeMap<u32, usize> = BTreeMap::new();
-    let mut share_sum: BTreeMap<u32, f64> = BTreeMap::new();
-    for s in &ctx.active {
-        let total: u64 = s.softirqs.iter().map(|c| c.net_rx).sum();
-        if s.softirqs.len() < 2 || (total as f64) / secs(s).max(1e-9) < t.net_rx_min_per_s {
-            continue;
-        }
-        if let Some(top) = s.softirqs.iter().max_by_key(|c| c.net_rx) {
-            let share = top.net_rx as f64 / total as f64;
-            if share >= t.net_rx_share {
-                *count.entry(top.cpu.0).or_insert(0) += 1;
-                *share_sum.entry(top.cpu.0).or_insert(0.0) += share;
-            }
-        }
-    }
-    let (&cpu, &n) = count.iter().max_by_key(|e| e.1)?;
-    if n < ctx.need(t) {
-        return None;
-    }
-    // One flow is hashed to one queue and processed on one core by design:
-    // nothing to spread, nothing to report.
-    let flows = test_flows(ctx);
-    if flows.is_some_and(|f| f < 2) {
-        return None;
-    }
-    let share = share_sum.get(&cpu).copied().unwrap_or(0.0) / n as f64;
+    let (cpu, share) = net_rx_concentrated_on(ctx, t)?;
     let mean_of = |f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64, mine: bool| {
         ctx.active
             .iter()
@@ -498,11 +578,51 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     .ev(Evidence::num("other cores mean busy", others, "%", "/proc/stat"))
     .ev(Evidence::num("rx queues", queues as f64, "", "sysfs queues/"))
     .why("Receive processing of every queue lands on one core (IRQs or RPS steer there): that core caps the receive rate.");
+    for x in spread_fixes(facts) {
+        f = f.fix(x);
+    }
+    Some(f)
+}
+
+/// The core that ran the most NET_RX softirqs in enough busy intervals, and
+/// its mean share of them there; None when the test has one flow (hashed
+/// to one queue and one core by design: nothing to spread, nothing to report).
+fn net_rx_concentrated_on(ctx: &HostCtx, t: &Thresholds) -> Option<(u32, f64)> {
+    let mut count: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut share_sum: BTreeMap<u32, f64> = BTreeMap::new();
+    for s in &ctx.active {
+        let total: u64 = s.softirqs.iter().map(|c| c.net_rx).sum();
+        if s.softirqs.len() < 2 || (total as f64) / secs(s).max(1e-9) < t.net_rx_min_per_s {
+            continue;
+        }
+        if let Some(top) = s.softirqs.iter().max_by_key(|c| c.net_rx) {
+            let share = top.net_rx as f64 / total as f64;
+            if share >= t.net_rx_share {
+                *count.entry(top.cpu.0).or_insert(0) += 1;
+                *share_sum.entry(top.cpu.0).or_insert(0.0) += share;
+            }
+        }
+    }
+    let (&cpu, &n) = count.iter().max_by_key(|e| e.1)?;
+    if n < ctx.need(t) {
+        return None;
+    }
+    let flows = test_flows(ctx);
+    if flows.is_some_and(|f| f < 2) {
+        return None;
+    }
+    Some((cpu, share_sum.get(&cpu).copied().unwrap_or(0.0) / n as f64))
+}
+
+/// Commands that spread receive processing: each NIC's data IRQs over its
+/// local cores, or (a NIC without IRQs) its RPS masks over all cores.
+fn spread_fixes(facts: &HostFacts) -> Vec<String> {
+    let mut out = Vec::new();
     for nic in &facts.nics {
         let irqs = data_irqs(nic);
         let local = local_cpus(nic, facts);
         for ((irq, _), c) in irqs.iter().zip(spread(irqs.len(), &local)) {
-            f = f.fix(format!(
+            out.push(format!(
                 "echo {c} > /proc/irq/{}/smp_affinity_list",
                 irq.irq
             ));
@@ -510,7 +630,7 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         if irqs.is_empty() {
             let all: Vec<u32> = (0..facts.cpus as u32).collect();
             for (m, c) in nic.rps.iter().zip(spread(nic.rps.len(), &all)) {
-                f = f.fix(format!(
+                out.push(format!(
                     "echo {} > /sys/class/net/{}/queues/rx-{}/rps_cpus",
                     cpu_mask(c),
                     nic.name,
@@ -519,7 +639,7 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             }
         }
     }
-    Some(f)
+    out
 }
 
 /// The test's flows that this host receives (data connections; a host that

@@ -71,12 +71,21 @@ fn source_label(s: QueueSource, dir: Dir) -> &'static str {
 
 /// nic.queue-imbalance: one queue carries > 80 % of the packets in ≥ N intervals.
 fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
-    // (iface, dir) -> (queue -> intervals it dominated, total packets per queue, queues seen)
-    type Acc = (BTreeMap<u32, usize>, BTreeMap<u32, u64>, usize);
-    let mut acc: BTreeMap<(String, Dir), Acc> = BTreeMap::new();
-    // One source per (iface, dir) over the whole window: the preferred one
-    // among those that counted packets (veth's ethtool -S has per-queue XDP
-    // counters that stay 0 for ordinary traffic; they do not describe it).
+    let best = queue_sources(ctx);
+    let acc = dominated_queues(ctx, t, &best);
+    imbalanced_queues(ctx, t, &best, acc)
+        .into_iter()
+        .map(|(iface, hits)| imbalance_finding(ctx, t, &iface, &hits))
+        .collect()
+}
+
+/// (iface, dir) -> (queue -> intervals it dominated, total packets per queue, queues seen)
+type QueueAcc = (BTreeMap<u32, usize>, BTreeMap<u32, u64>, usize);
+
+/// One source per (iface, dir) over the whole window: the preferred one
+/// among those that counted packets (veth's ethtool -S has per-queue XDP
+/// counters that stay 0 for ordinary traffic; they do not describe it).
+fn queue_sources(ctx: &HostCtx) -> BTreeMap<(String, Dir), QueueSource> {
     let mut best: BTreeMap<(String, Dir), QueueSource> = BTreeMap::new();
     for q in ctx.active.iter().flat_map(|s| &s.queues) {
         if q.packets.is_some_and(|p| p > 0) {
@@ -86,6 +95,18 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
             }
         }
     }
+    best
+}
+
+/// Per (iface, dir), from its chosen source: the intervals each queue
+/// carried most of a busy interval's packets, the packets per queue, and
+/// the most queues seen.
+fn dominated_queues(
+    ctx: &HostCtx,
+    t: &Thresholds,
+    best: &BTreeMap<(String, Dir), QueueSource>,
+) -> BTreeMap<(String, Dir), QueueAcc> {
+    let mut acc: BTreeMap<(String, Dir), QueueAcc> = BTreeMap::new();
     for s in &ctx.active {
         let mut per: BTreeMap<(String, Dir), Vec<(u32, u64)>> = BTreeMap::new();
         for q in &s.queues {
@@ -113,16 +134,27 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
             }
         }
     }
-    // One finding per interface, both directions in it: a single flow
-    // skews rx and tx alike, and four near-identical findings tell nothing more.
-    struct Hit {
-        dir: Dir,
-        queue: u32,
-        share: f64,
-        intervals: usize,
-        queues: usize,
-        source: &'static str,
-    }
+    acc
+}
+
+// One finding per interface, both directions in it: a single flow
+// skews rx and tx alike, and four near-identical findings tell nothing more.
+struct Hit {
+    dir: Dir,
+    queue: u32,
+    share: f64,
+    intervals: usize,
+    queues: usize,
+    source: &'static str,
+}
+
+/// The directions whose queue dominated enough intervals, by interface.
+fn imbalanced_queues(
+    ctx: &HostCtx,
+    t: &Thresholds,
+    best: &BTreeMap<(String, Dir), QueueSource>,
+    acc: BTreeMap<(String, Dir), QueueAcc>,
+) -> BTreeMap<String, Vec<Hit>> {
     let mut hits: BTreeMap<String, Vec<Hit>> = BTreeMap::new();
     for ((iface, dir), (dominated, totals, nq)) in acc {
         let Some((&q, &n)) = dominated.iter().max_by_key(|e| e.1) else {
@@ -145,77 +177,78 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
             source,
         });
     }
+    hits
+}
+
+/// The finding for one interface, with both directions' queues in it.
+fn imbalance_finding(ctx: &HostCtx, t: &Thresholds, iface: &str, hits: &[Hit]) -> Finding {
     let streams = ctx.spec.map(|s| s.connection_count()).unwrap_or(1);
-    let mut out = Vec::new();
-    for (iface, hits) in hits {
-        let name = |d: Dir| if d == Dir::Rx { "rx" } else { "tx" };
-        let dirs: Vec<&str> = hits.iter().map(|h| name(h.dir)).collect();
-        let parts: Vec<String> = hits
-            .iter()
-            .map(|h| {
-                format!(
-                    "{} queue {} carries {:.0} % of the packets",
-                    name(h.dir),
-                    h.queue,
-                    h.share * 100.0
-                )
-            })
-            .collect();
-        let nq = hits.iter().map(|h| h.queues).max().unwrap_or(1);
-        let share = hits.iter().map(|h| h.share).fold(0.0, f64::max);
-        let veth = ctx
-            .facts
-            .and_then(|f| f.nics.iter().find(|n| n.name == iface))
-            .map(|n| driver(n) == "veth")
-            .unwrap_or(false);
-        let mut f = Finding::new(
-            "nic.queue-imbalance",
-            Severity::Info,
-            ctx.host,
-            format!("{iface} {}", dirs.join("+")),
+    let name = |d: Dir| if d == Dir::Rx { "rx" } else { "tx" };
+    let dirs: Vec<&str> = hits.iter().map(|h| name(h.dir)).collect();
+    let parts: Vec<String> = hits
+        .iter()
+        .map(|h| {
             format!(
-                "{iface} {}; {} other queue(s) idle",
-                parts.join(", "),
-                nq.saturating_sub(1)
-            ),
-            share * prior("nic.queue-imbalance"),
-        );
-        for h in &hits {
-            let d = name(h.dir);
-            f = f
-                .ev(Evidence::num(
-                    format!("{d} queue {} share", h.queue),
-                    h.share * 100.0,
-                    "%",
-                    format!("{} {iface}", h.source),
-                ))
-                .ev(Evidence::num(
-                    format!(
-                        "{d} intervals with > {:.0} % on one queue",
-                        t.queue_share * 100.0
-                    ),
-                    h.intervals as f64,
-                    "",
-                    "window",
-                ));
-        }
+                "{} queue {} carries {:.0} % of the packets",
+                name(h.dir),
+                h.queue,
+                h.share * 100.0
+            )
+        })
+        .collect();
+    let nq = hits.iter().map(|h| h.queues).max().unwrap_or(1);
+    let share = hits.iter().map(|h| h.share).fold(0.0, f64::max);
+    let veth = ctx
+        .facts
+        .and_then(|f| f.nics.iter().find(|n| n.name == iface))
+        .map(|n| driver(n) == "veth")
+        .unwrap_or(false);
+    let mut f = Finding::new(
+        "nic.queue-imbalance",
+        Severity::Info,
+        ctx.host,
+        format!("{iface} {}", dirs.join("+")),
+        format!(
+            "{iface} {}; {} other queue(s) idle",
+            parts.join(", "),
+            nq.saturating_sub(1)
+        ),
+        share * prior("nic.queue-imbalance"),
+    );
+    for h in hits {
+        let d = name(h.dir);
         f = f
-            .ev(Evidence::num("queues", nq as f64, "", format!("{} {iface}", hits[0].source)))
-            .ev(Evidence::num("connections", streams as f64, "", "test spec"))
-            .why("RSS hashes each flow to one queue and so to one core: with one flow (or a hash that ignores ports) one core does all the work however many queues exist.")
-            .fix(format!(
-                "wirescope run {}  # more flows spread over the queues",
-                ctx.spec.map_or_else(
-                    || format!("-P {}", (nq as u32).max(2)),
-                    |s| s.with_flows((nq as u32).max(2))
-                )
+            .ev(Evidence::num(
+                format!("{d} queue {} share", h.queue),
+                h.share * 100.0,
+                "%",
+                format!("{} {iface}", h.source),
+            ))
+            .ev(Evidence::num(
+                format!(
+                    "{d} intervals with > {:.0} % on one queue",
+                    t.queue_share * 100.0
+                ),
+                h.intervals as f64,
+                "",
+                "window",
             ));
-        if !veth && hits.iter().any(|h| h.dir == Dir::Rx) {
-            f = f.fix(format!("ethtool -N {iface} rx-flow-hash tcp4 sdfn"));
-        }
-        out.push(f);
     }
-    out
+    f = f
+        .ev(Evidence::num("queues", nq as f64, "", format!("{} {iface}", hits[0].source)))
+        .ev(Evidence::num("connections", streams as f64, "", "test spec"))
+        .why("RSS hashes each flow to one queue and so to one core: with one flow (or a hash that ignores ports) one core does all the work however many queues exist.")
+        .fix(format!(
+            "wirescope run {}  # more flows spread over the queues",
+            ctx.spec.map_or_else(
+                || format!("-P {}", (nq as u32).max(2)),
+                |s| s.with_flows((nq as u32).max(2))
+            )
+        ));
+    if !veth && hits.iter().any(|h| h.dir == Dir::Rx) {
+        f = f.fix(format!("ethtool -N {iface} rx-flow-hash tcp4 sdfn"));
+    }
+    f
 }
 
 /// nic.ring-small: receive drops rising while the rx ring is below its maximum.

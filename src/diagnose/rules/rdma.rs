@@ -491,41 +491,79 @@ fn congestion(
     if busy < need {
         return None;
     }
-    // The RoCE priority: the one whose netdev traffic counters moved most.
-    let mut prio: BTreeMap<u8, (u64, u64, u64)> = BTreeMap::new();
-    for p in ports {
-        for q in &p.pfc {
-            let e = prio.entry(q.prio).or_default();
-            e.0 += q.rx_bytes + q.tx_bytes;
-            e.1 += q.rx_pause;
-            e.2 += q.tx_pause;
+    let pr = Priorities::of(ports);
+    let nd = last
+        .netdev
+        .as_deref()
+        .or(facts.and_then(|p| p.netdev.as_deref()));
+    Some(congestion_finding(ports, last, s, busy, host, &pr, nd))
+}
+
+/// The RoCE priority (the one whose netdev traffic counters moved most),
+/// and the priorities with PFC pauses (rx, tx), with their sentences.
+struct Priorities {
+    busiest: Option<(u8, (u64, u64, u64))>,
+    paused: Vec<(u8, u64, u64)>,
+    prio_text: String,
+    pfc_text: String,
+}
+
+impl Priorities {
+    fn of(ports: &[&RdmaPortSample]) -> Priorities {
+        let mut prio: BTreeMap<u8, (u64, u64, u64)> = BTreeMap::new();
+        for p in ports {
+            for q in &p.pfc {
+                let e = prio.entry(q.prio).or_default();
+                e.0 += q.rx_bytes + q.tx_bytes;
+                e.1 += q.rx_pause;
+                e.2 += q.tx_pause;
+            }
+        }
+        let busiest = prio.iter().max_by_key(|(_, v)| v.0).map(|(k, v)| (*k, *v));
+        let paused: Vec<(u8, u64, u64)> = prio
+            .iter()
+            .filter(|(_, v)| v.1 + v.2 > 0)
+            .map(|(k, v)| (*k, v.1, v.2))
+            .collect();
+        let prio_text = match busiest {
+            Some((p, v)) if v.0 > 0 => format!("RoCE traffic on priority {p}"),
+            _ if prio.is_empty() => {
+                "priority unknown (the netdev has no per-priority counters)".to_string()
+            }
+            _ => "priority unknown (no priority's byte counters moved)".to_string(),
+        };
+        let pfc_text = if paused.is_empty() {
+            "no PFC pauses".to_string()
+        } else {
+            format!(
+                "PFC pauses too ({})",
+                paused
+                    .iter()
+                    .map(|(p, rx, tx)| format!("prio {p}: rx {rx} tx {tx}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        Priorities {
+            busiest,
+            paused,
+            prio_text,
+            pfc_text,
         }
     }
-    let busiest = prio.iter().max_by_key(|(_, v)| v.0).map(|(k, v)| (*k, *v));
-    let paused: Vec<(u8, u64, u64)> = prio
-        .iter()
-        .filter(|(_, v)| v.1 + v.2 > 0)
-        .map(|(k, v)| (*k, v.1, v.2))
-        .collect();
-    let prio_text = match busiest {
-        Some((p, v)) if v.0 > 0 => format!("RoCE traffic on priority {p}"),
-        _ if prio.is_empty() => {
-            "priority unknown (the netdev has no per-priority counters)".to_string()
-        }
-        _ => "priority unknown (no priority's byte counters moved)".to_string(),
-    };
-    let pfc_text = if paused.is_empty() {
-        "no PFC pauses".to_string()
-    } else {
-        format!(
-            "PFC pauses too ({})",
-            paused
-                .iter()
-                .map(|(p, rx, tx)| format!("prio {p}: rx {rx} tx {tx}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
+}
+
+fn congestion_finding(
+    ports: &[&RdmaPortSample],
+    last: &RdmaPortSample,
+    s: f64,
+    busy: usize,
+    host: HostRole,
+    pr: &Priorities,
+    nd: Option<&str>,
+) -> Finding {
+    let (busiest, paused, prio_text, pfc_text) =
+        (pr.busiest, &pr.paused, &pr.prio_text, &pr.pfc_text);
     let mut f = Finding::new(
         "rdma.congestion",
         Severity::Warn,
@@ -547,11 +585,7 @@ fn congestion(
             ));
         }
     }
-    let nd = last
-        .netdev
-        .as_deref()
-        .or(facts.and_then(|p| p.netdev.as_deref()));
-    for (p, rx, tx) in &paused {
+    for (p, rx, tx) in paused {
         let src = nd.map_or("ethtool -S".to_string(), |n| format!("ethtool -S {n}"));
         f = f
             .ev(Evidence::num(
@@ -578,10 +612,8 @@ fn congestion(
     if let Some(n) = nd {
         f = f.fix(format!("ethtool -S {n} | grep -E 'prio[0-9]_(pause|bytes)'  # which priority carries RoCE and who pauses"));
     }
-    Some(
-        f.fix("check the switch's ECN thresholds and buffer for the RoCE class; fewer flows per link (fan-in) or a lower rate per QP")
-            .fix(format!("rdma statistic show link {}/{}", last.device, last.port)),
-    )
+    f.fix("check the switch's ECN thresholds and buffer for the RoCE class; fewer flows per link (fan-in) or a lower rate per QP")
+        .fix(format!("rdma statistic show link {}/{}", last.device, last.port))
 }
 
 #[cfg(test)]

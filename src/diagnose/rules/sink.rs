@@ -301,6 +301,19 @@ fn thread_cpu_of(s: &SinkInterval, q: &QueueFigures) -> Option<f64> {
 /// core idle part of the time, losing more than `1 - counted_share` of the
 /// queue's frames (the ring fills in bursts or while its thread sleeps).
 pub fn queue_overrun(i: &SinkRuleInput, t: &Thresholds, st: &SinkThresholds) -> Vec<Finding> {
+    let need = t.sustain_intervals.min(i.sink.len()).max(1);
+    queue_drops(i)
+        .into_iter()
+        .filter(|(_, a)| a.intervals >= need)
+        .filter_map(|(queue, a)| {
+            let o = Overrun::judge(i, t, st, &a)?;
+            Some(overrun_finding(i, queue, &a, &o))
+        })
+        .collect()
+}
+
+/// Per queue over the window: ring drops, frames counted, cores.
+fn queue_drops(i: &SinkRuleInput) -> BTreeMap<u32, QueueAcc> {
     let mut acc: BTreeMap<u32, QueueAcc> = BTreeMap::new();
     for s in i.sink {
         for q in &s.queues {
@@ -318,12 +331,28 @@ pub fn queue_overrun(i: &SinkRuleInput, t: &Thresholds, st: &SinkThresholds) -> 
             }
         }
     }
-    let need = t.sustain_intervals.min(i.sink.len()).max(1);
-    let mut out = Vec::new();
-    for (queue, a) in acc {
-        if a.intervals < need {
-            continue;
-        }
+    acc
+}
+
+/// What drained a queue whose ring overflowed: its thread's and core's busy
+/// share, and whether either was saturated; None when neither a saturated
+/// core nor a measured, part-idle one with heavy loss explains it.
+struct Overrun {
+    thread: Option<f64>,
+    core: Option<crate::units::CpuId>,
+    core_busy: Option<f64>,
+    saturated: bool,
+    lost: f64,
+    measured: Option<f64>,
+}
+
+impl Overrun {
+    fn judge(
+        i: &SinkRuleInput,
+        t: &Thresholds,
+        st: &SinkThresholds,
+        a: &QueueAcc,
+    ) -> Option<Overrun> {
         let thread = (!a.thread_cpu.is_empty())
             .then(|| a.thread_cpu.iter().sum::<f64>() / a.thread_cpu.len() as f64);
         let core = a.cpu.or(a.napi);
@@ -335,80 +364,93 @@ pub fn queue_overrun(i: &SinkRuleInput, t: &Thresholds, st: &SinkThresholds) -> 
         // that had idle time (no figure: nothing to say about it).
         let measured = thread.or(core_busy);
         if !saturated && (lost <= 1.0 - st.counted_share || measured.is_none()) {
-            continue;
+            return None;
         }
-        let core_name = core.map_or("its core".to_string(), |c| c.to_string());
-        let secs: f64 = i.sink.iter().map(|s| s.secs).sum();
-        let title = if saturated {
-            format!(
-                "{} queue {queue}: its socket ring overflowed ({} frames, {:.1} % of the queue's) while {core_name} was saturated",
-                i.iface,
-                a.drops,
-                lost * 100.0
-            )
-        } else {
-            format!(
-                "{} queue {queue}: its socket ring overflowed ({} frames, {:.1} % of the queue's) while {} was {:.0} % busy: the ring fills in bursts or while the thread sleeps",
-                i.iface,
-                a.drops,
-                lost * 100.0,
-                if thread.is_some() { "the thread that drains it".to_string() } else { core_name.clone() },
-                measured.unwrap_or(0.0)
-            )
-        };
-        let mut f = finding(
-            "sink.queue-overrun",
-            Severity::Warn,
-            i.host,
-            format!("{} queue {queue}", i.iface),
-            title,
-            if saturated { 0.8 } else { lost.max(0.3) },
-        )
-        .ev(Evidence::num(
-            format!("queue {queue} frames lost to a full ring"),
-            lost * 100.0,
-            "%",
-            a.counter,
-        ))
-        .ev(Evidence::num(
-            format!("queue {queue} ring drops"),
-            a.drops as f64 / secs.max(1e-9),
-            "/s",
-            a.counter,
-        ))
-        .ev(Evidence::num(
-            "intervals with drops",
-            a.intervals as f64,
-            "",
-            "window",
-        ));
-        if let Some(c) = thread {
-            f = f.ev(Evidence::num(
-                format!("sink thread of queue {queue} CPU"),
-                c,
-                "%",
-                "/proc/self/task/TID/schedstat",
-            ));
-        }
-        if let (Some(c), Some(b)) = (core, core_busy) {
-            f = f.ev(Evidence::num(format!("{c} busy"), b, "%", "/proc/stat"));
-        }
-        if !saturated {
-            out.push(
-                f.why("The kernel drops each frame that finds the ring full. The thread that drains it had idle time, so it is not too slow on average: the ring fills during bursts or while the thread waits to be woken or scheduled (another task on its core, wake-up latency).")
-                    .fix("wirescope run --engine sink --peer-cpus <a core of its own on the NIC's node>  # nothing else scheduled there")
-                    .fix("wirescope run --engine sink --queues <more>  # shorter bursts per ring")
-                    .fix("sysctl -w net.core.rmem_max=67108864  # --sink udp: a larger socket buffer absorbs bursts"),
-            );
-            continue;
-        }
-        out.push(
-            f.why("The thread (or softirq) that drains this queue's ring cannot keep up: the kernel drops each frame that finds the ring full. More queues and threads on more cores, or a cheaper mode, raise the ceiling; a bigger ring only absorbs bursts.")
-                .fix("wirescope run --engine sink --queues <more> --peer-cpus <more cores on the NIC's node>")
-                .fix(format!("ethtool -L {} combined <more>  # more queues spread the flows", i.iface)),
-        );
+        Some(Overrun {
+            thread,
+            core,
+            core_busy,
+            saturated,
+            lost,
+            measured,
+        })
     }
-    out
+}
+
+fn overrun_finding(i: &SinkRuleInput, queue: u32, a: &QueueAcc, o: &Overrun) -> Finding {
+    let Overrun {
+        thread,
+        core,
+        core_busy,
+        saturated,
+        lost,
+        measured,
+    } = *o;
+    let core_name = core.map_or("its core".to_string(), |c| c.to_string());
+    let secs: f64 = i.sink.iter().map(|s| s.secs).sum();
+    let title = if saturated {
+        format!(
+            "{} queue {queue}: its socket ring overflowed ({} frames, {:.1} % of the queue's) while {core_name} was saturated",
+            i.iface,
+            a.drops,
+            lost * 100.0
+        )
+    } else {
+        format!(
+            "{} queue {queue}: its socket ring overflowed ({} frames, {:.1} % of the queue's) while {} was {:.0} % busy: the ring fills in bursts or while the thread sleeps",
+            i.iface,
+            a.drops,
+            lost * 100.0,
+            if thread.is_some() { "the thread that drains it".to_string() } else { core_name.clone() },
+            measured.unwrap_or(0.0)
+        )
+    };
+    let mut f = finding(
+        "sink.queue-overrun",
+        Severity::Warn,
+        i.host,
+        format!("{} queue {queue}", i.iface),
+        title,
+        if saturated { 0.8 } else { lost.max(0.3) },
+    )
+    .ev(Evidence::num(
+        format!("queue {queue} frames lost to a full ring"),
+        lost * 100.0,
+        "%",
+        a.counter,
+    ))
+    .ev(Evidence::num(
+        format!("queue {queue} ring drops"),
+        a.drops as f64 / secs.max(1e-9),
+        "/s",
+        a.counter,
+    ))
+    .ev(Evidence::num(
+        "intervals with drops",
+        a.intervals as f64,
+        "",
+        "window",
+    ));
+    if let Some(c) = thread {
+        f = f.ev(Evidence::num(
+            format!("sink thread of queue {queue} CPU"),
+            c,
+            "%",
+            "/proc/self/task/TID/schedstat",
+        ));
+    }
+    if let (Some(c), Some(b)) = (core, core_busy) {
+        f = f.ev(Evidence::num(format!("{c} busy"), b, "%", "/proc/stat"));
+    }
+    if !saturated {
+        return f.why("The kernel drops each frame that finds the ring full. The thread that drains it had idle time, so it is not too slow on average: the ring fills during bursts or while the thread waits to be woken or scheduled (another task on its core, wake-up latency).")
+                .fix("wirescope run --engine sink --peer-cpus <a core of its own on the NIC's node>  # nothing else scheduled there")
+                .fix("wirescope run --engine sink --queues <more>  # shorter bursts per ring")
+                .fix("sysctl -w net.core.rmem_max=67108864  # --sink udp: a larger socket buffer absorbs bursts");
+    }
+    f.why("The thread (or softirq) that drains this queue's ring cannot keep up: the kernel drops each frame that finds the ring full. More queues and threads on more cores, or a cheaper mode, raise the ceiling; a bigger ring only absorbs bursts.")
+            .fix("wirescope run --engine sink --queues <more> --peer-cpus <more cores on the NIC's node>")
+            .fix(format!("ethtool -L {} combined <more>  # more queues spread the flows", i.iface))
 }
 
 /// nic.rx-missed: the NIC dropped frames of a queue (per-queue drop

@@ -244,22 +244,42 @@ fn buffer_limited(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
     out
 }
 
-/// tcp.retransmits: retransmitted segments > 0.1 % of sent.
+/// tcp.retransmits: retransmitted segments > 0.1 % of sent; when most of
+/// them were duplicates the receiver already had (D-SACK), an info only.
 fn retransmits(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
-    let sum = |k: &str| {
-        ctx.active
-            .iter()
-            .filter_map(|s| s.nstat.get(k))
-            .sum::<u64>()
-    };
-    let (retr, out, source) = if ctx
+    let (retr, out, source) = sent_and_retransmitted(ctx);
+    if out == 0 || retr < t.retrans_min_segs {
+        return None;
+    }
+    let ratio = retr as f64 / out as f64;
+    if ratio <= t.retrans_ratio {
+        return None;
+    }
+    // Retransmits the receiver reported it already had (D-SACK) lost
+    // nothing: tail-loss probes and early timeouts while ACKs were late
+    // (a busy receiver, request/response traffic).
+    let spurious = nstat_sum(ctx, "TcpExt.TCPDSACKRecvSegs")
+        .max(nstat_sum(ctx, "TcpExt.TCPDSACKRecv"))
+        .min(retr);
+    let lost = retr - spurious;
+    if lost < t.retrans_min_segs || lost as f64 / out as f64 <= t.retrans_ratio {
+        return Some(late_acks(ctx, (retr, out, source), spurious, ratio));
+    }
+    Some(lost_segments(ctx, t, lost, out, source))
+}
+
+/// Retransmitted and sent segments over the active window, and where they
+/// were read: nstat when the host has it, else the engine's own
+/// connections (TCP_INFO retransmits, bytes / MSS).
+fn sent_and_retransmitted(ctx: &HostCtx) -> (u64, u64, &'static str) {
+    if ctx
         .active
         .iter()
         .any(|s| s.nstat.contains_key("Tcp.OutSegs"))
     {
         (
-            sum("Tcp.RetransSegs"),
-            sum("Tcp.OutSegs"),
+            nstat_sum(ctx, "Tcp.RetransSegs"),
+            nstat_sum(ctx, "Tcp.OutSegs"),
             "nstat Tcp.RetransSegs / Tcp.OutSegs",
         )
     } else {
@@ -273,50 +293,55 @@ fn retransmits(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             }
         }
         (r, o, "TCP_INFO retransmits / (bytes / MSS)")
-    };
-    if out == 0 || retr < t.retrans_min_segs {
-        return None;
     }
-    let ratio = retr as f64 / out as f64;
-    if ratio <= t.retrans_ratio {
-        return None;
-    }
-    // Retransmits the receiver reported it already had (D-SACK) lost
-    // nothing: tail-loss probes and early timeouts while ACKs were late
-    // (a busy receiver, request/response traffic).
-    let spurious = sum("TcpExt.TCPDSACKRecvSegs")
-        .max(sum("TcpExt.TCPDSACKRecv"))
-        .min(retr);
+}
+
+/// The info for retransmits that mostly arrived twice (D-SACK): ACKs came
+/// late, little or nothing was lost.
+fn late_acks(
+    ctx: &HostCtx,
+    (retr, out, source): (u64, u64, &'static str),
+    spurious: u64,
+    ratio: f64,
+) -> Finding {
     let lost = retr - spurious;
-    if lost < t.retrans_min_segs || lost as f64 / out as f64 <= t.retrans_ratio {
-        return Some(
-            Finding::new(
-                "tcp.retransmits",
-                Severity::Info,
-                ctx.host,
-                "",
-                if lost == 0 {
-                    format!(
-                        "{:.2} % of sent segments were retransmitted ({retr} of {out}), but the receiver already had {spurious} of them (D-SACK): ACKs came late, nothing was lost",
-                        ratio * 100.0
-                    )
-                } else {
-                    format!(
-                        "{:.2} % of sent segments were retransmitted ({retr} of {out}), but the receiver already had {spurious} of them (D-SACK): ACKs came late; {lost} were lost, below the threshold",
-                        ratio * 100.0
-                    )
-                },
-                ratio.min(1.0) * prior("tcp.retransmits") * 0.25,
+    Finding::new(
+        "tcp.retransmits",
+        Severity::Info,
+        ctx.host,
+        "",
+        if lost == 0 {
+            format!(
+                "{:.2} % of sent segments were retransmitted ({retr} of {out}), but the receiver already had {spurious} of them (D-SACK): ACKs came late, nothing was lost",
+                ratio * 100.0
             )
-            .ev(Evidence::num("retransmitted segments", retr as f64, "", source))
-            .ev(Evidence::num("sent segments", out as f64, "", source))
-            .ev(Evidence::num("of them reported duplicate by the receiver", spurious as f64, "", "nstat TcpExt.TCPDSACKRecvSegs"))
-            .ev(Evidence::num("of them lost", lost as f64, "", "retransmitted - D-SACKed"))
-            .ev(Evidence::num("tail-loss probes", sum("TcpExt.TCPLossProbes") as f64, "", "nstat TcpExt.TCPLossProbes"))
-            .why("A sender that waits too long for an ACK sends the last segment again (a tail-loss probe) or times out; when the receiver reports it as a duplicate, the original arrived: the delay is in the receiver's processing, not in the network."),
-        );
-    }
-    let (retr, ratio) = (lost, lost as f64 / out as f64);
+        } else {
+            format!(
+                "{:.2} % of sent segments were retransmitted ({retr} of {out}), but the receiver already had {spurious} of them (D-SACK): ACKs came late; {lost} were lost, below the threshold",
+                ratio * 100.0
+            )
+        },
+        ratio.min(1.0) * prior("tcp.retransmits") * 0.25,
+    )
+    .ev(Evidence::num("retransmitted segments", retr as f64, "", source))
+    .ev(Evidence::num("sent segments", out as f64, "", source))
+    .ev(Evidence::num("of them reported duplicate by the receiver", spurious as f64, "", "nstat TcpExt.TCPDSACKRecvSegs"))
+    .ev(Evidence::num("of them lost", lost as f64, "", "retransmitted - D-SACKed"))
+    .ev(Evidence::num("tail-loss probes", nstat_sum(ctx, "TcpExt.TCPLossProbes") as f64, "", "nstat TcpExt.TCPLossProbes"))
+    .why("A sender that waits too long for an ACK sends the last segment again (a tail-loss probe) or times out; when the receiver reports it as a duplicate, the original arrived: the delay is in the receiver's processing, not in the network.")
+}
+
+/// The finding for `retr` segments really lost of `out` sent: a warning when
+/// that loss rate can bound a connection at the measured RTT, an info when
+/// a local shaper drops them or the connections ran far below the bound.
+fn lost_segments(
+    ctx: &HostCtx,
+    t: &Thresholds,
+    retr: u64,
+    out: u64,
+    source: &'static str,
+) -> Finding {
+    let ratio = retr as f64 / out as f64;
     // What that loss rate allows one connection at the measured RTT
     // (Mathis et al.: MSS / RTT × sqrt(3/2) / sqrt(p)). A connection that
     // ran far below it was held back by something else: the retransmits
@@ -337,34 +362,7 @@ fn retransmits(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     });
     let limiting =
         shaper.is_none() && bound.is_none_or(|(bps, rate)| rate >= t.loss_bound_share * bps);
-    let (sev, title) = if let Some((iface, q)) = shaper {
-        (
-            Severity::Info,
-            format!(
-                "{:.2} % of sent segments were retransmitted ({retr} of {out}): the {q} shaper on {iface} drops what exceeds its rate (see qdisc.shaping)",
-                ratio * 100.0
-            ),
-        )
-    } else if limiting {
-        (
-            Severity::Warn,
-            format!(
-                "{:.2} % of sent segments were retransmitted ({retr} of {out})",
-                ratio * 100.0
-            ),
-        )
-    } else {
-        let (bps, rate) = bound.unwrap_or_default();
-        (
-            Severity::Info,
-            format!(
-                "{:.2} % of sent segments were retransmitted ({retr} of {out}); at this RTT that loss allows {} per connection and they ran at {}: not what limited this test",
-                ratio * 100.0,
-                crate::units::BitsPerSec(bps),
-                crate::units::BitsPerSec(rate)
-            ),
-        )
-    };
+    let (sev, title) = loss_title(retr, out, ratio, shaper, limiting, bound);
     let mut f = Finding::new(
         "tcp.retransmits",
         sev,
@@ -419,7 +417,55 @@ fn retransmits(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             ))
             .fix(format!("tc -s qdisc show dev {}", nic.name));
     }
-    Some(f)
+    f
+}
+
+/// The severity and title of a loss finding: a local shaper's drops, a
+/// loss rate that bounds the connections, or one they ran far below.
+fn loss_title(
+    retr: u64,
+    out: u64,
+    ratio: f64,
+    shaper: Option<(&str, &str)>,
+    limiting: bool,
+    bound: Option<(f64, f64)>,
+) -> (Severity, String) {
+    if let Some((iface, q)) = shaper {
+        (
+            Severity::Info,
+            format!(
+                "{:.2} % of sent segments were retransmitted ({retr} of {out}): the {q} shaper on {iface} drops what exceeds its rate (see qdisc.shaping)",
+                ratio * 100.0
+            ),
+        )
+    } else if limiting {
+        (
+            Severity::Warn,
+            format!(
+                "{:.2} % of sent segments were retransmitted ({retr} of {out})",
+                ratio * 100.0
+            ),
+        )
+    } else {
+        let (bps, rate) = bound.unwrap_or_default();
+        (
+            Severity::Info,
+            format!(
+                "{:.2} % of sent segments were retransmitted ({retr} of {out}); at this RTT that loss allows {} per connection and they ran at {}: not what limited this test",
+                ratio * 100.0,
+                crate::units::BitsPerSec(bps),
+                crate::units::BitsPerSec(rate)
+            ),
+        )
+    }
+}
+
+/// A nstat counter summed over the active window.
+fn nstat_sum(ctx: &HostCtx, k: &str) -> u64 {
+    ctx.active
+        .iter()
+        .filter_map(|s| s.nstat.get(k))
+        .sum::<u64>()
 }
 
 /// Check-only: buffer maxima below a fast link's BDP at the assumed RTT (info).

@@ -15,6 +15,7 @@ use crate::session::proto::{
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
+use tracing::{info, warn};
 
 /// The inbox of a session: sealed frames, opened, in order.
 pub(super) type Inbox = mpsc::Receiver<Result<Msg, ProtoError>>;
@@ -22,6 +23,12 @@ pub(super) type Inbox = mpsc::Receiver<Result<Msg, ProtoError>>;
 async fn refuse<W: AsyncWrite + Unpin>(w: &mut W, reason: String) {
     let _ = write_msg(w, &Msg::Refused { reason }).await;
     let _ = w.shutdown().await;
+}
+
+/// Refuse `who` and log why (the log line says what the caller is told).
+async fn refuse_logged<W: AsyncWrite + Unpin>(w: &mut W, who: &str, reason: String) {
+    warn!(target: "agent", "refused {who}: {reason}");
+    refuse(w, reason).await;
 }
 
 /// Handshake, busy check, then the session. `first` holds the 4 bytes already
@@ -45,12 +52,14 @@ pub(super) async fn handle<S>(
     {
         Ok(Some(k)) => k,
         Ok(None) => return,
-        Err(_) => return refuse(&mut wr, "timed out during the handshake".into()).await,
+        Err(_) => {
+            return refuse_logged(&mut wr, &who, "timed out during the handshake".into()).await
+        }
     };
     // Authenticated: no longer an unauthenticated connection.
     drop(permit);
     let _release = BusyGuard(&state);
-    eprintln!("agent: session with {who} started");
+    info!(target: "agent", "session with {who} started");
     let mut opener = keys.opener(Direction::ToAgent);
     let mut wr = SealedWriter::new(wr, keys.sealer(Direction::ToController));
     let keys = Arc::new(keys);
@@ -65,7 +74,16 @@ pub(super) async fn handle<S>(
         }
     });
     let why = match SamplerThread::of("ws-agent-sampler", Box::new(LiveHost::default())) {
-        Ok(sampler) => session(&state, &mut wr, &mut rx, &sampler, controller, &keys).await,
+        Ok(sampler) => {
+            let ctx = test::Ctx {
+                state: &state,
+                sampler: &sampler,
+                controller,
+                keys: &keys,
+                who: &who,
+            };
+            session(&ctx, &mut wr, &mut rx).await
+        }
         Err(e) => {
             let error = format!("the agent cannot start its sampler thread: {e}");
             let _ = wr
@@ -78,14 +96,14 @@ pub(super) async fn handle<S>(
         }
     };
     reader.abort();
-    eprintln!("agent: session with {who} ended: {why}");
+    info!(target: "agent", "session with {who} ended: {why}");
     if state.once {
         state.shutdown.cancel();
     }
 }
 
 /// Hello, challenge, proof, busy check, welcome. Returns the session keys,
-/// or None when the caller was refused (already answered).
+/// or None when the caller was refused (already answered, and logged).
 async fn handshake<R, W>(
     state: &State,
     rd: &mut R,
@@ -98,114 +116,10 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let hello = match first {
-        Some(f) => read_body(rd, f, MAX_HANDSHAKE_FRAME).await,
-        None => read_msg_max(rd, MAX_HANDSHAKE_FRAME).await,
-    };
-    match hello {
-        Err(ProtoError::Closed) => return None,
-        Err(e) => {
-            refuse(wr, e.to_string()).await;
-            return None;
-        }
-        Ok(Msg::Hello { version, .. }) if version == PROTOCOL_VERSION => {}
-        Ok(Msg::Hello { version, .. }) => {
-            let e = ProtoError::Version {
-                ours: PROTOCOL_VERSION,
-                theirs: version,
-            };
-            refuse(wr, e.to_string()).await;
-            return None;
-        }
-        Ok(other) => {
-            let e = ProtoError::Unexpected {
-                expected: "hello",
-                got: other.kind(),
-            };
-            refuse(wr, e.to_string()).await;
-            return None;
-        }
-    }
-    // The nonce is this end's ephemeral X25519 key share (forward secrecy).
-    let ours = crate::session::auth::Ephemeral::generate();
-    let nonce_a = ours.share();
-    let challenge = Msg::Challenge {
-        version: PROTOCOL_VERSION,
-        nonce: hex::encode(nonce_a),
-    };
-    write_msg(wr, &challenge).await.ok()?;
-    let (nonce_c, mac) = match read_msg_max(rd, MAX_HANDSHAKE_FRAME).await {
-        Ok(Msg::Auth { nonce, mac }) => (nonce, mac),
-        Err(ProtoError::Closed) => return None,
-        Ok(other) => {
-            let e = ProtoError::Unexpected {
-                expected: "auth",
-                got: other.kind(),
-            };
-            refuse(wr, e.to_string()).await;
-            return None;
-        }
-        Err(e) => {
-            refuse(wr, e.to_string()).await;
-            return None;
-        }
-    };
-    let nonce_c = match crate::session::auth::parse_share(&nonce_c) {
-        Ok(n) => n,
-        Err(e) => {
-            refuse(
-                wr,
-                format!("authentication failed: the controller's auth is malformed: {e}"),
-            )
-            .await;
-            return None;
-        }
-    };
-    if !state.token.verify("controller", &nonce_a, &nonce_c, &mac) {
-        let ban = state.gate.auth_failed(controller);
-        eprintln!(
-            "agent: refused {who}: wrong token (the agent uses its {}); that address is ignored for {} s",
-            state.token_hint,
-            ban.as_secs()
-        );
-        // The caller is told what to do, not where the token lives.
-        refuse(
-            wr,
-            "authentication failed: the controller's token differs from the agent's; copy the agent's token (its path is in the agent's log) to the controller".into(),
-        )
-        .await;
-        return None;
-    }
-    state.gate.auth_ok(controller);
-    let shared = match ours.agree(&nonce_c) {
-        Ok(s) => s,
-        Err(e) => {
-            refuse(
-                wr,
-                format!("authentication failed: the controller's auth is unusable: {e}"),
-            )
-            .await;
-            return None;
-        }
-    };
-    let refusal = {
-        let mut busy = lock(&state.busy);
-        match busy.as_ref() {
-            Some(holder) => Some(format!(
-                "busy: the agent is serving {holder}; try again when that session ends"
-            )),
-            None => {
-                *busy = Some(format!(
-                    "{who} (since {})",
-                    humantime::format_rfc3339_seconds(std::time::SystemTime::now())
-                ));
-                None
-            }
-        }
-    };
-    if let Some(reason) = refusal {
-        eprintln!("agent: refused {who}: {reason}");
-        refuse(wr, reason).await;
+    hello(rd, wr, first, who).await?;
+    let (nonce_a, nonce_c, shared) = authenticate(state, rd, wr, controller, who).await?;
+    if let Some(reason) = claim(state, who) {
+        refuse_logged(wr, who, reason).await;
         return None;
     }
     let welcome = Msg::Welcome {
@@ -222,6 +136,126 @@ where
         &nonce_c,
         shared.as_bytes(),
     ))
+}
+
+/// The controller's hello, in this protocol version. None: refused or closed.
+async fn hello<R, W>(rd: &mut R, wr: &mut W, first: Option<[u8; 4]>, who: &str) -> Option<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let hello = match first {
+        Some(f) => read_body(rd, f, MAX_HANDSHAKE_FRAME).await,
+        None => read_msg_max(rd, MAX_HANDSHAKE_FRAME).await,
+    };
+    let e = match hello {
+        Err(ProtoError::Closed) => return None,
+        Err(e) => e,
+        Ok(Msg::Hello { version, .. }) if version == PROTOCOL_VERSION => return Some(()),
+        Ok(Msg::Hello { version, .. }) => ProtoError::Version {
+            ours: PROTOCOL_VERSION,
+            theirs: version,
+        },
+        Ok(other) => ProtoError::Unexpected {
+            expected: "hello",
+            got: other.kind(),
+        },
+    };
+    refuse_logged(wr, who, e.to_string()).await;
+    None
+}
+
+/// Challenge and proof: the controller must know the token. Returns both
+/// key shares and the agreed secret; None when refused (a wrong token also
+/// bans the address for a while) or closed.
+async fn authenticate<R, W>(
+    state: &State,
+    rd: &mut R,
+    wr: &mut W,
+    controller: Option<std::net::IpAddr>,
+    who: &str,
+) -> Option<(Share, Share, x25519_dalek::SharedSecret)>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    // The nonce is this end's ephemeral X25519 key share (forward secrecy).
+    let ours = crate::session::auth::Ephemeral::generate();
+    let nonce_a = ours.share();
+    let challenge = Msg::Challenge {
+        version: PROTOCOL_VERSION,
+        nonce: hex::encode(nonce_a),
+    };
+    write_msg(wr, &challenge).await.ok()?;
+    let (nonce_c, mac) = match read_msg_max(rd, MAX_HANDSHAKE_FRAME).await {
+        Ok(Msg::Auth { nonce, mac }) => (nonce, mac),
+        Err(ProtoError::Closed) => return None,
+        Ok(other) => {
+            let e = ProtoError::Unexpected {
+                expected: "auth",
+                got: other.kind(),
+            };
+            refuse_logged(wr, who, e.to_string()).await;
+            return None;
+        }
+        Err(e) => {
+            refuse_logged(wr, who, e.to_string()).await;
+            return None;
+        }
+    };
+    let nonce_c = match crate::session::auth::parse_share(&nonce_c) {
+        Ok(n) => n,
+        Err(e) => {
+            let why = format!("authentication failed: the controller's auth is malformed: {e}");
+            refuse_logged(wr, who, why).await;
+            return None;
+        }
+    };
+    if !state.token.verify("controller", &nonce_a, &nonce_c, &mac) {
+        let ban = state.gate.auth_failed(controller);
+        warn!(
+            target: "agent",
+            "refused {who}: authentication failed: wrong token (the agent uses its {}); that address is ignored for {} s",
+            state.token_hint,
+            ban.as_secs()
+        );
+        // The caller is told what to do, not where the token lives.
+        refuse(
+            wr,
+            "authentication failed: the controller's token differs from the agent's; copy the agent's token (its path is in the agent's log) to the controller".into(),
+        )
+        .await;
+        return None;
+    }
+    state.gate.auth_ok(controller);
+    match ours.agree(&nonce_c) {
+        Ok(shared) => Some((nonce_a, nonce_c, shared)),
+        Err(e) => {
+            let why = format!("authentication failed: the controller's auth is unusable: {e}");
+            refuse_logged(wr, who, why).await;
+            None
+        }
+    }
+}
+
+/// An X25519 key share (the handshake's nonce).
+type Share = [u8; crate::session::auth::SHARE_LEN];
+
+/// Take the agent for `who`, or the reason it is busy.
+fn claim(state: &State, who: &str) -> Option<String> {
+    let mut busy = lock(&state.busy);
+    match busy.as_ref() {
+        Some(holder) => Some(format!(
+            "busy: the agent is serving {holder}; try again when that session ends"
+        )),
+        None => {
+            *busy = Some(format!(
+                "{who} (since {})",
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now())
+            ));
+            None
+        }
+    }
 }
 
 /// `Apply` of `Apply { profile: ... }`: the request's name for the log.
@@ -255,12 +289,9 @@ impl Drop for BusyGuard<'_> {
 
 /// The session: configure, tests, pings, bye. Returns why it ended.
 async fn session<W: AsyncWrite + Unpin>(
-    state: &State,
+    ctx: &test::Ctx<'_>,
     wr: &mut SealedWriter<W>,
     rx: &mut Inbox,
-    sampler: &SamplerThread,
-    controller: Option<std::net::IpAddr>,
-    keys: &Arc<SessionKeys>,
 ) -> String {
     loop {
         let m = match tokio::time::timeout(IDLE_LIMIT, rx.recv()).await {
@@ -272,99 +303,20 @@ async fn session<W: AsyncWrite + Unpin>(
             }
             Ok(m) => m,
         };
-        match m {
+        let step = match m {
             None | Some(Err(ProtoError::Closed)) => {
                 return "controller closed the connection".into()
             }
             Some(Err(e)) => return e.to_string(),
             Some(Ok(Msg::Bye {})) => return "controller said bye".into(),
-            Some(Ok(Msg::Ping {})) => {}
-            Some(Ok(Msg::Tune { req })) => {
-                // Settings are files and ioctls: off the session loop, on a
-                // thread of their own, with a deadline (see [`tuning`]).
-                let allow = state.allow_tuning;
-                let dir = state.state_dir.clone();
-                let what = format!("{req:?}");
-                let work = move || {
-                    crate::tune::peer::serve(
-                        &req,
-                        allow,
-                        &crate::tune::host::Host::live(),
-                        &dir,
-                        controller,
-                    )
-                };
-                let resp = match tuning::run(
-                    work,
-                    rx,
-                    tuning::TUNE_DEADLINE,
-                    &state.shutdown,
-                    &state.tuning,
-                )
-                .await
-                {
-                    Ok(resp) => resp,
-                    Err(tuning::Abandoned(why)) => {
-                        eprintln!("agent: tuning request {}: abandoned", short_op(&what));
-                        let _ = wr
-                            .send(&Msg::Tuned {
-                                resp: Box::new(crate::tune::peer::TuneResponse::Failed {
-                                    error: why.clone(),
-                                }),
-                            })
-                            .await;
-                        return why;
-                    }
-                };
-                eprintln!(
-                    "agent: tuning request {}: {}",
-                    short_op(&what),
-                    tuned_word(&resp)
-                );
-                if let Err(e) = wr
-                    .send(&Msg::Tuned {
-                        resp: Box::new(resp),
-                    })
-                    .await
-                {
-                    return e.to_string();
-                }
-            }
-            Some(Ok(Msg::Start { test })) => {
-                let ctx = test::Ctx {
-                    state,
-                    sampler,
-                    controller,
-                    keys,
-                };
-                if let Err(e) = test::run(&ctx, wr, rx, test).await {
-                    return e;
-                }
-            }
-            Some(Ok(Msg::Configure { ebpf })) => {
-                // Watch the route back to the controller from now on, so the
-                // probes load (and say what they do) before the first test.
-                let ifaces: Vec<String> = controller
-                    .and_then(crate::probe::system::route_iface)
-                    .into_iter()
-                    .collect();
-                let status = match sampler.set_ebpf(ebpf, Vec::new()) {
-                    Ok(()) => sampler.set_ifaces(ifaces).await,
-                    Err(e) => Err(e),
-                };
-                let status = match status {
-                    Ok(s) => s,
-                    Err(e) => return format!("sampler: {e}"),
-                };
-                if let Some(s) = &status {
-                    eprintln!("agent: {}", s.line());
-                }
-                if let Err(e) = wr.send(&Msg::Configured { ebpf: status }).await {
-                    return e.to_string();
-                }
-            }
+            Some(Ok(Msg::Ping {})) => Ok(()),
+            Some(Ok(Msg::Tune { req })) => tune(ctx, wr, rx, req).await,
+            Some(Ok(Msg::Start { test })) => test::run(ctx, wr, rx, test).await,
+            Some(Ok(Msg::Configure { ebpf })) => configure(ctx, wr, ebpf).await,
             // Late messages of a test that already ended on this side.
-            Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) | Some(Ok(Msg::Tick {})) => {}
+            Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) | Some(Ok(Msg::Tick {})) => {
+                Ok(())
+            }
             Some(Ok(other)) => {
                 let e = ProtoError::Unexpected {
                     expected: "configure, start, tune, ping or bye",
@@ -376,7 +328,93 @@ async fn session<W: AsyncWrite + Unpin>(
                         usage: false,
                     })
                     .await;
+                Ok(())
             }
+        };
+        if let Err(why) = step {
+            return why;
         }
     }
+}
+
+/// A tuning request. Settings are files and ioctls: off the session loop,
+/// on a thread of their own, with a deadline (see [`tuning`]). Err: why the
+/// session ends.
+async fn tune<W: AsyncWrite + Unpin>(
+    ctx: &test::Ctx<'_>,
+    wr: &mut SealedWriter<W>,
+    rx: &mut Inbox,
+    req: Box<crate::tune::peer::TuneRequest>,
+) -> Result<(), String> {
+    let (state, controller, who) = (ctx.state, ctx.controller, ctx.who);
+    let allow = state.allow_tuning;
+    let dir = state.state_dir.clone();
+    let what = format!("{req:?}");
+    info!(target: "agent", "tuning request {} from {who}", short_op(&what));
+    let work = move || {
+        crate::tune::peer::serve(
+            &req,
+            allow,
+            &crate::tune::host::Host::live(),
+            &dir,
+            controller,
+        )
+    };
+    let resp = match tuning::run(
+        work,
+        rx,
+        tuning::TUNE_DEADLINE,
+        &state.shutdown,
+        &state.tuning,
+    )
+    .await
+    {
+        Ok(resp) => resp,
+        Err(tuning::Abandoned(why)) => {
+            warn!(target: "agent", "tuning request {} from {who}: abandoned: {why}", short_op(&what));
+            let _ = wr
+                .send(&Msg::Tuned {
+                    resp: Box::new(crate::tune::peer::TuneResponse::Failed { error: why.clone() }),
+                })
+                .await;
+            return Err(why);
+        }
+    };
+    info!(
+        target: "agent",
+        "tuning request {} from {who}: {}",
+        short_op(&what),
+        tuned_word(&resp)
+    );
+    wr.send(&Msg::Tuned {
+        resp: Box::new(resp),
+    })
+    .await
+    .map_err(|e| e.to_string())
+}
+
+/// Configure: watch the route back to the controller from now on, so the
+/// probes load (and say what they do) before the first test. Err: why the
+/// session ends.
+async fn configure<W: AsyncWrite + Unpin>(
+    ctx: &test::Ctx<'_>,
+    wr: &mut SealedWriter<W>,
+    ebpf: crate::probe::ebpf::EbpfMode,
+) -> Result<(), String> {
+    let ifaces: Vec<String> = ctx
+        .controller
+        .and_then(crate::probe::system::route_iface)
+        .into_iter()
+        .collect();
+    let status = match ctx.sampler.set_ebpf(ebpf, Vec::new()) {
+        Ok(()) => ctx.sampler.set_ifaces(ifaces).await,
+        Err(e) => Err(e),
+    };
+    let status = status.map_err(|e| format!("sampler: {e}"))?;
+    if let Some(s) = &status {
+        info!(target: "agent", "{}", s.line());
+    }
+    wr.send(&Msg::Configured { ebpf: status })
+        .await
+        .map_err(|e| e.to_string())
 }

@@ -169,7 +169,7 @@ async fn serve(state: Arc<State>, tcp: TcpListener, unix: Option<UnixListener>) 
             _ = state.shutdown.cancelled() => return,
             _ = report.tick() => {
                 if let Some(line) = state.gate.take_refusals() {
-                    eprintln!("agent: {line}");
+                    tracing::warn!(target: "agent", "{line}");
                 }
             }
             r = tcp.accept() => match r {
@@ -179,14 +179,14 @@ async fn serve(state: Arc<State>, tcp: TcpListener, unix: Option<UnixListener>) 
                 },
                 // Out of descriptors (or another transient error): wait a
                 // little instead of spinning on accept.
-                Err(e) => { eprintln!("agent: accept failed: {e}"); tokio::time::sleep(Duration::from_millis(100)).await; }
+                Err(e) => { tracing::error!(target: "agent", "accept failed: {e}"); tokio::time::sleep(Duration::from_millis(100)).await; }
             },
             r = accept_unix(unix.as_ref()) => match r {
                 Ok(s) => match state.gate.admit(None) {
                     Ok(permit) => { tokio::spawn(control::handle(Arc::clone(&state), s, None, None, "local controller (unix socket)".to_string(), permit)); }
                     Err(_) => drop(s),
                 },
-                Err(e) => { eprintln!("agent: accept on unix socket failed: {e}"); tokio::time::sleep(Duration::from_millis(100)).await; }
+                Err(e) => { tracing::error!(target: "agent", "accept on unix socket failed: {e}"); tokio::time::sleep(Duration::from_millis(100)).await; }
             },
         }
     }

@@ -15,13 +15,14 @@ use crate::session::channel::{SealedWriter, SessionKeys};
 use crate::session::point::{
     finish, sleep_until_opt, PendingSamples, DRAIN_TIMEOUT, SETUP_TIMEOUT,
 };
-use crate::session::proto::{Msg, TestParams};
+use crate::session::proto::{Msg, SideResult, TestParams};
 use crate::traffic::{EngineSpec, RunningEngine, Side};
 use crate::units::MAX_DURATION;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWrite;
 use tokio::sync::mpsc;
+use tracing::{info, warn};
 
 /// What a test needs of its session.
 pub(super) struct Ctx<'a> {
@@ -29,16 +30,141 @@ pub(super) struct Ctx<'a> {
     pub sampler: &'a SamplerThread,
     pub controller: Option<std::net::IpAddr>,
     pub keys: &'a Arc<SessionKeys>,
+    /// The controller's address (or the unix socket), for the log.
+    pub who: &'a str,
 }
 
-/// Run one test point. Err means the control connection is gone.
+/// How a point ended before its result was sent, when it did.
+enum Stop {
+    /// This side refuses or failed: tell the controller why.
+    Fail(Failure),
+    /// The controller gave up (Stop/Failed), or was already told why.
+    Quiet,
+    /// The control connection is gone.
+    Lost(String),
+}
+
+/// Why this side cannot run the point, for the controller (a usage error:
+/// the command line's mistake).
+struct Failure {
+    error: String,
+    usage: bool,
+}
+
+/// A failure of this host (not a usage error).
+fn failure(error: String) -> Failure {
+    Failure {
+        error,
+        usage: false,
+    }
+}
+
+impl From<String> for Stop {
+    fn from(lost: String) -> Stop {
+        Stop::Lost(lost)
+    }
+}
+
+/// Run one test point and log how it ended. Err means the control
+/// connection is gone.
 pub(super) async fn run<W: AsyncWrite + Unpin>(
     ctx: &Ctx<'_>,
     wr: &mut SealedWriter<W>,
     rx: &mut Inbox,
     test: TestParams,
 ) -> Result<(), String> {
-    let fail = fail_msg;
+    let (id, who) = (test.id, ctx.who);
+    match point(ctx, wr, rx, &test).await {
+        Ok(r) => {
+            match &r.error {
+                None => {
+                    info!(target: "agent", "test {id} with {who} ended: ok after {:.1} s", r.duration_s)
+                }
+                Some(e) => {
+                    warn!(target: "agent", "test {id} with {who} ended: error after {:.1} s: {e}", r.duration_s)
+                }
+            }
+            send(wr, Msg::Finished { result: r }).await
+        }
+        Err(Stop::Fail(f)) => {
+            warn!(target: "agent", "test {id} with {who} ended: error: {}", f.error);
+            send(
+                wr,
+                Msg::Failed {
+                    error: f.error,
+                    usage: f.usage,
+                },
+            )
+            .await
+        }
+        Err(Stop::Quiet) => {
+            info!(target: "agent", "test {id} with {who} ended: stopped by the controller before it ran");
+            Ok(())
+        }
+        Err(Stop::Lost(e)) => {
+            warn!(target: "agent", "test {id} with {who} ended: peer gone: {e}");
+            Err(e)
+        }
+    }
+}
+
+/// Check, prepare, connect, start and drive one point; its result to send.
+async fn point<W: AsyncWrite + Unpin>(
+    ctx: &Ctx<'_>,
+    wr: &mut SealedWriter<W>,
+    rx: &mut Inbox,
+    test: &TestParams,
+) -> Result<SideResult, Stop> {
+    let interval = admit(test).map_err(Stop::Fail)?;
+    let n = test.spec.as_ref().map_or(0, EngineSpec::connection_count);
+    match &test.spec {
+        Some(spec) => info!(
+            target: "agent",
+            "test {} with {} started: {} with {n} data connection(s), {} ms intervals",
+            test.id,
+            ctx.who,
+            spec.label(),
+            interval.as_millis()
+        ),
+        None => info!(target: "agent", "test {} with {} started: observing only", test.id, ctx.who),
+    }
+    let mut engine = prepare(ctx, test).await.map_err(Stop::Fail)?;
+    let setup = engine.as_ref().and_then(|e| e.setup());
+    let conns = collect(ctx, wr, rx, test, n, setup).await?;
+    watch_ifaces(ctx, test, &conns).await.map_err(Stop::Fail)?;
+    send(wr, Msg::DataReady {}).await?;
+    match tokio::time::timeout(SETUP_TIMEOUT, rx.recv()).await {
+        Ok(Some(Ok(Msg::Go {}))) => {}
+        Ok(Some(Ok(_))) => return Err(Stop::Quiet), // controller gave up (Failed/Stop)
+        _ => return Err(Stop::Lost("controller lost before go".into())),
+    }
+    let started = match engine.take() {
+        Some(e) => e.start(conns),
+        None => Ok(RunningEngine::idle()),
+    };
+    let mut engine = match started {
+        Ok(e) => e,
+        Err(e) => return Err(Stop::Fail(failure(format!("agent engine: {e}")))),
+    };
+    let omit = Duration::from_millis(test.omit_ms).min(MAX_DURATION);
+    if let Err(e) = ctx
+        .sampler
+        .begin(EngineView::of(&engine), omit, interval)
+        .await
+    {
+        engine.abort();
+        return Err(Stop::Fail(failure(format!("agent sampler: {e}"))));
+    }
+    // Every worker exists and the clock runs: let them go at once.
+    engine.release();
+    drive(ctx, wr, rx, &mut engine, interval)
+        .await
+        .map_err(Stop::Lost)
+}
+
+/// The checks before anything is allocated: CPUs, the spec's limits and
+/// memory, the interval. Ok: the interval; Err: the refusal to send.
+fn admit(test: &TestParams) -> Result<Duration, Failure> {
     // CPUs this host does not have are the command line's mistake (a usage
     // error), for this point and for the later points the first one lists.
     let cpus = test
@@ -53,82 +179,62 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
             })
         });
     if let Err(e) = cpus {
-        eprintln!("agent: test {} refused: {e}", test.id);
         let error = format!("the agent refuses this test: {e}");
-        return send(wr, Msg::Failed { error, usage: true }).await;
+        return Err(Failure { error, usage: true });
     }
     if let Some(Err(e)) = test
         .spec
         .as_ref()
         .map(|s| crate::session::engines::admit(s, Side::Agent))
     {
-        eprintln!("agent: test {} refused: {e}", test.id);
-        return send(wr, fail(format!("the agent refuses this test: {e}"))).await;
+        return Err(failure(format!("the agent refuses this test: {e}")));
     }
-    let Some(interval) =
-        Some(Duration::from_millis(test.interval_ms.max(10))).filter(|i| *i <= MAX_DURATION)
-    else {
-        return send(
-            wr,
-            fail(format!(
+    Some(Duration::from_millis(test.interval_ms.max(10)))
+        .filter(|i| *i <= MAX_DURATION)
+        .ok_or_else(|| {
+            failure(format!(
                 "interval of {} ms is out of range",
                 test.interval_ms
-            )),
-        )
-        .await;
+            ))
+        })
+}
+
+/// Prepare the engine (buffers, devices) off the async threads, and take
+/// the controller's part of the setup exchange. Ok(None): observing only.
+async fn prepare(
+    ctx: &Ctx<'_>,
+    test: &TestParams,
+) -> Result<Option<Box<dyn crate::traffic::Engine>>, Failure> {
+    let Some(spec) = &test.spec else {
+        return Ok(None);
     };
-    let n = test.spec.as_ref().map_or(0, EngineSpec::connection_count);
-    match &test.spec {
-        Some(spec) => eprintln!(
-            "agent: test {}: {} with {n} data connection(s)",
-            test.id,
-            spec.label()
-        ),
-        None => eprintln!("agent: test {}: observing only", test.id),
-    }
-    // Prepare the engine (buffers, devices) off the async threads, and take
-    // the controller's part of the setup exchange.
-    let mut engine = match &test.spec {
-        Some(spec) => {
-            let (spec, peer_setup, peer) = (spec.clone(), test.setup.clone(), ctx.controller);
-            let prepared = tokio::task::spawn_blocking(move || {
-                let mut e = crate::session::engines::prepare(
-                    &spec,
-                    Side::Agent,
-                    peer,
-                    peer_setup.as_ref(),
-                )?;
-                e.connect(peer_setup)?;
-                Ok::<_, crate::traffic::EngineError>(e)
-            })
-            .await;
-            match prepared {
-                Ok(Ok(e)) => Some(e),
-                Ok(Err(e)) => {
-                    let usage = matches!(e, crate::traffic::EngineError::Usage(_));
-                    let error = format!("agent engine: {e}");
-                    return send(wr, Msg::Failed { error, usage }).await;
-                }
-                Err(e) => return send(wr, fail(format!("agent engine setup failed: {e}"))).await,
-            }
+    let (spec, peer_setup, peer) = (spec.clone(), test.setup.clone(), ctx.controller);
+    let prepared = tokio::task::spawn_blocking(move || {
+        let mut e =
+            crate::session::engines::prepare(&spec, Side::Agent, peer, peer_setup.as_ref())?;
+        e.connect(peer_setup)?;
+        Ok::<_, crate::traffic::EngineError>(e)
+    })
+    .await;
+    match prepared {
+        Ok(Ok(e)) => Ok(Some(e)),
+        Ok(Err(e)) => {
+            let usage = matches!(e, crate::traffic::EngineError::Usage(_));
+            let error = format!("agent engine: {e}");
+            Err(Failure { error, usage })
         }
-        None => None,
-    };
-    let Some(conns) = collect(
-        ctx,
-        wr,
-        rx,
-        &test,
-        n,
-        engine.as_ref().and_then(|e| e.setup()),
-    )
-    .await?
-    else {
-        return Ok(()); // the controller gave up (Stop/Failed), or it was told why
-    };
-    // Watch the interface that carries the test: the route back to the
-    // controller (its data connections' address, else the test address its
-    // setup names, else its control address).
+        Err(e) => Err(failure(format!("agent engine setup failed: {e}"))),
+    }
+}
+
+/// Watch the interface that carries the test: the route back to the
+/// controller (its data connections' address, else the test address its
+/// setup names, else its control address), and the ones it names.
+async fn watch_ifaces(
+    ctx: &Ctx<'_>,
+    test: &TestParams,
+    conns: &[std::net::TcpStream],
+) -> Result<(), Failure> {
     let mut ifaces: Vec<String> = conns
         .first()
         .and_then(|c| c.peer_addr().ok())
@@ -143,42 +249,17 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
         .into_iter()
         .collect();
     if let Err(e) = crate::probe::system::check_ifaces(&test.ifaces) {
-        return send(wr, fail(format!("--peer-iface: {e}"))).await;
+        return Err(failure(format!("--peer-iface: {e}")));
     }
     ifaces.extend(test.ifaces.iter().cloned());
     if let Err(e) = ctx.sampler.set_ifaces(ifaces).await {
-        return send(wr, fail(format!("agent sampler: {e}"))).await;
+        return Err(failure(format!("agent sampler: {e}")));
     }
-    send(wr, Msg::DataReady {}).await?;
-    match tokio::time::timeout(SETUP_TIMEOUT, rx.recv()).await {
-        Ok(Some(Ok(Msg::Go {}))) => {}
-        Ok(Some(Ok(_))) => return Ok(()), // controller gave up (Failed/Stop)
-        _ => return Err("controller lost before go".into()),
-    }
-    let started = match engine.take() {
-        Some(e) => e.start(conns),
-        None => Ok(RunningEngine::idle()),
-    };
-    let mut engine = match started {
-        Ok(e) => e,
-        Err(e) => return send(wr, fail(format!("agent engine: {e}"))).await,
-    };
-    let omit = Duration::from_millis(test.omit_ms).min(MAX_DURATION);
-    if let Err(e) = ctx
-        .sampler
-        .begin(EngineView::of(&engine), omit, interval)
-        .await
-    {
-        engine.abort();
-        return send(wr, fail(format!("agent sampler: {e}"))).await;
-    }
-    // Every worker exists and the clock runs: let them go at once.
-    engine.release();
-    drive(ctx, wr, rx, &mut engine, interval).await
+    Ok(())
 }
 
 /// Announce the data port (with this side's setup) and wait for every data
-/// connection of the test. Ok(None): the test ended before it started.
+/// connection of the test. Err: the test ended before it started.
 async fn collect<W: AsyncWrite + Unpin>(
     ctx: &Ctx<'_>,
     wr: &mut SealedWriter<W>,
@@ -186,7 +267,7 @@ async fn collect<W: AsyncWrite + Unpin>(
     test: &TestParams,
     n: usize,
     setup: Option<crate::traffic::EngineSetup>,
-) -> Result<Option<Vec<std::net::TcpStream>>, String> {
+) -> Result<Vec<std::net::TcpStream>, Stop> {
     let state = ctx.state;
     let (dtx, mut drx) = mpsc::channel(n.clamp(1, 1024));
     *lock(&state.waiter) = Some(DataWaiter {
@@ -204,14 +285,14 @@ async fn collect<W: AsyncWrite + Unpin>(
     if let Err(e) = send(wr, accepting).await {
         *lock(&state.waiter) = None;
         state.gate.expect_done();
-        return Err(e);
+        return Err(Stop::Lost(e));
     }
     let mut slots: Vec<Option<std::net::TcpStream>> = (0..n).map(|_| None).collect();
     let mut have = 0;
     let deadline = tokio::time::Instant::now() + SETUP_TIMEOUT;
     let result = loop {
         if have == n {
-            break Ok(Some(slots.into_iter().flatten().collect()));
+            break Ok(slots.into_iter().flatten().collect());
         }
         tokio::select! {
             c = drx.recv() => if let Some((i, s)) = c {
@@ -224,13 +305,14 @@ async fn collect<W: AsyncWrite + Unpin>(
                 }
             },
             m = rx.recv() => match m {
-                Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) => break Ok(None),
+                // The controller gave up.
+                Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) => break Err(Stop::Quiet),
                 Some(Ok(_)) => {}
-                _ => break Err("controller lost during setup".to_string()),
+                _ => break Err(Stop::Lost("controller lost during setup".to_string())),
             },
             _ = tokio::time::sleep_until(deadline) => {
                 let why = format!("only {have} of {n} data connections reached the agent within {} s; check that TCP port {} is reachable from the controller", SETUP_TIMEOUT.as_secs(), state.data_port);
-                break send(wr, fail_msg(why)).await.map(|()| None);
+                break Err(Stop::Fail(failure(why)));
             }
         }
     };
@@ -246,7 +328,7 @@ async fn drive<W: AsyncWrite + Unpin>(
     rx: &mut Inbox,
     engine: &mut RunningEngine,
     interval: Duration,
-) -> Result<(), String> {
+) -> Result<SideResult, String> {
     let sampler = ctx.sampler;
     let mut pending = PendingSamples::default();
     let t0 = Instant::now();
@@ -272,7 +354,7 @@ async fn drive<W: AsyncWrite + Unpin>(
                 match m {
                     Some(Ok(Msg::Tick {})) => {
                         if let Err(e) = pending.request(sampler) {
-                            eprintln!("agent: interval missed: {e}");
+                            warn!(target: "agent", "test with {}: interval missed: {e}", ctx.who);
                         }
                     }
                     Some(Ok(Msg::Stop {})) => {
@@ -280,7 +362,7 @@ async fn drive<W: AsyncWrite + Unpin>(
                         stopped = true;
                         if engine_done.is_none() { stop_deadline = Some(tokio::time::Instant::now() + DRAIN_TIMEOUT); }
                     }
-                    Some(Ok(Msg::Failed { error, .. })) => { eprintln!("agent: controller failed: {error}"); engine.abort(); stopped = true; }
+                    Some(Ok(Msg::Failed { error, .. })) => { warn!(target: "agent", "test with {}: the controller failed: {error}", ctx.who); engine.abort(); stopped = true; }
                     Some(Ok(_)) => {}
                     Some(Err(e)) => { engine.abort(); break Some(format!("controller lost during the test: {e}")); }
                     None => { engine.abort(); break Some("controller lost during the test".into()); }
@@ -325,17 +407,10 @@ async fn drive<W: AsyncWrite + Unpin>(
     if let Some(why) = lost {
         return Err(why);
     }
-    send(wr, Msg::Finished { result }).await
+    Ok(result)
 }
 
-/// A failure of this host (not a usage error).
-fn fail_msg(error: String) -> Msg {
-    Msg::Failed {
-        error,
-        usage: false,
-    }
-}
-
+/// Send to the controller; Err: the control connection is gone.
 async fn send<W: AsyncWrite + Unpin>(wr: &mut SealedWriter<W>, m: Msg) -> Result<(), String> {
     wr.send(&m)
         .await

@@ -279,32 +279,7 @@ impl GrpcEngine {
         conns: Vec<TcpStream>,
     ) -> Result<(RunningEngine, std::sync::mpsc::Receiver<Result<(), String>>), EngineError> {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let sockets = conns
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
-                c.try_clone().map_err(|source| EngineError::Io {
-                    op: "dup",
-                    conn: i,
-                    source,
-                })
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        for (i, c) in conns.iter().enumerate() {
-            c.set_nodelay(true).map_err(|source| EngineError::Io {
-                op: "setsockopt TCP_NODELAY",
-                conn: i,
-                source,
-            })?;
-        }
-        // The engine's thread shuts the connections down once the client or
-        // server is done: the sampler's duplicates keep each socket open, so
-        // closing hyper's copy alone would never send the FIN the other end
-        // waits for.
-        let shut = sockets
-            .iter()
-            .filter_map(|s| s.try_clone().ok())
-            .collect::<Vec<_>>();
+        let (sockets, shut) = duplicates(&conns)?;
         let roles = if self.target.is_some() {
             Vec::new()
         } else {
@@ -347,48 +322,15 @@ impl GrpcEngine {
             let mut running = match started {
                 Ok(r) => r,
                 Err(e) => {
-                    for s in &shut {
-                        let _ = s.shutdown(std::net::Shutdown::Both);
-                    }
+                    shut_down(&shut);
                     let _ = ready_tx.send(Err(e.to_string()));
                     return Err(EngineError::Unsupported(e.to_string()));
                 }
             };
             let _ = ready_tx.send(Ok(()));
-            // The client ends a point: on stop it finishes its RPCs and closes
-            // the connections. The server ends when they are closed (like a
-            // TCP receiver at EOF); stopping it at the same moment would cut
-            // RPCs the client still waits for ("operation was canceled").
-            // Only if the client never closes does the server stop itself.
-            let mut stop_seen: Option<std::time::Instant> = None;
-            loop {
-                if ctl.abort.load(Ordering::Relaxed) {
-                    running.abort();
-                    break;
-                }
-                if ctl.stop.load(Ordering::Relaxed) {
-                    match (&running, stop_seen) {
-                        (Running::Client(_), _) => {
-                            running.stop();
-                            break;
-                        }
-                        (Running::Server(_), None) => stop_seen = Some(std::time::Instant::now()),
-                        (Running::Server(_), Some(t)) if t.elapsed() > SERVER_GRACE => {
-                            running.stop();
-                            break;
-                        }
-                        (Running::Server(_), Some(_)) => {}
-                    }
-                }
-                if running.is_finished() {
-                    break;
-                }
-                std::thread::sleep(WATCH_EVERY);
-            }
+            watch(&running, &ctl);
             let result = running.join();
-            for s in &shut {
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
+            shut_down(&shut);
             result
         })?;
         Ok((
@@ -402,6 +344,77 @@ impl GrpcEngine {
             },
             ready_rx,
         ))
+    }
+}
+
+/// The data connections' duplicates: one set the sampler keeps (TCP_INFO),
+/// one the engine's thread shuts down once the client or server is done —
+/// the sampler's duplicates keep each socket open, so closing hyper's copy
+/// alone would never send the FIN the other end waits for. Sets TCP_NODELAY.
+fn duplicates(conns: &[TcpStream]) -> Result<(Vec<TcpStream>, Vec<TcpStream>), EngineError> {
+    let sockets = conns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            c.try_clone().map_err(|source| EngineError::Io {
+                op: "dup",
+                conn: i,
+                source,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    for (i, c) in conns.iter().enumerate() {
+        c.set_nodelay(true).map_err(|source| EngineError::Io {
+            op: "setsockopt TCP_NODELAY",
+            conn: i,
+            source,
+        })?;
+    }
+    let shut = sockets
+        .iter()
+        .filter_map(|s| s.try_clone().ok())
+        .collect::<Vec<_>>();
+    Ok((sockets, shut))
+}
+
+fn shut_down(shut: &[TcpStream]) {
+    for s in shut {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// Wait until the client or server is done, passing on stop and abort.
+///
+/// The client ends a point: on stop it finishes its RPCs and closes the
+/// connections. The server ends when they are closed (like a TCP receiver
+/// at EOF); stopping it at the same moment would cut RPCs the client still
+/// waits for ("operation was canceled"). Only if the client never closes
+/// does the server stop itself.
+fn watch(running: &Running, ctl: &EngineControl) {
+    let mut stop_seen: Option<std::time::Instant> = None;
+    loop {
+        if ctl.abort.load(Ordering::Relaxed) {
+            running.abort();
+            break;
+        }
+        if ctl.stop.load(Ordering::Relaxed) {
+            match (running, stop_seen) {
+                (Running::Client(_), _) => {
+                    running.stop();
+                    break;
+                }
+                (Running::Server(_), None) => stop_seen = Some(std::time::Instant::now()),
+                (Running::Server(_), Some(t)) if t.elapsed() > SERVER_GRACE => {
+                    running.stop();
+                    break;
+                }
+                (Running::Server(_), Some(_)) => {}
+            }
+        }
+        if running.is_finished() {
+            break;
+        }
+        std::thread::sleep(WATCH_EVERY);
     }
 }
 

@@ -605,31 +605,31 @@ impl<'a> Loop<'a> {
 
     /// perftest's `run_iter_bw` and `run_iter_bw_server`, in one loop (bidirectional runs both).
     fn bw(&mut self) -> Result<RdmaOutcome, LoopError> {
-        let qps = self.spec.qps as usize;
-        let total = self.spec.total_ops();
-        let iters = self.spec.iters;
-        let cq_mod = u64::from(self.spec.cq_mod());
-        let tx_depth = u64::from(self.spec.tx_depth());
-        let size = self.spec.size.0;
-        let inline = self.spec.inline();
         let requester = self.requester();
         let receives = needs_receives(&self.spec, self.side);
-        let read = self.spec.op == RdmaOp::Read;
-        let region = self.spec.region_len();
-        let mut rec = Recorder::new(total, self.spec.recorded_ops());
-        let (mut scnt, mut ccnt) = (vec![0u64; qps], vec![0u64; qps]);
-        let mut pending = vec![0u64; qps];
-        let mut covers: Vec<VecDeque<u64>> = vec![VecDeque::new(); qps];
-        let (mut totccnt, mut window_ops) = (0u64, 0u64);
-        let mut rcnt = 0u64;
-        let mut posted_recv = vec![u64::from(self.spec.rx_depth()); qps];
-        let mut drain_since: Option<Instant> = None;
-        let mut end_seen: Option<Instant> = None;
-        let stopped_early: bool;
         if !requester && !receives {
             // WRITE/READ responder: the peer's NIC does the work; nothing to count here.
             return Ok(self.outcome());
         }
+        let mut st = BwCounters::new(&self.spec);
+        let stopped_early = self.bw_loop(&mut st, requester, receives)?;
+        let mut out = self.outcome();
+        out.stopped_early = stopped_early;
+        if requester && !stopped_early {
+            out.bw = self.bw_figures(&st);
+        }
+        Ok(out)
+    }
+
+    /// Post, reap and re-post until both directions are done; true when it
+    /// stopped before the count it was given (or with work outstanding).
+    fn bw_loop(
+        &mut self,
+        st: &mut BwCounters,
+        requester: bool,
+        receives: bool,
+    ) -> Result<bool, LoopError> {
+        let total = self.spec.total_ops();
         loop {
             if self.control.aborted() {
                 return Err(LoopError::Aborted);
@@ -638,100 +638,44 @@ impl<'a> Loop<'a> {
             let ending = self.control.stopping() || phase == Phase::End;
             let mut progressed = false;
             if requester && !ending {
-                for q in 0..qps {
-                    while iters.is_none_or(|i| scnt[q] < i) && scnt[q] - ccnt[q] < tx_depth {
-                        let signaled = scnt[q] % cq_mod == cq_mod - 1
-                            || iters.is_some_and(|i| scnt[q] == i - 1);
-                        let t = self.ticks();
-                        rec.post(t);
-                        let wr = SendWr {
-                            wr_id: q as u64,
-                            op: self.wr_op(q),
-                            offset: self.local_offset(),
-                            len: self.size32(),
-                            signaled,
-                            inline,
-                        };
-                        self.verbs.post_send(q, &wr)?;
-                        scnt[q] += 1;
-                        pending[q] += 1;
-                        if signaled {
-                            covers[q].push_back(pending[q]);
-                            pending[q] = 0;
-                        }
-                        progressed = true;
-                    }
-                }
+                progressed |= self.bw_post_sends(st)?;
             }
             if requester {
-                self.reap(Cq::Send, ending, "send", totccnt)?;
-                for i in 0..self.comps.len() {
-                    let c = self.comps[i];
-                    let q = (c.wr_id as usize).min(qps - 1);
-                    let fill = covers[q].pop_front().unwrap_or(cq_mod);
-                    ccnt[q] += fill;
-                    totccnt += fill;
-                    rec.complete(totccnt, self.ticks());
-                    if phase == Phase::Sample && self.spec.secs.is_some() {
-                        window_ops += fill;
-                    }
-                    if read {
-                        self.count(q, 0, fill * size, fill);
-                    } else {
-                        self.count(q, fill * size, 0, fill);
-                    }
-                }
-                progressed |= !self.comps.is_empty();
+                progressed |= self.bw_reap_sends(st, phase, ending)?;
             }
             if receives {
-                self.reap(Cq::Recv, ending, "receive", rcnt)?;
-                for i in 0..self.comps.len() {
-                    let c = self.comps[i];
-                    let q = (c.wr_id as usize).min(qps - 1);
-                    rcnt += 1;
-                    self.count(q, 0, u64::from(c.byte_len), 1);
-                    if !requester && phase == Phase::Sample && self.spec.secs.is_some() {
-                        window_ops += 1;
-                    }
-                    if !self.control.stopping() && iters.is_none_or(|n| posted_recv[q] < n) {
-                        self.verbs.post_recv(q, q as u64, region, self.size32())?;
-                        posted_recv[q] += 1;
-                    }
-                }
-                progressed |= !self.comps.is_empty();
+                progressed |= self.bw_reap_receives(st, phase, ending, requester)?;
             }
-            let outstanding = covers.iter().any(|c| !c.is_empty());
+            let outstanding = st.covers.iter().any(|c| !c.is_empty());
             let req_done = !requester
                 || match total {
-                    Some(n) if totccnt >= n => true,
+                    Some(n) if st.totccnt >= n => true,
                     _ => ending && !outstanding,
                 };
             // A pure receiver in duration mode keeps its receives posted until it is
             // stopped (or well past its own end), so the sender can drain.
             let rsp_done = !receives
                 || match total {
-                    Some(n) if rcnt >= n => true,
+                    Some(n) if st.rcnt >= n => true,
                     _ if requester => ending,
                     _ => {
                         if phase == Phase::End {
-                            end_seen.get_or_insert_with(Instant::now);
+                            st.end_seen.get_or_insert_with(Instant::now);
                         }
                         self.control.stopping()
-                            || end_seen.is_some_and(|e| e.elapsed() > DRAIN_LIMIT)
+                            || st.end_seen.is_some_and(|e| e.elapsed() > DRAIN_LIMIT)
                     }
                 };
             if req_done && rsp_done {
-                stopped_early = total.is_some_and(|n| {
-                    (requester && totccnt < n) || (receives && !requester && rcnt < n)
-                });
-                break;
+                return Ok(total.is_some_and(|n| {
+                    (requester && st.totccnt < n) || (receives && !requester && st.rcnt < n)
+                }));
             }
             if ending && requester {
-                let since = *drain_since.get_or_insert_with(Instant::now);
+                let since = *st.drain_since.get_or_insert_with(Instant::now);
                 if since.elapsed() > DRAIN_LIMIT {
                     // Outstanding WRs never completed (the peer stopped receiving).
-                    stopped_early = total.is_some();
-                    break;
+                    return Ok(total.is_some());
                 }
             }
             if !progressed && self.spec.use_event {
@@ -739,35 +683,132 @@ impl<'a> Loop<'a> {
                 self.verbs.wait(cq, EVENT_WAIT)?;
             }
         }
-        let mut out = self.outcome();
-        out.stopped_early = stopped_early;
-        if requester && !stopped_early {
-            out.bw = match (total, self.spec.secs) {
-                (Some(n), _) => {
-                    let peak = rec.full && n <= limits::PEAK_MAX_OPS;
-                    let first = [rec.first_post.unwrap_or(0)];
-                    let last = [rec.last_complete];
-                    report::bw_report(&BwInput {
-                        size,
-                        ops: n,
-                        ticks_per_sec: 1e9,
-                        posted: if peak { &rec.posted } else { &first },
-                        completed: if peak { &rec.completed } else { &last },
-                        cq_mod,
-                        peak,
-                    })
+    }
+
+    /// Fill every QP's send queue up to the tx depth (and the iteration
+    /// count); true when anything was posted.
+    fn bw_post_sends(&mut self, st: &mut BwCounters) -> Result<bool, LoopError> {
+        let iters = self.spec.iters;
+        let cq_mod = u64::from(self.spec.cq_mod());
+        let tx_depth = u64::from(self.spec.tx_depth());
+        let inline = self.spec.inline();
+        let mut progressed = false;
+        for q in 0..st.scnt.len() {
+            while iters.is_none_or(|i| st.scnt[q] < i) && st.scnt[q] - st.ccnt[q] < tx_depth {
+                let signaled =
+                    st.scnt[q] % cq_mod == cq_mod - 1 || iters.is_some_and(|i| st.scnt[q] == i - 1);
+                let t = self.ticks();
+                st.rec.post(t);
+                let wr = SendWr {
+                    wr_id: q as u64,
+                    op: self.wr_op(q),
+                    offset: self.local_offset(),
+                    len: self.size32(),
+                    signaled,
+                    inline,
+                };
+                self.verbs.post_send(q, &wr)?;
+                st.scnt[q] += 1;
+                st.pending[q] += 1;
+                if signaled {
+                    st.covers[q].push_back(st.pending[q]);
+                    st.pending[q] = 0;
                 }
-                (None, Some(_)) => report::bw_report_duration(
-                    size,
-                    window_ops,
-                    self.sample_start.unwrap_or(0),
-                    self.sample_end.unwrap_or(0),
-                    1e9,
-                ),
-                _ => None,
-            };
+                progressed = true;
+            }
         }
-        Ok(out)
+        Ok(progressed)
+    }
+
+    /// Reap send completions; each covers the unsignaled WRs before it.
+    fn bw_reap_sends(
+        &mut self,
+        st: &mut BwCounters,
+        phase: Phase,
+        ending: bool,
+    ) -> Result<bool, LoopError> {
+        let qps = st.scnt.len();
+        let cq_mod = u64::from(self.spec.cq_mod());
+        let size = self.spec.size.0;
+        let read = self.spec.op == RdmaOp::Read;
+        self.reap(Cq::Send, ending, "send", st.totccnt)?;
+        for i in 0..self.comps.len() {
+            let c = self.comps[i];
+            let q = (c.wr_id as usize).min(qps - 1);
+            let fill = st.covers[q].pop_front().unwrap_or(cq_mod);
+            st.ccnt[q] += fill;
+            st.totccnt += fill;
+            st.rec.complete(st.totccnt, self.ticks());
+            if phase == Phase::Sample && self.spec.secs.is_some() {
+                st.window_ops += fill;
+            }
+            if read {
+                self.count(q, 0, fill * size, fill);
+            } else {
+                self.count(q, fill * size, 0, fill);
+            }
+        }
+        Ok(!self.comps.is_empty())
+    }
+
+    /// Reap receive completions and post a receive in place of each.
+    fn bw_reap_receives(
+        &mut self,
+        st: &mut BwCounters,
+        phase: Phase,
+        ending: bool,
+        requester: bool,
+    ) -> Result<bool, LoopError> {
+        let qps = st.scnt.len();
+        let iters = self.spec.iters;
+        let region = self.spec.region_len();
+        self.reap(Cq::Recv, ending, "receive", st.rcnt)?;
+        for i in 0..self.comps.len() {
+            let c = self.comps[i];
+            let q = (c.wr_id as usize).min(qps - 1);
+            st.rcnt += 1;
+            self.count(q, 0, u64::from(c.byte_len), 1);
+            if !requester && phase == Phase::Sample && self.spec.secs.is_some() {
+                st.window_ops += 1;
+            }
+            if !self.control.stopping() && iters.is_none_or(|n| st.posted_recv[q] < n) {
+                self.verbs.post_recv(q, q as u64, region, self.size32())?;
+                st.posted_recv[q] += 1;
+            }
+        }
+        Ok(!self.comps.is_empty())
+    }
+
+    /// The requester's bandwidth figures (perftest's report) from what the
+    /// loop recorded: over the iterations, or over the sampled window.
+    fn bw_figures(&self, st: &BwCounters) -> Option<BwReport> {
+        let size = self.spec.size.0;
+        let cq_mod = u64::from(self.spec.cq_mod());
+        let rec = &st.rec;
+        match (self.spec.total_ops(), self.spec.secs) {
+            (Some(n), _) => {
+                let peak = rec.full && n <= limits::PEAK_MAX_OPS;
+                let first = [rec.first_post.unwrap_or(0)];
+                let last = [rec.last_complete];
+                report::bw_report(&BwInput {
+                    size,
+                    ops: n,
+                    ticks_per_sec: 1e9,
+                    posted: if peak { &rec.posted } else { &first },
+                    completed: if peak { &rec.completed } else { &last },
+                    cq_mod,
+                    peak,
+                })
+            }
+            (None, Some(_)) => report::bw_report_duration(
+                size,
+                st.window_ops,
+                self.sample_start.unwrap_or(0),
+                self.sample_end.unwrap_or(0),
+                1e9,
+            ),
+            _ => None,
+        }
     }
 
     /// Busy-poll (or wait on events for) one completion on `cq`.
@@ -1036,5 +1077,43 @@ pub fn interval(
         qps,
         lat_p50_us: lat.map(|h| h.value_at_quantile(0.5) as f64 / 1000.0),
         lat_p99_us: lat.map(|h| h.value_at_quantile(0.99) as f64 / 1000.0),
+    }
+}
+
+/// The bandwidth loop's counters (perftest's names): per QP the sends
+/// posted (`scnt`) and completed (`ccnt`), the unsignaled sends waiting for
+/// a signaled one (`pending`) and the sends each signaled completion covers
+/// (`covers`); in total the completions, the sampled window's operations and
+/// the receives; when the drain and the peer's end began.
+struct BwCounters {
+    rec: Recorder,
+    scnt: Vec<u64>,
+    ccnt: Vec<u64>,
+    pending: Vec<u64>,
+    covers: Vec<VecDeque<u64>>,
+    totccnt: u64,
+    window_ops: u64,
+    rcnt: u64,
+    posted_recv: Vec<u64>,
+    drain_since: Option<Instant>,
+    end_seen: Option<Instant>,
+}
+
+impl BwCounters {
+    fn new(spec: &RdmaSpec) -> BwCounters {
+        let qps = spec.qps as usize;
+        BwCounters {
+            rec: Recorder::new(spec.total_ops(), spec.recorded_ops()),
+            scnt: vec![0; qps],
+            ccnt: vec![0; qps],
+            pending: vec![0; qps],
+            covers: vec![VecDeque::new(); qps],
+            totccnt: 0,
+            window_ops: 0,
+            rcnt: 0,
+            posted_recv: vec![u64::from(spec.rx_depth()); qps],
+            drain_since: None,
+            end_seen: None,
+        }
     }
 }

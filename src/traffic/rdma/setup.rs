@@ -120,109 +120,131 @@ impl RdmaSetup {
     /// Check a setup received from the peer against the spec and our own
     /// setup; returns the path MTU to program.
     pub fn check_remote(&self, spec: &RdmaSpec, local: &RdmaSetup) -> Result<Agreed, SetupError> {
-        let peer = if self.device.is_empty() {
-            "the peer".to_string()
-        } else {
-            format!("peer device {}", self.device)
-        };
-        let invalid = |what: String| SetupError::Invalid {
-            peer: peer.clone(),
-            what,
-        };
-        let mismatch = |what: String| SetupError::Mismatch {
-            peer: peer.clone(),
-            what,
-        };
         if self.version != SETUP_VERSION {
             return Err(SetupError::Version {
-                peer,
+                peer: self.peer_name(),
                 got: self.version,
                 want: SETUP_VERSION,
             });
         }
-        if self.device.len() > 64 {
-            return Err(invalid("device name longer than 64 bytes".into()));
-        }
-        if self.qps.len() != spec.qps as usize {
-            return Err(SetupError::QpCount {
-                peer,
-                got: self.qps.len(),
-                want: spec.qps,
-            });
-        }
-        if !IB_MTUS.contains(&self.mtu) {
-            return Err(invalid(format!(
-                "MTU {} is not an RDMA MTU (256, 512, 1024, 2048, 4096)",
-                self.mtu
-            )));
-        }
-        if let Some(want) = spec.mtu {
-            if want > self.mtu || want > local.mtu {
-                return Err(mismatch(format!(
-                    "the test asks for MTU {want} but the active MTUs are {} here and {} there",
-                    local.mtu, self.mtu
-                )));
-            }
-        }
-        if self.fabric != local.fabric {
-            return Err(mismatch(format!(
-                "link layer {:?} there, {:?} here",
-                self.fabric, local.fabric
-            )));
-        }
-        match self.fabric {
-            Fabric::Infiniband if self.lid == 0 || self.lid >= 0xC000 => {
-                return Err(invalid(format!("LID {:#x} is not a unicast LID", self.lid)))
-            }
-            Fabric::Ethernet => match self.gid {
-                None => return Err(invalid("RoCE needs a GID and none was sent".into())),
-                Some(g) if g.is_unspecified() => return Err(invalid("GID is all zeros".into())),
-                Some(g) if g.is_multicast() => {
-                    return Err(invalid(format!("GID {g} is multicast")))
-                }
-                _ => {}
-            },
-            _ => {}
-        }
-        let want_len = spec.buffer_len();
-        for (i, q) in self.qps.iter().enumerate() {
-            if q.qpn & !QPN_MASK != 0 || q.qpn < 2 {
-                return Err(invalid(format!(
-                    "QP {i}: QPN {:#x} is not a 24-bit RC QP number",
-                    q.qpn
-                )));
-            }
-            if q.psn & !QPN_MASK != 0 {
-                return Err(invalid(format!(
-                    "QP {i}: PSN {:#x} is wider than 24 bits",
-                    q.psn
-                )));
-            }
-            if spec.op.remote_memory() && q.rkey == 0 {
-                return Err(invalid(format!(
-                    "QP {i}: rkey is 0; an RDMA {} needs the peer's memory key",
-                    spec.op.name()
-                )));
-            }
-            if q.len != want_len {
-                return Err(invalid(format!(
-                    "QP {i}: buffer length {} B, the test's buffers are {want_len} B",
-                    q.len
-                )));
-            }
-            if q.addr == 0 || q.addr.checked_add(q.len).is_none() {
-                return Err(invalid(format!(
-                    "QP {i}: buffer address {:#x} + {} B is not a valid range",
-                    q.addr, q.len
-                )));
-            }
-        }
+        self.check_link(spec, local)?;
+        self.check_qps(spec)?;
         let path_mtu = [Some(self.mtu), Some(local.mtu), spec.mtu]
             .into_iter()
             .flatten()
             .min()
             .unwrap_or(1024);
         Ok(Agreed { path_mtu })
+    }
+
+    /// The device, QP count, MTU and address (LID or GID) against the test
+    /// and this side's setup.
+    fn check_link(&self, spec: &RdmaSpec, local: &RdmaSetup) -> Result<(), SetupError> {
+        if self.device.len() > 64 {
+            return Err(self.invalid("device name longer than 64 bytes".into()));
+        }
+        if self.qps.len() != spec.qps as usize {
+            return Err(SetupError::QpCount {
+                peer: self.peer_name(),
+                got: self.qps.len(),
+                want: spec.qps,
+            });
+        }
+        if !IB_MTUS.contains(&self.mtu) {
+            return Err(self.invalid(format!(
+                "MTU {} is not an RDMA MTU (256, 512, 1024, 2048, 4096)",
+                self.mtu
+            )));
+        }
+        if let Some(want) = spec.mtu {
+            if want > self.mtu || want > local.mtu {
+                return Err(self.mismatch(format!(
+                    "the test asks for MTU {want} but the active MTUs are {} here and {} there",
+                    local.mtu, self.mtu
+                )));
+            }
+        }
+        if self.fabric != local.fabric {
+            return Err(self.mismatch(format!(
+                "link layer {:?} there, {:?} here",
+                self.fabric, local.fabric
+            )));
+        }
+        match self.fabric {
+            Fabric::Infiniband if self.lid == 0 || self.lid >= 0xC000 => {
+                return Err(self.invalid(format!("LID {:#x} is not a unicast LID", self.lid)))
+            }
+            Fabric::Ethernet => match self.gid {
+                None => return Err(self.invalid("RoCE needs a GID and none was sent".into())),
+                Some(g) if g.is_unspecified() => {
+                    return Err(self.invalid("GID is all zeros".into()))
+                }
+                Some(g) if g.is_multicast() => {
+                    return Err(self.invalid(format!("GID {g} is multicast")))
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Each QP: its number, first PSN, memory key and buffer.
+    fn check_qps(&self, spec: &RdmaSpec) -> Result<(), SetupError> {
+        let want_len = spec.buffer_len();
+        for (i, q) in self.qps.iter().enumerate() {
+            if q.qpn & !QPN_MASK != 0 || q.qpn < 2 {
+                return Err(self.invalid(format!(
+                    "QP {i}: QPN {:#x} is not a 24-bit RC QP number",
+                    q.qpn
+                )));
+            }
+            if q.psn & !QPN_MASK != 0 {
+                return Err(self.invalid(format!("QP {i}: PSN {:#x} is wider than 24 bits", q.psn)));
+            }
+            if spec.op.remote_memory() && q.rkey == 0 {
+                return Err(self.invalid(format!(
+                    "QP {i}: rkey is 0; an RDMA {} needs the peer's memory key",
+                    spec.op.name()
+                )));
+            }
+            if q.len != want_len {
+                return Err(self.invalid(format!(
+                    "QP {i}: buffer length {} B, the test's buffers are {want_len} B",
+                    q.len
+                )));
+            }
+            if q.addr == 0 || q.addr.checked_add(q.len).is_none() {
+                return Err(self.invalid(format!(
+                    "QP {i}: buffer address {:#x} + {} B is not a valid range",
+                    q.addr, q.len
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// How errors name the other side.
+    fn peer_name(&self) -> String {
+        if self.device.is_empty() {
+            "the peer".to_string()
+        } else {
+            format!("peer device {}", self.device)
+        }
+    }
+
+    fn invalid(&self, what: String) -> SetupError {
+        SetupError::Invalid {
+            peer: self.peer_name(),
+            what,
+        }
+    }
+
+    fn mismatch(&self, what: String) -> SetupError {
+        SetupError::Mismatch {
+            peer: self.peer_name(),
+            what,
+        }
     }
 }
 

@@ -427,14 +427,16 @@ pub fn sink_interval(
         (Some(p), Some(c)) => Some(c.delta(p)),
         _ => None,
     };
+    let span = QueueSpan {
+        mode,
+        secs,
+        frame_size,
+        speed_mbps,
+        path: path.as_ref().zip(cur.path.as_ref()),
+    };
     let mut queues = Vec::new();
     let mut drops = Drops::default();
-    let (mut total, mut dup, mut reord) = (0, 0, 0);
-    let mut missing_delta = 0i64;
     let mut threads_seen = std::collections::BTreeSet::new();
-    // XDP-based modes: a redirect the queue's ring refused is the sink's
-    // drop, which veth also books as a drop of that rx queue.
-    let xdp_based = matches!(mode, SinkMode::Xdp | SinkMode::AfXdp);
     let mut queue_drops: BTreeMap<u32, u64> = BTreeMap::new();
     for c in &cur.queues {
         let p = prev
@@ -446,56 +448,11 @@ pub fn sink_interval(
                 queue: c.queue,
                 ..Default::default()
             });
-        let n = counted(c, mode).saturating_sub(counted(&p, mode));
-        let md = (c.expected.saturating_sub(c.received) as i64)
-            - (p.expected.saturating_sub(p.received) as i64);
-        let ring = c.ring_drops.saturating_sub(p.ring_drops);
-        let (xc, xp) = (c.xdp.unwrap_or_default(), p.xdp.unwrap_or_default());
-        drops.ring_full += ring;
-        drops.xdp_no_socket += xc.no_socket.saturating_sub(xp.no_socket);
-        let no_socket = xc.no_socket.saturating_sub(xp.no_socket);
-        let nic_drops = path
-            .as_ref()
-            .and_then(|d| cur.path.as_ref().map(|c| (d, c)))
-            .and_then(|(d, full)| {
-                full.rx_queue_drops
-                    .contains_key(&c.queue)
-                    .then(|| d.rx_queue_drops.get(&c.queue).copied().unwrap_or(0))
-            })
-            .map(|d| {
-                if xdp_based {
-                    let seen = d.min(ring + no_socket);
-                    drops.ring_seen_by_driver += seen;
-                    d - seen
-                } else {
-                    d
-                }
-            });
-        if let Some(d) = nic_drops.filter(|d| *d > 0) {
+        let q = queue_figures(&p, c, &span, &mut drops, &mut threads_seen);
+        if let Some(d) = q.nic_drops.filter(|d| *d > 0) {
             queue_drops.insert(c.queue, d);
         }
-        total += n;
-        dup += c.duplicates.saturating_sub(p.duplicates);
-        reord += c.reordered.saturating_sub(p.reordered);
-        missing_delta += md;
-        queues.push(QueueFigures {
-            queue: c.queue,
-            cpu: c.cpu,
-            counted: n,
-            rates: Rates::of(n, secs, frame_size, speed_mbps),
-            duplicates: c.duplicates.saturating_sub(p.duplicates),
-            reordered: c.reordered.saturating_sub(p.reordered),
-            missing_delta: md,
-            ring_full: ring,
-            nic_drops,
-            thread: c.thread,
-            cpu_pct: if c.thread.is_none_or(|t| threads_seen.insert(t)) {
-                cpu_pct(p.cpu_ns, c.cpu_ns, secs)
-            } else {
-                None
-            },
-            napi_cpu: c.xdp.and_then(|x| x.top_cpu).map(|t| t.0),
-        });
+        queues.push(q);
     }
     if let Some(d) = &path {
         drops.rx_dropped = d.rx_dropped;
@@ -503,6 +460,7 @@ pub fn sink_interval(
         drops.rx_queue_drops = queue_drops;
         drops.softnet_dropped = d.softnet_dropped;
     }
+    let total: u64 = queues.iter().map(|q| q.counted).sum();
     let missing = cur
         .queues
         .iter()
@@ -513,14 +471,82 @@ pub fn sink_interval(
         mode,
         counted: total,
         rates: Rates::of(total, secs, frame_size, speed_mbps),
-        duplicates: dup,
-        reordered: reord,
+        duplicates: queues.iter().map(|q| q.duplicates).sum(),
+        reordered: queues.iter().map(|q| q.reordered).sum(),
         missing,
-        missing_delta,
+        missing_delta: queues.iter().map(|q| q.missing_delta).sum(),
         cpu_pct: thread_cpu(&queues),
         iface_rx_packets: path.as_ref().map(|d| d.rx_packets),
         drops,
         queues,
+    }
+}
+
+/// What every queue of one sink interval shares: the mode, the span, the
+/// frame size and link speed for the rates, and the path counters' growth
+/// with the latest reading (which queues the driver counts drops of).
+struct QueueSpan<'a> {
+    mode: SinkMode,
+    secs: f64,
+    frame_size: u32,
+    speed_mbps: Option<u32>,
+    path: Option<(&'a PathCounters, &'a PathCounters)>,
+}
+
+/// One queue between two snapshots; its ring and XDP drops are added to
+/// `drops`. A thread that reads several queues has its CPU time on the first.
+fn queue_figures(
+    p: &SinkQueueSnap,
+    c: &SinkQueueSnap,
+    span: &QueueSpan,
+    drops: &mut Drops,
+    threads_seen: &mut std::collections::BTreeSet<u32>,
+) -> QueueFigures {
+    let (mode, secs) = (span.mode, span.secs);
+    // XDP-based modes: a redirect the queue's ring refused is the sink's
+    // drop, which veth also books as a drop of that rx queue.
+    let xdp_based = matches!(mode, SinkMode::Xdp | SinkMode::AfXdp);
+    let n = counted(c, mode).saturating_sub(counted(p, mode));
+    let md = (c.expected.saturating_sub(c.received) as i64)
+        - (p.expected.saturating_sub(p.received) as i64);
+    let ring = c.ring_drops.saturating_sub(p.ring_drops);
+    let (xc, xp) = (c.xdp.unwrap_or_default(), p.xdp.unwrap_or_default());
+    drops.ring_full += ring;
+    drops.xdp_no_socket += xc.no_socket.saturating_sub(xp.no_socket);
+    let no_socket = xc.no_socket.saturating_sub(xp.no_socket);
+    let nic_drops = span
+        .path
+        .and_then(|(d, full)| {
+            full.rx_queue_drops
+                .contains_key(&c.queue)
+                .then(|| d.rx_queue_drops.get(&c.queue).copied().unwrap_or(0))
+        })
+        .map(|d| {
+            if xdp_based {
+                let seen = d.min(ring + no_socket);
+                drops.ring_seen_by_driver += seen;
+                d - seen
+            } else {
+                d
+            }
+        });
+    QueueFigures {
+        queue: c.queue,
+        cpu: c.cpu,
+        counted: n,
+        rates: Rates::of(n, secs, span.frame_size, span.speed_mbps),
+        duplicates: c.duplicates.saturating_sub(p.duplicates),
+        reordered: c.reordered.saturating_sub(p.reordered),
+        missing_delta: md,
+        ring_full: ring,
+        nic_drops,
+        thread: c.thread,
+        cpu_pct: if c.thread.is_none_or(|t| threads_seen.insert(t)) {
+            cpu_pct(p.cpu_ns, c.cpu_ns, secs)
+        } else {
+            None
+        },
+        napi_cpu: c.xdp.and_then(|x| x.top_cpu).map(|t| t.0),
     }
 }
 

@@ -240,50 +240,27 @@ impl WorkerCtx<'_> {
             conn: 0,
             source,
         })?;
-        let mut conns = Vec::with_capacity(group.len());
-        for (k, (idx, s)) in group.into_iter().enumerate() {
-            s.set_nonblocking(true).map_err(|source| EngineError::Io {
-                op: "set O_NONBLOCK",
-                conn: idx,
-                source,
-            })?;
-            let mut sock = mio::net::TcpStream::from_std(s);
-            poll.registry()
-                .register(&mut sock, Token(k), Interest::READABLE | Interest::WRITABLE)
-                .map_err(|source| EngineError::Io {
-                    op: "epoll_ctl",
-                    conn: idx,
-                    source,
-                })?;
-            let mut c = Conn {
-                idx,
-                sock,
-                rx: 0,
-                tx: 0,
-                owed: 0,
-                done: 0,
-                inflight: VecDeque::new(),
-                closing: false,
-                eof: false,
-            };
-            let now = Instant::now();
-            match b {
-                Behaviour::RrClient { req, depth, .. } => {
-                    c.owed = req * u64::from(depth);
-                    c.inflight.extend(std::iter::repeat_n(now, depth as usize));
-                }
-                Behaviour::Echo { client: true, size } => c.owed = size,
-                _ => {}
-            }
-            conns.push(c);
-        }
+        let mut conns = register(&poll, group, b)?;
         let zeros = alloc_buf(IO_BUF, 0, "an I/O buffer")?;
         let mut buf = alloc_buf(IO_BUF, 0, "an I/O buffer")?;
-        let mut events = Events::with_capacity(256);
-        let mut drain_deadline: Option<Instant> = None;
         for c in conns.iter_mut() {
             self.flush(c, &zeros)?;
         }
+        self.poll_until_done(&mut poll, &mut conns, b, &zeros, &mut buf)
+    }
+
+    /// Read and write whatever is ready until every connection is at EOF,
+    /// the drain after stop runs out, or the engine is aborted.
+    fn poll_until_done(
+        &mut self,
+        poll: &mut Poll,
+        conns: &mut [Conn],
+        b: Behaviour,
+        zeros: &[u8],
+        buf: &mut [u8],
+    ) -> Result<(), EngineError> {
+        let mut events = Events::with_capacity(256);
+        let mut drain_deadline: Option<Instant> = None;
         loop {
             if self.control.aborted() {
                 return Ok(());
@@ -325,10 +302,10 @@ impl WorkerCtx<'_> {
                     continue;
                 }
                 if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
-                    self.read_ready(c, b, &mut buf)?;
+                    self.read_ready(c, b, buf)?;
                 }
                 if !c.eof {
-                    self.flush(c, &zeros)?;
+                    self.flush(c, zeros)?;
                 }
             }
         }
@@ -440,6 +417,54 @@ impl WorkerCtx<'_> {
         }
         Ok(())
     }
+}
+
+/// Each connection non-blocking and registered with `poll` (its token is its
+/// place in the group), with what it owes first: a client's first requests
+/// (all of its depth) or an echo client's first message.
+fn register(
+    poll: &Poll,
+    group: Vec<(usize, TcpStream)>,
+    b: Behaviour,
+) -> Result<Vec<Conn>, EngineError> {
+    let mut conns = Vec::with_capacity(group.len());
+    for (k, (idx, s)) in group.into_iter().enumerate() {
+        s.set_nonblocking(true).map_err(|source| EngineError::Io {
+            op: "set O_NONBLOCK",
+            conn: idx,
+            source,
+        })?;
+        let mut sock = mio::net::TcpStream::from_std(s);
+        poll.registry()
+            .register(&mut sock, Token(k), Interest::READABLE | Interest::WRITABLE)
+            .map_err(|source| EngineError::Io {
+                op: "epoll_ctl",
+                conn: idx,
+                source,
+            })?;
+        let mut c = Conn {
+            idx,
+            sock,
+            rx: 0,
+            tx: 0,
+            owed: 0,
+            done: 0,
+            inflight: VecDeque::new(),
+            closing: false,
+            eof: false,
+        };
+        let now = Instant::now();
+        match b {
+            Behaviour::RrClient { req, depth, .. } => {
+                c.owed = req * u64::from(depth);
+                c.inflight.extend(std::iter::repeat_n(now, depth as usize));
+            }
+            Behaviour::Echo { client: true, size } => c.owed = size,
+            _ => {}
+        }
+        conns.push(c);
+    }
+    Ok(conns)
 }
 
 /// A stopping client closes its write side once nothing is owed or in flight.
