@@ -90,3 +90,47 @@ fn write_assets(assets: &Path) -> Result<()> {
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The assets the package lists exist after `write_assets`: one gzipped
+    /// page per visible command (the agent's among them), the three
+    /// completions; a page left from an earlier run is removed.
+    #[test]
+    fn assets_hold_gzipped_man_pages_and_the_completions() {
+        let dir = std::env::temp_dir().join(format!("wst-deb-assets-{}", std::process::id()));
+        let stale = dir.join("man").join("wirescope-gone.1.gz");
+        std::fs::create_dir_all(stale.parent().unwrap()).unwrap();
+        std::fs::write(&stale, b"old").unwrap();
+        let result = write_assets(&dir);
+        let listing = |sub: &str| -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(dir.join(sub))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        let (man, completions) = (listing("man"), listing("completions"));
+        let gz_ok = man.iter().all(|page| {
+            Command::new("gzip")
+                .arg("-t")
+                .arg(dir.join("man").join(page))
+                .status()
+                .is_ok_and(|s| s.success())
+        });
+        std::fs::remove_dir_all(&dir).unwrap();
+        result.unwrap();
+        assert!(man.contains(&"wirescope.1.gz".to_string()), "{man:?}");
+        assert!(man.contains(&"wirescope-agent.1.gz".to_string()), "{man:?}");
+        assert!(!man.contains(&"wirescope-gone.1.gz".to_string()), "{man:?}");
+        assert!(man.iter().all(|p| p.ends_with(".1.gz")), "{man:?}");
+        assert!(gz_ok, "every page is a valid gzip file: {man:?}");
+        assert_eq!(
+            completions,
+            ["_wirescope", "wirescope.bash", "wirescope.fish"]
+        );
+    }
+}
