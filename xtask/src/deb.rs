@@ -5,7 +5,7 @@
 //! 2. the man pages (gzipped, as Debian wants them) and the shell
 //!    completions into `<target>/<PROFILE>/assets/{man,completions}`, from
 //!    the real CLI definition ([`crate::dist`]);
-//! 3. `cargo deb --no-build`, which packs what `[package.metadata.deb]` in
+//! 3. `cargo deb --no-build --strip`, which packs what `[package.metadata.deb]` in
 //!    Cargo.toml lists (the binary, those assets, the systemd unit from
 //!    `deploy/systemd/`, the token placeholder from `deploy/debian/`, the
 //!    docs) into `<target>/debian/wirescope_<version>-1_<arch>.deb`.
@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Build the package with `profile`: `release`, a profile of Cargo.toml, or
-/// `dev` (CI: the binary the tests built, unoptimized; cargo-deb warns that
-/// it is meant for releases).
+/// `dev` (CI: an unoptimized binary, no second build of every crate;
+/// cargo-deb warns that it is meant for releases).
 pub fn run(profile: &str) -> Result<()> {
     if !crate::cmd::is_installed("cargo-deb") {
         bail!("cargo-deb is not installed: run `cargo install --locked cargo-deb`");
