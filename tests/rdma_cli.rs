@@ -2,7 +2,8 @@
 //! host without RDMA (this machine) fails at once with one line and the fix;
 //! `watch --from` / `check --from` read captures holding the real sysfs trees
 //! (tests/fixtures/rdma) and modified copies of them, where the rules fire;
-//! `check --since` compares two captures' counters.
+//! `check --since` compares two captures' counters. A build without the
+//! `rdma` cargo feature refuses RDMA tests on both sides with one line.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -76,12 +77,14 @@ fn has_rdma() -> bool {
         .unwrap_or(false)
 }
 
+#[cfg(feature = "rdma")]
 fn libibverbs_installed() -> bool {
     let out = Command::new("ldconfig").arg("-p").output().unwrap();
     String::from_utf8_lossy(&out.stdout).contains("libibverbs.so.1 ")
 }
 
 #[test]
+#[cfg(feature = "rdma")]
 fn run_engine_rdma_without_rdma_fails_at_once_with_the_fix() {
     let (dev, lib) = (has_rdma(), libibverbs_installed());
     if dev && lib {
@@ -117,6 +120,52 @@ fn run_engine_rdma_without_rdma_fails_at_once_with_the_fix() {
             !lib,
             "{err}"
         );
+    }
+}
+
+/// Built without the `rdma` feature, `run --engine rdma` (local pair or
+/// peer) stops at once, before any connection, with the one line that says
+/// how to get RDMA back.
+#[test]
+#[cfg(not(feature = "rdma"))]
+fn run_engine_rdma_in_a_build_without_rdma_says_so() {
+    for args in [
+        vec!["run", "--engine", "rdma"],
+        vec!["run", "--engine", "rdma", "--peer", "192.0.2.1"],
+    ] {
+        let (code, out, err) = wirescope(&args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(out.is_empty(), "nothing else happens: {out}");
+        assert_eq!(
+            err,
+            format!("error: {}\n", wirescope::traffic::rdma::BUILT_WITHOUT_RDMA),
+            "{args:?}"
+        );
+    }
+}
+
+/// The agent prepares its side of a point with the same function; in a
+/// build without RDMA it answers the controller with the same refusal
+/// (naming the agent's host), having allocated nothing.
+#[test]
+#[cfg(not(feature = "rdma"))]
+fn an_agent_built_without_rdma_refuses_an_rdma_point() {
+    use wirescope::traffic::rdma::{RdmaMode, RdmaOp, RdmaSpec, BUILT_WITHOUT_RDMA};
+    use wirescope::traffic::{EngineSpec, Side};
+    let spec = EngineSpec::Rdma(RdmaSpec::perftest_defaults(RdmaOp::Write, RdmaMode::Bw));
+    let addr = Some("192.0.2.1".parse().unwrap());
+    for (side, host) in [
+        (Side::Agent, "the agent's host"),
+        (Side::Controller, "this host"),
+    ] {
+        match wirescope::session::engines::prepare(&spec, side, addr, None) {
+            Ok(_) => panic!("{side:?}: an RDMA engine was prepared without the rdma feature"),
+            Err(e) => assert_eq!(
+                e.to_string(),
+                format!("rdma on {host}: {BUILT_WITHOUT_RDMA}"),
+                "{side:?}"
+            ),
+        }
     }
 }
 

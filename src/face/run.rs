@@ -125,19 +125,15 @@ fn check_plan_here(
 /// way when the test reaches it.
 fn rdma_preflight(choice: &crate::session::plan::TargetChoice) -> Result<(), FaceError> {
     use crate::session::plan::TargetChoice;
+    let provider = crate::traffic::rdma::verbs_provider().map_err(FaceError::Usage)?;
     let host = crate::probe::live_host::LiveHost::default();
     let iface = match choice {
         TargetChoice::Peer(a) => crate::probe::system::route_iface(a.ip()),
         TargetChoice::LocalPair { .. } => crate::probe::system::default_route_iface(&host),
     };
-    crate::probe::rdma::preflight::preflight(
-        &host,
-        &crate::traffic::rdma::sideway::SidewayProvider,
-        "this host",
-        iface.as_deref(),
-    )
-    .map(|_| ())
-    .map_err(FaceError::Usage)
+    crate::probe::rdma::preflight::preflight(&host, provider, "this host", iface.as_deref())
+        .map(|_| ())
+        .map_err(FaceError::Usage)
 }
 
 /// `run --engine grpc --target HOST:PORT`: wirescope's client against a

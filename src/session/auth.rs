@@ -74,7 +74,7 @@ pub enum TokenError {
         source: std::io::Error,
     },
     /// The file or variable is empty.
-    #[error("the token in {0} is empty; put a random string in it (e.g. `openssl rand -hex 32`)")]
+    #[error("the token in {0} is empty (lines starting with # are comments); put a random string in it (e.g. `openssl rand -hex 32`)")]
     Empty(String),
     /// The file is readable or writable by others.
     #[error("token file {path} has mode {mode:o}: others can read it; run `chmod 600 {path}`")]
@@ -93,9 +93,15 @@ pub enum TokenError {
 }
 
 impl Token {
-    /// A token from raw text (surrounding whitespace ignored).
+    /// A token from raw text: lines starting with `#` are comments (the
+    /// packaged `/etc/wirescope/token` explains itself in them), surrounding
+    /// whitespace is ignored.
     pub fn from_text(text: &str, origin: &str) -> Result<Self, TokenError> {
-        let t = text.trim();
+        let kept: String = text
+            .split_inclusive('\n')
+            .filter(|line| !line.trim_start().starts_with('#'))
+            .collect();
+        let t = kept.trim();
         if t.is_empty() {
             return Err(TokenError::Empty(origin.to_string()));
         }
@@ -396,6 +402,30 @@ mod tests {
         assert!(e.contains("chmod 600"), "{e}");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(load_token(Some(&p), false).is_ok());
+    }
+
+    /// The packaged placeholder holds only comments: the agent refuses it as
+    /// empty; once a token is written below the comments, that is the token.
+    #[test]
+    fn comment_lines_in_a_token_file_are_not_the_token() {
+        let placeholder = "# Put the token here.\n  # indented comment\n\n";
+        let e = Token::from_text(placeholder, "/etc/wirescope/token").unwrap_err();
+        assert!(matches!(e, TokenError::Empty(_)), "{e}");
+        assert!(
+            e.to_string().contains("lines starting with # are comments"),
+            "{e}"
+        );
+        let t = Token::from_text(&format!("{placeholder}abc123\n# after\n"), "f").unwrap();
+        assert_eq!(
+            t.as_text(),
+            Token::from_text("abc123", "f").unwrap().as_text()
+        );
+        // A file without comments reads as before.
+        let plain = Token::from_text("  x y \n", "f").unwrap();
+        assert_eq!(
+            plain.as_text(),
+            Token::from_text("x y", "f").unwrap().as_text()
+        );
     }
 
     #[test]

@@ -63,16 +63,17 @@ fn prepare_rdma(
     peer: Option<IpAddr>,
 ) -> Result<Box<dyn Engine>, EngineError> {
     use crate::probe::rdma::preflight::{choose, preflight};
-    use crate::traffic::rdma::sideway::SidewayProvider;
-    let host = crate::probe::live_host::LiveHost::default();
     let here = match side {
         Side::Controller => "this host",
         Side::Agent => "the agent's host",
     };
+    let provider = crate::traffic::rdma::verbs_provider()
+        .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
+    let host = crate::probe::live_host::LiveHost::default();
     // Default: the device behind the interface that routes to the peer,
     // and the RoCE v2 GID of the local address on it.
     let (route, local) = peer.map_or((None, None), crate::probe::system::route_to);
-    preflight(&host, &SidewayProvider, here, route.as_deref()).map_err(EngineError::Unsupported)?;
+    preflight(&host, provider, here, route.as_deref()).map_err(EngineError::Unsupported)?;
     let facts = crate::probe::rdma::read_rdma_facts(&host);
     let want = match side {
         Side::Controller => &spec.local,
@@ -80,7 +81,7 @@ fn prepare_rdma(
     };
     let chosen = choose(&facts, want, route.as_deref(), local)
         .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
-    let prepared = crate::traffic::rdma::prepare(spec, side, &SidewayProvider, &chosen)
+    let prepared = crate::traffic::rdma::prepare(spec, side, provider, &chosen)
         .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
     Ok(Box::new(crate::traffic::rdma::session::RdmaEngine::new(
         prepared,

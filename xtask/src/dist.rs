@@ -21,7 +21,8 @@ pub fn run(out: &Path) -> Result<()> {
     Ok(())
 }
 
-fn completions(out: &Path) -> Result<Vec<PathBuf>> {
+/// bash, zsh and fish completions (`wirescope.bash`, `_wirescope`, `wirescope.fish`).
+pub fn completions(out: &Path) -> Result<Vec<PathBuf>> {
     let mut cmd = wirescope::cli::Cli::command();
     [Shell::Bash, Shell::Zsh, Shell::Fish]
         .into_iter()
@@ -33,7 +34,7 @@ fn completions(out: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// `wirescope.1` plus one `wirescope-<sub>.1` per visible subcommand.
-fn man_pages(out: &Path) -> Result<Vec<PathBuf>> {
+pub fn man_pages(out: &Path) -> Result<Vec<PathBuf>> {
     let mut cmd = wirescope::cli::Cli::command().disable_help_subcommand(true);
     // Building fills in display names ("wirescope-run") and propagated versions.
     cmd.build();

@@ -2,6 +2,8 @@
 //!
 //! * `dist` writes shell completions and man pages generated from the real CLI
 //!   definition, so they cannot drift from `wirescope --help`.
+//! * `deb` builds the Debian package (binary, man pages, completions, the
+//!   systemd unit) with `cargo deb`.
 //! * `build-ebpf` compiles `ebpf/` with clang and records the sources' hash.
 //! * `bench tcp|rr` runs wirescope and the reference tool (iperf3, iperf2,
 //!   sockperf) side by side, alternating, on a throwaway namespace pair, and
@@ -14,6 +16,7 @@
 
 mod bench;
 mod cmd;
+mod deb;
 mod dist;
 mod ebpf;
 mod netns;
@@ -38,6 +41,14 @@ enum Task {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+    /// Build the Debian package: release build, man pages and completions,
+    /// then `cargo deb --no-build` (needs cargo-deb).
+    Deb {
+        /// Cargo profile to build and package (`release`; `dev` packages an
+        /// unoptimized build, as CI does to save a release build).
+        #[arg(long, value_name = "NAME", default_value = "release")]
+        profile: String,
+    },
     /// Compile the eBPF programs (clang) and record the hash of their sources.
     BuildEbpf,
     /// Benchmark wirescope against reference tools on a veth pair (root).
@@ -51,6 +62,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.task {
         Task::Dist { out } => dist::run(&out.unwrap_or_else(|| target_dir().join("dist"))),
+        Task::Deb { profile } => deb::run(&profile),
         Task::Bench { which } => bench::run(which),
         Task::BuildEbpf => ebpf::build(),
     };

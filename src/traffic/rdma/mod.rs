@@ -22,11 +22,17 @@
 //! the setups and drives start/stop; the sampler reads the counters.
 //! libibverbs is never linked: `sideway` uses rdma-core-mummy, which
 //! `dlopen`s `libibverbs.so.1`, so the binary starts on hosts without rdma-core.
+//!
+//! `sideway` is compiled only with the `rdma` cargo feature (a default one:
+//! its build needs cmake and libclang). [`verbs_provider`] is the one place
+//! that picks the verbs library; without the feature it refuses every RDMA
+//! test with [`BUILT_WITHOUT_RDMA`], on the controller and on the agent alike.
 
 pub mod engine;
 pub mod report;
 pub mod session;
 pub mod setup;
+#[cfg(feature = "rdma")]
 pub mod sideway;
 pub mod spec;
 pub mod summary;
@@ -41,6 +47,24 @@ pub use engine::{
 pub use report::{BwReport, LatReport};
 pub use setup::{QpEndpoint, RdmaSetup, SetupError};
 pub use spec::{all_sizes, RdmaEndpoint, RdmaMode, RdmaOp, RdmaSpec};
+
+/// What a wirescope built without the `rdma` cargo feature answers when an
+/// RDMA test is asked of it.
+pub const BUILT_WITHOUT_RDMA: &str =
+    "this wirescope was built without RDMA (cargo feature `rdma`); rebuild with default features";
+
+/// The verbs library of this build: libibverbs through sideway, or, in a
+/// build without the `rdma` feature, [`BUILT_WITHOUT_RDMA`].
+pub fn verbs_provider() -> Result<&'static dyn verbs::VerbsProvider, String> {
+    #[cfg(feature = "rdma")]
+    {
+        Ok(&sideway::SidewayProvider)
+    }
+    #[cfg(not(feature = "rdma"))]
+    {
+        Err(BUILT_WITHOUT_RDMA.to_string())
+    }
+}
 
 /// The device, port and GID a host uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
