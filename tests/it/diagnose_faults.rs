@@ -14,7 +14,7 @@ use std::process::Command;
 
 /// The CPU-contention faults run one at a time (each brings its own load),
 /// and apart from the other areas' tests that load or count on the cores.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+fn serial() -> common::Cores {
     common::cores()
 }
 

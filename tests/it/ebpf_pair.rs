@@ -15,7 +15,7 @@ use wirescope::probe::sample::{HostRole, QueueSource, Sample};
 /// the backlog runs, so packets in flight at the first and last read skew
 /// the comparison, and a second test's traffic on the same two CPUs
 /// lengthens that backlog. The lock is [`common::cores`], shared with the other areas' tests that load the cores.
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+fn serial() -> common::Cores {
     common::cores()
 }
 

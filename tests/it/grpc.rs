@@ -71,16 +71,19 @@ fn counts_match(mode: GrpcMode) {
 
 #[test]
 fn unary_byte_counts_equal_on_both_ends() {
+    let _traffic = crate::common::traffic();
     counts_match(GrpcMode::Unary);
 }
 
 #[test]
 fn stream_byte_counts_equal_on_both_ends() {
+    let _traffic = crate::common::traffic();
     counts_match(GrpcMode::Stream);
 }
 
 #[test]
 fn statuses_are_counted_by_code_on_both_ends() {
+    let _traffic = crate::common::traffic();
     for mode in [GrpcMode::Unary, GrpcMode::Stream] {
         let (mut srv, addr) = server(ServerConfig::new(1));
         let mut cfg = client_cfg(mode, 1, 4, 64);
@@ -100,6 +103,7 @@ fn statuses_are_counted_by_code_on_both_ends() {
 
 #[test]
 fn handed_in_connections_end_the_server_when_closed() {
+    let _traffic = crate::common::traffic();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let (mut ours, mut theirs) = (vec![], vec![]);
@@ -122,6 +126,7 @@ fn handed_in_connections_end_the_server_when_closed() {
 
 #[test]
 fn missing_server_is_a_connect_error() {
+    let _traffic = crate::common::traffic();
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -140,6 +145,7 @@ fn missing_server_is_a_connect_error() {
 
 #[test]
 fn a_target_that_is_not_grpc_is_named() {
+    let _traffic = crate::common::traffic();
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let http1 = std::thread::spawn(move || {
@@ -161,6 +167,7 @@ fn a_target_that_is_not_grpc_is_named() {
 
 #[test]
 fn too_large_a_request_names_the_flag() {
+    let _traffic = crate::common::traffic();
     let mut cfg = ServerConfig::new(1);
     cfg.max_message = 1 << 20;
     let (_srv, addr) = server(cfg);
@@ -209,6 +216,7 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Nothing {
 
 #[test]
 fn unimplemented_service_is_named() {
+    let _traffic = crate::common::traffic();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let l = rt
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
@@ -289,6 +297,7 @@ fn sigint(child: &Child) {
 
 #[test]
 fn serve_and_client_as_two_processes() {
+    let _traffic = crate::common::traffic();
     let (mut serve, addr) = spawn_serve(&["--threads", "1", "--cpus", "0"]);
     for mode in ["unary", "stream"] {
         let out = Command::new(env!("CARGO_BIN_EXE_wirescope"))
@@ -331,6 +340,7 @@ fn serve_and_client_as_two_processes() {
 
 #[test]
 fn client_exit_codes_say_usage_or_failure() {
+    let _traffic = crate::common::traffic();
     let code = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_wirescope"))
             .args(["run", "--engine", "grpc", "--ebpf", "off", "-t", "1s"])
@@ -353,6 +363,7 @@ fn client_exit_codes_say_usage_or_failure() {
 
 #[test]
 fn run_against_a_third_party_server_samples_this_host_only() {
+    let _traffic = crate::common::traffic();
     let (mut serve, addr) = spawn_serve(&["--threads", "1"]);
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("target.jsonl");

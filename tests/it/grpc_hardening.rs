@@ -126,6 +126,7 @@ fn grpc_status(resp: &http::Response<h2::RecvStream>) -> Option<String> {
 
 #[test]
 fn silent_request_bodies_do_not_deny_other_clients() {
+    let _traffic = crate::common::traffic();
     let mut cfg = ServerConfig::new(2);
     cfg.body_timeout = Duration::from_secs(10);
     let (srv, addr) = server(cfg);
@@ -162,6 +163,7 @@ fn silent_request_bodies_do_not_deny_other_clients() {
 
 #[test]
 fn unread_responses_do_not_deny_other_clients() {
+    let _traffic = crate::common::traffic();
     let mut cfg = ServerConfig::new(2);
     cfg.response_timeout = Duration::from_secs(10);
     let (srv, addr) = server(cfg);
@@ -253,6 +255,7 @@ fn read_frame(s: &mut TcpStream) -> std::io::Result<(u8, u8, u32, Vec<u8>)> {
 
 #[test]
 fn streams_beyond_the_cap_are_refused_and_headers_only_streams_time_out() {
+    let _traffic = crate::common::traffic();
     let mut cfg = ServerConfig::new(1);
     cfg.max_streams = 4;
     cfg.body_timeout = Duration::from_secs(2);
@@ -297,6 +300,7 @@ fn streams_beyond_the_cap_are_refused_and_headers_only_streams_time_out() {
 
 #[test]
 fn calls_beyond_the_server_wide_cap_are_answered_resource_exhausted() {
+    let _traffic = crate::common::traffic();
     let mut cfg = ServerConfig::new(1);
     cfg.max_calls = 2;
     cfg.body_timeout = Duration::from_secs(600);
@@ -323,6 +327,7 @@ fn calls_beyond_the_server_wide_cap_are_answered_resource_exhausted() {
 
 #[test]
 fn a_connection_without_a_preface_is_closed() {
+    let _traffic = crate::common::traffic();
     let mut cfg = ServerConfig::new(1);
     cfg.handshake_timeout = Duration::from_secs(1);
     let (_srv, addr) = server(cfg);
@@ -342,6 +347,7 @@ fn a_connection_without_a_preface_is_closed() {
 
 #[test]
 fn connections_beyond_the_cap_are_closed_and_the_others_served() {
+    let _traffic = crate::common::traffic();
     let mut cfg = ServerConfig::new(1);
     cfg.max_connections = 2;
     let (srv, addr) = server(cfg);
@@ -398,6 +404,7 @@ impl Drop for Killed {
 
 #[test]
 fn out_of_descriptors_the_accept_loop_waits_and_recovers() {
+    let _traffic = crate::common::traffic();
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wirescope"));
     cmd.args([
@@ -501,6 +508,7 @@ fn rss_kib(pid: u32) -> u64 {
 
 #[test]
 fn memory_of_closed_connections_goes_back_to_the_kernel() {
+    let _traffic = crate::common::traffic();
     let mut serve = Command::new(env!("CARGO_BIN_EXE_wirescope"))
         .args([
             "serve",

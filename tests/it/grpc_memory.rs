@@ -17,7 +17,7 @@ const BOUND: u64 = 300_000_000;
 const MIB4: usize = 4 << 20;
 /// Set for the child run: `MODE ADDR`, the mode as `GrpcMode` parses it.
 const CLIENT_ENV: &str = "WIRESCOPE_IT_GRPC_MEMORY_CLIENT";
-/// The line the child prints its peak resident set on.
+/// What the child prints before its peak resident set (bytes).
 const CLIENT_HWM: &str = "client VmHWM ";
 
 fn server_hwm(pid: u32) -> u64 {
@@ -85,10 +85,12 @@ fn four_mib_by_64_in_flight_stays_bounded_on_both_ends() {
             "{mode:?}: the client process failed:\n{out}\n{}",
             String::from_utf8_lossy(&child.stderr)
         );
+        // libtest prints the test's name first, on the same line.
         let mine: u64 = out
-            .lines()
-            .find_map(|l| l.strip_prefix(CLIENT_HWM))
-            .and_then(|n| n.trim().parse().ok())
+            .split(CLIENT_HWM)
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
             .unwrap_or_else(|| panic!("{mode:?}: the client printed no {CLIENT_HWM:?}:\n{out}"));
         let theirs = server_hwm(serve.0.id());
         eprintln!(

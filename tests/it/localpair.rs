@@ -11,7 +11,7 @@ use std::time::Duration;
 /// ones the second test plants would be swept by another test's runs while
 /// `ip netns add` is still mounting them. These tests take turns, with every
 /// other area's test that starts a local pair ([`common::local_pair_turn`]).
-fn one_pair_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+fn one_pair_at_a_time() -> common::LocalPairTurn {
     common::local_pair_turn()
 }
 

@@ -151,6 +151,7 @@ fn assert_charts_drawn(dir: &Path, name: &str, html: &str) {
 
 #[test]
 fn reports_of_every_engine_and_a_sweep_show_every_chart_in_a_browser() {
+    let _traffic = crate::common::traffic();
     require_root();
     let mut pair = Pair::new();
     pair.start_agent();
@@ -223,6 +224,7 @@ fn reports_of_every_engine_and_a_sweep_show_every_chart_in_a_browser() {
 
 #[test]
 fn the_fixture_logs_charts_keep_their_structure() {
+    let _traffic = crate::common::traffic();
     let dir = tempfile::tempdir().unwrap();
     let html = report(
         &[Path::new("tests/fixtures/tui/run.jsonl")],
@@ -265,6 +267,7 @@ fn edited(src: &str, f: impl Fn(&mut serde_json::Value)) -> String {
 
 #[test]
 fn compare_says_what_changed_and_whether_it_is_beyond_the_spread() {
+    let _traffic = crate::common::traffic();
     let dir = tempfile::tempdir().unwrap();
     let src = std::fs::read_to_string("tests/fixtures/tui/run.jsonl").unwrap();
     let a = dir.path().join("a.jsonl");
@@ -333,6 +336,7 @@ fn compare_says_what_changed_and_whether_it_is_beyond_the_spread() {
 
 #[test]
 fn bad_logs_and_paths_are_refused_and_nothing_is_half_written() {
+    let _traffic = crate::common::traffic();
     let dir = tempfile::tempdir().unwrap();
     let junk = dir.path().join("junk.jsonl");
     std::fs::write(&junk, "this is not a log\n").unwrap();

@@ -37,7 +37,7 @@ const PACED: &[&str] = &[
 /// The CPUs of a small VM: these tests pin threads to cpu0-1 and count
 /// every frame, so they take turns (as `sink_session`'s and the other areas'
 /// core-bound tests do).
-fn shared_cpus() -> std::sync::MutexGuard<'static, ()> {
+fn shared_cpus() -> common::Cores {
     common::cores()
 }
 

@@ -39,7 +39,7 @@ fn run_ok(pair: &Pair, args: &[&str]) -> (String, Log) {
 /// turns (side by side, two AF_XDP sinks on two cores overflowed their
 /// rings under the suite's load: 934 of 75 070 frames "ring full"). The
 /// lock is shared with the other areas' core-bound tests.
-fn shared_cpus() -> std::sync::MutexGuard<'static, ()> {
+fn shared_cpus() -> common::Cores {
     common::cores()
 }
 

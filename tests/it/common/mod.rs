@@ -5,35 +5,102 @@
 
 #![allow(dead_code)]
 
+use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::rc::{Rc, Weak};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 use wirescope::probe::sample::{HostRole, Sample};
 use wirescope::record::log::read_log;
 use wirescope::record::schema::{Header, Record, Summary};
 
-/// One binary runs every area's tests side by side; these two locks keep
-/// apart the tests that, as separate binaries, never ran at the same time.
-/// Take [`cores`] before [`local_pair_turn`] when a test needs both.
-static CORES: Mutex<()> = Mutex::new(());
+/// One binary runs every area's tests side by side; these locks keep apart
+/// the tests that, as separate binaries, never ran at the same time.
+///
+/// * [`cores`]: the machine's cores to one test alone;
+/// * [`traffic`]: a share of them, held by every [`Pair`] and every local
+///   pair ([`local_pair_turn`]) for as long as it lives, so that no test's
+///   traffic runs beside a test that holds the cores alone;
+/// * [`local_pair_turn`]: one embedded local pair starting at a time.
+///
+/// A test takes [`cores`] before anything else (a thread that already shares
+/// the cores panics instead of waiting for itself).
+static CORES: RwLock<()> = RwLock::new(());
 static LOCAL_PAIR: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// This test's thread holds [`CORES`] alone.
+    static ALONE: Cell<bool> = const { Cell::new(false) };
+    /// The share of [`CORES`] this test's thread holds, while anything holds it.
+    static SHARED: RefCell<Weak<RwLockReadGuard<'static, ()>>> = const { RefCell::new(Weak::new()) };
+}
+
+/// The machine's cores, to the test that holds this alone.
+pub struct Cores(RwLockWriteGuard<'static, ()>);
+
+impl Drop for Cores {
+    fn drop(&mut self) {
+        ALONE.with(|a| a.set(false));
+    }
+}
 
 /// The two CPUs of this machine, for one test at a time: a test that brings
 /// its own CPU load (the fault suite), pins threads and counts every frame or
 /// packet (sink, eBPF), or compares two runs' rates takes turns with every
-/// other such test, whatever its area.
-pub fn cores() -> MutexGuard<'static, ()> {
-    CORES.lock().unwrap_or_else(PoisonError::into_inner)
+/// other such test, whatever its area, and no [`Pair`] or local pair of
+/// another test runs meanwhile.
+pub fn cores() -> Cores {
+    assert!(
+        SHARED.with(|s| s.borrow().strong_count() == 0),
+        "take common::cores() before creating a Pair or a local pair (this test already shares the cores)"
+    );
+    let guard = CORES.write().unwrap_or_else(PoisonError::into_inner);
+    ALONE.with(|a| a.set(true));
+    Cores(guard)
+}
+
+/// A share of the cores for a test that sends traffic: many tests hold one
+/// at once, none while a test holds [`cores`]. Within one test's thread the
+/// share is taken once and kept while any holder lives; `None` inside a test
+/// that holds the cores alone.
+pub type Traffic = Option<Rc<RwLockReadGuard<'static, ()>>>;
+
+/// This test's share of the cores (see [`Traffic`]).
+pub fn traffic() -> Traffic {
+    if ALONE.with(Cell::get) {
+        return None;
+    }
+    SHARED.with(|s| {
+        let held = s.borrow().upgrade();
+        if held.is_some() {
+            return held;
+        }
+        let share = Rc::new(CORES.read().unwrap_or_else(PoisonError::into_inner));
+        *s.borrow_mut() = Rc::downgrade(&share);
+        Some(share)
+    })
+}
+
+/// One local pair starting at a time, with this test's share of the cores.
+pub struct LocalPairTurn {
+    _turn: MutexGuard<'static, ()>,
+    _traffic: Traffic,
 }
 
 /// Each embedded local pair sweeps the `ws-a-PID`/`ws-b-PID` namespaces of
 /// dead processes when it starts: a test that plants stale ones, and every
 /// test that starts a local pair, take turns so that no sweep meets an
-/// `ip netns add` that is still mounting.
-pub fn local_pair_turn() -> MutexGuard<'static, ()> {
-    LOCAL_PAIR.lock().unwrap_or_else(PoisonError::into_inner)
+/// `ip netns add` that is still mounting. The share of the cores is taken
+/// first, so a test holding [`cores`] never waits for a turn held by a test
+/// that waits for the cores.
+pub fn local_pair_turn() -> LocalPairTurn {
+    let traffic = traffic();
+    LocalPairTurn {
+        _turn: LOCAL_PAIR.lock().unwrap_or_else(PoisonError::into_inner),
+        _traffic: traffic,
+    }
 }
 
 pub const TOKEN: &str = "wirescope-test-token-0123456789abcdef";
@@ -65,6 +132,8 @@ pub struct Pair {
     pub b: String,
     agent: Option<Child>,
     pub dir: tempfile::TempDir,
+    /// This test's share of the cores while the pair lives ([`traffic`]).
+    _traffic: Traffic,
 }
 
 static N: AtomicU32 = AtomicU32::new(0);
@@ -72,6 +141,7 @@ static N: AtomicU32 = AtomicU32::new(0);
 impl Pair {
     pub fn new() -> Pair {
         require_root();
+        let traffic = traffic();
         let n = N.fetch_add(1, Ordering::SeqCst);
         let id = std::process::id();
         let (a, b) = (format!("wst-{id}-{n}-a"), format!("wst-{id}-{n}-b"));
@@ -80,6 +150,7 @@ impl Pair {
             b: b.clone(),
             agent: None,
             dir: tempfile::tempdir().unwrap(),
+            _traffic: traffic,
         };
         ip(&["netns", "add", &a]);
         ip(&["netns", "add", &b]);
