@@ -1,7 +1,7 @@
 //! wirescope: live network-throughput diagnosis on a pair of Linux nodes.
 //!
 //! The crate is organised by data flow, in layers; a module imports only the
-//! layers below it (a test, `tests/module_edges.rs`, keeps it so):
+//! layers below it (a test, `tests/it/module_edges.rs`, keeps it so):
 //!
 //! 1. [`units`] — unit newtypes and their parsers.
 //! 2. [`traffic`] — engines generate load and count it into atomics.

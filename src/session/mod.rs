@@ -3,7 +3,8 @@
 //! One control connection per controller (TCP, or a unix socket for the local
 //! pair) carries length-prefixed JSON [`proto::Msg`]s; the data connections of
 //! a test are separate TCP sockets to the agent's port, each introduced by a
-//! magic, the test's random cookie and its index ([`proto::DataHello`]).
+//! magic, the test's id, its index and a tag of both under the session's data
+//! key ([`proto::DataHello`]). docs/protocol.md describes the whole protocol.
 //! Either side may vanish at any moment: the other stops its engine, keeps
 //! what it measured and reports the loss.
 

@@ -3,7 +3,7 @@
 //! the hash of each object's sources next to it.
 //!
 //! The object is committed, so a machine without clang still builds
-//! wirescope; `tests/ebpf_object.rs` fails when the committed object no
+//! wirescope; `tests/it/ebpf_object.rs` fails when the committed object no
 //! longer matches its sources. The source list, the flags and the hash
 //! function are the crate's own (`wirescope::probe::ebpf`), so this task and
 //! that test cannot disagree.

@@ -177,7 +177,7 @@ mod tests {
     use crate::traffic::rdma::verbs::{Verbs, VerbsError};
 
     /// TEST DOUBLE of the verbs library's presence (this machine can show
-    /// "missing" for real, see tests/rdma_preflight.rs, but not "present with a device").
+    /// "missing" for real, see tests/it/rdma_preflight.rs, but not "present with a device").
     struct TestDoubleLibrary {
         loads: bool,
         sees: Vec<&'static str>,

@@ -58,8 +58,13 @@ where
     let spawned = std::thread::Builder::new()
         .name("ws-agent-tune".into())
         .spawn(move || {
-            let _guard = guard;
-            let _ = tx.send(work());
+            // A panic in `work` drops the guard while unwinding.
+            let answer = work();
+            // The request is done: clear the flag before the answer leaves,
+            // so a request that follows the answer at once (the next
+            // session's) is never refused as "still working".
+            drop(guard);
+            let _ = tx.send(answer);
         });
     if let Err(e) = spawned {
         // The closure (and the guard in it) was dropped: the flag is clear.
@@ -167,6 +172,32 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(r, TuneResponse::Status { pending: None });
+    }
+
+    /// The flag is clear when the answer arrives: back-to-back requests
+    /// (one session's last, the next session's first) are all served. (The
+    /// thread used to clear it after sending, so the next request could
+    /// find it still set: seen in the integration suite under load.)
+    #[tokio::test]
+    async fn a_request_right_after_an_answer_is_served() {
+        let running = Arc::new(AtomicBool::new(false));
+        let (_tx, mut rx) = mpsc::channel(1);
+        for i in 0..200 {
+            let r = run(
+                || TuneResponse::Status { pending: None },
+                &mut rx,
+                LONG,
+                &CancellationToken::new(),
+                &running,
+            )
+            .await
+            .unwrap();
+            assert_eq!(r, TuneResponse::Status { pending: None }, "request {i}");
+            assert!(
+                !running.load(Ordering::SeqCst),
+                "request {i}: flag still set"
+            );
+        }
     }
 
     #[tokio::test]

@@ -14,7 +14,7 @@
 //! [`SinkXdp`]. Dropping it — on normal end, error, panic unwinding —
 //! detaches and unloads; and because nothing is pinned, the kernel removes
 //! a link-attached program by itself when the process dies without
-//! unwinding (SIGKILL). `tests/sink_pair.rs` checks both.
+//! unwinding (SIGKILL). `tests/it/sink_pair.rs` checks both.
 
 use super::counters::XdpQueueSnap;
 use super::SinkError;
