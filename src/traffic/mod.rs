@@ -19,7 +19,9 @@ pub mod spec;
 pub mod tcp;
 
 pub use limits::MemoryNeed;
-pub use registry::{slice, EngineSlice, Sections};
+pub use registry::{
+    si, slice, EngineSlice, Headline, IntervalRow, PayloadCells, PointEnds, Sections, Warmup,
+};
 pub use sched::{pin_current_thread, raise_priority, Priority};
 pub use spec::{EngineInterval, EngineSetup, EngineSpec, EngineTotals};
 pub use tcp::{TcpMode, TcpSpec};

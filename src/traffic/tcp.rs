@@ -27,7 +27,7 @@ use std::time::Duration;
 /// retransmits) are its own; rr measures latency and counts transactions.
 pub struct TcpSlice;
 
-impl super::registry::EngineSlice for TcpSlice {
+impl super::EngineSlice for TcpSlice {
     fn kind(&self) -> super::EngineKind {
         super::EngineKind::Tcp
     }

@@ -3,8 +3,10 @@
 //! closing lines, its sweep cells and its live rows' unit and statuses.
 
 use super::GrpcMode;
-use crate::traffic::registry::{si, EngineSlice, Headline, PayloadCells, PointEnds, Sections};
-use crate::traffic::{EngineInterval, EngineKind, EngineSpec, EngineTotals};
+use crate::traffic::{
+    si, EngineInterval, EngineKind, EngineSlice, EngineSpec, EngineTotals, Headline, PayloadCells,
+    PointEnds, Sections,
+};
 use crate::units::{BitsPerSec, Bytes};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -4,8 +4,9 @@
 
 use super::report::LatDurationReport;
 use super::{BwReport, LatReport, RdmaOutcome};
-use crate::traffic::registry::{EngineSlice, Headline, PointEnds, Sections};
-use crate::traffic::{EngineInterval, EngineKind, EngineTotals};
+use crate::traffic::{
+    EngineInterval, EngineKind, EngineSlice, EngineTotals, Headline, PointEnds, Sections,
+};
 use crate::units::Bytes;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;

@@ -4,10 +4,10 @@
 
 use super::figures::{summarize, Drops, PointInputs, QueueFigures, Rates, SinkSummary};
 use super::TxPath;
-use crate::traffic::registry::{
-    si, EngineSlice, Headline, IntervalRow, PointEnds, Sections, Warmup,
+use crate::traffic::{
+    si, EngineInterval, EngineKind, EngineSlice, EngineTotals, Headline, IntervalRow, PointEnds,
+    Sections, Warmup,
 };
-use crate::traffic::{EngineInterval, EngineKind, EngineTotals};
 use std::fmt::Write;
 
 /// The packet sink's slice.
