@@ -1,14 +1,14 @@
 //! The test itself ([`TestArgs`]): the options `run` and the TUI share, and
 //! their validation into a [`TestPlan`].
 
-use super::values::{count, exact_bytes, parse_cpus, parse_sweep, pps, CpuList};
+use super::values::{count, exact_bytes, parse_cpus, parse_sweep, CpuList};
 use super::UsageError;
 use crate::session::plan::{Sweep, SweepParam, TestPlan};
 use crate::traffic::grpc::{
     GrpcMode, GrpcSpec, MAX_CONCURRENCY, MAX_MESSAGE as GRPC_MAX_MESSAGE, MESSAGE_OVERHEAD,
 };
 use crate::traffic::limits::{MAX_CONNS, MAX_MSG, MAX_WINDOW, MIN_WINDOW};
-use crate::traffic::sink::spec::{MAX_FLOWS, MAX_FRAME, MAX_QUEUES, MAX_RATE, MIN_FRAME};
+use crate::traffic::sink::spec::{MAX_FLOWS, MAX_FRAME, MAX_QUEUES, MIN_FRAME};
 use crate::traffic::sink::{SinkMode, SinkSpec, TxPath};
 use crate::traffic::{EngineKind, EngineSpec, TcpMode, TcpSpec};
 use crate::units::{parse_duration, parse_size, Bytes};
@@ -39,15 +39,6 @@ pub struct TestArgs {
     /// rr/pingpong: connections.
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--conns", 1, 65536))]
     pub conns: Option<u32>,
-    /// grpc: HTTP/2 connections (default 1).
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--channels", 1, 1024))]
-    pub channels: Option<u32>,
-    /// grpc: RPCs in flight in all, spread over the channels (default 64 per channel).
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--concurrency", 1, 65536))]
-    pub concurrency: Option<u32>,
-    /// grpc: the agent's server threads (default: all its cores).
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--peer-threads", 1, 1024))]
-    pub peer_threads: Option<u32>,
     /// rr/pingpong: worker threads per side (default: min(conns, CPUs)); grpc: client threads (default: all cores).
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--threads", 1, 4096))]
     pub threads: Option<u32>,
@@ -108,80 +99,18 @@ pub struct TestArgs {
     /// frame=64,128,256,512,1024,1280,1518 or cores="8;8,9;8-11", one CPU set per point).
     #[arg(long, value_name = "PARAM=LIST", value_parser = parse_sweep)]
     pub sweep: Option<Sweep>,
-    /// sink: how the receiving end counts: af-xdp (the default; every
-    /// frame's sequence checked), xdp (an XDP program counts and drops: the
-    /// ceiling), tpacket (TPACKET_V3 + PACKET_FANOUT), udp (sockets).
-    #[arg(long, value_enum, value_name = "MODE")]
-    pub sink: Option<SinkMode>,
-    /// sink: Ethernet frame size incl. FCS, as RFC 2544 counts (64-9000, default 64).
-    #[arg(long, value_name = "BYTES", allow_negative_numbers = true, value_parser = count::<u32>("frame size", MIN_FRAME as u64, MAX_FRAME as u64))]
-    pub frame_size: Option<u32>,
-    /// sink: generator threads and sink queues, one thread per queue on each side (default 1).
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--queues", 1, MAX_QUEUES as u64))]
-    pub queues: Option<u32>,
-    /// sink: distinct UDP flows (default 16 per queue, at least 64).
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count::<u32>("--flows", 1, MAX_FLOWS as u64))]
-    pub flows: Option<u32>,
-    /// sink: packets per second in all; 0 = as fast as possible (default).
-    #[arg(long, value_name = "PPS", allow_negative_numbers = true, value_parser = pps(MAX_RATE))]
-    pub rate: Option<u64>,
-    /// sink: generator path (auto: AF_XDP, else PACKET_TX_RING, else sendmmsg).
-    #[arg(long, value_enum, value_name = "PATH")]
-    pub tx_path: Option<TxPath>,
-    /// sink: fail instead of falling back to the next sink mode or tx path.
-    #[arg(long)]
-    pub no_fallback: bool,
-    /// rdma: the verb (perftest's ib_write_*, ib_read_*, ib_send_*); `-m bw|lat` picks bandwidth or latency.
-    #[arg(long, value_enum, value_name = "OP")]
-    pub op: Option<RdmaOpArg>,
-    /// rdma: queue pairs (perftest -q, default 1).
-    #[arg(long, value_name = "N")]
-    pub qps: Option<u32>,
-    /// rdma: outstanding send WRs per QP (perftest -t; default 128 bw, 1 lat).
-    #[arg(long, value_name = "N")]
-    pub tx_depth: Option<u32>,
-    /// rdma: posted receive WRs per QP for send (perftest -r, default 512).
-    #[arg(long, value_name = "N")]
-    pub rx_depth: Option<u32>,
-    /// rdma: iterations per QP (perftest -n; default perftest's); --time instead runs for a duration (-D).
-    #[arg(long, value_name = "N")]
-    pub iters: Option<u64>,
-    /// rdma: messages up to this size are posted inline (perftest -I).
-    #[arg(long, value_name = "BYTES")]
-    pub inline_size: Option<u32>,
-    /// rdma: sleep on completion events instead of busy polling (perftest -e).
-    #[arg(long)]
-    pub use_event: bool,
-    /// rdma: this host's device (perftest -d; default: the one behind the interface towards the peer).
-    #[arg(long, value_name = "DEV")]
-    pub ib_dev: Option<String>,
-    /// rdma: this host's port (perftest -i).
-    #[arg(long, value_name = "N")]
-    pub ib_port: Option<u8>,
-    /// rdma: this host's GID index (perftest -x; default: the RoCE v2 GID of the address in use).
-    #[arg(long, value_name = "N")]
-    pub gid_index: Option<u32>,
-    /// rdma: the agent's device.
-    #[arg(long, value_name = "DEV")]
-    pub peer_ib_dev: Option<String>,
-    /// rdma: the agent's port.
-    #[arg(long, value_name = "N")]
-    pub peer_ib_port: Option<u8>,
-    /// rdma: the agent's GID index.
-    #[arg(long, value_name = "N")]
-    pub peer_gid_index: Option<u32>,
+    /// gRPC's own options.
+    #[command(flatten)]
+    pub grpc: crate::traffic::grpc::args::GrpcArgs,
+    /// Packet tests' own options.
+    #[command(flatten)]
+    pub sink: crate::traffic::sink::args::SinkArgs,
+    /// RDMA's own options.
+    #[command(flatten)]
+    pub rdma: crate::traffic::rdma::args::RdmaArgs,
 }
 
-/// `--op`: the RDMA verb.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum RdmaOpArg {
-    /// RDMA WRITE.
-    Write,
-    /// RDMA READ.
-    Read,
-    /// SEND/RECV.
-    Send,
-}
+pub use crate::traffic::rdma::args::RdmaOpArg;
 
 impl TestArgs {
     /// The TCP mode `--mode` names (stream when absent).
@@ -198,50 +127,27 @@ impl TestArgs {
 
     /// The packet-test options given, by flag (refused by other engines).
     fn sink_flags(&self) -> Option<&'static str> {
-        first_given([
-            (self.sink.is_some(), "--sink"),
-            (self.frame_size.is_some(), "--frame-size"),
-            (self.queues.is_some(), "--queues"),
-            (self.flows.is_some(), "--flows"),
-            (self.rate.is_some(), "--rate"),
-            (self.tx_path.is_some(), "--tx-path"),
-            (self.no_fallback, "--no-fallback"),
-        ])
+        self.sink.given()
     }
 
     /// The TCP socket and gRPC options given, by flag: packet and RDMA tests
     /// open no TCP data connection and refuse them.
     fn socket_flags(&self) -> Option<&'static str> {
-        first_given([
-            (self.channels.is_some(), "--channels"),
-            (self.concurrency.is_some(), "--concurrency"),
-            (self.peer_threads.is_some(), "--peer-threads"),
-            (self.resp_size.is_some(), "--resp-size"),
-            (self.window.is_some(), "--window"),
-            (self.mss.is_some(), "--mss"),
-            (self.congestion.is_some(), "--congestion"),
-            (self.zerocopy, "--zerocopy"),
-            (self.skip_rx_copy, "--skip-rx-copy"),
-        ])
+        self.grpc.given().or_else(|| {
+            first_given([
+                (self.resp_size.is_some(), "--resp-size"),
+                (self.window.is_some(), "--window"),
+                (self.mss.is_some(), "--mss"),
+                (self.congestion.is_some(), "--congestion"),
+                (self.zerocopy, "--zerocopy"),
+                (self.skip_rx_copy, "--skip-rx-copy"),
+            ])
+        })
     }
 
     /// The RDMA options given, by flag (refused by other engines).
     fn rdma_flags(&self) -> Option<&'static str> {
-        first_given([
-            (self.op.is_some(), "--op"),
-            (self.qps.is_some(), "--qps"),
-            (self.tx_depth.is_some(), "--tx-depth"),
-            (self.rx_depth.is_some(), "--rx-depth"),
-            (self.iters.is_some(), "--iters"),
-            (self.inline_size.is_some(), "--inline-size"),
-            (self.use_event, "--use-event"),
-            (self.ib_dev.is_some(), "--ib-dev"),
-            (self.ib_port.is_some(), "--ib-port"),
-            (self.gid_index.is_some(), "--gid-index"),
-            (self.peer_ib_dev.is_some(), "--peer-ib-dev"),
-            (self.peer_ib_port.is_some(), "--peer-ib-port"),
-            (self.peer_gid_index.is_some(), "--peer-gid-index"),
-        ])
+        self.rdma.given()
     }
 
     /// Check combinations and build the plan.
@@ -269,16 +175,10 @@ impl TestArgs {
         }
         match self.engine {
             EngineKind::Tcp => {
-                for (set, flag) in [
-                    (self.channels.is_some(), "--channels"),
-                    (self.concurrency.is_some(), "--concurrency"),
-                    (self.peer_threads.is_some(), "--peer-threads"),
-                ] {
-                    if set {
-                        return Err(UsageError(format!(
-                            "{flag} applies to --engine grpc; tcp tests take --streams or --conns"
-                        )));
-                    }
+                if let Some(flag) = self.grpc.given() {
+                    return Err(UsageError(format!(
+                        "{flag} applies to --engine grpc; tcp tests take --streams or --conns"
+                    )));
                 }
                 if self.sweep.as_ref().is_some_and(|s| {
                     matches!(s.param, SweepParam::Channels | SweepParam::Concurrency)
@@ -307,21 +207,21 @@ impl TestArgs {
         if let Some(s) = self.size {
             spec.size = s;
         }
-        if let Some(q) = self.qps {
+        if let Some(q) = self.rdma.qps {
             spec.qps = q;
         }
-        if let Some(t) = self.tx_depth {
+        if let Some(t) = self.rdma.tx_depth {
             spec.tx_depth = t;
         }
-        if let Some(r) = self.rx_depth {
+        if let Some(r) = self.rdma.rx_depth {
             spec.rx_depth = r;
         }
-        if let Some(i) = self.inline_size {
+        if let Some(i) = self.rdma.inline_size {
             spec.inline_size = i;
         }
-        spec.use_event = self.use_event;
+        spec.use_event = self.rdma.use_event;
         spec.bidir = self.bidir;
-        match (self.iters, self.time) {
+        match (self.rdma.iters, self.time) {
             (Some(_), Some(_)) => {
                 return u("give --iters or --time, not both (perftest: -n or -D)".into())
             }
@@ -334,14 +234,14 @@ impl TestArgs {
         }
         spec.sweep = self.sweep.is_some();
         spec.local = RdmaEndpoint {
-            ib_dev: self.ib_dev.clone(),
-            ib_port: self.ib_port,
-            gid_index: self.gid_index,
+            ib_dev: self.rdma.ib_dev.clone(),
+            ib_port: self.rdma.ib_port,
+            gid_index: self.rdma.gid_index,
         };
         spec.peer = RdmaEndpoint {
-            ib_dev: self.peer_ib_dev.clone(),
-            ib_port: self.peer_ib_port,
-            gid_index: self.peer_gid_index,
+            ib_dev: self.rdma.peer_ib_dev.clone(),
+            ib_port: self.rdma.peer_ib_port,
+            gid_index: self.rdma.peer_gid_index,
         };
         Ok(spec)
     }
@@ -395,7 +295,7 @@ impl TestArgs {
         if self.interval < Duration::from_millis(10) {
             return u("--interval is too short; use at least 10ms".into());
         }
-        let op = match self.op.unwrap_or(RdmaOpArg::Write) {
+        let op = match self.rdma.op.unwrap_or(RdmaOpArg::Write) {
             RdmaOpArg::Write => RdmaOp::Write,
             RdmaOpArg::Read => RdmaOp::Read,
             RdmaOpArg::Send => RdmaOp::Send,
@@ -460,7 +360,7 @@ impl TestArgs {
             }
         }
         let time = self.timing()?;
-        let frame_size = self.frame_size.unwrap_or(MIN_FRAME);
+        let frame_size = self.sink.frame_size.unwrap_or(MIN_FRAME);
         let frames = self
             .sweep
             .as_ref()
@@ -473,26 +373,26 @@ impl TestArgs {
                 ));
             }
         }
-        let queues = self.queues.unwrap_or(1);
+        let queues = self.sink.queues.unwrap_or(1);
         if queues == 0 || queues > MAX_QUEUES {
             return u(format!(
                 "--queues {queues} is out of range; use 1 to {MAX_QUEUES}"
             ));
         }
-        if let Some(f) = self.flows {
+        if let Some(f) = self.sink.flows {
             if f == 0 || f > MAX_FLOWS {
                 return u(format!("--flows {f} is out of range; use 1 to {MAX_FLOWS}"));
             }
         }
         let (cpus, peer_cpus) = self.cpu_lists();
         let spec = SinkSpec {
-            mode: self.sink.unwrap_or(SinkMode::AfXdp),
-            fallback: !self.no_fallback,
-            tx_path: self.tx_path.unwrap_or(TxPath::Auto),
+            mode: self.sink.mode.unwrap_or(SinkMode::AfXdp),
+            fallback: !self.sink.no_fallback,
+            tx_path: self.sink.tx_path.unwrap_or(TxPath::Auto),
             frame_size,
             queues,
-            flows: self.flows,
-            rate: self.rate.unwrap_or(0),
+            flows: self.sink.flows,
+            rate: self.sink.rate.unwrap_or(0),
             dst_port: crate::traffic::sink::spec::DEFAULT_DST_PORT,
             reverse: self.reverse,
             cpus,
@@ -605,8 +505,9 @@ impl TestArgs {
             return u("grpc sweeps size, channels or concurrency, not streams".into());
         }
         let time = self.timing()?;
-        let channels = self.channels.unwrap_or(1);
+        let channels = self.grpc.channels.unwrap_or(1);
         let concurrency = self
+            .grpc
             .concurrency
             .unwrap_or_else(|| channels.saturating_mul(64).min(MAX_CONCURRENCY));
         let size = self.size.unwrap_or(Bytes(64));
@@ -618,7 +519,7 @@ impl TestArgs {
             size,
             resp_size: self.resp_size.unwrap_or(size),
             threads: self.threads.unwrap_or(0),
-            peer_threads: self.peer_threads.unwrap_or(0),
+            peer_threads: self.grpc.peer_threads.unwrap_or(0),
             peer_cpus,
             cpus,
         };

@@ -85,55 +85,7 @@ pub(super) fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     })
 }
 
-/// A whole number in `lo..=hi`, for the count flags (`--queues`, `--flows`,
-/// `--streams`, ...): one parser for every count, so whatever is typed —
-/// negative, or beyond the field's integer type — is answered with the
-/// flag's real range, never the type's. Pair it with
-/// `allow_negative_numbers = true`, or clap takes `-1` for a flag.
-/// `what` names the value in the message (`--queues 0 is out of range; use
-/// 1 to 1024`).
-pub(super) fn count<T>(
-    what: &'static str,
-    lo: u64,
-    hi: u64,
-) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
-where
-    T: TryFrom<u64> + Clone + Send + Sync + 'static,
-{
-    move |s: &str| {
-        let out = || format!("{what} {} is out of range; use {lo} to {hi}", s.trim());
-        let v: i128 = s
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a whole number; use {lo} to {hi}"))?;
-        if v < i128::from(lo) || v > i128::from(hi) {
-            return Err(out());
-        }
-        u64::try_from(v)
-            .ok()
-            .and_then(|v| T::try_from(v).ok())
-            .ok_or_else(out)
-    }
-}
-
-/// A packet rate in packets per second, `0..=hi` (0: as fast as possible):
-/// the parser of the rate flags. A negative rate says so.
-pub(super) fn pps(hi: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
-    move |s: &str| {
-        let range = format!("use 0 (as fast as possible) to {hi} packets per second");
-        let v: i128 = s
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a rate; {range}, e.g. 100000"))?;
-        if v < 0 {
-            return Err(format!("rate must be positive: {v}; {range}"));
-        }
-        u64::try_from(v)
-            .ok()
-            .filter(|v| *v <= hi)
-            .ok_or_else(|| format!("{v} is out of range; {range}"))
-    }
-}
+pub(super) use crate::units::count;
 
 /// A byte bound as users read it: exact bytes, and in KiB/MiB/GiB with the
 /// remainder (`67108832 B (64 MiB - 32 B)`), so a limit a few bytes under a
@@ -161,6 +113,7 @@ pub(super) fn exact_bytes(b: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::pps;
 
     #[test]
     fn counts_name_the_flags_range_whatever_is_typed() {

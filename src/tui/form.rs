@@ -82,7 +82,7 @@ fn choice(t: &TestArgs) -> Choice {
     match t.engine {
         EngineKind::Tcp => Choice::Tcp(t.tcp_mode().unwrap_or(TcpMode::Stream)),
         EngineKind::Grpc => Choice::Grpc(t.grpc_mode().unwrap_or(GrpcMode::Unary)),
-        EngineKind::Sink => Choice::Sink(t.sink.unwrap_or(SinkMode::AfXdp)),
+        EngineKind::Sink => Choice::Sink(t.sink.mode.unwrap_or(SinkMode::AfXdp)),
         EngineKind::Rdma => Choice::Rdma(t.mode.as_deref() == Some("lat")),
     }
 }
@@ -97,8 +97,9 @@ fn choice_name(c: Choice) -> String {
 }
 
 fn concurrency(t: &TestArgs) -> u32 {
-    t.concurrency
-        .unwrap_or_else(|| t.channels.unwrap_or(1).saturating_mul(64))
+    t.grpc
+        .concurrency
+        .unwrap_or_else(|| t.grpc.channels.unwrap_or(1).saturating_mul(64))
 }
 
 /// Label of a field for the current mode.
@@ -155,9 +156,9 @@ fn count(t: &TestArgs) -> u32 {
     match choice(t) {
         Choice::Tcp(TcpMode::Stream) => t.streams.unwrap_or(1),
         Choice::Tcp(_) => t.conns.unwrap_or(1),
-        Choice::Grpc(_) => t.channels.unwrap_or(1),
-        Choice::Sink(_) => t.queues.unwrap_or(1),
-        Choice::Rdma(_) => t.qps.unwrap_or(1),
+        Choice::Grpc(_) => t.grpc.channels.unwrap_or(1),
+        Choice::Sink(_) => t.sink.queues.unwrap_or(1),
+        Choice::Rdma(_) => t.rdma.qps.unwrap_or(1),
     }
 }
 
@@ -166,7 +167,7 @@ fn size(t: &TestArgs) -> Bytes {
         Choice::Tcp(TcpMode::Stream) => t.len.unwrap_or(Bytes(128 << 10)),
         Choice::Tcp(TcpMode::Rr) | Choice::Grpc(_) => t.size.unwrap_or(Bytes(64)),
         Choice::Tcp(TcpMode::Pingpong) => t.size.unwrap_or(Bytes(16 << 10)),
-        Choice::Sink(_) => Bytes(u64::from(t.frame_size.unwrap_or(64))),
+        Choice::Sink(_) => Bytes(u64::from(t.sink.frame_size.unwrap_or(64))),
         Choice::Rdma(lat) => t.size.unwrap_or(Bytes(if lat { 2 } else { 65536 })),
     }
 }
@@ -205,15 +206,15 @@ pub fn step(f: Field, t: &mut TestArgs, step: i32) {
         Field::Count => {
             let n = ladder(&COUNTS, count(t), step);
             if sink {
-                t.queues = Some(n);
+                t.sink.queues = Some(n);
             } else if matches!(c, Choice::Rdma(_)) {
                 // Latency runs on one QP, like perftest.
-                t.qps = (c == Choice::Rdma(false)).then_some(n);
+                t.rdma.qps = (c == Choice::Rdma(false)).then_some(n);
             } else if grpc {
-                t.channels = Some(n);
+                t.grpc.channels = Some(n);
                 // Every channel needs an RPC in flight.
                 if concurrency(t) < n {
-                    t.concurrency = Some(n);
+                    t.grpc.concurrency = Some(n);
                 }
             } else if stream {
                 t.streams = Some(n);
@@ -223,11 +224,11 @@ pub fn step(f: Field, t: &mut TestArgs, step: i32) {
         }
         Field::Concurrency if grpc => {
             let n = ladder(&CONCURRENCY, concurrency(t), step).max(count(t));
-            t.concurrency = Some(n);
+            t.grpc.concurrency = Some(n);
         }
         Field::Concurrency => {}
         Field::Size if sink => {
-            t.frame_size = u32::try_from(ladder(&FRAMES, size(t).0, step)).ok();
+            t.sink.frame_size = u32::try_from(ladder(&FRAMES, size(t).0, step)).ok();
         }
         Field::Size => {
             let s = Bytes(ladder(&SIZES, size(t).0, step));
@@ -261,9 +262,7 @@ fn set_mode(t: &mut TestArgs, next: Choice) {
     let n = count(t);
     t.streams = None;
     t.conns = None;
-    t.channels = None;
-    t.concurrency = None;
-    t.peer_threads = None;
+    t.grpc = Default::default();
     t.len = None;
     t.size = None;
     t.resp_size = None;
@@ -277,20 +276,17 @@ fn set_mode(t: &mut TestArgs, next: Choice) {
     t.window = None;
     t.mss = None;
     t.congestion = None;
-    t.sink = None;
-    t.frame_size = None;
-    t.queues = None;
-    t.flows = None;
-    t.rate = None;
-    t.tx_path = None;
-    t.no_fallback = false;
-    t.op = None;
-    t.qps = None;
-    t.tx_depth = None;
-    t.rx_depth = None;
-    t.iters = None;
-    t.inline_size = None;
-    t.use_event = false;
+    t.sink = Default::default();
+    // The devices, ports and GIDs stay: they name the hardware, not the test.
+    t.rdma = crate::traffic::rdma::args::RdmaArgs {
+        ib_dev: t.rdma.ib_dev.take(),
+        ib_port: t.rdma.ib_port,
+        gid_index: t.rdma.gid_index,
+        peer_ib_dev: t.rdma.peer_ib_dev.take(),
+        peer_ib_port: t.rdma.peer_ib_port,
+        peer_gid_index: t.rdma.peer_gid_index,
+        ..Default::default()
+    };
     let keep = (n > 1).then_some(n);
     match next {
         Choice::Tcp(mode) => {
@@ -305,18 +301,18 @@ fn set_mode(t: &mut TestArgs, next: Choice) {
         Choice::Grpc(mode) => {
             t.engine = EngineKind::Grpc;
             t.mode = (mode != GrpcMode::Unary).then(|| mode.name().to_string());
-            t.channels = keep;
+            t.grpc.channels = keep;
         }
         Choice::Rdma(lat) => {
             t.engine = EngineKind::Rdma;
             t.mode = lat.then(|| "lat".to_string());
-            t.qps = keep.filter(|_| !lat);
+            t.rdma.qps = keep.filter(|_| !lat);
         }
         Choice::Sink(mode) => {
             t.engine = EngineKind::Sink;
             t.mode = None;
-            t.sink = Some(mode);
-            t.queues = keep;
+            t.sink.mode = Some(mode);
+            t.sink.queues = keep;
         }
     }
 }
@@ -334,19 +330,19 @@ pub fn command_line(t: &TestArgs) -> String {
             if lat { "lat" } else { "bw" }
         )),
     }
-    if let Some(n) = t.queues {
+    if let Some(n) = t.sink.queues {
         v.push(format!("--queues {n}"));
     }
-    if let Some(n) = t.qps {
+    if let Some(n) = t.rdma.qps {
         v.push(format!("--qps {n}"));
     }
-    if let Some(n) = t.frame_size {
+    if let Some(n) = t.sink.frame_size {
         v.push(format!("--frame-size {n}"));
     }
-    if let Some(n) = t.channels {
+    if let Some(n) = t.grpc.channels {
         v.push(format!("--channels {n}"));
     }
-    if let Some(n) = t.concurrency {
+    if let Some(n) = t.grpc.concurrency {
         v.push(format!("--concurrency {n}"));
     }
     if let Some(n) = t.streams {

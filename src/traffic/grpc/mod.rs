@@ -58,6 +58,7 @@
 //!   [`client::Windows`] reports them so the rule `grpc.flow-control-limited`
 //!   can compare them with rate x RTT.
 
+pub mod args;
 pub mod budget;
 pub mod client;
 pub mod conn;

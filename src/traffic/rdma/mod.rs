@@ -28,6 +28,7 @@
 //! that picks the verbs library; without the feature it refuses every RDMA
 //! test with [`BUILT_WITHOUT_RDMA`], on the controller and on the agent alike.
 
+pub mod args;
 pub mod engine;
 pub mod report;
 pub mod session;

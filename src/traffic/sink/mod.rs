@@ -31,6 +31,7 @@
 //! namespace, and threads inherit the namespace of the thread that starts
 //! them.
 
+pub mod args;
 pub mod counters;
 pub mod engine;
 pub mod figures;
