@@ -933,7 +933,7 @@ impl IrqSpec {
 
 fn check(l: &Layout) -> Result<(), SyntheticError> {
     let bad = |why: String| Err(SyntheticError::Layout(why));
-    if l.nodes == 0 || l.cpus == 0 || l.cpus % (2 * l.nodes) != 0 {
+    if l.nodes == 0 || l.cpus == 0 || !l.cpus.is_multiple_of(2 * l.nodes) {
         return bad(format!(
             "{} CPUs on {} nodes: give a non-zero multiple of 2 × nodes (two SMT threads per core)",
             l.cpus, l.nodes
