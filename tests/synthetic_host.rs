@@ -259,7 +259,7 @@ fn cores_named(f: &Finding) -> Vec<u32> {
 }
 
 #[test]
-fn the_rules_name_the_softirq_saturated_cores_and_only_those() {
+fn the_rules_name_a_softirq_saturated_core_and_no_other() {
     let mut h = host();
     let samples = five_intervals(&mut h);
     let input = Input {
@@ -275,6 +275,9 @@ fn the_rules_name_the_softirq_saturated_cores_and_only_those() {
         named.iter().all(|c| h.is_hot(*c)),
         "only saturated cores are named: {named:?}"
     );
+    // Today one finding names one of the 8 saturated cores (the rule picks
+    // the busiest; softirq.concentrated wants 90 % of NET_RX on one core):
+    // naming all 8 is the rules' part of issue 26.
     let single = findings
         .iter()
         .find(|f| f.id == "cpu.single-core-saturated")
