@@ -10,6 +10,7 @@ use wirescope::probe::ebpf::EbpfUnavailable;
 use wirescope::probe::ethtool_names::Dir;
 use wirescope::probe::sample::{QueueSource, Sample};
 use wirescope::probe::sampler::{EbpfLoader, Sampler};
+use wirescope::probe::snapshot::snapshot;
 use wirescope::probe::source::HostSource;
 use wirescope::probe::synthetic::{Layout, SyntheticHost, USER_HZ};
 use wirescope::probe::system::parse_interrupts;
@@ -58,6 +59,25 @@ fn the_tree_has_the_big_host_shape_in_the_capture_layout() {
             .unwrap(),
         "72,200\n"
     );
+    // What `watch --from DIR` reads: every interface found without being
+    // named, every fact present, 512 rx queues split from ethtool -S.
+    let snap = snapshot(&src, &[]);
+    assert_eq!(
+        snap.ifaces.keys().cloned().collect::<Vec<_>>(),
+        h.nic_names()
+    );
+    assert!(
+        snap.facts.unavailable.is_empty(),
+        "{:?}",
+        snap.facts.unavailable
+    );
+    let rx: usize = snap
+        .queues
+        .values()
+        .map(|q| q.iter().filter(|x| x.dir == Dir::Rx).count())
+        .sum();
+    assert_eq!(rx, 512);
+    assert_eq!(snap.softnet.len(), 256);
     assert!(src.skipped().is_empty(), "{:?}", src.skipped());
     // The counters move by the stated rates: IRQ of rx queue 3 of the first
     // NIC (1 Mpps) on cpu3 only.
