@@ -122,16 +122,22 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
         .iter()
         .cloned()
         .map(|mut s| {
+            // The same shape, another machine: its own boot (the rules
+            // treat two hosts of one boot as the embedded local pair).
             s.host = HostRole::Peer;
+            if let Some(f) = s.facts.as_mut() {
+                f.boot_id = "synthetic-peer".into();
+            }
             s
         })
         .collect();
-    let facts = samples
-        .iter()
-        .find_map(|s| s.facts.as_deref().cloned())
-        .context("no Sample carried the host facts")?;
+    let facts = |v: &[Sample]| {
+        v.iter()
+            .find_map(|s| s.facts.as_deref().cloned())
+            .context("no Sample carried the host facts")
+    };
     print_sampler(&sampler_ms);
-    rules(&samples, &peer, &facts);
+    rules(&samples, &peer, [&facts(&samples)?, &facts(&peer)?]);
     log_size(&samples, &peer)?;
     let model = pipeline_and_model(&samples, &peer);
     render(model, args.frames)?;
@@ -188,7 +194,7 @@ fn print_sampler(ms: &[f64]) {
 }
 
 /// The rules over the live window (the last 5 Samples of each host, their facts), per interval.
-fn rules(local: &[Sample], peer: &[Sample], facts: &HostFacts) {
+fn rules(local: &[Sample], peer: &[Sample], facts: [&HostFacts; 2]) {
     let w = wirescope::diagnose::live::WINDOW;
     let mut ms = Vec::new();
     let mut found = 0;
@@ -196,11 +202,11 @@ fn rules(local: &[Sample], peer: &[Sample], facts: &HostFacts) {
         let input = Input {
             local: Window {
                 samples: &local[end - w..end],
-                facts: Some(facts),
+                facts: Some(facts[0]),
             },
             peer: Window {
                 samples: &peer[end - w..end],
-                facts: Some(facts),
+                facts: Some(facts[1]),
             },
             test: Default::default(),
         };
