@@ -25,6 +25,7 @@ pub mod sink_path;
 pub mod snapshot;
 pub mod softirq;
 pub mod source;
+pub mod synthetic;
 pub mod system;
 pub mod tcpinfo;
 pub mod topology;

@@ -39,6 +39,7 @@ mod sink_cleanup;
 mod sink_ebpf_object;
 mod sink_pair;
 mod sink_session;
+mod synthetic_host;
 mod telemetry;
 mod tui_e2e;
 mod tui_keys;

@@ -13,6 +13,7 @@ mod observer;
 mod parse;
 mod rr;
 mod sampler;
+mod scale;
 mod sink;
 mod stats;
 mod table;
@@ -39,6 +40,8 @@ pub enum BenchCmd {
     Sink(sink::SinkArgs),
     /// Sampler CPU per interval on this host (`watch --json`'s sampler_cpu_us); no root needed.
     Sampler(sampler::SamplerArgs),
+    /// A big host (synthetic: 256 CPUs, 8 NICs x 64 queues): sampler, rules, log bytes and TUI frames per interval; no root needed.
+    Scale(scale::ScaleArgs),
 }
 
 /// Options every benchmark has.
@@ -61,6 +64,10 @@ pub fn run(which: BenchCmd) -> Result<()> {
         // This host as it is: no namespaces, no root.
         return sampler::run(&lab::build_release()?, args);
     }
+    if let BenchCmd::Scale(args) = &which {
+        // In process, on a generated host tree: no namespaces, no root.
+        return scale::run(args);
+    }
     require_root()?;
     let wirescope = lab::build_release()?;
     if let BenchCmd::Ebpf(args) = &which {
@@ -76,7 +83,7 @@ pub fn run(which: BenchCmd) -> Result<()> {
         BenchCmd::Tcp(args) => tcp::run(&mut lab, &args),
         BenchCmd::Rr(args) => rr::run(&mut lab, &args),
         BenchCmd::Sink(args) => sink::run(&lab, &args),
-        BenchCmd::Ebpf(_) | BenchCmd::Grpc(_) | BenchCmd::Sampler(_) => Ok(()),
+        BenchCmd::Ebpf(_) | BenchCmd::Grpc(_) | BenchCmd::Sampler(_) | BenchCmd::Scale(_) => Ok(()),
     }
     // `lab` drops here (also on `?` above): servers killed, namespaces removed.
 }

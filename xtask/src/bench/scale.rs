@@ -1,0 +1,517 @@
+//! `cargo xtask bench scale`: what the observer costs on a big host — the
+//! synthetic one of [`wirescope::probe::synthetic`] (256 CPUs on 2 NUMA
+//! nodes, 8 mlx5 NICs × 64 queues, ~1,500 interrupt lines), read by the real
+//! [`Sampler`] through `CaptureDir` as `wirescope watch --from DIR` reads it.
+//!
+//! Prints one line per figure, each the median over the intervals (thread
+//! CPU clock, so the machine's other load does not count): the sampler per
+//! interval, the rules per interval (the live window of both hosts), the
+//! pipeline (rules with hysteresis, the TUI's actions), the log bytes per
+//! interval (both hosts' Sample records) and the implied 24 h log, and the
+//! TUI frame render at 200x60 and 80x24 (TestBackend, the dashboard, CPU and
+//! queue views of a model fed with the Samples). Then where the sampler's
+//! time goes: each read and parse timed alone, outside the sampler. Always
+//! measures a release build: a debug `cargo xtask` runs itself again with
+//! `--release`. No root, no network; writes only a temporary directory.
+
+use super::stats::median;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+use std::time::Duration;
+use wirescope::diagnose::{diagnose, Input, Window};
+use wirescope::probe::capture_dir::CaptureDir;
+use wirescope::probe::ebpf::EbpfUnavailable;
+use wirescope::probe::ethtool_names::{classify, Dir};
+use wirescope::probe::facts::HostFacts;
+use wirescope::probe::sample::{HostRole, Sample};
+use wirescope::probe::sampler::{EbpfLoader, Sampler};
+use wirescope::probe::source::HostSource;
+use wirescope::probe::synthetic::{Layout, SyntheticHost};
+use wirescope::record::pipeline::{Origin, Pipeline};
+use wirescope::record::schema::Record;
+use wirescope::session::driver::{PointStart, SessionEvent};
+use wirescope::session::outcome::RunEvent;
+use wirescope::tui::action::{update, Action};
+use wirescope::tui::model::{Model, ModelConfig, Source, View};
+use wirescope::units::BitsPerSec;
+
+/// Set in the release re-run, so it does not run itself again.
+const INNER: &str = "WIRESCOPE_BENCH_SCALE_RELEASE";
+
+/// `bench scale` options.
+#[derive(Debug, Args)]
+pub struct ScaleArgs {
+    /// Intervals to sample (medians are over these; at least 20).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(20..=10_000))]
+    intervals: u32,
+    /// Frames rendered per view and size.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(5..=1_000))]
+    frames: u32,
+}
+
+/// CPU time of the calling thread (ms).
+fn cpu_ms() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec; CLOCK_THREAD_CPUTIME_ID needs nothing else.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
+}
+
+/// CPU ms of one call of `f`, and its result.
+fn timed<T>(f: impl FnOnce() -> T) -> (f64, T) {
+    let t0 = cpu_ms();
+    let v = f();
+    (cpu_ms() - t0, v)
+}
+
+/// Median CPU ms of `n` calls of `f`.
+fn median_of(n: u32, mut f: impl FnMut()) -> f64 {
+    let v: Vec<f64> = (0..n).map(|_| timed(&mut f).0).collect();
+    median(&v)
+}
+
+/// Run the benchmark (in a release build; a debug build runs itself again with `--release`).
+pub fn run(args: &ScaleArgs) -> Result<()> {
+    if cfg!(debug_assertions) && std::env::var_os(INNER).is_none() {
+        eprintln!(
+            "bench scale: building and running the release build (debug figures mean nothing)"
+        );
+        let status =
+            std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .args([
+                    "run",
+                    "--release",
+                    "--quiet",
+                    "--package",
+                    "xtask",
+                    "--",
+                    "bench",
+                    "scale",
+                ])
+                .args(["--intervals", &args.intervals.to_string()])
+                .args(["--frames", &args.frames.to_string()])
+                .env(INNER, "1")
+                .status()
+                .context("running cargo run --release --package xtask")?;
+        if !status.success() {
+            bail!("the release run of bench scale failed ({status})");
+        }
+        return Ok(());
+    }
+    let mut host = SyntheticHost::in_temp(Layout::default())
+        .context("generating the synthetic host in a temporary directory")?;
+    let l = host.layout().clone();
+    println!(
+        "synthetic host: {} CPUs on {} NUMA nodes, {} NICs x {} queues (mlx5), {} interrupt lines; {} intervals of 1 s",
+        l.cpus,
+        l.nodes,
+        l.nics,
+        l.queues,
+        host.irq_line_count(),
+        args.intervals
+    );
+    let (sampler_ms, samples) = sample(&mut host, args.intervals)?;
+    let peer: Vec<Sample> = samples
+        .iter()
+        .cloned()
+        .map(|mut s| {
+            // The same shape, another machine: its own boot (the rules
+            // treat two hosts of one boot as the embedded local pair).
+            s.host = HostRole::Peer;
+            if let Some(f) = s.facts.as_mut() {
+                f.boot_id = "synthetic-peer".into();
+            }
+            s
+        })
+        .collect();
+    let facts = |v: &[Sample]| {
+        v.iter()
+            .find_map(|s| s.facts.as_deref().cloned())
+            .context("no Sample carried the host facts")
+    };
+    print_sampler(&sampler_ms);
+    rules(&samples, &peer, [&facts(&samples)?, &facts(&peer)?]);
+    log_size(&samples, &peer)?;
+    let model = pipeline_and_model(&samples, &peer);
+    render(model, args.frames)?;
+    parts(&host)?;
+    Ok(())
+}
+
+/// Sample `n` intervals, moving the host's clock by 1 s before each; the
+/// CPU ms of each `Sampler::sample`, and the Samples as a session hands them
+/// on (its 1 s interval clock, the engine's figure: the first NIC's traffic).
+fn sample(host: &mut SyntheticHost, n: u32) -> Result<(Vec<f64>, Vec<Sample>)> {
+    let loader: EbpfLoader =
+        Box::new(|_, _| Err(EbpfUnavailable::Disabled("synthetic host".into())));
+    let mut s = Sampler::with(Box::new(host.source()), None, loader);
+    s.set_ifaces(&host.nic_names());
+    s.begin(None, Duration::ZERO, Duration::from_secs(1));
+    let mut costs = Vec::new();
+    let mut out = Vec::new();
+    for i in 0..n {
+        host.advance(1)?;
+        let (ms, mut x) = timed(|| s.sample());
+        if !x.probe_errors.is_empty() {
+            bail!(
+                "the sampler could not read the synthetic host: {:?}",
+                x.probe_errors
+            );
+        }
+        costs.push(ms);
+        x.start_s = f64::from(i);
+        x.end_s = f64::from(i) + 1.0;
+        x.engine.rx_bytes = host.nic_bytes_per_s(0, Dir::Rx);
+        x.engine.rx_bps = BitsPerSec::from_bytes(x.engine.rx_bytes, 1.0);
+        out.push(x);
+    }
+    Ok((costs, out))
+}
+
+fn print_sampler(ms: &[f64]) {
+    // Intervals 0, 10, 20, ... re-read the host facts (FACTS_EVERY).
+    let facts: Vec<f64> = ms.iter().step_by(10).copied().collect();
+    let rest: Vec<f64> = ms
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 10 != 0)
+        .map(|(_, v)| *v)
+        .collect();
+    let mean = ms.iter().sum::<f64>() / ms.len().max(1) as f64;
+    println!(
+        "sampler: {:.2} ms per interval (median; mean {mean:.2} ms with the facts re-read every 10th: {:.2} ms those, {:.2} ms the others; goal <= 5 ms)",
+        median(ms),
+        median(&facts),
+        median(&rest)
+    );
+}
+
+/// The rules over the live window (the last 5 Samples of each host, their facts), per interval.
+fn rules(local: &[Sample], peer: &[Sample], facts: [&HostFacts; 2]) {
+    let w = wirescope::diagnose::live::WINDOW;
+    let mut ms = Vec::new();
+    let mut found = 0;
+    for end in w..=local.len() {
+        let input = Input {
+            local: Window {
+                samples: &local[end - w..end],
+                facts: Some(facts[0]),
+            },
+            peer: Window {
+                samples: &peer[end - w..end],
+                facts: Some(facts[1]),
+            },
+            test: Default::default(),
+        };
+        let (t, f) = timed(|| diagnose(&input));
+        ms.push(t);
+        found = f.len();
+    }
+    println!(
+        "rules: {:.2} ms per interval (median over {} windows of {w} intervals x 2 hosts; {found} findings; goal <= 1 ms)",
+        median(&ms),
+        ms.len()
+    );
+}
+
+/// JSON-lines bytes of both hosts' Sample records per interval, and the 24 h log they imply.
+fn log_size(local: &[Sample], peer: &[Sample]) -> Result<()> {
+    let mut bytes = Vec::new();
+    let mut first = 0;
+    for (i, (l, p)) in local.iter().zip(peer).enumerate() {
+        let mut n = 0;
+        for s in [l, p] {
+            n += serde_json::to_vec(&Record::Sample(Box::new(s.clone())))?.len() + 1;
+        }
+        if i == 0 {
+            first = n; // carries the host facts
+        } else {
+            bytes.push(n as f64);
+        }
+    }
+    let per = median(&bytes);
+    println!(
+        "log: {per:.0} bytes per interval (both hosts' Sample records; the first, with the host facts: {first} bytes)"
+    );
+    println!(
+        "log: {:.1} GB per 24 h at 1 s intervals (goal <= 1 GB before compression)",
+        per * 86_400.0 / 1e9
+    );
+    // What one host's record is made of (an interval without facts).
+    if let Some(s) = local.get(1) {
+        let v = serde_json::to_value(s)?;
+        let mut fields: Vec<(String, usize)> = v
+            .as_object()
+            .map(|o| {
+                o.iter()
+                    .map(|(k, x)| (k.clone(), x.to_string().len()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        fields.sort_by_key(|f| std::cmp::Reverse(f.1));
+        let top: Vec<String> = fields
+            .iter()
+            .take(6)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        println!(
+            "log: one host's record by field (bytes): {}",
+            top.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The TUI's model fed as a live session feeds it: every interval through
+/// the pipeline (diagnosis and hysteresis included), its actions into the
+/// model. Prints the pipeline's cost per interval.
+fn pipeline_and_model(local: &[Sample], peer: &[Sample]) -> Model {
+    let mut m = Model::new(ModelConfig {
+        source: Source::Live,
+        local_host: Default::default(),
+        pair: "synthetic host x2".into(),
+        test: wirescope::cli::TuiArgs::defaults().test,
+        history: Duration::from_secs(600),
+        color: true,
+        log_path: None,
+    });
+    let mut p = Pipeline::new(Origin::default());
+    update(
+        &mut m,
+        Action::Connected {
+            peer: wirescope::probe::system::HostInfo {
+                hostname: "synthetic-peer".into(),
+                kernel: "6.8.0-49-generic".into(),
+                cpus: local.first().map_or(0, |s| s.cpus.len()),
+                ..Default::default()
+            },
+        },
+    );
+    let feed = |m: &mut Model, p: &mut Pipeline, ev: SessionEvent| -> f64 {
+        let (t, out) = timed(|| p.handle(ev));
+        if let Ok(out) = out {
+            for a in wirescope::tui::app::actions_of(out) {
+                update(m, a);
+            }
+        }
+        t
+    };
+    feed(
+        &mut m,
+        &mut p,
+        SessionEvent::PointStarted(Box::new(PointStart {
+            number: 1,
+            sweep: None,
+            spec: None,
+            time: None,
+        })),
+    );
+    let ms: Vec<f64> = local
+        .iter()
+        .zip(peer)
+        .map(|(l, r)| {
+            let ev = SessionEvent::Interval(Box::new(RunEvent {
+                index: l.index,
+                local: Some(l.clone()),
+                peer: Some(r.clone()),
+            }));
+            feed(&mut m, &mut p, ev)
+        })
+        .collect();
+    println!(
+        "pipeline: {:.2} ms per interval (median: rules with hysteresis, summaries, the TUI's actions)",
+        median(&ms)
+    );
+    m
+}
+
+fn render(mut m: Model, frames: u32) -> Result<()> {
+    for (w, h) in [(200u16, 60u16), (80, 24)] {
+        let mut parts = Vec::new();
+        for v in [View::Dashboard, View::Cpu, View::Queues, View::Facts] {
+            m.view = v;
+            let mut t = Terminal::new(TestBackend::new(w, h))?;
+            let mut err = None;
+            let ms = median_of(frames, || {
+                if let Err(e) = t.draw(|f| wirescope::tui::view::draw(f, &m)) {
+                    err = Some(e);
+                }
+            });
+            if let Some(e) = err {
+                bail!("drawing {} at {w}x{h}: {e}", v.title());
+            }
+            parts.push(format!("{} {ms:.2} ms", v.title().to_lowercase()));
+        }
+        println!(
+            "TUI frame render at {w}x{h}: {} (median of {frames} frames each; goal <= 10 ms)",
+            parts.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Rows of the breakdown: what, median CPU ms per interval.
+type Rows = Vec<(String, f64)>;
+
+/// Reps per part of the breakdown.
+const REPS: u32 = 20;
+
+/// Where the sampler's time goes: each read and parse of one interval, alone.
+fn parts(host: &SyntheticHost) -> Result<()> {
+    let src = host.source();
+    let names = host.nic_names();
+    let mut rows = parts_procfs(&src)?;
+    rows.extend(parts_nics(&src, &names)?);
+    rows.extend(parts_facts(&src, &names));
+    println!("where the sampler's time goes (each part alone, median of {REPS}; ms per interval):");
+    for (what, ms) in rows {
+        println!("  {ms:>8.2} ms  {what}");
+    }
+    Ok(())
+}
+
+fn read(src: &CaptureDir, p: &str) -> Result<String> {
+    src.read(p)
+        .with_context(|| format!("reading {p} of the synthetic host"))
+}
+
+/// The host files every interval reads.
+fn parts_procfs(src: &CaptureDir) -> Result<Rows> {
+    use wirescope::probe::{cpu, netstat, nic, softirq, system};
+    let online = system::online_cpu_ids(src);
+    let prev = cpu::parse_proc_stat(&read(src, "/proc/stat")?)?;
+    let prev_si = softirq::parse_softirqs(&read(src, "/proc/softirqs")?);
+    let prev_sn = softirq::parse_softnet(&read(src, "/proc/net/softnet_stat")?, &online);
+    let stat = median_of(REPS, || {
+        if let Ok(c) = src.read("/proc/stat").map(|t| cpu::parse_proc_stat(&t)) {
+            std::hint::black_box(c.map(|c| cpu::cpu_deltas(&prev, &c)).ok());
+        }
+    });
+    let softirqs = median_of(REPS, || {
+        if let Ok(t) = src.read("/proc/softirqs") {
+            let cur = softirq::parse_softirqs(&t);
+            std::hint::black_box(softirq::softirq_deltas(&prev_si, &cur));
+        }
+    });
+    let softnet = median_of(REPS, || {
+        if let Ok(t) = src.read("/proc/net/softnet_stat") {
+            let cur = softirq::parse_softnet(&t, &online);
+            std::hint::black_box(softirq::softnet_deltas(&prev_sn, &cur));
+        }
+    });
+    let snmp = median_of(REPS, || {
+        for f in ["/proc/net/snmp", "/proc/net/netstat"] {
+            if let Ok(t) = src.read(f) {
+                std::hint::black_box(netstat::parse_snmp(&t));
+            }
+        }
+    });
+    let dev = median_of(REPS, || {
+        if let Ok(t) = src.read("/proc/net/dev") {
+            let _ = std::hint::black_box(nic::parse_net_dev(&t));
+        }
+    });
+    Ok(vec![
+        ("/proc/stat read+parse+deltas".into(), stat),
+        ("/proc/softirqs read+parse+deltas".into(), softirqs),
+        ("/proc/net/softnet_stat read+parse+deltas".into(), softnet),
+        ("/proc/net/snmp+netstat read+parse".into(), snmp),
+        ("/proc/net/dev read+parse".into(), dev),
+    ])
+}
+
+/// The NICs' counters: ethtool -S, the per-queue split, the device-wide counters.
+fn parts_nics(src: &CaptureDir, names: &[String]) -> Result<Rows> {
+    use wirescope::probe::capture_dir::ethtool_file;
+    use wirescope::probe::ethtool_text::parse_stats;
+    use wirescope::probe::queues::QueueProbe;
+    let k = names.len();
+    let all = median_of(REPS, || {
+        for i in names {
+            std::hint::black_box(src.ethtool_stats(i));
+        }
+    });
+    let only_s = median_of(REPS, || {
+        for i in names {
+            if let Ok(t) = src.read(&ethtool_file("-S", i)) {
+                let _ = std::hint::black_box(parse_stats(&t));
+            }
+        }
+    });
+    let stats: Vec<Vec<(String, u64)>> = names
+        .iter()
+        .map(|i| Ok(parse_stats(&read(src, &ethtool_file("-S", i))?)?))
+        .collect::<Result<_>>()?;
+    let mut probes: Vec<QueueProbe> = names.iter().map(|_| QueueProbe::default()).collect();
+    let mut split = || {
+        for ((p, i), s) in probes.iter_mut().zip(names).zip(&stats) {
+            std::hint::black_box(p.read(None, i, None, "mlx5_core", Some(s), 1.0));
+        }
+    };
+    split();
+    let split = median_of(REPS, split);
+    let mut kept: Vec<std::collections::HashMap<String, u64>> = vec![Default::default(); k];
+    let mut keep = || {
+        for (m, s) in kept.iter_mut().zip(&stats) {
+            for (name, v) in s {
+                if m.insert(name.clone(), *v).is_some() {
+                    std::hint::black_box(classify("mlx5_core", name));
+                }
+            }
+        }
+    };
+    keep();
+    let keep = median_of(REPS, keep);
+    let n = stats.first().map_or(0, Vec::len);
+    Ok(vec![
+        (
+            format!("ethtool -S x{k} (CaptureDir parses every ethtool file of the NIC)"),
+            all,
+        ),
+        (
+            format!("  of which ethtool -S x{k} read+parse_stats"),
+            only_s,
+        ),
+        (format!("per-queue split (QueueProbe::read) x{k}"), split),
+        (
+            format!("NIC counters: keep + classify {n} names x{k}"),
+            keep,
+        ),
+    ])
+}
+
+/// What the sampler reads every 10th interval (the host facts).
+fn parts_facts(src: &CaptureDir, names: &[String]) -> Rows {
+    use wirescope::probe::system;
+    let interrupts = median_of(REPS, || {
+        if let Ok(t) = src.read("/proc/interrupts") {
+            std::hint::black_box(system::parse_interrupts(&t));
+        }
+    });
+    let mut cache = system::PlacesCache::default();
+    system::read_host_facts_reusing(src, names, &mut cache);
+    let cached = median_of(5, || {
+        std::hint::black_box(system::read_host_facts_reusing(src, names, &mut cache));
+    });
+    let first = median_of(3, || {
+        std::hint::black_box(system::read_host_facts(src, names));
+    });
+    vec![
+        (
+            "/proc/interrupts read+parse (host facts: every 10th)".into(),
+            interrupts,
+        ),
+        (
+            "host facts, places cached (every 10th, /proc/interrupts included)".into(),
+            cached,
+        ),
+        ("host facts, first read (places of every CPU)".into(), first),
+    ]
+}
