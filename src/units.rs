@@ -286,6 +286,14 @@ pub fn format_cpu_list(cpus: &[CpuId]) -> String {
     parts.join(",")
 }
 
+/// The first flag of `flags` that was given: what a usage error names
+/// when options of another engine or mode are given.
+pub fn first_given<const N: usize>(flags: [(bool, &'static str); N]) -> Option<&'static str> {
+    flags
+        .into_iter()
+        .find_map(|(set, flag)| set.then_some(flag))
+}
+
 /// A whole number in `lo..=hi`, for the count flags (`--queues`, `--flows`,
 /// `--streams`, ...): one parser for every count, so whatever is typed —
 /// negative, or beyond the field's integer type — is answered with the

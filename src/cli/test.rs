@@ -11,16 +11,9 @@ use crate::traffic::limits::{MAX_CONNS, MAX_MSG, MAX_WINDOW, MIN_WINDOW};
 use crate::traffic::sink::spec::{MAX_FLOWS, MAX_FRAME, MAX_QUEUES, MIN_FRAME};
 use crate::traffic::sink::{SinkMode, SinkSpec, TxPath};
 use crate::traffic::{EngineKind, EngineSpec, TcpMode, TcpSpec};
-use crate::units::{parse_duration, parse_size, Bytes};
+use crate::units::{first_given, parse_duration, parse_size, Bytes};
 use clap::Args;
 use std::time::Duration;
-
-/// The first flag of `flags` that was given.
-fn first_given<const N: usize>(flags: [(bool, &'static str); N]) -> Option<&'static str> {
-    flags
-        .into_iter()
-        .find_map(|(set, flag)| set.then_some(flag))
-}
 
 /// The test itself; shared by `run` and the TUI's control view.
 #[derive(Debug, Args, Clone)]

@@ -1,7 +1,7 @@
 //! `--engine grpc`'s own options: a clap group flattened into the test
 //! options of `run` and the TUI (shown under their own heading in `--help`).
 
-use crate::units::count;
+use crate::units::{count, first_given};
 
 /// gRPC's options.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -21,12 +21,10 @@ pub struct GrpcArgs {
 impl GrpcArgs {
     /// The first of these options given, by flag (other engines refuse them).
     pub fn given(&self) -> Option<&'static str> {
-        [
+        first_given([
             (self.channels.is_some(), "--channels"),
             (self.concurrency.is_some(), "--concurrency"),
             (self.peer_threads.is_some(), "--peer-threads"),
-        ]
-        .into_iter()
-        .find_map(|(set, flag)| set.then_some(flag))
+        ])
     }
 }

@@ -2,6 +2,8 @@
 //! flattened into the test options of `run` and the TUI (shown under their
 //! own heading in `--help`).
 
+use crate::units::first_given;
+
 /// `--op`: the RDMA verb.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum RdmaOpArg {
@@ -61,7 +63,7 @@ pub struct RdmaArgs {
 impl RdmaArgs {
     /// The first of these options given, by flag (other engines refuse them).
     pub fn given(&self) -> Option<&'static str> {
-        [
+        first_given([
             (self.op.is_some(), "--op"),
             (self.qps.is_some(), "--qps"),
             (self.tx_depth.is_some(), "--tx-depth"),
@@ -75,8 +77,6 @@ impl RdmaArgs {
             (self.peer_ib_dev.is_some(), "--peer-ib-dev"),
             (self.peer_ib_port.is_some(), "--peer-ib-port"),
             (self.peer_gid_index.is_some(), "--peer-gid-index"),
-        ]
-        .into_iter()
-        .find_map(|(set, flag)| set.then_some(flag))
+        ])
     }
 }

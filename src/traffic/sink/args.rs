@@ -3,7 +3,7 @@
 
 use super::spec::{MAX_FLOWS, MAX_FRAME, MAX_QUEUES, MAX_RATE, MIN_FRAME};
 use super::{SinkMode, TxPath};
-use crate::units::{count, pps};
+use crate::units::{count, first_given, pps};
 
 /// The packet tests' options.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -37,7 +37,7 @@ pub struct SinkArgs {
 impl SinkArgs {
     /// The first of these options given, by flag (other engines refuse them).
     pub fn given(&self) -> Option<&'static str> {
-        [
+        first_given([
             (self.mode.is_some(), "--sink"),
             (self.frame_size.is_some(), "--frame-size"),
             (self.queues.is_some(), "--queues"),
@@ -45,8 +45,6 @@ impl SinkArgs {
             (self.rate.is_some(), "--rate"),
             (self.tx_path.is_some(), "--tx-path"),
             (self.no_fallback, "--no-fallback"),
-        ]
-        .into_iter()
-        .find_map(|(set, flag)| set.then_some(flag))
+        ])
     }
 }
