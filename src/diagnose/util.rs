@@ -201,6 +201,10 @@ mod tests {
         assert_eq!(cpu_mask(1), "00000002");
         assert_eq!(cpu_mask(33), "00000002,00000000");
         assert_eq!(mask_cpus(&cpu_mask(40)), vec![40]);
+        assert_eq!(cpus_mask(&[]), "00000000");
+        assert_eq!(cpus_mask(&[0, 1, 2, 3]), "0000000f");
+        assert_eq!(cpus_mask(&[1, 33]), "00000002,00000002");
+        assert_eq!(mask_cpus(&cpus_mask(&[8, 9, 10, 200])), vec![8, 9, 10, 200]);
     }
 
     #[test]
