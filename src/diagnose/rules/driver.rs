@@ -14,11 +14,16 @@ use crate::probe::sample::HostRole;
 /// Drivers whose version and firmware the catalog knows.
 const CATALOGUED: &[&str] = &["mlx5_core"];
 
+/// A driver and its firmware version, as `ethtool -i` prints them.
+type FirmwareKey<'a> = (&'a str, &'a str);
+/// A NIC and its `ethtool -i`.
+type NicDrv<'a> = (&'a NicFacts, &'a DrvInfo);
+
 /// All driver/firmware rules of one host.
 pub fn rules(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
     let mut out = Vec::new();
     // NICs with the same driver and firmware get one firmware finding.
-    let mut same_fw: Vec<((&str, &str), Vec<(&NicFacts, &DrvInfo)>)> = Vec::new();
+    let mut same_fw: Vec<(FirmwareKey, Vec<NicDrv>)> = Vec::new();
     for nic in &facts.nics {
         let Some(d) = nic.drvinfo.value() else {
             continue;
@@ -114,7 +119,7 @@ fn mlx5_driver(nic: &NicFacts, d: &DrvInfo, host: HostRole) -> Option<Finding> {
 /// firmware.outdated of NICs that share a driver and a firmware version:
 /// one finding, named after the one NIC or listing them all ("8 NICs
 /// (ens1f0np0, ...)"), with a query fix per PCI device.
-fn firmware(nics: &[(&NicFacts, &DrvInfo)], host: HostRole) -> Option<Finding> {
+fn firmware(nics: &[NicDrv], host: HostRole) -> Option<Finding> {
     let [(nic, d), rest @ ..] = nics else {
         return None;
     };
