@@ -137,7 +137,7 @@ pub const RULES: &[RuleInfo] = &[
     RuleInfo {
         id: "softirq.concentrated",
         engines: KERNEL,
-        thresholds: &["sustain_intervals", "net_rx_share", "net_rx_min_per_s", "softirq_heavy_pct", "core_saturated_pct", "others_headroom_pct"],
+        thresholds: &["sustain_intervals", "net_rx_share", "net_rx_group_share", "net_rx_min_per_s", "softirq_heavy_pct", "core_saturated_pct", "others_headroom_pct"],
         prior: 0.6,
         reference: SCALING,
     },
@@ -494,6 +494,7 @@ mod tests {
 
     const SOURCES: &[(&str, &str)] = &[
         ("cpu.rs", include_str!("rules/cpu.rs")),
+        ("cpu_many.rs", include_str!("rules/cpu_many.rs")),
         ("driver.rs", include_str!("rules/driver.rs")),
         ("grpc.rs", include_str!("rules/grpc.rs")),
         ("mod.rs", include_str!("rules/mod.rs")),

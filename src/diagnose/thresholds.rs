@@ -23,6 +23,10 @@ pub struct Thresholds {
     pub kernel_path_min_pct: f64,
     /// softirq.concentrated: share of all NET_RX softirqs raised on one CPU.
     pub net_rx_share: f64,
+    /// softirq.concentrated on a big host: share of all NET_RX softirqs on
+    /// a few cores (at most one in sixteen, at least 2) that are all
+    /// saturated with softirq work.
+    pub net_rx_group_share: f64,
     /// softirq.concentrated: minimum NET_RX softirqs per second on the host.
     pub net_rx_min_per_s: f64,
     /// softirq.concentrated (warn): softirq % of the saturated core, so that
@@ -79,6 +83,7 @@ pub const THRESHOLDS: Thresholds = Thresholds {
     others_headroom_pct: 75.0,
     kernel_path_min_pct: 5.0,
     net_rx_share: 0.90,
+    net_rx_group_share: 0.5,
     net_rx_min_per_s: 1000.0,
     softirq_heavy_pct: 25.0,
     queue_share: 0.80,

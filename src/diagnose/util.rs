@@ -42,6 +42,20 @@ pub fn cpu_mask(cpu: u32) -> String {
     parts.join(",")
 }
 
+/// Hex mask (sysfs form, no `0x`) of several CPUs; `0` for none.
+pub fn cpus_mask(cpus: &[u32]) -> String {
+    let words = cpus.iter().map(|c| c / 32 + 1).max().unwrap_or(1) as usize;
+    let mut w = vec![0u32; words];
+    for c in cpus {
+        w[(c / 32) as usize] |= 1 << (c % 32);
+    }
+    w.iter()
+        .rev()
+        .map(|x| format!("{x:08x}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Third field of a `min default max` sysctl (`tcp_rmem`), or the single value.
 pub fn sysctl_max(facts: &HostFacts, name: &str) -> Option<u64> {
     facts
@@ -187,6 +201,10 @@ mod tests {
         assert_eq!(cpu_mask(1), "00000002");
         assert_eq!(cpu_mask(33), "00000002,00000000");
         assert_eq!(mask_cpus(&cpu_mask(40)), vec![40]);
+        assert_eq!(cpus_mask(&[]), "00000000");
+        assert_eq!(cpus_mask(&[0, 1, 2, 3]), "0000000f");
+        assert_eq!(cpus_mask(&[1, 33]), "00000002,00000002");
+        assert_eq!(mask_cpus(&cpus_mask(&[8, 9, 10, 200])), vec![8, 9, 10, 200]);
     }
 
     #[test]

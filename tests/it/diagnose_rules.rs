@@ -1223,3 +1223,145 @@ fn grpc_rules_read_the_clients_samples() {
     let ids = grpc_ids(&spec(1, &[]), &failing);
     assert!(!ids.iter().any(|i| i.starts_with("grpc.")), "{ids:?}");
 }
+
+// ---------- big hosts: a few of many cores ----------
+
+/// A 64-core host (local) whose cores `hot` are `hot_busy` % busy (half
+/// sys, half softirq) and raise `hot_net_rx` NET_RX softirqs per second
+/// each; the other cores are 10 % busy with 1,000.
+fn big_host(hot: &[usize], hot_busy: f64, hot_net_rx: u64) -> Case {
+    let mut c = Case::healthy();
+    let busy: Vec<f64> = (0..64)
+        .map(|i| if hot.contains(&i) { hot_busy } else { 10.0 })
+        .collect();
+    c.local = window("local", 4, &busy);
+    for s in &mut c.local {
+        for (i, si) in s.softirqs.iter_mut().enumerate() {
+            si.net_rx = if hot.contains(&i) { hot_net_rx } else { 1_000 };
+        }
+    }
+    c.lf.cpus = 64;
+    c.lf.numa[0].cpulist = "0-63".into();
+    c.lf.nics[0].local_cpulist = Some("0-63".into());
+    c
+}
+
+#[test]
+fn single_core_saturated_names_every_saturated_core_of_a_big_host() {
+    // 4 of 64 cores saturated (a few: up to one in sixteen): one finding
+    // names them all, with each core's evidence.
+    let c = big_host(&[0, 1, 2, 3], 100.0, 500_000);
+    let f = ids(&c.run(), "cpu.single-core-saturated");
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].host, HostRole::Local);
+    assert_eq!(f[0].subject, "cpu0-3");
+    assert!(
+        f[0].title.starts_with(
+            "4 of 64 cores saturated (softirq 50 %) while the other cores average 10 %: cpu0-3"
+        ),
+        "{}",
+        f[0].title
+    );
+    assert!(f[0].title.contains("4 IRQs of eth0"), "{}", f[0].title);
+    for cpu in 0..4 {
+        assert!(
+            f[0].evidence
+                .iter()
+                .any(|e| e.what == format!("cpu{cpu} busy")),
+            "{:#?}",
+            f[0].evidence
+        );
+        assert!(f[0]
+            .evidence
+            .iter()
+            .any(|e| e.what == format!("IRQs with effective affinity cpu{cpu}")));
+    }
+    assert!(f[0].fix.iter().any(|x| x.starts_with("wirescope run -P")));
+    // More than a few (8 of 64): the busiest one, judged against all the
+    // others, as before.
+    let many = big_host(&[0, 1, 2, 3, 4, 5, 6, 7], 100.0, 500_000);
+    let f = ids(&many.run(), "cpu.single-core-saturated");
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(!f[0].subject.contains('-'), "{}", f[0].subject);
+    // A small host keeps one core per finding: 2 of 16 saturated names one.
+    let mut small = Case::healthy();
+    let mut busy = [10.0; 16];
+    busy[2] = 100.0;
+    busy[3] = 100.0;
+    small.local = window("local", 4, &busy);
+    let f = ids(&small.run(), "cpu.single-core-saturated");
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(
+        ["cpu2", "cpu3"].contains(&f[0].subject.as_str()),
+        "{}",
+        f[0].subject
+    );
+    // Healthy big host: nothing.
+    let idle = big_host(&[], 100.0, 1_000);
+    assert!(ids(&idle.run(), "cpu.single-core-saturated").is_empty());
+}
+
+#[test]
+fn softirq_concentrated_on_a_few_saturated_cores_of_a_big_host() {
+    // 4 of 64 cores carry 97 % of NET_RX (24 % each: no one core has 90 %)
+    // and are saturated with softirq: concentrated, and it limits.
+    let c = big_host(&[0, 1, 2, 3], 100.0, 500_000);
+    let f = ids(&c.run(), "softirq.concentrated");
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].subject, "cpu0-3");
+    assert_eq!(f[0].severity, Severity::Warn);
+    assert!(
+        f[0].title
+            .starts_with("97 % of NET_RX softirqs run on cpu0-3, 4 of 64 cores, all saturated"),
+        "{}",
+        f[0].title
+    );
+    // The same share on cores with room: receive work is where RSS put
+    // it, nothing is held back.
+    let room = big_host(&[0, 1, 2, 3], 60.0, 500_000);
+    assert!(ids(&room.run(), "softirq.concentrated").is_empty());
+    // Saturated, but their NET_RX is below `net_rx_group_share` (4 × 5,000
+    // of 80,000): not receive work concentrated there.
+    let spread = big_host(&[0, 1, 2, 3], 100.0, 5_000);
+    assert!(ids(&spread.run(), "softirq.concentrated").is_empty());
+    // One flow is hashed to one queue by design: silent, as on small hosts.
+    let mut one = c.clone();
+    one.spec = spec(1, &[]);
+    assert!(ids(&one.run(), "softirq.concentrated").is_empty());
+}
+
+#[test]
+fn firmware_outdated_names_nics_of_one_firmware_in_one_finding() {
+    let mut c = Case::healthy();
+    drv(&mut c, "24.07-0.6.1", "16.20.1010 (MT_0000000008)");
+    let mut second = c.pf.nics[0].clone();
+    second.name = "eth1".into();
+    if let Support::Value(d) = &mut second.drvinfo {
+        d.bus_info = "0000:3b:00.1".into();
+    }
+    c.pf.nics.push(second);
+    let f = ids(&c.run(), "firmware.outdated");
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].subject, "2 NICs (eth0, eth1)");
+    assert!(
+        f[0].title.starts_with(
+            "2 NICs (eth0, eth1): mlx5_core ConnectX-5 firmware 16.20.1010 is older than"
+        ),
+        "{}",
+        f[0].title
+    );
+    for bus in ["0000:3b:00.0", "0000:3b:00.1"] {
+        assert!(
+            f[0].fix.contains(&format!("mlxfwmanager --query -d {bus}")),
+            "{:#?}",
+            f[0].fix
+        );
+    }
+    // Another firmware on the second NIC: a finding of its own.
+    if let Support::Value(d) = &mut c.pf.nics[1].drvinfo {
+        d.firmware = "16.21.1000".into();
+    }
+    let f = ids(&c.run(), "firmware.outdated");
+    let subjects: Vec<&str> = f.iter().map(|x| x.subject.as_str()).collect();
+    assert_eq!(subjects, ["eth0", "eth1"], "{f:#?}");
+}

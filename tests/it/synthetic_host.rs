@@ -2,10 +2,10 @@
 //! queues, ~1,500 interrupt lines) read by the real sampler through
 //! `CaptureDir`, exactly as `wirescope watch --from DIR` reads a capture:
 //! the Samples carry the figures the generator wrote, and the diagnosis
-//! rules on them name the softirq-saturated cores. No timing is asserted.
+//! rules on them name the softirq-saturated cores in one finding. No timing is asserted.
 
 use std::time::Duration;
-use wirescope::diagnose::{diagnose, Finding, Input, Window};
+use wirescope::diagnose::{diagnose, Evidence, Finding, Input, Severity, Value, Window};
 use wirescope::probe::ebpf::EbpfUnavailable;
 use wirescope::probe::ethtool_names::Dir;
 use wirescope::probe::sample::{QueueSource, Sample};
@@ -14,7 +14,7 @@ use wirescope::probe::snapshot::snapshot;
 use wirescope::probe::source::HostSource;
 use wirescope::probe::synthetic::{Layout, SyntheticHost, USER_HZ};
 use wirescope::probe::system::parse_interrupts;
-use wirescope::units::BitsPerSec;
+use wirescope::units::{parse_cpu_list, BitsPerSec};
 
 fn host() -> SyntheticHost {
     SyntheticHost::in_temp(Layout::default()).unwrap()
@@ -263,23 +263,33 @@ fn five_intervals(h: &mut SyntheticHost) -> Vec<Sample> {
         .collect()
 }
 
+/// The cores a finding names: its subject and every `cpuLIST` word of its
+/// title (`cpu7`, `cpu0-7`).
 fn cores_named(f: &Finding) -> Vec<u32> {
-    let mut v: Vec<u32> = f
-        .subject
-        .strip_prefix("cpu")
-        .and_then(|n| n.parse().ok())
-        .into_iter()
-        .collect();
-    v.extend(
-        f.title
-            .split(|c: char| !c.is_ascii_alphanumeric())
-            .filter_map(|w| w.strip_prefix("cpu")?.parse::<u32>().ok()),
-    );
+    let list = |w: &str| -> Vec<u32> {
+        w.strip_prefix("cpu")
+            .and_then(|l| parse_cpu_list(l).ok())
+            .map(|v| v.into_iter().map(|c| c.0).collect())
+            .unwrap_or_default()
+    };
+    let mut v = list(&f.subject);
+    for w in f.title.split_whitespace() {
+        v.extend(list(w.trim_end_matches([',', ':', ';', '.', ')'])));
+    }
+    v.sort_unstable();
+    v.dedup();
     v
 }
 
+fn evidence<'a>(f: &'a Finding, what: &str) -> &'a Evidence {
+    f.evidence
+        .iter()
+        .find(|e| e.what == what)
+        .unwrap_or_else(|| panic!("no evidence {what:?} in {:#?}", f.evidence))
+}
+
 #[test]
-fn the_rules_name_a_softirq_saturated_core_and_no_other() {
+fn the_rules_name_the_softirq_saturated_cores_and_no_other() {
     let mut h = host();
     let samples = five_intervals(&mut h);
     let input = Input {
@@ -295,22 +305,68 @@ fn the_rules_name_a_softirq_saturated_core_and_no_other() {
         named.iter().all(|c| h.is_hot(*c)),
         "only saturated cores are named: {named:?}"
     );
-    // Today one finding names one of the 8 saturated cores (the rule picks
-    // the busiest; softirq.concentrated wants 90 % of NET_RX on one core):
-    // naming all 8 is the rules' part of issue 26.
-    let single = findings
-        .iter()
-        .find(|f| f.id == "cpu.single-core-saturated")
-        .expect("a saturated core is reported");
-    assert!(h.is_hot(cores_named(single)[0]), "{}", single.title);
-    // The saturated core's evidence: its softirq time and the completion
-    // vectors of the four node-0 NICs pinned to it.
-    let cpu = cores_named(single)[0];
-    assert!(single.title.contains("100 % busy"), "{}", single.title);
-    for n in 0..4 {
-        let irq = h.queue_irq(n, cpu).to_string();
-        assert!(single.title.contains(&irq), "IRQ {irq} in {}", single.title);
+    let hot: Vec<u32> = (0..256).filter(|c| h.is_hot(*c)).collect();
+    assert_eq!(hot.len(), 8);
+    let of = |id: &str| -> Vec<&Finding> { findings.iter().filter(|f| f.id == id).collect() };
+    // One finding names all 8 saturated cores, what they carry, and each
+    // core's evidence: its softirq time and the completion vectors of the
+    // four node-0 NICs pinned to it.
+    let single = of("cpu.single-core-saturated");
+    assert_eq!(single.len(), 1, "{single:#?}");
+    let single = single[0];
+    assert_eq!(cores_named(single), hot, "{}", single.title);
+    assert_eq!(single.subject, "cpu0-7");
+    assert!(
+        single
+            .title
+            .starts_with("8 of 256 cores saturated (softirq 100 %)"),
+        "{}",
+        single.title
+    );
+    assert!(
+        single.title.contains("ens1f0np0 rx queues 0-7 (8.00 Mpps)"),
+        "{}",
+        single.title
+    );
+    for cpu in &hot {
+        let busy = evidence(single, &format!("cpu{cpu} busy"));
+        assert_eq!(busy.value, Value::Num(100.0));
+        let Value::Text(irqs) =
+            &evidence(single, &format!("IRQs with effective affinity cpu{cpu}")).value
+        else {
+            panic!("IRQ list is text");
+        };
+        for n in 0..4 {
+            let irq = h.queue_irq(n, *cpu).to_string();
+            assert!(irqs.split(',').any(|i| i == irq), "IRQ {irq} in {irqs}");
+        }
     }
+    assert!(
+        single
+            .fix
+            .iter()
+            .any(|x| x.contains("/sys/class/net/ens1f0np0/queues/rx-0/rps_cpus")),
+        "{:#?}",
+        single.fix
+    );
+    // The receive softirqs held on those 8 of 256 cores.
+    let conc = of("softirq.concentrated");
+    assert_eq!(conc.len(), 1, "{conc:#?}");
+    assert_eq!(conc[0].subject, "cpu0-7");
+    assert_eq!(conc[0].severity, Severity::Warn);
+    assert!(
+        conc[0].title.contains("8 of 256 cores"),
+        "{}",
+        conc[0].title
+    );
+    // One firmware finding for the 8 NICs of one driver and firmware.
+    let fw = of("firmware.outdated");
+    assert_eq!(fw.len(), 1, "{fw:#?}");
+    assert!(fw[0].title.starts_with("8 NICs ("), "{}", fw[0].title);
+    for nic in h.nic_names() {
+        assert!(fw[0].title.contains(&nic), "{nic} in {}", fw[0].title);
+    }
+    assert!(fw[0].title.contains("mlx5_core"), "{}", fw[0].title);
     // softnet: 8 cores × 20 squeezes per second.
     let sq = findings.iter().find(|f| f.id == "softnet.squeeze").unwrap();
     assert!(sq.title.contains("160/s"), "{}", sq.title);

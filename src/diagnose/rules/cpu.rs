@@ -88,13 +88,23 @@ fn all_cores(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     Some(f)
 }
 
-/// The saturated core of a sample, if one core is ≥ threshold and the
+/// How many cores of `n` may saturate together and still be "a few
+/// cores" that hold the host back while the rest have room: one on a small
+/// host, one in sixteen on a big one (8 of 128, 16 of 256).
+pub(super) fn few_cores(n: usize) -> usize {
+    (n / 16).max(1)
+}
+
+/// The saturated cores of a sample: the few cores (see [`few_cores`]) at
+/// or above the threshold that run some of the network path while the
 /// others have headroom — or, when the test's engine threads are pinned
 /// (`--cpus`) and every core they may use is saturated, the busiest of
 /// those: the test cannot use the others, whatever else keeps them busy.
-fn saturated_core(s: &Sample, t: &Thresholds, pinned: &[u32]) -> Option<u32> {
+/// Too many saturated cores for "a few": the busiest one alone, judged
+/// against all the others (as on a small host).
+fn saturated_cores(s: &Sample, t: &Thresholds, pinned: &[u32]) -> Vec<u32> {
     if s.cpus.len() < 2 {
-        return None;
+        return Vec::new();
     }
     let busy = |cpu: u32| s.cpus.iter().find(|c| c.cpu.0 == cpu).map(|c| c.busy().0);
     if !pinned.is_empty()
@@ -105,57 +115,87 @@ fn saturated_core(s: &Sample, t: &Thresholds, pinned: &[u32]) -> Option<u32> {
     {
         // The caller orders them busiest over the window first, so every
         // interval names the same core.
-        return pinned.first().copied();
+        return pinned.first().copied().into_iter().collect();
     }
-    // The busiest core that runs some of the network path (see
+    // The cores that run some of the network path (see
     // `kernel_path_min_pct`): a core saturated by user time alone is
     // another process's.
-    let top = s
+    let hot: Vec<u32> = s
+        .cpus
+        .iter()
+        .filter(|c| c.kernel().0 >= t.kernel_path_min_pct && c.busy().0 >= t.core_saturated_pct)
+        .map(|c| c.cpu.0)
+        .collect();
+    let others_mean = |set: &[u32]| {
+        let o: Vec<f64> = s
+            .cpus
+            .iter()
+            .filter(|c| !set.contains(&c.cpu.0))
+            .map(|c| c.busy().0)
+            .collect();
+        o.iter().sum::<f64>() / o.len().max(1) as f64
+    };
+    if hot.len() > 1 && hot.len() <= few_cores(s.cpus.len()) {
+        return if others_mean(&hot) < t.others_headroom_pct {
+            hot
+        } else {
+            Vec::new()
+        };
+    }
+    let Some(top) = s
         .cpus
         .iter()
         .filter(|c| c.kernel().0 >= t.kernel_path_min_pct)
-        .max_by(|a, b| a.busy().0.total_cmp(&b.busy().0))?;
-    if top.busy().0 < t.core_saturated_pct {
-        return None;
+        .max_by(|a, b| a.busy().0.total_cmp(&b.busy().0))
+    else {
+        return Vec::new();
+    };
+    if top.busy().0 < t.core_saturated_pct || others_mean(&[top.cpu.0]) >= t.others_headroom_pct {
+        return Vec::new();
     }
-    let others: Vec<f64> = s
-        .cpus
-        .iter()
-        .filter(|c| c.cpu != top.cpu)
-        .map(|c| c.busy().0)
-        .collect();
-    let mean = others.iter().sum::<f64>() / others.len() as f64;
-    (mean < t.others_headroom_pct).then_some(top.cpu.0)
+    vec![top.cpu.0]
 }
 
-fn net_rx_share(s: &Sample, cpu: u32) -> Option<f64> {
+pub(super) fn net_rx_share(s: &Sample, cpu: u32) -> Option<f64> {
     let total: u64 = s.softirqs.iter().map(|c| c.net_rx).sum();
     let mine = s.softirqs.iter().find(|c| c.cpu.0 == cpu)?.net_rx;
     (total > 0).then(|| mine as f64 / total as f64)
 }
 
-/// cpu.single-core-saturated: find the core, judge whose work saturates it,
-/// name what runs there, then write the finding.
+/// cpu.single-core-saturated: find the cores, judge whose work saturates
+/// them, name what runs there, then write the finding — one finding for one
+/// core, one finding naming all of them for a few.
 fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
-    let sat = saturated_window(ctx, t)?;
-    let time = CoreTime::mean_over(&sat.on, sat.cpu);
-    if !saturated_by_the_test(ctx, t, &sat, &time) {
-        return None;
+    let cores: Vec<(SaturatedWindow, CoreTime)> = saturated_windows(ctx, t)
+        .into_iter()
+        .map(|w| {
+            let time = CoreTime::mean_over(&w.on, w.cpu);
+            (w, time)
+        })
+        .filter(|(w, time)| saturated_by_the_test(ctx, t, w, time))
+        .collect();
+    match cores.as_slice() {
+        [] => None,
+        [(sat, time)] => {
+            let runs = RunsThere::gather(ctx, sat, time);
+            Some(single_core_finding(ctx, t, sat, time, &runs))
+        }
+        _ => Some(super::cpu_many::many_cores_finding(ctx, &cores)),
     }
-    let runs = RunsThere::gather(ctx, &sat, &time);
-    Some(single_core_finding(ctx, t, &sat, &time, &runs))
 }
 
-/// The core saturated in the most active intervals (at least the rule's
+/// A core saturated in enough active intervals (at least the rule's
 /// count), the intervals it was, and the test's pinned cores busiest first.
-struct SaturatedWindow<'a> {
-    cpu: u32,
-    n: usize,
+pub(super) struct SaturatedWindow<'a> {
+    pub(super) cpu: u32,
+    pub(super) n: usize,
     pinned: Vec<u32>,
-    on: Vec<&'a &'a Sample>,
+    pub(super) on: Vec<&'a &'a Sample>,
 }
 
-fn saturated_window<'a>(ctx: &'a HostCtx, t: &Thresholds) -> Option<SaturatedWindow<'a>> {
+/// The saturated cores of the window: the one saturated in the most
+/// intervals first, then every other core saturated in enough of them.
+fn saturated_windows<'a>(ctx: &'a HostCtx, t: &Thresholds) -> Vec<SaturatedWindow<'a>> {
     let mut pinned = ctx.test_cpus();
     let mean_busy = |cpu: u32| {
         ctx.active
@@ -164,32 +204,54 @@ fn saturated_window<'a>(ctx: &'a HostCtx, t: &Thresholds) -> Option<SaturatedWin
             .sum::<f64>()
     };
     pinned.sort_by(|a, b| mean_busy(*b).total_cmp(&mean_busy(*a)));
-    let mut count: BTreeMap<u32, usize> = BTreeMap::new();
-    for s in &ctx.active {
-        if let Some(c) = saturated_core(s, t, &pinned) {
-            *count.entry(c).or_insert(0) += 1;
-        }
-    }
-    let (&cpu, &n) = count.iter().max_by_key(|e| e.1)?;
-    if n < ctx.need(t) {
-        return None;
-    }
-    let on: Vec<&&Sample> = ctx
+    let per: Vec<Vec<u32>> = ctx
         .active
         .iter()
-        .filter(|s| saturated_core(s, t, &pinned) == Some(cpu))
+        .map(|s| saturated_cores(s, t, &pinned))
         .collect();
-    Some(SaturatedWindow { cpu, n, pinned, on })
+    let mut count: BTreeMap<u32, usize> = BTreeMap::new();
+    for c in per.iter().flatten() {
+        *count.entry(*c).or_insert(0) += 1;
+    }
+    let Some((&first, &n)) = count.iter().max_by_key(|e| e.1) else {
+        return Vec::new();
+    };
+    if n < ctx.need(t) {
+        return Vec::new();
+    }
+    let cores = std::iter::once(first).chain(
+        count
+            .iter()
+            .filter(|(c, n)| **c != first && **n >= ctx.need(t))
+            .map(|(c, _)| *c),
+    );
+    cores
+        .map(|cpu| {
+            let on: Vec<&&Sample> = ctx
+                .active
+                .iter()
+                .zip(&per)
+                .filter(|(_, p)| p.contains(&cpu))
+                .map(|(s, _)| s)
+                .collect();
+            SaturatedWindow {
+                cpu,
+                n: on.len(),
+                pinned: pinned.clone(),
+                on,
+            }
+        })
+        .collect()
 }
 
 /// One core's mean time split over the saturated intervals, and the other
 /// cores' mean busy.
-struct CoreTime {
-    busy: f64,
-    user: f64,
-    sys: f64,
-    si: f64,
-    irq: f64,
+pub(super) struct CoreTime {
+    pub(super) busy: f64,
+    pub(super) user: f64,
+    pub(super) sys: f64,
+    pub(super) si: f64,
+    pub(super) irq: f64,
     others: f64,
 }
 
@@ -348,7 +410,7 @@ impl RunsThere {
 /// whose RPS mask is only `cpu`, by interface.
 type Steered = (Vec<(String, u32)>, Vec<(String, u32)>);
 
-fn steered_to(facts: Option<&HostFacts>, cpu: u32) -> Steered {
+pub(super) fn steered_to(facts: Option<&HostFacts>, cpu: u32) -> Steered {
     let mut irqs = Vec::new();
     let mut rps = Vec::new();
     if let Some(facts) = facts {
@@ -522,7 +584,10 @@ fn fixes(
     out
 }
 
-/// softirq.concentrated: ≥ 90 % of NET_RX softirqs on one CPU while the NIC has several queues.
+/// softirq.concentrated: NET_RX softirqs held on a few cores while the NIC
+/// has several queues — ≥ 90 % of them on one core, or (a big host, see
+/// [`few_cores`]) at least `net_rx_group_share` of them on a few cores that
+/// are all saturated with softirq work.
 fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     let facts = ctx.facts?;
     let queues = facts
@@ -534,7 +599,7 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     if queues < 2 || facts.cpus < 2 {
         return None;
     }
-    let (cpu, share) = net_rx_concentrated_on(ctx, t)?;
+    let (cores, share) = net_rx_concentrated_on(ctx, t)?;
     let mean_of = |f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64, mine: bool| {
         ctx.active
             .iter()
@@ -542,7 +607,7 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
                 let v: Vec<f64> = s
                     .cpus
                     .iter()
-                    .filter(|c| (c.cpu.0 == cpu) == mine)
+                    .filter(|c| cores.contains(&c.cpu.0) == mine)
                     .map(f)
                     .collect();
                 v.iter().sum::<f64>() / v.len().max(1) as f64
@@ -564,46 +629,120 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     } else {
         Severity::Info
     };
+    let on = format!(
+        "cpu{}",
+        crate::units::format_cpu_list(
+            &cores
+                .iter()
+                .map(|c| crate::units::CpuId(*c))
+                .collect::<Vec<_>>()
+        )
+    );
+    let n_cpus = ctx
+        .active
+        .iter()
+        .map(|s| s.cpus.len())
+        .max()
+        .unwrap_or(facts.cpus);
+    let title = if cores.len() == 1 {
+        format!(
+            "{:.0} % of NET_RX softirqs run on {on} although the NIC has {queues} queues",
+            share * 100.0
+        )
+    } else {
+        format!(
+            "{:.0} % of NET_RX softirqs run on {on}, {} of {n_cpus} cores, all saturated ({softirq:.0} % softirq), although the NIC has {queues} queues",
+            share * 100.0,
+            cores.len()
+        )
+    };
     let mut f = Finding::new(
         "softirq.concentrated",
         sev,
         ctx.host,
-        format!("cpu{cpu}"),
-        format!("{:.0} % of NET_RX softirqs run on cpu{cpu} although the NIC has {queues} queues", share * 100.0),
+        on.clone(),
+        title,
         share * prior("softirq.concentrated") * if sev == Severity::Info { 0.5 } else { 1.0 },
     )
-    .ev(Evidence::num(format!("cpu{cpu} share of NET_RX"), share * 100.0, "%", "/proc/softirqs"))
-    .ev(Evidence::num(format!("cpu{cpu} busy"), busy, "%", "/proc/stat"))
-    .ev(Evidence::num(format!("cpu{cpu} softirq"), softirq, "%", "/proc/stat"))
-    .ev(Evidence::num("other cores mean busy", others, "%", "/proc/stat"))
-    .ev(Evidence::num("rx queues", queues as f64, "", "sysfs queues/"))
-    .why("Receive processing of every queue lands on one core (IRQs or RPS steer there): that core caps the receive rate.");
-    for x in spread_fixes(facts) {
-        f = f.fix(x);
+    .ev(Evidence::num(
+        format!("{on} share of NET_RX"),
+        share * 100.0,
+        "%",
+        "/proc/softirqs",
+    ))
+    .ev(Evidence::num(format!("{on} busy"), busy, "%", "/proc/stat"))
+    .ev(Evidence::num(
+        format!("{on} softirq"),
+        softirq,
+        "%",
+        "/proc/stat",
+    ))
+    .ev(Evidence::num(
+        "other cores mean busy",
+        others,
+        "%",
+        "/proc/stat",
+    ))
+    .ev(Evidence::num(
+        "rx queues",
+        queues as f64,
+        "",
+        "sysfs queues/",
+    ));
+    if cores.len() == 1 {
+        f = f.why("Receive processing of every queue lands on one core (IRQs or RPS steer there): that core caps the receive rate.");
+        for x in spread_fixes(facts) {
+            f = f.fix(x);
+        }
+    } else {
+        f = f.why("The receive traffic reaches only a few queues, whose IRQs and softirqs run on a few cores: those cores cap the receive rate while the others idle.");
+        for x in super::cpu_many::spread_fixes(ctx, &cores) {
+            f = f.fix(x);
+        }
     }
     Some(f)
 }
 
-/// The core that ran the most NET_RX softirqs in enough busy intervals, and
-/// its mean share of them there; None when the test has one flow (hashed
-/// to one queue and one core by design: nothing to spread, nothing to report).
-fn net_rx_concentrated_on(ctx: &HostCtx, t: &Thresholds) -> Option<(u32, f64)> {
-    let mut count: BTreeMap<u32, usize> = BTreeMap::new();
-    let mut share_sum: BTreeMap<u32, f64> = BTreeMap::new();
+/// The cores NET_RX softirqs concentrate on in enough busy intervals, and
+/// their mean share of them there: the one core with ≥ `net_rx_share`, or
+/// a few saturated ones with ≥ `net_rx_group_share`. None when the test has
+/// one flow (hashed to one queue and one core by design: nothing to spread,
+/// nothing to report).
+fn net_rx_concentrated_on(ctx: &HostCtx, t: &Thresholds) -> Option<(Vec<u32>, f64)> {
+    let mut count: BTreeMap<Vec<u32>, usize> = BTreeMap::new();
+    let mut share_sum: BTreeMap<Vec<u32>, f64> = BTreeMap::new();
     for s in &ctx.active {
         let total: u64 = s.softirqs.iter().map(|c| c.net_rx).sum();
         if s.softirqs.len() < 2 || (total as f64) / secs(s).max(1e-9) < t.net_rx_min_per_s {
             continue;
         }
-        if let Some(top) = s.softirqs.iter().max_by_key(|c| c.net_rx) {
-            let share = top.net_rx as f64 / total as f64;
-            if share >= t.net_rx_share {
-                *count.entry(top.cpu.0).or_insert(0) += 1;
-                *share_sum.entry(top.cpu.0).or_insert(0.0) += share;
+        let Some(top) = s.softirqs.iter().max_by_key(|c| c.net_rx) else {
+            continue;
+        };
+        let share = top.net_rx as f64 / total as f64;
+        let (cores, share) = if share >= t.net_rx_share {
+            (vec![top.cpu.0], share)
+        } else {
+            let hot = softirq_saturated(s, t);
+            let mine: u64 = s
+                .softirqs
+                .iter()
+                .filter(|c| hot.contains(&c.cpu.0))
+                .map(|c| c.net_rx)
+                .sum();
+            let share = mine as f64 / total as f64;
+            if hot.len() < 2
+                || hot.len() > few_cores(s.softirqs.len())
+                || share < t.net_rx_group_share
+            {
+                continue;
             }
-        }
+            (hot, share)
+        };
+        *count.entry(cores.clone()).or_insert(0) += 1;
+        *share_sum.entry(cores).or_insert(0.0) += share;
     }
-    let (&cpu, &n) = count.iter().max_by_key(|e| e.1)?;
+    let (cores, &n) = count.iter().max_by_key(|e| e.1)?;
     if n < ctx.need(t) {
         return None;
     }
@@ -611,7 +750,20 @@ fn net_rx_concentrated_on(ctx: &HostCtx, t: &Thresholds) -> Option<(u32, f64)> {
     if flows.is_some_and(|f| f < 2) {
         return None;
     }
-    Some((cpu, share_sum.get(&cpu).copied().unwrap_or(0.0) / n as f64))
+    Some((
+        cores.clone(),
+        share_sum.get(cores).copied().unwrap_or(0.0) / n as f64,
+    ))
+}
+
+/// The cores of a sample saturated (≥ `core_saturated_pct`) with at least
+/// `softirq_heavy_pct` softirq time.
+fn softirq_saturated(s: &Sample, t: &Thresholds) -> Vec<u32> {
+    s.cpus
+        .iter()
+        .filter(|c| c.busy().0 >= t.core_saturated_pct && c.softirq.0 >= t.softirq_heavy_pct)
+        .map(|c| c.cpu.0)
+        .collect()
 }
 
 /// Commands that spread receive processing: each NIC's data IRQs over its

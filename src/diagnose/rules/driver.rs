@@ -14,17 +14,31 @@ use crate::probe::sample::HostRole;
 /// Drivers whose version and firmware the catalog knows.
 const CATALOGUED: &[&str] = &["mlx5_core"];
 
+/// A driver and its firmware version, as `ethtool -i` prints them.
+type FirmwareKey<'a> = (&'a str, &'a str);
+/// A NIC and its `ethtool -i`.
+type NicDrv<'a> = (&'a NicFacts, &'a DrvInfo);
+
 /// All driver/firmware rules of one host.
 pub fn rules(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
     let mut out = Vec::new();
+    // NICs with the same driver and firmware get one firmware finding.
+    let mut same_fw: Vec<(FirmwareKey, Vec<NicDrv>)> = Vec::new();
     for nic in &facts.nics {
         let Some(d) = nic.drvinfo.value() else {
             continue;
         };
         if CATALOGUED.contains(&d.driver.as_str()) {
             out.extend(mlx5_driver(nic, d, host));
-            out.extend(firmware(nic, d, host));
+            let key = (d.driver.as_str(), d.firmware.as_str());
+            match same_fw.iter_mut().find(|g| g.0 == key) {
+                Some(g) => g.1.push((nic, d)),
+                None => same_fw.push((key, vec![(nic, d)])),
+            }
         }
+    }
+    for (_, nics) in &same_fw {
+        out.extend(firmware(nics, host));
     }
     out
 }
@@ -102,8 +116,48 @@ fn mlx5_driver(nic: &NicFacts, d: &DrvInfo, host: HostRole) -> Option<Finding> {
     }
 }
 
-fn firmware(nic: &NicFacts, d: &DrvInfo, host: HostRole) -> Option<Finding> {
-    firmware_of(&nic.name, &d.firmware, &d.bus_info, &src(nic), host)
+/// firmware.outdated of NICs that share a driver and a firmware version:
+/// one finding, named after the one NIC or listing them all ("8 NICs
+/// (ens1f0np0, ...)"), with a query fix per PCI device.
+fn firmware(nics: &[NicDrv], host: HostRole) -> Option<Finding> {
+    let [(nic, d), rest @ ..] = nics else {
+        return None;
+    };
+    if rest.is_empty() {
+        return firmware_of(&nic.name, &d.firmware, &d.bus_info, &src(nic), host);
+    }
+    let names: Vec<&str> = nics.iter().map(|(n, _)| n.name.as_str()).collect();
+    let subject = format!("{} NICs ({})", nics.len(), names.join(", "));
+    let source = format!("ethtool -i {}", names.join(", "));
+    let bus = if d.bus_info.is_empty() {
+        &nic.name
+    } else {
+        &d.bus_info
+    };
+    let mut f = firmware_of(&subject, &d.firmware, bus, &source, host)?;
+    if f.severity == Severity::Info {
+        return Some(f);
+    }
+    f.title = format!(
+        "{subject}: {} {}",
+        d.driver,
+        f.title.trim_start_matches(&format!("{subject}: "))
+    );
+    // The query fix of each device, after the first one's.
+    let queries: Vec<String> = rest
+        .iter()
+        .map(|(n, d)| {
+            let dev = if d.bus_info.is_empty() {
+                &n.name
+            } else {
+                &d.bus_info
+            };
+            format!("mlxfwmanager --query -d {dev}")
+        })
+        .collect();
+    let at = f.fix.len().min(1);
+    f.fix.splice(at..at, queries);
+    Some(f)
 }
 
 /// firmware.outdated of a ConnectX firmware version `fw` seen by `source` on

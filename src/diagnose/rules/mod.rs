@@ -7,6 +7,7 @@
 //! * pair (both hosts): MTU mismatch, receive-window limits seen by the sender.
 
 mod cpu;
+mod cpu_many;
 mod driver;
 pub mod grpc;
 mod nic;

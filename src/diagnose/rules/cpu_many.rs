@@ -1,0 +1,242 @@
+//! cpu.single-core-saturated when a few cores saturate together (a big
+//! host whose busy rx queues land on a few of its cores): one finding that
+//! names all of them, each core's evidence, and the fixes that spread the
+//! work over more cores. The detection lives in [`super::cpu`].
+
+use super::cpu::{net_rx_share, steered_to, CoreTime, SaturatedWindow};
+use super::HostCtx;
+use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::impact::prior;
+use crate::diagnose::util::{cpus_mask, local_cpus, secs};
+use crate::probe::ethtool_names::Dir;
+use crate::units::{format_cpu_list, CpuId};
+use std::collections::BTreeMap;
+
+/// A compact list (`0-7,12`) of ids.
+fn list(ids: &[u32]) -> String {
+    format_cpu_list(&ids.iter().map(|c| CpuId(*c)).collect::<Vec<_>>())
+}
+
+/// The rx queues of `iface` busy over the window (at least half the
+/// packets of its busiest queue), with their mean packets per second.
+fn busy_rx_queues(ctx: &HostCtx, iface: &str) -> Vec<(u32, f64)> {
+    let mut per: BTreeMap<u32, f64> = BTreeMap::new();
+    for s in &ctx.active {
+        for q in s
+            .queues
+            .iter()
+            .filter(|q| q.iface == iface && q.dir == Dir::Rx)
+        {
+            // Packets over the interval's own length (the session's clock).
+            let pps = q.packets.map_or(q.pps, |p| p as f64 / secs(s).max(1e-9));
+            *per.entry(q.queue).or_insert(0.0) += pps;
+        }
+    }
+    let k = ctx.active.len().max(1) as f64;
+    let top = per.values().copied().fold(0.0, f64::max);
+    if top <= 0.0 {
+        return Vec::new();
+    }
+    per.into_iter()
+        .filter(|(_, p)| *p * 2.0 >= top)
+        .map(|(q, p)| (q, p / k))
+        .collect()
+}
+
+/// The finding for several saturated cores (`cores` ≥ 2).
+pub(super) fn many_cores_finding(ctx: &HostCtx, cores: &[(SaturatedWindow, CoreTime)]) -> Finding {
+    let mut ids: Vec<u32> = cores.iter().map(|c| c.0.cpu).collect();
+    ids.sort_unstable();
+    let k = cores.len() as f64;
+    let n_cpus = ctx.active.iter().map(|s| s.cpus.len()).max().unwrap_or(0);
+    let mean = |f: &dyn Fn(&CoreTime) -> f64| cores.iter().map(|c| f(&c.1)).sum::<f64>() / k;
+    let busy = mean(&|c| c.busy);
+    let soft = mean(&|c| c.si + c.irq);
+    let task = mean(&|c| c.user + c.sys);
+    let others = {
+        let v: Vec<f64> = ctx
+            .active
+            .iter()
+            .flat_map(|s| s.cpus.iter())
+            .filter(|c| !ids.contains(&c.cpu.0))
+            .map(|c| c.busy().0)
+            .collect();
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    };
+    let (kind, pct) = if soft >= task {
+        ("softirq", soft)
+    } else {
+        ("user+sys", task)
+    };
+    // The IRQs steered to each core alone, by NIC.
+    let per_core: Vec<(u32, Vec<(String, u32)>)> = ids
+        .iter()
+        .map(|c| (*c, steered_to(ctx.facts, *c).0))
+        .collect();
+    let by_nic = irqs_by_nic(ctx, &ids);
+    // The NIC (of those) whose rx queues carry the most packets: the work.
+    let carrier = carrier(ctx, &by_nic);
+    let mut carrying = Vec::new();
+    if let Some((nic, qs, pps)) = &carrier {
+        let q: Vec<u32> = qs.iter().map(|q| q.0).collect();
+        carrying.push(format!(
+            "{nic} rx queues {} ({:.2} Mpps)",
+            list(&q),
+            pps / 1e6
+        ));
+    }
+    if !by_nic.is_empty() {
+        let irqs: usize = by_nic.values().map(Vec::len).sum();
+        carrying.push(format!(
+            "{irqs} IRQs of {}",
+            by_nic.keys().cloned().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let carrying = if carrying.is_empty() {
+        String::new()
+    } else {
+        format!(", carrying {}", carrying.join(" and "))
+    };
+    let cpus = list(&ids);
+    let src = "/proc/stat";
+    let mut f = Finding::new(
+        "cpu.single-core-saturated",
+        Severity::Warn,
+        ctx.host,
+        format!("cpu{cpus}"),
+        format!(
+            "{} of {n_cpus} cores saturated ({kind} {pct:.0} %) while the other cores average {others:.0} %: cpu{cpus}{carrying}",
+            ids.len()
+        ),
+        (busy / 100.0) * prior("cpu.single-core-saturated"),
+    )
+    .ev(Evidence::num("saturated cores", k, "", src))
+    .ev(Evidence::num("other cores mean busy", others, "%", src))
+    .ev(Evidence::num(
+        "intervals saturated",
+        cores.iter().map(|c| c.0.n).max().unwrap_or(0) as f64,
+        "",
+        "window",
+    ))
+    .why("Each of these cores carries work that is serialised on it (a busy rx queue and its IRQ, a flow, a pinned thread): the traffic runs at the speed of these few cores while the others wait.");
+    for (sat, time) in cores {
+        let c = sat.cpu;
+        f = f
+            .ev(Evidence::num(format!("cpu{c} busy"), time.busy, "%", src))
+            .ev(Evidence::num(format!("cpu{c} softirq"), time.si, "%", src))
+            .ev(Evidence::num(format!("cpu{c} irq"), time.irq, "%", src))
+            .ev(Evidence::num(
+                format!("cpu{c} user+sys"),
+                time.user + time.sys,
+                "%",
+                src,
+            ));
+        let shares: Vec<f64> = sat.on.iter().filter_map(|s| net_rx_share(s, c)).collect();
+        if !shares.is_empty() {
+            f = f.ev(Evidence::num(
+                format!("cpu{c} share of NET_RX softirqs"),
+                shares.iter().sum::<f64>() / shares.len() as f64 * 100.0,
+                "%",
+                "/proc/softirqs",
+            ));
+        }
+        let mine: Vec<u32> = per_core
+            .iter()
+            .find(|p| p.0 == c)
+            .map(|p| p.1.iter().map(|i| i.1).collect())
+            .unwrap_or_default();
+        if !mine.is_empty() {
+            f = f.ev(Evidence::text(
+                format!("IRQs with effective affinity cpu{c}"),
+                mine.iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                "/proc/irq/N/effective_affinity_list",
+            ));
+        }
+    }
+    for x in fixes(
+        ctx,
+        &ids,
+        carrier.as_ref().map(|c| (c.0.as_str(), &c.1[..])),
+    ) {
+        f = f.fix(x);
+    }
+    f
+}
+
+/// The fixes for receive work held on the `hot` cores: those of
+/// [`fixes`] for the NIC whose IRQs run there and whose rx queues carry the
+/// most packets.
+pub(super) fn spread_fixes(ctx: &HostCtx, hot: &[u32]) -> Vec<String> {
+    let carrier = carrier(ctx, &irqs_by_nic(ctx, hot));
+    fixes(ctx, hot, carrier.as_ref().map(|c| (c.0.as_str(), &c.1[..])))
+}
+
+/// The data IRQs steered to each of `hot` alone, by NIC.
+fn irqs_by_nic(ctx: &HostCtx, hot: &[u32]) -> BTreeMap<String, Vec<u32>> {
+    let mut by_nic: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for c in hot {
+        for (nic, irq) in steered_to(ctx.facts, *c).0 {
+            by_nic.entry(nic).or_default().push(irq);
+        }
+    }
+    by_nic
+}
+
+/// The NIC (of `by_nic`) whose busy rx queues carry the most packets: its
+/// name, those queues and their packets per second in all.
+type Carrier = (String, Vec<(u32, f64)>, f64);
+
+fn carrier(ctx: &HostCtx, by_nic: &BTreeMap<String, Vec<u32>>) -> Option<Carrier> {
+    by_nic
+        .keys()
+        .map(|nic| {
+            let qs = busy_rx_queues(ctx, nic);
+            let pps: f64 = qs.iter().map(|q| q.1).sum();
+            (nic.clone(), qs, pps)
+        })
+        .filter(|c| c.2 > 0.0)
+        .max_by(|a, b| a.2.total_cmp(&b.2))
+}
+
+/// Spread the busy queues' receive work over more cores: RPS of each busy
+/// queue onto NIC-local cores that are not saturated, RSS over more of the
+/// NIC's queues, more flows.
+fn fixes(ctx: &HostCtx, hot: &[u32], carrier: Option<(&str, &[(u32, f64)])>) -> Vec<String> {
+    let mut out = Vec::new();
+    let nic = carrier.and_then(|(name, qs)| {
+        let facts = ctx.facts?;
+        let nic = facts.nics.iter().find(|n| n.name == name)?;
+        Some((facts, nic, qs))
+    });
+    if let Some((facts, nic, qs)) = nic {
+        let free: Vec<u32> = local_cpus(nic, facts)
+            .into_iter()
+            .filter(|c| !hot.contains(c))
+            .collect();
+        // Each busy queue gets its own group of idle local cores.
+        let per = (free.len() / qs.len().max(1)).clamp(1, 8);
+        for (i, (q, _)) in qs.iter().enumerate() {
+            let group: Vec<u32> = free.iter().copied().skip(i * per).take(per).collect();
+            if !group.is_empty() {
+                out.push(format!(
+                    "echo {} > /sys/class/net/{}/queues/rx-{q}/rps_cpus  # RPS: cpu{} share rx-{q}'s packet processing",
+                    cpus_mask(&group),
+                    nic.name,
+                    list(&group)
+                ));
+            }
+        }
+        if let Some(n) = nic.rx_queues.filter(|n| *n as usize > qs.len()) {
+            out.push(format!(
+                "ethtool -X {} equal {n}  # RSS over all {n} rx queues (and their IRQs' cores), not {}",
+                nic.name,
+                qs.len()
+            ));
+        }
+    }
+    out.push("wirescope run -P <more flows than saturated cores>  # more flows hash to more queues and cores".into());
+    out
+}
