@@ -32,6 +32,10 @@ impl QstatsSource for NetdevNl {
     }
 }
 
+/// Where each queue's counters are in one `ethtool -S` name list, shared
+/// by the readings made with it.
+type Plan = Arc<Vec<Gathered<Pick>>>;
+
 /// Queue counters of one interface, between intervals.
 #[derive(Default)]
 pub struct QueueProbe {
@@ -41,11 +45,11 @@ pub struct QueueProbe {
     /// The `ethtool -S` names' classes, kept while the names stay the same.
     classes: NameClasses,
     /// Where each queue's counters are in `ethtool -S` (built from `classes`).
-    plan: Arc<Vec<Gathered<Pick>>>,
+    plan: Plan,
     /// `classes.classified()` when `plan` was built.
     plan_run: u64,
     /// The previous `ethtool -S` values and the plan they were read with.
-    prev_ethtool: Option<(Arc<Vec<Gathered<Pick>>>, Vec<u64>)>,
+    prev_ethtool: Option<(Plan, Vec<u64>)>,
 }
 
 /// Each queue's cumulative counters: `values` read through `plan`.
