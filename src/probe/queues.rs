@@ -1,5 +1,11 @@
 //! Per-queue NIC counters, best source first: netdev `qstats-get`, then the
-//! driver's `ethtool -S` counters classified by [`per_queue`].
+//! driver's `ethtool -S` counters grouped per queue as
+//! [`per_queue`](super::ethtool_names::per_queue) groups them.
+//!
+//! The names are classified once per name list (a
+//! [`NameClasses`] per interface): while the driver's counter set stays the
+//! same, each interval reads the values by index through a plan of where
+//! each queue's counters are; a changed set is classified again.
 //!
 //! Kept as cumulative values between intervals; each interval yields deltas
 //! and rates tagged with their [`QueueSource`]. A driver without qstats is
