@@ -62,6 +62,26 @@ pub fn ethtool(dir: &CaptureDir, iface: &str) -> EthtoolView {
     }
 }
 
+/// `ethtool -S` of `iface` alone: only its file is read and parsed (the
+/// sampler asks every interval). The driver (`-i`) is read only to name it
+/// in a refusal, as [`ethtool`] does.
+pub fn ethtool_stats(dir: &CaptureDir, iface: &str) -> Support<Vec<(String, u64)>> {
+    let path = ethtool_file("-S", iface);
+    match dir.command(&path) {
+        Err(_) => Support::Unknown,
+        Ok(t) => match text::parse_stats(&t) {
+            Ok(v) => Support::Value(v),
+            Err(_) if t.contains("Operation not supported") => Support::NotSupported {
+                driver: match one(dir, "-i", iface, "", text::parse_drvinfo) {
+                    Support::Value(d) => d.driver,
+                    _ => String::new(),
+                },
+            },
+            Err(e) => Support::Error(format!("{path}: {e}")),
+        },
+    }
+}
+
 /// Root qdisc from `sos_commands/networking/tc_-s_qdisc_show`.
 pub fn qdisc(dir: &CaptureDir, iface: &str) -> Option<String> {
     parse_tc_root(
@@ -126,6 +146,36 @@ mod tests {
             parse_tc_root("qdisc noqueue 0: root refcnt 2 \n", "veth-a").as_deref(),
             Some("noqueue")
         );
+    }
+
+    #[test]
+    fn ethtool_stats_alone_answers_as_the_full_view() {
+        let d = tempfile::tempdir().unwrap();
+        let net = d.path().join("sos_commands/networking");
+        std::fs::create_dir_all(&net).unwrap();
+        std::fs::write(
+            net.join("ethtool_-i_eth0"),
+            "driver: virtio_net\nversion: 1.0.0\nbus-info: 0000:00:03.0\n",
+        )
+        .unwrap();
+        std::fs::write(
+            net.join("ethtool_-S_eth0"),
+            "NIC statistics:\n     rx_queue_0_packets: 12\n     tx_queue_0_bytes: 34\n",
+        )
+        .unwrap();
+        std::fs::write(
+            net.join("ethtool_-S_eth1"),
+            "no stats available\nOperation not supported\n",
+        )
+        .unwrap();
+        std::fs::write(net.join("ethtool_-i_eth1"), "driver: dummy\n").unwrap();
+        std::fs::write(net.join("ethtool_-S_eth2"), "garbage without a colon\n").unwrap();
+        let c = CaptureDir::new(d.path());
+        for i in ["eth0", "eth1", "eth2", "eth3"] {
+            assert_eq!(c.ethtool_stats(i), ethtool(&c, i).stats, "{i}");
+        }
+        assert!(matches!(c.ethtool_stats("eth0"), Support::Value(v) if v.len() == 2));
+        assert!(matches!(c.ethtool_stats("eth3"), Support::Unknown));
     }
 
     #[test]
@@ -210,7 +260,7 @@ impl HostSource for CaptureDir {
         ethtool(self, iface)
     }
     fn ethtool_stats(&self, iface: &str) -> Support<Vec<(String, u64)>> {
-        ethtool(self, iface).stats
+        ethtool_stats(self, iface)
     }
     fn qdisc(&self, iface: &str) -> Option<String> {
         qdisc(self, iface)

@@ -276,18 +276,81 @@ pub fn classify(driver: &str, name: &str) -> Class {
     }
 }
 
+/// What a queue's field holds while grouping: a counter's value, or where
+/// the value is (a [`Pick`]), so one grouping serves both.
+trait Slot: Clone {
+    /// The sum of the three cast counters (bnxt `{ucast,mcast,bcast}_*`).
+    fn sum3(a: &Self, b: &Self, c: &Self) -> Self;
+}
+
+impl Slot for u64 {
+    fn sum3(a: &Self, b: &Self, c: &Self) -> Self {
+        [a, b, c].iter().fold(0u64, |s, v| s.saturating_add(**v))
+    }
+}
+
+/// Where a queue field's value is in an `ethtool -S` listing: one counter
+/// by its index, or the sum of three (bnxt casts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pick {
+    /// The counter at this index.
+    One(usize),
+    /// The sum of the counters at these indices.
+    Sum([usize; 3]),
+}
+
+impl Slot for Pick {
+    fn sum3(a: &Self, b: &Self, c: &Self) -> Self {
+        let one = |p: &Pick| match p {
+            Pick::One(i) => *i,
+            // Casts are single counters: a sum is never summed again.
+            Pick::Sum(ix) => ix[0],
+        };
+        Pick::Sum([one(a), one(b), one(c)])
+    }
+}
+
+impl Pick {
+    /// The value in `values` (the listing's values, in order).
+    pub fn value(&self, values: &[u64]) -> Option<u64> {
+        match self {
+            Pick::One(i) => values.get(*i).copied(),
+            Pick::Sum(ix) => ix
+                .iter()
+                .try_fold(0u64, |s, i| Some(s.saturating_add(*values.get(*i)?))),
+        }
+    }
+}
+
+/// One queue's fields while grouping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gathered<T> {
+    /// Direction.
+    pub dir: Dir,
+    /// Queue index.
+    pub queue: u32,
+    /// Packets.
+    pub packets: Option<T>,
+    /// Bytes.
+    pub bytes: Option<T>,
+    /// Drops.
+    pub drops: Option<T>,
+    /// Every other counter, by its full name.
+    pub other: BTreeMap<String, T>,
+}
+
 /// Per-queue accumulator: the fields, plus the bnxt cast counters.
-struct Acc {
-    counters: QueueCounters,
-    casts: BTreeMap<String, u64>,
+struct Acc<T> {
+    counters: Gathered<T>,
+    casts: BTreeMap<String, T>,
 }
 
 const CASTS: [&str; 3] = ["ucast", "mcast", "bcast"];
 
-impl Acc {
+impl<T: Slot> Acc<T> {
     fn new(dir: Dir, queue: u32) -> Self {
         Acc {
-            counters: QueueCounters {
+            counters: Gathered {
                 dir,
                 queue,
                 packets: None,
@@ -299,7 +362,7 @@ impl Acc {
         }
     }
 
-    fn add(&mut self, name: &str, field: Field, value: u64) {
+    fn add(&mut self, name: &str, field: &Field, value: T) {
         let slot = match field {
             Field::Packets => &mut self.counters.packets,
             Field::Bytes => &mut self.counters.bytes,
@@ -307,7 +370,7 @@ impl Acc {
             Field::Errors => return self.keep(name, value),
             Field::Other(f) => {
                 if CASTS.iter().any(|c| f.starts_with(c)) {
-                    self.casts.insert(f, value);
+                    self.casts.insert(f.clone(), value.clone());
                 }
                 return self.keep(name, value);
             }
@@ -320,19 +383,17 @@ impl Acc {
         }
     }
 
-    fn keep(&mut self, name: &str, value: u64) {
+    fn keep(&mut self, name: &str, value: T) {
         self.counters.other.insert(name.to_owned(), value);
     }
 
     /// Sum of `{ucast,mcast,bcast}_<what>` when all three are present.
-    fn cast_sum(&self, what: &str) -> Option<u64> {
-        CASTS.iter().try_fold(0u64, |sum, c| {
-            let v = self.casts.get(&format!("{c}_{what}"))?;
-            Some(sum.saturating_add(*v))
-        })
+    fn cast_sum(&self, what: &str) -> Option<T> {
+        let get = |c: &str| self.casts.get(&format!("{c}_{what}"));
+        Some(T::sum3(get(CASTS[0])?, get(CASTS[1])?, get(CASTS[2])?))
     }
 
-    fn finish(mut self) -> QueueCounters {
+    fn finish(mut self) -> Gathered<T> {
         if self.counters.packets.is_none() {
             self.counters.packets = self.cast_sum("packets");
         }
@@ -341,6 +402,34 @@ impl Acc {
         }
         self.counters
     }
+}
+
+/// Group the classified names per queue, each with `value(i)` of the i-th.
+fn gather<T: Slot>(
+    stats: &[(String, u64)],
+    classes: &[Class],
+    value: impl Fn(usize, u64) -> T,
+) -> (Vec<Gathered<T>>, Vec<(String, u64)>) {
+    let mut queues: BTreeMap<(Dir, u32), Acc<T>> = BTreeMap::new();
+    let mut globals = Vec::new();
+    for (i, (name, v)) in stats.iter().enumerate() {
+        match classes.get(i) {
+            Some(Class::Queue { dir, queue, field }) => queues
+                .entry((*dir, *queue))
+                .or_insert_with(|| Acc::new(*dir, *queue))
+                .add(name, field, value(i, *v)),
+            Some(Class::Global) | None => globals.push((name.clone(), *v)),
+        }
+    }
+    (queues.into_values().map(Acc::finish).collect(), globals)
+}
+
+/// Where each queue's counters are in a listing of these names, classified
+/// as `classes`: the grouping of [`per_queue_classified`] with indices for
+/// values. Computed once per name list; each interval then reads the values
+/// by index ([`Pick::value`]) and gets what [`per_queue_classified`] gives.
+pub fn queue_plan(stats: &[(String, u64)], classes: &[Class]) -> Vec<Gathered<Pick>> {
+    gather(stats, classes, |i, _| Pick::One(i)).0
 }
 
 /// Group `ethtool -S` output (in printed order) per queue.
@@ -353,18 +442,64 @@ pub fn per_queue(
     driver: &str,
     stats: &[(String, u64)],
 ) -> (Vec<QueueCounters>, Vec<(String, u64)>) {
-    let mut queues: BTreeMap<(Dir, u32), Acc> = BTreeMap::new();
-    let mut globals = Vec::new();
-    for (name, value) in stats {
-        match classify(driver, name) {
-            Class::Queue { dir, queue, field } => queues
-                .entry((dir, queue))
-                .or_insert_with(|| Acc::new(dir, queue))
-                .add(name, field, *value),
-            Class::Global => globals.push((name.clone(), *value)),
+    let classes: Vec<Class> = stats.iter().map(|(n, _)| classify(driver, n)).collect();
+    per_queue_classified(stats, &classes)
+}
+
+/// [`per_queue`] with the names already classified: `classes[i]` is the
+/// class of `stats[i]` (from [`NameClasses`]). A name without a class (a
+/// shorter `classes`) is a global.
+pub fn per_queue_classified(
+    stats: &[(String, u64)],
+    classes: &[Class],
+) -> (Vec<QueueCounters>, Vec<(String, u64)>) {
+    let (queues, globals) = gather(stats, classes, |_, v| v);
+    let queues = queues
+        .into_iter()
+        .map(|g| QueueCounters {
+            dir: g.dir,
+            queue: g.queue,
+            packets: g.packets,
+            bytes: g.bytes,
+            drops: g.drops,
+            other: g.other,
+        })
+        .collect();
+    (queues, globals)
+}
+
+/// The classes of one NIC's `ethtool -S` names, kept between intervals:
+/// names change only when the driver's counter set does (a reload, a
+/// channel count change), so they are classified again only when the
+/// driver or the list of names differs from the one classified last.
+#[derive(Debug, Default, Clone)]
+pub struct NameClasses {
+    driver: String,
+    names: Vec<String>,
+    classes: Vec<Class>,
+    runs: u64,
+}
+
+impl NameClasses {
+    /// The class of each of `stats`' names (in order) for `driver`,
+    /// classifying them again when the driver or the name list changed.
+    pub fn get(&mut self, driver: &str, stats: &[(String, u64)]) -> &[Class] {
+        let same = self.driver == driver
+            && self.names.len() == stats.len()
+            && self.names.iter().zip(stats).all(|(a, (b, _))| a == b);
+        if !same {
+            driver.clone_into(&mut self.driver);
+            self.names = stats.iter().map(|(n, _)| n.clone()).collect();
+            self.classes = stats.iter().map(|(n, _)| classify(driver, n)).collect();
+            self.runs += 1;
         }
+        &self.classes
     }
-    (queues.into_values().map(Acc::finish).collect(), globals)
+
+    /// How many times the names were classified (once per distinct name list and driver).
+    pub fn classified(&self) -> u64 {
+        self.runs
+    }
 }
 
 #[cfg(test)]
@@ -698,6 +833,46 @@ mod tests {
         assert_eq!(queues[0].packets, Some(1));
         // A second counter with the same meaning is kept, not summed or lost.
         assert_eq!(queues[0].other.get("rx0_packets"), Some(&2));
+    }
+
+    #[test]
+    fn name_classes_are_kept_until_the_names_change() {
+        let mut all = stats("mlx5_core");
+        let mut c = NameClasses::default();
+        let expect = |d: &str, s: &[(String, u64)]| -> Vec<Class> {
+            s.iter().map(|(n, _)| classify(d, n)).collect()
+        };
+        assert_eq!(c.get("mlx5_core", &all), expect("mlx5_core", &all));
+        assert_eq!(c.classified(), 1);
+        // New values, same names: the classes are reused.
+        for (_, v) in all.iter_mut() {
+            *v += 7;
+        }
+        assert_eq!(c.get("mlx5_core", &all), expect("mlx5_core", &all));
+        assert_eq!(c.classified(), 1);
+        // A renamed counter (same length): classified again.
+        all[0].0 = "rx99_packets".into();
+        assert_eq!(c.get("mlx5_core", &all), expect("mlx5_core", &all));
+        assert_eq!(c.classified(), 2);
+        assert!(matches!(
+            &c.get("mlx5_core", &all)[0],
+            Class::Queue { queue: 99, .. }
+        ));
+        // A counter more (the set grew with the channels): classified again.
+        all.push(("ch99_events".into(), 1));
+        assert_eq!(c.get("mlx5_core", &all), expect("mlx5_core", &all));
+        assert_eq!(c.classified(), 3);
+        // The same names under another driver: classified again
+        // (`ch99_events` is a channel counter of mlx5 only).
+        assert_eq!(c.get("ice", &all), expect("ice", &all));
+        assert_eq!(c.classified(), 4);
+        assert_eq!(c.get("ice", &all).last(), Some(&Class::Global));
+        // And the split over the cached classes is the split of per_queue.
+        let classes = c.get("ice", &all).to_vec();
+        assert_eq!(per_queue_classified(&all, &classes), per_queue("ice", &all));
+        all.truncate(10);
+        assert_eq!(c.get("ice", &all).len(), 10);
+        assert_eq!(c.classified(), 5);
     }
 
     #[test]

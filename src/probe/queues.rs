@@ -1,15 +1,22 @@
 //! Per-queue NIC counters, best source first: netdev `qstats-get`, then the
-//! driver's `ethtool -S` counters classified by [`per_queue`].
+//! driver's `ethtool -S` counters grouped per queue as
+//! [`per_queue`](super::ethtool_names::per_queue) groups them.
+//!
+//! The names are classified once per name list (a
+//! [`NameClasses`] per interface): while the driver's counter set stays the
+//! same, each interval reads the values by index through a plan of where
+//! each queue's counters are; a changed set is classified again.
 //!
 //! Kept as cumulative values between intervals; each interval yields deltas
 //! and rates tagged with their [`QueueSource`]. A driver without qstats is
 //! asked again only when facts are refreshed, not every interval.
 
-use super::ethtool_names::{per_queue, Dir};
+use super::ethtool_names::{queue_plan, Class, Dir, Gathered, NameClasses, Pick};
 use super::netlink::{NetdevNl, NlError, QueueStat, QueueType};
 use super::sample::{QueueSample, QueueSource};
 use crate::units::BitsPerSec;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Cumulative {
@@ -31,12 +38,44 @@ impl QstatsSource for NetdevNl {
     }
 }
 
+/// Where each queue's counters are in one `ethtool -S` name list, shared
+/// by the readings made with it.
+type Plan = Arc<Vec<Gathered<Pick>>>;
+
 /// Queue counters of one interface, between intervals.
 #[derive(Default)]
 pub struct QueueProbe {
     prev: HashMap<(Dir, u32), Cumulative>,
     source: Option<QueueSource>,
     qstats_unsupported: bool,
+    /// The `ethtool -S` names' classes, kept while the names stay the same.
+    classes: NameClasses,
+    /// Where each queue's counters are in `ethtool -S` (built from `classes`).
+    plan: Plan,
+    /// `classes.classified()` when `plan` was built.
+    plan_run: u64,
+    /// The previous `ethtool -S` values and the plan they were read with.
+    prev_ethtool: Option<(Plan, Vec<u64>)>,
+}
+
+/// Each queue's cumulative counters: `values` read through `plan`.
+fn cumulative(plan: &[Gathered<Pick>], values: &[u64]) -> HashMap<(Dir, u32), Cumulative> {
+    let get = |p: &Option<Pick>| p.and_then(|p| p.value(values));
+    plan.iter()
+        .map(|g| {
+            let c = Cumulative {
+                packets: get(&g.packets),
+                bytes: get(&g.bytes),
+                drops: get(&g.drops),
+                other: g
+                    .other
+                    .iter()
+                    .filter_map(|(k, p)| Some((k.clone(), p.value(values)?)))
+                    .collect(),
+            };
+            ((g.dir, g.queue), c)
+        })
+        .collect()
 }
 
 fn delta(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -47,6 +86,12 @@ impl QueueProbe {
     /// Ask qstats again on the next read (drivers can gain support after a reload).
     pub fn retry_qstats(&mut self) {
         self.qstats_unsupported = false;
+    }
+
+    /// The class of each `ethtool -S` name of this interface (cached: the
+    /// names are classified again only when they or the driver change).
+    pub fn classes(&mut self, driver: &str, stats: &[(String, u64)]) -> &[Class] {
+        self.classes.get(driver, stats)
     }
 
     /// Read the queues of one interface. `stats` is this interval's `ethtool -S`, if any.
@@ -64,21 +109,47 @@ impl QueueProbe {
         if let (Some(nl), Some(idx), false) = (nl, ifindex, self.qstats_unsupported) {
             source = self.read_qstats(nl, idx, &mut cur);
         }
+        let mut ethtool = None;
         if source.is_none() {
             if let Some(stats) = stats {
-                source = read_ethtool(driver, stats, &mut cur);
+                self.classes.get(driver, stats);
+                let run = self.classes.classified();
+                if run != self.plan_run {
+                    self.plan = Arc::new(queue_plan(stats, self.classes.get(driver, stats)));
+                    self.plan_run = run;
+                }
+                if !self.plan.is_empty() {
+                    source = Some(QueueSource::Ethtool);
+                    let values: Vec<u64> = stats.iter().map(|(_, v)| *v).collect();
+                    ethtool = Some((Arc::clone(&self.plan), values));
+                }
             }
         }
         let changed_source = source != self.source;
         self.source = source;
         let prev = std::mem::replace(&mut self.prev, cur);
+        let prev_ethtool = std::mem::replace(&mut self.prev_ethtool, ethtool);
         let Some(source) = source else {
             return Vec::new();
         };
         if changed_source {
             return Vec::new(); // first reading from this source: nothing to subtract yet
         }
-        let mut out = self.deltas(&prev, iface, source, secs);
+        let mut out = match (&prev_ethtool, &self.prev_ethtool) {
+            // The same names as last time: the values by index.
+            (Some((p_plan, p_values)), Some((plan, values))) if Arc::ptr_eq(p_plan, plan) => {
+                plan_deltas(plan, values, p_values, iface, secs)
+            }
+            // Other names (a driver change, more channels): queue by queue, name by name.
+            (Some((p_plan, p_values)), Some((plan, values))) => deltas(
+                &cumulative(plan, values),
+                &cumulative(p_plan, p_values),
+                iface,
+                source,
+                secs,
+            ),
+            _ => deltas(&self.prev, &prev, iface, source, secs),
+        };
         out.sort_by_key(|q| (q.dir, q.queue));
         out
     }
@@ -126,75 +197,185 @@ impl QueueProbe {
         }
         source
     }
+}
 
-    /// Each queue's growth from `prev` to the reading just kept, per second over `secs`.
-    fn deltas(
-        &self,
-        prev: &HashMap<(Dir, u32), Cumulative>,
-        iface: &str,
-        source: QueueSource,
-        secs: f64,
-    ) -> Vec<QueueSample> {
-        self.prev
-            .iter()
-            .filter_map(|(&(dir, queue), c)| {
-                let p = prev.get(&(dir, queue))?;
-                let packets = delta(c.packets, p.packets);
-                let bytes = delta(c.bytes, p.bytes);
-                let other = c
-                    .other
-                    .iter()
-                    .filter_map(|(k, v)| {
-                        let d = v.saturating_sub(*p.other.get(k)?);
-                        (d > 0).then(|| (k.clone(), d))
-                    })
-                    .collect();
-                Some(QueueSample {
-                    iface: iface.to_string(),
-                    dir,
-                    queue,
-                    packets,
-                    bytes,
-                    drops: delta(c.drops, p.drops),
-                    pps: if secs > 0.0 {
-                        packets.unwrap_or(0) as f64 / secs
-                    } else {
-                        0.0
-                    },
-                    bps: BitsPerSec::from_bytes(bytes.unwrap_or(0), secs),
-                    source,
-                    other,
-                })
-            })
-            .collect()
+/// One queue's Sample from its deltas.
+#[allow(clippy::too_many_arguments)]
+fn queue_sample(
+    iface: &str,
+    dir: Dir,
+    queue: u32,
+    packets: Option<u64>,
+    bytes: Option<u64>,
+    drops: Option<u64>,
+    other: BTreeMap<String, u64>,
+    source: QueueSource,
+    secs: f64,
+) -> QueueSample {
+    QueueSample {
+        iface: iface.to_string(),
+        dir,
+        queue,
+        packets,
+        bytes,
+        drops,
+        pps: if secs > 0.0 {
+            packets.unwrap_or(0) as f64 / secs
+        } else {
+            0.0
+        },
+        bps: BitsPerSec::from_bytes(bytes.unwrap_or(0), secs),
+        source,
+        other,
     }
 }
 
-/// The driver's per-queue `ethtool -S` counters into `cur`.
-fn read_ethtool(
-    driver: &str,
-    stats: &[(String, u64)],
-    cur: &mut HashMap<(Dir, u32), Cumulative>,
-) -> Option<QueueSource> {
-    let (queues, _) = per_queue(driver, stats);
-    let source = (!queues.is_empty()).then_some(QueueSource::Ethtool);
-    for q in queues {
-        cur.insert(
-            (q.dir, q.queue),
-            Cumulative {
-                packets: q.packets,
-                bytes: q.bytes,
-                drops: q.drops,
-                other: q.other,
-            },
-        );
-    }
-    source
+/// Each queue's growth from `prev` to `cur`, per second over `secs`.
+fn deltas(
+    cur: &HashMap<(Dir, u32), Cumulative>,
+    prev: &HashMap<(Dir, u32), Cumulative>,
+    iface: &str,
+    source: QueueSource,
+    secs: f64,
+) -> Vec<QueueSample> {
+    cur.iter()
+        .filter_map(|(&(dir, queue), c)| {
+            let p = prev.get(&(dir, queue))?;
+            let other = c
+                .other
+                .iter()
+                .filter_map(|(k, v)| {
+                    let d = v.saturating_sub(*p.other.get(k)?);
+                    (d > 0).then(|| (k.clone(), d))
+                })
+                .collect();
+            Some(queue_sample(
+                iface,
+                dir,
+                queue,
+                delta(c.packets, p.packets),
+                delta(c.bytes, p.bytes),
+                delta(c.drops, p.drops),
+                other,
+                source,
+                secs,
+            ))
+        })
+        .collect()
+}
+
+/// [`deltas`] of two `ethtool -S` readings of the same names, by index.
+fn plan_deltas(
+    plan: &[Gathered<Pick>],
+    values: &[u64],
+    prev: &[u64],
+    iface: &str,
+    secs: f64,
+) -> Vec<QueueSample> {
+    let d = |p: &Option<Pick>| {
+        delta(
+            p.and_then(|p| p.value(values)),
+            p.and_then(|p| p.value(prev)),
+        )
+    };
+    plan.iter()
+        .map(|g| {
+            let other = g
+                .other
+                .iter()
+                .filter_map(|(k, p)| {
+                    let d = p.value(values)?.saturating_sub(p.value(prev)?);
+                    (d > 0).then(|| (k.clone(), d))
+                })
+                .collect();
+            queue_sample(
+                iface,
+                g.dir,
+                g.queue,
+                d(&g.packets),
+                d(&g.bytes),
+                d(&g.drops),
+                other,
+                QueueSource::Ethtool,
+                secs,
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the probe gave before it cached the names: both readings grouped
+    /// by `per_queue`, the deltas queue by queue and name by name.
+    fn reference(driver: &str, a: &[(String, u64)], b: &[(String, u64)]) -> Vec<QueueSample> {
+        let m = |s: &[(String, u64)]| -> HashMap<(Dir, u32), Cumulative> {
+            super::super::ethtool_names::per_queue(driver, s)
+                .0
+                .into_iter()
+                .map(|q| {
+                    let c = Cumulative {
+                        packets: q.packets,
+                        bytes: q.bytes,
+                        drops: q.drops,
+                        other: q.other,
+                    };
+                    ((q.dir, q.queue), c)
+                })
+                .collect()
+        };
+        let mut v = deltas(&m(b), &m(a), "eth0", QueueSource::Ethtool, 2.0);
+        v.sort_by_key(|q| (q.dir, q.queue));
+        v
+    }
+
+    /// Every counter grows by its index (so each delta is different), some not at all.
+    fn grown(s: &[(String, u64)]) -> Vec<(String, u64)> {
+        s.iter()
+            .enumerate()
+            .map(|(i, (n, v))| (n.clone(), v + (i as u64 % 5) * (i as u64)))
+            .collect()
+    }
+
+    #[test]
+    fn cached_names_give_the_deltas_of_a_fresh_split() {
+        for (file, driver) in [
+            ("mlx5_core", "mlx5_core"),
+            ("bnxt_en", "bnxt_en"),
+            ("mlx5_core", "ice"),
+        ] {
+            let path = format!(
+                "{}/tests/fixtures/ethtool/S/{file}",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            let text = std::fs::read_to_string(&path).unwrap();
+            let a = super::super::ethtool_text::parse_stats(&text).unwrap();
+            let mut p = QueueProbe::default();
+            assert!(p.read(None, "eth0", None, driver, Some(&a), 2.0).is_empty());
+            let b = grown(&a);
+            let got = p.read(None, "eth0", None, driver, Some(&b), 2.0);
+            assert!(!got.is_empty(), "{file}");
+            assert_eq!(got, reference(driver, &a, &b), "{file} as {driver}");
+            // The driver's set changes (a channel more, a counter renamed):
+            // the names are classified again, the deltas stay right.
+            let mut c = grown(&b);
+            c.push(("rx99_packets".into(), 5));
+            c.push(("[99]: rx_ucast_packets".into(), 5));
+            c[0].0 = "tx98_bytes".into();
+            assert_eq!(
+                p.read(None, "eth0", None, driver, Some(&c), 2.0),
+                reference(driver, &b, &c),
+                "{file} as {driver}, renamed"
+            );
+            let d = grown(&c);
+            assert_eq!(
+                p.read(None, "eth0", None, driver, Some(&d), 2.0),
+                reference(driver, &c, &d),
+                "{file} as {driver}, after the change"
+            );
+        }
+    }
 
     #[test]
     fn ethtool_fallback_gives_deltas_with_source() {

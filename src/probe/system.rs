@@ -102,26 +102,143 @@ impl IrqLine {
 
 /// Parse the numeric lines of /proc/interrupts; returns the CPU columns and the lines.
 pub fn parse_interrupts(text: &str) -> (Vec<CpuId>, Vec<IrqLine>) {
+    let (cpus, rows) = interrupt_rows(text);
+    let lines = rows.map(|r| r.to_line()).collect();
+    (cpus, lines)
+}
+
+/// One numeric line of /proc/interrupts, borrowed from the text: nothing is
+/// allocated for it, and its counts are parsed only when asked for (the
+/// host facts need the names only: on a 256-CPU host that skips some
+/// 400,000 numbers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IrqRow<'a> {
+    /// IRQ number.
+    pub irq: u32,
+    /// The count columns (as many words as the header has CPUs, or fewer).
+    counts: &'a str,
+    /// The text after the counts, as printed (chip, hwirq, name).
+    desc: &'a str,
+}
+
+impl<'a> IrqRow<'a> {
+    /// Count per CPU column, parsed in place (a word that is no number counts 0).
+    pub fn counts(&self) -> impl Iterator<Item = u64> + 'a {
+        self.counts.split_ascii_whitespace().map(parse_count)
+    }
+
+    /// The text after the counts, words as printed.
+    pub fn desc(&self) -> &'a str {
+        self.desc
+    }
+
+    /// The action name (last word), e.g. `mlx5_comp3@pci:0000:3b:00.0`.
+    pub fn name(&self) -> &'a str {
+        self.desc.split_ascii_whitespace().last().unwrap_or("")
+    }
+
+    /// The owned line (counts parsed, the description's words joined by one space).
+    pub fn to_line(&self) -> IrqLine {
+        let mut desc = String::with_capacity(self.desc.len());
+        for (i, w) in self.desc.split_ascii_whitespace().enumerate() {
+            if i > 0 {
+                desc.push(' ');
+            }
+            desc.push_str(w);
+        }
+        IrqLine {
+            irq: self.irq,
+            counts: self.counts().collect(),
+            desc,
+        }
+    }
+}
+
+/// A decimal count; anything else is 0 (as `str::parse` then `unwrap_or(0)`).
+fn parse_count(w: &str) -> u64 {
+    let mut v: u64 = 0;
+    for b in w.bytes() {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return w.parse().unwrap_or(0);
+        }
+        match v.checked_mul(10).and_then(|x| x.checked_add(u64::from(d))) {
+            Some(x) => v = x,
+            None => return 0,
+        }
+    }
+    if w.is_empty() {
+        0
+    } else {
+        v
+    }
+}
+
+/// Skip `n` whitespace-separated words of `s`: the text they span, and the rest.
+fn split_words(s: &str, n: usize) -> (&str, &str) {
+    let b = s.as_bytes();
+    let mut i = 0;
+    for _ in 0..n {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == b.len() {
+            break;
+        }
+        while i < b.len() && !b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+    }
+    // `i` is at an ASCII byte or the end: a char boundary.
+    (&s[..i], &s[i..])
+}
+
+/// The CPU columns of /proc/interrupts and its numeric lines, borrowed.
+pub fn interrupt_rows(text: &str) -> (Vec<CpuId>, impl Iterator<Item = IrqRow<'_>>) {
     let mut lines = text.lines();
     let cpus = super::softirq::parse_cpu_header(lines.next().unwrap_or(""));
-    let mut out = Vec::new();
-    for l in lines {
-        let Some((num, rest)) = l.split_once(':') else {
-            continue;
-        };
-        let Ok(irq) = num.trim().parse::<u32>() else {
-            continue;
-        };
-        let mut words = rest.split_ascii_whitespace();
-        let counts: Vec<u64> = words
-            .by_ref()
-            .take(cpus.len())
-            .map(|w| w.parse().unwrap_or(0))
-            .collect();
-        let desc = words.collect::<Vec<_>>().join(" ");
-        out.push(IrqLine { irq, counts, desc });
+    let n = cpus.len();
+    let rows = lines.filter_map(move |l| {
+        let (num, rest) = l.split_once(':')?;
+        let irq = num.trim().parse::<u32>().ok()?;
+        let (counts, desc) = split_words(rest, n);
+        Some(IrqRow { irq, counts, desc })
+    });
+    (cpus, rows)
+}
+
+/// A line of /proc/interrupts as [`nic_irqs`] matches it: owned or borrowed.
+pub trait IrqNamed {
+    /// IRQ number.
+    fn irq(&self) -> u32;
+    /// The action name (last word).
+    fn name(&self) -> &str;
+    /// The text after the counts.
+    fn desc(&self) -> &str;
+}
+
+impl IrqNamed for IrqLine {
+    fn irq(&self) -> u32 {
+        self.irq
     }
-    (cpus, out)
+    fn name(&self) -> &str {
+        IrqLine::name(self)
+    }
+    fn desc(&self) -> &str {
+        &self.desc
+    }
+}
+
+impl IrqNamed for IrqRow<'_> {
+    fn irq(&self) -> u32 {
+        self.irq
+    }
+    fn name(&self) -> &str {
+        IrqRow::name(self)
+    }
+    fn desc(&self) -> &str {
+        self.desc
+    }
 }
 
 /// The running kernel's boot id (`/proc/sys/kernel/random/boot_id`):
@@ -251,10 +368,9 @@ pub fn read_host_facts_reusing(
     f.cmdline = read_trim(src, "/proc/cmdline").unwrap_or_default();
     f.boot_id = boot_id(src).unwrap_or_default();
     f.irqbalance = src.processes().map(|p| p.iter().any(|c| c == "irqbalance"));
-    let interrupts = src
-        .read("/proc/interrupts")
-        .map(|t| parse_interrupts(&t).1)
-        .unwrap_or_default();
+    // Names only: the rows borrow the text and their counts stay unparsed.
+    let text = src.read("/proc/interrupts").unwrap_or_default();
+    let interrupts: Vec<IrqRow<'_>> = interrupt_rows(&text).1.collect();
     for iface in ifaces {
         f.nics.push(nic_facts(src, iface, &interrupts));
     }
@@ -380,7 +496,7 @@ fn parse_num<T: std::str::FromStr>(s: Option<String>) -> Option<T> {
 }
 
 /// sysfs + /proc/interrupts + ethtool facts of one interface.
-pub fn nic_facts(src: &dyn HostSource, iface: &str, interrupts: &[IrqLine]) -> NicFacts {
+pub fn nic_facts<L: IrqNamed>(src: &dyn HostSource, iface: &str, interrupts: &[L]) -> NicFacts {
     let base = format!("/sys/class/net/{iface}");
     let eth = src.ethtool(iface);
     let mut n = NicFacts {
@@ -445,27 +561,34 @@ pub fn nic_facts(src: &dyn HostSource, iface: &str, interrupts: &[IrqLine]) -> N
 /// `i40e-eth0-TxRx-3`), after its PCI address (`mlx5_comp3@pci:0000:3b:00.0`,
 /// or the MSI-X chip column `PCI-MSIX-0000:00:03.0`), or after its virtio
 /// device (`virtio2-input.0`).
-pub fn nic_irqs(
+pub fn nic_irqs<L: IrqNamed>(
     src: &dyn HostSource,
     iface: &str,
     bus: &str,
     devname: &str,
-    interrupts: &[IrqLine],
+    interrupts: &[L],
 ) -> Vec<IrqFact> {
+    let virtio = devname.starts_with("virtio");
     interrupts
         .iter()
         .filter(|l| {
             let name = l.name();
             name.contains(iface)
-                || (!bus.is_empty() && l.desc.contains(bus))
-                || (devname.starts_with("virtio") && name.starts_with(&format!("{devname}-")))
+                || (!bus.is_empty() && l.desc().contains(bus))
+                || (virtio
+                    && name
+                        .strip_prefix(devname)
+                        .is_some_and(|r| r.starts_with('-')))
         })
         .map(|l| IrqFact {
-            irq: l.irq,
+            irq: l.irq(),
             name: l.name().to_string(),
-            affinity: read_trim(src, &format!("/proc/irq/{}/effective_affinity_list", l.irq))
-                .or_else(|| read_trim(src, &format!("/proc/irq/{}/smp_affinity_list", l.irq)))
-                .unwrap_or_default(),
+            affinity: read_trim(
+                src,
+                &format!("/proc/irq/{}/effective_affinity_list", l.irq()),
+            )
+            .or_else(|| read_trim(src, &format!("/proc/irq/{}/smp_affinity_list", l.irq())))
+            .unwrap_or_default(),
         })
         .collect()
 }
@@ -660,6 +783,88 @@ pub fn parse_mem_available(
 #[cfg(test)]
 mod facts_tests {
     use super::*;
+
+    /// The parser as it was before it borrowed: every column parsed, the
+    /// description joined from its words (the reference for the new one).
+    fn parse_interrupts_before(text: &str) -> (Vec<CpuId>, Vec<IrqLine>) {
+        let mut lines = text.lines();
+        let cpus = crate::probe::softirq::parse_cpu_header(lines.next().unwrap_or(""));
+        let mut out = Vec::new();
+        for l in lines {
+            let Some((num, rest)) = l.split_once(':') else {
+                continue;
+            };
+            let Ok(irq) = num.trim().parse::<u32>() else {
+                continue;
+            };
+            let mut words = rest.split_ascii_whitespace();
+            let counts: Vec<u64> = words
+                .by_ref()
+                .take(cpus.len())
+                .map(|w| w.parse().unwrap_or(0))
+                .collect();
+            let desc = words.collect::<Vec<_>>().join(" ");
+            out.push(IrqLine { irq, counts, desc });
+        }
+        (cpus, out)
+    }
+
+    /// The borrowed rows give the lines of the old parser, and the NIC
+    /// interrupts found from them are the ones found from owned lines.
+    fn same_as_before(text: &str) -> usize {
+        let before = parse_interrupts_before(text);
+        assert_eq!(parse_interrupts(text), before);
+        let (cpus, rows) = interrupt_rows(text);
+        let rows: Vec<IrqRow<'_>> = rows.collect();
+        assert_eq!(cpus, before.0);
+        assert_eq!(rows.len(), before.1.len());
+        for (r, l) in rows.iter().zip(&before.1) {
+            assert_eq!(r.irq, l.irq);
+            assert_eq!(r.name(), l.name());
+            assert_eq!(r.counts().collect::<Vec<_>>(), l.counts);
+        }
+        before.1.len()
+    }
+
+    #[test]
+    fn borrowed_interrupts_parse_as_before() {
+        // Odd cells: a non-number, a '+', an overflow, a short line, no description.
+        let odd = "           CPU0       CPU1       CPU2\n  0:   12 x +7   IO-APIC   2-edge      timer\n  1: 99999999999999999999999 3\n  2:\n NMI:  1 2 3   Non-maskable interrupts\nERR:          0\n  9:  1  2  3  PCI-MSIX-0000:00:03.0   0-edge     virtio2-input.0\n";
+        assert_eq!(same_as_before(odd), 4);
+        assert_eq!(
+            same_as_before(include_str!("../../tests/fixtures/proc/interrupts")),
+            parse_interrupts(include_str!("../../tests/fixtures/proc/interrupts"))
+                .1
+                .len()
+        );
+        // This machine's own file.
+        if let Ok(t) = std::fs::read_to_string("/proc/interrupts") {
+            assert!(same_as_before(&t) > 0);
+        }
+        // The synthetic 256-CPU host: its lines, and each NIC's interrupts.
+        let host = crate::probe::synthetic::SyntheticHost::in_temp(Default::default()).unwrap();
+        let src = host.source();
+        let text = src.read("/proc/interrupts").unwrap();
+        assert_eq!(same_as_before(&text), host.irq_line_count());
+        let lines = parse_interrupts_before(&text).1;
+        let rows: Vec<IrqRow<'_>> = interrupt_rows(&text).1.collect();
+        for (i, iface) in host.nic_names().iter().enumerate() {
+            let bus = host.nic_bus(i as u32);
+            let from_rows = nic_irqs(&src, iface, &bus, "", &rows);
+            assert!(from_rows.len() >= 64, "{iface}: {}", from_rows.len());
+            assert_eq!(
+                from_rows,
+                nic_irqs(&src, iface, &bus, "", &lines),
+                "{iface}"
+            );
+        }
+        // virtio names are matched on the device name and a dash only.
+        let virtio = "  CPU0\n 9: 1 PCI-MSIX-0000:00:03.0 0-edge virtio2-input.0\n10: 1 PCI-MSIX-0000:00:04.0 0-edge virtio21-input.0\n";
+        let rows: Vec<IrqRow<'_>> = interrupt_rows(virtio).1.collect();
+        let found = nic_irqs(&src, "eth0", "", "virtio2", &rows);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].name, "virtio2-input.0");
+    }
 
     #[test]
     fn interrupts_fixture() {

@@ -35,7 +35,7 @@ use super::cpu::{cpu_deltas, parse_proc_stat, CpuTicks};
 use super::ebpf::{
     Ebpf, EbpfCounters, EbpfIface, EbpfMode, EbpfReadError, EbpfStatus, EbpfUnavailable, IfaceKey,
 };
-use super::ethtool_names::{classify, Class};
+use super::ethtool_names::Class;
 use super::facts::{HostFacts, Support};
 use super::netlink::NetdevNl;
 use super::netstat::{parse_snmp, snmp_deltas};
@@ -129,6 +129,7 @@ struct IfaceState {
     ifindex: Option<u32>,
     driver: String,
     prev_dev: Option<DevCounters>,
+    /// The device-wide `ethtool -S` counters' previous values.
     prev_stats: HashMap<String, u64>,
     queues: QueueProbe,
 }
@@ -657,17 +658,28 @@ impl Sampler {
                 stats.as_deref(),
                 secs,
             ));
-            for (name, v) in stats.into_iter().flatten() {
-                let before = st.prev_stats.insert(name.clone(), v);
-                // Per-queue counters are in `queues`; the rest (and names no pattern knows) here.
-                if let Some(b) = before.filter(|b| v > *b) {
-                    if classify(&st.driver, &name) == Class::Global {
-                        nic_counters.push(NicCounter {
-                            iface: st.name.clone(),
-                            name,
-                            delta: v - b,
-                        });
+            let Some(stats) = stats else { continue };
+            // The classes are cached per NIC (classified again only when the names change).
+            let classes = st.queues.classes(&st.driver, &stats);
+            for ((name, v), class) in stats.iter().zip(classes) {
+                // Per-queue counters are in `queues`; the rest (and names no
+                // pattern knows) here. Only these need their previous value.
+                if *class != Class::Global {
+                    continue;
+                }
+                let before = match st.prev_stats.get_mut(name.as_str()) {
+                    Some(p) => Some(std::mem::replace(p, *v)),
+                    None => {
+                        st.prev_stats.insert(name.clone(), *v);
+                        None
                     }
+                };
+                if let Some(b) = before.filter(|b| v > b) {
+                    nic_counters.push(NicCounter {
+                        iface: st.name.clone(),
+                        name: name.clone(),
+                        delta: v - b,
+                    });
                 }
             }
         }

@@ -23,7 +23,7 @@ use std::time::Duration;
 use wirescope::diagnose::{diagnose, Input, Window};
 use wirescope::probe::capture_dir::CaptureDir;
 use wirescope::probe::ebpf::EbpfUnavailable;
-use wirescope::probe::ethtool_names::{classify, Dir};
+use wirescope::probe::ethtool_names::{Class, Dir, NameClasses};
 use wirescope::probe::facts::HostFacts;
 use wirescope::probe::sample::{HostRole, Sample};
 use wirescope::probe::sampler::{EbpfLoader, Sampler};
@@ -457,12 +457,22 @@ fn parts_nics(src: &CaptureDir, names: &[String]) -> Result<Rows> {
     };
     split();
     let split = median_of(REPS, split);
-    let mut kept: Vec<std::collections::HashMap<String, u64>> = vec![Default::default(); k];
+    // As the sampler keeps them: the classes cached per NIC, the previous
+    // values of the device-wide counters only.
+    let mut kept: Vec<(NameClasses, std::collections::HashMap<String, u64>)> =
+        vec![Default::default(); k];
     let mut keep = || {
-        for (m, s) in kept.iter_mut().zip(&stats) {
-            for (name, v) in s {
-                if m.insert(name.clone(), *v).is_some() {
-                    std::hint::black_box(classify("mlx5_core", name));
+        for ((c, m), s) in kept.iter_mut().zip(&stats) {
+            for ((name, v), class) in s.iter().zip(c.get("mlx5_core", s)) {
+                if *class == Class::Global {
+                    match m.get_mut(name.as_str()) {
+                        Some(p) => {
+                            std::hint::black_box(std::mem::replace(p, *v));
+                        }
+                        None => {
+                            m.insert(name.clone(), *v);
+                        }
+                    }
                 }
             }
         }
@@ -471,17 +481,14 @@ fn parts_nics(src: &CaptureDir, names: &[String]) -> Result<Rows> {
     let keep = median_of(REPS, keep);
     let n = stats.first().map_or(0, Vec::len);
     Ok(vec![
-        (
-            format!("ethtool -S x{k} (CaptureDir parses every ethtool file of the NIC)"),
-            all,
-        ),
+        (format!("ethtool -S x{k} (CaptureDir::ethtool_stats)"), all),
         (
             format!("  of which ethtool -S x{k} read+parse_stats"),
             only_s,
         ),
         (format!("per-queue split (QueueProbe::read) x{k}"), split),
         (
-            format!("NIC counters: keep + classify {n} names x{k}"),
+            format!("NIC counters: keep {n} names x{k} (classes cached)"),
             keep,
         ),
     ])
@@ -493,6 +500,12 @@ fn parts_facts(src: &CaptureDir, names: &[String]) -> Rows {
     let interrupts = median_of(REPS, || {
         if let Ok(t) = src.read("/proc/interrupts") {
             std::hint::black_box(system::parse_interrupts(&t));
+        }
+    });
+    let rows = median_of(REPS, || {
+        if let Ok(t) = src.read("/proc/interrupts") {
+            let (_, rows) = system::interrupt_rows(&t);
+            std::hint::black_box(rows.map(|r| r.name().len()).sum::<usize>());
         }
     });
     let mut cache = system::PlacesCache::default();
@@ -507,6 +520,10 @@ fn parts_facts(src: &CaptureDir, names: &[String]) -> Rows {
         (
             "/proc/interrupts read+parse (host facts: every 10th)".into(),
             interrupts,
+        ),
+        (
+            "/proc/interrupts read+rows, names only (as the host facts read it)".into(),
+            rows,
         ),
         (
             "host facts, places cached (every 10th, /proc/interrupts included)".into(),
