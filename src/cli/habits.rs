@@ -166,10 +166,6 @@ const LONG_HABITS: &[(&str, &str, &str)] = &[
     ("client", "iperf3's server to connect to", "--peer HOST"),
 ];
 
-/// wirescope's own short options of a test that take a value: the rest of
-/// a cluster after one of them is its value, not more letters.
-const VALUE_SHORTS: &[char] = &['m', 'P', 'l', 'w', 'M', 'C', 't', 'n', 'O', 'i', 'p', 'o'];
-
 /// The subcommands whose options are a test's.
 const TEST_COMMANDS: &[&str] = &["run", "tui"];
 
@@ -180,7 +176,8 @@ pub fn check(argv: &[String]) -> Result<(), UsageError> {
     let Some(cmd_at) = args.iter().position(|a| !a.starts_with('-')) else {
         return Ok(());
     };
-    if !TEST_COMMANDS.contains(&args[cmd_at].as_str()) {
+    let cmd = args[cmd_at].as_str();
+    if !TEST_COMMANDS.contains(&cmd) {
         return Ok(());
     }
     let args: Vec<&str> = args[cmd_at + 1..]
@@ -189,6 +186,7 @@ pub fn check(argv: &[String]) -> Result<(), UsageError> {
         .take_while(|a| *a != "--")
         .collect();
     let engine = engine_of(&args);
+    let value_shorts = value_shorts(cmd);
     for a in &args {
         if let Some(long) = a.strip_prefix("--") {
             let name = long.split('=').next().unwrap_or(long);
@@ -199,7 +197,7 @@ pub fn check(argv: &[String]) -> Result<(), UsageError> {
             }
             continue;
         }
-        for letter in letters(a) {
+        for letter in letters(a, &value_shorts) {
             let hit = HABITS
                 .iter()
                 .filter(|h| h.letter == letter)
@@ -236,9 +234,26 @@ fn engine_of<'a>(args: &[&'a str]) -> &'a str {
     engine
 }
 
+/// wirescope's own short options of subcommand `cmd` that take a value,
+/// as its clap definition says: the rest of a cluster after one of them is
+/// its value, not more letters.
+fn value_shorts(cmd: &str) -> Vec<char> {
+    let top = <super::Cli as clap::CommandFactory>::command();
+    let shorts = top
+        .get_subcommands()
+        .find(|c| c.get_name() == cmd)
+        .into_iter()
+        .flat_map(|c| c.get_arguments())
+        .filter(|a| a.get_action().takes_values())
+        .filter_map(|a| a.get_short())
+        .collect();
+    shorts
+}
+
 /// The option letters of one short-option argument (`-RZ` → R, Z; `-t5` →
-/// t): none for a value such as `-1` or a lone `-`.
-fn letters(arg: &str) -> Vec<char> {
+/// t): none for a value such as `-1` or a lone `-`. `value_shorts`: the
+/// letters that take a value.
+fn letters(arg: &str, value_shorts: &[char]) -> Vec<char> {
     let Some(cluster) = arg.strip_prefix('-') else {
         return Vec::new();
     };
@@ -251,7 +266,7 @@ fn letters(arg: &str) -> Vec<char> {
             break;
         }
         out.push(c);
-        if VALUE_SHORTS.contains(&c) {
+        if value_shorts.contains(&c) {
             break;
         }
     }
@@ -333,9 +348,14 @@ mod tests {
 
     #[test]
     fn values_that_look_like_options_are_not_letters() {
-        assert_eq!(letters("-1"), Vec::<char>::new());
-        assert_eq!(letters("-"), Vec::<char>::new());
-        assert_eq!(letters("-t5s"), vec!['t']);
-        assert_eq!(letters("-RZ"), vec!['R', 'Z']);
+        let v = value_shorts("run");
+        assert!(
+            v.contains(&'t') && v.contains(&'P') && !v.contains(&'R'),
+            "{v:?}"
+        );
+        assert_eq!(letters("-1", &v), Vec::<char>::new());
+        assert_eq!(letters("-", &v), Vec::<char>::new());
+        assert_eq!(letters("-t5s", &v), vec!['t']);
+        assert_eq!(letters("-RZ", &v), vec!['R', 'Z']);
     }
 }

@@ -117,6 +117,8 @@ pub struct IrqRow<'a> {
     pub irq: u32,
     /// The count columns (as many words as the header has CPUs, or fewer).
     counts: &'a str,
+    /// CPUs in the header: how many counts the line holds at most.
+    cpus: usize,
     /// The text after the counts, as printed (chip, hwirq, name).
     desc: &'a str,
 }
@@ -148,7 +150,11 @@ impl<'a> IrqRow<'a> {
         }
         IrqLine {
             irq: self.irq,
-            counts: self.counts().collect(),
+            counts: {
+                let mut v = Vec::with_capacity(self.cpus);
+                v.extend(self.counts());
+                v
+            },
             desc,
         }
     }
@@ -202,7 +208,12 @@ pub fn interrupt_rows(text: &str) -> (Vec<CpuId>, impl Iterator<Item = IrqRow<'_
         let (num, rest) = l.split_once(':')?;
         let irq = num.trim().parse::<u32>().ok()?;
         let (counts, desc) = split_words(rest, n);
-        Some(IrqRow { irq, counts, desc })
+        Some(IrqRow {
+            irq,
+            counts,
+            cpus: n,
+            desc,
+        })
     });
     (cpus, rows)
 }
