@@ -13,8 +13,11 @@
 //!    [`session::driver::SessionEvent`]s.
 //! 6. [`record`] — the pipeline every face shares: log records, findings and
 //!    summaries from those events; the log's schema and the human table.
-//! 7. [`cli`] — command-line types and their validation.
-//! 8. [`face`] — `run`, `watch`, `capture`, `check`; then [`tui`], the dashboard.
+//! 7. [`fleet`] — many agents: host discovery (list, Slurm, DNS), rounds of
+//!    disjoint pair tests run agent to agent, the matrix, the slow links and
+//!    nodes, the odd settings.
+//! 8. [`cli`] — command-line types and their validation.
+//! 9. [`face`] — `run`, `watch`, `capture`, `check`; then [`tui`], the dashboard.
 //!
 //! Engines and probes never print; faces only choose what to show of what the
 //! pipeline gives them.
@@ -27,6 +30,7 @@
 pub mod cli;
 pub mod diagnose;
 pub mod face;
+pub mod fleet;
 pub mod logging;
 pub mod probe;
 pub mod record;

@@ -49,6 +49,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Report(r)) => wirescope::face::report::command(r),
         Some(Command::Compare(c)) => wirescope::face::compare::command(c),
+        Some(Command::Fleet(f)) => wirescope::face::fleet::fleet(*f, argv),
         Some(Command::Serve(s)) => wirescope::face::serve::command(s).map_err(FaceError::from),
     };
     // Output that could not be written (a full disk behind `>`) fails the

@@ -12,6 +12,7 @@
 //! (`face`, `tui`): it only describes and validates; `main` dispatches.
 
 pub mod checklist;
+pub mod fleet;
 pub mod habits;
 pub mod profile;
 pub mod serve;
@@ -88,6 +89,8 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare two logs point by point: throughput, CPU cost, findings and facts that changed.
     Compare(CompareArgs),
+    /// Test many agents pair by pair (ring, all-pairs, star): the matrix, the slow links and nodes, the odd settings.
+    Fleet(Box<fleet::FleetArgs>),
     /// Run a server alone for third-party clients, e.g. `serve grpc` (grpc.testing.BenchmarkService), no token.
     Serve(serve::ServeArgs),
 }

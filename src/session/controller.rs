@@ -135,6 +135,11 @@ impl From<EngineError> for SessionError {
 }
 
 impl SessionError {
+    /// True when the agent refused because it serves another controller.
+    pub fn is_busy(&self) -> bool {
+        matches!(self, SessionError::Proto { source: ProtoError::Refused(r), .. } if r.starts_with("busy"))
+    }
+
     /// True for a usage error: the command line must change (exit 2).
     pub fn is_usage(&self) -> bool {
         matches!(self, SessionError::Usage(_))
@@ -388,6 +393,25 @@ impl Controller {
     pub async fn close(mut self) {
         let _ = self.wr.send(&Msg::Bye {}).await;
         self.reader.abort();
+    }
+
+    /// Send one control message (sealed).
+    pub(super) async fn send_msg(&mut self, m: &Msg) -> Result<(), SessionError> {
+        self.wr.send(m).await.map_err(|e| self.proto(e))
+    }
+
+    /// The next control message from the agent, however long it takes.
+    pub(super) async fn recv_msg(&mut self) -> Result<Msg, SessionError> {
+        match self.rx.recv().await {
+            None => Err(self.proto(ProtoError::Closed)),
+            Some(Err(e)) => Err(self.proto(e)),
+            Some(Ok(m)) => Ok(m),
+        }
+    }
+
+    /// A protocol error on this connection, naming the agent.
+    pub(super) fn proto_error(&self, source: ProtoError) -> SessionError {
+        self.proto(source)
     }
 
     fn proto(&self, source: ProtoError) -> SessionError {

@@ -19,6 +19,7 @@ pub mod net;
 pub mod netns;
 pub mod outcome;
 mod pairing;
+pub mod pair;
 pub mod plan;
 pub mod point;
 pub mod proto;

@@ -147,6 +147,20 @@ pub enum Msg {
         /// The answer.
         resp: Box<crate::tune::peer::TuneResponse>,
     },
+    /// fleet coordinator → agent X, between tests: run this test against
+    /// the agent at `peer` as its controller ([`super::pair`]).
+    PairTest {
+        /// Y's control address, `IP:PORT`.
+        peer: String,
+        /// What to run.
+        test: Box<super::pair::PairSpec>,
+    },
+    /// agent X → coordinator: what X's test against Y publishes, in order,
+    /// ending with `End`.
+    PairEvent {
+        /// One event.
+        event: Box<super::pair::PairEvent>,
+    },
 }
 
 /// How long an authenticated controller may stay silent between tests
@@ -179,6 +193,8 @@ impl Msg {
             Msg::Ping {} => "ping",
             Msg::Tune { .. } => "tune",
             Msg::Tuned { .. } => "tuned",
+            Msg::PairTest { .. } => "pair_test",
+            Msg::PairEvent { .. } => "pair_event",
         }
     }
 }

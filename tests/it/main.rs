@@ -14,6 +14,7 @@ mod diagnose_offline;
 mod diagnose_rules;
 mod ebpf_object;
 mod ebpf_pair;
+mod fleet;
 mod fuzz_props;
 mod golden;
 mod grpc;

@@ -313,13 +313,14 @@ async fn session<W: AsyncWrite + Unpin>(
             Some(Ok(Msg::Tune { req })) => tune(ctx, wr, rx, req).await,
             Some(Ok(Msg::Start { test })) => test::run(ctx, wr, rx, test).await,
             Some(Ok(Msg::Configure { ebpf })) => configure(ctx, wr, ebpf).await,
+            Some(Ok(Msg::PairTest { peer, test })) => pair_test(ctx, wr, rx, peer, *test).await,
             // Late messages of a test that already ended on this side.
             Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) | Some(Ok(Msg::Tick {})) => {
                 Ok(())
             }
             Some(Ok(other)) => {
                 let e = ProtoError::Unexpected {
-                    expected: "configure, start, tune, ping or bye",
+                    expected: "configure, start, tune, pair_test, ping or bye",
                     got: other.kind(),
                 };
                 let _ = wr
@@ -391,6 +392,77 @@ async fn tune<W: AsyncWrite + Unpin>(
     })
     .await
     .map_err(|e| e.to_string())
+}
+
+/// A fleet coordinator's pair test: this agent runs it as the controller
+/// of the agent at `peer` ([`crate::session::pair`]) and forwards what
+/// happens. A `Stop` from the coordinator, its leaving or SIGTERM interrupt
+/// the test. Err: why the session ends.
+async fn pair_test<W: AsyncWrite + Unpin>(
+    ctx: &test::Ctx<'_>,
+    wr: &mut SealedWriter<W>,
+    rx: &mut Inbox,
+    peer: String,
+    spec: crate::session::pair::PairSpec,
+) -> Result<(), String> {
+    use crate::session::pair::PairEvent;
+    let send_failed = |error: String| Msg::PairEvent {
+        event: Box::new(PairEvent::Failed { error, usage: true }),
+    };
+    let addr: std::net::SocketAddr = match peer.parse() {
+        Ok(a) => a,
+        Err(_) => {
+            let m = send_failed(format!("pair test: {peer:?} is not an IP:PORT"));
+            wr.send(&m).await.map_err(|e| e.to_string())?;
+            return wr
+                .send(&Msg::PairEvent { event: Box::new(PairEvent::End) })
+                .await
+                .map_err(|e| e.to_string());
+        }
+    };
+    info!(target: "agent", "pair test against {addr} for {}", ctx.who);
+    let (tx, mut events) = mpsc::channel(64);
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let job = tokio::spawn(crate::session::pair::serve_pair_test(
+        addr,
+        spec,
+        ctx.state.token.clone(),
+        tx,
+        cancel.clone(),
+    ));
+    let mut gone: Option<String> = None;
+    loop {
+        tokio::select! {
+            ev = events.recv() => match ev {
+                Some(ev) => {
+                    let end = matches!(ev, PairEvent::End);
+                    if gone.is_none() {
+                        if let Err(e) = wr.send(&Msg::PairEvent { event: Box::new(ev) }).await {
+                            cancel.cancel();
+                            gone = Some(e.to_string());
+                        }
+                    }
+                    if end { break; }
+                }
+                None => break,
+            },
+            m = rx.recv(), if gone.is_none() => match m {
+                Some(Ok(Msg::Stop {})) => cancel.cancel(),
+                Some(Ok(_)) => {}
+                None | Some(Err(_)) => {
+                    cancel.cancel();
+                    gone = Some("the coordinator closed the connection during a pair test".into());
+                }
+            },
+            _ = ctx.state.shutdown.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
+        }
+    }
+    let _ = job.await;
+    info!(target: "agent", "pair test against {addr} ended");
+    match gone {
+        Some(why) => Err(why),
+        None => Ok(()),
+    }
 }
 
 /// Configure: watch the route back to the controller from now on, so the

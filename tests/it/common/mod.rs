@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod fleet;
+
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -1,0 +1,315 @@
+//! `wirescope fleet`: resolve the hosts, plan the rounds, run them through
+//! the coordinator, print the matrix and the outliers, write the fleet log.
+//!
+//! Exit codes: 0 when nothing is named, 3 when a slow node, a slow link or
+//! an odd setting is, 1 when no test could run, 2 for usage errors, 130/143
+//! when Ctrl-C/SIGTERM ended the run (the partial matrix is still printed
+//! and logged).
+
+use super::{out, FaceError, FaceResult};
+use crate::cli::fleet::FleetArgs;
+use crate::fleet::coordinator::{self, Directions, FleetEvent, FleetPlan};
+use crate::fleet::hosts::{self, FleetHost, Unresolved};
+use crate::fleet::log::{FleetHeader, FleetLog, FleetRecord, FleetSummary, HostRecord, FLEET_SCHEMA};
+use crate::fleet::rounds;
+use anyhow::Context;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Run `wirescope fleet`.
+pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
+    let spec = args.test_plan()?;
+    let directions = if args.one_way {
+        Directions::One
+    } else if matches!(&spec.spec, crate::traffic::EngineSpec::Tcp(t) if t.bidir) {
+        Directions::Bidir
+    } else {
+        Directions::Both
+    };
+    let rt = super::control_runtime("ws-fleet").context("cannot start the async runtime")?;
+    let (hosts, unresolved) = rt.block_on(discover(&args))?;
+    let untested: Vec<(String, String)> = unresolved
+        .iter()
+        .map(|u| (u.name.clone(), u.why.clone()))
+        .collect();
+    for u in &unresolved {
+        eprintln!("wirescope: {}: left out: {}", u.name, u.why);
+    }
+    if hosts.len() < 2 {
+        return Err(FaceError::Usage(
+            hosts::HostsError::TooFew(format!("{} resolved", hosts.len())).to_string(),
+        ));
+    }
+    let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
+    let pattern = args.pattern(&names)?;
+    let plan = FleetPlan {
+        rounds: rounds::rounds(&pattern, hosts.len()),
+        hosts,
+        spec,
+        directions,
+        concurrency: args.max_tests.map_or(usize::MAX, |k| k as usize),
+    };
+    if args.plan {
+        print_plan(&plan, &args);
+        return Ok(0);
+    }
+    let (token, _) = crate::session::auth::load_token(args.token_file.as_deref(), false)
+        .map_err(|e| FaceError::Usage(format!("fleet token: {e}")))?;
+    let header = FleetHeader {
+        schema: FLEET_SCHEMA.into(),
+        command_line: argv,
+        hosts: plan
+            .hosts
+            .iter()
+            .map(|h| (h.name.clone(), h.addr.to_string()))
+            .collect(),
+        pattern: args.pattern.name().into(),
+        rounds: plan.rounds.clone(),
+        test: plan.spec.spec.label(),
+        time_s: plan.spec.time_ms as f64 / 1000.0,
+        directions: directions.name().into(),
+        started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+    };
+    let mut log = match &args.log {
+        Some(p) => Some(FleetLog::create(p).map_err(|e| FaceError::Usage(e.to_string()))?),
+        None => None,
+    };
+    if let Some(l) = log.as_mut() {
+        l.write(&FleetRecord::FleetHeader(Box::new(header)))
+            .map_err(|e| FaceError::Failed(e.into()))?;
+    }
+    eprintln!(
+        "wirescope: fleet of {} hosts, {} rounds ({}), {} per test",
+        plan.hosts.len(),
+        plan.rounds.len(),
+        args.pattern.name(),
+        super::span_text(plan.spec.time_ms as f64 / 1000.0)
+    );
+    let cancel = CancellationToken::new();
+    let (tx, mut rx) = mpsc::channel(256);
+    let names2 = names.clone();
+    let task = {
+        let cancel = cancel.clone();
+        let plan = plan.clone();
+        rt.spawn(async move {
+            super::spawn_signal_handler(cancel.clone());
+            coordinator::run(plan, token, untested, tx, cancel).await
+        })
+    };
+    let mut infos: Vec<Option<crate::probe::system::HostInfo>> = vec![None; names.len()];
+    let mut log_error = None;
+    while let Some(ev) = rx.blocking_recv() {
+        let rec = match ev {
+            FleetEvent::Checked(up) => {
+                for (i, r) in up.into_iter().enumerate() {
+                    match r {
+                        Ok(info) => infos[i] = Some(info),
+                        Err(why) => eprintln!("wirescope: {}: not tested: {why}", names2[i]),
+                    }
+                }
+                None
+            }
+            FleetEvent::RoundStarted { round, pairs } => {
+                eprintln!(
+                    "wirescope: round {round}/{}: {} pairs",
+                    plan.rounds.len(),
+                    pairs.len()
+                );
+                None
+            }
+            FleetEvent::Facts(i, facts) => Some(FleetRecord::Host(Box::new(HostRecord {
+                host: names2[i].clone(),
+                info: infos[i].clone().unwrap_or_default(),
+                facts: Some(facts),
+            }))),
+            FleetEvent::PairDone(p) => {
+                for d in &p.directions {
+                    match (&d.bps, &d.error) {
+                        (_, Some(e)) => eprintln!("wirescope:   {} → {}: failed: {e}", d.from, d.to),
+                        (Some(b), None) => eprintln!("wirescope:   {} → {}: {:.2} Gb/s", d.from, d.to, b / 1e9),
+                        _ => {}
+                    }
+                }
+                Some(FleetRecord::Pair(p))
+            }
+            FleetEvent::Done(s) => Some(FleetRecord::FleetSummary(s)),
+            FleetEvent::TestStarted { .. } | FleetEvent::TestInterval { .. } => None,
+        };
+        if let (Some(l), Some(r)) = (log.as_mut(), rec) {
+            if let Err(e) = l.write(&r) {
+                if log_error.is_none() {
+                    log_error = Some(e.to_string());
+                    cancel.cancel();
+                }
+            }
+        }
+    }
+    let summary = rt
+        .block_on(task)
+        .map_err(|e| FaceError::Failed(anyhow::anyhow!("the fleet coordinator failed: {e}")))?;
+    drop(rt);
+    if args.json {
+        out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&summary).context("cannot print the summary")?
+        ));
+    } else {
+        out(&summary_text(&summary));
+    }
+    super::stdout_result()?;
+    if let Some(e) = log_error {
+        return Err(FaceError::Failed(anyhow::anyhow!(e)));
+    }
+    Ok(exit_code(&summary))
+}
+
+/// Hosts from the source the user chose, resolved.
+async fn discover(args: &FleetArgs) -> Result<(Vec<FleetHost>, Vec<Unresolved>), FaceError> {
+    let usage = |e: hosts::HostsError| FaceError::Usage(e.to_string());
+    if let Some(name) = &args.dns {
+        return Ok((hosts::from_dns(name, args.port).await.map_err(usage)?, Vec::new()));
+    }
+    let names = if let Some(list) = &args.hosts {
+        hosts::expand(list).map_err(usage)?
+    } else if let Some(f) = &args.hosts_file {
+        hosts::read_file(f).map_err(usage)?
+    } else {
+        hosts::slurm_nodes().map_err(usage)?
+    };
+    Ok(hosts::resolve(&names, args.port).await)
+}
+
+fn print_plan(plan: &FleetPlan, args: &FleetArgs) {
+    let mut s = format!("hosts ({}):\n", plan.hosts.len());
+    for (i, h) in plan.hosts.iter().enumerate() {
+        s += &format!("  {i:>4}  {}  {}\n", h.name, h.addr);
+    }
+    s += &format!(
+        "pattern {}: {} rounds, {} tests of {} ({} each)\n",
+        args.pattern.name(),
+        plan.rounds.len(),
+        plan.rounds.iter().map(Vec::len).sum::<usize>(),
+        plan.spec.spec.label(),
+        super::span_text(plan.spec.time_ms as f64 / 1000.0)
+    );
+    for (r, pairs) in plan.rounds.iter().enumerate() {
+        let p: Vec<String> = pairs
+            .iter()
+            .map(|(a, b)| format!("{}-{}", plan.hosts[*a].name, plan.hosts[*b].name))
+            .collect();
+        s += &format!("  round {}: {}\n", r + 1, p.join(" "));
+    }
+    out(&s);
+}
+
+/// 3 when anything is named, 1 when nothing ran, 130/143 when interrupted.
+fn exit_code(s: &FleetSummary) -> u8 {
+    if s.interrupted {
+        return super::interrupted_exit();
+    }
+    if s.matrix.cells.iter().flatten().all(Option::is_none) {
+        return super::EXIT_FAILED;
+    }
+    if !s.slow_nodes.is_empty() || !s.slow_links.is_empty() || !s.odd_facts.is_empty() {
+        return super::EXIT_FINDINGS;
+    }
+    0
+}
+
+/// Largest fleet whose matrix is printed whole (wider ones: per-node lines).
+const MATRIX_MAX: usize = 32;
+
+/// The matrix (Gb/s, rows = sender), then what stands out.
+pub fn summary_text(s: &FleetSummary) -> String {
+    let m = &s.matrix;
+    let mut t = String::new();
+    if m.hosts.len() <= MATRIX_MAX {
+        let w = m.hosts.iter().map(String::len).max().unwrap_or(4).clamp(6, 16);
+        t += &format!("{:>w$}", "Gb/s →");
+        for h in &m.hosts {
+            t += &format!(" {:>w$}", trunc(h, w));
+        }
+        t += "\n";
+        for (i, row) in m.cells.iter().enumerate() {
+            t += &format!("{:>w$}", trunc(&m.hosts[i], w));
+            for (j, c) in row.iter().enumerate() {
+                let cell = match c {
+                    _ if i == j => "·".to_string(),
+                    Some(v) => format!("{:.2}", v / 1e9),
+                    None => "-".to_string(),
+                };
+                t += &format!(" {cell:>w$}");
+            }
+            t += "\n";
+        }
+    } else {
+        t += "per host (median Gb/s sending / receiving):\n";
+        for (i, h) in m.hosts.iter().enumerate() {
+            let mut snd: Vec<f64> = m.cells[i].iter().flatten().copied().collect();
+            let mut rcv: Vec<f64> = m.cells.iter().filter_map(|r| r[i]).collect();
+            let f = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.2}", x / 1e9));
+            t += &format!(
+                "  {h}: {} / {}\n",
+                f(crate::fleet::analyze::median(&mut snd)),
+                f(crate::fleet::analyze::median(&mut rcv))
+            );
+        }
+    }
+    t += &format!(
+        "\n{} pairs in {}/{} rounds, {} (tests {}){}\n",
+        s.pairs_run,
+        s.rounds_run,
+        s.rounds_planned,
+        super::span_text(s.wall_s),
+        super::span_text(s.test_s),
+        if s.interrupted { ", interrupted" } else { "" }
+    );
+    for n in &s.slow_nodes {
+        t += &format!(
+            "slow node {}: {} of its {} links {} below half the fleet median (median {:.2} Gb/s, fleet {:.2} Gb/s)\n",
+            n.what.host,
+            n.what.slow_links,
+            n.what.links,
+            n.what.direction,
+            n.what.median_bps / 1e9,
+            n.what.fleet_median_bps / 1e9
+        );
+        for e in &n.evidence {
+            t += &format!("    {e}\n");
+        }
+    }
+    for l in &s.slow_links {
+        t += &format!(
+            "slow link {} → {}: {:.2} Gb/s, against {:.2} and {:.2} Gb/s on the two hosts' other links\n",
+            l.what.from,
+            l.what.to,
+            l.what.bps / 1e9,
+            l.what.from_median_bps / 1e9,
+            l.what.to_median_bps / 1e9
+        );
+        for e in &l.evidence {
+            t += &format!("    {e}\n");
+        }
+    }
+    for o in &s.odd_facts {
+        t += &format!("odd setting {}\n", o.line());
+    }
+    for (h, why) in &s.untested {
+        t += &format!("not tested {h}: {why}\n");
+    }
+    for (a, b, why) in &s.failed {
+        t += &format!("failed {a} → {b}: {why}\n");
+    }
+    if s.slow_nodes.is_empty() && s.slow_links.is_empty() && s.odd_facts.is_empty() {
+        t += "no slow node, no slow link, no odd setting\n";
+    }
+    t
+}
+
+fn trunc(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        s.to_string()
+    } else {
+        s.chars().take(w).collect()
+    }
+}

@@ -1,0 +1,202 @@
+//! The fleet log: JSON lines, one record per line, written as the fleet
+//! runs (so a killed run leaves every finished pair behind):
+//! `fleet_header` (hosts, pattern, rounds, the test), one `host` per agent
+//! when its facts are first seen, one `pair` per tested pair, and a closing
+//! `fleet_summary` (the matrix, the outliers, the odd settings, who was not
+//! tested and why).
+
+use super::analyze::{Matrix, OddFact, SlowLink, SlowNode};
+use crate::diagnose::Finding;
+use crate::probe::facts::HostFacts;
+use crate::probe::system::HostInfo;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::Path;
+
+/// The fleet log's schema name and version (its first record says it).
+pub const FLEET_SCHEMA: &str = "wirescope-fleet/1";
+
+/// One line of a fleet log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FleetRecord {
+    /// First line.
+    FleetHeader(Box<FleetHeader>),
+    /// An agent's identity and facts.
+    Host(Box<HostRecord>),
+    /// One pair's test (both directions).
+    Pair(Box<PairRecord>),
+    /// Last line.
+    FleetSummary(Box<FleetSummary>),
+}
+
+/// What the fleet runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FleetHeader {
+    /// [`FLEET_SCHEMA`].
+    pub schema: String,
+    /// argv of the coordinator.
+    pub command_line: Vec<String>,
+    /// Hosts in matrix order: name and control address.
+    pub hosts: Vec<(String, String)>,
+    /// `ring`, `all-pairs`, `star`, `pairs`.
+    pub pattern: String,
+    /// The pairs of every round (host indices; the first runs the test).
+    pub rounds: Vec<Vec<(usize, usize)>>,
+    /// The engine and mode, e.g. `tcp stream`.
+    pub test: String,
+    /// Seconds per test.
+    pub time_s: f64,
+    /// `both` (each direction in turn), `bidir` (both at once) or `one` (first → second only).
+    pub directions: String,
+    /// When the run started (RFC 3339).
+    pub started: String,
+}
+
+/// An agent as the fleet saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HostRecord {
+    /// Its name in the matrix.
+    pub host: String,
+    /// Who it says it is.
+    pub info: HostInfo,
+    /// Its facts (from its first Sample of a test).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facts: Option<Box<HostFacts>>,
+}
+
+/// One direction of a pair's test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DirectionResult {
+    /// Sender.
+    pub from: String,
+    /// Receiver.
+    pub to: String,
+    /// Throughput the receiver counted (bits/s); None when the test failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bps: Option<f64>,
+    /// Retransmitted segments (TCP).
+    pub retransmits: u64,
+    /// Busiest core of the sender: CPU and busy %.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_from: Option<(u32, f64)>,
+    /// Busiest core of the receiver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busiest_to: Option<(u32, f64)>,
+    /// What the rules found (hosts: `local` is the host that ran the test).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+    /// The bottleneck in one sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limited_by: Option<String>,
+    /// Why it failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One tested pair.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PairRecord {
+    /// Round number, from 1.
+    pub round: usize,
+    /// The host that ran the test.
+    pub a: String,
+    /// The other.
+    pub b: String,
+    /// Each direction tested.
+    pub directions: Vec<DirectionResult>,
+}
+
+/// How the fleet run ended and what it found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FleetSummary {
+    /// Throughput matrix (rows = sender).
+    pub matrix: Matrix,
+    /// Nodes whose links are mostly slow.
+    pub slow_nodes: Vec<Explained<SlowNode>>,
+    /// Links slower than both nodes' others.
+    pub slow_links: Vec<Explained<SlowLink>>,
+    /// Settings in which some hosts differ from the rest.
+    pub odd_facts: Vec<OddFact>,
+    /// Hosts not tested at all, and why.
+    pub untested: Vec<(String, String)>,
+    /// Pair directions that failed: from, to, why.
+    pub failed: Vec<(String, String, String)>,
+    /// Rounds run (of the planned).
+    pub rounds_run: usize,
+    /// Rounds planned.
+    pub rounds_planned: usize,
+    /// Pair tests run.
+    pub pairs_run: usize,
+    /// True when Ctrl-C ended the run early.
+    pub interrupted: bool,
+    /// Wall time of the run (s).
+    pub wall_s: f64,
+    /// Sum of the test lengths of the rounds (s): wall time minus this is the
+    /// coordination overhead.
+    pub test_s: f64,
+}
+
+/// An outlier with what explains it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Explained<T> {
+    /// The outlier.
+    #[serde(flatten)]
+    pub what: T,
+    /// Findings of its tests and odd settings of its hosts, one line each.
+    pub evidence: Vec<String>,
+}
+
+/// Writes a fleet log, one flushed line per record.
+pub struct FleetLog {
+    w: std::io::BufWriter<std::fs::File>,
+    path: String,
+}
+
+/// A fleet log that cannot be written.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the fleet log {path}: {source}")]
+pub struct FleetLogError {
+    path: String,
+    #[source]
+    source: std::io::Error,
+}
+
+impl FleetLog {
+    /// Create (or truncate) `path`.
+    pub fn create(path: &Path) -> Result<Self, FleetLogError> {
+        let f = std::fs::File::create(path).map_err(|source| FleetLogError {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(FleetLog {
+            w: std::io::BufWriter::new(f),
+            path: path.display().to_string(),
+        })
+    }
+
+    /// Append one record.
+    pub fn write(&mut self, r: &FleetRecord) -> Result<(), FleetLogError> {
+        let err = |source| FleetLogError {
+            path: self.path.clone(),
+            source,
+        };
+        serde_json::to_writer(&mut self.w, r).map_err(|e| err(e.into()))?;
+        self.w.write_all(b"\n").map_err(err)?;
+        self.w.flush().map_err(err)
+    }
+}
+
+/// Read a fleet log back (every line one record).
+pub fn read(path: &Path) -> Result<Vec<FleetRecord>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| format!("{}:{}: not a fleet record: {e}", path.display(), n + 1))
+        })
+        .collect()
+}

@@ -1,0 +1,361 @@
+//! Agent-to-agent tests: the fleet coordinator asks agent X to test against
+//! agent Y, X runs the test as Y's controller (with its own token, which is
+//! the fleet's), and everything X's controller publishes comes back to the
+//! coordinator as [`PairEvent`]s.
+//!
+//! The data flows X↔Y only; the coordinator receives both hosts' Samples and
+//! both sides' totals, and runs them through the same pipeline and rules as
+//! `wirescope run` (it rebuilds the [`SessionEvent`]s X's driver published).
+//!
+//! Messages: coordinator → X `PairTest{peer, test}`; X → coordinator a stream
+//! of `PairEvent{event}` ending with [`PairEvent::End`]; the coordinator may
+//! send `Stop{}` at any time (the test ends as interrupted and X still sends
+//! what it measured). One point per pair test: sweeps stay with `run`.
+
+use super::controller::{Controller, SessionError, Target};
+use super::driver::{PointStart, SessionEvent};
+use super::outcome::{EndReason, PointOutcome, RunEvent};
+use super::plan::{Observe, Plan, TestPlan};
+use super::proto::{Msg, ProtoError, SideResult};
+use crate::probe::ebpf::{EbpfHosts, EbpfMode};
+use crate::probe::sample::Sample;
+use crate::probe::system::HostInfo;
+use crate::traffic::EngineSpec;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// What one pair test runs (one point of a [`TestPlan`] without a sweep).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PairSpec {
+    /// The engine and its options, as `run` resolved them.
+    pub spec: EngineSpec,
+    /// Time limit in milliseconds (0: until the byte budget is spent).
+    pub time_ms: u64,
+    /// Warm-up in milliseconds.
+    pub omit_ms: u64,
+    /// Sampling period in milliseconds.
+    pub interval_ms: u64,
+    /// eBPF probe set of both hosts.
+    pub ebpf: EbpfMode,
+}
+
+impl PairSpec {
+    /// The spec of a plan; a sweep is refused (a fleet runs one point per pair).
+    pub fn of(plan: &TestPlan, ebpf: EbpfMode) -> Result<Self, String> {
+        if plan.sweep.is_some() {
+            return Err("a fleet runs one test point per pair; drop --sweep (sweep one pair with `wirescope run`)".into());
+        }
+        Ok(PairSpec {
+            spec: plan.spec.clone(),
+            time_ms: plan.time.map_or(0, |t| t.as_millis() as u64),
+            omit_ms: plan.omit.as_millis() as u64,
+            interval_ms: plan.interval.as_millis() as u64,
+            ebpf,
+        })
+    }
+
+    /// Back to the plan the driver runs.
+    pub fn plan(&self) -> TestPlan {
+        TestPlan {
+            spec: self.spec.clone(),
+            time: (self.time_ms > 0).then(|| Duration::from_millis(self.time_ms)),
+            omit: Duration::from_millis(self.omit_ms),
+            interval: Duration::from_millis(self.interval_ms.max(1)),
+            sweep: None,
+        }
+    }
+
+    fn observe(&self) -> Observe {
+        Observe {
+            ifaces: Vec::new(),
+            peer_ifaces: Vec::new(),
+            ebpf: self.ebpf,
+        }
+    }
+}
+
+/// How a pair test's point ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "end", content = "why", rename_all = "snake_case")]
+pub enum PairEnd {
+    /// Time or byte limit reached.
+    Completed,
+    /// Stopped by the coordinator.
+    Interrupted,
+    /// Y vanished.
+    PeerLost(String),
+    /// Something failed.
+    Failed(String),
+}
+
+impl From<EndReason> for PairEnd {
+    fn from(e: EndReason) -> Self {
+        match e {
+            EndReason::Completed => PairEnd::Completed,
+            EndReason::Interrupted => PairEnd::Interrupted,
+            EndReason::PeerLost(s) => PairEnd::PeerLost(s),
+            EndReason::Failed(s) => PairEnd::Failed(s),
+        }
+    }
+}
+
+impl From<PairEnd> for EndReason {
+    fn from(e: PairEnd) -> Self {
+        match e {
+            PairEnd::Completed => EndReason::Completed,
+            PairEnd::Interrupted => EndReason::Interrupted,
+            PairEnd::PeerLost(s) => EndReason::PeerLost(s),
+            PairEnd::Failed(s) => EndReason::Failed(s),
+        }
+    }
+}
+
+/// What X's controller published, as it travels to the coordinator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PairEvent {
+    /// X is connected to Y: who Y is and what both hosts' probes do.
+    Ready {
+        /// Y's host.
+        peer: Box<HostInfo>,
+        /// eBPF status of X (local) and Y (peer).
+        ebpf: Box<EbpfHosts>,
+    },
+    /// One interval of both hosts.
+    Interval {
+        /// Interval index.
+        index: u32,
+        /// X's Sample.
+        local: Option<Box<Sample>>,
+        /// Y's Sample.
+        peer: Option<Box<Sample>>,
+    },
+    /// The point ended.
+    Done {
+        /// X's totals.
+        local: Box<SideResult>,
+        /// Y's totals, when Y delivered them.
+        peer: Option<Box<SideResult>>,
+        /// How it ended.
+        #[serde(flatten)]
+        end: PairEnd,
+    },
+    /// The test could not run (connection to Y, setup); `usage` when the
+    /// options cannot run on these hosts.
+    Failed {
+        /// What went wrong.
+        error: String,
+        /// A usage error rather than a failure.
+        #[serde(default)]
+        usage: bool,
+    },
+    /// Nothing follows.
+    End,
+}
+
+impl PairEvent {
+    /// The wire form of a driver event (None: nothing to send).
+    fn of(ev: SessionEvent) -> Option<Self> {
+        Some(match ev {
+            SessionEvent::Ready { peer, ebpf } => PairEvent::Ready { peer, ebpf },
+            SessionEvent::Interval(r) => PairEvent::Interval {
+                index: r.index,
+                local: r.local.map(Box::new),
+                peer: r.peer.map(Box::new),
+            },
+            SessionEvent::PointDone(o) => PairEvent::Done {
+                local: Box::new(o.local),
+                peer: o.peer.map(Box::new),
+                end: o.end.into(),
+            },
+            SessionEvent::Failed(error) => PairEvent::Failed {
+                error,
+                usage: false,
+            },
+            SessionEvent::Refused(error) => PairEvent::Failed { error, usage: true },
+            SessionEvent::PlanStarted(_) | SessionEvent::PointStarted(_) | SessionEvent::PlanDone => {
+                return None
+            }
+        })
+    }
+}
+
+/// How long a pair test waits for an agent that still ends its previous
+/// session (the coordinator just said bye to it).
+pub const BUSY_WAIT: Duration = Duration::from_secs(5);
+
+/// Connect to an agent, waiting up to [`BUSY_WAIT`] while it says it is busy.
+pub async fn connect_patiently(
+    addr: SocketAddr,
+    token: &super::auth::Token,
+) -> Result<Controller, SessionError> {
+    let started = std::time::Instant::now();
+    loop {
+        match Controller::connect(Target::Tcp(addr), token).await {
+            Err(e) if e.is_busy() && started.elapsed() < BUSY_WAIT => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            r => return r,
+        }
+    }
+}
+
+/// On agent X: run `spec` against the agent at `peer` as its controller,
+/// sending every event to `out` (wire form), then [`PairEvent::End`].
+/// `cancel` interrupts the test (it still reports what it measured).
+pub async fn serve_pair_test(
+    peer: SocketAddr,
+    spec: PairSpec,
+    token: super::auth::Token,
+    out: mpsc::Sender<PairEvent>,
+    cancel: CancellationToken,
+) {
+    let (tx, mut rx) = mpsc::channel::<SessionEvent>(64);
+    let job = tokio::spawn(async move {
+        let observe = spec.observe();
+        let plan = Plan::Test(Box::new(spec.plan()));
+        let started = std::time::Instant::now();
+        let connected = loop {
+            match super::driver::connect_ready(Target::Tcp(peer), &token, &observe, Vec::new(), &tx)
+                .await
+            {
+                Err(e) if e.is_busy() && started.elapsed() < BUSY_WAIT => {
+                    tokio::time::sleep(Duration::from_millis(200)).await
+                }
+                r => break r,
+            }
+        };
+        match connected {
+            Ok(mut ctl) => {
+                let _ = super::driver::run_plan(&mut ctl, &plan, &observe, &tx, &cancel).await;
+                ctl.close().await;
+            }
+            Err(e) => {
+                let error = format!("cannot test against the agent at {peer}: {e}");
+                let ev = if e.is_usage() {
+                    SessionEvent::Refused(error)
+                } else {
+                    SessionEvent::Failed(error)
+                };
+                let _ = tx.send(ev).await;
+            }
+        }
+    });
+    while let Some(ev) = rx.recv().await {
+        if let Some(w) = PairEvent::of(ev) {
+            if out.send(w).await.is_err() {
+                break;
+            }
+        }
+    }
+    let _ = job.await;
+    let _ = out.send(PairEvent::End).await;
+}
+
+/// Longest time a pair test may stay silent (no interval, no end) before
+/// the coordinator gives up on it: setup of both agents plus a few intervals.
+fn silence_limit(spec: &PairSpec) -> Duration {
+    super::point::SETUP_TIMEOUT.saturating_mul(3) + Duration::from_millis(spec.interval_ms) * 5
+}
+
+impl Controller {
+    /// On the coordinator: ask this agent (X) to run `spec` against the agent
+    /// at `peer` (Y). Publishes what happens as [`SessionEvent`]s in the order
+    /// the driver does (`Ready`, `PlanStarted`, `PointStarted`, `Interval`s,
+    /// `PointDone`, `PlanDone`), so the caller feeds them to a pipeline as it
+    /// would `run`'s. `cancel` stops the test (X reports what it measured).
+    pub async fn pair_test(
+        &mut self,
+        peer: SocketAddr,
+        spec: &PairSpec,
+        out: &mpsc::Sender<SessionEvent>,
+        cancel: &CancellationToken,
+    ) -> Result<EndReason, SessionError> {
+        self.send_msg(&Msg::PairTest {
+            peer: peer.to_string(),
+            test: Box::new(spec.clone()),
+        })
+        .await?;
+        let plan = spec.plan();
+        let _ = out
+            .send(SessionEvent::PlanStarted(Box::new(Plan::Test(Box::new(
+                plan.clone(),
+            )))))
+            .await;
+        let _ = out
+            .send(SessionEvent::PointStarted(Box::new(PointStart {
+                number: 1,
+                sweep: None,
+                spec: Some(plan.spec.clone()),
+                time: plan.time,
+            })))
+            .await;
+        let limit = silence_limit(spec);
+        let mut stopped = false;
+        let mut last = EndReason::Failed("the agent ended the pair test without a result".into());
+        loop {
+            let m = tokio::select! {
+                m = tokio::time::timeout(limit, self.recv_msg()) => m,
+                _ = cancel.cancelled(), if !stopped => {
+                    stopped = true;
+                    self.send_msg(&Msg::Stop {}).await?;
+                    continue;
+                }
+            };
+            let ev = match m {
+                Err(_) => {
+                    return Err(self.proto_error(ProtoError::Timeout("the pair test's next event")))
+                }
+                Ok(Err(e)) => return Err(e),
+                Ok(Ok(Msg::PairEvent { event })) => *event,
+                // The agent refused the request itself (an older agent
+                // does not know it): nothing else follows.
+                Ok(Ok(Msg::Failed { error, usage })) => {
+                    let error = format!("the agent cannot run fleet tests: {error} (run the same wirescope version on every node)");
+                    let _ = out.send(if usage { SessionEvent::Refused(error.clone()) } else { SessionEvent::Failed(error.clone()) }).await;
+                    last = EndReason::Failed(error);
+                    break;
+                }
+                Ok(Ok(other)) => {
+                    return Err(self.proto_error(ProtoError::Unexpected {
+                        expected: "pair_event",
+                        got: other.kind(),
+                    }))
+                }
+            };
+            let sev = match ev {
+                PairEvent::End => break,
+                PairEvent::Ready { peer, ebpf } => SessionEvent::Ready { peer, ebpf },
+                PairEvent::Interval { index, local, peer } => {
+                    SessionEvent::Interval(Box::new(RunEvent {
+                        index,
+                        local: local.map(|s| *s),
+                        peer: peer.map(|s| *s),
+                    }))
+                }
+                PairEvent::Done { local, peer, end } => {
+                    last = end.clone().into();
+                    SessionEvent::PointDone(Box::new(PointOutcome {
+                        local: *local,
+                        peer: peer.map(|p| *p),
+                        end: end.into(),
+                    }))
+                }
+                PairEvent::Failed { error, usage } => {
+                    last = EndReason::Failed(error.clone());
+                    if usage {
+                        SessionEvent::Refused(error)
+                    } else {
+                        SessionEvent::Failed(error)
+                    }
+                }
+            };
+            let _ = out.send(sev).await;
+        }
+        let _ = out.send(SessionEvent::PlanDone).await;
+        Ok(last)
+    }
+}
