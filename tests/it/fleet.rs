@@ -114,7 +114,7 @@ fn an_agent_killed_mid_round_loses_its_pair_and_ctrl_c_keeps_the_partial_matrix(
     f.start_agents();
     // A ring of 4 with long tests; kill node 1's agent while round 1 runs.
     let log = f.dir.path().join("kill.jsonl");
-    let mut child = f
+    let child = f
         .fleet_cmd(&[
             "--hosts", &f.hosts(), "--pattern", "ring", "-t", "4s", "--ebpf", "off",
             "--log", log.to_str().unwrap(),
