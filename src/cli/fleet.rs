@@ -100,7 +100,10 @@ impl FleetArgs {
     }
 
     /// The pattern over `names` (hosts in matrix order).
-    pub fn pattern(&self, names: &[String]) -> Result<crate::fleet::rounds::Pattern, super::UsageError> {
+    pub fn pattern(
+        &self,
+        names: &[String],
+    ) -> Result<crate::fleet::rounds::Pattern, super::UsageError> {
         use crate::fleet::rounds::Pattern;
         let find = |h: &str, what: &str| {
             names.iter().position(|n| n == h).ok_or_else(|| {
@@ -114,10 +117,13 @@ impl FleetArgs {
             PatternArg::Ring => Ok(Pattern::Ring),
             PatternArg::AllPairs => Ok(Pattern::AllPairs),
             PatternArg::Star => {
-                let hub = self.hub.as_deref().ok_or_else(|| {
-                    super::UsageError("--pattern star needs --hub HOST".into())
-                })?;
-                Ok(Pattern::Star { hub: find(hub, "--hub")? })
+                let hub = self
+                    .hub
+                    .as_deref()
+                    .ok_or_else(|| super::UsageError("--pattern star needs --hub HOST".into()))?;
+                Ok(Pattern::Star {
+                    hub: find(hub, "--hub")?,
+                })
             }
             PatternArg::Pairs => {
                 let path = self.pairs.as_deref().ok_or_else(|| {
@@ -141,12 +147,17 @@ impl FleetArgs {
                     };
                     let (a, b) = (find(a, &at)?, find(b, &at)?);
                     if a == b {
-                        return Err(super::UsageError(format!("{at}: a host cannot test against itself")));
+                        return Err(super::UsageError(format!(
+                            "{at}: a host cannot test against itself"
+                        )));
                     }
                     pairs.push((a, b));
                 }
                 if pairs.is_empty() {
-                    return Err(super::UsageError(format!("--pairs {}: no pairs in the file", path.display())));
+                    return Err(super::UsageError(format!(
+                        "--pairs {}: no pairs in the file",
+                        path.display()
+                    )));
                 }
                 Ok(Pattern::Pairs(pairs))
             }

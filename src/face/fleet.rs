@@ -10,7 +10,9 @@ use super::{out, FaceError, FaceResult};
 use crate::cli::fleet::FleetArgs;
 use crate::fleet::coordinator::{self, Directions, FleetEvent, FleetPlan};
 use crate::fleet::hosts::{self, FleetHost, Unresolved};
-use crate::fleet::log::{FleetHeader, FleetLog, FleetRecord, FleetSummary, HostRecord, FLEET_SCHEMA};
+use crate::fleet::log::{
+    FleetHeader, FleetLog, FleetRecord, FleetSummary, HostRecord, FLEET_SCHEMA,
+};
 use crate::fleet::rounds;
 use anyhow::Context;
 use tokio::sync::mpsc;
@@ -125,8 +127,12 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
             FleetEvent::PairDone(p) => {
                 for d in &p.directions {
                     match (&d.bps, &d.error) {
-                        (_, Some(e)) => eprintln!("wirescope:   {} → {}: failed: {e}", d.from, d.to),
-                        (Some(b), None) => eprintln!("wirescope:   {} → {}: {:.2} Gb/s", d.from, d.to, b / 1e9),
+                        (_, Some(e)) => {
+                            eprintln!("wirescope:   {} → {}: failed: {e}", d.from, d.to)
+                        }
+                        (Some(b), None) => {
+                            eprintln!("wirescope:   {} → {}: {:.2} Gb/s", d.from, d.to, b / 1e9)
+                        }
                         _ => {}
                     }
                 }
@@ -167,7 +173,10 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
 async fn discover(args: &FleetArgs) -> Result<(Vec<FleetHost>, Vec<Unresolved>), FaceError> {
     let usage = |e: hosts::HostsError| FaceError::Usage(e.to_string());
     if let Some(name) = &args.dns {
-        return Ok((hosts::from_dns(name, args.port).await.map_err(usage)?, Vec::new()));
+        return Ok((
+            hosts::from_dns(name, args.port).await.map_err(usage)?,
+            Vec::new(),
+        ));
     }
     let names = if let Some(list) = &args.hosts {
         hosts::expand(list).map_err(usage)?
@@ -224,7 +233,13 @@ pub fn summary_text(s: &FleetSummary) -> String {
     let m = &s.matrix;
     let mut t = String::new();
     if m.hosts.len() <= MATRIX_MAX {
-        let w = m.hosts.iter().map(String::len).max().unwrap_or(4).clamp(6, 16);
+        let w = m
+            .hosts
+            .iter()
+            .map(String::len)
+            .max()
+            .unwrap_or(4)
+            .clamp(6, 16);
         t += &format!("{:>w$}", "Gb/s →");
         for h in &m.hosts {
             t += &format!(" {:>w$}", trunc(h, w));

@@ -181,7 +181,9 @@ pub fn outliers(m: &Matrix) -> (Vec<SlowNode>, Vec<SlowLink>) {
         let others = |h: usize| {
             let mut o: Vec<f64> = links
                 .iter()
-                .filter(|l| (l.0 == h || l.1 == h) && !((l.0 == a && l.1 == b) || (l.0 == b && l.1 == a)))
+                .filter(|l| {
+                    (l.0 == h || l.1 == h) && !((l.0 == a && l.1 == b) || (l.0 == b && l.1 == a))
+                })
                 .map(|l| l.2)
                 .collect();
             median(&mut o)
@@ -222,7 +224,10 @@ pub fn flatten(f: &HostFacts) -> BTreeMap<String, String> {
         put("cpufreq_governor", g.join(","));
     }
     for (k, v) in &f.sysctls {
-        put(&format!("sysctl.{k}"), v.split_whitespace().collect::<Vec<_>>().join(" "));
+        put(
+            &format!("sysctl.{k}"),
+            v.split_whitespace().collect::<Vec<_>>().join(" "),
+        );
     }
     let Some(nic) = f.nics.first() else {
         return out;

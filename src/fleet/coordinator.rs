@@ -128,7 +128,11 @@ pub async fn run(
     let mut rounds_run = 0;
     let mut test_s = 0.0;
     let per_test = plan.spec.time_ms as f64 / 1000.0;
-    let tests_per_pair = if plan.directions == Directions::Both { 2.0 } else { 1.0 };
+    let tests_per_pair = if plan.directions == Directions::Both {
+        2.0
+    } else {
+        1.0
+    };
     for (r, pairs) in plan.rounds.iter().enumerate() {
         if cancel.is_cancelled() {
             break;
@@ -144,7 +148,9 @@ pub async fn run(
                 pairs: runnable.clone(),
             })
             .await;
-        let sem = Arc::new(tokio::sync::Semaphore::new(plan.concurrency.clamp(1, 1 << 20)));
+        let sem = Arc::new(tokio::sync::Semaphore::new(
+            plan.concurrency.clamp(1, 1 << 20),
+        ));
         let mut set = tokio::task::JoinSet::new();
         for (a, b) in runnable.iter().copied() {
             let ctx = PairCtx {
@@ -176,9 +182,20 @@ pub async fn run(
             Ok(g) => g,
             Err(p) => p.into_inner(),
         };
-        summarize(&st, &names, &plan, untested, rounds_run, started, test_s, cancel.is_cancelled())
+        summarize(
+            &st,
+            &names,
+            &plan,
+            untested,
+            rounds_run,
+            started,
+            test_s,
+            cancel.is_cancelled(),
+        )
     };
-    let _ = events.send(FleetEvent::Done(Box::new(summary.clone()))).await;
+    let _ = events
+        .send(FleetEvent::Done(Box::new(summary.clone())))
+        .await;
     summary
 }
 
@@ -228,7 +245,9 @@ struct PairCtx {
 
 impl PairCtx {
     fn lock(&self) -> std::sync::MutexGuard<'_, Collected> {
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Test one pair in the directions asked, record it.
@@ -264,7 +283,10 @@ impl PairCtx {
             }
             st.pairs.push(record.clone());
         }
-        let _ = self.events.send(FleetEvent::PairDone(Box::new(record))).await;
+        let _ = self
+            .events
+            .send(FleetEvent::PairDone(Box::new(record)))
+            .await;
     }
 
     fn index(&self, name: &str) -> Option<usize> {
@@ -275,7 +297,10 @@ impl PairCtx {
     /// a bidirectional test.
     async fn direction(&self, x: usize, y: usize) -> Vec<DirectionResult> {
         let (hx, hy) = (&self.plan.hosts[x], &self.plan.hosts[y]);
-        let _ = self.events.send(FleetEvent::TestStarted { from: x, to: y }).await;
+        let _ = self
+            .events
+            .send(FleetEvent::TestStarted { from: x, to: y })
+            .await;
         let failed = |error: String| DirectionResult {
             from: hx.name.clone(),
             to: hy.name.clone(),
@@ -327,7 +352,11 @@ impl PairCtx {
                         .fold(0.0, f64::max);
                     let _ = self
                         .events
-                        .send(FleetEvent::TestInterval { from: x, to: y, bps })
+                        .send(FleetEvent::TestInterval {
+                            from: x,
+                            to: y,
+                            bps,
+                        })
                         .await;
                 }
                 Output::PointDone { summary: s, .. } => summary = s,
@@ -341,7 +370,9 @@ impl PairCtx {
             _ => {}
         }
         let Some(s) = summary else {
-            return vec![failed(error.unwrap_or_else(|| "the test ended without a result".into()))];
+            return vec![failed(
+                error.unwrap_or_else(|| "the test ended without a result".into()),
+            )];
         };
         directions_of(&s, &hx.name, &hy.name, self.plan.directions, error)
     }
@@ -435,10 +466,12 @@ fn summarize(
     let odd_of = |host: &str| -> Vec<String> {
         odd.iter()
             .filter_map(|o| {
-                o.odd
-                    .iter()
-                    .find(|(h, _)| h == host)
-                    .map(|(_, v)| format!("{host}: {} {v} (the other {} have {})", o.key, o.majority_hosts, o.majority))
+                o.odd.iter().find(|(h, _)| h == host).map(|(_, v)| {
+                    format!(
+                        "{host}: {} {v} (the other {} have {})",
+                        o.key, o.majority_hosts, o.majority
+                    )
+                })
             })
             .collect()
     };
@@ -446,7 +479,11 @@ fn summarize(
         let mut out: Vec<String> = Vec::new();
         for p in &st.pairs {
             for d in p.directions.iter().filter(|d| d.from == from && d.to == to) {
-                for f in d.findings.iter().filter(|f| f.severity >= crate::diagnose::Severity::Warn) {
+                for f in d
+                    .findings
+                    .iter()
+                    .filter(|f| f.severity >= crate::diagnose::Severity::Warn)
+                {
                     let line = format!("{from} → {to}: {} ({})", f.title, f.id);
                     if !out.contains(&line) {
                         out.push(line);

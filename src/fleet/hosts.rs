@@ -145,7 +145,9 @@ fn expand_item(item: &str) -> Result<Vec<String>, String> {
         rest = &after[close + 1..];
     }
     if names.iter().any(|n| n.chars().any(char::is_whitespace)) {
-        return Err(format!("{item:?} holds a space; separate hosts with commas"));
+        return Err(format!(
+            "{item:?} holds a space; separate hosts with commas"
+        ));
     }
     Ok(names)
 }
@@ -158,7 +160,9 @@ fn expand_group(g: &str) -> Result<Vec<String>, String> {
         let (a, b) = r.split_once('-').unwrap_or((r, r));
         let num = |s: &str| {
             if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-                Err(format!("[{g}]: {r:?} is not a number or a range like 01-08"))
+                Err(format!(
+                    "[{g}]: {r:?} is not a number or a range like 01-08"
+                ))
             } else {
                 s.parse::<u64>()
                     .map_err(|_| format!("[{g}]: {s:?} is too large"))
@@ -217,14 +221,18 @@ pub async fn from_dns(name: &str, port: u16) -> Result<Vec<FleetHost>, HostsErro
         name: name.to_string(),
         why,
     };
-    let found = tokio::net::lookup_host((name, port))
-        .await
-        .map_err(|e| dns(format!("{e}; is the name right, and does this host's resolver (/etc/resolv.conf) know it?")))?;
+    let found = tokio::net::lookup_host((name, port)).await.map_err(|e| {
+        dns(format!(
+            "{e}; is the name right, and does this host's resolver (/etc/resolv.conf) know it?"
+        ))
+    })?;
     let mut addrs: Vec<SocketAddr> = found.collect();
     addrs.sort();
     addrs.dedup();
     if addrs.is_empty() {
-        return Err(dns("resolves to no address (no ready pod behind the Service?)".into()));
+        return Err(dns(
+            "resolves to no address (no ready pod behind the Service?)".into(),
+        ));
     }
     Ok(addrs
         .into_iter()
@@ -297,7 +305,10 @@ mod tests {
             expand("r[1-2]-n[8-10]").unwrap(),
             ["r1-n8", "r1-n9", "r1-n10", "r2-n8", "r2-n9", "r2-n10"]
         );
-        assert_eq!(expand("n[098-101]").unwrap(), ["n098", "n099", "n100", "n101"]);
+        assert_eq!(
+            expand("n[098-101]").unwrap(),
+            ["n098", "n099", "n100", "n101"]
+        );
         assert_eq!(expand("a, a ,b,").unwrap(), ["a", "b"]);
     }
 
@@ -330,13 +341,27 @@ mod tests {
 
     #[tokio::test]
     async fn names_resolve_with_the_default_port_and_bad_ones_are_set_apart() {
-        let names: Vec<String> = ["127.0.0.1", "127.0.0.2:6000", "[::1]:7000", "localhost", "no-such-host.invalid"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let names: Vec<String> = [
+            "127.0.0.1",
+            "127.0.0.2:6000",
+            "[::1]:7000",
+            "localhost",
+            "no-such-host.invalid",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         let (ok, bad) = resolve(&names, 5310).await;
         let addrs: Vec<String> = ok.iter().map(|h| h.addr.to_string()).collect();
-        assert_eq!(addrs, ["127.0.0.1:5310", "127.0.0.2:6000", "[::1]:7000", "127.0.0.1:5310"]);
+        assert_eq!(
+            addrs,
+            [
+                "127.0.0.1:5310",
+                "127.0.0.2:6000",
+                "[::1]:7000",
+                "127.0.0.1:5310"
+            ]
+        );
         assert_eq!(bad.len(), 1);
         assert_eq!(bad[0].name, "no-such-host.invalid");
         assert!(bad[0].why.contains("does not resolve"), "{}", bad[0].why);

@@ -53,7 +53,13 @@ fn ring(n: usize) -> Rounds {
     }
     let edges: Vec<(usize, usize)> = (0..n).map(|i| (i, (i + 1) % n)).collect();
     let even: Vec<_> = edges.iter().copied().step_by(2).take(n / 2).collect();
-    let odd: Vec<_> = edges.iter().copied().skip(1).step_by(2).take(n / 2).collect();
+    let odd: Vec<_> = edges
+        .iter()
+        .copied()
+        .skip(1)
+        .step_by(2)
+        .take(n / 2)
+        .collect();
     let mut out = vec![even, odd];
     if n % 2 == 1 {
         // The closing edge (n-1, 0) shares a node with both rounds.
@@ -105,7 +111,8 @@ mod tests {
 
     fn disjoint(r: &[(usize, usize)]) -> bool {
         let mut seen = BTreeSet::new();
-        r.iter().all(|&(a, b)| a != b && seen.insert(a) && seen.insert(b))
+        r.iter()
+            .all(|&(a, b)| a != b && seen.insert(a) && seen.insert(b))
     }
 
     #[test]
@@ -130,7 +137,13 @@ mod tests {
     fn a_ring_takes_two_rounds_for_even_counts() {
         for n in 2..=33 {
             let rs = rounds(&Pattern::Ring, n);
-            let want = if n == 2 { 1 } else if n % 2 == 0 { 2 } else { 3 };
+            let want = if n == 2 {
+                1
+            } else if n % 2 == 0 {
+                2
+            } else {
+                3
+            };
             assert_eq!(rs.len(), want, "n={n}");
             let edges: BTreeSet<_> = rs.iter().flatten().copied().collect();
             let ring: BTreeSet<_> = if n == 2 {

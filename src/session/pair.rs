@@ -176,9 +176,9 @@ impl PairEvent {
                 usage: false,
             },
             SessionEvent::Refused(error) => PairEvent::Failed { error, usage: true },
-            SessionEvent::PlanStarted(_) | SessionEvent::PointStarted(_) | SessionEvent::PlanDone => {
-                return None
-            }
+            SessionEvent::PlanStarted(_)
+            | SessionEvent::PointStarted(_)
+            | SessionEvent::PlanDone => return None,
         })
     }
 }
@@ -315,7 +315,13 @@ impl Controller {
                 // does not know it): nothing else follows.
                 Ok(Ok(Msg::Failed { error, usage })) => {
                     let error = format!("the agent cannot run fleet tests: {error} (run the same wirescope version on every node)");
-                    let _ = out.send(if usage { SessionEvent::Refused(error.clone()) } else { SessionEvent::Failed(error.clone()) }).await;
+                    let _ = out
+                        .send(if usage {
+                            SessionEvent::Refused(error.clone())
+                        } else {
+                            SessionEvent::Failed(error.clone())
+                        })
+                        .await;
                     last = EndReason::Failed(error);
                     break;
                 }

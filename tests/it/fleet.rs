@@ -17,7 +17,9 @@ fn summary(path: &std::path::Path) -> (Vec<FleetRecord>, FleetSummary) {
 }
 
 fn pairs(recs: &[FleetRecord]) -> usize {
-    recs.iter().filter(|r| matches!(r, FleetRecord::Pair(_))).count()
+    recs.iter()
+        .filter(|r| matches!(r, FleetRecord::Pair(_)))
+        .count()
 }
 
 #[test]
@@ -29,8 +31,16 @@ fn all_pairs_of_eight_names_the_slow_link_the_slow_node_and_the_odd_host() {
     let run = |f: &Fleet, name: &str| {
         let log = f.dir.path().join(name);
         let o = f.fleet(&[
-            "--hosts", &f.hosts(), "--pattern", "all-pairs", "-t", "1s", "--ebpf", "off",
-            "--log", log.to_str().unwrap(),
+            "--hosts",
+            &f.hosts(),
+            "--pattern",
+            "all-pairs",
+            "-t",
+            "1s",
+            "--ebpf",
+            "off",
+            "--log",
+            log.to_str().unwrap(),
         ]);
         let (recs, s) = summary(&log);
         (o, recs, s)
@@ -39,41 +49,77 @@ fn all_pairs_of_eight_names_the_slow_link_the_slow_node_and_the_odd_host() {
 
     // Healthy: 28 pairs in 7 rounds, both directions, nothing named, exit 0.
     let (o, recs, s) = run(&f, "healthy.jsonl");
-    assert_eq!(o.status.code(), Some(0), "{}\n{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        stderr(&o)
+    );
     assert_eq!((s.rounds_run, s.rounds_planned, s.pairs_run), (7, 7, 28));
     assert_eq!(pairs(&recs), 28);
-    let cells = s.matrix.cells.iter().flatten().filter(|c| c.is_some()).count();
+    let cells = s
+        .matrix
+        .cells
+        .iter()
+        .flatten()
+        .filter(|c| c.is_some())
+        .count();
     assert_eq!(cells, 56, "both directions of every pair");
-    assert!(s.slow_nodes.is_empty() && s.slow_links.is_empty() && s.odd_facts.is_empty(), "{s:#?}");
-    let hosts = recs.iter().filter(|r| matches!(r, FleetRecord::Host(_))).count();
+    assert!(
+        s.slow_nodes.is_empty() && s.slow_links.is_empty() && s.odd_facts.is_empty(),
+        "{s:#?}"
+    );
+    let hosts = recs
+        .iter()
+        .filter(|r| matches!(r, FleetRecord::Host(_)))
+        .count();
     assert_eq!(hosts, 8, "every host's facts logged once");
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains("no slow node, no slow link, no odd setting"), "{text}");
+    assert!(
+        text.contains("no slow node, no slow link, no odd setting"),
+        "{text}"
+    );
 
     // One slow link: node 3 → node 5 only.
     f.slow_link(3, 5, "40mbit");
     let (o, _, s) = run(&f, "link.jsonl");
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    let links: Vec<(String, String)> =
-        s.slow_links.iter().map(|l| (l.what.from.clone(), l.what.to.clone())).collect();
+    let links: Vec<(String, String)> = s
+        .slow_links
+        .iter()
+        .map(|l| (l.what.from.clone(), l.what.to.clone()))
+        .collect();
     assert_eq!(links, vec![(name(3), name(5))], "{s:#?}");
     assert!(s.slow_nodes.is_empty(), "{:#?}", s.slow_nodes);
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains(&format!("slow link {} → {}", name(3), name(5))), "{text}");
+    assert!(
+        text.contains(&format!("slow link {} → {}", name(3), name(5))),
+        "{text}"
+    );
     f.clear_filters(3);
 
     // One slow node (its egress), and another node's settings odd.
     f.slow_node(2, "40mbit");
     in_ns(&f.nodes[6], &["ip", "link", "set", "eth0", "mtu", "1400"]);
-    in_ns(&f.nodes[6], &["sysctl", "-qw", "net.ipv4.tcp_rmem=4096 65536 1048576"]);
+    in_ns(
+        &f.nodes[6],
+        &["sysctl", "-qw", "net.ipv4.tcp_rmem=4096 65536 1048576"],
+    );
     let (o, _, s) = run(&f, "node.jsonl");
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-    let nodes: Vec<(String, String)> =
-        s.slow_nodes.iter().map(|n| (n.what.host.clone(), n.what.direction.clone())).collect();
+    let nodes: Vec<(String, String)> = s
+        .slow_nodes
+        .iter()
+        .map(|n| (n.what.host.clone(), n.what.direction.clone()))
+        .collect();
     assert_eq!(nodes, vec![(name(2), "sending".to_string())], "{s:#?}");
     assert!(s.slow_links.is_empty(), "{:#?}", s.slow_links);
     let odd: Vec<&str> = s.odd_facts.iter().map(|o| o.key.as_str()).collect();
-    assert!(odd.contains(&"nic.mtu") && odd.contains(&"sysctl.net.ipv4.tcp_rmem"), "{odd:?}");
+    assert!(
+        odd.contains(&"nic.mtu") && odd.contains(&"sysctl.net.ipv4.tcp_rmem"),
+        "{odd:?}"
+    );
     for o in &s.odd_facts {
         let who: Vec<&str> = o.odd.iter().map(|(h, _)| h.as_str()).collect();
         assert_eq!(who, vec![name(6).as_str()], "{o:?}");
@@ -93,19 +139,46 @@ fn unreachable_hosts_wrong_tokens_and_dead_agents_lose_only_their_pairs() {
     f.start_agent_with_token(3, "another-token-of-another-fleet-000000");
     let log = f.dir.path().join("bad.jsonl");
     let o = f.fleet(&[
-        "--hosts", &f.hosts(), "--pattern", "all-pairs", "-t", "1s", "--ebpf", "off",
-        "--log", log.to_str().unwrap(),
+        "--hosts",
+        &f.hosts(),
+        "--pattern",
+        "all-pairs",
+        "-t",
+        "1s",
+        "--ebpf",
+        "off",
+        "--log",
+        log.to_str().unwrap(),
     ]);
     let (recs, s) = summary(&log);
     let untested: Vec<&str> = s.untested.iter().map(|(h, _)| h.as_str()).collect();
-    assert_eq!(untested, vec![f.addr(3).as_str(), f.addr(4).as_str()], "{s:#?}");
+    assert_eq!(
+        untested,
+        vec![f.addr(3).as_str(), f.addr(4).as_str()],
+        "{s:#?}"
+    );
     assert!(s.untested[0].1.contains("token"), "{:?}", s.untested[0]);
-    assert!(s.untested[1].1.contains("cannot connect"), "{:?}", s.untested[1]);
+    assert!(
+        s.untested[1].1.contains("cannot connect"),
+        "{:?}",
+        s.untested[1]
+    );
     // The three good nodes still test their 3 pairs, both ways.
     assert_eq!(pairs(&recs), 3);
-    assert_eq!(s.matrix.cells.iter().flatten().filter(|c| c.is_some()).count(), 6);
+    assert_eq!(
+        s.matrix
+            .cells
+            .iter()
+            .flatten()
+            .filter(|c| c.is_some())
+            .count(),
+        6
+    );
     let text = String::from_utf8_lossy(&o.stdout);
-    assert!(text.contains(&format!("not tested {}", f.addr(4))), "{text}");
+    assert!(
+        text.contains(&format!("not tested {}", f.addr(4))),
+        "{text}"
+    );
 }
 
 #[test]
@@ -116,8 +189,16 @@ fn an_agent_killed_mid_round_loses_its_pair_and_ctrl_c_keeps_the_partial_matrix(
     let log = f.dir.path().join("kill.jsonl");
     let child = f
         .fleet_cmd(&[
-            "--hosts", &f.hosts(), "--pattern", "ring", "-t", "4s", "--ebpf", "off",
-            "--log", log.to_str().unwrap(),
+            "--hosts",
+            &f.hosts(),
+            "--pattern",
+            "ring",
+            "-t",
+            "4s",
+            "--ebpf",
+            "off",
+            "--log",
+            log.to_str().unwrap(),
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -127,8 +208,18 @@ fn an_agent_killed_mid_round_loses_its_pair_and_ctrl_c_keeps_the_partial_matrix(
     f.kill_agent(1);
     let o = child.wait_with_output().unwrap();
     let (recs, s) = summary(&log);
-    assert!(!s.failed.is_empty(), "the killed agent's tests failed: {s:#?}\n{}", stderr(&o));
-    assert!(s.failed.iter().all(|(a, b, _)| *a == f.addr(1) || *b == f.addr(1)), "{:?}", s.failed);
+    assert!(
+        !s.failed.is_empty(),
+        "the killed agent's tests failed: {s:#?}\n{}",
+        stderr(&o)
+    );
+    assert!(
+        s.failed
+            .iter()
+            .all(|(a, b, _)| *a == f.addr(1) || *b == f.addr(1)),
+        "{:?}",
+        s.failed
+    );
     // The other pair of round 1 (2-3) completed both ways.
     let ok = s.matrix.cells[2][3].is_some() && s.matrix.cells[3][2].is_some();
     assert!(ok, "{s:#?}");
@@ -140,8 +231,16 @@ fn an_agent_killed_mid_round_loses_its_pair_and_ctrl_c_keeps_the_partial_matrix(
     let log = f.dir.path().join("int.jsonl");
     let child = f
         .fleet_cmd(&[
-            "--hosts", &f.hosts(), "--pattern", "all-pairs", "-t", "3s", "--ebpf", "off",
-            "--log", log.to_str().unwrap(),
+            "--hosts",
+            &f.hosts(),
+            "--pattern",
+            "all-pairs",
+            "-t",
+            "3s",
+            "--ebpf",
+            "off",
+            "--log",
+            log.to_str().unwrap(),
         ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -152,7 +251,11 @@ fn an_agent_killed_mid_round_loses_its_pair_and_ctrl_c_keeps_the_partial_matrix(
     let pid = child.id();
     let coord = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
         .ok()
-        .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse::<i32>().ok()))
+        .and_then(|c| {
+            c.split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<i32>().ok())
+        })
         .unwrap_or(pid as i32);
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(coord), nix::sys::signal::SIGINT).unwrap();
     let o = child.wait_with_output().unwrap();

@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 /// listed before it (never after it, never one of the same layer unless it
 /// is listed before it).
 const LAYERS: &[&str] = &[
-    "units", "traffic", "probe", "diagnose", "tune", "session", "record", "fleet", "cli", "face", "tui",
+    "units", "traffic", "probe", "diagnose", "tune", "session", "record", "fleet", "cli", "face",
+    "tui",
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

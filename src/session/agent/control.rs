@@ -415,7 +415,9 @@ async fn pair_test<W: AsyncWrite + Unpin>(
             let m = send_failed(format!("pair test: {peer:?} is not an IP:PORT"));
             wr.send(&m).await.map_err(|e| e.to_string())?;
             return wr
-                .send(&Msg::PairEvent { event: Box::new(PairEvent::End) })
+                .send(&Msg::PairEvent {
+                    event: Box::new(PairEvent::End),
+                })
                 .await
                 .map_err(|e| e.to_string());
         }

@@ -72,18 +72,29 @@ impl Fleet {
             .iter()
             .enumerate()
             .map(|(i, ns)| (ns.clone(), format!("10.99.{net}.{}", i + 1)))
-            .chain(std::iter::once((f.coord.clone(), format!("10.99.{net}.254"))))
+            .chain(std::iter::once((
+                f.coord.clone(),
+                format!("10.99.{net}.254"),
+            )))
             .collect();
         for (i, (ns, addr)) in all.iter().enumerate() {
             ip(&["netns", "add", ns]);
             let port = format!("p{i}");
             ip(&[
-                "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", &port,
-                "netns", &f.sw,
+                "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name", &port, "netns",
+                &f.sw,
             ]);
             ip(&["-n", &f.sw, "link", "set", &port, "master", "br0"]);
             ip(&["-n", &f.sw, "link", "set", &port, "up"]);
-            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", "eth0"]);
+            ip(&[
+                "-n",
+                ns,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                "eth0",
+            ]);
             ip(&["-n", ns, "link", "set", "eth0", "up"]);
             ip(&["-n", ns, "link", "set", "lo", "up"]);
         }
@@ -109,7 +120,12 @@ impl Fleet {
         let log = self.dir.path().join(format!("agent-{i}.log"));
         let child = Command::new("ip")
             .args(["netns", "exec", &self.nodes[i]])
-            .args([bin(), "agent", "--listen", &format!("{}:5310", self.addr(i))])
+            .args([
+                bin(),
+                "agent",
+                "--listen",
+                &format!("{}:5310", self.addr(i)),
+            ])
             .env("WIRESCOPE_TOKEN", token)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -172,8 +188,20 @@ impl Fleet {
     /// from how two shared cores are split between the tests of a round.
     pub fn line_rate(&self, rate: &str) {
         for ns in &self.nodes {
-            in_ns(ns, &["tc", "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb", "default", "10"]);
-            in_ns(ns, &["tc", "class", "replace", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", rate]);
+            in_ns(
+                ns,
+                &[
+                    "tc", "qdisc", "replace", "dev", "eth0", "root", "handle", "1:", "htb",
+                    "default", "10",
+                ],
+            );
+            in_ns(
+                ns,
+                &[
+                    "tc", "class", "replace", "dev", "eth0", "parent", "1:", "classid", "1:10",
+                    "htb", "rate", rate,
+                ],
+            );
         }
     }
 
@@ -181,21 +209,55 @@ impl Fleet {
     /// class 1:20 and a u32 match on the destination address).
     pub fn slow_link(&self, from: usize, to: usize, rate: &str) {
         let ns = &self.nodes[from];
-        in_ns(ns, &["tc", "class", "replace", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb", "rate", rate]);
-        in_ns(ns, &[
-            "tc", "filter", "replace", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
-            "match", "ip", "dst", &format!("{}/32", self.addr(to)), "flowid", "1:20",
-        ]);
+        in_ns(
+            ns,
+            &[
+                "tc", "class", "replace", "dev", "eth0", "parent", "1:", "classid", "1:20", "htb",
+                "rate", rate,
+            ],
+        );
+        in_ns(
+            ns,
+            &[
+                "tc",
+                "filter",
+                "replace",
+                "dev",
+                "eth0",
+                "parent",
+                "1:",
+                "protocol",
+                "ip",
+                "prio",
+                "1",
+                "u32",
+                "match",
+                "ip",
+                "dst",
+                &format!("{}/32", self.addr(to)),
+                "flowid",
+                "1:20",
+            ],
+        );
     }
 
     /// Remove the slow-link filters of node `from`.
     pub fn clear_filters(&self, from: usize) {
-        in_ns(&self.nodes[from], &["tc", "filter", "del", "dev", "eth0", "parent", "1:"]);
+        in_ns(
+            &self.nodes[from],
+            &["tc", "filter", "del", "dev", "eth0", "parent", "1:"],
+        );
     }
 
     /// Make node i's egress slow: its default class at `rate`.
     pub fn slow_node(&self, i: usize, rate: &str) {
-        in_ns(&self.nodes[i], &["tc", "class", "change", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb", "rate", rate]);
+        in_ns(
+            &self.nodes[i],
+            &[
+                "tc", "class", "change", "dev", "eth0", "parent", "1:", "classid", "1:10", "htb",
+                "rate", rate,
+            ],
+        );
     }
 }
 

@@ -7,6 +7,7 @@
 //! Results are printed, never asserted: this is a benchmark, not a test.
 
 mod ebpf;
+mod fleet;
 mod grpc;
 mod lab;
 mod observer;
@@ -40,6 +41,8 @@ pub enum BenchCmd {
     Sink(sink::SinkArgs),
     /// Sampler CPU per interval on this host (`watch --json`'s sampler_cpu_us); no root needed.
     Sampler(sampler::SamplerArgs),
+    /// A fleet of agents in namespaces: all-pairs and ring wall time against the tests' sum (overhead per round), coordinator CPU and memory.
+    Fleet(fleet::FleetArgs),
     /// A big host (synthetic: 256 CPUs, 8 NICs x 64 queues): sampler, rules, log bytes and TUI frames per interval; no root needed.
     Scale(scale::ScaleArgs),
 }
@@ -70,6 +73,10 @@ pub fn run(which: BenchCmd) -> Result<()> {
     }
     require_root()?;
     let wirescope = lab::build_release()?;
+    if let BenchCmd::Fleet(args) = &which {
+        // Its own namespaces and agents: no lab needed.
+        return fleet::run(&wirescope, args);
+    }
     if let BenchCmd::Ebpf(args) = &which {
         // The local pair of `wirescope run` itself: no lab needed.
         return ebpf::run(&wirescope, args);
@@ -83,7 +90,11 @@ pub fn run(which: BenchCmd) -> Result<()> {
         BenchCmd::Tcp(args) => tcp::run(&mut lab, &args),
         BenchCmd::Rr(args) => rr::run(&mut lab, &args),
         BenchCmd::Sink(args) => sink::run(&lab, &args),
-        BenchCmd::Ebpf(_) | BenchCmd::Grpc(_) | BenchCmd::Sampler(_) | BenchCmd::Scale(_) => Ok(()),
+        BenchCmd::Ebpf(_)
+        | BenchCmd::Fleet(_)
+        | BenchCmd::Grpc(_)
+        | BenchCmd::Sampler(_)
+        | BenchCmd::Scale(_) => Ok(()),
     }
     // `lab` drops here (also on `?` above): servers killed, namespaces removed.
 }
