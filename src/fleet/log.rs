@@ -200,3 +200,67 @@ pub fn read(path: &Path) -> Result<Vec<FleetRecord>, String> {
         })
         .collect()
 }
+
+/// The fleet log's JSON Schema (draft 2020-12), derived from
+/// [`FleetRecord`]: what `docs/fleet.schema.json` publishes.
+pub fn json_schema() -> serde_json::Value {
+    schemars::schema_for!(FleetRecord).to_value()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// docs/fleet.schema.json is the types' schema (regenerate it with
+    /// `WIRESCOPE_BLESS=1 cargo test --lib fleet::log`).
+    #[test]
+    fn the_published_fleet_schema_is_the_types() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/fleet.schema.json");
+        let want = format!(
+            "{}\n",
+            serde_json::to_string_pretty(&json_schema()).expect("schema encodes")
+        );
+        let now = std::fs::read_to_string(&path).unwrap_or_default();
+        if now != want && std::env::var_os("WIRESCOPE_BLESS").is_some() {
+            std::fs::write(&path, &want).expect("write docs/fleet.schema.json");
+            return;
+        }
+        assert!(
+            now == want,
+            "docs/fleet.schema.json is stale: WIRESCOPE_BLESS=1 cargo test --lib fleet::log"
+        );
+        for t in ["fleet_header", "host", "pair", "fleet_summary"] {
+            assert!(want.contains(&format!("\"const\": \"{t}\"")), "{t} missing");
+        }
+    }
+
+    #[test]
+    fn a_log_round_trips_and_a_bad_line_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f.jsonl");
+        let mut log = FleetLog::create(&p).unwrap();
+        let pair = PairRecord {
+            round: 1,
+            a: "n1".into(),
+            b: "n2".into(),
+            directions: vec![DirectionResult {
+                from: "n1".into(),
+                to: "n2".into(),
+                bps: Some(9.4e9),
+                retransmits: 3,
+                busiest_from: Some((2, 97.5)),
+                busiest_to: None,
+                findings: Vec::new(),
+                limited_by: Some("one core".into()),
+                error: None,
+            }],
+        };
+        log.write(&FleetRecord::Pair(Box::new(pair.clone()))).unwrap();
+        drop(log);
+        assert_eq!(read(&p).unwrap(), vec![FleetRecord::Pair(Box::new(pair))]);
+        std::fs::write(&p, "{\"type\":\"pair\"}\n").unwrap();
+        let e = read(&p).unwrap_err();
+        assert!(e.contains("f.jsonl:1"), "{e}");
+    }
+}
