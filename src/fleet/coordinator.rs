@@ -207,13 +207,19 @@ struct Collected {
     failed: Vec<(String, String, String)>,
 }
 
-/// Ask every agent who it is (all at once); a wrong token or an agent that
+/// Agents asked who they are at the same time (a 1,000-node fleet must not
+/// open 1,000 connections at once).
+const CHECKS_AT_ONCE: usize = 64;
+
+/// Ask every agent who it is ([`CHECKS_AT_ONCE`] at a time); a wrong token or an agent that
 /// cannot be reached is reported for that host only.
 async fn check_all(hosts: &[FleetHost], token: &Arc<Token>) -> Vec<Result<HostInfo, String>> {
     let mut set = tokio::task::JoinSet::new();
+    let sem = Arc::new(tokio::sync::Semaphore::new(CHECKS_AT_ONCE));
     for (i, h) in hosts.iter().enumerate() {
-        let (addr, token) = (h.addr, Arc::clone(token));
+        let (addr, token, sem) = (h.addr, Arc::clone(token), Arc::clone(&sem));
         set.spawn(async move {
+            let _permit = sem.acquire_owned().await;
             let r = match connect_patiently(addr, &token).await {
                 Ok(ctl) => {
                     let info = ctl.peer.clone();
