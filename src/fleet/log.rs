@@ -162,6 +162,31 @@ pub struct FleetLogError {
     source: std::io::Error,
 }
 
+/// A fleet log that cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FleetReadError {
+    /// The file.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line that is not a fleet record.
+    #[error("{path}:{line}: not a fleet record: {source}")]
+    Line {
+        /// The path.
+        path: String,
+        /// Line number, from 1.
+        line: usize,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
 impl FleetLog {
     /// Create (or truncate) `path`.
     pub fn create(path: &Path) -> Result<Self, FleetLogError> {
@@ -188,15 +213,20 @@ impl FleetLog {
 }
 
 /// Read a fleet log back (every line one record).
-pub fn read(path: &Path) -> Result<Vec<FleetRecord>, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+pub fn read(path: &Path) -> Result<Vec<FleetRecord>, FleetReadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| FleetReadError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(n, l)| {
-            serde_json::from_str(l)
-                .map_err(|e| format!("{}:{}: not a fleet record: {e}", path.display(), n + 1))
+            serde_json::from_str(l).map_err(|source| FleetReadError::Line {
+                path: path.display().to_string(),
+                line: n + 1,
+                source,
+            })
         })
         .collect()
 }
@@ -260,7 +290,7 @@ mod tests {
         drop(log);
         assert_eq!(read(&p).unwrap(), vec![FleetRecord::Pair(Box::new(pair))]);
         std::fs::write(&p, "{\"type\":\"pair\"}\n").unwrap();
-        let e = read(&p).unwrap_err();
+        let e = read(&p).unwrap_err().to_string();
         assert!(e.contains("f.jsonl:1"), "{e}");
     }
 }

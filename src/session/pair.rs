@@ -27,6 +27,11 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+/// A sweep asked of a fleet.
+#[derive(Debug, thiserror::Error)]
+#[error("a fleet runs one test point per pair; drop --sweep (sweep one pair with `wirescope run`)")]
+pub struct SweepInFleet;
+
 /// What one pair test runs (one point of a [`TestPlan`] without a sweep).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PairSpec {
@@ -44,9 +49,9 @@ pub struct PairSpec {
 
 impl PairSpec {
     /// The spec of a plan; a sweep is refused (a fleet runs one point per pair).
-    pub fn of(plan: &TestPlan, ebpf: EbpfMode) -> Result<Self, String> {
+    pub fn of(plan: &TestPlan, ebpf: EbpfMode) -> Result<Self, SweepInFleet> {
         if plan.sweep.is_some() {
-            return Err("a fleet runs one test point per pair; drop --sweep (sweep one pair with `wirescope run`)".into());
+            return Err(SweepInFleet);
         }
         Ok(PairSpec {
             spec: plan.spec.clone(),
