@@ -96,7 +96,8 @@ impl FleetArgs {
             t.time = Some(FLEET_TIME);
         }
         let plan = t.resolve()?;
-        crate::session::pair::PairSpec::of(&plan, self.ebpf).map_err(|e| super::UsageError(e.to_string()))
+        crate::session::pair::PairSpec::of(&plan, self.ebpf)
+            .map_err(|e| super::UsageError(e.to_string()))
     }
 
     /// The pattern over `names` (hosts in matrix order).

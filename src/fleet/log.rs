@@ -245,8 +245,7 @@ mod tests {
     /// `WIRESCOPE_BLESS=1 cargo test --lib fleet::log`).
     #[test]
     fn the_published_fleet_schema_is_the_types() {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/fleet.schema.json");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/fleet.schema.json");
         let want = format!(
             "{}\n",
             serde_json::to_string_pretty(&json_schema()).expect("schema encodes")
@@ -286,7 +285,8 @@ mod tests {
                 error: None,
             }],
         };
-        log.write(&FleetRecord::Pair(Box::new(pair.clone()))).unwrap();
+        log.write(&FleetRecord::Pair(Box::new(pair.clone())))
+            .unwrap();
         drop(log);
         assert_eq!(read(&p).unwrap(), vec![FleetRecord::Pair(Box::new(pair))]);
         std::fs::write(&p, "{\"type\":\"pair\"}\n").unwrap();

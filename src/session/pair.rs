@@ -15,86 +15,13 @@
 use super::controller::{Controller, SessionError, Target};
 use super::driver::{PointStart, SessionEvent};
 use super::outcome::{EndReason, PointOutcome, RunEvent};
-use super::plan::{Observe, Plan, TestPlan};
-use super::proto::{Msg, ProtoError, SideResult};
-use crate::probe::ebpf::{EbpfHosts, EbpfMode};
-use crate::probe::sample::Sample;
-use crate::probe::system::HostInfo;
-use crate::traffic::EngineSpec;
-use serde::{Deserialize, Serialize};
+use super::plan::{Observe, Plan};
+use super::proto::{Msg, ProtoError};
+pub use super::proto::{PairEnd, PairEvent, PairSpec, SweepInFleet};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-/// A sweep asked of a fleet.
-#[derive(Debug, thiserror::Error)]
-#[error("a fleet runs one test point per pair; drop --sweep (sweep one pair with `wirescope run`)")]
-pub struct SweepInFleet;
-
-/// What one pair test runs (one point of a [`TestPlan`] without a sweep).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct PairSpec {
-    /// The engine and its options, as `run` resolved them.
-    pub spec: EngineSpec,
-    /// Time limit in milliseconds (0: until the byte budget is spent).
-    pub time_ms: u64,
-    /// Warm-up in milliseconds.
-    pub omit_ms: u64,
-    /// Sampling period in milliseconds.
-    pub interval_ms: u64,
-    /// eBPF probe set of both hosts.
-    pub ebpf: EbpfMode,
-}
-
-impl PairSpec {
-    /// The spec of a plan; a sweep is refused (a fleet runs one point per pair).
-    pub fn of(plan: &TestPlan, ebpf: EbpfMode) -> Result<Self, SweepInFleet> {
-        if plan.sweep.is_some() {
-            return Err(SweepInFleet);
-        }
-        Ok(PairSpec {
-            spec: plan.spec.clone(),
-            time_ms: plan.time.map_or(0, |t| t.as_millis() as u64),
-            omit_ms: plan.omit.as_millis() as u64,
-            interval_ms: plan.interval.as_millis() as u64,
-            ebpf,
-        })
-    }
-
-    /// Back to the plan the driver runs.
-    pub fn plan(&self) -> TestPlan {
-        TestPlan {
-            spec: self.spec.clone(),
-            time: (self.time_ms > 0).then(|| Duration::from_millis(self.time_ms)),
-            omit: Duration::from_millis(self.omit_ms),
-            interval: Duration::from_millis(self.interval_ms.max(1)),
-            sweep: None,
-        }
-    }
-
-    fn observe(&self) -> Observe {
-        Observe {
-            ifaces: Vec::new(),
-            peer_ifaces: Vec::new(),
-            ebpf: self.ebpf,
-        }
-    }
-}
-
-/// How a pair test's point ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(tag = "end", content = "why", rename_all = "snake_case")]
-pub enum PairEnd {
-    /// Time or byte limit reached.
-    Completed,
-    /// Stopped by the coordinator.
-    Interrupted,
-    /// Y vanished.
-    PeerLost(String),
-    /// Something failed.
-    Failed(String),
-}
 
 impl From<EndReason> for PairEnd {
     fn from(e: EndReason) -> Self {
@@ -118,73 +45,37 @@ impl From<PairEnd> for EndReason {
     }
 }
 
-/// What X's controller published, as it travels to the coordinator.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum PairEvent {
-    /// X is connected to Y: who Y is and what both hosts' probes do.
-    Ready {
-        /// Y's host.
-        peer: Box<HostInfo>,
-        /// eBPF status of X (local) and Y (peer).
-        ebpf: Box<EbpfHosts>,
-    },
-    /// One interval of both hosts.
-    Interval {
-        /// Interval index.
-        index: u32,
-        /// X's Sample.
-        local: Option<Box<Sample>>,
-        /// Y's Sample.
-        peer: Option<Box<Sample>>,
-    },
-    /// The point ended.
-    Done {
-        /// X's totals.
-        local: Box<SideResult>,
-        /// Y's totals, when Y delivered them.
-        peer: Option<Box<SideResult>>,
-        /// How it ended.
-        #[serde(flatten)]
-        end: PairEnd,
-    },
-    /// The test could not run (connection to Y, setup); `usage` when the
-    /// options cannot run on these hosts.
-    Failed {
-        /// What went wrong.
-        error: String,
-        /// A usage error rather than a failure.
-        #[serde(default)]
-        usage: bool,
-    },
-    /// Nothing follows.
-    End,
+/// The wire form of a driver event (None: nothing to send).
+fn wire(ev: SessionEvent) -> Option<PairEvent> {
+    Some(match ev {
+        SessionEvent::Ready { peer, ebpf } => PairEvent::Ready { peer, ebpf },
+        SessionEvent::Interval(r) => PairEvent::Interval {
+            index: r.index,
+            local: r.local.map(Box::new),
+            peer: r.peer.map(Box::new),
+        },
+        SessionEvent::PointDone(o) => PairEvent::Done {
+            local: Box::new(o.local),
+            peer: o.peer.map(Box::new),
+            end: o.end.into(),
+        },
+        SessionEvent::Failed(error) => PairEvent::Failed {
+            error,
+            usage: false,
+        },
+        SessionEvent::Refused(error) => PairEvent::Failed { error, usage: true },
+        SessionEvent::PlanStarted(_) | SessionEvent::PointStarted(_) | SessionEvent::PlanDone => {
+            return None
+        }
+    })
 }
 
-impl PairEvent {
-    /// The wire form of a driver event (None: nothing to send).
-    fn of(ev: SessionEvent) -> Option<Self> {
-        Some(match ev {
-            SessionEvent::Ready { peer, ebpf } => PairEvent::Ready { peer, ebpf },
-            SessionEvent::Interval(r) => PairEvent::Interval {
-                index: r.index,
-                local: r.local.map(Box::new),
-                peer: r.peer.map(Box::new),
-            },
-            SessionEvent::PointDone(o) => PairEvent::Done {
-                local: Box::new(o.local),
-                peer: o.peer.map(Box::new),
-                end: o.end.into(),
-            },
-            SessionEvent::Failed(error) => PairEvent::Failed {
-                error,
-                usage: false,
-            },
-            SessionEvent::Refused(error) => PairEvent::Failed { error, usage: true },
-            SessionEvent::PlanStarted(_)
-            | SessionEvent::PointStarted(_)
-            | SessionEvent::PlanDone => return None,
-        })
+/// What both hosts of a pair test observe: the test's own interfaces.
+fn observe(spec: &PairSpec) -> Observe {
+    Observe {
+        ifaces: Vec::new(),
+        peer_ifaces: Vec::new(),
+        ebpf: spec.ebpf,
     }
 }
 
@@ -220,7 +111,7 @@ pub async fn serve_pair_test(
 ) {
     let (tx, mut rx) = mpsc::channel::<SessionEvent>(64);
     let job = tokio::spawn(async move {
-        let observe = spec.observe();
+        let observe = observe(&spec);
         let plan = Plan::Test(Box::new(spec.plan()));
         let started = std::time::Instant::now();
         let connected = loop {
@@ -250,7 +141,7 @@ pub async fn serve_pair_test(
         }
     });
     while let Some(ev) = rx.recv().await {
-        if let Some(w) = PairEvent::of(ev) {
+        if let Some(w) = wire(ev) {
             if out.send(w).await.is_err() {
                 break;
             }

@@ -17,11 +17,13 @@
 //! ([`super::channel`]), so a recording stays closed to whoever steals the
 //! token later.
 
-use crate::probe::ebpf::{EbpfMode, EbpfStatus};
+use super::plan::TestPlan;
+use crate::probe::ebpf::{EbpfHosts, EbpfMode, EbpfStatus};
 use crate::probe::sample::{LatencySummary, Sample};
 use crate::probe::system::HostInfo;
 use crate::traffic::{ConnSnapshot, EngineSetup, EngineSpec, EngineTotals};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// Version of the control protocol; both ends must speak the same (4: the
@@ -153,13 +155,13 @@ pub enum Msg {
         /// Y's control address, `IP:PORT`.
         peer: String,
         /// What to run.
-        test: Box<super::pair::PairSpec>,
+        test: Box<PairSpec>,
     },
     /// agent X → coordinator: what X's test against Y publishes, in order,
     /// ending with `End`.
     PairEvent {
         /// One event.
-        event: Box<super::pair::PairEvent>,
+        event: Box<PairEvent>,
     },
 }
 
@@ -401,6 +403,112 @@ pub(crate) fn eof_is_closed(e: std::io::Error) -> ProtoError {
     } else {
         ProtoError::Io(e)
     }
+}
+
+// Fleet pair tests ([`super::pair`]): what travels between the coordinator and agent X.
+
+/// A sweep asked of a fleet.
+#[derive(Debug, thiserror::Error)]
+#[error("a fleet runs one test point per pair; drop --sweep (sweep one pair with `wirescope run`)")]
+pub struct SweepInFleet;
+
+/// What one pair test runs (one point of a [`TestPlan`] without a sweep).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PairSpec {
+    /// The engine and its options, as `run` resolved them.
+    pub spec: EngineSpec,
+    /// Time limit in milliseconds (0: until the byte budget is spent).
+    pub time_ms: u64,
+    /// Warm-up in milliseconds.
+    pub omit_ms: u64,
+    /// Sampling period in milliseconds.
+    pub interval_ms: u64,
+    /// eBPF probe set of both hosts.
+    pub ebpf: EbpfMode,
+}
+
+impl PairSpec {
+    /// The spec of a plan; a sweep is refused (a fleet runs one point per pair).
+    pub fn of(plan: &TestPlan, ebpf: EbpfMode) -> Result<Self, SweepInFleet> {
+        if plan.sweep.is_some() {
+            return Err(SweepInFleet);
+        }
+        Ok(PairSpec {
+            spec: plan.spec.clone(),
+            time_ms: plan.time.map_or(0, |t| t.as_millis() as u64),
+            omit_ms: plan.omit.as_millis() as u64,
+            interval_ms: plan.interval.as_millis() as u64,
+            ebpf,
+        })
+    }
+
+    /// Back to the plan the driver runs.
+    pub fn plan(&self) -> TestPlan {
+        TestPlan {
+            spec: self.spec.clone(),
+            time: (self.time_ms > 0).then(|| Duration::from_millis(self.time_ms)),
+            omit: Duration::from_millis(self.omit_ms),
+            interval: Duration::from_millis(self.interval_ms.max(1)),
+            sweep: None,
+        }
+    }
+}
+
+/// How a pair test's point ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "end", content = "why", rename_all = "snake_case")]
+pub enum PairEnd {
+    /// Time or byte limit reached.
+    Completed,
+    /// Stopped by the coordinator.
+    Interrupted,
+    /// Y vanished.
+    PeerLost(String),
+    /// Something failed.
+    Failed(String),
+}
+
+/// What X's controller published, as it travels to the coordinator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum PairEvent {
+    /// X is connected to Y: who Y is and what both hosts' probes do.
+    Ready {
+        /// Y's host.
+        peer: Box<HostInfo>,
+        /// eBPF status of X (local) and Y (peer).
+        ebpf: Box<EbpfHosts>,
+    },
+    /// One interval of both hosts.
+    Interval {
+        /// Interval index.
+        index: u32,
+        /// X's Sample.
+        local: Option<Box<Sample>>,
+        /// Y's Sample.
+        peer: Option<Box<Sample>>,
+    },
+    /// The point ended.
+    Done {
+        /// X's totals.
+        local: Box<SideResult>,
+        /// Y's totals, when Y delivered them.
+        peer: Option<Box<SideResult>>,
+        /// How it ended.
+        #[serde(flatten)]
+        end: PairEnd,
+    },
+    /// The test could not run (connection to Y, setup); `usage` when the
+    /// options cannot run on these hosts.
+    Failed {
+        /// What went wrong.
+        error: String,
+        /// A usage error rather than a failure.
+        #[serde(default)]
+        usage: bool,
+    },
+    /// Nothing follows.
+    End,
 }
 
 #[cfg(test)]

@@ -272,29 +272,61 @@ fn bidir_tests_both_directions_at_once_and_grpc_runs_agent_to_agent() {
     let hub = f.addr(0);
     let log = f.dir.path().join("bidir.jsonl");
     let o = f.fleet(&[
-        "--hosts", &f.hosts(), "--pattern", "star", "--hub", &hub, "--bidir", "-t", "1s",
-        "--ebpf", "off", "--log", log.to_str().unwrap(),
+        "--hosts",
+        &f.hosts(),
+        "--pattern",
+        "star",
+        "--hub",
+        &hub,
+        "--bidir",
+        "-t",
+        "1s",
+        "--ebpf",
+        "off",
+        "--log",
+        log.to_str().unwrap(),
     ]);
     let (recs, s) = summary(&log);
     assert_eq!((s.rounds_planned, s.pairs_run), (2, 2), "{}", stderr(&o));
     for r in &recs {
         if let FleetRecord::Pair(p) = r {
             assert_eq!(p.a, hub);
-            let dirs: Vec<(&str, &str)> =
-                p.directions.iter().map(|d| (d.from.as_str(), d.to.as_str())).collect();
-            assert_eq!(dirs, vec![(p.a.as_str(), p.b.as_str()), (p.b.as_str(), p.a.as_str())]);
-            assert!(p.directions.iter().all(|d| d.bps.is_some_and(|b| b > 0.0)), "{p:?}");
+            let dirs: Vec<(&str, &str)> = p
+                .directions
+                .iter()
+                .map(|d| (d.from.as_str(), d.to.as_str()))
+                .collect();
+            assert_eq!(
+                dirs,
+                vec![(p.a.as_str(), p.b.as_str()), (p.b.as_str(), p.a.as_str())]
+            );
+            assert!(
+                p.directions.iter().all(|d| d.bps.is_some_and(|b| b > 0.0)),
+                "{p:?}"
+            );
         }
     }
     // gRPC between two agents, one way.
     let log = f.dir.path().join("grpc.jsonl");
     let o = f.fleet(&[
-        "--hosts", &format!("{},{}", f.addr(1), f.addr(2)), "--engine", "grpc", "--one-way",
-        "-t", "1s", "--ebpf", "off", "--log", log.to_str().unwrap(),
+        "--hosts",
+        &format!("{},{}", f.addr(1), f.addr(2)),
+        "--engine",
+        "grpc",
+        "--one-way",
+        "-t",
+        "1s",
+        "--ebpf",
+        "off",
+        "--log",
+        log.to_str().unwrap(),
     ]);
     let (_, s) = summary(&log);
     assert!(s.failed.is_empty(), "{:?}\n{}", s.failed, stderr(&o));
-    assert!(s.matrix.cells[0][1].is_some_and(|b| b > 0.0) && s.matrix.cells[1][0].is_none(), "{s:#?}");
+    assert!(
+        s.matrix.cells[0][1].is_some_and(|b| b > 0.0) && s.matrix.cells[1][0].is_none(),
+        "{s:#?}"
+    );
     // Sweeps stay with `run`: a usage error before anything starts.
     let o = f.fleet(&["--hosts", &f.hosts(), "--sweep", "size=1K,64K"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
