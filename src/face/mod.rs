@@ -28,6 +28,7 @@ pub mod capture;
 pub mod check;
 pub mod checklist;
 pub mod compare;
+pub mod metrics;
 pub mod profile;
 pub mod progress;
 pub mod report;

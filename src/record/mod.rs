@@ -7,6 +7,7 @@
 
 pub mod aggregate;
 pub mod log;
+pub mod metrics;
 pub mod netns_fix;
 pub mod pipeline;
 pub mod replay;

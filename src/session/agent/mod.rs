@@ -37,6 +37,7 @@ use super::channel::SessionKeys;
 use super::point::SETUP_TIMEOUT;
 use super::proto::{DataHello, DATA_MAGIC};
 use crate::probe::system::HostInfo;
+use crate::record::metrics::MetricsHub;
 use gate::{Gate, Permit};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -64,7 +65,13 @@ pub struct AgentConfig {
     pub allow_tuning: bool,
     /// Where tuning backups and journals go (`--state-dir`; default as `profile`).
     pub state_dir: Option<PathBuf>,
+    /// Where the Samples of this host's tests are also published
+    /// (`--metrics`; the endpoint itself is the caller's).
+    pub metrics: Option<MetricsHub>,
 }
+
+/// The label of the agent's own host in its metrics.
+pub const METRICS_HOST: &str = "local";
 
 /// Agent start-up failures.
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +108,7 @@ struct State {
     state_dir: crate::tune::state::StateDir,
     /// A tuning request still runs on its thread (see `tuning`).
     tuning: Arc<std::sync::atomic::AtomicBool>,
+    metrics: Option<MetricsHub>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -156,6 +164,7 @@ pub async fn bind(
         allow_tuning: cfg.allow_tuning,
         state_dir: crate::tune::state::StateDir::resolve(cfg.state_dir.as_deref()),
         tuning: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        metrics: cfg.metrics,
     });
     Ok((local, serve(state, tcp, unix)))
 }

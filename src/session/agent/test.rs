@@ -157,9 +157,38 @@ async fn point<W: AsyncWrite + Unpin>(
     }
     // Every worker exists and the clock runs: let them go at once.
     engine.release();
+    let _shown = EngineShown::new(ctx, test.spec.as_ref().map(EngineSpec::kind));
     drive(ctx, wr, rx, &mut engine, interval)
         .await
         .map_err(Stop::Lost)
+}
+
+/// The running test's engine in the agent's metrics, for as long as it runs.
+struct EngineShown<'a>(Option<&'a crate::record::metrics::MetricsHub>);
+
+impl<'a> EngineShown<'a> {
+    fn new(ctx: &Ctx<'a>, engine: Option<crate::traffic::EngineKind>) -> Self {
+        let hub = ctx.state.metrics.as_ref();
+        if let Some(h) = hub {
+            h.set_engine(super::METRICS_HOST, engine);
+        }
+        EngineShown(hub)
+    }
+}
+
+impl Drop for EngineShown<'_> {
+    fn drop(&mut self) {
+        if let Some(h) = self.0 {
+            h.set_engine(super::METRICS_HOST, None);
+        }
+    }
+}
+
+/// A Sample of this host to the agent's metrics, if it serves them.
+fn publish(ctx: &Ctx<'_>, s: &crate::probe::sample::Sample) {
+    if let Some(h) = &ctx.state.metrics {
+        h.publish_sample(super::METRICS_HOST, s);
+    }
 }
 
 /// The checks before anything is allocated: CPUs, the spec's limits and
@@ -369,6 +398,7 @@ async fn drive<W: AsyncWrite + Unpin>(
                 }
             }
             Some(s) = pending.next() => {
+                publish(ctx, &s);
                 if let Err(e) = send(wr, Msg::Sample { sample: Box::new(s) }).await { engine.abort(); break Some(e); }
             }
             // The last worker thread to exit signals; nothing polls.
@@ -394,6 +424,7 @@ async fn drive<W: AsyncWrite + Unpin>(
     if lost.is_none() {
         let _ = pending.request(sampler);
         for s in pending.drain().await {
+            publish(ctx, &s);
             let _ = send(
                 wr,
                 Msg::Sample {
