@@ -12,10 +12,10 @@ use super::{out, FaceError, FaceResult, EXIT_FAILED, EXIT_OK};
 use crate::cli::{WatchArgs, WatchPlan};
 use crate::probe::capture_dir::CaptureDir;
 use crate::probe::live_host::LiveHost;
+use crate::probe::sample::HostRole;
 use crate::probe::snapshot::snapshot;
 use crate::probe::system::{default_route_iface, HostInfo};
 use crate::record::log::LogWriter;
-use crate::probe::sample::HostRole;
 use crate::record::metrics::MetricsHub;
 use crate::record::pipeline::{Origin, Output, Pipeline};
 use crate::record::text;
@@ -39,7 +39,10 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
     // Bound before any session or namespace exists: a bad address is the first error.
     let (metrics, endpoint) = super::metrics::serve("watch", HostRole::Local.name(), args.metrics)?;
     if let Some(e) = &endpoint {
-        eprintln!("wirescope: serving metrics at http://{}/metrics", e.local_addr());
+        eprintln!(
+            "wirescope: serving metrics at http://{}/metrics",
+            e.local_addr()
+        );
     }
     let log = super::run::open_log(args.log.as_deref(), args.json)?;
     let (opened, token) = open_target(&args, peer)?;

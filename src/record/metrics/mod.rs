@@ -74,9 +74,9 @@ pub mod http;
 
 use crate::diagnose::Finding;
 use crate::probe::sample::{HostRole, Sample};
-use crate::record::pipeline::Output;
 use crate::probe::source::HostSource;
 use crate::probe::totals::HostTotals;
+use crate::record::pipeline::Output;
 use crate::traffic::EngineKind;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
