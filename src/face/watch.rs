@@ -4,7 +4,9 @@
 //! same tick/sample protocol a test uses, with no engine) and feeds the
 //! Samples through the same pipeline as `run`: the same records in the log,
 //! and the same diagnosis, whose raised and cleared findings are printed
-//! between the rows. `--json` prints every record as one line. `--from DIR`
+//! between the rows. `--json` prints every record as one line. `--metrics
+//! ADDR` also serves both hosts' counters and the active findings to
+//! Prometheus ([`crate::record::metrics`]), fed from the same outputs. `--from DIR`
 //! reads a captured directory or a real sosreport through the same probes and
 //! prints facts and counters once (no rates: a snapshot has no interval).
 

@@ -1,4 +1,4 @@
-//! The text of a scrape: a [`Snapshot`] of the hub (plus the live host's
+//! The text of a scrape: a `Snapshot` of the hub (plus the live host's
 //! totals, read by the scrape) encoded by `prometheus-client` as OpenMetrics
 //! 1.0 or, when the scraper asks for it, Prometheus text 0.0.4. Owns the
 //! family names, their help and the checks on caller-defined families; does

@@ -25,7 +25,10 @@
 //!   would open against what the process may ([`test`]);
 //! * a tuning request runs on a thread of its own with a deadline; the
 //!   controller leaving, the deadline or SIGTERM ends the session at once
-//!   (`tuning`).
+//!   (`tuning`);
+//! * with `--metrics`, the Samples of its tests are also published to a
+//!   [`MetricsHub`] whose endpoint runs on a thread of its own (a scrape
+//!   never runs on this runtime; [`crate::record::metrics::http`]).
 
 mod control;
 pub mod gate;
