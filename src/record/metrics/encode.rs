@@ -77,7 +77,15 @@ pub(super) fn check_family(name: &str, help: &str) -> Result<(), String> {
     if !valid_name(name, true) {
         return Err("not a metric name: use letters, digits, _ and : (not first a digit)".into());
     }
-    let base = name.strip_suffix("_total").unwrap_or(name);
+    if let Some(suffix) = ["_total", "_created", "_count", "_sum", "_bucket"]
+        .into_iter()
+        .find(|x| name.ends_with(x))
+    {
+        return Err(format!(
+            "a gauge's name must not end in {suffix} (OpenMetrics reserves it for counters, histograms and summaries)"
+        ));
+    }
+    let base = name;
     if OWN_FAMILIES
         .iter()
         .any(|f| *f == name || f.strip_suffix("_total") == Some(base))

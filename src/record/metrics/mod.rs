@@ -405,14 +405,23 @@ fn bounded<K: Ord, V: Default>(
 /// CPU seconds, softirqs and softnet of a Sample; returns the series dropped.
 fn add_host_counters(h: &mut HostState, s: &Sample) -> u64 {
     let mut dropped = 0;
-    let span = (s.end_s - s.start_s).max(0.0);
+    // A peer's Sample: a span or a share that is not a finite, positive
+    // number adds nothing (a counter must never go down or become NaN).
+    let span = Some(s.end_s - s.start_s)
+        .filter(|d| d.is_finite() && *d > 0.0)
+        .unwrap_or(0.0);
     for c in &s.cpus {
         let share = [
             c.user, c.nice, c.system, c.idle, c.iowait, c.irq, c.softirq, c.steal,
         ];
         let ok = bounded(&mut h.cpu, c.cpu.0, MAX_CPUS, |acc| {
             for (a, p) in acc.iter_mut().zip(share) {
-                *a += p.0.max(0.0) / 100.0 * span;
+                let share = if p.0.is_finite() {
+                    p.0.clamp(0.0, 100.0)
+                } else {
+                    0.0
+                };
+                *a += share / 100.0 * span;
             }
         });
         dropped += u64::from(!ok);

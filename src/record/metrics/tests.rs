@@ -170,6 +170,25 @@ fn samples_of_another_host_are_accumulated_with_bounded_labels() {
         })
         .collect();
     assert!(types.len() <= 10 && types.contains("NET_TX"), "{types:?}");
+    // A hostile share or span adds nothing (counters never go down or become NaN).
+    let mut odd = s.sample();
+    (odd.start_s, odd.end_s) = (0.0, f64::INFINITY);
+    hub.publish_sample("peer", &odd);
+    (odd.start_s, odd.end_s) = (0.0, 1.0);
+    for c in &mut odd.cpus {
+        c.softirq = crate::units::Percent(f64::NAN);
+        c.user = crate::units::Percent(-50.0);
+    }
+    hub.publish_sample("peer", &odd);
+    let again = hub.encode(Format::OpenMetrics).unwrap();
+    for mode in ["softirq", "user"] {
+        let l = format!("host=\"peer\",cpu=\"0\",mode=\"{mode}\"");
+        let (before, after) = (
+            value(&text, "node_cpu_seconds_total", &l),
+            value(&again, "node_cpu_seconds_total", &l),
+        );
+        assert_eq!(before, after, "{mode}");
+    }
     // No engine runs: no throughput series; nothing dropped.
     assert!(series(&text, "wirescope_engine_bits_per_second").is_empty());
     assert_eq!(
@@ -272,7 +291,8 @@ fn caller_gauges_are_served_and_bad_ones_refused_with_the_reason() {
         hub.set_gauges(name, help, series).unwrap_err().to_string()
     };
     assert!(refused("9bad", "h", vec![]).contains("not a metric name"));
-    assert!(refused("node_cpu_seconds_total", "h", vec![]).contains("serves a family of that name"));
+    assert!(refused("node_cpu_seconds", "h", vec![]).contains("serves a family of that name"));
+    assert!(refused("x_total", "h", vec![]).contains("must not end in _total"));
     assert!(refused("wirescope_finding", "h", vec![]).contains("serves a family of that name"));
     assert!(refused("x", "two\nlines", vec![]).contains("one line"));
     assert!(
@@ -311,4 +331,44 @@ fn accept_picks_openmetrics_unless_only_text_is_asked() {
         Format::from_accept(Some("text/plain;version=0.0.4")),
         Format::PrometheusText
     );
+}
+
+#[test]
+fn a_pipelines_outputs_feed_both_hosts_and_the_findings() {
+    let mut h = small();
+    let mut s = sampler(&h);
+    let hub = MetricsHub::new("watch").with_live_host("local", Arc::new(h.source()), USER_HZ);
+    h.advance(1).unwrap();
+    let local = s.sample();
+    let mut peer = local.clone();
+    peer.host = HostRole::Peer;
+    (peer.start_s, peer.end_s) = (0.0, 1.0);
+    let finding = crate::diagnose::Finding::new(
+        "cpu.single-core-saturated",
+        Severity::Error,
+        HostRole::Peer,
+        "cpu0",
+        "t",
+        0.9,
+    );
+    hub.set_engine("peer", Some(EngineKind::Grpc));
+    hub.publish_output(&Output::Interval {
+        local: Some(Box::new(local)),
+        peer: Some(Box::new(peer)),
+        changes: Vec::new(),
+        active: vec![finding],
+    });
+    let text = hub.encode(Format::OpenMetrics).unwrap();
+    let cpu = series(&text, "node_cpu_seconds_total");
+    // The live host once from the kernel, the peer once from its Sample.
+    assert_eq!(cpu.len(), 2 * 8 * 8, "{cpu:?}");
+    let l = "host=\"peer\",cpu=\"0\",mode=\"softirq\"";
+    assert!((cpu[l] - 1.0).abs() < 1e-9, "{}", cpu[l]);
+    let queues = series(&text, "wirescope_queue_packets_total");
+    assert_eq!(queues.len(), 2 * (2 * 4 * 2), "both hosts' queues");
+    assert_eq!(series(&text, "wirescope_finding").len(), 1);
+    assert_eq!(series(&text, "wirescope_engine_bits_per_second").len(), 2);
+    hub.publish_output(&Output::Failed("gone".into()));
+    let text = hub.encode(Format::OpenMetrics).unwrap();
+    assert!(series(&text, "wirescope_engine_bits_per_second").is_empty());
 }
