@@ -98,7 +98,7 @@ fn run_agent(a: AgentArgs) -> FaceResult {
         tracing::warn!(target: "agent", "created a new token in {} (mode 0600); copy it to the controller's ~/.config/wirescope/token or pass --token-file", p.display());
     }
     // Bound before anything else starts: a bad address is the first error.
-    let (metrics, endpoint) = wirescope::face::metrics::serve_agent(a.metrics)?;
+    let (observer, endpoint) = wirescope::face::metrics::serve_agent(a.metrics)?.unzip();
     if let Some(e) = &endpoint {
         tracing::info!(target: "agent", "serving metrics at http://{}/metrics", e.local_addr());
     }
@@ -117,7 +117,7 @@ fn run_agent(a: AgentArgs) -> FaceResult {
             token_hint: hint.clone(),
             allow_tuning: a.allow_tuning,
             state_dir: wirescope::cli::state_dir_given(a.state_dir.as_deref()).map(Into::into),
-            metrics,
+            observer,
         };
         let (addr, serve) = agent::bind(cfg, shutdown)
             .await

@@ -4,11 +4,16 @@
 
 use super::FaceError;
 use crate::probe::live_host::LiveHost;
+use crate::probe::sample::HostRole;
 use crate::probe::totals::user_hz;
 use crate::record::metrics::http::MetricsServer;
-use crate::record::metrics::MetricsHub;
+use crate::record::metrics::{HostFeed, MetricsHub};
+use crate::session::agent::Observer;
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+/// The agent's side of `--metrics`: what its tests feed, and the endpoint.
+pub type AgentMetrics = (Arc<dyn Observer>, MetricsServer);
 
 /// A hub for `face` whose host `live` is this one, served on `addr`; None
 /// without `--metrics`. Keep the server: dropping it stops serving.
@@ -16,19 +21,21 @@ pub fn serve(
     face: &str,
     live: &str,
     addr: Option<SocketAddr>,
-) -> Result<(Option<MetricsHub>, Option<MetricsServer>), FaceError> {
+) -> Result<Option<(MetricsHub, MetricsServer)>, FaceError> {
     let Some(addr) = addr else {
-        return Ok((None, None));
+        return Ok(None);
     };
     let hub = MetricsHub::new(face).with_live_host(live, Arc::new(LiveHost::default()), user_hz());
     let server = MetricsServer::start(addr, hub.clone()).map_err(anyhow::Error::from)?;
-    Ok((Some(hub), Some(server)))
+    Ok(Some((hub, server)))
 }
 
-/// `wirescope agent --metrics`: this host under
-/// [`crate::session::agent::METRICS_HOST`].
-pub fn serve_agent(
-    addr: Option<SocketAddr>,
-) -> Result<(Option<MetricsHub>, Option<MetricsServer>), FaceError> {
-    serve("agent", crate::session::agent::METRICS_HOST, addr)
+/// `wirescope agent --metrics`: this host, labelled `local`; the agent's
+/// tests feed it through the returned observer.
+pub fn serve_agent(addr: Option<SocketAddr>) -> Result<Option<AgentMetrics>, FaceError> {
+    let local = HostRole::Local.name();
+    Ok(serve("agent", local, addr)?.map(|(hub, server)| {
+        let feed: Arc<dyn Observer> = Arc::new(HostFeed::new(hub, local));
+        (feed, server)
+    }))
 }

@@ -39,7 +39,8 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
         } => (peer, *plan, observe),
     };
     // Bound before any session or namespace exists: a bad address is the first error.
-    let (metrics, endpoint) = super::metrics::serve("watch", HostRole::Local.name(), args.metrics)?;
+    let (metrics, endpoint) =
+        super::metrics::serve("watch", HostRole::Local.name(), args.metrics)?.unzip();
     if let Some(e) = &endpoint {
         eprintln!(
             "wirescope: serving metrics at http://{}/metrics",

@@ -77,6 +77,7 @@ use crate::probe::sample::{HostRole, Sample};
 use crate::probe::source::HostSource;
 use crate::probe::totals::HostTotals;
 use crate::record::pipeline::Output;
+use crate::session::agent::Observer;
 use crate::traffic::EngineKind;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -369,6 +370,34 @@ impl MetricsHub {
             }
         };
         Ok(snapshot.encode(format)?)
+    }
+}
+
+/// One host's feed into a hub: what the agent's tests show its [`Observer`]
+/// (`wirescope agent --metrics`).
+#[derive(Debug, Clone)]
+pub struct HostFeed {
+    hub: MetricsHub,
+    host: String,
+}
+
+impl HostFeed {
+    /// Feed `hub` under the label `host`.
+    pub fn new(hub: MetricsHub, host: &str) -> HostFeed {
+        HostFeed {
+            hub,
+            host: host.to_string(),
+        }
+    }
+}
+
+impl Observer for HostFeed {
+    fn engine(&self, engine: Option<EngineKind>) {
+        self.hub.set_engine(&self.host, engine);
+    }
+
+    fn sample(&self, sample: &Sample) {
+        self.hub.publish_sample(&self.host, sample);
     }
 }
 

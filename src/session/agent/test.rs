@@ -163,31 +163,31 @@ async fn point<W: AsyncWrite + Unpin>(
         .map_err(Stop::Lost)
 }
 
-/// The running test's engine in the agent's metrics, for as long as it runs.
-struct EngineShown<'a>(Option<&'a crate::record::metrics::MetricsHub>);
+/// The running test's engine shown to the agent's observer, for as long as it runs.
+struct EngineShown<'a>(Option<&'a dyn super::Observer>);
 
 impl<'a> EngineShown<'a> {
     fn new(ctx: &Ctx<'a>, engine: Option<crate::traffic::EngineKind>) -> Self {
-        let hub = ctx.state.metrics.as_ref();
-        if let Some(h) = hub {
-            h.set_engine(super::METRICS_HOST, engine);
+        let o = ctx.state.observer.as_deref();
+        if let Some(o) = o {
+            o.engine(engine);
         }
-        EngineShown(hub)
+        EngineShown(o)
     }
 }
 
 impl Drop for EngineShown<'_> {
     fn drop(&mut self) {
-        if let Some(h) = self.0 {
-            h.set_engine(super::METRICS_HOST, None);
+        if let Some(o) = self.0 {
+            o.engine(None);
         }
     }
 }
 
-/// A Sample of this host to the agent's metrics, if it serves them.
+/// A Sample of this host to the agent's observer, if it has one.
 fn publish(ctx: &Ctx<'_>, s: &crate::probe::sample::Sample) {
-    if let Some(h) = &ctx.state.metrics {
-        h.publish_sample(super::METRICS_HOST, s);
+    if let Some(o) = &ctx.state.observer {
+        o.sample(s);
     }
 }
 
