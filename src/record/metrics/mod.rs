@@ -65,6 +65,9 @@
 //! drop(server); // stops serving
 //! ```
 //!
+//! [`HostFeed`] adapts a hub to the agent's [`Observer`] (the agent's tests
+//! publish through it; `session` stays below `record`).
+//!
 //! The hub is a cheap clone (one `Arc`); every method takes `&self` and
 //! holds its lock for a copy or an insert only. It must not do I/O for a
 //! caller: the kernel files are read by the scrape, on the server's thread.
