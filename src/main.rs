@@ -98,6 +98,11 @@ fn run_agent(a: AgentArgs) -> FaceResult {
     if let TokenOrigin::Created(p) = &origin {
         tracing::warn!(target: "agent", "created a new token in {} (mode 0600); copy it to the controller's ~/.config/wirescope/token or pass --token-file", p.display());
     }
+    // Bound before anything else starts: a bad address is the first error.
+    let (observer, endpoint) = wirescope::face::metrics::serve_agent(a.metrics)?.unzip();
+    if let Some(e) = &endpoint {
+        tracing::info!(target: "agent", "serving metrics at http://{}/metrics", e.local_addr());
+    }
     let rt = wirescope::face::control_runtime("ws-agent").map_err(anyhow::Error::from)?;
     let result = rt.block_on(async move {
         let shutdown = tokio_util::sync::CancellationToken::new();
@@ -113,6 +118,7 @@ fn run_agent(a: AgentArgs) -> FaceResult {
             token_hint: hint.clone(),
             allow_tuning: a.allow_tuning,
             state_dir: wirescope::cli::state_dir_given(a.state_dir.as_deref()).map(Into::into),
+            observer,
         };
         let (addr, serve) = agent::bind(cfg, shutdown)
             .await
@@ -127,5 +133,6 @@ fn run_agent(a: AgentArgs) -> FaceResult {
     // A blocking task still inside the kernel must not keep a stopped agent
     // alive: give tasks a moment, then exit without them.
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    drop(endpoint);
     result
 }

@@ -30,7 +30,7 @@ use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
-use values::parse_listen;
+use values::{parse_listen, parse_metrics_addr};
 
 /// The variable `--state-dir` falls back to (its help shows it and its value).
 pub const STATE_DIR_ENV: &str = crate::tune::state::ENV_DIR;
@@ -202,6 +202,12 @@ pub struct WatchArgs {
     /// Read a captured directory (`wirescope capture`, or a real sosreport) instead of this host.
     #[arg(long, value_name = "DIR")]
     pub from: Option<PathBuf>,
+    /// Serve Prometheus metrics (OpenMetrics text) at http://ADDR:PORT/metrics
+    /// for as long as this runs: CPU, softirq and softnet counters under
+    /// node_exporter's names, per-queue counters, the running test's
+    /// throughput, active findings (docs/telemetry.md).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_metrics_addr, conflicts_with = "from")]
+    pub metrics: Option<SocketAddr>,
 }
 
 /// `wirescope capture`.
@@ -275,6 +281,12 @@ pub struct AgentArgs {
     /// Where tuning backups and journals go (default /var/lib/wirescope as root, else $XDG_STATE_HOME/wirescope or ~/.local/state/wirescope; an empty value is unset).
     #[arg(long, value_name = "DIR", env = STATE_DIR_ENV, value_parser = dir_or_empty())]
     pub state_dir: Option<PathBuf>,
+    /// Serve Prometheus metrics (OpenMetrics text) at http://ADDR:PORT/metrics
+    /// for as long as this runs: CPU, softirq and softnet counters under
+    /// node_exporter's names, per-queue counters, the running test's
+    /// throughput, active findings (docs/telemetry.md).
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_metrics_addr)]
+    pub metrics: Option<SocketAddr>,
 }
 
 /// `wirescope run`.

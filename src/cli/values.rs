@@ -85,6 +85,13 @@ pub(super) fn parse_listen(s: &str) -> Result<SocketAddr, String> {
     })
 }
 
+/// The address of `--metrics`.
+pub(super) fn parse_metrics_addr(s: &str) -> Result<SocketAddr, String> {
+    s.parse().map_err(|_| {
+        format!("'{s}' is not an address and port; use e.g. 127.0.0.1:9464 or 0.0.0.0:9464")
+    })
+}
+
 pub(super) use crate::units::count;
 
 /// A byte bound as users read it: exact bytes, and in KiB/MiB/GiB with the

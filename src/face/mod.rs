@@ -29,6 +29,7 @@ pub mod check;
 pub mod checklist;
 pub mod compare;
 pub mod fleet;
+pub mod metrics;
 pub mod profile;
 pub mod progress;
 pub mod report;

@@ -4,7 +4,9 @@
 //! same tick/sample protocol a test uses, with no engine) and feeds the
 //! Samples through the same pipeline as `run`: the same records in the log,
 //! and the same diagnosis, whose raised and cleared findings are printed
-//! between the rows. `--json` prints every record as one line. `--from DIR`
+//! between the rows. `--json` prints every record as one line. `--metrics
+//! ADDR` also serves both hosts' counters and the active findings to
+//! Prometheus ([`crate::record::metrics`]), fed from the same outputs. `--from DIR`
 //! reads a captured directory or a real sosreport through the same probes and
 //! prints facts and counters once (no rates: a snapshot has no interval).
 
@@ -12,9 +14,11 @@ use super::{out, FaceError, FaceResult, EXIT_FAILED, EXIT_OK};
 use crate::cli::{WatchArgs, WatchPlan};
 use crate::probe::capture_dir::CaptureDir;
 use crate::probe::live_host::LiveHost;
+use crate::probe::sample::HostRole;
 use crate::probe::snapshot::snapshot;
 use crate::probe::system::{default_route_iface, HostInfo};
 use crate::record::log::LogWriter;
+use crate::record::metrics::MetricsHub;
 use crate::record::pipeline::{Origin, Output, Pipeline};
 use crate::record::text;
 use crate::session::auth::load_token;
@@ -34,6 +38,15 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
             observe,
         } => (peer, *plan, observe),
     };
+    // Bound before any session or namespace exists: a bad address is the first error.
+    let (metrics, endpoint) =
+        super::metrics::serve("watch", HostRole::Local.name(), args.metrics)?.unzip();
+    if let Some(e) = &endpoint {
+        eprintln!(
+            "wirescope: serving metrics at http://{}/metrics",
+            e.local_addr()
+        );
+    }
     let log = super::run::open_log(args.log.as_deref(), args.json)?;
     let (opened, token) = open_target(&args, peer)?;
     if opened.is_none() && peer.is_none() && observe.ifaces.is_empty() {
@@ -86,8 +99,9 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
             cancel.clone(),
         )),
     };
-    let (failure, log_error) = consume(rx, &mut pipeline, args.json, &cancel);
+    let (failure, log_error) = consume(rx, &mut pipeline, args.json, &cancel, metrics.as_ref());
     let _ = rt.block_on(task);
+    drop(endpoint);
     super::stdout_result()?;
     if let Some(e) = log_error {
         return Err(FaceError::Failed(anyhow::anyhow!(
@@ -144,6 +158,7 @@ fn consume(
     pipeline: &mut Pipeline,
     json: bool,
     cancel: &CancellationToken,
+    metrics: Option<&MetricsHub>,
 ) -> (Option<String>, Option<String>) {
     let mut failure = None;
     let mut log_error = None;
@@ -151,7 +166,12 @@ fn consume(
     crate::traffic::raise_priority();
     while let Some(ev) = rx.blocking_recv() {
         match pipeline.handle(ev) {
-            Ok(o) => show(&o, json, &mut failure),
+            Ok(o) => {
+                if let Some(m) = metrics {
+                    m.publish_output(&o);
+                }
+                show(&o, json, &mut failure)
+            }
             Err(e) => {
                 log_error.get_or_insert_with(|| e.to_string());
                 cancel.cancel();

@@ -29,5 +29,6 @@ pub mod synthetic;
 pub mod system;
 pub mod tcpinfo;
 pub mod topology;
+pub mod totals;
 pub mod trusted;
 pub mod untrusted;

@@ -28,6 +28,7 @@ async fn agent() -> (std::net::SocketAddr, CancellationToken) {
             token_hint: "test".into(),
             allow_tuning: false,
             state_dir: None,
+            observer: None,
         },
         stop.clone(),
     )

@@ -19,6 +19,7 @@ async fn agent() -> (SocketAddr, tokio_util::sync::CancellationToken) {
         token_hint: "test token".into(),
         allow_tuning: false,
         state_dir: None,
+        observer: None,
     };
     let (addr, serve) = bind(cfg, stop.clone()).await.unwrap();
     tokio::spawn(serve);
@@ -455,6 +456,7 @@ async fn a_wrong_token_is_refused_by_either_end() {
         token_hint: "test token".into(),
         allow_tuning: false,
         state_dir: None,
+        observer: None,
     };
     let (addr, serve) = bind(cfg, stop.clone()).await.unwrap();
     tokio::spawn(serve);
@@ -728,6 +730,7 @@ fn hostile_controller_bytes_get_a_clear_refusal_and_the_agent_keeps_serving() {
         token_hint: "test token".into(),
         allow_tuning: false,
         state_dir: None,
+        observer: None,
     };
     let stop = tokio_util::sync::CancellationToken::new();
     let (_, serve) = runtime().block_on(bind(cfg, stop.clone())).unwrap();

@@ -25,6 +25,7 @@ mod grpc_proto;
 mod grpc_session;
 mod handshake;
 mod localpair;
+mod metrics;
 mod module_edges;
 mod pair;
 mod pipeline_faces;

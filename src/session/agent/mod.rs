@@ -25,7 +25,10 @@
 //!   would open against what the process may ([`test`]);
 //! * a tuning request runs on a thread of its own with a deadline; the
 //!   controller leaving, the deadline or SIGTERM ends the session at once
-//!   (`tuning`).
+//!   (`tuning`);
+//! * with `--metrics`, the Samples of its tests are also handed to an
+//!   [`Observer`] (the metrics hub, whose endpoint runs on a thread of its
+//!   own: a scrape never runs on this runtime).
 
 mod control;
 pub mod gate;
@@ -36,7 +39,9 @@ use super::auth::Token;
 use super::channel::SessionKeys;
 use super::point::SETUP_TIMEOUT;
 use super::proto::{DataHello, DATA_MAGIC};
+use crate::probe::sample::Sample;
 use crate::probe::system::HostInfo;
+use crate::traffic::EngineKind;
 use gate::{Gate, Permit};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -64,6 +69,17 @@ pub struct AgentConfig {
     pub allow_tuning: bool,
     /// Where tuning backups and journals go (`--state-dir`; default as `profile`).
     pub state_dir: Option<PathBuf>,
+    /// Who else sees this host's tests (`--metrics`: the metrics hub).
+    pub observer: Option<Arc<dyn Observer>>,
+}
+
+/// What else sees the agent's tests besides the controller (the metrics
+/// hub of `--metrics`). Called on the session's task: it must only copy.
+pub trait Observer: Send + Sync + std::fmt::Debug {
+    /// A test of `engine` starts on this host (None: it ended).
+    fn engine(&self, engine: Option<EngineKind>);
+    /// One interval of this host, as sent to the controller.
+    fn sample(&self, sample: &Sample);
 }
 
 /// Agent start-up failures.
@@ -101,6 +117,7 @@ struct State {
     state_dir: crate::tune::state::StateDir,
     /// A tuning request still runs on its thread (see `tuning`).
     tuning: Arc<std::sync::atomic::AtomicBool>,
+    observer: Option<Arc<dyn Observer>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -156,6 +173,7 @@ pub async fn bind(
         allow_tuning: cfg.allow_tuning,
         state_dir: crate::tune::state::StateDir::resolve(cfg.state_dir.as_deref()),
         tuning: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        observer: cfg.observer,
     });
     Ok((local, serve(state, tcp, unix)))
 }

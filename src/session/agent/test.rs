@@ -157,9 +157,38 @@ async fn point<W: AsyncWrite + Unpin>(
     }
     // Every worker exists and the clock runs: let them go at once.
     engine.release();
+    let _shown = EngineShown::new(ctx, test.spec.as_ref().map(EngineSpec::kind));
     drive(ctx, wr, rx, &mut engine, interval)
         .await
         .map_err(Stop::Lost)
+}
+
+/// The running test's engine shown to the agent's observer, for as long as it runs.
+struct EngineShown<'a>(Option<&'a dyn super::Observer>);
+
+impl<'a> EngineShown<'a> {
+    fn new(ctx: &Ctx<'a>, engine: Option<crate::traffic::EngineKind>) -> Self {
+        let o = ctx.state.observer.as_deref();
+        if let Some(o) = o {
+            o.engine(engine);
+        }
+        EngineShown(o)
+    }
+}
+
+impl Drop for EngineShown<'_> {
+    fn drop(&mut self) {
+        if let Some(o) = self.0 {
+            o.engine(None);
+        }
+    }
+}
+
+/// A Sample of this host to the agent's observer, if it has one.
+fn publish(ctx: &Ctx<'_>, s: &crate::probe::sample::Sample) {
+    if let Some(o) = &ctx.state.observer {
+        o.sample(s);
+    }
 }
 
 /// The checks before anything is allocated: CPUs, the spec's limits and
@@ -369,6 +398,7 @@ async fn drive<W: AsyncWrite + Unpin>(
                 }
             }
             Some(s) = pending.next() => {
+                publish(ctx, &s);
                 if let Err(e) = send(wr, Msg::Sample { sample: Box::new(s) }).await { engine.abort(); break Some(e); }
             }
             // The last worker thread to exit signals; nothing polls.
@@ -394,6 +424,7 @@ async fn drive<W: AsyncWrite + Unpin>(
     if lost.is_none() {
         let _ = pending.request(sampler);
         for s in pending.drain().await {
+            publish(ctx, &s);
             let _ = send(
                 wr,
                 Msg::Sample {
