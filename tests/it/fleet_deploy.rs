@@ -375,3 +375,239 @@ fn fleet_dns_takes_every_address_a_real_dns_server_gives_one_name() {
         "{e}"
     );
 }
+
+/// Every document of every manifest in deploy/kubernetes/, with its file.
+fn manifests() -> Vec<(String, serde_yaml::Value)> {
+    let dir = repo("deploy/kubernetes");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no manifests in {}", dir.display());
+    let mut docs = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let v = <serde_yaml::Value as serde::Deserialize>::deserialize(doc)
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            if !v.is_null() {
+                docs.push((f.file_name().unwrap().to_string_lossy().into_owned(), v));
+            }
+        }
+    }
+    docs
+}
+
+fn s<'a>(v: &'a serde_yaml::Value, path: &str) -> &'a serde_yaml::Value {
+    path.split('.')
+        .filter(|k| !k.is_empty())
+        .fold(v, |v, k| &v[k])
+}
+
+fn text(v: &serde_yaml::Value, path: &str) -> String {
+    match s(v, path) {
+        serde_yaml::Value::String(t) => t.clone(),
+        serde_yaml::Value::Number(n) => n.to_string(),
+        serde_yaml::Value::Bool(b) => b.to_string(),
+        other => panic!("{path}: not a scalar: {other:?}"),
+    }
+}
+
+fn strings(v: &serde_yaml::Value) -> Vec<String> {
+    v.as_sequence()
+        .map(|s| s.iter().map(|x| text(x, "")).collect())
+        .unwrap_or_default()
+}
+
+/// `$(VAR)` in a container's command replaced as the kubelet does, with a
+/// sample of the value its `env` entry gives.
+fn expand_env(arg: &str, env: &serde_yaml::Value) -> String {
+    let mut out = arg.to_string();
+    while let Some(start) = out.find("$(") {
+        let end = start
+            + out[start..]
+                .find(')')
+                .unwrap_or_else(|| panic!("{arg}: unclosed $("));
+        let var = &out[start + 2..end];
+        let entry = env
+            .as_sequence()
+            .and_then(|e| e.iter().find(|e| e["name"].as_str() == Some(var)))
+            .unwrap_or_else(|| panic!("{arg}: ${var} is not in the container's env"));
+        let value = match (
+            entry["value"].as_str(),
+            s(entry, "valueFrom.fieldRef.fieldPath").as_str(),
+        ) {
+            (Some(v), _) => v.to_string(),
+            (None, Some("status.podIP" | "status.hostIP")) => "10.0.0.7".to_string(),
+            (None, Some("spec.nodeName" | "metadata.name")) => "node-7".to_string(),
+            (None, other) => panic!("{arg}: no sample for ${var} ({other:?})"),
+        };
+        out.replace_range(start..=end, &value);
+    }
+    out
+}
+
+#[test]
+fn every_kubernetes_manifest_command_is_accepted_by_the_real_cli() {
+    use clap::Parser;
+    use wirescope::cli::{Cli, Command as Sub};
+    let docs = manifests();
+    let of_kind = |k: &str| -> Vec<&serde_yaml::Value> {
+        docs.iter()
+            .filter(|(_, d)| d["kind"].as_str() == Some(k))
+            .map(|(_, d)| d)
+            .collect()
+    };
+    // One namespace for everything.
+    let namespace = text(of_kind("Namespace")[0], "metadata.name");
+    for (file, d) in &docs {
+        if d["kind"].as_str() != Some("Namespace") {
+            assert_eq!(text(d, "metadata.namespace"), namespace, "{file}");
+        }
+    }
+    let [secret] = of_kind("Secret")[..] else {
+        panic!("one Secret")
+    };
+    let secret_name = text(secret, "metadata.name");
+    // The placeholder token is refused by the agent's own token loader.
+    let placeholder = text(secret, "stringData.token");
+    let e = wirescope::session::auth::Token::from_text(&placeholder, "the Secret").unwrap_err();
+    assert!(e.to_string().contains("empty"), "{e}");
+    let [service] = of_kind("Service")[..] else {
+        panic!("one Service")
+    };
+    assert_eq!(
+        text(service, "spec.clusterIP"),
+        "None",
+        "a headless Service"
+    );
+    assert_eq!(text(service, "spec.publishNotReadyAddresses"), "false");
+    let service_port = text(&s(service, "spec.ports")[0], "port");
+    let service_dns = format!(
+        "{}.{namespace}.svc.cluster.local",
+        text(service, "metadata.name")
+    );
+
+    let mut seen = Vec::new();
+    for (file, d) in &docs {
+        let pod = s(d, "spec.template.spec");
+        if pod.is_null() {
+            continue;
+        }
+        let containers = pod["containers"]
+            .as_sequence()
+            .into_iter()
+            .chain(pod["initContainers"].as_sequence())
+            .flatten();
+        for c in containers {
+            let at = format!("{file}: {} container {}", text(d, "kind"), text(c, "name"));
+            let argv: Vec<String> = strings(&c["command"])
+                .into_iter()
+                .chain(strings(&c["args"]))
+                .map(|a| expand_env(&a, &c["env"]))
+                .collect();
+            assert!(
+                argv.first()
+                    .is_some_and(|a| a.rsplit('/').next() == Some("wirescope")),
+                "{at}: {argv:?}"
+            );
+            let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{at}: {argv:?}:\n{e}"));
+            // The token file: the Secret, mounted with no bits for others.
+            let token = argv
+                .iter()
+                .position(|a| a == "--token-file")
+                .map(|i| argv[i + 1].clone());
+            let token = token.unwrap_or_else(|| panic!("{at}: no --token-file"));
+            let mount = c["volumeMounts"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .find(|m| token.starts_with(&format!("{}/", text(m, "mountPath"))))
+                .unwrap_or_else(|| panic!("{at}: {token} is on no volume"));
+            let volume = pod["volumes"]
+                .as_sequence()
+                .into_iter()
+                .flatten()
+                .find(|v| v["name"] == mount["name"])
+                .unwrap_or_else(|| panic!("{at}: no volume {:?}", mount["name"]));
+            assert_eq!(text(volume, "secret.secretName"), secret_name, "{at}");
+            let key = token.rsplit('/').next().unwrap();
+            assert!(
+                !s(secret, "stringData")[key].is_null(),
+                "{at}: the Secret has no key {key}"
+            );
+            let mode = s(volume, "secret.defaultMode").as_u64().unwrap_or(0o644);
+            assert_eq!(
+                mode & 0o077,
+                0,
+                "{at}: the agent refuses a token file mode {mode:o}"
+            );
+            let sc = &c["securityContext"];
+            assert_ne!(sc["privileged"].as_bool(), Some(true), "{at}: privileged");
+            assert_eq!(strings(s(sc, "capabilities.drop")), ["ALL"], "{at}");
+            match cli.command {
+                Some(Sub::Agent(a)) => {
+                    assert_eq!(
+                        pod["hostNetwork"].as_bool(),
+                        Some(true),
+                        "{at}: the agent tests the node's network"
+                    );
+                    assert_eq!(a.listen.port().to_string(), service_port, "{at}");
+                    let ports: Vec<String> = c["ports"]
+                        .as_sequence()
+                        .into_iter()
+                        .flatten()
+                        .map(|p| text(p, "containerPort"))
+                        .collect();
+                    assert_eq!(ports, [service_port.clone()], "{at}");
+                    // The Service selects these pods.
+                    let labels = s(d, "spec.template.metadata.labels");
+                    for (k, v) in s(service, "spec.selector").as_mapping().unwrap() {
+                        assert_eq!(&labels[k], v, "{at}: the Service's selector");
+                    }
+                    // The capabilities are the systemd unit's bounding set.
+                    let unit =
+                        std::fs::read_to_string(repo("deploy/systemd/wirescope-agent.service"))
+                            .unwrap();
+                    let line = unit
+                        .lines()
+                        .find_map(|l| l.strip_prefix("CapabilityBoundingSet="))
+                        .unwrap();
+                    let want: BTreeSet<String> = line
+                        .split_whitespace()
+                        .map(|c| c.trim_start_matches("CAP_").to_string())
+                        .collect();
+                    let got: BTreeSet<String> =
+                        strings(s(sc, "capabilities.add")).into_iter().collect();
+                    assert_eq!(got, want, "{at}");
+                    seen.push("agent");
+                }
+                Some(Sub::Fleet(f)) => {
+                    assert_eq!(
+                        f.dns.as_deref(),
+                        Some(service_dns.as_str()),
+                        "{at}: --dns names the headless Service"
+                    );
+                    assert_eq!(f.port.to_string(), service_port, "{at}");
+                    f.test_plan().unwrap_or_else(|e| panic!("{at}: {e}"));
+                    assert!(
+                        strings(s(sc, "capabilities.add")).is_empty(),
+                        "{at}: the coordinator needs no capability"
+                    );
+                    seen.push("fleet");
+                }
+                other => panic!("{at}: neither agent nor fleet: {other:?}"),
+            }
+        }
+    }
+    seen.sort_unstable();
+    assert_eq!(
+        seen,
+        ["agent", "fleet"],
+        "one agent DaemonSet and one fleet Job"
+    );
+    assert_eq!(of_kind("DaemonSet").len(), 1);
+    assert_eq!(of_kind("Job").len(), 1);
+}
