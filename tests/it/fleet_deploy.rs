@@ -561,7 +561,7 @@ fn every_kubernetes_manifest_command_is_accepted_by_the_real_cli() {
                         .flatten()
                         .map(|p| text(p, "containerPort"))
                         .collect();
-                    assert_eq!(ports, [service_port.clone()], "{at}");
+                    assert_eq!(ports, std::slice::from_ref(&service_port), "{at}");
                     // The Service selects these pods.
                     let labels = s(d, "spec.template.metadata.labels");
                     for (k, v) in s(service, "spec.selector").as_mapping().unwrap() {

@@ -5,6 +5,11 @@
 //! left in it).
 
 use std::path::PathBuf;
+use std::sync::{Mutex, PoisonError};
+
+/// Creating `/etc/netns/NS` and removing an empty `/etc/netns` take turns:
+/// one test's rmdir must not fall between another's two mkdirs.
+static ETC_NETNS: Mutex<()> = Mutex::new(());
 
 /// `/etc/netns/NS/`, removed on drop.
 pub struct EtcNetns {
@@ -21,6 +26,7 @@ impl EtcNetns {
         let e = EtcNetns {
             dir: PathBuf::from("/etc/netns").join(ns),
         };
+        let _turn = ETC_NETNS.lock().unwrap_or_else(PoisonError::into_inner);
         std::fs::create_dir_all(&e.dir)
             .unwrap_or_else(|err| panic!("create {}: {err}", e.dir.display()));
         for (name, text) in files {
@@ -33,6 +39,7 @@ impl EtcNetns {
 
 impl Drop for EtcNetns {
     fn drop(&mut self) {
+        let _turn = ETC_NETNS.lock().unwrap_or_else(PoisonError::into_inner);
         let _ = std::fs::remove_dir_all(&self.dir);
         // Only when empty: other tests may have theirs there.
         let _ = std::fs::remove_dir("/etc/netns");

@@ -32,7 +32,7 @@
 use super::etc_netns::EtcNetns;
 use super::require_root;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -341,13 +341,6 @@ impl Slurm {
             }
         }
         s
-    }
-
-    /// Run `cmd` on the controller's host to its end.
-    pub fn run(&self, cmd: &[&str]) -> Output {
-        self.on_ctl(cmd)
-            .output()
-            .expect("run on the controller's host")
     }
 
     fn pids(&self) -> Vec<i32> {
