@@ -15,6 +15,7 @@ mod diagnose_rules;
 mod ebpf_object;
 mod ebpf_pair;
 mod fleet;
+mod fleet_deploy;
 mod fuzz_props;
 mod golden;
 mod grpc;

@@ -5,7 +5,9 @@
 
 #![allow(dead_code)]
 
+pub mod etc_netns;
 pub mod fleet;
+pub mod slurm;
 
 use std::cell::{Cell, RefCell};
 use std::path::{Path, PathBuf};
