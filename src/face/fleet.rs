@@ -8,9 +8,9 @@
 
 use super::{out, FaceError, FaceResult};
 use crate::cli::fleet::FleetArgs;
+use crate::fleet::analyze::{OddFact, SlowLink, SlowNode};
 use crate::fleet::coordinator::{self, Directions, FleetEvent, FleetPlan};
 use crate::fleet::hosts::{self, FleetHost, Unresolved};
-use crate::fleet::analyze::{OddFact, SlowLink, SlowNode};
 use crate::fleet::log::{
     Explained, FleetHeader, FleetLog, FleetRecord, FleetSummary, HostRecord, FLEET_SCHEMA,
 };
@@ -330,7 +330,13 @@ pub fn summary_text(s: &FleetSummary) -> String {
         super::span_text(s.test_s),
         if s.interrupted { ", interrupted" } else { "" }
     );
-    for (kind, line) in outlier_lines(&s.slow_nodes, &s.slow_links, &s.odd_facts, &s.untested, &s.failed) {
+    for (kind, line) in outlier_lines(
+        &s.slow_nodes,
+        &s.slow_links,
+        &s.odd_facts,
+        &s.untested,
+        &s.failed,
+    ) {
         match kind {
             OutlierLine::Evidence => t += &format!("    {line}\n"),
             _ => t += &format!("{line}\n"),
@@ -380,7 +386,11 @@ pub fn outlier_lines(
                 n.what.fleet_median_bps / 1e9
             ),
         ));
-        t.extend(n.evidence.iter().map(|e| (OutlierLine::Evidence, e.clone())));
+        t.extend(
+            n.evidence
+                .iter()
+                .map(|e| (OutlierLine::Evidence, e.clone())),
+        );
     }
     for l in links {
         t.push((
@@ -394,7 +404,11 @@ pub fn outlier_lines(
                 l.what.to_median_bps / 1e9
             ),
         ));
-        t.extend(l.evidence.iter().map(|e| (OutlierLine::Evidence, e.clone())));
+        t.extend(
+            l.evidence
+                .iter()
+                .map(|e| (OutlierLine::Evidence, e.clone())),
+        );
     }
     for o in odd {
         t.push((OutlierLine::OddSetting, format!("odd setting {}", o.line())));

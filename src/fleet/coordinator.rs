@@ -427,7 +427,11 @@ pub fn explain(
     names: &[String],
     facts: &[Option<&HostFacts>],
     pairs: &[PairRecord],
-) -> (Vec<Explained<SlowNode>>, Vec<Explained<SlowLink>>, Vec<OddFact>) {
+) -> (
+    Vec<Explained<SlowNode>>,
+    Vec<Explained<SlowLink>>,
+    Vec<OddFact>,
+) {
     let (nodes, links) = analyze::outliers(matrix);
     let odd = analyze::odd_facts(names, facts);
     let odd_of = |host: &str| -> Vec<String> {

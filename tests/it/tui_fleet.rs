@@ -17,7 +17,9 @@ use wirescope::fleet::log::{DirectionResult, FleetSummary, PairRecord};
 use wirescope::fleet::rounds::{rounds, Pattern};
 use wirescope::probe::facts::{HostFacts, NicFacts};
 use wirescope::probe::system::HostInfo;
-use wirescope::tui::fleet::model::{update, Cell, FleetAction, FleetConfig, FleetModel, RunState, Screen};
+use wirescope::tui::fleet::model::{
+    update, Cell, FleetAction, FleetConfig, FleetModel, RunState, Screen,
+};
 use wirescope::tui::fleet::view;
 
 const G: f64 = 1e9;
@@ -66,7 +68,12 @@ fn direction(h: &[String], from: usize, to: usize) -> DirectionResult {
             "TCP retransmits 2.1 % of the segments sent",
             0.6,
         )
-        .ev(Evidence::num("retransmitted segments", 2.1, "%", "TCP_INFO conn 0"))
+        .ev(Evidence::num(
+            "retransmitted segments",
+            2.1,
+            "%",
+            "TCP_INFO conn 0",
+        ))
         .ev(Evidence::num("rtt", 840.0, "us", "TCP_INFO conn 0"))]
     } else {
         Vec::new()
@@ -106,14 +113,30 @@ fn send(m: &mut FleetModel, ev: FleetEvent) {
 fn fleet_model(n: usize, upto: usize) -> FleetModel {
     let h = names(n);
     let mut m = FleetModel::new(config(n));
-    send(&mut m, FleetEvent::Checked(vec![Ok(HostInfo::default()); n]));
+    send(
+        &mut m,
+        FleetEvent::Checked(vec![Ok(HostInfo::default()); n]),
+    );
     let plan = rounds(&Pattern::AllPairs, n);
     let mut seen = vec![false; n];
     for (r, pairs) in plan.iter().enumerate().take(upto.saturating_add(1)) {
-        send(&mut m, FleetEvent::RoundStarted { round: r + 1, pairs: pairs.clone() });
+        send(
+            &mut m,
+            FleetEvent::RoundStarted {
+                round: r + 1,
+                pairs: pairs.clone(),
+            },
+        );
         for &(a, b) in pairs {
             send(&mut m, FleetEvent::TestStarted { from: a, to: b });
-            send(&mut m, FleetEvent::TestInterval { from: a, to: b, bps: gbps(a, b) * G * 0.98 });
+            send(
+                &mut m,
+                FleetEvent::TestInterval {
+                    from: a,
+                    to: b,
+                    bps: gbps(a, b) * G * 0.98,
+                },
+            );
             if r == upto {
                 // The round running now: its first test in flight, the rest not started.
                 break;
@@ -184,18 +207,36 @@ fn to_cell(m: &mut FleetModel, row: usize, col: usize) {
 #[test]
 fn the_matrix_fills_in_round_by_round_at_80x24() {
     let mut m = fleet_model(8, 4);
-    assert_eq!((m.round, m.pairs.len(), m.state.clone()), (5, 16, RunState::Running));
+    assert_eq!(
+        (m.round, m.pairs.len(), m.state.clone()),
+        (5, 16, RunState::Running)
+    );
     // The running test shows its live figure; the slow link, tested in an
     // earlier round, is already named with its evidence, and so is the odd MTU.
     let running: Vec<_> = m.live.keys().copied().collect();
     assert_eq!(running.len(), 1, "{running:?}");
-    assert!(matches!(m.cell(running[0].0, running[0].1), Cell::Running(Some(_))));
+    assert!(matches!(
+        m.cell(running[0].0, running[0].1),
+        Cell::Running(Some(_))
+    ));
     to_cell(&mut m, SLOW.0, SLOW.1);
     let screen = render(&m, 80, 24);
-    assert!(screen.contains("round 5/7 · pairs 16/28 · hosts up 8, down 0"), "{screen}");
-    assert!(screen.contains("slow link node04 → node06: 0.85 Gb/s"), "{screen}");
-    assert!(screen.contains("odd setting nic.mtu: node07: 1400; the other"), "{screen}");
-    assert!(screen.contains("0.85!"), "the slow cell is marked without colour:\n{screen}");
+    assert!(
+        screen.contains("round 5/7 · pairs 16/28 · hosts up 8, down 0"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("slow link node04 → node06: 0.85 Gb/s"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("odd setting nic.mtu: node07: 1400; the other"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("0.85!"),
+        "the slow cell is marked without colour:\n{screen}"
+    );
     insta::assert_snapshot!("fleet_running_80x24", screen);
 }
 
@@ -203,8 +244,11 @@ fn the_matrix_fills_in_round_by_round_at_80x24() {
 fn the_finished_run_at_120x40_names_the_slow_link_and_the_odd_host_only() {
     let mut m = done_model(8);
     assert_eq!(m.state, RunState::Done);
-    let links: Vec<(&str, &str)> =
-        m.slow_links.iter().map(|l| (l.what.from.as_str(), l.what.to.as_str())).collect();
+    let links: Vec<(&str, &str)> = m
+        .slow_links
+        .iter()
+        .map(|l| (l.what.from.as_str(), l.what.to.as_str()))
+        .collect();
     assert_eq!(links, [("node04", "node06")]);
     assert!(m.slow_nodes.is_empty(), "{:?}", m.slow_nodes);
     let odd: Vec<&str> = m.odd.iter().map(|o| o.key.as_str()).collect();
@@ -221,7 +265,14 @@ fn enter_on_the_slow_link_shows_its_pair_and_esc_goes_back() {
     let mut m = done_model(8);
     to_cell(&mut m, SLOW.0, SLOW.1);
     update(&mut m, FleetAction::Open);
-    assert_eq!(m.screen, Screen::Detail { from: SLOW.0, to: SLOW.1, scroll: 0 });
+    assert_eq!(
+        m.screen,
+        Screen::Detail {
+            from: SLOW.0,
+            to: SLOW.1,
+            scroll: 0
+        }
+    );
     let screen = render(&m, 80, 24);
     for want in [
         "node04 → node06  0.85 Gb/s · 1843 retransmits",
@@ -245,10 +296,19 @@ fn a_big_fleet_scrolls_with_the_cursor_and_numbers_its_columns() {
     to_cell(&mut m, 30, 25);
     let screen = render(&m, 80, 24);
     // The cursor's row and column are on screen although 40 do not fit.
-    let row = screen.lines().find(|l| l.contains("30 node31")).map(str::to_string);
+    let row = screen
+        .lines()
+        .find(|l| l.contains("30 node31"))
+        .map(str::to_string);
     assert!(row.is_some(), "row 30 shown:\n{screen}");
-    assert!(screen.contains(" rows "), "the scroll position is said:\n{screen}");
-    assert!(!screen.contains(" 0 node01"), "the first rows scrolled away:\n{screen}");
+    assert!(
+        screen.contains(" rows "),
+        "the scroll position is said:\n{screen}"
+    );
+    assert!(
+        !screen.contains(" 0 node01"),
+        "the first rows scrolled away:\n{screen}"
+    );
     insta::assert_snapshot!("fleet_40_hosts_80x24", screen);
 }
 
@@ -264,7 +324,9 @@ struct Session(String);
 
 impl Drop for Session {
     fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["kill-session", "-t", &self.0]).status();
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .status();
     }
 }
 
@@ -302,7 +364,17 @@ fn the_fleet_view_of_four_agents_under_tmux() {
         exit_file.display()
     );
     let status = Command::new("tmux")
-        .args(["new-session", "-d", "-s", &name, "-x", "100", "-y", "30", &cmd])
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &name,
+            "-x",
+            "100",
+            "-y",
+            "30",
+            &cmd,
+        ])
         .status()
         .unwrap();
     assert!(status.success());
@@ -314,7 +386,11 @@ fn the_fleet_view_of_four_agents_under_tmux() {
     });
     assert!(screen.contains("hosts up 4, down 0"), "{screen}");
     let alt = tmux(&["display-message", "-p", "-t", &name, "#{alternate_on}"]);
-    assert_eq!(alt.trim(), "1", "the fleet view runs on the alternate screen");
+    assert_eq!(
+        alt.trim(),
+        "1",
+        "the fleet view runs on the alternate screen"
+    );
     // Every direction has its figure: 4 rows of 3 cells in Gb/s.
     let rows: Vec<&str> = screen
         .lines()
@@ -322,12 +398,17 @@ fn the_fleet_view_of_four_agents_under_tmux() {
         .collect();
     assert_eq!(rows.len(), 4, "{screen}");
     for r in &rows {
-        let figures = r.split_whitespace().filter(|w| w.trim_end_matches(['!', '│']).parse::<f64>().is_ok()).count();
+        let figures = r
+            .split_whitespace()
+            .filter(|w| w.trim_end_matches(['!', '│']).parse::<f64>().is_ok())
+            .count();
         assert_eq!(figures, 3, "three measured cells in {r:?}:\n{screen}");
     }
     tmux(&["send-keys", "-t", &name, "q"]);
     let code = wait_for("exit", Duration::from_secs(30), || {
-        std::fs::read_to_string(&exit_file).ok().filter(|s| !s.is_empty())
+        std::fs::read_to_string(&exit_file)
+            .ok()
+            .filter(|s| !s.is_empty())
     });
     let alt = tmux(&["display-message", "-p", "-t", &name, "#{alternate_on}"]);
     assert_eq!(alt.trim(), "0", "the terminal left the alternate screen");
@@ -343,5 +424,8 @@ fn the_fleet_view_of_four_agents_under_tmux() {
         "exit code as `wirescope fleet` would give for this summary: {s:?}"
     );
     let text = tmux(&["capture-pane", "-p", "-S", "-200", "-t", &name]);
-    assert!(text.contains("6 pairs in 3/3 rounds"), "the summary printed after the view:\n{text}");
+    assert!(
+        text.contains("6 pairs in 3/3 rounds"),
+        "the summary printed after the view:\n{text}"
+    );
 }

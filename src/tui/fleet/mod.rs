@@ -47,7 +47,8 @@ const STOP_LIMIT: Duration = Duration::from_secs(30);
 
 /// Run `wirescope fleet --tui`.
 pub fn run(args: FleetArgs, argv: Vec<String>) -> FaceResult {
-    let rt = crate::face::control_runtime("ws-fleet-tui").context("cannot start the async runtime")?;
+    let rt =
+        crate::face::control_runtime("ws-fleet-tui").context("cannot start the async runtime")?;
     let Planned { plan, untested } = plan(&args, &rt)?;
     let token = token(&args)?;
     let log = open_log(&args, &plan, argv)?;
@@ -69,7 +70,13 @@ pub fn run(args: FleetArgs, argv: Vec<String>) -> FaceResult {
     let (fleet_tx, fleet_rx) = mpsc::channel(FLEET_QUEUE);
     let writer = log_thread(log, Recorder::new(names), fleet_rx, ev_tx.clone())
         .context("cannot start the fleet log thread")?;
-    let task = rt.spawn(coordinator::run(plan, token, untested, fleet_tx, cancel.clone()));
+    let task = rt.spawn(coordinator::run(
+        plan,
+        token,
+        untested,
+        fleet_tx,
+        cancel.clone(),
+    ));
     rt.spawn(signals(ev_tx.clone()));
     let input = InputThread::spawn(ev_tx).context("cannot start the input thread")?;
     let result = match TerminalGuard::enter() {
@@ -86,12 +93,18 @@ pub fn run(args: FleetArgs, argv: Vec<String>) -> FaceResult {
     drop(ev_rx);
     let summary = rt.block_on(async { tokio::time::timeout(STOP_LIMIT, task).await });
     rt.shutdown_timeout(Duration::from_secs(1));
-    let log_error = writer.join().unwrap_or(Some("the fleet log thread panicked".into()));
+    let log_error = writer
+        .join()
+        .unwrap_or(Some("the fleet log thread panicked".into()));
     drop(input);
     result.context("terminal I/O failed")?;
     let summary = match summary {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => return Err(FaceError::Failed(anyhow::anyhow!("the fleet coordinator failed: {e}"))),
+        Ok(Err(e)) => {
+            return Err(FaceError::Failed(anyhow::anyhow!(
+                "the fleet coordinator failed: {e}"
+            )))
+        }
         Err(_) => {
             return Err(FaceError::Failed(anyhow::anyhow!(
                 "the fleet's tests did not stop within {} s",
@@ -153,11 +166,9 @@ pub fn action_of(ev: Event) -> Option<FleetAction> {
         Event::Fleet(e) => Some(FleetAction::Event(e)),
         Event::LogFailed(e) => Some(FleetAction::LogFailed(e)),
         Event::Quit => Some(FleetAction::Quit),
-        Event::Resize
-        | Event::Tick
-        | Event::Output(_)
-        | Event::LogOpened(_)
-        | Event::Tune(_) => None,
+        Event::Resize | Event::Tick | Event::Output(_) | Event::LogOpened(_) | Event::Tune(_) => {
+            None
+        }
     }
 }
 

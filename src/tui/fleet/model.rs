@@ -248,7 +248,14 @@ impl FleetModel {
         if let Some(l) = self.live.get(&(from, to)) {
             return Cell::Running(*l);
         }
-        if let Some(v) = self.matrix.cells.get(from).and_then(|r| r.get(to)).copied().flatten() {
+        if let Some(v) = self
+            .matrix
+            .cells
+            .get(from)
+            .and_then(|r| r.get(to))
+            .copied()
+            .flatten()
+        {
             return Cell::Measured(v);
         }
         match self.failed.get(&(from, to)) {
@@ -259,13 +266,19 @@ impl FleetModel {
 
     /// The finished pair a direction belongs to.
     pub fn record(&self, from: usize, to: usize) -> Option<&PairRecord> {
-        self.pair_of.get(&(from, to)).and_then(|i| self.pairs.get(*i))
+        self.pair_of
+            .get(&(from, to))
+            .and_then(|i| self.pairs.get(*i))
     }
 
     /// Hosts up and down (unknown ones count in neither).
     pub fn up_down(&self) -> (usize, usize) {
         let up = self.up.iter().filter(|h| **h == HostState::Up).count();
-        let down = self.up.iter().filter(|h| matches!(h, HostState::Down(_))).count();
+        let down = self
+            .up
+            .iter()
+            .filter(|h| matches!(h, HostState::Down(_)))
+            .count();
         (up, down + self.cfg.untested.len())
     }
 
@@ -293,12 +306,24 @@ impl FleetModel {
     }
 
     fn links(&self) -> usize {
-        self.matrix.cells.iter().flatten().filter(|c| c.is_some()).count()
+        self.matrix
+            .cells
+            .iter()
+            .flatten()
+            .filter(|c| c.is_some())
+            .count()
     }
 
     /// The median and the outliers of what ran so far.
     fn analyze(&mut self) {
-        let mut v: Vec<f64> = self.matrix.cells.iter().flatten().flatten().copied().collect();
+        let mut v: Vec<f64> = self
+            .matrix
+            .cells
+            .iter()
+            .flatten()
+            .flatten()
+            .copied()
+            .collect();
         self.median = median(&mut v);
         let facts: Vec<Option<&HostFacts>> = self.facts.iter().map(|f| f.as_deref()).collect();
         let (nodes, links, odd) =
@@ -351,7 +376,14 @@ impl FleetModel {
             FleetEvent::Done(s) => {
                 self.live.clear();
                 self.matrix = s.matrix.clone();
-                let mut v: Vec<f64> = self.matrix.cells.iter().flatten().flatten().copied().collect();
+                let mut v: Vec<f64> = self
+                    .matrix
+                    .cells
+                    .iter()
+                    .flatten()
+                    .flatten()
+                    .copied()
+                    .collect();
                 self.median = median(&mut v);
                 self.slow_nodes = s.slow_nodes.clone();
                 self.slow_links = s.slow_links.clone();
@@ -374,7 +406,10 @@ impl FleetModel {
             self.live.remove(&(b, a));
         }
         for d in &p.directions {
-            let (Some(f), Some(t)) = (self.index.get(&d.from).copied(), self.index.get(&d.to).copied()) else {
+            let (Some(f), Some(t)) = (
+                self.index.get(&d.from).copied(),
+                self.index.get(&d.to).copied(),
+            ) else {
                 continue;
             };
             self.live.remove(&(f, t));
@@ -401,12 +436,20 @@ impl FleetModel {
         let (from, to) = self.cursor;
         let name = |i: usize| self.cfg.hosts.get(i).cloned().unwrap_or_default();
         if self.record(from, to).is_some() {
-            self.screen = Screen::Detail { from, to, scroll: 0 };
+            self.screen = Screen::Detail {
+                from,
+                to,
+                scroll: 0,
+            };
             return;
         }
         self.note = Some(match self.cell(from, to) {
             Cell::Diagonal => format!("{}: a host is not tested against itself", name(from)),
-            Cell::Running(_) => format!("{} → {}: running; Enter once its pair is done", name(from), name(to)),
+            Cell::Running(_) => format!(
+                "{} → {}: running; Enter once its pair is done",
+                name(from),
+                name(to)
+            ),
             _ => format!("{} → {}: not tested", name(from), name(to)),
         });
     }
@@ -439,7 +482,11 @@ pub fn update(m: &mut FleetModel, a: FleetAction) -> Vec<FleetEffect> {
                 };
             }
         }
-        _ if detail && !matches!(a, FleetAction::Back | FleetAction::Interrupt | FleetAction::Quit) => {}
+        _ if detail
+            && !matches!(
+                a,
+                FleetAction::Back | FleetAction::Interrupt | FleetAction::Quit
+            ) => {}
         FleetAction::Up => m.move_cursor(-1, 0),
         FleetAction::Down => m.move_cursor(1, 0),
         FleetAction::Left => m.move_cursor(0, -1),
@@ -539,30 +586,60 @@ mod tests {
     #[test]
     fn enter_opens_a_tested_pair_and_esc_goes_back() {
         let mut m = FleetModel::new(cfg(4));
-        update(&mut m, FleetAction::Event(Box::new(FleetEvent::Checked(vec![Ok(Default::default()); 4]))));
-        update(&mut m, FleetAction::Event(Box::new(FleetEvent::TestStarted { from: 0, to: 1 })));
+        update(
+            &mut m,
+            FleetAction::Event(Box::new(FleetEvent::Checked(vec![
+                Ok(Default::default());
+                4
+            ]))),
+        );
+        update(
+            &mut m,
+            FleetAction::Event(Box::new(FleetEvent::TestStarted { from: 0, to: 1 })),
+        );
         // Running: Enter only says so.
         press(&mut m, KeyCode::Enter);
         assert_eq!(m.screen, Screen::Matrix);
-        assert!(m.note.as_deref().is_some_and(|n| n.contains("running")), "{:?}", m.note);
+        assert!(
+            m.note.as_deref().is_some_and(|n| n.contains("running")),
+            "{:?}",
+            m.note
+        );
         let rec = PairRecord {
             round: 1,
             a: "n0".into(),
             b: "n1".into(),
             directions: vec![dir("n0", "n1", 9.0), dir("n1", "n0", 8.0)],
         };
-        update(&mut m, FleetAction::Event(Box::new(FleetEvent::PairDone(Box::new(rec)))));
+        update(
+            &mut m,
+            FleetAction::Event(Box::new(FleetEvent::PairDone(Box::new(rec)))),
+        );
         assert_eq!(m.cell(0, 1), Cell::Measured(9e9));
         // The reverse direction opens the same pair.
         press(&mut m, KeyCode::Down);
         press(&mut m, KeyCode::Left);
         assert_eq!(m.cursor, (1, 0));
         press(&mut m, KeyCode::Enter);
-        assert_eq!(m.screen, Screen::Detail { from: 1, to: 0, scroll: 0 });
+        assert_eq!(
+            m.screen,
+            Screen::Detail {
+                from: 1,
+                to: 0,
+                scroll: 0
+            }
+        );
         // In the detail, arrows scroll and do not move the cursor.
         press(&mut m, KeyCode::Down);
         press(&mut m, KeyCode::Right);
-        assert_eq!(m.screen, Screen::Detail { from: 1, to: 0, scroll: 1 });
+        assert_eq!(
+            m.screen,
+            Screen::Detail {
+                from: 1,
+                to: 0,
+                scroll: 1
+            }
+        );
         assert_eq!(m.cursor, (1, 0));
         press(&mut m, KeyCode::Esc);
         assert_eq!(m.screen, Screen::Matrix);
@@ -571,13 +648,25 @@ mod tests {
         press(&mut m, KeyCode::Right);
         press(&mut m, KeyCode::Enter);
         assert_eq!(m.screen, Screen::Matrix);
-        assert!(m.note.as_deref().is_some_and(|n| n.contains("n1 → n2: not tested")), "{:?}", m.note);
+        assert!(
+            m.note
+                .as_deref()
+                .is_some_and(|n| n.contains("n1 → n2: not tested")),
+            "{:?}",
+            m.note
+        );
     }
 
     #[test]
     fn ctrl_c_stops_the_run_and_keeps_the_matrix_q_leaves() {
         let mut m = FleetModel::new(cfg(4));
-        update(&mut m, FleetAction::Event(Box::new(FleetEvent::Checked(vec![Ok(Default::default()); 4]))));
+        update(
+            &mut m,
+            FleetAction::Event(Box::new(FleetEvent::Checked(vec![
+                Ok(Default::default());
+                4
+            ]))),
+        );
         let eff = update(&mut m, key(KeyCode::Char('c'), KeyModifiers::CONTROL));
         assert_eq!(eff, vec![FleetEffect::Cancel]);
         assert_eq!(m.state, RunState::Stopping);
@@ -585,7 +674,10 @@ mod tests {
         // A second Ctrl-C while the tests stop does not leave either.
         assert!(update(&mut m, key(KeyCode::Char('c'), KeyModifiers::CONTROL)).is_empty());
         assert!(!m.quit);
-        assert!(press(&mut m, KeyCode::Char('q')).is_empty(), "already cancelled");
+        assert!(
+            press(&mut m, KeyCode::Char('q')).is_empty(),
+            "already cancelled"
+        );
         assert!(m.quit);
         // q while running cancels and leaves.
         let mut m = FleetModel::new(cfg(4));

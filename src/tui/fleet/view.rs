@@ -66,7 +66,10 @@ fn dim(m: &FleetModel) -> Style {
 
 fn header(frame: &mut Frame, area: Rect, m: &FleetModel) {
     let mut first = vec![
-        Span::styled("wirescope fleet", st(m, Style::default().add_modifier(Modifier::BOLD))),
+        Span::styled(
+            "wirescope fleet",
+            st(m, Style::default().add_modifier(Modifier::BOLD)),
+        ),
         Span::raw(format!(
             "  {} hosts · {} · {} {} each",
             m.n(),
@@ -84,12 +87,18 @@ fn header(frame: &mut Frame, area: Rect, m: &FleetModel) {
         RunState::Running => ("running", Style::default().fg(Color::Cyan)),
         RunState::Stopping => ("stopping", Style::default().fg(Color::Yellow)),
         RunState::Done => ("done", Style::default().fg(Color::Green)),
-        RunState::Interrupted => ("interrupted: partial matrix", Style::default().fg(Color::Yellow)),
+        RunState::Interrupted => (
+            "interrupted: partial matrix",
+            Style::default().fg(Color::Yellow),
+        ),
     };
     let mut second = vec![
         Span::raw(format!(
             "round {}/{} · pairs {}/{} · hosts up {up}, down {down} · ",
-            m.round, m.cfg.rounds_planned, m.pairs.len(), m.cfg.pairs_planned
+            m.round,
+            m.cfg.rounds_planned,
+            m.pairs.len(),
+            m.cfg.pairs_planned
         )),
         Span::styled(state, st(m, style.add_modifier(Modifier::BOLD))),
     ];
@@ -99,13 +108,19 @@ fn header(frame: &mut Frame, area: Rect, m: &FleetModel) {
             st(m, Style::default().fg(Color::Red)),
         ));
     }
-    frame.render_widget(Paragraph::new(vec![Line::from(first), Line::from(second)]), area);
+    frame.render_widget(
+        Paragraph::new(vec![Line::from(first), Line::from(second)]),
+        area,
+    );
 }
 
 fn footer(frame: &mut Frame, area: Rect, m: &FleetModel) {
     let mut spans = Vec::new();
     for (k, h) in footer_entries() {
-        spans.push(Span::styled(k, st(m, Style::default().add_modifier(Modifier::BOLD))));
+        spans.push(Span::styled(
+            k,
+            st(m, Style::default().add_modifier(Modifier::BOLD)),
+        ));
         spans.push(Span::raw(format!(" {h}  ")));
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), area);
@@ -205,14 +220,24 @@ fn cell_text(m: &FleetModel, c: &Cell, w: usize) -> (String, Style) {
         Cell::Untested => ("-".into(), dim(m)),
         Cell::Failed(_) => (
             if w >= 4 { "fail" } else { "✗" }.into(),
-            st(m, Style::default().fg(Color::Magenta).add_modifier(Modifier::BOLD)),
+            st(
+                m,
+                Style::default()
+                    .fg(Color::Magenta)
+                    .add_modifier(Modifier::BOLD),
+            ),
         ),
         Cell::Running(v) => (
             match v {
                 Some(b) => fig(*b, "~").unwrap_or_else(|| "~".into()),
                 None => "…".into(),
             },
-            st(m, Style::default().fg(Color::Cyan).add_modifier(Modifier::ITALIC)),
+            st(
+                m,
+                Style::default()
+                    .fg(Color::Cyan)
+                    .add_modifier(Modifier::ITALIC),
+            ),
         ),
         Cell::Measured(v) => {
             let share = m.median.filter(|x| *x > 0.0).map_or(1.0, |md| v / md);
@@ -242,13 +267,22 @@ fn heat_map(frame: &mut Frame, area: Rect, m: &FleetModel) {
     let block = Block::default().borders(Borders::ALL).title(title);
     let inner = block.inner(area);
     let idx_w = n.saturating_sub(1).to_string().len();
-    let name_w = m.cfg.hosts.iter().map(|h| h.chars().count()).max().unwrap_or(1).min(NAME_MAX);
+    let name_w = m
+        .cfg
+        .hosts
+        .iter()
+        .map(|h| h.chars().count())
+        .max()
+        .unwrap_or(1)
+        .min(NAME_MAX);
     let inner_w = usize::from(inner.width);
     // The label keeps at least a third of the width to the cells.
     let name_w = name_w.min((inner_w / 3).saturating_sub(idx_w + 1)).max(1);
     let label_w = idx_w + 1 + name_w;
     let avail = inner_w.saturating_sub(label_w);
-    let cell_w = (avail / n.max(1)).saturating_sub(1).clamp(CELL_MIN, CELL_MAX);
+    let cell_w = (avail / n.max(1))
+        .saturating_sub(1)
+        .clamp(CELL_MIN, CELL_MAX);
     let vis_cols = (avail / (cell_w + 1)).max(1).min(n);
     let vis_rows = usize::from(inner.height.saturating_sub(1)).min(n);
     let (r0, c0) = (
@@ -265,11 +299,17 @@ fn heat_map(frame: &mut Frame, area: Rect, m: &FleetModel) {
             j.to_string()
         };
         let style = if j == m.cursor.1 {
-            st(m, Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED))
+            st(
+                m,
+                Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED),
+            )
         } else {
             dim(m)
         };
-        head.push(Span::styled(format!(" {:>cell_w$}", trunc(&t, cell_w)), style));
+        head.push(Span::styled(
+            format!(" {:>cell_w$}", trunc(&t, cell_w)),
+            style,
+        ));
     }
     lines.push(Line::from(head));
     for i in r0..r0 + vis_rows {
@@ -286,7 +326,10 @@ fn heat_map(frame: &mut Frame, area: Rect, m: &FleetModel) {
                 style = style.add_modifier(Modifier::REVERSED);
             }
             row.push(Span::raw(" "));
-            row.push(Span::styled(format!("{:>cell_w$}", trunc(&text, cell_w)), style));
+            row.push(Span::styled(
+                format!("{:>cell_w$}", trunc(&text, cell_w)),
+                style,
+            ));
         }
         lines.push(Line::from(row));
     }
@@ -307,7 +350,10 @@ fn heat_map(frame: &mut Frame, area: Rect, m: &FleetModel) {
 fn cursor_line(frame: &mut Frame, area: Rect, m: &FleetModel) {
     if let Some(note) = &m.note {
         frame.render_widget(
-            Paragraph::new(Span::styled(note.clone(), st(m, Style::default().fg(Color::Yellow)))),
+            Paragraph::new(Span::styled(
+                note.clone(),
+                st(m, Style::default().fg(Color::Yellow)),
+            )),
             area,
         );
         return;
@@ -315,22 +361,34 @@ fn cursor_line(frame: &mut Frame, area: Rect, m: &FleetModel) {
     let (i, j) = m.cursor;
     let name = |k: usize| m.cfg.hosts.get(k).cloned().unwrap_or_default();
     let what = match m.cell(i, j) {
-        Cell::Diagonal => format!("{}", name(i)),
+        Cell::Diagonal => name(i),
         Cell::Untested => format!("{} → {}: not tested", name(i), name(j)),
         Cell::Running(v) => format!(
             "{} → {}: running, {}",
             name(i),
             name(j),
-            v.map_or("no interval yet".into(), |b| format!("{} Gb/s now", gbps(b)))
+            v.map_or("no interval yet".into(), |b| format!(
+                "{} Gb/s now",
+                gbps(b)
+            ))
         ),
-        Cell::Failed(why) => format!("{} → {}: failed: {why} · Enter: the pair's test", name(i), name(j)),
+        Cell::Failed(why) => format!(
+            "{} → {}: failed: {why} · Enter: the pair's test",
+            name(i),
+            name(j)
+        ),
         Cell::Measured(v) => {
             let share = m
                 .median
                 .filter(|x| *x > 0.0)
                 .map(|md| format!(" ({:.0} % of the median)", 100.0 * v / md))
                 .unwrap_or_default();
-            format!("{} → {}: {} Gb/s{share} · Enter: the pair's test", name(i), name(j), gbps(v))
+            format!(
+                "{} → {}: {} Gb/s{share} · Enter: the pair's test",
+                name(i),
+                name(j),
+                gbps(v)
+            )
         }
     };
     frame.render_widget(Paragraph::new(Line::from(format!("▸ {what}"))), area);
@@ -348,15 +406,20 @@ fn outlier_view(m: &FleetModel) -> Vec<Line<'static>> {
         let line = match kind {
             OutlierLine::SlowNode | OutlierLine::SlowLink => Line::from(Span::styled(
                 text,
-                st(m, Style::default().fg(Color::Red).add_modifier(Modifier::BOLD)),
+                st(
+                    m,
+                    Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
+                ),
             )),
-            OutlierLine::OddSetting => {
-                Line::from(Span::styled(text, st(m, Style::default().fg(Color::Yellow))))
-            }
+            OutlierLine::OddSetting => Line::from(Span::styled(
+                text,
+                st(m, Style::default().fg(Color::Yellow)),
+            )),
             OutlierLine::Evidence => Line::from(Span::styled(format!("    {text}"), dim(m))),
-            OutlierLine::NotTested => {
-                Line::from(Span::styled(text, st(m, Style::default().fg(Color::Magenta))))
-            }
+            OutlierLine::NotTested => Line::from(Span::styled(
+                text,
+                st(m, Style::default().fg(Color::Magenta)),
+            )),
             OutlierLine::Nothing if m.pairs.is_empty() => {
                 Line::from(Span::styled("no pair done yet", dim(m)))
             }
@@ -412,10 +475,20 @@ pub fn detail_lines(m: &FleetModel, p: &PairRecord) -> Vec<Line<'static>> {
             out.push(Line::from(format!("  limited by: {l}")));
         }
         // The host that ran the test is `local` in its findings.
-        let local = if m.cfg.bidir { p.a.as_str() } else { d.from.as_str() };
-        let peer = if local == d.from { d.to.as_str() } else { d.from.as_str() };
+        let local = if m.cfg.bidir {
+            p.a.as_str()
+        } else {
+            d.from.as_str()
+        };
+        let peer = if local == d.from {
+            d.to.as_str()
+        } else {
+            d.from.as_str()
+        };
         if shown.is_some_and(|f| *f == d.findings) && !d.findings.is_empty() {
-            out.push(Line::from("  findings: as above (one test for both directions)"));
+            out.push(Line::from(
+                "  findings: as above (one test for both directions)",
+            ));
         } else if d.findings.is_empty() {
             out.push(Line::from(Span::styled("  no findings", dim(m))));
         } else {
@@ -430,7 +503,10 @@ pub fn detail_lines(m: &FleetModel, p: &PairRecord) -> Vec<Line<'static>> {
                     crate::diagnose::Severity::Error => Color::Red,
                 };
                 out.push(Line::from(vec![
-                    Span::styled(format!("  [{}] ", f.severity.name()), st(m, Style::default().fg(sev))),
+                    Span::styled(
+                        format!("  [{}] ", f.severity.name()),
+                        st(m, Style::default().fg(sev)),
+                    ),
                     Span::styled(f.title.clone(), bold),
                     Span::styled(format!(" ({}, {host})", f.id), dim(m)),
                 ]));
@@ -449,7 +525,14 @@ fn detail(frame: &mut Frame, area: Rect, m: &FleetModel, p: &PairRecord, scroll:
     pair_box(frame, area, m, p, scroll, "Esc: back");
 }
 
-fn pair_box(frame: &mut Frame, area: Rect, m: &FleetModel, p: &PairRecord, scroll: usize, keys: &str) {
+fn pair_box(
+    frame: &mut Frame,
+    area: Rect,
+    m: &FleetModel,
+    p: &PairRecord,
+    scroll: usize,
+    keys: &str,
+) {
     let lines = detail_lines(m, p);
     let skip = scroll.min(lines.len().saturating_sub(1));
     let title = format!(" {} ↔ {} · round {} · {keys} ", p.a, p.b, p.round);
