@@ -341,91 +341,142 @@ fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> Option<String>) 
     }
 }
 
-#[test]
-fn the_fleet_view_of_four_agents_under_tmux() {
+/// `wirescope fleet --tui` against `f`'s agents in a tmux pane of 100x30;
+/// the shell writes the exit status to `exit` when it ends.
+struct FleetTui {
+    name: String,
+    exit: std::path::PathBuf,
+    log: std::path::PathBuf,
+    _session: Session,
+}
+
+fn fleet_tui(f: &Fleet, tag: &str, test_s: &str) -> FleetTui {
     assert!(
         Command::new("tmux").arg("-V").output().is_ok(),
         "this test drives the real binary in tmux: apt-get install tmux (.ci/run does)"
     );
-    let _cores = cores();
-    let mut f = Fleet::new(4);
-    f.start_agents();
-    f.line_rate("400mbit");
-    let exit_file = f.dir.path().join("exit");
-    let log = f.dir.path().join("fleet.jsonl");
-    let name = format!("wst-fleet-{}", std::process::id());
+    let exit = f.dir.path().join(format!("{tag}.exit"));
+    let log = f.dir.path().join(format!("{tag}.jsonl"));
+    let name = format!("wst-{tag}-{}", std::process::id());
     let cmd = format!(
-        "ip netns exec {} env WIRESCOPE_TOKEN={} {} fleet --tui --hosts {} -t 1s --ebpf off --log {}; echo $? > {}; sleep 60",
+        "ip netns exec {} env WIRESCOPE_TOKEN={} {} fleet --tui --hosts {} -t {test_s} --ebpf off --log {}; echo $? > {}; sleep 60",
         f.coord,
         crate::common::TOKEN,
         crate::common::bin(),
         f.hosts(),
         log.display(),
-        exit_file.display()
+        exit.display()
     );
     let status = Command::new("tmux")
-        .args([
-            "new-session",
-            "-d",
-            "-s",
-            &name,
-            "-x",
-            "100",
-            "-y",
-            "30",
-            &cmd,
-        ])
+        .args(["new-session", "-d", "-s", &name, "-x", "100", "-y", "30", &cmd])
         .status()
         .unwrap();
     assert!(status.success());
-    let _s = Session(name.clone());
+    FleetTui {
+        _session: Session(name.clone()),
+        name,
+        exit,
+        log,
+    }
+}
+
+impl FleetTui {
+    fn screen(&self) -> String {
+        tmux(&["capture-pane", "-p", "-t", &self.name])
+    }
+
+    fn wait_screen(&self, what: &str, f: impl Fn(&str) -> bool) -> String {
+        wait_for(what, Duration::from_secs(90), || {
+            let p = self.screen();
+            f(&p).then_some(p)
+        })
+    }
+
+    fn keys(&self, k: &str) {
+        tmux(&["send-keys", "-t", &self.name, k]);
+    }
+
+    fn alternate_screen(&self) -> bool {
+        tmux(&["display-message", "-p", "-t", &self.name, "#{alternate_on}"]).trim() == "1"
+    }
+
+    fn exit_code(&self) -> String {
+        wait_for("exit", Duration::from_secs(30), || {
+            std::fs::read_to_string(&self.exit).ok().filter(|s| !s.is_empty())
+        })
+        .trim()
+        .to_string()
+    }
+
+    fn summary(&self) -> FleetSummary {
+        let recs = wirescope::fleet::log::read(&self.log).expect("the fleet log");
+        match recs.last() {
+            Some(wirescope::fleet::log::FleetRecord::FleetSummary(s)) => (**s).clone(),
+            other => panic!("the log ends with the summary: {other:?}"),
+        }
+    }
+}
+
+/// The measured cells of the matrix rows on screen (rows `│i 10.99.`).
+fn measured_cells(screen: &str, n: usize) -> Vec<usize> {
+    screen
+        .lines()
+        .filter(|l| (0..n).any(|i| l.contains(&format!("│{i} 10.99."))))
+        .map(|r| {
+            r.split_whitespace()
+                .filter(|w| w.trim_end_matches(['!', '│']).parse::<f64>().is_ok())
+                .count()
+        })
+        .collect()
+}
+
+#[test]
+fn the_fleet_view_of_four_agents_under_tmux() {
+    let _cores = cores();
+    let mut f = Fleet::new(4);
+    f.start_agents();
+    f.line_rate("400mbit");
+    let tui = fleet_tui(&f, "fleet-q", "1s");
     // 4 hosts all-pairs: 6 pairs in 3 rounds, both directions.
-    let screen = wait_for("the complete matrix", Duration::from_secs(90), || {
-        let p = tmux(&["capture-pane", "-p", "-t", &name]);
-        (p.contains("round 3/3 · pairs 6/6") && p.contains(" done")).then_some(p)
+    let screen = tui.wait_screen("the complete matrix", |p| {
+        p.contains("round 3/3 · pairs 6/6") && p.contains(" done")
     });
     assert!(screen.contains("hosts up 4, down 0"), "{screen}");
-    let alt = tmux(&["display-message", "-p", "-t", &name, "#{alternate_on}"]);
-    assert_eq!(
-        alt.trim(),
-        "1",
-        "the fleet view runs on the alternate screen"
-    );
-    // Every direction has its figure: 4 rows of 3 cells in Gb/s.
-    let rows: Vec<&str> = screen
-        .lines()
-        .filter(|l| (0..4).any(|i| l.contains(&format!("│{i} 10.99."))))
-        .collect();
-    assert_eq!(rows.len(), 4, "{screen}");
-    for r in &rows {
-        let figures = r
-            .split_whitespace()
-            .filter(|w| w.trim_end_matches(['!', '│']).parse::<f64>().is_ok())
-            .count();
-        assert_eq!(figures, 3, "three measured cells in {r:?}:\n{screen}");
-    }
-    tmux(&["send-keys", "-t", &name, "q"]);
-    let code = wait_for("exit", Duration::from_secs(30), || {
-        std::fs::read_to_string(&exit_file)
-            .ok()
-            .filter(|s| !s.is_empty())
-    });
-    let alt = tmux(&["display-message", "-p", "-t", &name, "#{alternate_on}"]);
-    assert_eq!(alt.trim(), "0", "the terminal left the alternate screen");
-    let recs = wirescope::fleet::log::read(&log).expect("the fleet log");
-    let Some(wirescope::fleet::log::FleetRecord::FleetSummary(s)) = recs.last() else {
-        panic!("the log ends with the summary: {recs:?}");
-    };
+    assert!(tui.alternate_screen(), "the fleet view runs on the alternate screen");
+    assert_eq!(measured_cells(&screen, 4), [3, 3, 3, 3], "every direction measured:\n{screen}");
+    tui.keys("q");
+    let code = tui.exit_code();
+    assert!(!tui.alternate_screen(), "the terminal left the alternate screen");
+    let s = tui.summary();
     assert_eq!((s.pairs_run, s.interrupted), (6, false), "{s:?}");
     let named = !s.slow_nodes.is_empty() || !s.slow_links.is_empty() || !s.odd_facts.is_empty();
     assert_eq!(
-        code.trim(),
+        code,
         if named { "3" } else { "0" },
         "exit code as `wirescope fleet` would give for this summary: {s:?}"
     );
-    let text = tmux(&["capture-pane", "-p", "-S", "-200", "-t", &name]);
-    assert!(
-        text.contains("6 pairs in 3/3 rounds"),
-        "the summary printed after the view:\n{text}"
-    );
+    let text = tmux(&["capture-pane", "-p", "-S", "-200", "-t", &tui.name]);
+    assert!(text.contains("6 pairs in 3/3 rounds"), "the summary printed after the view:\n{text}");
+}
+
+#[test]
+fn ctrl_c_stops_the_fleet_and_keeps_the_partial_matrix_until_q() {
+    let _cores = cores();
+    let mut f = Fleet::new(4);
+    f.start_agents();
+    f.line_rate("400mbit");
+    let tui = fleet_tui(&f, "fleet-c", "2s");
+    // Round 1 done (2 pairs), round 2 running.
+    let before = tui.wait_screen("round 2 running", |p| p.contains("round 2/3 · pairs 2/6"));
+    tui.keys("C-c");
+    let screen = tui.wait_screen("the run interrupted", |p| p.contains("interrupted: partial matrix"));
+    assert!(tui.alternate_screen(), "the view stays after Ctrl-C:\n{screen}");
+    let cells: usize = measured_cells(&screen, 4).iter().sum();
+    assert!((4..12).contains(&cells), "round 1's 4 directions (and what round 2 measured) stay:\n{before}\n{screen}");
+    tui.keys("q");
+    assert_eq!(tui.exit_code(), "130", "a run stopped early exits like `wirescope fleet` after Ctrl-C");
+    assert!(!tui.alternate_screen(), "the terminal left the alternate screen");
+    let s = tui.summary();
+    assert!(s.interrupted, "{s:?}");
+    assert!(s.rounds_run < 3 && s.pairs_run >= 2, "{s:?}");
 }

@@ -5,7 +5,7 @@
 //!
 //! Threads: the coordinator runs on the control runtime; its events go to a
 //! named log thread (`ws-fleet-log`) that writes the fleet log (`--log`, the
-//! same [`Recorder`] as the headless face) and passes each event on to the
+//! same `Recorder` as the headless face) and passes each event on to the
 //! UI loop on the main thread, through the TUI's one bounded event channel
 //! with the keys from the input thread. The loop writes nothing; [`update`]
 //! is the only code that changes the [`FleetModel`]; [`view`] only reads it.
