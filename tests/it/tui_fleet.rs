@@ -368,7 +368,17 @@ fn fleet_tui(f: &Fleet, tag: &str, test_s: &str) -> FleetTui {
         exit.display()
     );
     let status = Command::new("tmux")
-        .args(["new-session", "-d", "-s", &name, "-x", "100", "-y", "30", &cmd])
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &name,
+            "-x",
+            "100",
+            "-y",
+            "30",
+            &cmd,
+        ])
         .status()
         .unwrap();
     assert!(status.success());
@@ -402,7 +412,9 @@ impl FleetTui {
 
     fn exit_code(&self) -> String {
         wait_for("exit", Duration::from_secs(30), || {
-            std::fs::read_to_string(&self.exit).ok().filter(|s| !s.is_empty())
+            std::fs::read_to_string(&self.exit)
+                .ok()
+                .filter(|s| !s.is_empty())
         })
         .trim()
         .to_string()
@@ -442,11 +454,21 @@ fn the_fleet_view_of_four_agents_under_tmux() {
         p.contains("round 3/3 · pairs 6/6") && p.contains(" done")
     });
     assert!(screen.contains("hosts up 4, down 0"), "{screen}");
-    assert!(tui.alternate_screen(), "the fleet view runs on the alternate screen");
-    assert_eq!(measured_cells(&screen, 4), [3, 3, 3, 3], "every direction measured:\n{screen}");
+    assert!(
+        tui.alternate_screen(),
+        "the fleet view runs on the alternate screen"
+    );
+    assert_eq!(
+        measured_cells(&screen, 4),
+        [3, 3, 3, 3],
+        "every direction measured:\n{screen}"
+    );
     tui.keys("q");
     let code = tui.exit_code();
-    assert!(!tui.alternate_screen(), "the terminal left the alternate screen");
+    assert!(
+        !tui.alternate_screen(),
+        "the terminal left the alternate screen"
+    );
     let s = tui.summary();
     assert_eq!((s.pairs_run, s.interrupted), (6, false), "{s:?}");
     let named = !s.slow_nodes.is_empty() || !s.slow_links.is_empty() || !s.odd_facts.is_empty();
@@ -456,7 +478,10 @@ fn the_fleet_view_of_four_agents_under_tmux() {
         "exit code as `wirescope fleet` would give for this summary: {s:?}"
     );
     let text = tmux(&["capture-pane", "-p", "-S", "-200", "-t", &tui.name]);
-    assert!(text.contains("6 pairs in 3/3 rounds"), "the summary printed after the view:\n{text}");
+    assert!(
+        text.contains("6 pairs in 3/3 rounds"),
+        "the summary printed after the view:\n{text}"
+    );
 }
 
 #[test]
@@ -469,13 +494,28 @@ fn ctrl_c_stops_the_fleet_and_keeps_the_partial_matrix_until_q() {
     // Round 1 done (2 pairs), round 2 running.
     let before = tui.wait_screen("round 2 running", |p| p.contains("round 2/3 · pairs 2/6"));
     tui.keys("C-c");
-    let screen = tui.wait_screen("the run interrupted", |p| p.contains("interrupted: partial matrix"));
-    assert!(tui.alternate_screen(), "the view stays after Ctrl-C:\n{screen}");
+    let screen = tui.wait_screen("the run interrupted", |p| {
+        p.contains("interrupted: partial matrix")
+    });
+    assert!(
+        tui.alternate_screen(),
+        "the view stays after Ctrl-C:\n{screen}"
+    );
     let cells: usize = measured_cells(&screen, 4).iter().sum();
-    assert!((4..12).contains(&cells), "round 1's 4 directions (and what round 2 measured) stay:\n{before}\n{screen}");
+    assert!(
+        (4..12).contains(&cells),
+        "round 1's 4 directions (and what round 2 measured) stay:\n{before}\n{screen}"
+    );
     tui.keys("q");
-    assert_eq!(tui.exit_code(), "130", "a run stopped early exits like `wirescope fleet` after Ctrl-C");
-    assert!(!tui.alternate_screen(), "the terminal left the alternate screen");
+    assert_eq!(
+        tui.exit_code(),
+        "130",
+        "a run stopped early exits like `wirescope fleet` after Ctrl-C"
+    );
+    assert!(
+        !tui.alternate_screen(),
+        "the terminal left the alternate screen"
+    );
     let s = tui.summary();
     assert!(s.interrupted, "{s:?}");
     assert!(s.rounds_run < 3 && s.pairs_run >= 2, "{s:?}");
