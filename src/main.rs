@@ -49,6 +49,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Report(r)) => wirescope::face::report::command(r),
         Some(Command::Compare(c)) => wirescope::face::compare::command(c),
+        Some(Command::Fleet(f)) if f.tui => wirescope::tui::fleet::run(*f, argv),
         Some(Command::Fleet(f)) => wirescope::face::fleet::fleet(*f, argv),
         Some(Command::Serve(s)) => wirescope::face::serve::command(s).map_err(FaceError::from),
     };
@@ -79,6 +80,7 @@ fn init_logging(cli: &Cli) {
     let (face, dir) = match &cli.command {
         Some(Command::Agent(a)) => (Face::Agent, a.state_dir.as_deref()),
         None | Some(Command::Tui(_)) => (Face::Tui, None),
+        Some(Command::Fleet(f)) if f.tui => (Face::Tui, None),
         Some(_) => (Face::Cli, None),
     };
     let dir = wirescope::tune::state::StateDir::resolve(wirescope::cli::state_dir_given(dir));

@@ -58,6 +58,9 @@ pub struct FleetArgs {
     /// Print the hosts and the rounds, and exit without testing.
     #[arg(long)]
     pub plan: bool,
+    /// Show the run in the TUI's fleet view: the matrix as a heat map filling in, the outliers, each pair's test.
+    #[arg(long, conflicts_with_all = ["json", "plan"])]
+    pub tui: bool,
 }
 
 /// `--pattern`.

@@ -8,78 +8,28 @@
 
 use super::{out, FaceError, FaceResult};
 use crate::cli::fleet::FleetArgs;
+use crate::fleet::analyze::{OddFact, SlowLink, SlowNode};
 use crate::fleet::coordinator::{self, Directions, FleetEvent, FleetPlan};
 use crate::fleet::hosts::{self, FleetHost, Unresolved};
 use crate::fleet::log::{
-    FleetHeader, FleetLog, FleetRecord, FleetSummary, HostRecord, FLEET_SCHEMA,
+    Explained, FleetHeader, FleetLog, FleetRecord, FleetSummary, HostRecord, FLEET_SCHEMA,
 };
 use crate::fleet::rounds;
 use anyhow::Context;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// Run `wirescope fleet`.
+/// Run `wirescope fleet` (with `--tui`, the fleet view of the TUI).
 pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
-    let spec = args.test_plan()?;
-    let directions = if args.one_way {
-        Directions::One
-    } else if matches!(&spec.spec, crate::traffic::EngineSpec::Tcp(t) if t.bidir) {
-        Directions::Bidir
-    } else {
-        Directions::Both
-    };
     let rt = super::control_runtime("ws-fleet").context("cannot start the async runtime")?;
-    let (hosts, unresolved) = rt.block_on(discover(&args))?;
-    let untested: Vec<(String, String)> = unresolved
-        .iter()
-        .map(|u| (u.name.clone(), u.why.clone()))
-        .collect();
-    for u in &unresolved {
-        eprintln!("wirescope: {}: left out: {}", u.name, u.why);
-    }
-    if hosts.len() < 2 {
-        return Err(FaceError::Usage(
-            hosts::HostsError::TooFew(format!("{} resolved", hosts.len())).to_string(),
-        ));
-    }
-    let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
-    let pattern = args.pattern(&names)?;
-    let plan = FleetPlan {
-        rounds: rounds::rounds(&pattern, hosts.len()),
-        hosts,
-        spec,
-        directions,
-        concurrency: args.max_tests.map_or(usize::MAX, |k| k as usize),
-    };
+    let Planned { plan, untested } = plan(&args, &rt)?;
+    let names: Vec<String> = plan.hosts.iter().map(|h| h.name.clone()).collect();
     if args.plan {
         print_plan(&plan, &args);
         return Ok(0);
     }
-    let (token, _) = crate::session::auth::load_token(args.token_file.as_deref(), false)
-        .map_err(|e| FaceError::Usage(format!("fleet token: {e}")))?;
-    let header = FleetHeader {
-        schema: FLEET_SCHEMA.into(),
-        command_line: argv,
-        hosts: plan
-            .hosts
-            .iter()
-            .map(|h| (h.name.clone(), h.addr.to_string()))
-            .collect(),
-        pattern: args.pattern.name().into(),
-        rounds: plan.rounds.clone(),
-        test: plan.spec.spec.label(),
-        time_s: plan.spec.time_ms as f64 / 1000.0,
-        directions: directions.name().into(),
-        started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-    };
-    let mut log = match &args.log {
-        Some(p) => Some(FleetLog::create(p).map_err(|e| FaceError::Usage(e.to_string()))?),
-        None => None,
-    };
-    if let Some(l) = log.as_mut() {
-        l.write(&FleetRecord::FleetHeader(Box::new(header)))
-            .map_err(|e| FaceError::Failed(e.into()))?;
-    }
+    let token = token(&args)?;
+    let mut log = open_log(&args, &plan, argv)?;
     eprintln!(
         "wirescope: fleet of {} hosts, {} rounds ({}), {} per test",
         plan.hosts.len(),
@@ -98,18 +48,17 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
             coordinator::run(plan, token, untested, tx, cancel).await
         })
     };
-    let mut infos: Vec<Option<crate::probe::system::HostInfo>> = vec![None; names.len()];
+    let mut recorder = Recorder::new(names.clone());
     let mut log_error = None;
     while let Some(ev) = rx.blocking_recv() {
-        let rec = match ev {
+        let rec = recorder.record(&ev);
+        match ev {
             FleetEvent::Checked(up) => {
                 for (i, r) in up.into_iter().enumerate() {
-                    match r {
-                        Ok(info) => infos[i] = Some(info),
-                        Err(why) => eprintln!("wirescope: {}: not tested: {why}", names2[i]),
+                    if let Err(why) = r {
+                        eprintln!("wirescope: {}: not tested: {why}", names2[i]);
                     }
                 }
-                None
             }
             FleetEvent::RoundStarted { round, pairs } => {
                 eprintln!(
@@ -117,13 +66,7 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
                     plan.rounds.len(),
                     pairs.len()
                 );
-                None
             }
-            FleetEvent::Facts(i, facts) => Some(FleetRecord::Host(Box::new(HostRecord {
-                host: names2[i].clone(),
-                info: infos[i].clone().unwrap_or_default(),
-                facts: Some(facts),
-            }))),
             FleetEvent::PairDone(p) => {
                 for d in &p.directions {
                     match (&d.bps, &d.error) {
@@ -136,11 +79,12 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
                         _ => {}
                     }
                 }
-                Some(FleetRecord::Pair(p))
             }
-            FleetEvent::Done(s) => Some(FleetRecord::FleetSummary(s)),
-            FleetEvent::TestStarted { .. } | FleetEvent::TestInterval { .. } => None,
-        };
+            FleetEvent::Facts(..)
+            | FleetEvent::Done(_)
+            | FleetEvent::TestStarted { .. }
+            | FleetEvent::TestInterval { .. } => {}
+        }
         if let (Some(l), Some(r)) = (log.as_mut(), rec) {
             if let Err(e) = l.write(&r) {
                 if log_error.is_none() {
@@ -167,6 +111,126 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
         return Err(FaceError::Failed(anyhow::anyhow!(e)));
     }
     Ok(exit_code(&summary))
+}
+
+/// A fleet ready to run: the plan, and the hosts left out before it
+/// (name, why).
+pub(crate) struct Planned {
+    /// Hosts, rounds, the test.
+    pub plan: FleetPlan,
+    /// Hosts that did not resolve.
+    pub untested: Vec<(String, String)>,
+}
+
+/// Resolve the hosts and plan the rounds: the same for `fleet` and
+/// `fleet --tui`. Hosts left out are said on stderr.
+pub(crate) fn plan(args: &FleetArgs, rt: &tokio::runtime::Runtime) -> Result<Planned, FaceError> {
+    let spec = args.test_plan()?;
+    let directions = if args.one_way {
+        Directions::One
+    } else if matches!(&spec.spec, crate::traffic::EngineSpec::Tcp(t) if t.bidir) {
+        Directions::Bidir
+    } else {
+        Directions::Both
+    };
+    let (hosts, unresolved) = rt.block_on(discover(args))?;
+    let untested: Vec<(String, String)> = unresolved
+        .iter()
+        .map(|u| (u.name.clone(), u.why.clone()))
+        .collect();
+    for u in &unresolved {
+        eprintln!("wirescope: {}: left out: {}", u.name, u.why);
+    }
+    if hosts.len() < 2 {
+        return Err(FaceError::Usage(
+            hosts::HostsError::TooFew(format!("{} resolved", hosts.len())).to_string(),
+        ));
+    }
+    let names: Vec<String> = hosts.iter().map(|h| h.name.clone()).collect();
+    let pattern = args.pattern(&names)?;
+    let plan = FleetPlan {
+        rounds: rounds::rounds(&pattern, hosts.len()),
+        hosts,
+        spec,
+        directions,
+        concurrency: args.max_tests.map_or(usize::MAX, |k| k as usize),
+    };
+    Ok(Planned { plan, untested })
+}
+
+/// The fleet's token (`--token-file`, `$WIRESCOPE_TOKEN` or the default file).
+pub(crate) fn token(args: &FleetArgs) -> Result<crate::session::auth::Token, FaceError> {
+    let (token, _) = crate::session::auth::load_token(args.token_file.as_deref(), false)
+        .map_err(|e| FaceError::Usage(format!("fleet token: {e}")))?;
+    Ok(token)
+}
+
+/// Create `--log` and write its header (None without `--log`).
+pub(crate) fn open_log(
+    args: &FleetArgs,
+    plan: &FleetPlan,
+    argv: Vec<String>,
+) -> Result<Option<FleetLog>, FaceError> {
+    let Some(path) = &args.log else {
+        return Ok(None);
+    };
+    let header = FleetHeader {
+        schema: FLEET_SCHEMA.into(),
+        command_line: argv,
+        hosts: plan
+            .hosts
+            .iter()
+            .map(|h| (h.name.clone(), h.addr.to_string()))
+            .collect(),
+        pattern: args.pattern.name().into(),
+        rounds: plan.rounds.clone(),
+        test: plan.spec.spec.label(),
+        time_s: plan.spec.time_ms as f64 / 1000.0,
+        directions: plan.directions.name().into(),
+        started: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+    };
+    let mut log = FleetLog::create(path).map_err(|e| FaceError::Usage(e.to_string()))?;
+    log.write(&FleetRecord::FleetHeader(Box::new(header)))
+        .map_err(|e| FaceError::Failed(e.into()))?;
+    Ok(Some(log))
+}
+
+/// The log record of a coordinator's event, for every face that writes
+/// the fleet log: a host's facts (with who it said it is), a pair, the
+/// summary.
+pub(crate) struct Recorder {
+    names: Vec<String>,
+    infos: Vec<Option<crate::probe::system::HostInfo>>,
+}
+
+impl Recorder {
+    /// For hosts `names`, in matrix order.
+    pub(crate) fn new(names: Vec<String>) -> Self {
+        let infos = vec![None; names.len()];
+        Recorder { names, infos }
+    }
+
+    /// The record `ev` makes, if any.
+    pub(crate) fn record(&mut self, ev: &FleetEvent) -> Option<FleetRecord> {
+        match ev {
+            FleetEvent::Checked(up) => {
+                for (slot, r) in self.infos.iter_mut().zip(up) {
+                    *slot = r.as_ref().ok().cloned();
+                }
+                None
+            }
+            FleetEvent::Facts(i, facts) => Some(FleetRecord::Host(Box::new(HostRecord {
+                host: self.names.get(*i).cloned().unwrap_or_default(),
+                info: self.infos.get(*i).cloned().flatten().unwrap_or_default(),
+                facts: Some(facts.clone()),
+            }))),
+            FleetEvent::PairDone(p) => Some(FleetRecord::Pair(p.clone())),
+            FleetEvent::Done(s) => Some(FleetRecord::FleetSummary(s.clone())),
+            FleetEvent::RoundStarted { .. }
+            | FleetEvent::TestStarted { .. }
+            | FleetEvent::TestInterval { .. } => None,
+        }
+    }
 }
 
 /// Hosts from the source the user chose, resolved.
@@ -212,7 +276,7 @@ fn print_plan(plan: &FleetPlan, args: &FleetArgs) {
 }
 
 /// 3 when anything is named, 1 when nothing ran, 130/143 when interrupted.
-fn exit_code(s: &FleetSummary) -> u8 {
+pub(crate) fn exit_code(s: &FleetSummary) -> u8 {
     if s.interrupted {
         return super::interrupted_exit();
     }
@@ -279,44 +343,100 @@ pub fn summary_text(s: &FleetSummary) -> String {
         super::span_text(s.test_s),
         if s.interrupted { ", interrupted" } else { "" }
     );
-    for n in &s.slow_nodes {
-        t += &format!(
-            "slow node {}: {} of its {} links {} below half the fleet median (median {:.2} Gb/s, fleet {:.2} Gb/s)\n",
-            n.what.host,
-            n.what.slow_links,
-            n.what.links,
-            n.what.direction,
-            n.what.median_bps / 1e9,
-            n.what.fleet_median_bps / 1e9
-        );
-        for e in &n.evidence {
-            t += &format!("    {e}\n");
+    for (kind, line) in outlier_lines(
+        &s.slow_nodes,
+        &s.slow_links,
+        &s.odd_facts,
+        &s.untested,
+        &s.failed,
+    ) {
+        match kind {
+            OutlierLine::Evidence => t += &format!("    {line}\n"),
+            _ => t += &format!("{line}\n"),
         }
     }
-    for l in &s.slow_links {
-        t += &format!(
-            "slow link {} → {}: {:.2} Gb/s, against {:.2} and {:.2} Gb/s on the two hosts' other links\n",
-            l.what.from,
-            l.what.to,
-            l.what.bps / 1e9,
-            l.what.from_median_bps / 1e9,
-            l.what.to_median_bps / 1e9
+    t
+}
+
+/// What a line of [`outlier_lines`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutlierLine {
+    /// A slow node.
+    SlowNode,
+    /// A slow link.
+    SlowLink,
+    /// A line of evidence under the node or link above it.
+    Evidence,
+    /// A setting in which some hosts differ.
+    OddSetting,
+    /// A host not tested, or a direction that failed.
+    NotTested,
+    /// Nothing stands out.
+    Nothing,
+}
+
+/// The outliers, one line each with its evidence under it, then who was
+/// not tested and what failed: the summary's text and the TUI's outliers
+/// panel say the same.
+pub fn outlier_lines(
+    nodes: &[Explained<SlowNode>],
+    links: &[Explained<SlowLink>],
+    odd: &[OddFact],
+    untested: &[(String, String)],
+    failed: &[(String, String, String)],
+) -> Vec<(OutlierLine, String)> {
+    let mut t = Vec::new();
+    for n in nodes {
+        t.push((
+            OutlierLine::SlowNode,
+            format!(
+                "slow node {}: {} of its {} links {} below half the fleet median (median {:.2} Gb/s, fleet {:.2} Gb/s)",
+                n.what.host,
+                n.what.slow_links,
+                n.what.links,
+                n.what.direction,
+                n.what.median_bps / 1e9,
+                n.what.fleet_median_bps / 1e9
+            ),
+        ));
+        t.extend(
+            n.evidence
+                .iter()
+                .map(|e| (OutlierLine::Evidence, e.clone())),
         );
-        for e in &l.evidence {
-            t += &format!("    {e}\n");
-        }
     }
-    for o in &s.odd_facts {
-        t += &format!("odd setting {}\n", o.line());
+    for l in links {
+        t.push((
+            OutlierLine::SlowLink,
+            format!(
+                "slow link {} → {}: {:.2} Gb/s, against {:.2} and {:.2} Gb/s on the two hosts' other links",
+                l.what.from,
+                l.what.to,
+                l.what.bps / 1e9,
+                l.what.from_median_bps / 1e9,
+                l.what.to_median_bps / 1e9
+            ),
+        ));
+        t.extend(
+            l.evidence
+                .iter()
+                .map(|e| (OutlierLine::Evidence, e.clone())),
+        );
     }
-    for (h, why) in &s.untested {
-        t += &format!("not tested {h}: {why}\n");
+    for o in odd {
+        t.push((OutlierLine::OddSetting, format!("odd setting {}", o.line())));
     }
-    for (a, b, why) in &s.failed {
-        t += &format!("failed {a} → {b}: {why}\n");
+    for (h, why) in untested {
+        t.push((OutlierLine::NotTested, format!("not tested {h}: {why}")));
     }
-    if s.slow_nodes.is_empty() && s.slow_links.is_empty() && s.odd_facts.is_empty() {
-        t += "no slow node, no slow link, no odd setting\n";
+    for (a, b, why) in failed {
+        t.push((OutlierLine::NotTested, format!("failed {a} → {b}: {why}")));
+    }
+    if nodes.is_empty() && links.is_empty() && odd.is_empty() {
+        t.push((
+            OutlierLine::Nothing,
+            "no slow node, no slow link, no odd setting".to_string(),
+        ));
     }
     t
 }

@@ -11,7 +11,7 @@
 //! (Ctrl-C) stops the running tests, which still report what they measured,
 //! and no further round starts.
 
-use super::analyze::{self, Matrix};
+use super::analyze::{self, Matrix, OddFact, SlowLink, SlowNode};
 use super::hosts::FleetHost;
 use super::log::{DirectionResult, Explained, FleetSummary, PairRecord};
 use super::rounds::Rounds;
@@ -455,20 +455,22 @@ fn directions_of(
     vec![one(x, y, s.throughput_bps, retr, true)]
 }
 
-#[allow(clippy::too_many_arguments)]
-fn summarize(
-    st: &Collected,
+/// The outliers of what ran so far, each with its evidence (the findings
+/// of its tests, the odd settings of its hosts), and the odd settings:
+/// what the summary says, and what the TUI shows while the fleet runs.
+/// `facts[i]` belongs to `names[i]`.
+pub fn explain(
+    matrix: &Matrix,
     names: &[String],
-    plan: &FleetPlan,
-    untested: Vec<(String, String)>,
-    rounds_run: usize,
-    started: Instant,
-    test_s: f64,
-    interrupted: bool,
-) -> FleetSummary {
-    let (nodes, links) = analyze::outliers(&st.matrix);
-    let facts: Vec<Option<&HostFacts>> = st.facts.iter().map(|f| f.as_deref()).collect();
-    let odd = analyze::odd_facts(names, &facts);
+    facts: &[Option<&HostFacts>],
+    pairs: &[PairRecord],
+) -> (
+    Vec<Explained<SlowNode>>,
+    Vec<Explained<SlowLink>>,
+    Vec<OddFact>,
+) {
+    let (nodes, links) = analyze::outliers(matrix);
+    let odd = analyze::odd_facts(names, facts);
     let odd_of = |host: &str| -> Vec<String> {
         odd.iter()
             .filter_map(|o| {
@@ -483,7 +485,7 @@ fn summarize(
     };
     let findings_of = |from: &str, to: &str| -> Vec<String> {
         let mut out: Vec<String> = Vec::new();
-        for p in &st.pairs {
+        for p in pairs {
             for d in p.directions.iter().filter(|d| d.from == from && d.to == to) {
                 for f in d
                     .findings
@@ -505,7 +507,7 @@ fn summarize(
         }
         out
     };
-    let slow_nodes = nodes
+    let slow_nodes: Vec<Explained<SlowNode>> = nodes
         .into_iter()
         .map(|n| {
             let mut evidence = odd_of(&n.host);
@@ -524,7 +526,7 @@ fn summarize(
             Explained { what: n, evidence }
         })
         .collect();
-    let slow_links = links
+    let slow_links: Vec<Explained<SlowLink>> = links
         .into_iter()
         .map(|l| {
             let mut evidence = findings_of(&l.from, &l.to);
@@ -533,6 +535,22 @@ fn summarize(
             Explained { what: l, evidence }
         })
         .collect();
+    (slow_nodes, slow_links, odd)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn summarize(
+    st: &Collected,
+    names: &[String],
+    plan: &FleetPlan,
+    untested: Vec<(String, String)>,
+    rounds_run: usize,
+    started: Instant,
+    test_s: f64,
+    interrupted: bool,
+) -> FleetSummary {
+    let facts: Vec<Option<&HostFacts>> = st.facts.iter().map(|f| f.as_deref()).collect();
+    let (slow_nodes, slow_links, odd) = explain(&st.matrix, names, &facts, &st.pairs);
     FleetSummary {
         matrix: st.matrix.clone(),
         slow_nodes,

@@ -110,7 +110,7 @@ pub fn handle(ev: Event, model: &mut Model, io: &mut Io) -> bool {
             None => return false,
         },
         Event::Resize => vec![Action::Resize],
-        Event::Tick => return false,
+        Event::Tick | Event::Fleet(_) => return false,
         Event::Output(o) => {
             let ready = matches!(*o, Output::Ready { .. });
             let mut v = actions_of(*o);

@@ -37,6 +37,8 @@ pub enum Event {
     Quit,
     /// A running checklist's question, record or end (the Tune view).
     Tune(Box<super::tune::TuneNote>),
+    /// What the fleet coordinator did (the fleet view, `fleet --tui`).
+    Fleet(Box<crate::fleet::coordinator::FleetEvent>),
 }
 
 /// The terminal reader: a named thread polling crossterm with [`TICK`] as timeout.

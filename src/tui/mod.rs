@@ -22,6 +22,7 @@
 pub mod action;
 pub mod app;
 pub mod event;
+pub mod fleet;
 pub mod form;
 pub mod keys;
 pub mod model;

@@ -45,6 +45,7 @@ mod sink_session;
 mod synthetic_host;
 mod telemetry;
 mod tui_e2e;
+mod tui_fleet;
 mod tui_keys;
 mod tui_views;
 mod tune_hardening;
