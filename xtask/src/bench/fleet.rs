@@ -204,9 +204,8 @@ fn one(
         if rounds > 0.0 { (wall - tests) / rounds } else { 0.0 }
     );
     println!(
-        "fleet {pattern}: coordinator CPU {:.2} s ({:.1} % of the wall time), peak RSS {rss:.0} MiB",
-        cpu1 - cpu0,
-        100.0 * (cpu1 - cpu0) / wall
+        "fleet {pattern}: coordinator CPU {cpu:.2} s ({:.1} % of the wall time), peak RSS {rss:.0} MiB",
+        100.0 * cpu / wall
     );
     Ok(())
 }
