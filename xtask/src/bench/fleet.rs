@@ -165,36 +165,26 @@ fn one(
     time: &str,
     log: &Path,
 ) -> Result<()> {
-    let (cpu0, _) = children_usage();
     let t = Instant::now();
-    let o = Command::new("ip")
+    let mut child = Command::new("ip")
         .args(["netns", "exec", coord])
         .arg(wirescope)
-        .args([
-            "fleet",
-            "--hosts",
-            hosts,
-            "--pattern",
-            pattern,
-            "-t",
-            time,
-            "--ebpf",
-            "off",
-            "--json",
-            "--log",
-        ])
+        .args(["fleet", "--hosts", hosts, "--pattern", pattern, "-t", time])
+        .args(["--ebpf", "off", "--json", "--log"])
         .arg(log)
         .env("WIRESCOPE_TOKEN", TOKEN)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
         .context("run wirescope fleet")?;
+    let mut stdout = Vec::new();
+    if let Some(mut o) = child.stdout.take() {
+        std::io::Read::read_to_end(&mut o, &mut stdout).context("read the fleet's summary")?;
+    }
+    let (cpu, rss) = wait_usage(&child)?;
     let wall = t.elapsed().as_secs_f64();
-    let (cpu1, rss) = children_usage();
-    let s: serde_json::Value = serde_json::from_slice(&o.stdout).with_context(|| {
-        format!(
-            "fleet printed no summary: {}",
-            String::from_utf8_lossy(&o.stderr)
-        )
-    })?;
+    let s: serde_json::Value = serde_json::from_slice(&stdout)
+        .context("fleet printed no summary (run it by hand to see why)")?;
     let rounds = s["rounds_run"].as_f64().unwrap_or(0.0);
     let tests = s["test_s"].as_f64().unwrap_or(0.0);
     let pairs = s["pairs_run"].as_u64().unwrap_or(0);
