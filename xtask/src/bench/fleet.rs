@@ -144,17 +144,23 @@ fn setup(wirescope: &Path, n: usize, rate: &str) -> Result<Nodes> {
     Ok(nodes)
 }
 
-/// Children's rusage so far: CPU seconds and peak RSS (MiB) of the largest.
-fn children_usage() -> (f64, f64) {
-    // SAFETY: a zeroed rusage is a valid out-parameter for getrusage.
+/// Wait for `child` and return its rusage (with the descendants it waited
+/// for: `ip netns exec` forks the coordinator): CPU seconds and peak RSS
+/// (MiB) of the largest.
+fn wait_usage(child: &std::process::Child) -> Result<(f64, f64)> {
+    // SAFETY: a zeroed rusage is a valid out-parameter for wait4.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_CHILDREN with a valid pointer.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    let mut status = 0;
+    // SAFETY: the pid is our own unwaited child; both pointers are valid.
+    let r = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    if r < 0 {
+        bail!("wait4: {}", std::io::Error::last_os_error());
+    }
     let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (
+    Ok((
         s(ru.ru_utime) + s(ru.ru_stime),
         ru.ru_maxrss as f64 / 1024.0,
-    )
+    ))
 }
 
 fn one(
