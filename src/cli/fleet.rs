@@ -58,6 +58,10 @@ pub struct FleetArgs {
     /// Print the hosts and the rounds, and exit without testing.
     #[arg(long)]
     pub plan: bool,
+    /// Serve the fleet's matrix and outliers as Prometheus gauges at
+    /// http://ADDR:PORT/metrics while it runs, and after it until Ctrl-C.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = super::values::parse_metrics_addr, conflicts_with = "plan")]
+    pub metrics: Option<std::net::SocketAddr>,
     /// Show the run in the TUI's fleet view: the matrix as a heat map filling in, the outliers, each pair's test.
     #[arg(long, conflicts_with_all = ["json", "plan"])]
     pub tui: bool,

@@ -29,6 +29,16 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
         return Ok(0);
     }
     let token = token(&args)?;
+    let metrics = match args.metrics {
+        Some(addr) => {
+            let hub = crate::record::metrics::MetricsHub::new("fleet");
+            let server = crate::record::metrics::http::MetricsServer::start(addr, hub.clone())
+                .map_err(|e| FaceError::Usage(e.to_string()))?;
+            Some((hub, server))
+        }
+        None => None,
+    };
+    let mut matrix = crate::fleet::analyze::Matrix::new(names.clone());
     let mut log = open_log(&args, &plan, argv)?;
     eprintln!(
         "wirescope: fleet of {} hosts, {} rounds ({}), {} per test",
@@ -68,6 +78,17 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
                 );
             }
             FleetEvent::PairDone(p) => {
+                if let Some((hub, _)) = &metrics {
+                    for d in &p.directions {
+                        let at = |h: &str| names.iter().position(|n| n == h);
+                        if let (Some(b), Some(f), Some(t)) = (d.bps, at(&d.from), at(&d.to)) {
+                            matrix.set(f, t, b);
+                        }
+                    }
+                    if let Err(e) = crate::fleet::metrics::publish_matrix(hub, &matrix) {
+                        eprintln!("wirescope: metrics: {e}");
+                    }
+                }
                 for d in &p.directions {
                     match (&d.bps, &d.error) {
                         (_, Some(e)) => {
@@ -97,7 +118,6 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
     let summary = rt
         .block_on(task)
         .map_err(|e| FaceError::Failed(anyhow::anyhow!("the fleet coordinator failed: {e}")))?;
-    drop(rt);
     if args.json {
         out(&format!(
             "{}\n",
@@ -110,6 +130,24 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
     if let Some(e) = log_error {
         return Err(FaceError::Failed(anyhow::anyhow!(e)));
     }
+    if let Some((hub, server)) = &metrics {
+        if let Err(e) = crate::fleet::metrics::publish_summary(hub, &summary) {
+            eprintln!("wirescope: metrics: {e}");
+        }
+        if !summary.interrupted {
+            // The last matrix stays on /metrics for Prometheus to scrape.
+            eprintln!(
+                "wirescope: serving the fleet's metrics on http://{}/metrics until Ctrl-C",
+                server.local_addr()
+            );
+            let stop = CancellationToken::new();
+            rt.block_on(async {
+                super::spawn_signal_handler(stop.clone());
+                stop.cancelled().await;
+            });
+        }
+    }
+    drop(rt);
     Ok(exit_code(&summary))
 }
 

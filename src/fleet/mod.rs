@@ -8,6 +8,7 @@
 //!   and rules as `run`;
 //! * [`analyze`] — pure: the matrix, slow links, slow nodes, odd settings;
 //! * [`log`] — the fleet's JSON-lines log.
+//! * [`metrics`] — the results as Prometheus gauges (`--metrics`).
 //!
 //! wirescope starts no daemons across machines: agents are started by what
 //! the site runs (systemd, a Kubernetes DaemonSet, `srun`); `fleet` only
@@ -17,4 +18,5 @@ pub mod analyze;
 pub mod coordinator;
 pub mod hosts;
 pub mod log;
+pub mod metrics;
 pub mod rounds;

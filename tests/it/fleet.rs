@@ -332,3 +332,101 @@ fn bidir_tests_both_directions_at_once_and_grpc_runs_agent_to_agent() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("drop --sweep"), "{}", stderr(&o));
 }
+
+/// GET http://ADDR/metrics from inside `ns`, in the Prometheus text format.
+fn scrape_in(ns: &str, addr: &str) -> Option<String> {
+    let code = format!(
+        "import urllib.request as u; r = u.Request('http://{addr}/metrics', headers={{'Accept': 'text/plain; version=0.0.4'}}); print(u.urlopen(r, timeout=5).read().decode(), end='')"
+    );
+    let o = std::process::Command::new("ip")
+        .args(["netns", "exec", ns, "python3", "-c", &code])
+        .output()
+        .ok()?;
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[test]
+fn fleet_metrics_serve_the_matrix_and_outliers_and_pass_promtool() {
+    let Some(promtool) = crate::metrics::tool("promtool") else {
+        return;
+    };
+    let mut f = Fleet::new(3);
+    f.start_agents();
+    let addr = format!("10.99.{}.254:9477", f.addr(0).split('.').nth(2).unwrap());
+    let child = f
+        .fleet_cmd(&[
+            "--hosts",
+            &f.hosts(),
+            "--pattern",
+            "ring",
+            "-t",
+            "1s",
+            "--ebpf",
+            "off",
+            "--metrics",
+            &addr,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // After the run the last matrix stays served until Ctrl-C.
+    let t = std::time::Instant::now();
+    let text = loop {
+        if let Some(t) =
+            scrape_in(&f.coord, &addr).filter(|t| t.contains("wirescope_fleet_rounds{"))
+        {
+            break t;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "no fleet summary on /metrics"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    let links = text
+        .matches("wirescope_fleet_link_bits_per_second{")
+        .count();
+    assert_eq!(links, 6, "3 ring links, both ways:\n{text}");
+    assert!(
+        text.contains("wirescope_fleet_pairs{state=\"run\"} 3"),
+        "{text}"
+    );
+    let mut check = std::process::Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut check.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let out = check.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool: {said}\n{text}"
+    );
+    // Ctrl-C ends the serving; the exit code is the run's, not 130.
+    let pid = child.id();
+    let coord = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()
+        .and_then(|c| {
+            c.split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<i32>().ok())
+        })
+        .unwrap_or(pid as i32);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(coord), nix::sys::signal::SIGINT).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        matches!(o.status.code(), Some(0) | Some(3)),
+        "{}",
+        stderr(&o)
+    );
+}

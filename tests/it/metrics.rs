@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 const LIVENESS: Duration = Duration::from_secs(30);
 
 /// The Debian tool `name`, or None when it is missing and CI is unset.
-fn tool(name: &str) -> Option<&'static str> {
+pub(crate) fn tool(name: &str) -> Option<&'static str> {
     let path: &'static str = match name {
         "prometheus" => "/usr/bin/prometheus",
         _ => "/usr/bin/promtool",
