@@ -2,7 +2,7 @@
 //! [`MetricsHub`] of `record::metrics`. Label sets are bounded by the
 //! fleet: one series per tested link, per outlier and per odd setting.
 //!
-//! * `wirescope_fleet_link_bits_per_second{sender,receiver}` — each tested
+//! * `wirescope_fleet_link_bytes_per_second{sender,receiver}` — each tested
 //!   direction, updated as pairs finish;
 //! * `wirescope_fleet_slow_link{sender,receiver} 1`,
 //!   `wirescope_fleet_slow_node{host,direction} 1`,
@@ -27,13 +27,16 @@ pub fn publish_matrix(hub: &MetricsHub, m: &Matrix) -> Result<(), MetricsError> 
     for (i, row) in m.cells.iter().enumerate() {
         for (j, c) in row.iter().enumerate() {
             if let Some(v) = c {
-                series.push((l(&[("sender", &m.hosts[i]), ("receiver", &m.hosts[j])]), *v));
+                series.push((
+                    l(&[("sender", &m.hosts[i]), ("receiver", &m.hosts[j])]),
+                    *v / 8.0,
+                ));
             }
         }
     }
     hub.set_gauges(
-        "wirescope_fleet_link_bits_per_second",
-        "Throughput of each tested fleet link (bits/s), rows = sender.",
+        "wirescope_fleet_link_bytes_per_second",
+        "Throughput of each tested fleet link (bytes/s; Gb/s = 8e-9 x this).",
         series,
     )
 }
@@ -112,12 +115,12 @@ mod tests {
         let text = hub.encode(Format::OpenMetrics).unwrap();
         assert!(
             text.contains(
-                "wirescope_fleet_link_bits_per_second{sender=\"n1\",receiver=\"n2\"} 9000000000"
+                "wirescope_fleet_link_bytes_per_second{sender=\"n1\",receiver=\"n2\"} 1125000000"
             ),
             "{text}"
         );
         assert_eq!(
-            text.matches("wirescope_fleet_link_bits_per_second{")
+            text.matches("wirescope_fleet_link_bytes_per_second{")
                 .count(),
             2,
             "{text}"

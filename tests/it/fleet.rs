@@ -387,7 +387,7 @@ fn fleet_metrics_serve_the_matrix_and_outliers_and_pass_promtool() {
         std::thread::sleep(std::time::Duration::from_millis(300));
     };
     let links = text
-        .matches("wirescope_fleet_link_bits_per_second{")
+        .matches("wirescope_fleet_link_bytes_per_second{")
         .count();
     assert_eq!(links, 6, "3 ring links, both ways:\n{text}");
     assert!(

@@ -446,7 +446,7 @@ fn the_agent_serves_the_running_tests_throughput() {
     node.wait_for("agent.err", "listening on");
     let idle = scrape(&metrics, None);
     assert!(
-        !idle.contains("wirescope_engine_bits_per_second{"),
+        !idle.contains("wirescope_engine_bytes_per_second{"),
         "{idle}"
     );
     let mut run = Command::new(bin());
@@ -457,7 +457,7 @@ fn the_agent_serves_the_running_tests_throughput() {
     let busy = scrape_until(&metrics, "the engine's throughput", |b| {
         b.lines().any(|l| {
             l.starts_with(
-                "wirescope_engine_bits_per_second{host=\"local\",engine=\"tcp\",direction=\"rx\"}",
+                "wirescope_engine_bytes_per_second{host=\"local\",engine=\"tcp\",direction=\"rx\"}",
             ) && l
                 .rsplit(' ')
                 .next()
@@ -478,7 +478,7 @@ fn the_agent_serves_the_running_tests_throughput() {
         let _ = c.wait();
     }
     scrape_until(&metrics, "the throughput series gone", |b| {
-        !b.contains("wirescope_engine_bits_per_second{")
+        !b.contains("wirescope_engine_bytes_per_second{")
     });
 }
 

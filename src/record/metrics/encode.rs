@@ -57,7 +57,7 @@ const OWN_FAMILIES: [&str; 13] = [
     "wirescope_queue_packets_total",
     "wirescope_queue_bytes_total",
     "wirescope_queue_drops_total",
-    "wirescope_engine_bits_per_second",
+    "wirescope_engine_bytes_per_second",
     "wirescope_finding",
     "wirescope_build_info",
     "wirescope_metrics_dropped_series_total",
@@ -394,14 +394,15 @@ impl Snapshot {
                         ("engine", cow(engine.name())),
                         ("direction", cow(dir)),
                     ];
-                    (labels, v)
+                    // Prometheus' base unit: bytes (promtool refuses bits).
+                    (labels, v / 8.0)
                 })
             })
             .collect();
         gauge(
             enc,
-            "wirescope_engine_bits_per_second",
-            "Throughput of the running test's engine on a host over the last interval (bits/s).",
+            "wirescope_engine_bytes_per_second",
+            "Throughput of the running test's engine on a host over the last interval (bytes/s).",
             series.iter().map(|(l, v)| (l, *v)),
         )
     }

@@ -14,7 +14,7 @@
 //!
 //! `wirescope_*` for the rest: `wirescope_queue_{packets,bytes,drops}_total`
 //! `{host,iface,queue,direction,source}` (the queue's three counters, never
-//! one label per `ethtool -S` name), `wirescope_engine_bits_per_second
+//! one label per `ethtool -S` name), `wirescope_engine_bytes_per_second
 //! {host,engine,direction}` while a test runs, `wirescope_finding
 //! {host,id,severity,subject} 1` for each active finding,
 //! `wirescope_build_info{version,face} 1`, and

@@ -190,7 +190,7 @@ fn samples_of_another_host_are_accumulated_with_bounded_labels() {
         assert_eq!(before, after, "{mode}");
     }
     // No engine runs: no throughput series; nothing dropped.
-    assert!(series(&text, "wirescope_engine_bits_per_second").is_empty());
+    assert!(series(&text, "wirescope_engine_bytes_per_second").is_empty());
     assert_eq!(
         value(&text, "wirescope_metrics_dropped_series_total", ""),
         0.0
@@ -211,11 +211,14 @@ fn the_live_hosts_samples_add_only_queues_and_the_engine() {
     // CPU series once (from the kernel), not again from the Sample.
     assert_eq!(series(&text, "node_cpu_seconds_total").len(), 8 * 8);
     let l = "host=\"node\",engine=\"tcp\",direction=\"tx\"";
-    assert_eq!(value(&text, "wirescope_engine_bits_per_second", l), 9.4e9);
+    assert_eq!(
+        value(&text, "wirescope_engine_bytes_per_second", l),
+        9.4e9 / 8.0
+    );
     assert!(!series(&text, "wirescope_queue_packets_total").is_empty());
     hub.set_engine("node", None);
     let text = hub.encode(Format::OpenMetrics).unwrap();
-    assert!(series(&text, "wirescope_engine_bits_per_second").is_empty());
+    assert!(series(&text, "wirescope_engine_bytes_per_second").is_empty());
 }
 
 #[test]
@@ -367,8 +370,8 @@ fn a_pipelines_outputs_feed_both_hosts_and_the_findings() {
     let queues = series(&text, "wirescope_queue_packets_total");
     assert_eq!(queues.len(), 2 * (2 * 4 * 2), "both hosts' queues");
     assert_eq!(series(&text, "wirescope_finding").len(), 1);
-    assert_eq!(series(&text, "wirescope_engine_bits_per_second").len(), 2);
+    assert_eq!(series(&text, "wirescope_engine_bytes_per_second").len(), 2);
     hub.publish_output(&Output::Failed("gone".into()));
     let text = hub.encode(Format::OpenMetrics).unwrap();
-    assert!(series(&text, "wirescope_engine_bits_per_second").is_empty());
+    assert!(series(&text, "wirescope_engine_bytes_per_second").is_empty());
 }
