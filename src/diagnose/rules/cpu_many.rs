@@ -3,7 +3,7 @@
 //! names all of them, each core's evidence, and the fixes that spread the
 //! work over more cores. The detection lives in [`super::cpu`].
 
-use super::cpu::{net_rx_share, steered_to, CoreTime, SaturatedWindow};
+use super::cpu::{net_rx_share, CoreTime, SaturatedWindow};
 use super::HostCtx;
 use crate::diagnose::finding::{Evidence, Finding, Severity};
 use crate::diagnose::impact::prior;
@@ -69,10 +69,8 @@ pub(super) fn many_cores_finding(ctx: &HostCtx, cores: &[(SaturatedWindow, CoreT
         ("user+sys", task)
     };
     // The IRQs steered to each core alone, by NIC.
-    let per_core: Vec<(u32, Vec<(String, u32)>)> = ids
-        .iter()
-        .map(|c| (*c, steered_to(ctx.facts, *c).0))
-        .collect();
+    let per_core: Vec<(u32, Vec<(String, u32)>)> =
+        ids.iter().map(|c| (*c, ctx.steering().to(*c).0)).collect();
     let by_nic = irqs_by_nic(ctx, &ids);
     // The NIC (of those) whose rx queues carry the most packets: the work.
     let carrier = carrier(ctx, &by_nic);
@@ -178,7 +176,7 @@ pub(super) fn spread_fixes(ctx: &HostCtx, hot: &[u32]) -> Vec<String> {
 fn irqs_by_nic(ctx: &HostCtx, hot: &[u32]) -> BTreeMap<String, Vec<u32>> {
     let mut by_nic: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for c in hot {
-        for (nic, irq) in steered_to(ctx.facts, *c).0 {
+        for (nic, irq) in ctx.steering().to(*c).0 {
             by_nic.entry(nic).or_default().push(irq);
         }
     }

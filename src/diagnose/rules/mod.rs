@@ -40,6 +40,8 @@ pub struct HostCtx<'a> {
     pub active: Vec<&'a Sample>,
     /// The test spec.
     pub spec: Option<&'a EngineSpec>,
+    /// What the facts steer to each CPU alone, indexed on first use.
+    steering: std::cell::OnceCell<cpu::Steering>,
 }
 
 fn active<'a>(samples: &'a [Sample], t: &Thresholds) -> Vec<&'a Sample> {
@@ -66,7 +68,14 @@ impl<'a> HostCtx<'a> {
             other_facts: other.facts(),
             active: active(me.samples, t),
             spec: input.test.spec,
+            steering: std::cell::OnceCell::new(),
         }
+    }
+
+    /// The data IRQs and RPS masks of this host's facts by the one CPU they
+    /// name (built once per host and diagnosis, whatever asks).
+    fn steering(&self) -> &cpu::Steering {
+        self.steering.get_or_init(|| cpu::Steering::of(self.facts))
     }
 
     /// Intervals a sustained condition must hold: min(sustain, active samples).
