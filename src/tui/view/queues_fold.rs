@@ -209,3 +209,59 @@ fn busiest(m: &Model, role: &str, s: &Sample, n: usize, lines: &mut Vec<Line<'st
         ));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::summaries;
+    use crate::probe::ethtool_names::Dir;
+    use crate::probe::sample::{QueueSample, QueueSource, Sample};
+    use crate::units::BitsPerSec;
+
+    fn q(iface: &str, dir: Dir, queue: u32, packets: u64, drops: u64) -> QueueSample {
+        QueueSample {
+            iface: iface.into(),
+            dir,
+            queue,
+            packets: Some(packets),
+            bytes: Some(packets * 100),
+            drops: Some(drops),
+            pps: packets as f64,
+            bps: BitsPerSec(packets as f64 * 800.0),
+            source: QueueSource::Ethtool,
+            other: Default::default(),
+        }
+    }
+
+    #[test]
+    fn a_summary_counts_active_queues_totals_drops_the_busiest_and_the_median() {
+        let mut s: Sample = serde_json::from_value(serde_json::json!({
+            "host": "local", "index": 0, "start_s": 0.0, "end_s": 1.0, "omitted": false,
+            "engine": {"tx_bytes": 0, "rx_bytes": 0, "tx_bps": 0.0, "rx_bps": 0.0,
+                       "messages": 0, "msgs_per_s": 0.0},
+            "cpus": [], "softirqs": [], "softnet": [], "ifaces": [], "nstat": {}
+        }))
+        .expect("sample json");
+        s.queues = vec![
+            q("eth1", Dir::Tx, 0, 5, 0),
+            q("eth0", Dir::Rx, 0, 10, 0),
+            q("eth0", Dir::Rx, 1, 0, 0),
+            q("eth1", Dir::Rx, 0, 30, 2),
+            q("eth1", Dir::Rx, 1, 20, 0),
+            q("eth0", Dir::Rx, 2, 30, 0),
+        ];
+        let v = summaries(&s);
+        assert_eq!(v.len(), 2);
+        let (rx, tx) = (&v[0], &v[1]);
+        assert_eq!((rx.dir, tx.dir), (Dir::Rx, Dir::Tx), "receive first");
+        assert_eq!((rx.queues, rx.active, rx.ifaces), (5, 4, 2));
+        assert_eq!(rx.pps, 90.0);
+        assert_eq!(rx.bps, 72_000.0);
+        assert_eq!((rx.drops, rx.dropping), (2, 1));
+        // 30 pps twice: the first interface's queue is the busiest.
+        let max = rx.max.expect("a busiest queue");
+        assert_eq!((max.iface.as_str(), max.queue), ("eth0", 2));
+        // Active rates 10, 20, 30, 30 (the idle queue does not count).
+        assert_eq!(rx.median_pps, 25.0);
+        assert_eq!((tx.queues, tx.active, tx.median_pps), (1, 1, 5.0));
+    }
+}
