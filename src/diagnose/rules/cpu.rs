@@ -5,7 +5,7 @@ use super::HostCtx;
 use crate::diagnose::finding::{Evidence, Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
-use crate::diagnose::util::{cpu_mask, data_irqs, local_cpus, mask_cpus, secs, spread};
+use crate::diagnose::util::{cpu_mask, data_irqs, local_cpus, secs, spread};
 use crate::probe::facts::HostFacts;
 use crate::probe::sample::Sample;
 use std::collections::BTreeMap;
@@ -410,6 +410,25 @@ impl RunsThere {
 /// whose RPS mask is only `cpu`, by interface.
 pub(super) type Steered = (Vec<(String, u32)>, Vec<(String, u32)>);
 
+/// The one CPU a sysfs hex mask names, without listing its bits (a 256-CPU
+/// mask per rx queue, 512 queues); None for no CPU, several or bad text.
+fn one_cpu_of_mask(mask: &str) -> Option<u32> {
+    let mut found = None;
+    let mut bit = 0u32;
+    for word in mask.trim().rsplit(',') {
+        for ch in word.chars().rev() {
+            let d = ch.to_digit(16)?;
+            match (d.count_ones(), found) {
+                (0, _) => {}
+                (1, None) => found = Some(bit + d.trailing_zeros()),
+                _ => return None,
+            }
+            bit += 4;
+        }
+    }
+    found
+}
+
 /// [`Steered`] of every CPU, from one pass over the host's IRQs and RPS
 /// masks (8 NICs × 65 IRQs are parsed once, not once per saturated core).
 #[derive(Default)]
@@ -426,7 +445,7 @@ impl Steering {
                 }
             }
             for m in &nic.rps {
-                if let [cpu] = mask_cpus(&m.mask)[..] {
+                if let Some(cpu) = one_cpu_of_mask(&m.mask) {
                     by.entry(cpu)
                         .or_default()
                         .1
@@ -924,4 +943,36 @@ fn rx_queues_on(samples: &[&&Sample], cpu: u32) -> Vec<(String, u32, f64)> {
         .collect();
     out.sort_by(|a, b| b.2.total_cmp(&a.2));
     out
+}
+
+#[cfg(test)]
+mod mask_tests {
+    use super::one_cpu_of_mask;
+    use crate::diagnose::util::{cpu_mask, mask_cpus};
+
+    #[test]
+    fn one_cpu_of_a_mask_agrees_with_the_full_parse() {
+        for m in [
+            "0",
+            "00000000,00000000",
+            "f",
+            "00000010",
+            "1,00000000",
+            "80000000,00000000,00000000",
+            "3",
+            "x1",
+            "",
+            "00000004,00000004",
+        ] {
+            let full = mask_cpus(m);
+            let want = match full[..] {
+                [one] => Some(one),
+                _ => None,
+            };
+            assert_eq!(one_cpu_of_mask(m), want, "{m:?}: {full:?}");
+        }
+        for cpu in [0, 5, 31, 32, 200, 255] {
+            assert_eq!(one_cpu_of_mask(&cpu_mask(cpu)), Some(cpu));
+        }
+    }
 }

@@ -20,27 +20,39 @@ fn list(ids: &[u32]) -> String {
 /// The rx queues of `iface` busy over the window (at least half the
 /// packets of its busiest queue), with their mean packets per second.
 fn busy_rx_queues(ctx: &HostCtx, iface: &str) -> Vec<(u32, f64)> {
-    let mut per: BTreeMap<u32, f64> = BTreeMap::new();
-    for s in &ctx.active {
-        for q in s
-            .queues
-            .iter()
-            .filter(|q| q.iface == iface && q.dir == Dir::Rx)
-        {
-            // Packets over the interval's own length (the session's clock).
-            let pps = q.packets.map_or(q.pps, |p| p as f64 / secs(s).max(1e-9));
-            *per.entry(q.queue).or_insert(0.0) += pps;
-        }
-    }
+    let Some(per) = ctx.rx_queue_rates().get(iface) else {
+        return Vec::new();
+    };
     let k = ctx.active.len().max(1) as f64;
     let top = per.values().copied().fold(0.0, f64::max);
     if top <= 0.0 {
         return Vec::new();
     }
-    per.into_iter()
-        .filter(|(_, p)| *p * 2.0 >= top)
-        .map(|(q, p)| (q, p / k))
+    per.iter()
+        .filter(|(_, p)| **p * 2.0 >= top)
+        .map(|(q, p)| (*q, p / k))
         .collect()
+}
+
+/// Every interface's rx queues with their packets per second summed over
+/// the window (one pass over the window's queues, whatever asks).
+pub(super) fn rx_queue_rates<'a>(ctx: &HostCtx<'a>) -> BTreeMap<&'a str, BTreeMap<u32, f64>> {
+    let mut out: BTreeMap<&str, BTreeMap<u32, f64>> = BTreeMap::new();
+    for s in &ctx.active {
+        let mut at: Option<(&str, &mut BTreeMap<u32, f64>)> = None;
+        for q in s.queues.iter().filter(|q| q.dir == Dir::Rx) {
+            // Queues come grouped by interface: one map lookup per run.
+            let per = match at.take() {
+                Some((i, per)) if i == q.iface => per,
+                _ => out.entry(q.iface.as_str()).or_default(),
+            };
+            // Packets over the interval's own length (the session's clock).
+            let pps = q.packets.map_or(q.pps, |p| p as f64 / secs(s).max(1e-9));
+            *per.entry(q.queue).or_insert(0.0) += pps;
+            at = Some((q.iface.as_str(), per));
+        }
+    }
+    out
 }
 
 /// The finding for several saturated cores (`cores` ≥ 2).

@@ -11,7 +11,7 @@ use crate::probe::facts::{HostFacts, NicFacts};
 
 /// A host's NICs grouped by one fact: (value, the NICs that have it), in
 /// the order the NICs are listed.
-fn by_value<'a>(nics: &'a [NicFacts], get: fn(&NicFacts) -> String) -> Vec<(String, Vec<&'a str>)> {
+fn by_value(nics: &[NicFacts], get: fn(&NicFacts) -> String) -> Vec<(String, Vec<&str>)> {
     let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
     for n in nics {
         let v = get(n);
