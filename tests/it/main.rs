@@ -44,6 +44,7 @@ mod sink_pair;
 mod sink_session;
 mod synthetic_host;
 mod telemetry;
+mod tui_big_host;
 mod tui_e2e;
 mod tui_fleet;
 mod tui_keys;

@@ -5,7 +5,7 @@ use super::HostCtx;
 use crate::diagnose::finding::{Evidence, Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
-use crate::diagnose::util::{cpu_mask, data_irqs, local_cpus, mask_cpus, secs, spread};
+use crate::diagnose::util::{cpu_mask, data_irqs, local_cpus, secs, spread};
 use crate::probe::facts::HostFacts;
 use crate::probe::sample::Sample;
 use std::collections::BTreeMap;
@@ -361,7 +361,7 @@ impl RunsThere {
                 .collect();
             (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
         };
-        let (irqs, rps) = steered_to(ctx.facts, cpu);
+        let (irqs, rps) = ctx.steering().to(cpu);
         if !irqs.is_empty() {
             what.push(format!(
                 "IRQ {}",
@@ -408,26 +408,58 @@ impl RunsThere {
 
 /// The data IRQs whose effective affinity is only `cpu`, and the rx queues
 /// whose RPS mask is only `cpu`, by interface.
-type Steered = (Vec<(String, u32)>, Vec<(String, u32)>);
+pub(super) type Steered = (Vec<(String, u32)>, Vec<(String, u32)>);
 
-pub(super) fn steered_to(facts: Option<&HostFacts>, cpu: u32) -> Steered {
-    let mut irqs = Vec::new();
-    let mut rps = Vec::new();
-    if let Some(facts) = facts {
-        for nic in &facts.nics {
+/// The one CPU a sysfs hex mask names, without listing its bits (a 256-CPU
+/// mask per rx queue, 512 queues); None for no CPU, several or bad text.
+fn one_cpu_of_mask(mask: &str) -> Option<u32> {
+    let mut found = None;
+    let mut bit = 0u32;
+    for word in mask.trim().rsplit(',') {
+        for ch in word.chars().rev() {
+            let d = ch.to_digit(16)?;
+            match (d.count_ones(), found) {
+                (0, _) => {}
+                (1, None) => found = Some(bit + d.trailing_zeros()),
+                _ => return None,
+            }
+            bit += 4;
+        }
+    }
+    found
+}
+
+/// [`Steered`] of every CPU, from one pass over the host's IRQs and RPS
+/// masks (8 NICs × 65 IRQs are parsed once, not once per saturated core).
+#[derive(Default)]
+pub(super) struct Steering(BTreeMap<u32, Steered>);
+
+impl Steering {
+    /// Index the facts' data IRQs and RPS masks by the one CPU they name.
+    pub(super) fn of(facts: Option<&HostFacts>) -> Steering {
+        let mut by: BTreeMap<u32, Steered> = BTreeMap::new();
+        for nic in facts.iter().flat_map(|f| &f.nics) {
             for (i, c) in data_irqs(nic) {
-                if c == [cpu] {
-                    irqs.push((nic.name.clone(), i.irq));
+                if let [cpu] = c[..] {
+                    by.entry(cpu).or_default().0.push((nic.name.clone(), i.irq));
                 }
             }
             for m in &nic.rps {
-                if mask_cpus(&m.mask) == [cpu] {
-                    rps.push((nic.name.clone(), m.queue));
+                if let Some(cpu) = one_cpu_of_mask(&m.mask) {
+                    by.entry(cpu)
+                        .or_default()
+                        .1
+                        .push((nic.name.clone(), m.queue));
                 }
             }
         }
+        Steering(by)
     }
-    (irqs, rps)
+
+    /// What is steered to `cpu` alone.
+    pub(super) fn to(&self, cpu: u32) -> Steered {
+        self.0.get(&cpu).cloned().unwrap_or_default()
+    }
 }
 
 fn single_core_finding(
@@ -911,4 +943,36 @@ fn rx_queues_on(samples: &[&&Sample], cpu: u32) -> Vec<(String, u32, f64)> {
         .collect();
     out.sort_by(|a, b| b.2.total_cmp(&a.2));
     out
+}
+
+#[cfg(test)]
+mod mask_tests {
+    use super::one_cpu_of_mask;
+    use crate::diagnose::util::{cpu_mask, mask_cpus};
+
+    #[test]
+    fn one_cpu_of_a_mask_agrees_with_the_full_parse() {
+        for m in [
+            "0",
+            "00000000,00000000",
+            "f",
+            "00000010",
+            "1,00000000",
+            "80000000,00000000,00000000",
+            "3",
+            "x1",
+            "",
+            "00000004,00000004",
+        ] {
+            let full = mask_cpus(m);
+            let want = match full[..] {
+                [one] => Some(one),
+                _ => None,
+            };
+            assert_eq!(one_cpu_of_mask(m), want, "{m:?}: {full:?}");
+        }
+        for cpu in [0, 5, 31, 32, 200, 255] {
+            assert_eq!(one_cpu_of_mask(&cpu_mask(cpu)), Some(cpu));
+        }
+    }
 }

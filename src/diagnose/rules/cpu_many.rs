@@ -3,7 +3,7 @@
 //! names all of them, each core's evidence, and the fixes that spread the
 //! work over more cores. The detection lives in [`super::cpu`].
 
-use super::cpu::{net_rx_share, steered_to, CoreTime, SaturatedWindow};
+use super::cpu::{net_rx_share, CoreTime, SaturatedWindow};
 use super::HostCtx;
 use crate::diagnose::finding::{Evidence, Finding, Severity};
 use crate::diagnose::impact::prior;
@@ -20,27 +20,39 @@ fn list(ids: &[u32]) -> String {
 /// The rx queues of `iface` busy over the window (at least half the
 /// packets of its busiest queue), with their mean packets per second.
 fn busy_rx_queues(ctx: &HostCtx, iface: &str) -> Vec<(u32, f64)> {
-    let mut per: BTreeMap<u32, f64> = BTreeMap::new();
-    for s in &ctx.active {
-        for q in s
-            .queues
-            .iter()
-            .filter(|q| q.iface == iface && q.dir == Dir::Rx)
-        {
-            // Packets over the interval's own length (the session's clock).
-            let pps = q.packets.map_or(q.pps, |p| p as f64 / secs(s).max(1e-9));
-            *per.entry(q.queue).or_insert(0.0) += pps;
-        }
-    }
+    let Some(per) = ctx.rx_queue_rates().get(iface) else {
+        return Vec::new();
+    };
     let k = ctx.active.len().max(1) as f64;
     let top = per.values().copied().fold(0.0, f64::max);
     if top <= 0.0 {
         return Vec::new();
     }
-    per.into_iter()
-        .filter(|(_, p)| *p * 2.0 >= top)
-        .map(|(q, p)| (q, p / k))
+    per.iter()
+        .filter(|(_, p)| **p * 2.0 >= top)
+        .map(|(q, p)| (*q, p / k))
         .collect()
+}
+
+/// Every interface's rx queues with their packets per second summed over
+/// the window (one pass over the window's queues, whatever asks).
+pub(super) fn rx_queue_rates<'a>(ctx: &HostCtx<'a>) -> BTreeMap<&'a str, BTreeMap<u32, f64>> {
+    let mut out: BTreeMap<&str, BTreeMap<u32, f64>> = BTreeMap::new();
+    for s in &ctx.active {
+        let mut at: Option<(&str, &mut BTreeMap<u32, f64>)> = None;
+        for q in s.queues.iter().filter(|q| q.dir == Dir::Rx) {
+            // Queues come grouped by interface: one map lookup per run.
+            let per = match at.take() {
+                Some((i, per)) if i == q.iface => per,
+                _ => out.entry(q.iface.as_str()).or_default(),
+            };
+            // Packets over the interval's own length (the session's clock).
+            let pps = q.packets.map_or(q.pps, |p| p as f64 / secs(s).max(1e-9));
+            *per.entry(q.queue).or_insert(0.0) += pps;
+            at = Some((q.iface.as_str(), per));
+        }
+    }
+    out
 }
 
 /// The finding for several saturated cores (`cores` ≥ 2).
@@ -69,10 +81,8 @@ pub(super) fn many_cores_finding(ctx: &HostCtx, cores: &[(SaturatedWindow, CoreT
         ("user+sys", task)
     };
     // The IRQs steered to each core alone, by NIC.
-    let per_core: Vec<(u32, Vec<(String, u32)>)> = ids
-        .iter()
-        .map(|c| (*c, steered_to(ctx.facts, *c).0))
-        .collect();
+    let per_core: Vec<(u32, Vec<(String, u32)>)> =
+        ids.iter().map(|c| (*c, ctx.steering().to(*c).0)).collect();
     let by_nic = irqs_by_nic(ctx, &ids);
     // The NIC (of those) whose rx queues carry the most packets: the work.
     let carrier = carrier(ctx, &by_nic);
@@ -178,7 +188,7 @@ pub(super) fn spread_fixes(ctx: &HostCtx, hot: &[u32]) -> Vec<String> {
 fn irqs_by_nic(ctx: &HostCtx, hot: &[u32]) -> BTreeMap<String, Vec<u32>> {
     let mut by_nic: BTreeMap<String, Vec<u32>> = BTreeMap::new();
     for c in hot {
-        for (nic, irq) in steered_to(ctx.facts, *c).0 {
+        for (nic, irq) in ctx.steering().to(*c).0 {
             by_nic.entry(nic).or_default().push(irq);
         }
     }

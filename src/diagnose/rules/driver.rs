@@ -1,5 +1,7 @@
 //! Driver and firmware rules (facts + embedded catalog): driver.mlx5-outdated,
-//! firmware.outdated. A rule speaks only of the drivers it knows (mlx5_core):
+//! firmware.outdated. NICs that share a driver version (or a firmware) get one
+//! finding that names them all ("8 NICs (ens1f0np0, ...)"): one cause, one
+//! fix, however many ports a host has. A rule speaks only of the drivers it knows (mlx5_core):
 //! another driver (virtio_net, ice, ...) gets no finding at all (its version
 //! is in the facts); an mlx5 version or firmware the catalog does not list is
 //! "not in catalog" (info), never "outdated".
@@ -22,20 +24,25 @@ type NicDrv<'a> = (&'a NicFacts, &'a DrvInfo);
 /// All driver/firmware rules of one host.
 pub fn rules(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
     let mut out = Vec::new();
-    // NICs with the same driver and firmware get one firmware finding.
+    // NICs with the same driver version get one driver finding; those with
+    // the same driver and firmware one firmware finding.
+    let mut same_drv: Vec<(&str, Vec<NicDrv>)> = Vec::new();
     let mut same_fw: Vec<(FirmwareKey, Vec<NicDrv>)> = Vec::new();
     for nic in &facts.nics {
         let Some(d) = nic.drvinfo.value() else {
             continue;
         };
         if CATALOGUED.contains(&d.driver.as_str()) {
-            out.extend(mlx5_driver(nic, d, host));
-            let key = (d.driver.as_str(), d.firmware.as_str());
-            match same_fw.iter_mut().find(|g| g.0 == key) {
-                Some(g) => g.1.push((nic, d)),
-                None => same_fw.push((key, vec![(nic, d)])),
-            }
+            group(&mut same_drv, d.version.as_str(), (nic, d));
+            group(
+                &mut same_fw,
+                (d.driver.as_str(), d.firmware.as_str()),
+                (nic, d),
+            );
         }
+    }
+    for (_, nics) in &same_drv {
+        out.extend(mlx5_driver(nics, host));
     }
     for (_, nics) in &same_fw {
         out.extend(firmware(nics, host));
@@ -43,12 +50,30 @@ pub fn rules(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
     out
 }
 
-fn src(nic: &NicFacts) -> String {
-    format!("ethtool -i {}", nic.name)
+/// Add `nic` to the group of `key` (groups keep the order NICs are listed in).
+fn group<'a, K: PartialEq>(groups: &mut Vec<(K, Vec<NicDrv<'a>>)>, key: K, nic: NicDrv<'a>) {
+    match groups.iter_mut().find(|g| g.0 == key) {
+        Some(g) => g.1.push(nic),
+        None => groups.push((key, vec![nic])),
+    }
 }
 
-fn not_in_catalog(id: &str, nic: &NicFacts, host: HostRole, what: String) -> Finding {
-    not_in_catalog_of(id, &nic.name, host, what)
+/// The subject of a group of NICs: the NIC's name, or "8 NICs (a, b, ...)";
+/// and the `ethtool -i` source that names them all.
+fn group_names(nics: &[NicDrv]) -> (String, String) {
+    let names: Vec<&str> = nics.iter().map(|(n, _)| n.name.as_str()).collect();
+    let source = format!("ethtool -i {}", names.join(", "));
+    match names.as_slice() {
+        [one] => ((*one).to_string(), source),
+        _ => (
+            format!("{} NICs ({})", names.len(), names.join(", ")),
+            source,
+        ),
+    }
+}
+
+fn src(nic: &NicFacts) -> String {
+    format!("ethtool -i {}", nic.name)
 }
 
 /// "not in catalog" (info) about `subject` (an interface or an RDMA device).
@@ -73,21 +98,26 @@ pub(super) fn not_in_catalog_of(id: &str, subject: &str, host: HostRole, what: S
     f
 }
 
-fn mlx5_driver(nic: &NicFacts, d: &DrvInfo, host: HostRole) -> Option<Finding> {
+/// driver.mlx5-outdated of the NICs that share one mlx5_core version.
+fn mlx5_driver(nics: &[NicDrv], host: HostRole) -> Option<Finding> {
+    let [(nic, d), ..] = nics else {
+        return None;
+    };
     let cat = catalog();
+    let (subject, source) = group_names(nics);
     let base = |sev: Severity, title: String, impact: f64| {
         Finding::new(
             "driver.mlx5-outdated",
             sev,
             host,
-            nic.name.clone(),
+            subject.clone(),
             title,
             impact,
         )
         .ev(Evidence::text(
             "driver version",
             d.version.clone(),
-            src(nic),
+            source.clone(),
         ))
         .ev(Evidence::text(
             "catalog date",
@@ -95,24 +125,36 @@ fn mlx5_driver(nic: &NicFacts, d: &DrvInfo, host: HostRole) -> Option<Finding> {
             "assets/catalog.toml",
         ))
     };
+    let verify = if nics.len() > 1 {
+        format!(
+            "ethtool -i {}  # verify on each of the {} NICs: version like 24.07-0.6.1",
+            nic.name,
+            nics.len()
+        )
+    } else {
+        format!(
+            "ethtool -i {}  # verify: version like 24.07-0.6.1",
+            nic.name
+        )
+    };
     match cat.mlx5_version(&d.version) {
         Mlx5Version::InboxOutdated(i) => Some(
-            base(i.severity, format!("{}: outdated inbox mlx5_core \"{}\" (not MLNX_OFED)", nic.name, d.version), prior("driver.mlx5-outdated"))
+            base(i.severity, format!("{subject}: outdated inbox mlx5_core \"{}\" (not MLNX_OFED)", d.version), prior("driver.mlx5-outdated"))
                 .ev(Evidence::text("kind", "inbox (distribution kernel)", "catalog"))
                 .ev(Evidence::text("catalog source", i.source.clone(), "assets/catalog.toml"))
                 .why(format!("This is {}.", i.note))
                 .fix("install MLNX_OFED / DOCA-OFED (or a kernel with a current mlx5_core), then: modprobe -r mlx5_ib mlx5_core && modprobe mlx5_core")
-                .fix(format!("ethtool -i {}  # verify: version like 24.07-0.6.1", nic.name)),
+                .fix(verify),
         ),
         Mlx5Version::Ofed { outdated: true } => Some(
-            base(Severity::Warn, format!("{}: MLNX_OFED {} is older than {}", nic.name, d.version, cat.mlx5.ofed_min), prior("driver.mlx5-outdated") * 0.6)
+            base(Severity::Warn, format!("{subject}: MLNX_OFED {} is older than {}", d.version, cat.mlx5.ofed_min), prior("driver.mlx5-outdated") * 0.6)
                 .ev(Evidence::text("kind", "MLNX_OFED", "catalog"))
                 .ev(Evidence::text("catalog minimum", cat.mlx5.ofed_min.clone(), cat.mlx5.ofed_source.clone()))
                 .why("Old MLNX_OFED releases lack performance and stability fixes for ConnectX adapters.")
                 .fix("install a current MLNX_OFED / DOCA-OFED LTS release"),
         ),
         Mlx5Version::Ofed { outdated: false } | Mlx5Version::InboxKernel => None,
-        Mlx5Version::Unknown => Some(not_in_catalog("driver.mlx5-outdated", nic, host, format!("mlx5_core version \"{}\"", d.version))),
+        Mlx5Version::Unknown => Some(not_in_catalog_of("driver.mlx5-outdated", &subject, host, format!("mlx5_core version \"{}\"", d.version))),
     }
 }
 
@@ -126,9 +168,7 @@ fn firmware(nics: &[NicDrv], host: HostRole) -> Option<Finding> {
     if rest.is_empty() {
         return firmware_of(&nic.name, &d.firmware, &d.bus_info, &src(nic), host);
     }
-    let names: Vec<&str> = nics.iter().map(|(n, _)| n.name.as_str()).collect();
-    let subject = format!("{} NICs ({})", nics.len(), names.join(", "));
-    let source = format!("ethtool -i {}", names.join(", "));
+    let (subject, source) = group_names(nics);
     let bus = if d.bus_info.is_empty() {
         &nic.name
     } else {
@@ -203,4 +243,111 @@ pub(super) fn firmware_of(
         .fix(format!("mlxfwmanager --query -d {}", if bus.is_empty() { subject } else { bus }))
         .fix("mlxfwmanager --online -u  # or flint with the PSID's image from the firmware download page"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rules;
+    use crate::diagnose::finding::{Finding, Severity};
+    use crate::probe::facts::{HostFacts, Support};
+    use crate::probe::sample::HostRole;
+    use crate::probe::synthetic::{Layout, SyntheticHost};
+    use crate::probe::system::read_host_facts;
+
+    /// The synthetic big host's facts (8 mlx5 NICs of one driver and
+    /// firmware), its NICs' driver version set by `version(nic index)`.
+    fn big_host(version: impl Fn(usize) -> &'static str) -> (SyntheticHost, HostFacts) {
+        let h = SyntheticHost::in_temp(Layout::default()).expect("synthetic host");
+        let mut f = read_host_facts(&h.source(), &h.nic_names());
+        for (i, nic) in f.nics.iter_mut().enumerate() {
+            let Support::Value(d) = &mut nic.drvinfo else {
+                panic!("{}: no ethtool -i", nic.name);
+            };
+            d.version = version(i).into();
+        }
+        (h, f)
+    }
+
+    fn driver_findings(f: &HostFacts) -> Vec<Finding> {
+        rules(f, HostRole::Local)
+            .into_iter()
+            .filter(|f| f.id == "driver.mlx5-outdated")
+            .collect()
+    }
+
+    #[test]
+    fn eight_nics_of_one_outdated_driver_are_one_finding_naming_them() {
+        let (h, f) = big_host(|_| "5.0-0");
+        let found = driver_findings(&f);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        let d = &found[0];
+        let names = h.nic_names();
+        assert_eq!(names.len(), 8);
+        assert_eq!(d.subject, format!("8 NICs ({})", names.join(", ")));
+        assert!(
+            d.title
+                .starts_with("8 NICs (ens1f0np0, ens1f1np1, ens2f0np0"),
+            "{}",
+            d.title
+        );
+        assert!(
+            d.title
+                .ends_with("outdated inbox mlx5_core \"5.0-0\" (not MLNX_OFED)"),
+            "{}",
+            d.title
+        );
+        assert_eq!(d.severity, Severity::Warn);
+        let ev = d
+            .evidence
+            .iter()
+            .find(|e| e.what == "driver version")
+            .expect("evidence");
+        for n in &names {
+            assert!(ev.source.contains(n.as_str()), "{n} in {}", ev.source);
+        }
+        // The current driver the generator writes: no finding at all.
+        let (_, current) = big_host(|_| "24.10-1.1.4");
+        assert!(driver_findings(&current).is_empty());
+    }
+
+    #[test]
+    fn distinct_driver_versions_are_one_finding_per_version_group() {
+        // NICs 0-5 on the 2015 inbox driver, 6-7 on an unknown build.
+        let (h, f) = big_host(|i| {
+            if i < 6 {
+                "3.0-1 (January 2015)"
+            } else {
+                "custom-build"
+            }
+        });
+        let names = h.nic_names();
+        let found = driver_findings(&f);
+        assert_eq!(found.len(), 2, "{found:#?}");
+        let old = found
+            .iter()
+            .find(|f| f.severity == Severity::Error)
+            .expect("the 2015 group");
+        assert_eq!(old.subject, format!("6 NICs ({})", names[..6].join(", ")));
+        let odd = found
+            .iter()
+            .find(|f| f.severity == Severity::Info)
+            .expect("the unknown group");
+        assert_eq!(
+            odd.subject,
+            format!("2 NICs ({}) catalog", names[6..].join(", "))
+        );
+        assert!(odd.title.contains("not in catalog"), "{}", odd.title);
+        // One NIC alone keeps its own name as the subject.
+        let (_, one) = big_host(|i| if i == 3 { "5.0-0" } else { "24.10-1.1.4" });
+        let found = driver_findings(&one);
+        assert_eq!(found.len(), 1, "{found:#?}");
+        assert_eq!(found[0].subject, names[3]);
+        assert!(
+            found[0]
+                .title
+                .starts_with(&format!("{}: outdated inbox", names[3])),
+            "{}",
+            found[0].title
+        );
+    }
 }

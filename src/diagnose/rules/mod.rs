@@ -40,6 +40,13 @@ pub struct HostCtx<'a> {
     pub active: Vec<&'a Sample>,
     /// The test spec.
     pub spec: Option<&'a EngineSpec>,
+    /// What the facts steer to each CPU alone, indexed on first use.
+    steering: std::cell::OnceCell<cpu::Steering>,
+    /// Each interface's rx queues and their packets per second over the
+    /// window, summed on first use.
+    rx_rates: std::cell::OnceCell<
+        std::collections::BTreeMap<&'a str, std::collections::BTreeMap<u32, f64>>,
+    >,
 }
 
 fn active<'a>(samples: &'a [Sample], t: &Thresholds) -> Vec<&'a Sample> {
@@ -66,7 +73,23 @@ impl<'a> HostCtx<'a> {
             other_facts: other.facts(),
             active: active(me.samples, t),
             spec: input.test.spec,
+            steering: std::cell::OnceCell::new(),
+            rx_rates: std::cell::OnceCell::new(),
         }
+    }
+
+    /// Each interface's rx queues with their packets per second summed
+    /// over the window (built once per host and diagnosis).
+    fn rx_queue_rates(
+        &self,
+    ) -> &std::collections::BTreeMap<&'a str, std::collections::BTreeMap<u32, f64>> {
+        self.rx_rates.get_or_init(|| cpu_many::rx_queue_rates(self))
+    }
+
+    /// The data IRQs and RPS masks of this host's facts by the one CPU they
+    /// name (built once per host and diagnosis, whatever asks).
+    fn steering(&self) -> &cpu::Steering {
+        self.steering.get_or_init(|| cpu::Steering::of(self.facts))
     }
 
     /// Intervals a sustained condition must hold: min(sustain, active samples).

@@ -19,23 +19,53 @@ pub fn rules(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
     let Some(facts) = ctx.facts else {
         return out;
     };
+    let all = counters(ctx);
+    let none = Counters::new();
     for nic in &facts.nics {
-        let c = counters(ctx, &nic.name);
-        out.extend(ring_small(ctx, nic, &c));
-        out.extend(counter_rule(ctx, nic, &c, "rx_out_of_buffer"));
-        out.extend(counter_rule(ctx, nic, &c, "rx_discards_phy"));
-        out.extend(pause(ctx, nic, &c));
+        let c = all.get(nic.name.as_str()).unwrap_or(&none);
+        out.extend(ring_small(ctx, nic, c));
+        out.extend(counter_rule(ctx, nic, c, "rx_out_of_buffer"));
+        out.extend(counter_rule(ctx, nic, c, "rx_discards_phy"));
+        out.extend(pause(ctx, nic, c));
         out.extend(unaggregated_gro(ctx, nic, t));
     }
     out
 }
 
-/// Sum of each `ethtool -S` counter of `iface` over the active window.
-fn counters(ctx: &HostCtx, iface: &str) -> BTreeMap<String, u64> {
-    let mut m = BTreeMap::new();
+/// Receive drop counters of the drivers (`ethtool -S` names) nic.ring-small reads.
+const RING_DROPS: [&str; 5] = [
+    "rx_out_of_buffer",
+    "rx_missed_errors",
+    "rx_fifo_errors",
+    "rx_no_buffer_count",
+    "rx_dropped",
+];
+
+/// The `ethtool -S` counters the rules below read: the drop counters and
+/// every pause counter (mlx5 has some 2,500 names per NIC; the rest are
+/// not summed at all).
+fn read_by_rules(name: &str) -> bool {
+    RING_DROPS.contains(&name) || name == "rx_discards_phy" || name.contains("pause")
+}
+
+/// One interface's `ethtool -S` counters summed over the window, by name.
+type Counters<'a> = BTreeMap<&'a str, u64>;
+
+/// Sum of each `ethtool -S` counter over the active window, per interface
+/// (one pass over the window, names borrowed: thousands of counters on a
+/// host of 8 NICs).
+fn counters<'a>(ctx: &HostCtx<'a>) -> BTreeMap<&'a str, Counters<'a>> {
+    let mut m: BTreeMap<&str, Counters> = BTreeMap::new();
     for s in &ctx.active {
-        for c in s.nic_counters.iter().filter(|c| c.iface == iface) {
-            *m.entry(c.name.clone()).or_insert(0) += c.delta;
+        let mut at: Option<(&str, &mut Counters)> = None;
+        for c in s.nic_counters.iter().filter(|c| read_by_rules(&c.name)) {
+            // Counters come grouped by interface: look the map up once per run.
+            let per = match at.take() {
+                Some((i, per)) if i == c.iface => per,
+                _ => m.entry(c.iface.as_str()).or_default(),
+            };
+            *per.entry(c.name.as_str()).or_insert(0) += c.delta;
+            at = Some((c.iface.as_str(), per));
         }
     }
     m
@@ -75,9 +105,12 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
     let acc = dominated_queues(ctx, t, &best);
     imbalanced_queues(ctx, t, &best, acc)
         .into_iter()
-        .map(|(iface, hits)| imbalance_finding(ctx, t, &iface, &hits))
+        .map(|(iface, hits)| imbalance_finding(ctx, t, iface, &hits))
         .collect()
 }
+
+/// (iface, dir) -> the per-queue source chosen for it.
+type Sources<'a> = BTreeMap<(&'a str, Dir), QueueSource>;
 
 /// (iface, dir) -> (queue -> intervals it dominated, total packets per queue, queues seen)
 type QueueAcc = (BTreeMap<u32, usize>, BTreeMap<u32, u64>, usize);
@@ -85,11 +118,11 @@ type QueueAcc = (BTreeMap<u32, usize>, BTreeMap<u32, u64>, usize);
 /// One source per (iface, dir) over the whole window: the preferred one
 /// among those that counted packets (veth's ethtool -S has per-queue XDP
 /// counters that stay 0 for ordinary traffic; they do not describe it).
-fn queue_sources(ctx: &HostCtx) -> BTreeMap<(String, Dir), QueueSource> {
-    let mut best: BTreeMap<(String, Dir), QueueSource> = BTreeMap::new();
+fn queue_sources<'a>(ctx: &HostCtx<'a>) -> Sources<'a> {
+    let mut best: Sources = BTreeMap::new();
     for q in ctx.active.iter().flat_map(|s| &s.queues) {
         if q.packets.is_some_and(|p| p > 0) {
-            let e = best.entry((q.iface.clone(), q.dir)).or_insert(q.source);
+            let e = best.entry((q.iface.as_str(), q.dir)).or_insert(q.source);
             if source_rank(q.source) < source_rank(*e) {
                 *e = q.source;
             }
@@ -101,20 +134,19 @@ fn queue_sources(ctx: &HostCtx) -> BTreeMap<(String, Dir), QueueSource> {
 /// Per (iface, dir), from its chosen source: the intervals each queue
 /// carried most of a busy interval's packets, the packets per queue, and
 /// the most queues seen.
-fn dominated_queues(
-    ctx: &HostCtx,
+fn dominated_queues<'a>(
+    ctx: &HostCtx<'a>,
     t: &Thresholds,
-    best: &BTreeMap<(String, Dir), QueueSource>,
-) -> BTreeMap<(String, Dir), QueueAcc> {
-    let mut acc: BTreeMap<(String, Dir), QueueAcc> = BTreeMap::new();
+    best: &Sources<'a>,
+) -> BTreeMap<(&'a str, Dir), QueueAcc> {
+    let mut acc: BTreeMap<(&str, Dir), QueueAcc> = BTreeMap::new();
     for s in &ctx.active {
-        let mut per: BTreeMap<(String, Dir), Vec<(u32, u64)>> = BTreeMap::new();
+        let mut per: BTreeMap<(&str, Dir), Vec<(u32, u64)>> = BTreeMap::new();
         for q in &s.queues {
-            let chosen = best.get(&(q.iface.clone(), q.dir)) == Some(&q.source);
+            let key = (q.iface.as_str(), q.dir);
+            let chosen = best.get(&key) == Some(&q.source);
             if let (Some(p), true) = (q.packets, chosen) {
-                per.entry((q.iface.clone(), q.dir))
-                    .or_default()
-                    .push((q.queue, p));
+                per.entry(key).or_default().push((q.queue, p));
             }
         }
         for (k, qs) in per {
@@ -149,13 +181,13 @@ struct Hit {
 }
 
 /// The directions whose queue dominated enough intervals, by interface.
-fn imbalanced_queues(
-    ctx: &HostCtx,
+fn imbalanced_queues<'a>(
+    ctx: &HostCtx<'a>,
     t: &Thresholds,
-    best: &BTreeMap<(String, Dir), QueueSource>,
-    acc: BTreeMap<(String, Dir), QueueAcc>,
-) -> BTreeMap<String, Vec<Hit>> {
-    let mut hits: BTreeMap<String, Vec<Hit>> = BTreeMap::new();
+    best: &Sources<'a>,
+    acc: BTreeMap<(&'a str, Dir), QueueAcc>,
+) -> BTreeMap<&'a str, Vec<Hit>> {
+    let mut hits: BTreeMap<&str, Vec<Hit>> = BTreeMap::new();
     for ((iface, dir), (dominated, totals, nq)) in acc {
         let Some((&q, &n)) = dominated.iter().max_by_key(|e| e.1) else {
             continue;
@@ -166,7 +198,7 @@ fn imbalanced_queues(
         let total: u64 = totals.values().sum();
         let share = totals.get(&q).copied().unwrap_or(0) as f64 / total.max(1) as f64;
         let source = best
-            .get(&(iface.clone(), dir))
+            .get(&(iface, dir))
             .map_or("per-queue counters", |s| source_label(*s, dir));
         hits.entry(iface).or_default().push(Hit {
             dir,
@@ -252,7 +284,7 @@ fn imbalance_finding(ctx: &HostCtx, t: &Thresholds, iface: &str, hits: &[Hit]) -
 }
 
 /// nic.ring-small: receive drops rising while the rx ring is below its maximum.
-fn ring_small(ctx: &HostCtx, nic: &NicFacts, c: &BTreeMap<String, u64>) -> Option<Finding> {
+fn ring_small(ctx: &HostCtx, nic: &NicFacts, c: &Counters) -> Option<Finding> {
     let r = nic.rings.value()?;
     let (rx, max) = (r.rx?, r.max_rx?);
     if rx >= max {
@@ -264,16 +296,7 @@ fn ring_small(ctx: &HostCtx, nic: &NicFacts, c: &BTreeMap<String, u64>) -> Optio
         .flat_map(|s| s.ifaces.iter().filter(|i| i.name == nic.name))
         .map(|i| i.delta.rx_dropped)
         .sum();
-    let nic_drops: u64 = [
-        "rx_out_of_buffer",
-        "rx_missed_errors",
-        "rx_fifo_errors",
-        "rx_no_buffer_count",
-        "rx_dropped",
-    ]
-    .iter()
-    .filter_map(|n| c.get(*n))
-    .sum();
+    let nic_drops: u64 = RING_DROPS.iter().filter_map(|n| c.get(*n)).sum();
     let drops = dev_drops.max(nic_drops);
     if drops == 0 {
         return None;
@@ -296,12 +319,7 @@ fn ring_small(ctx: &HostCtx, nic: &NicFacts, c: &BTreeMap<String, u64>) -> Optio
 }
 
 /// nic.rx-out-of-buffer / nic.discards-phy: mlx5 counters rising.
-fn counter_rule(
-    ctx: &HostCtx,
-    nic: &NicFacts,
-    c: &BTreeMap<String, u64>,
-    name: &str,
-) -> Option<Finding> {
+fn counter_rule(ctx: &HostCtx, nic: &NicFacts, c: &Counters, name: &str) -> Option<Finding> {
     let n = *c.get(name)?;
     if n == 0 {
         return None;
@@ -353,7 +371,7 @@ fn counter_rule(
 }
 
 /// nic.pause-frames: pause counters rising; tx pause means this host is congested.
-fn pause(ctx: &HostCtx, nic: &NicFacts, c: &BTreeMap<String, u64>) -> Option<Finding> {
+fn pause(ctx: &HostCtx, nic: &NicFacts, c: &Counters) -> Option<Finding> {
     let is_pause = |n: &str| {
         n.contains("pause")
             && !["duration", "transition", "storm"]

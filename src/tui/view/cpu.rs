@@ -2,6 +2,9 @@
 //! user / system / irq / softirq (distinct colours and letters, so it reads
 //! without colour), the busy percentage; the busiest core is marked `▶` and
 //! bold, cores holding the NIC's IRQs `N`, cores the engine is pinned to `E`.
+//! A host with more cores than the panel has rows (256 threads at 80x24) is
+//! drawn by [`super::cpu_heat`] instead: heat strips per NUMA node and the
+//! hottest cores — the choice is by what fits, not by a host size.
 
 use super::super::model::Model;
 use super::{host_name, style, title};
@@ -29,6 +32,14 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(hosts);
     let cur = m.measured();
+    // Any host with more cores than rows is drawn as heat strips: their legend.
+    let rows = hosts.height.saturating_sub(2);
+    let heat = cur.is_some_and(|i| {
+        [i.local.as_ref(), i.peer.as_ref()]
+            .into_iter()
+            .flatten()
+            .any(|s| s.cpus.len() > usize::from(rows))
+    });
     let spec = m.spec.as_ref();
     host(
         frame,
@@ -52,7 +63,39 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         spec.map(|s| s.cpus_for(crate::traffic::Side::Agent))
             .unwrap_or(&[]),
     );
-    frame.render_widget(Paragraph::new(legend_line(m)), legend);
+    let legend_line = if heat {
+        Line::raw(format!(" {}", super::cpu_heat::LEGEND))
+    } else {
+        legend_line(m)
+    };
+    frame.render_widget(Paragraph::new(legend_line), legend);
+}
+
+/// Rows the CPU panel (borders and legend included) would like at `width`,
+/// at most `max`: every core when they fit, else the heat strips and a few
+/// of the hottest cores, else `max`.
+pub fn wanted_height(m: &Model, width: u16, max: u16) -> u16 {
+    let Some(i) = m.current() else {
+        return 4.min(max);
+    };
+    let inner_w = (width / 2).saturating_sub(2);
+    let mut rows = 1u16;
+    let mut heat = 0u16;
+    for (s, f) in [
+        (i.local.as_ref(), m.facts.local.as_ref()),
+        (i.peer.as_ref(), m.facts.peer.as_ref()),
+    ] {
+        let Some(s) = s else { continue };
+        rows = rows.max(s.cpus.len().min(usize::from(u16::MAX)) as u16);
+        let groups = super::cpu_heat::groups(s, f);
+        let strips = super::cpu_heat::strip_lines(groups.iter().map(|g| g.cpus.len()), inner_w);
+        heat = heat.max(strips + 1 + super::cpu_heat::HOTTEST_ROWS);
+    }
+    if rows.saturating_add(3) <= max {
+        rows + 3
+    } else {
+        (heat + 3).min(max)
+    }
 }
 
 fn legend_line(m: &Model) -> Line<'static> {
@@ -73,7 +116,7 @@ fn seg_style(m: &Model, c: Color) -> Style {
     }
 }
 
-/// CPUs that service the NIC's interrupts (effective affinity of every NIC IRQ).
+/// CPUs that service the NIC's interrupts (effective affinity of every NIC IRQ), sorted.
 pub fn irq_cpus(facts: Option<&HostFacts>) -> Vec<CpuId> {
     let mut v: Vec<CpuId> = facts
         .into_iter()
@@ -115,6 +158,14 @@ fn host(
         return;
     };
     let irq = irq_cpus(facts);
+    if s.cpus.len() > usize::from(inner.height) {
+        let marks = super::cpu_heat::Marks {
+            irq: &irq,
+            engine: engine_cpus,
+        };
+        super::cpu_heat::render(frame, inner, m, s, facts, &marks);
+        return;
+    }
     let busiest = s.busiest_cpu().map(|c| c.cpu);
     let lines: Vec<Line> = s
         .cpus
@@ -125,7 +176,7 @@ fn host(
                 c,
                 inner.width,
                 busiest == Some(c.cpu),
-                irq.contains(&c.cpu),
+                irq.binary_search(&c.cpu).is_ok(),
                 engine_cpus.contains(&c.cpu),
             )
         })

@@ -1,6 +1,8 @@
 //! Host facts of both hosts side by side; rows that differ are marked `≠`
 //! and highlighted. Interfaces are compared in the order each host lists
-//! them (the interface under test first).
+//! them (the interface under test first). When one row per NIC and fact
+//! does not fit (8 NICs of one kind), [`super::facts_group`] shows each
+//! fact once per host with the NICs that share its value.
 
 use super::super::model::Model;
 use super::{alert, host_name, style, title};
@@ -18,7 +20,14 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         " Host facts (≠ differs between hosts) ",
         title(m),
     ));
-    let mut rows = fact_rows(m.facts.local.as_ref(), m.facts.peer.as_ref());
+    let (l, p) = (m.facts.local.as_ref(), m.facts.peer.as_ref());
+    let mut rows = fact_rows(l, p);
+    // Header row and borders.
+    let room = usize::from(area.height.saturating_sub(3));
+    let many = |h: Option<&HostFacts>| h.is_some_and(|h| h.nics.len() > 1);
+    if rows.len() > room && (many(l) || many(p)) {
+        rows = super::facts_group::fact_rows(l, p);
+    }
     if let Some(e) = &m.ebpf {
         let line = |s: &Option<_>| {
             s.as_ref()
@@ -160,9 +169,11 @@ fn feature(n: &NicFacts, name: &str) -> String {
     })
 }
 
-type Getter = fn(&NicFacts) -> String;
+/// How a NIC fact is read for its row.
+pub(super) type Getter = fn(&NicFacts) -> String;
 
-const NIC_ROWS: &[(&str, Getter)] = &[
+/// The NIC facts, one row each (per NIC in the detailed table).
+pub(super) const NIC_ROWS: &[(&str, Getter)] = &[
     ("interface", |n| n.name.clone()),
     ("driver", |n| sup(&n.drvinfo, |d| d.driver.clone())),
     ("driver version", |n| sup(&n.drvinfo, |d| d.version.clone())),
@@ -217,6 +228,35 @@ const NIC_ROWS: &[(&str, Getter)] = &[
 
 /// (fact, local, peer) rows.
 pub fn fact_rows(l: Option<&HostFacts>, p: Option<&HostFacts>) -> Vec<(String, String, String)> {
+    let mut rows = host_rows(l, p);
+    let n = l
+        .map(|h| h.nics.len())
+        .unwrap_or(0)
+        .max(p.map(|h| h.nics.len()).unwrap_or(0));
+    for i in 0..n {
+        for (k, get) in NIC_ROWS {
+            let v = |h: Option<&HostFacts>| {
+                h.and_then(|h| h.nics.get(i))
+                    .map(get)
+                    .unwrap_or_else(|| "-".into())
+            };
+            let key = if i == 0 {
+                (*k).to_string()
+            } else {
+                format!("nic{i} {k}")
+            };
+            rows.push((key, v(l), v(p)));
+        }
+    }
+    rows.extend(sysctl_rows(l, p));
+    rows
+}
+
+/// The host-wide rows: kernel, CPU model, CPUs, NUMA nodes, irqbalance, governor.
+pub(super) fn host_rows(
+    l: Option<&HostFacts>,
+    p: Option<&HostFacts>,
+) -> Vec<(String, String, String)> {
     let mut rows = Vec::new();
     let both = |f: &dyn Fn(&HostFacts) -> String| {
         (
@@ -240,25 +280,15 @@ pub fn fact_rows(l: Option<&HostFacts>, p: Option<&HostFacts>) -> Vec<(String, S
             }
         }),
     );
-    let n = l
-        .map(|h| h.nics.len())
-        .unwrap_or(0)
-        .max(p.map(|h| h.nics.len()).unwrap_or(0));
-    for i in 0..n {
-        for (k, get) in NIC_ROWS {
-            let v = |h: Option<&HostFacts>| {
-                h.and_then(|h| h.nics.get(i))
-                    .map(get)
-                    .unwrap_or_else(|| "-".into())
-            };
-            let key = if i == 0 {
-                (*k).to_string()
-            } else {
-                format!("nic{i} {k}")
-            };
-            add(&key, (v(l), v(p)));
-        }
-    }
+    rows
+}
+
+/// One row per sysctl either host has.
+pub(super) fn sysctl_rows(
+    l: Option<&HostFacts>,
+    p: Option<&HostFacts>,
+) -> Vec<(String, String, String)> {
+    let mut rows = Vec::new();
     let keys: BTreeSet<&String> = l
         .iter()
         .chain(p.iter())
@@ -270,7 +300,7 @@ pub fn fact_rows(l: Option<&HostFacts>, p: Option<&HostFacts>) -> Vec<(String, S
                 .cloned()
                 .unwrap_or_else(|| "-".into())
         };
-        add(k, (v(l), v(p)));
+        rows.push((k.clone(), v(l), v(p)));
     }
     rows
 }

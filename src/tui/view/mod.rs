@@ -8,11 +8,14 @@
 
 pub mod control;
 pub mod cpu;
+pub mod cpu_heat;
 pub mod facts;
+pub mod facts_group;
 pub mod findings;
 pub mod header;
 pub mod help;
 pub mod queues;
+pub mod queues_fold;
 pub mod throughput;
 pub mod tune;
 
@@ -60,17 +63,10 @@ fn dashboard(frame: &mut Frame, area: Rect, m: &Model) {
                 + 1) as u16
         }
     };
-    let cores = m
-        .current()
-        .map(|i| {
-            let n =
-                |s: &Option<crate::probe::sample::Sample>| s.as_ref().map_or(0, |s| s.cpus.len());
-            n(&i.local).max(n(&i.peer))
-        })
-        .unwrap_or(1) as u16;
     let rest = area.height.saturating_sub(find_h);
-    // CPU: every core plus borders and legend, but leave the chart at least 8 rows.
-    let cpu_h = (cores + 3).min(rest.saturating_sub(8)).max(4);
+    // CPU: every core plus borders and legend (or, for more cores than
+    // that leaves, the heat strips), but leave the chart at least 8 rows.
+    let cpu_h = cpu::wanted_height(m, area.width, rest.saturating_sub(8)).max(4);
     let [top, mid, bottom] = Layout::vertical([
         Constraint::Min(4),
         Constraint::Length(cpu_h),

@@ -32,18 +32,11 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         style(m, Color::Gray).add_modifier(Modifier::BOLD),
     )];
     let cur = m.measured();
-    for (role, s) in [
+    let hosts = [
         ("local", cur.and_then(|i| i.local.as_ref())),
         ("peer", cur.and_then(|i| i.peer.as_ref())),
-    ] {
-        match s {
-            Some(s) if !s.queues.is_empty() => host_lines(m, role, s, &mut lines),
-            Some(_) => lines.push(Line::raw(format!(
-                " {role:<6}no per-queue counters from this host's driver"
-            ))),
-            None => lines.push(Line::raw(format!(" {role:<6}no sample this interval"))),
-        }
-    }
+    ];
+    let mut tail: Vec<Line> = Vec::new();
     // RDMA ports: state and rate (facts), traffic and the counters that moved.
     for (role, s, f) in [
         (
@@ -58,7 +51,7 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         ),
     ] {
         if let Some(r) = f.and_then(|f| f.rdma.as_ref()) {
-            rdma_lines(m, role, r, s.and_then(|s| s.rdma.as_ref()), &mut lines);
+            rdma_lines(m, role, r, s.and_then(|s| s.rdma.as_ref()), &mut tail);
         }
     }
     // A packet test: the sink's own count per queue, and where it dropped.
@@ -69,9 +62,30 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         if let Some(crate::traffic::EngineInterval::Sink(k)) =
             s.and_then(|s| s.engine.extra.as_ref())
         {
-            sink_lines(m, role, k, &mut lines);
+            sink_lines(m, role, k, &mut tail);
         }
     }
+    // Every active queue when they fit (RDMA and sink lines scroll below);
+    // else each host's summary and its busiest queues, in the room left.
+    let room = usize::from(inner.height).saturating_sub(lines.len());
+    let active: usize = hosts
+        .iter()
+        .filter_map(|(_, s)| *s)
+        .map(|s| s.queues.iter().filter(|q| !idle(q)).count())
+        .sum();
+    let mut detail: Vec<Line> = Vec::new();
+    if active <= room {
+        for (role, s) in hosts {
+            host_section(m, role, s, &mut detail);
+        }
+    }
+    if active <= room && detail.len() <= room {
+        lines.extend(detail);
+    } else {
+        let budget = room.saturating_sub(tail.len());
+        super::queues_fold::hosts(m, &hosts, budget, inner.width, &mut lines);
+    }
+    lines.extend(tail);
     let max_scroll = (lines.len() as u16).saturating_sub(inner.height);
     frame.render_widget(
         Paragraph::new(lines).scroll((m.scroll.min(max_scroll), 0)),
@@ -79,14 +93,30 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
     );
 }
 
-fn idle(q: &QueueSample) -> bool {
+pub(super) fn idle(q: &QueueSample) -> bool {
     q.packets.unwrap_or(0) == 0 && q.bytes.unwrap_or(0) == 0 && q.drops.unwrap_or(0) == 0
+}
+
+/// One host's lines: its queues, or why there are none.
+pub(super) fn host_section(
+    m: &Model,
+    role: &str,
+    s: Option<&Sample>,
+    lines: &mut Vec<Line<'static>>,
+) {
+    match s {
+        Some(s) if !s.queues.is_empty() => host_lines(m, role, s, lines),
+        Some(_) => lines.push(Line::raw(format!(
+            " {role:<6}no per-queue counters from this host's driver"
+        ))),
+        None => lines.push(Line::raw(format!(" {role:<6}no sample this interval"))),
+    }
 }
 
 /// Which bytes a source counts: the driver's counters and eBPF at transmit
 /// see whole frames (L2, Ethernet header included); eBPF at receive sees
 /// `skb->len` after the Ethernet header is pulled (L3, the IP packet).
-fn layer(source: QueueSource, dir: Dir) -> &'static str {
+pub(super) fn layer(source: QueueSource, dir: Dir) -> &'static str {
     match (source, dir) {
         (QueueSource::Ebpf | QueueSource::EbpfSampled, Dir::Rx) => "L3",
         _ => "L2",
@@ -125,25 +155,7 @@ fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>)
         }
         qs.sort_by(|a, b| b.pps.total_cmp(&a.pps).then(a.queue.cmp(&b.queue)));
         for q in qs.iter().filter(|q| !idle(q)) {
-            let drops = q.drops.map(|d| d.to_string()).unwrap_or_else(|| "-".into());
-            let mut spans = vec![Span::raw(format!(
-                " {role:<6}{iface:<10}{d:<4}{:>6} {:>9} {:>9} {:<3}",
-                q.queue,
-                short(q.pps, ""),
-                short_bps(q.bps.0),
-                layer(source, dir),
-            ))];
-            let dstyle = if q.drops.unwrap_or(0) > 0 {
-                alert(m)
-            } else {
-                ratatui::style::Style::default()
-            };
-            spans.push(Span::styled(format!("{drops:>7}"), dstyle));
-            spans.push(Span::raw(format!("  {}", q.source.name())));
-            if q.source.is_ebpf() {
-                spans.push(Span::raw(cpu_split(s, q)));
-            }
-            lines.push(Line::from(spans));
+            lines.push(queue_row(m, role, s, q));
         }
         let folded: Vec<u32> = qs.iter().filter(|q| idle(q)).map(|q| q.queue).collect();
         if !folded.is_empty() {
@@ -164,6 +176,40 @@ fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>)
             format!(" {role:<6}nothing moved: {}", quiet.join(", ")),
             style(m, Color::DarkGray),
         ));
+    }
+}
+
+/// One queue's row: host, interface, direction, queue, pkt/s, bit/s, layer,
+/// drops (highlighted when any), source, and for eBPF the CPUs that handled it.
+pub(super) fn queue_row(m: &Model, role: &str, s: &Sample, q: &QueueSample) -> Line<'static> {
+    let d = dir_name(q.dir);
+    let drops = q.drops.map(|d| d.to_string()).unwrap_or_else(|| "-".into());
+    let mut spans = vec![Span::raw(format!(
+        " {role:<6}{:<10}{d:<4}{:>6} {:>9} {:>9} {:<3}",
+        q.iface,
+        q.queue,
+        short(q.pps, ""),
+        short_bps(q.bps.0),
+        layer(q.source, q.dir),
+    ))];
+    let dstyle = if q.drops.unwrap_or(0) > 0 {
+        alert(m)
+    } else {
+        ratatui::style::Style::default()
+    };
+    spans.push(Span::styled(format!("{drops:>7}"), dstyle));
+    spans.push(Span::raw(format!("  {}", q.source.name())));
+    if q.source.is_ebpf() {
+        spans.push(Span::raw(cpu_split(s, q)));
+    }
+    Line::from(spans)
+}
+
+/// `rx` / `tx`.
+pub(super) fn dir_name(d: Dir) -> &'static str {
+    match d {
+        Dir::Rx => "rx",
+        Dir::Tx => "tx",
     }
 }
 
