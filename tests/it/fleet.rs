@@ -248,16 +248,7 @@ fn an_agent_killed_mid_round_loses_its_pair_and_ctrl_c_keeps_the_partial_matrix(
         .unwrap();
     // `ip netns exec` runs the coordinator as its child: signal the coordinator.
     std::thread::sleep(std::time::Duration::from_millis(2000));
-    let pid = child.id();
-    let coord = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .ok()
-        .and_then(|c| {
-            c.split_whitespace()
-                .next()
-                .and_then(|p| p.parse::<i32>().ok())
-        })
-        .unwrap_or(pid as i32);
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(coord), nix::sys::signal::SIGINT).unwrap();
+    crate::common::fleet::interrupt(&child);
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
     let (_, s) = summary(&log);
@@ -413,16 +404,7 @@ fn fleet_metrics_serve_the_matrix_and_outliers_and_pass_promtool() {
         "promtool: {said}\n{text}"
     );
     // Ctrl-C ends the serving; the exit code is the run's, not 130.
-    let pid = child.id();
-    let coord = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .ok()
-        .and_then(|c| {
-            c.split_whitespace()
-                .next()
-                .and_then(|p| p.parse::<i32>().ok())
-        })
-        .unwrap_or(pid as i32);
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(coord), nix::sys::signal::SIGINT).unwrap();
+    crate::common::fleet::interrupt(&child);
     let o = child.wait_with_output().unwrap();
     assert!(
         matches!(o.status.code(), Some(0) | Some(3)),

@@ -261,6 +261,22 @@ impl Fleet {
     }
 }
 
+/// Ctrl-C to a command started under `ip netns exec` (which forks it: the
+/// signal goes to that child).
+pub fn interrupt(child: &Child) {
+    let pid = child.id();
+    let target = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()
+        .and_then(|c| {
+            c.split_whitespace()
+                .next()
+                .and_then(|p| p.parse::<i32>().ok())
+        })
+        .unwrap_or(pid as i32);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(target), nix::sys::signal::SIGINT)
+        .expect("send SIGINT");
+}
+
 impl Drop for Fleet {
     fn drop(&mut self) {
         for i in 0..self.agents.len() {
