@@ -6,6 +6,7 @@
 //! prefix that [`log::read_log`] (and the TUI's replay) can read.
 
 pub mod aggregate;
+pub mod compact;
 pub mod log;
 pub mod netns_fix;
 pub mod pipeline;
