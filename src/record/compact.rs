@@ -702,3 +702,184 @@ pub mod record {
             .map_err(serde::de::Error::custom)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::ebpf::EbpfUnavailable;
+    use crate::probe::sampler::{EbpfLoader, Sampler};
+    use crate::probe::synthetic::{Layout, SyntheticHost};
+    use crate::record::schema::Record;
+
+    /// Two intervals of the synthetic big host, as the sampler makes them.
+    fn big_samples() -> Vec<Sample> {
+        let mut h = SyntheticHost::in_temp(Layout::default()).unwrap();
+        let loader: EbpfLoader = Box::new(|_, _| Err(EbpfUnavailable::Disabled("test".into())));
+        let mut s = Sampler::with(Box::new(h.source()), None, loader);
+        s.set_ifaces(&h.nic_names());
+        s.begin(None, std::time::Duration::ZERO, std::time::Duration::from_secs(1));
+        (0..2)
+            .map(|_| {
+                h.advance(1).unwrap();
+                s.sample()
+            })
+            .collect()
+    }
+
+    fn line(s: &Sample) -> String {
+        serde_json::to_string(&Record::Sample(Box::new(s.clone()))).unwrap()
+    }
+
+    fn read(line: &str) -> Result<Sample, serde_json::Error> {
+        match serde_json::from_str::<Record>(line)? {
+            Record::Sample(s) => Ok(*s),
+            other => panic!("not a sample: {other:?}"),
+        }
+    }
+
+    /// `s` with its CPU times at the log's precision (0.1 %).
+    fn rounded(mut s: Sample) -> Sample {
+        for c in &mut s.cpus {
+            for p in [
+                &mut c.user,
+                &mut c.nice,
+                &mut c.system,
+                &mut c.irq,
+                &mut c.softirq,
+                &mut c.iowait,
+                &mut c.steal,
+                &mut c.idle,
+            ] {
+                p.0 = (p.0 * 10.0).round() / 10.0;
+            }
+        }
+        s
+    }
+
+    /// The top-level fields where `a` and `b` differ (a short failure message).
+    fn diff(a: &Sample, b: &Sample) -> Vec<String> {
+        let (a, b) = (serde_json::to_value(a).unwrap(), serde_json::to_value(b).unwrap());
+        let keys: std::collections::BTreeSet<&String> = a
+            .as_object()
+            .unwrap()
+            .keys()
+            .chain(b.as_object().unwrap().keys())
+            .collect();
+        keys.into_iter()
+            .filter(|k| a.get(k.as_str()) != b.get(k.as_str()))
+            .map(|k| k.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_big_host_sample_reads_back_equal_within_the_cpu_rounding() {
+        for s in big_samples() {
+            assert_eq!(s.cpus.len(), 256);
+            assert_eq!(s.queues.len(), 1024);
+            let l = line(&s);
+            let back = read(&l).unwrap();
+            let want = rounded(s.clone());
+            assert!(back == want, "differ in {:?}", diff(&back, &want));
+            for (a, b) in s.cpus.iter().zip(&back.cpus) {
+                assert!((a.busy().0 - b.busy().0).abs() <= 0.3, "{a:?} {b:?}");
+            }
+            // The rates were recomputed, not listed.
+            let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+            let blocks = v["queue_blocks"].as_array().unwrap();
+            assert_eq!(blocks.len(), 16, "8 NICs x rx/tx");
+            assert!(blocks.iter().all(|b| b["dt"].is_number() && b.get("pps").is_none()));
+            // The generator's rx3 of the first NIC: 1 Mpps, cache_reuse half of it, per 1 s advance.
+            assert_eq!(blocks[0]["other"]["rx{q}_cache_reuse"][3], 500_000);
+        }
+    }
+
+    #[test]
+    fn schema_1_lines_still_read() {
+        for s in big_samples() {
+            let mut v = serde_json::to_value(&s).unwrap();
+            v["type"] = "sample".into();
+            assert!(v["cpus"].as_array().unwrap()[0].is_object());
+            let back = read(&v.to_string()).unwrap();
+            assert!(back == s, "a schema-1 line is exact; differ in {:?}", diff(&back, &s));
+        }
+    }
+
+    fn queue(q: u32, packets: Option<u64>, pps: f64, other: &[(&str, u64)]) -> QueueSample {
+        QueueSample {
+            iface: "eth0".into(),
+            dir: Dir::Rx,
+            queue: q,
+            packets,
+            bytes: packets.map(|p| p * 100),
+            drops: None,
+            pps,
+            bps: BitsPerSec(pps * 800.0),
+            source: QueueSource::Ethtool,
+            other: other.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        }
+    }
+
+    fn small(queues: Vec<QueueSample>) -> Sample {
+        let mut s = big_samples_free();
+        s.queues = queues;
+        s
+    }
+
+    /// A Sample with no rows (the Sample of a host with nothing to show).
+    fn big_samples_free() -> Sample {
+        serde_json::from_value(serde_json::json!({
+            "host": "peer", "index": 3, "start_s": 2.0, "end_s": 3.0, "omitted": false,
+            "engine": {"tx_bytes": 0, "rx_bytes": 0, "tx_bps": 0.0, "rx_bps": 0.0,
+                       "messages": 0, "msgs_per_s": 0.0},
+            "cpus": []
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn odd_rows_keep_their_figures_names_and_order() {
+        let s = small(vec![
+            // Rates that are not count / one span: listed as they are.
+            queue(11, Some(1000), 1234.5, &[("rx11_x", 5), ("q11", 1), ("rx11_1", 2)]),
+            queue(1, Some(10), 3.0, &[("rx11_y", 7), ("{q}1", 9)]),
+            queue(2, None, 0.0, &[]),
+        ]);
+        let l = line(&s);
+        assert_eq!(read(&l).unwrap(), s);
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+        assert!(v["queue_blocks"][0]["pps"].is_array(), "{l}");
+        // Names without the queue's number are kept per row.
+        assert_eq!(v["queue_blocks"][0]["other_rows"][0]["row"], 1, "{l}");
+        // Out-of-order queues and a missing count stay as they were.
+        let ids: Vec<u32> = read(&l).unwrap().queues.iter().map(|q| q.queue).collect();
+        assert_eq!(ids, [11, 1, 2]);
+        // Exact rates over one span: recomputed.
+        let dt = 0.987_654_321;
+        let q = |i: u32, p: u64| {
+            let mut r = queue(i, Some(p), p as f64 / dt, &[]);
+            r.bps = BitsPerSec::from_bytes(p * 100, dt);
+            r
+        };
+        let s = small((0..64).map(|i| q(i, 1000 + 7 * u64::from(i))).collect());
+        let l = line(&s);
+        assert!(!l.contains("\"pps\""), "{l}");
+        assert_eq!(read(&l).unwrap(), s);
+    }
+
+    #[test]
+    fn bad_columns_are_refused_with_what_is_wrong() {
+        let s = big_samples().remove(0);
+        let mut v: serde_json::Value = serde_json::from_str(&line(&s)).unwrap();
+        v["cpu_cols"]["idle"].as_array_mut().unwrap().pop();
+        let e = read(&v.to_string()).unwrap_err().to_string();
+        assert!(e.contains("cpu_cols.idle has 255 values for 256 rows"), "{e}");
+        let mut v: serde_json::Value = serde_json::from_str(&line(&s)).unwrap();
+        v["cpu_cols"]["cpu"] = serde_json::json!([[0, 4_000_000_000u32]]);
+        let e = read(&v.to_string()).unwrap_err().to_string();
+        assert!(e.contains("more than"), "{e}");
+        let mut v: serde_json::Value = serde_json::from_str(&line(&s)).unwrap();
+        v["cpus"] = serde_json::to_value(&s.cpus).unwrap();
+        let e = read(&v.to_string()).unwrap_err().to_string();
+        assert!(e.contains("both `cpus` and its columns"), "{e}");
+    }
+}
