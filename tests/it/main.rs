@@ -24,6 +24,7 @@ mod grpc_proto;
 mod grpc_session;
 mod handshake;
 mod localpair;
+mod memory_bounds;
 mod module_edges;
 mod pair;
 mod pipeline_faces;

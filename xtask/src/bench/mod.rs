@@ -6,6 +6,7 @@
 //! tables.
 //! Results are printed, never asserted: this is a benchmark, not a test.
 
+pub mod alloc;
 mod ebpf;
 mod grpc;
 mod lab;
@@ -14,6 +15,7 @@ mod parse;
 mod rr;
 mod sampler;
 mod scale;
+mod scale_log;
 mod sink;
 mod stats;
 mod table;
