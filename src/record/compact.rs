@@ -31,7 +31,7 @@
 use crate::probe::cpu::CpuSample;
 use crate::probe::ethtool_names::Dir;
 use crate::probe::sample::{NicCounter, QueueSample, QueueSource, Sample};
-use crate::probe::softirq::{Softnet, SoftirqCpu, SoftnetCpu};
+use crate::probe::softirq::{SoftirqCpu, Softnet, SoftnetCpu};
 use crate::units::{BitsPerSec, CpuId, Percent};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -330,15 +330,22 @@ fn rates_dt(rows: &[QueueSample]) -> Option<f64> {
     {
         cands.push(r.bytes.unwrap_or(0) as f64 * 8.0 / r.bps.0);
     }
-    let near = cands.clone().into_iter().filter(|c| *c > 0.0).flat_map(|c| {
-        let b = c.to_bits();
-        [b - 2, b - 1, b + 1, b + 2].map(f64::from_bits)
-    });
+    let near = cands
+        .clone()
+        .into_iter()
+        .filter(|c| *c > 0.0)
+        .flat_map(|c| {
+            let b = c.to_bits();
+            [b - 2, b - 1, b + 1, b + 2].map(f64::from_bits)
+        });
     cands.extend(near.collect::<Vec<_>>());
     cands.into_iter().find(|dt| {
         rows.iter().all(|r| {
             per_s(r.packets, *dt).to_bits() == r.pps.to_bits()
-                && BitsPerSec::from_bytes(r.bytes.unwrap_or(0), *dt).0.to_bits() == r.bps.0.to_bits()
+                && BitsPerSec::from_bytes(r.bytes.unwrap_or(0), *dt)
+                    .0
+                    .to_bits()
+                    == r.bps.0.to_bits()
         })
     })
 }
@@ -717,7 +724,11 @@ mod tests {
         let loader: EbpfLoader = Box::new(|_, _| Err(EbpfUnavailable::Disabled("test".into())));
         let mut s = Sampler::with(Box::new(h.source()), None, loader);
         s.set_ifaces(&h.nic_names());
-        s.begin(None, std::time::Duration::ZERO, std::time::Duration::from_secs(1));
+        s.begin(
+            None,
+            std::time::Duration::ZERO,
+            std::time::Duration::from_secs(1),
+        );
         (0..2)
             .map(|_| {
                 h.advance(1).unwrap();
@@ -758,7 +769,10 @@ mod tests {
 
     /// The top-level fields where `a` and `b` differ (a short failure message).
     fn diff(a: &Sample, b: &Sample) -> Vec<String> {
-        let (a, b) = (serde_json::to_value(a).unwrap(), serde_json::to_value(b).unwrap());
+        let (a, b) = (
+            serde_json::to_value(a).unwrap(),
+            serde_json::to_value(b).unwrap(),
+        );
         let keys: std::collections::BTreeSet<&String> = a
             .as_object()
             .unwrap()
@@ -787,7 +801,9 @@ mod tests {
             let v: serde_json::Value = serde_json::from_str(&l).unwrap();
             let blocks = v["queue_blocks"].as_array().unwrap();
             assert_eq!(blocks.len(), 16, "8 NICs x rx/tx");
-            assert!(blocks.iter().all(|b| b["dt"].is_number() && b.get("pps").is_none()));
+            assert!(blocks
+                .iter()
+                .all(|b| b["dt"].is_number() && b.get("pps").is_none()));
             // The generator's rx3 of the first NIC: 1 Mpps, cache_reuse half of it, per 1 s advance.
             assert_eq!(blocks[0]["other"]["rx{q}_cache_reuse"][3], 500_000);
         }
@@ -800,7 +816,11 @@ mod tests {
             v["type"] = "sample".into();
             assert!(v["cpus"].as_array().unwrap()[0].is_object());
             let back = read(&v.to_string()).unwrap();
-            assert!(back == s, "a schema-1 line is exact; differ in {:?}", diff(&back, &s));
+            assert!(
+                back == s,
+                "a schema-1 line is exact; differ in {:?}",
+                diff(&back, &s)
+            );
         }
     }
 
@@ -840,7 +860,12 @@ mod tests {
     fn odd_rows_keep_their_figures_names_and_order() {
         let s = small(vec![
             // Rates that are not count / one span: listed as they are.
-            queue(11, Some(1000), 1234.5, &[("rx11_x", 5), ("q11", 1), ("rx11_1", 2)]),
+            queue(
+                11,
+                Some(1000),
+                1234.5,
+                &[("rx11_x", 5), ("q11", 1), ("rx11_1", 2)],
+            ),
             queue(1, Some(10), 3.0, &[("rx11_y", 7), ("{q}1", 9)]),
             queue(2, None, 0.0, &[]),
         ]);
@@ -872,7 +897,10 @@ mod tests {
         let mut v: serde_json::Value = serde_json::from_str(&line(&s)).unwrap();
         v["cpu_cols"]["idle"].as_array_mut().unwrap().pop();
         let e = read(&v.to_string()).unwrap_err().to_string();
-        assert!(e.contains("cpu_cols.idle has 255 values for 256 rows"), "{e}");
+        assert!(
+            e.contains("cpu_cols.idle has 255 values for 256 rows"),
+            "{e}"
+        );
         let mut v: serde_json::Value = serde_json::from_str(&line(&s)).unwrap();
         v["cpu_cols"]["cpu"] = serde_json::json!([[0, 4_000_000_000u32]]);
         let e = read(&v.to_string()).unwrap_err().to_string();

@@ -117,7 +117,9 @@ impl PackedSample {
     /// Pack `s`; None when it cannot be encoded (it then is not kept).
     pub fn pack(s: &Sample) -> Option<Self> {
         let json = serde_json::to_vec(s).ok()?;
-        zstd::bulk::compress(&json, Self::LEVEL).ok().map(PackedSample)
+        zstd::bulk::compress(&json, Self::LEVEL)
+            .ok()
+            .map(PackedSample)
     }
 
     /// The Sample back.
@@ -170,7 +172,10 @@ fn push_bounded(w: &mut VecDeque<PackedSample>, s: &Sample) {
         return;
     }
     let Some(p) = PackedSample::pack(s) else {
-        tracing::warn!("a {} Sample could not be packed for the closing diagnosis", s.host.name());
+        tracing::warn!(
+            "a {} Sample could not be packed for the closing diagnosis",
+            s.host.name()
+        );
         return;
     };
     w.push_back(p);
@@ -461,7 +466,8 @@ mod tests {
 
     #[test]
     fn a_packed_sample_unpacks_to_the_very_sample() {
-        let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tui/run.jsonl");
+        let log =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tui/run.jsonl");
         let samples: Vec<Sample> = super::super::log::read_log(&log)
             .unwrap()
             .into_iter()

@@ -65,11 +65,22 @@ pub fn log_bytes(local: &[Sample], peer: &[Sample]) -> Result<()> {
         let v = serde_json::to_value(Record::Sample(Box::new(s.clone())))?;
         let mut fields: Vec<(String, usize)> = v
             .as_object()
-            .map(|o| o.iter().map(|(k, x)| (k.clone(), x.to_string().len())).collect())
+            .map(|o| {
+                o.iter()
+                    .map(|(k, x)| (k.clone(), x.to_string().len()))
+                    .collect()
+            })
             .unwrap_or_default();
         fields.sort_by_key(|f| std::cmp::Reverse(f.1));
-        let top: Vec<String> = fields.iter().take(6).map(|(k, n)| format!("{k} {n}")).collect();
-        println!("log: one host's record by field (bytes): {}", top.join(", "));
+        let top: Vec<String> = fields
+            .iter()
+            .take(6)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        println!(
+            "log: one host's record by field (bytes): {}",
+            top.join(", ")
+        );
     }
     let dir = tempfile::tempdir().context("temporary directory")?;
     let path = dir.path().join("scale.jsonl.zst");
@@ -92,7 +103,12 @@ pub fn log_bytes(local: &[Sample], peer: &[Sample]) -> Result<()> {
 /// Feed `n` intervals through the pipeline (live diagnosis, aggregates, the
 /// closing window, a zstd log) and the TUI model, without sleeping; print
 /// the heap each keeps, and return the log written.
-pub fn day(local: &[Sample], peer: &[Sample], n: usize, dir: &std::path::Path) -> Result<std::path::PathBuf> {
+pub fn day(
+    local: &[Sample],
+    peer: &[Sample],
+    n: usize,
+    dir: &std::path::Path,
+) -> Result<std::path::PathBuf> {
     let path = dir.join("day.jsonl.zst");
     let t0 = Instant::now();
     let base = live();
