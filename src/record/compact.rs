@@ -336,7 +336,7 @@ fn rates_dt(rows: &[QueueSample]) -> Option<f64> {
         .filter(|c| *c > 0.0)
         .flat_map(|c| {
             let b = c.to_bits();
-            [b - 2, b - 1, b + 1, b + 2].map(f64::from_bits)
+            [b.saturating_sub(2), b.saturating_sub(1), b + 1, b + 2].map(f64::from_bits)
         });
     cands.extend(near.collect::<Vec<_>>());
     cands.into_iter().find(|dt| {

@@ -74,6 +74,19 @@ pub struct LogWriter {
     path: PathBuf,
     /// The record being written (reused: a big host's record is tens of kB).
     buf: Vec<u8>,
+    /// Samples as one object per row (schema 1's form, which the reader
+    /// takes too) rather than columns: the stdout stream, read by `jq` and
+    /// scripts rather than kept.
+    rows: bool,
+}
+
+/// A `sample` record with its arrays as rows (`{"type":"sample",...}`).
+#[derive(serde::Serialize)]
+struct SampleRows<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(flatten)]
+    sample: &'a crate::probe::sample::Sample,
 }
 
 /// Where the lines go.
@@ -200,15 +213,18 @@ impl LogWriter {
             out,
             path: path.into(),
             buf: Vec::new(),
+            rows: false,
         })
     }
 
-    /// Records as JSON lines on standard output (`watch --json`).
+    /// Records as JSON lines on standard output (`watch --json`, `--log
+    /// -`): Samples with their arrays as rows, for `jq` and scripts.
     pub fn stdout() -> Self {
         LogWriter {
             out: Out::Plain(BufWriter::new(Box::new(Stdout { closed: false }))),
             path: PathBuf::from("<stdout>"),
             buf: Vec::new(),
+            rows: true,
         }
     }
 
@@ -224,7 +240,17 @@ impl LogWriter {
             source,
         };
         self.buf.clear();
-        serde_json::to_writer(&mut self.buf, r).map_err(|e| io(e.into()))?;
+        match r {
+            Record::Sample(sample) if self.rows => serde_json::to_writer(
+                &mut self.buf,
+                &SampleRows {
+                    kind: "sample",
+                    sample,
+                },
+            ),
+            _ => serde_json::to_writer(&mut self.buf, r),
+        }
+        .map_err(|e| io(e.into()))?;
         self.buf.push(b'\n');
         match &mut self.out {
             Out::Plain(w) => w.write_all(&self.buf).and_then(|()| w.flush()),
@@ -477,5 +503,39 @@ mod zstd_tests {
         std::fs::write(&p, &b).unwrap();
         let e = read_log(&p).unwrap_err().to_string();
         assert!(e.contains("bad.jsonl.zst"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod rows_tests {
+    use super::*;
+
+    #[test]
+    fn the_stdout_stream_writes_samples_as_rows_and_they_read_back_exactly() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tui/run.jsonl");
+        let recs = read_log(&fixture).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("stream.jsonl");
+        let f = File::create(&p).unwrap();
+        // The stdout writer's form, into a file.
+        let mut w = LogWriter {
+            out: Out::Plain(BufWriter::new(Box::new(f))),
+            path: p.clone(),
+            buf: Vec::new(),
+            rows: true,
+        };
+        for r in &recs {
+            w.write(r).unwrap();
+        }
+        drop(w);
+        let text = std::fs::read_to_string(&p).unwrap();
+        let sample = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["type"] == "sample")
+            .unwrap();
+        assert!(sample["cpus"][0]["idle"].is_number(), "{sample}");
+        assert!(sample.get("cpu_cols").is_none());
+        assert_eq!(read_log(&p).unwrap(), recs);
     }
 }
