@@ -199,7 +199,6 @@ pub fn tui_memory(local: &[Sample], peer: &[Sample], n: usize) -> Result<()> {
             at.push(live() - base);
         }
     }
-    drop(feed);
     let mb = |b: i64| b as f64 / 1e6;
     println!(
         "memory after {n} intervals: TUI model {:.1} MB with its pipeline ({:.1} MB at half; history of {} intervals; goal <= 100 MB; {:.0} s)",
