@@ -117,9 +117,10 @@ impl PackedSample {
     /// Pack `s`; None when it cannot be encoded (it then is not kept).
     pub fn pack(s: &Sample) -> Option<Self> {
         let json = serde_json::to_vec(s).ok()?;
-        zstd::bulk::compress(&json, Self::LEVEL)
-            .ok()
-            .map(PackedSample)
+        let mut z = zstd::bulk::compress(&json, Self::LEVEL).ok()?;
+        // Its buffer was sized for the worst case (the input's size).
+        z.shrink_to_fit();
+        Some(PackedSample(z))
     }
 
     /// The Sample back.
