@@ -218,7 +218,7 @@ pub fn tui_memory(local: &[Sample], peer: &[Sample], n: usize) -> Result<()> {
 pub fn replay_open(log: &std::path::Path, intervals: usize, k: usize) -> Result<()> {
     let size = std::fs::metadata(log)?.len();
     println!(
-        "log zstd (24 h log as the pipeline wrote it): {:.1} MB for {intervals} intervals",
+        "log zstd (the day's log as the pipeline wrote it): {:.1} MB for {intervals} intervals",
         size as f64 / 1e6
     );
     let part = log.with_file_name("part.jsonl.zst");
@@ -251,7 +251,7 @@ pub fn replay_open(log: &std::path::Path, intervals: usize, k: usize) -> Result<
     let t_stream = t1.elapsed().as_secs_f64();
     let scale = intervals as f64 / k as f64;
     println!(
-        "replay open (24 h log): {:.0} s and {:.0} GB kept, scaled from its first {k} intervals ({t_part:.2} s, {:.0} MB: today's replay reads and keeps every record); a streaming pass that keeps nothing: {:.0} s ({n} records in {t_stream:.2} s); goal <= 2 s",
+        "replay open ({intervals}-interval log; 86,400 = 24 h): {:.0} s and {:.0} GB kept, scaled from its first {k} intervals ({t_part:.2} s, {:.0} MB: today's replay reads and keeps every record); a streaming pass that keeps nothing: {:.0} s ({n} records in {t_stream:.2} s); goal <= 2 s",
         t_part * scale,
         held as f64 * scale / 1e9,
         held as f64 / 1e6,
