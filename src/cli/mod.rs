@@ -303,7 +303,8 @@ pub struct RunArgs {
     pub observe: ObserveArgs,
     /// Write a JSON-lines log (header, one sample per host per interval,
     /// summary); `-` streams the records to stdout as they happen (the
-    /// table goes to stderr), like iperf3's --json-stream.
+    /// table goes to stderr), like iperf3's --json-stream; a path ending in
+    /// `.zst` is written zstd-compressed.
     #[arg(long, value_name = "PATH")]
     pub log: Option<PathBuf>,
     /// --engine grpc: run the client against any grpc.testing.BenchmarkService

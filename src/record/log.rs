@@ -1,9 +1,33 @@
-//! JSON-lines log writer and reader.
+//! JSON-lines log writer and reader, plain or zstd-compressed.
+//!
+//! A log whose name ends in `.zst` is written as a zstd stream: each record
+//! is flushed as a zstd block as soon as it is written, and the frame is
+//! ended every [`FRAME_EVERY`] (and when the writer is dropped), so a run
+//! that is killed leaves a stream that decodes up to its last record. The
+//! reader recognises zstd by its magic bytes, whatever the name, and reads
+//! a truncated last frame up to where it stops, as it reads a truncated
+//! last line of a plain log.
 
 use super::schema::Record;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The first bytes of a zstd frame.
+pub const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// A zstd log's frame is ended at least this often: what a reader of a
+/// killed run's log is sure to find complete.
+pub const FRAME_EVERY: Duration = Duration::from_secs(5);
+
+/// zstd level of compressed logs (zstd's default: fast, about 10x on logs of big hosts).
+const ZSTD_LEVEL: i32 = 3;
+
+/// True when `path` asks for a compressed log (`.zst`).
+pub fn is_zstd_name(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "zst")
+}
 
 /// Log errors, naming the file and line.
 #[derive(Debug, thiserror::Error)]
@@ -46,8 +70,78 @@ pub const MAX_LINE: u64 = 64 << 20;
 
 /// Writes one record per line, flushed immediately.
 pub struct LogWriter {
-    w: BufWriter<Box<dyn Write + Send>>,
+    out: Out,
     path: PathBuf,
+    /// The record being written (reused: a big host's record is tens of kB).
+    buf: Vec<u8>,
+    /// Samples as one object per row (schema 1's form, which the reader
+    /// takes too) rather than columns: the stdout stream, read by `jq` and
+    /// scripts rather than kept.
+    rows: bool,
+}
+
+/// A `sample` record with its arrays as rows (`{"type":"sample",...}`).
+#[derive(serde::Serialize)]
+struct SampleRows<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    #[serde(flatten)]
+    sample: &'a crate::probe::sample::Sample,
+}
+
+/// Where the lines go.
+enum Out {
+    Plain(BufWriter<Box<dyn Write + Send>>),
+    Zstd(ZstdOut),
+}
+
+/// A zstd stream of frames, each ended after [`ZstdOut::every`].
+struct ZstdOut {
+    /// None only after a failed frame change (the log is then broken).
+    enc: Option<zstd::stream::write::Encoder<'static, File>>,
+    started: Instant,
+    every: Duration,
+}
+
+impl ZstdOut {
+    fn encoder(f: File) -> std::io::Result<zstd::stream::write::Encoder<'static, File>> {
+        let mut e = zstd::stream::write::Encoder::new(f, ZSTD_LEVEL)?;
+        e.include_checksum(true)?;
+        Ok(e)
+    }
+
+    fn write(&mut self, line: &[u8]) -> std::io::Result<()> {
+        let enc = self
+            .enc
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("an earlier frame could not be ended"))?;
+        enc.write_all(line)?;
+        if self.started.elapsed() < self.every {
+            // A block the reader can decode, in the kernel now.
+            return enc.flush();
+        }
+        self.end_frame()
+    }
+
+    /// End the frame (a complete, checksummed unit) and start the next.
+    fn end_frame(&mut self) -> std::io::Result<()> {
+        let Some(enc) = self.enc.take() else {
+            return Ok(());
+        };
+        let f = enc.finish()?;
+        self.enc = Some(Self::encoder(f)?);
+        self.started = Instant::now();
+        Ok(())
+    }
+}
+
+impl Drop for ZstdOut {
+    fn drop(&mut self) {
+        if let Some(enc) = self.enc.take() {
+            // Best effort: every record was flushed as a block already.
+            let _ = enc.finish();
+        }
+    }
 }
 
 impl std::fmt::Debug for LogWriter {
@@ -93,23 +187,44 @@ impl Write for Stdout {
 }
 
 impl LogWriter {
-    /// Create (truncate) `path`.
+    /// Create (truncate) `path`: zstd-compressed when it ends in `.zst`.
     pub fn create(path: &Path) -> Result<Self, LogError> {
-        let f = File::create(path).map_err(|source| LogError::Io {
+        Self::create_framed(path, FRAME_EVERY)
+    }
+
+    /// [`LogWriter::create`], a `.zst` log ending its frames every `every`
+    /// (zero: after every record).
+    pub fn create_framed(path: &Path, every: Duration) -> Result<Self, LogError> {
+        let io = |source| LogError::Io {
             path: path.into(),
             source,
-        })?;
+        };
+        let f = File::create(path).map_err(io)?;
+        let out = if is_zstd_name(path) {
+            Out::Zstd(ZstdOut {
+                enc: Some(ZstdOut::encoder(f).map_err(io)?),
+                started: Instant::now(),
+                every,
+            })
+        } else {
+            Out::Plain(BufWriter::new(Box::new(f)))
+        };
         Ok(LogWriter {
-            w: BufWriter::new(Box::new(f)),
+            out,
             path: path.into(),
+            buf: Vec::new(),
+            rows: false,
         })
     }
 
-    /// Records as JSON lines on standard output (`watch --json`).
+    /// Records as JSON lines on standard output (`watch --json`, `--log
+    /// -`): Samples with their arrays as rows, for `jq` and scripts.
     pub fn stdout() -> Self {
         LogWriter {
-            w: BufWriter::new(Box::new(Stdout { closed: false })),
+            out: Out::Plain(BufWriter::new(Box::new(Stdout { closed: false }))),
             path: PathBuf::from("<stdout>"),
+            buf: Vec::new(),
+            rows: true,
         }
     }
 
@@ -124,58 +239,136 @@ impl LogWriter {
             path: self.path.clone(),
             source,
         };
-        serde_json::to_writer(&mut self.w, r).map_err(|e| io(e.into()))?;
-        self.w.write_all(b"\n").map_err(io)?;
-        self.w.flush().map_err(io)
+        self.buf.clear();
+        match r {
+            Record::Sample(sample) if self.rows => serde_json::to_writer(
+                &mut self.buf,
+                &SampleRows {
+                    kind: "sample",
+                    sample,
+                },
+            ),
+            _ => serde_json::to_writer(&mut self.buf, r),
+        }
+        .map_err(|e| io(e.into()))?;
+        self.buf.push(b'\n');
+        match &mut self.out {
+            Out::Plain(w) => w.write_all(&self.buf).and_then(|()| w.flush()),
+            Out::Zstd(z) => z.write(&self.buf),
+        }
+        .map_err(io)
     }
 }
 
-/// Read a log. A final line without its newline (a run killed mid-write) is ignored.
-pub fn read_log(path: &Path) -> Result<Vec<Record>, LogError> {
-    let f = File::open(path).map_err(|source| LogError::Io {
+/// The lines of a log file, decompressed when it starts with zstd's magic.
+fn open_lines(path: &Path) -> Result<Box<dyn BufRead + Send>, LogError> {
+    let io = |source| LogError::Io {
         path: path.into(),
         source,
-    })?;
-    let mut out = Vec::new();
-    let mut r = BufReader::new(f);
-    let mut line = String::new();
-    let mut n = 0;
-    loop {
-        line.clear();
-        let got = (&mut r)
-            .take(MAX_LINE + 1)
-            .read_line(&mut line)
-            .map_err(|source| LogError::Io {
-                path: path.into(),
-                source,
-            })?;
-        if got == 0 {
-            break;
-        }
-        n += 1;
-        if got as u64 > MAX_LINE {
-            return Err(LogError::LineTooLong {
-                path: path.into(),
-                line: n,
-                max: MAX_LINE,
-            });
-        }
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<Record>(&line) {
-            Ok(rec) => out.push(rec),
-            Err(_) if !line.ends_with('\n') => break,
+    };
+    let mut r = BufReader::new(File::open(path).map_err(io)?);
+    if r.fill_buf().map_err(io)?.starts_with(&ZSTD_MAGIC) {
+        let d = zstd::stream::read::Decoder::with_buffer(r).map_err(io)?;
+        return Ok(Box::new(BufReader::new(d)));
+    }
+    Ok(Box::new(r))
+}
+
+/// The records of a log one at a time, plain or zstd (by its magic bytes):
+/// what [`read_log`] collects, for readers that keep only what they need.
+/// A final line without its newline, or a zstd frame cut short (a run
+/// killed mid-write), ends the records without an error.
+pub struct LogReader {
+    r: Box<dyn BufRead + Send>,
+    path: PathBuf,
+    line: String,
+    n: usize,
+    done: bool,
+}
+
+impl LogReader {
+    /// Open `path`.
+    pub fn open(path: &Path) -> Result<Self, LogError> {
+        Ok(LogReader {
+            r: open_lines(path)?,
+            path: path.into(),
+            line: String::new(),
+            n: 0,
+            done: false,
+        })
+    }
+
+    /// The next line (with its newline if it had one); None at the end.
+    fn next_line(&mut self) -> Result<Option<()>, LogError> {
+        self.line.clear();
+        let got = match (&mut self.r).take(MAX_LINE + 1).read_line(&mut self.line) {
+            Ok(n) => n,
+            // A zstd frame cut short: the run was killed mid-write.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                self.line.clear();
+                0
+            }
             Err(source) => {
-                return Err(LogError::Parse {
-                    path: path.into(),
-                    line: n,
+                return Err(LogError::Io {
+                    path: self.path.clone(),
                     source,
                 })
             }
+        };
+        if got == 0 {
+            return Ok(None);
         }
+        self.n += 1;
+        if got as u64 > MAX_LINE {
+            return Err(LogError::LineTooLong {
+                path: self.path.clone(),
+                line: self.n,
+                max: MAX_LINE,
+            });
+        }
+        Ok(Some(()))
     }
-    Ok(out)
+}
+
+impl Iterator for LogReader {
+    type Item = Result<Record, LogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            match self.next_line() {
+                Ok(None) => self.done = true,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                Ok(Some(())) if self.line.trim().is_empty() => {}
+                Ok(Some(())) => {
+                    return match serde_json::from_str::<Record>(&self.line) {
+                        Ok(rec) => Some(Ok(rec)),
+                        Err(_) if !self.line.ends_with('\n') => {
+                            self.done = true;
+                            None
+                        }
+                        Err(source) => {
+                            self.done = true;
+                            Some(Err(LogError::Parse {
+                                path: self.path.clone(),
+                                line: self.n,
+                                source,
+                            }))
+                        }
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Read a log, plain or zstd. A final line without its newline (a run
+/// killed mid-write) is ignored.
+pub fn read_log(path: &Path) -> Result<Vec<Record>, LogError> {
+    LogReader::open(path)?.collect()
 }
 
 #[cfg(test)]
@@ -213,5 +406,136 @@ mod tests {
         std::fs::write(&p, "{\"type\":\"nope\"}\n").unwrap();
         let e = read_log(&p).unwrap_err().to_string();
         assert!(e.contains("line 1"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod zstd_tests {
+    use super::*;
+    use crate::record::schema::Event;
+
+    fn events(n: usize) -> Vec<Record> {
+        (0..n)
+            .map(|i| {
+                Record::Event(Event {
+                    t: i as f64,
+                    kind: "k".into(),
+                    message: format!("record {i} {}", "x".repeat(i % 50)),
+                })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_zst_log_is_compressed_and_read_back_by_its_magic_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("run.jsonl.zst");
+        let recs = events(200);
+        // Frames ended after every record, and one long frame: both read back.
+        for every in [Duration::ZERO, Duration::from_secs(3600)] {
+            let mut w = LogWriter::create_framed(&p, every).unwrap();
+            for r in &recs {
+                w.write(r).unwrap();
+            }
+            drop(w);
+            let bytes = std::fs::read(&p).unwrap();
+            assert!(bytes.starts_with(&ZSTD_MAGIC));
+            assert_eq!(read_log(&p).unwrap(), recs);
+        }
+        // Renamed: still recognised as zstd.
+        let q = dir.path().join("renamed.jsonl");
+        std::fs::copy(&p, &q).unwrap();
+        assert_eq!(read_log(&q).unwrap(), recs);
+        let plain = dir.path().join("run.jsonl");
+        let mut w = LogWriter::create(&plain).unwrap();
+        for r in &recs {
+            w.write(r).unwrap();
+        }
+        drop(w);
+        let (z, t) = (
+            std::fs::metadata(&p).unwrap().len(),
+            std::fs::metadata(&plain).unwrap().len(),
+        );
+        assert!(z * 4 < t, "zstd {z} bytes, plain {t}");
+        assert_eq!(read_log(&plain).unwrap(), recs);
+    }
+
+    #[test]
+    fn a_killed_zstd_run_leaves_a_log_readable_up_to_its_last_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("killed.jsonl.zst");
+        let recs = events(30);
+        let mut w = LogWriter::create_framed(&p, Duration::from_secs(3600)).unwrap();
+        for r in &recs {
+            w.write(r).unwrap();
+        }
+        // No destructor, as when the process is killed: the frame is never ended.
+        std::mem::forget(w);
+        assert_eq!(read_log(&p).unwrap(), recs);
+        // Frames ended after every record, then the file cut mid-frame: the
+        // complete records before the cut are read, the rest is not an error.
+        let mut w = LogWriter::create_framed(&p, Duration::ZERO).unwrap();
+        for r in &recs {
+            w.write(r).unwrap();
+        }
+        drop(w);
+        let full = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &full[..full.len() - 20]).unwrap();
+        let got = read_log(&p).unwrap();
+        assert!(!got.is_empty() && got.len() < recs.len(), "{}", got.len());
+        assert_eq!(got[..], recs[..got.len()]);
+    }
+
+    #[test]
+    fn a_damaged_zstd_log_is_an_error_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.jsonl.zst");
+        let mut w = LogWriter::create_framed(&p, Duration::ZERO).unwrap();
+        for r in &events(20) {
+            w.write(r).unwrap();
+        }
+        drop(w);
+        let mut b = std::fs::read(&p).unwrap();
+        let mid = b.len() / 2;
+        for x in &mut b[mid..mid + 8] {
+            *x ^= 0x5a;
+        }
+        std::fs::write(&p, &b).unwrap();
+        let e = read_log(&p).unwrap_err().to_string();
+        assert!(e.contains("bad.jsonl.zst"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod rows_tests {
+    use super::*;
+
+    #[test]
+    fn the_stdout_stream_writes_samples_as_rows_and_they_read_back_exactly() {
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tui/run.jsonl");
+        let recs = read_log(&fixture).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("stream.jsonl");
+        let f = File::create(&p).unwrap();
+        // The stdout writer's form, into a file.
+        let mut w = LogWriter {
+            out: Out::Plain(BufWriter::new(Box::new(f))),
+            path: p.clone(),
+            buf: Vec::new(),
+            rows: true,
+        };
+        for r in &recs {
+            w.write(r).unwrap();
+        }
+        drop(w);
+        let text = std::fs::read_to_string(&p).unwrap();
+        let sample = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|v| v["type"] == "sample")
+            .unwrap();
+        assert!(sample["cpus"][0]["idle"].is_number(), "{sample}");
+        assert!(sample.get("cpu_cols").is_none());
+        assert_eq!(read_log(&p).unwrap(), recs);
     }
 }

@@ -9,6 +9,7 @@
 //! ([`metrics`]: OpenMetrics over HTTP, `--metrics ADDR`).
 
 pub mod aggregate;
+pub mod compact;
 pub mod log;
 pub mod metrics;
 pub mod netns_fix;

@@ -10,8 +10,9 @@ use crate::traffic::EngineSpec;
 use serde::{Deserialize, Serialize};
 
 /// Version of the log schema. Bump on incompatible changes only; new
-/// optional fields do not need a bump.
-pub const SCHEMA_VERSION: u32 = 1;
+/// optional fields do not need a bump. 2: Samples' per-CPU and per-queue
+/// arrays as columns ([`super::compact`]); the reader takes schema 1 too.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// One line of the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -19,7 +20,10 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub enum Record {
     /// First line.
     Header(Box<Header>),
-    /// One host, one interval.
+    /// One host, one interval: written in the compact form of
+    /// [`super::compact`] (schema 2); schema-1 lines (one object per row) read as well.
+    #[serde(with = "super::compact::record")]
+    #[schemars(with = "super::compact::LogSample")]
     Sample(Box<Sample>),
     /// Something that happened (peer lost, point started, ...).
     Event(Event),

@@ -27,6 +27,7 @@ mod grpc_session;
 mod handshake;
 mod localpair;
 mod metrics;
+mod memory_bounds;
 mod module_edges;
 mod pair;
 mod pipeline_faces;

@@ -22,6 +22,10 @@ mod ebpf;
 mod netns;
 
 use clap::{Parser, Subcommand};
+
+/// Counts each thread's heap, for `bench scale`'s memory figures.
+#[global_allocator]
+static ALLOC: bench::alloc::Counting = bench::alloc::Counting;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 

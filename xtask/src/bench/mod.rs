@@ -6,6 +6,7 @@
 //! tables.
 //! Results are printed, never asserted: this is a benchmark, not a test.
 
+pub mod alloc;
 mod ebpf;
 mod fleet;
 mod grpc;
@@ -15,6 +16,7 @@ mod parse;
 mod rr;
 mod sampler;
 mod scale;
+mod scale_log;
 mod sink;
 mod stats;
 mod table;

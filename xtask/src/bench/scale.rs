@@ -7,10 +7,14 @@
 //! CPU clock, so the machine's other load does not count): the sampler per
 //! interval, the rules per interval (the live window of both hosts), the
 //! pipeline (rules with hysteresis, the TUI's actions), the log bytes per
-//! interval (both hosts' Sample records) and the implied 24 h log, and the
-//! TUI frame render at 200x60 and 80x24 (TestBackend, the dashboard, CPU and
-//! queue views of a model fed with the Samples). Then where the sampler's
-//! time goes: each read and parse timed alone, outside the sampler. Always
+//! interval (both hosts' Sample records, plain and zstd) and the implied 24 h
+//! log, and the TUI frame render at 200x60 and 80x24 (TestBackend, the
+//! dashboard, CPU and queue views of a model fed with the Samples). Then
+//! where the sampler's time goes: each read and parse timed alone, outside
+//! the sampler. Last, a day of intervals (`--day`) fed through the pipeline
+//! without sleeping, the heap it keeps and the zstd log it writes, the TUI
+//! model's heap, and what opening that log in the replay costs
+//! ([`super::scale_log`]). Always
 //! measures a release build: a debug `cargo xtask` runs itself again with
 //! `--release`. No root, no network; writes only a temporary directory.
 
@@ -30,7 +34,6 @@ use wirescope::probe::sampler::{EbpfLoader, Sampler};
 use wirescope::probe::source::HostSource;
 use wirescope::probe::synthetic::{Layout, SyntheticHost};
 use wirescope::record::pipeline::{Origin, Pipeline};
-use wirescope::record::schema::Record;
 use wirescope::session::driver::{PointStart, SessionEvent};
 use wirescope::session::outcome::RunEvent;
 use wirescope::tui::action::{update, Action};
@@ -49,6 +52,13 @@ pub struct ScaleArgs {
     /// Frames rendered per view and size.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(5..=1_000))]
     frames: u32,
+    /// Intervals fed through the pipeline for its memory and the day's log
+    /// (a day at 1 s by default).
+    #[arg(long, default_value_t = 86_400, value_parser = clap::value_parser!(u32).range(1_000..=1_000_000))]
+    day: u32,
+    /// Intervals fed to the TUI model for its memory (its history keeps 600).
+    #[arg(long, default_value_t = 7_200, value_parser = clap::value_parser!(u32).range(1_000..=1_000_000))]
+    tui_intervals: u32,
 }
 
 /// CPU time of the calling thread (ms).
@@ -97,6 +107,8 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
                 ])
                 .args(["--intervals", &args.intervals.to_string()])
                 .args(["--frames", &args.frames.to_string()])
+                .args(["--day", &args.day.to_string()])
+                .args(["--tui-intervals", &args.tui_intervals.to_string()])
                 .env(INNER, "1")
                 .status()
                 .context("running cargo run --release --package xtask")?;
@@ -138,10 +150,15 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
     };
     print_sampler(&sampler_ms);
     rules(&samples, &peer, [&facts(&samples)?, &facts(&peer)?]);
-    log_size(&samples, &peer)?;
+    super::scale_log::log_bytes(&samples, &peer)?;
     let model = pipeline_and_model(&samples, &peer);
     render(model, args.frames)?;
     parts(&host)?;
+    let dir = tempfile::tempdir().context("temporary directory for the day's log")?;
+    let day = args.day as usize;
+    let log = super::scale_log::day(&samples, &peer, day, dir.path())?;
+    super::scale_log::tui_memory(&samples, &peer, args.tui_intervals as usize)?;
+    super::scale_log::replay_open(&log, day, 1_000)?;
     Ok(())
 }
 
@@ -219,54 +236,6 @@ fn rules(local: &[Sample], peer: &[Sample], facts: [&HostFacts; 2]) {
         median(&ms),
         ms.len()
     );
-}
-
-/// JSON-lines bytes of both hosts' Sample records per interval, and the 24 h log they imply.
-fn log_size(local: &[Sample], peer: &[Sample]) -> Result<()> {
-    let mut bytes = Vec::new();
-    let mut first = 0;
-    for (i, (l, p)) in local.iter().zip(peer).enumerate() {
-        let mut n = 0;
-        for s in [l, p] {
-            n += serde_json::to_vec(&Record::Sample(Box::new(s.clone())))?.len() + 1;
-        }
-        if i == 0 {
-            first = n; // carries the host facts
-        } else {
-            bytes.push(n as f64);
-        }
-    }
-    let per = median(&bytes);
-    println!(
-        "log: {per:.0} bytes per interval (both hosts' Sample records; the first, with the host facts: {first} bytes)"
-    );
-    println!(
-        "log: {:.1} GB per 24 h at 1 s intervals (goal <= 1 GB before compression)",
-        per * 86_400.0 / 1e9
-    );
-    // What one host's record is made of (an interval without facts).
-    if let Some(s) = local.get(1) {
-        let v = serde_json::to_value(s)?;
-        let mut fields: Vec<(String, usize)> = v
-            .as_object()
-            .map(|o| {
-                o.iter()
-                    .map(|(k, x)| (k.clone(), x.to_string().len()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        fields.sort_by_key(|f| std::cmp::Reverse(f.1));
-        let top: Vec<String> = fields
-            .iter()
-            .take(6)
-            .map(|(k, n)| format!("{k} {n}"))
-            .collect();
-        println!(
-            "log: one host's record by field (bytes): {}",
-            top.join(", ")
-        );
-    }
-    Ok(())
 }
 
 /// The TUI's model fed as a live session feeds it: every interval through
