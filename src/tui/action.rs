@@ -447,20 +447,47 @@ fn interval(
     }
     let seq = m.next_seq;
     m.next_seq += 1;
-    m.history.push_back(Interval {
+    let iv = Interval {
         seq,
         point: m.point,
         local,
         peer,
         findings: active,
-    });
+        thinned: false,
+    };
+    m.detail_rows += iv.detail_rows();
+    m.history.push_back(iv);
     while m.history.len() > m.capacity {
-        m.history.pop_front();
+        if let Some(old) = m.history.pop_front() {
+            if !old.thinned {
+                m.detail_rows -= old.detail_rows();
+            }
+        }
     }
+    bound_detail(m);
     if let (Some(c), Some(front)) = (m.cursor, m.history.front()) {
         if c < front.seq {
             m.cursor = Some(front.seq);
         }
+    }
+}
+
+/// Thin the oldest whole intervals until the history's detail fits
+/// [`DETAIL_ROWS`](super::model::DETAIL_ROWS); the newest always stays whole.
+fn bound_detail(m: &mut Model) {
+    let newest = m.history.len().saturating_sub(1);
+    for iv in m.history.iter_mut().take(newest) {
+        if m.detail_rows <= super::model::DETAIL_ROWS {
+            return;
+        }
+        if iv.thinned {
+            continue;
+        }
+        m.detail_rows -= iv.detail_rows();
+        for s in [&mut iv.local, &mut iv.peer].into_iter().flatten() {
+            super::model::thin(s);
+        }
+        iv.thinned = true;
     }
 }
 

@@ -23,6 +23,39 @@ use std::time::Duration;
 /// say (a day at 1 s): both hosts' Samples of each are kept in memory.
 pub const MAX_HISTORY: usize = 86_400;
 
+/// Per-row detail (queues, NIC counters, softirqs, softnet, eBPF matrices)
+/// the history keeps in all: the newest intervals keep theirs, older ones
+/// keep their engine figures, CPUs and findings only. A small host's 600
+/// intervals stay whole (~100 rows each); a 256-core host with 8 NICs of 64
+/// queues (~3,300 rows per interval for both hosts, ~0.7 MB per host) keeps
+/// the newest ~45 whole instead of holding ~1 GB over 600 intervals.
+pub const DETAIL_ROWS: usize = 150_000;
+
+/// The per-row detail of a Sample (what [`thin`] drops).
+pub fn detail_rows(s: &Sample) -> usize {
+    s.queues.len()
+        + s.nic_counters.len()
+        + s.softirqs.len()
+        + s.softnet.len()
+        + s.softirq_time.len()
+        + s.queue_cpus.len()
+        + s.napi.len()
+        + s.nstat.len()
+}
+
+/// Drop a Sample's per-row detail, keeping what the charts and the CPU
+/// view read (engine figures, CPUs, interfaces, connections).
+pub fn thin(s: &mut Sample) {
+    s.queues = Vec::new();
+    s.nic_counters = Vec::new();
+    s.softirqs = Vec::new();
+    s.softnet = Vec::new();
+    s.softirq_time = Vec::new();
+    s.queue_cpus = Vec::new();
+    s.napi = Vec::new();
+    s.nstat = Default::default();
+}
+
 /// The views, in tab order; number keys select them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum View {
@@ -171,6 +204,19 @@ pub struct Interval {
     pub peer: Option<Sample>,
     /// Findings active after this interval, most important first.
     pub findings: Vec<Finding>,
+    /// Its per-row detail was dropped to bound the history ([`DETAIL_ROWS`]).
+    pub thinned: bool,
+}
+
+impl Interval {
+    /// Per-row detail both Samples hold.
+    pub fn detail_rows(&self) -> usize {
+        [&self.local, &self.peer]
+            .into_iter()
+            .flatten()
+            .map(detail_rows)
+            .sum()
+    }
 }
 
 /// Latest host facts of both hosts.
@@ -207,6 +253,8 @@ pub struct Model {
     pub time: Option<Duration>,
     /// Intervals kept, oldest first (at most [`Model::capacity`]).
     pub history: VecDeque<Interval>,
+    /// Per-row detail the unthinned intervals of the history hold.
+    pub detail_rows: usize,
     /// Most intervals kept.
     pub capacity: usize,
     /// Latest facts of both hosts.
@@ -294,6 +342,7 @@ impl Model {
             spec: None,
             time: None,
             history: VecDeque::new(),
+            detail_rows: 0,
             capacity: capacity.max(2),
             facts: FactsPair::default(),
             view: View::Dashboard,
@@ -407,5 +456,73 @@ impl Model {
     /// Time limit of the running point as shown (None: byte budget or unknown).
     pub fn total(&self) -> Option<Duration> {
         self.time
+    }
+}
+
+#[cfg(test)]
+mod detail_tests {
+    use super::*;
+    use crate::probe::ebpf::EbpfUnavailable;
+    use crate::probe::sampler::{EbpfLoader, Sampler};
+    use crate::probe::synthetic::{Layout, SyntheticHost};
+    use crate::tui::action::{update, Action};
+
+    /// One Sample of the synthetic big host (256 CPUs, 8 NICs x 64 queues).
+    fn big_sample() -> Sample {
+        let mut h = SyntheticHost::in_temp(Layout::default()).unwrap();
+        let loader: EbpfLoader =
+            Box::new(|_, _| Err(EbpfUnavailable::Disabled("synthetic".into())));
+        let mut s = Sampler::with(Box::new(h.source()), None, loader);
+        s.set_ifaces(&h.nic_names());
+        s.begin(None, Duration::ZERO, Duration::from_secs(1));
+        h.advance(1).unwrap();
+        s.sample()
+    }
+
+    /// A big host's history keeps its newest intervals whole and drops the
+    /// per-row detail of the older ones, so it stays bounded in bytes, not
+    /// only in intervals; the CPUs stay for the charts.
+    #[test]
+    fn the_history_of_a_big_host_is_bounded_in_detail() {
+        let big = big_sample();
+        let per = detail_rows(&big) * 2;
+        assert!(per > 3_000, "the synthetic host has big Samples: {per}");
+        let mut m = Model::new(ModelConfig {
+            source: Source::Live,
+            local_host: Default::default(),
+            pair: String::new(),
+            test: crate::cli::TuiArgs::defaults().test,
+            history: Duration::from_secs(600),
+            color: false,
+            log_path: None,
+        });
+        let n = (3 * DETAIL_ROWS / per).min(m.capacity);
+        for _ in 0..n {
+            update(
+                &mut m,
+                Action::Interval {
+                    local: Some(Box::new(big.clone())),
+                    peer: Some(Box::new(big.clone())),
+                    changes: Vec::new(),
+                    active: Vec::new(),
+                },
+            );
+        }
+        assert_eq!(m.history.len(), n);
+        assert!(m.detail_rows <= DETAIL_ROWS, "{}", m.detail_rows);
+        let whole: usize = m
+            .history
+            .iter()
+            .filter(|i| !i.thinned)
+            .map(Interval::detail_rows)
+            .sum();
+        assert_eq!(whole, m.detail_rows, "the running count is the history's");
+        assert!(m.history.iter().filter(|i| !i.thinned).count() >= DETAIL_ROWS / per);
+        let newest = m.history.back().unwrap();
+        assert!(!newest.thinned && newest.detail_rows() == per);
+        let oldest = m.history.front().unwrap();
+        assert!(oldest.thinned && oldest.detail_rows() == 0);
+        let cpus = oldest.local.as_ref().map_or(0, |s| s.cpus.len());
+        assert_eq!(cpus, big.cpus.len(), "the CPUs stay for the charts");
     }
 }

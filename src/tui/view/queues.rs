@@ -106,6 +106,10 @@ pub(super) fn host_section(
 ) {
     match s {
         Some(s) if !s.queues.is_empty() => host_lines(m, role, s, lines),
+        Some(_) if m.measured().is_some_and(|i| i.thinned) => lines.push(Line::raw(format!(
+            " {role:<6}per-queue detail of this interval no longer kept (the history keeps the newest {} rows; move the cursor forward)",
+            crate::tui::model::DETAIL_ROWS
+        ))),
         Some(_) => lines.push(Line::raw(format!(
             " {role:<6}no per-queue counters from this host's driver"
         ))),
