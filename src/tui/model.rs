@@ -28,8 +28,8 @@ pub const MAX_HISTORY: usize = 86_400;
 /// keep their engine figures, CPUs and findings only. A small host's 600
 /// intervals stay whole (~100 rows each); a 256-core host with 8 NICs of 64
 /// queues (~3,300 rows per interval for both hosts, ~0.7 MB per host) keeps
-/// the newest ~45 whole instead of holding ~1 GB over 600 intervals.
-pub const DETAIL_ROWS: usize = 150_000;
+/// the newest ~30 whole instead of holding ~1 GB over 600 intervals.
+pub const DETAIL_ROWS: usize = 100_000;
 
 /// The per-row detail of a Sample (what [`thin`] drops).
 pub fn detail_rows(s: &Sample) -> usize {
