@@ -32,8 +32,12 @@ pub fn apply_change(active: &mut Vec<Finding>, c: &Change) {
     *active = rank(std::mem::take(active));
 }
 
+/// Turns records into outputs one record at a time, for a replay that
+/// streams a long log instead of reading it whole ([`outputs`] is the batch
+/// form). A finding record amends the interval written before it, so the
+/// newest interval is held back until the next record shows it is complete.
 #[derive(Default)]
-struct Replayer {
+pub struct Replayer {
     out: Vec<Output>,
     spec: Option<EngineSpec>,
     time: Option<std::time::Duration>,
@@ -133,10 +137,10 @@ impl Replayer {
     }
 }
 
-/// The outputs a live session would have produced for these records.
-pub fn outputs(records: Vec<Record>) -> Vec<Output> {
-    let mut r = Replayer::default();
-    for rec in records {
+impl Replayer {
+    /// Take one record.
+    pub fn push(&mut self, rec: Record) {
+        let r = self;
         match rec {
             Record::Header(h) => {
                 r.spec = h.spec.clone();
@@ -168,7 +172,28 @@ pub fn outputs(records: Vec<Record>) -> Vec<Output> {
             Record::Summary(s) => r.end_point(Some(*s)),
         }
     }
-    r.end_point(None);
-    r.out.push(Output::PlanDone);
-    r.out
+
+    /// The outputs that are complete so far (all but a newest interval,
+    /// which a following finding record may still amend).
+    pub fn ready(&mut self) -> Vec<Output> {
+        let keep = usize::from(matches!(self.out.last(), Some(Output::Interval { .. })));
+        let n = self.out.len() - keep;
+        self.out.drain(..n).collect()
+    }
+
+    /// The log ended: what is left, closed as a live session closes.
+    pub fn finish(mut self) -> Vec<Output> {
+        self.end_point(None);
+        self.out.push(Output::PlanDone);
+        self.out
+    }
+}
+
+/// The outputs a live session would have produced for these records.
+pub fn outputs(records: Vec<Record>) -> Vec<Output> {
+    let mut r = Replayer::default();
+    for rec in records {
+        r.push(rec);
+    }
+    r.finish()
 }

@@ -213,7 +213,12 @@ pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
             ..
         } => interval(m, local, peer, active),
         Action::PointDone { end, summary } => point_done(m, end, summary),
-        Action::PlanDone => {}
+        Action::PlanDone => {
+            // A replay's log is read in full: one without intervals says so.
+            if m.history.is_empty() && matches!(m.source, Source::Replay(_)) {
+                m.message = Some("this log holds no interval (an empty or header-only log)".into());
+            }
+        }
         Action::SessionFailed(e) => {
             m.message = Some(e.clone());
             m.state = RunState::Failed(e);

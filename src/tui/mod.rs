@@ -35,7 +35,6 @@ pub mod view;
 use crate::cli::TuiArgs;
 use crate::face::{FaceResult, EXIT_FAILED, EXIT_OK};
 use crate::probe::system::HostInfo;
-use crate::record::log::read_log;
 use crate::record::pipeline::Origin;
 use anyhow::Context;
 use model::{Model, ModelConfig, RunState, Source};
@@ -71,13 +70,23 @@ pub fn run(args: TuiArgs, argv: Vec<String>) -> FaceResult {
 
 /// `tui --replay LOG`: the log's records in the dashboard, no session.
 fn replay(path: &std::path::Path, cfg: ModelConfig) -> FaceResult {
-    let records = read_log(path).map_err(anyhow::Error::from)?;
+    // The header first (it says which test the log holds; a file that is
+    // not a log fails here, before the terminal is touched), then the rest
+    // streams in on a thread while the dashboard is already up: a day's log
+    // of a big host opens at once instead of after minutes of parsing.
+    let mut reader = crate::record::log::LogReader::open(path).map_err(anyhow::Error::from)?;
+    let first = reader.next().transpose().map_err(anyhow::Error::from)?;
     let cfg = ModelConfig {
         source: Source::Replay(path.to_path_buf()),
         ..cfg
     };
-    let mut model = replay::model_from_records(records, cfg);
+    let mut model = replay::streaming_model(first.as_ref(), cfg);
+    if first.is_none() {
+        model.message = Some("this log holds no interval (an empty or header-only log)".into());
+    }
     let (tx, mut rx) = mpsc::channel(event::EVENT_QUEUE);
+    let feed = replay_streaming(first, reader, tx.clone())
+        .context("cannot start the log reader thread")?;
     let mut io = app::Io::default();
     let input = event::InputThread::spawn(tx).context("cannot start the input thread")?;
     let mut guard = terminal::TerminalGuard::enter().context("cannot set up the terminal")?;
@@ -85,8 +94,55 @@ fn replay(path: &std::path::Path, cfg: ModelConfig) -> FaceResult {
     drop(guard);
     drop(rx);
     drop(input);
+    let _ = feed.join();
     r.context("terminal I/O failed")?;
     Ok(EXIT_OK)
+}
+
+/// The log's records after the header, turned into the outputs a live
+/// session produced and sent to the dashboard as they are read. A record
+/// that cannot be read ends the replay there, said on the dashboard. The
+/// thread ends when the log does or the dashboard goes away.
+fn replay_streaming(
+    first: Option<crate::record::schema::Record>,
+    reader: crate::record::log::LogReader,
+    tx: mpsc::Sender<event::Event>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("ws-replay".into())
+        .spawn(move || {
+            let send = |o| tx.blocking_send(event::Event::Output(Box::new(o))).is_ok();
+            let mut r = crate::record::replay::Replayer::default();
+            if let Some(h) = first {
+                r.push(h);
+            }
+            for rec in reader {
+                match rec {
+                    Ok(rec) => r.push(rec),
+                    Err(e) => {
+                        for o in r.finish() {
+                            if !send(o) {
+                                return;
+                            }
+                        }
+                        let _ = send(crate::record::pipeline::Output::Failed(format!(
+                            "the log cannot be read further: {e}"
+                        )));
+                        return;
+                    }
+                }
+                for o in r.ready() {
+                    if !send(o) {
+                        return;
+                    }
+                }
+            }
+            for o in r.finish() {
+                if !send(o) {
+                    return;
+                }
+            }
+        })
 }
 
 /// A live session: open the pair or the peer, start the session task and

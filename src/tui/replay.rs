@@ -24,13 +24,13 @@ fn logged_test(argv: &[String]) -> Option<crate::cli::TestArgs> {
     }
 }
 
-/// Build a replay model from a log's records.
-pub fn model_from_records(records: Vec<Record>, mut cfg: ModelConfig) -> Model {
-    let header = records.iter().find_map(|r| match r {
-        Record::Header(h) => Some(h.clone()),
-        _ => None,
-    });
-    if let Some(h) = &header {
+/// The replay's model configuration from the log's header: the logged
+/// test, both hosts, the interval.
+pub fn config_from_header(
+    header: Option<&crate::record::schema::Header>,
+    mut cfg: ModelConfig,
+) -> ModelConfig {
+    if let Some(h) = header {
         if let Some(test) = logged_test(&h.command_line) {
             cfg.test = test;
         }
@@ -40,6 +40,30 @@ pub fn model_from_records(records: Vec<Record>, mut cfg: ModelConfig) -> Model {
             cfg.test.interval = i;
         }
     }
+    cfg
+}
+
+/// A model for a log read as it streams in ([`super::replay_streaming`]):
+/// it keeps up to a day of intervals (the detail of the newest only, see
+/// [`super::model::DETAIL_ROWS`]) and follows the newest until the user
+/// moves the cursor.
+pub fn streaming_model(header: Option<&Record>, cfg: ModelConfig) -> Model {
+    let h = match header {
+        Some(Record::Header(h)) => Some(&**h),
+        _ => None,
+    };
+    let mut m = Model::new(config_from_header(h, cfg));
+    m.capacity = super::model::MAX_HISTORY;
+    m
+}
+
+/// Build a replay model from a log's records.
+pub fn model_from_records(records: Vec<Record>, cfg: ModelConfig) -> Model {
+    let header = records.iter().find_map(|r| match r {
+        Record::Header(h) => Some(h.clone()),
+        _ => None,
+    });
+    let cfg = config_from_header(header.as_deref(), cfg);
     let samples = records
         .iter()
         .filter(|r| matches!(r, Record::Sample(_)))

@@ -175,3 +175,31 @@ fn a_terminal_hang_up_ends_the_tui_like_q() {
         "the log holds the test up to the hang-up:\n{text}"
     );
 }
+
+/// `tui --replay LOG` with the real binary: the dashboard comes up with the
+/// log's test (read while it shows), `q` leaves with exit 0.
+#[test]
+fn a_replay_opens_streams_the_log_and_quits_with_q() {
+    let name = format!("wst-replay-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let status = dir.path().join("status");
+    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tui/run.jsonl");
+    let cmd = format!(
+        "{} tui --replay {}; echo $? > {}",
+        env!("CARGO_BIN_EXE_wirescope"),
+        log.display(),
+        status.display()
+    );
+    let _session = start(&name, "120", "40", &format!("sh -c '{cmd}'"));
+    wait_for("the replay's dashboard", Duration::from_secs(20), || {
+        let p = tmux(&["capture-pane", "-p", "-t", &name]);
+        (p.contains("replay") && p.contains("Gbit/s")).then_some(p)
+    });
+    tmux(&["send-keys", "-t", &name, "q"]);
+    let code = wait_for("the TUI to exit", Duration::from_secs(20), || {
+        std::fs::read_to_string(&status)
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+    });
+    assert_eq!(code.trim(), "0");
+}

@@ -516,3 +516,23 @@ fn the_queue_view_shows_rdma_ports_and_the_counters_that_move() {
     assert!(a.contains("+5000"), "{a}");
     assert!(a.contains("RDMA mlx4_0 port 2"), "{a}");
 }
+
+/// The streaming replay (a long log opens at once and fills in) gives the
+/// very outputs the batch replay does, whatever the record boundaries.
+#[test]
+fn a_streamed_replay_gives_the_outputs_of_a_whole_one() {
+    use wirescope::record::replay::{outputs, Replayer};
+    let whole = outputs(records());
+    let mut r = Replayer::default();
+    let mut streamed = Vec::new();
+    for rec in records() {
+        r.push(rec);
+        streamed.extend(r.ready());
+    }
+    streamed.extend(r.finish());
+    assert_eq!(streamed.len(), whole.len());
+    assert!(
+        streamed == whole,
+        "the streamed outputs differ from the whole replay's"
+    );
+}
