@@ -43,7 +43,7 @@ pub fn config_from_header(
     cfg
 }
 
-/// A model for a log read as it streams in ([`super::replay_streaming`]):
+/// A model for a log read as it streams in (`tui --replay`):
 /// it keeps up to a day of intervals (the detail of the newest only, see
 /// [`super::model::DETAIL_ROWS`]) and follows the newest until the user
 /// moves the cursor.
