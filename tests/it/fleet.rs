@@ -204,6 +204,7 @@ fn an_agent_killed_mid_round_loses_its_pair_and_ctrl_c_keeps_the_partial_matrix(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let _reap = crate::common::fleet::Reap(child.id());
     std::thread::sleep(std::time::Duration::from_millis(2500));
     f.kill_agent(1);
     let o = child.wait_with_output().unwrap();
@@ -246,6 +247,7 @@ fn an_agent_killed_mid_round_loses_its_pair_and_ctrl_c_keeps_the_partial_matrix(
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let _reap = crate::common::fleet::Reap(child.id());
     // `ip netns exec` runs the coordinator as its child: signal the coordinator.
     std::thread::sleep(std::time::Duration::from_millis(2000));
     crate::common::fleet::interrupt(&child);
@@ -363,6 +365,7 @@ fn fleet_metrics_serve_the_matrix_and_outliers_and_pass_promtool() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    let _reap = crate::common::fleet::Reap(child.id());
     // After the run the last matrix stays served until Ctrl-C.
     let t = std::time::Instant::now();
     let text = loop {

@@ -277,6 +277,38 @@ pub fn interrupt(child: &Child) {
         .expect("send SIGINT");
 }
 
+/// Kills a command started under `ip netns exec` (and the child it forked)
+/// when dropped, so a test that fails before it ends the command leaves no
+/// process behind (a `fleet --metrics` serves until Ctrl-C).
+pub struct Reap(pub u32);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        let pid = self.0;
+        let kids =
+            std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+        // Only a process that still runs `wirescope fleet`: a pid the test
+        // already waited for may belong to another process by now.
+        let ours = |p: i32| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .map(|c| String::from_utf8_lossy(&c).contains("fleet"))
+                .unwrap_or(false)
+        };
+        for p in kids
+            .split_whitespace()
+            .filter_map(|p| p.parse::<i32>().ok())
+            .chain([pid as i32])
+        {
+            if ours(p) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(p),
+                    nix::sys::signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
 impl Drop for Fleet {
     fn drop(&mut self) {
         for i in 0..self.agents.len() {
