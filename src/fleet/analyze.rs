@@ -46,6 +46,11 @@ impl Matrix {
         }
     }
 
+    /// Median of every tested link (bits/s); None before any.
+    pub fn link_median(&self) -> Option<f64> {
+        median(&mut self.links().map(|l| l.2).collect::<Vec<_>>())
+    }
+
     fn links(&self) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
         self.cells.iter().enumerate().flat_map(|(i, r)| {
             r.iter()
@@ -131,7 +136,7 @@ pub fn median(v: &mut [f64]) -> Option<f64> {
 /// Slow nodes and slow links of a matrix.
 pub fn outliers(m: &Matrix) -> (Vec<SlowNode>, Vec<SlowLink>) {
     let links: Vec<(usize, usize, f64)> = m.links().collect();
-    let Some(fleet) = median(&mut links.iter().map(|l| l.2).collect::<Vec<_>>()) else {
+    let Some(fleet) = m.link_median() else {
         return (Vec::new(), Vec::new());
     };
     let n = m.hosts.len();

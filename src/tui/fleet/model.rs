@@ -8,7 +8,7 @@
 //! one [`PairRecord`] per planned pair (the coordinator keeps the same),
 //! one running figure per test of the current round, one fact set per host.
 
-use crate::fleet::analyze::{median, Matrix, OddFact, SlowLink, SlowNode};
+use crate::fleet::analyze::{Matrix, OddFact, SlowLink, SlowNode};
 use crate::fleet::coordinator::{self, FleetEvent};
 use crate::fleet::log::{Explained, FleetSummary, PairRecord};
 use crate::probe::facts::HostFacts;
@@ -316,15 +316,7 @@ impl FleetModel {
 
     /// The median and the outliers of what ran so far.
     fn analyze(&mut self) {
-        let mut v: Vec<f64> = self
-            .matrix
-            .cells
-            .iter()
-            .flatten()
-            .flatten()
-            .copied()
-            .collect();
-        self.median = median(&mut v);
+        self.median = self.matrix.link_median();
         let facts: Vec<Option<&HostFacts>> = self.facts.iter().map(|f| f.as_deref()).collect();
         let (nodes, links, odd) =
             coordinator::explain(&self.matrix, &self.cfg.hosts, &facts, &self.pairs);
@@ -376,15 +368,7 @@ impl FleetModel {
             FleetEvent::Done(s) => {
                 self.live.clear();
                 self.matrix = s.matrix.clone();
-                let mut v: Vec<f64> = self
-                    .matrix
-                    .cells
-                    .iter()
-                    .flatten()
-                    .flatten()
-                    .copied()
-                    .collect();
-                self.median = median(&mut v);
+                self.median = self.matrix.link_median();
                 self.slow_nodes = s.slow_nodes.clone();
                 self.slow_links = s.slow_links.clone();
                 self.odd = s.odd_facts.clone();
