@@ -170,11 +170,99 @@ impl fmt::Display for CpuId {
     }
 }
 
+/// A user-typed quantity that does not parse: the text as typed, what was
+/// expected and an example, because clap prints the message next to the
+/// flag's name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    /// Not a duration.
+    #[error("'{text}' is not a duration; use a number with a unit, e.g. 10s, 500ms or 1m30s")]
+    Duration {
+        /// The text as typed.
+        text: String,
+    },
+    /// A duration longer than [`MAX_DURATION`].
+    #[error("'{text}' is longer than wirescope handles; use at most 366 days (e.g. 30d)")]
+    DurationTooLong {
+        /// The text as typed.
+        text: String,
+    },
+    /// Not a size.
+    #[error("'{text}' is not a size; use bytes with an optional unit, e.g. 1500, 64K, 1M or 8MiB")]
+    Size {
+        /// The text as typed.
+        text: String,
+    },
+    /// Not a rate in bits per second.
+    #[error("'{text}' is not a rate; use bits per second with an optional unit, e.g. 10G, 25Gbit or 800M")]
+    Rate {
+        /// The text as typed.
+        text: String,
+    },
+    /// Not a CPU list.
+    #[error("'{text}' is not a CPU list ({why}); use numbers and ranges, e.g. 0-3,8")]
+    CpuList {
+        /// The text as typed.
+        text: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A count that is not a whole number.
+    #[error("'{text}' is not a whole number; use {lo} to {hi}")]
+    NotWhole {
+        /// The text as typed.
+        text: String,
+        /// The smallest value accepted.
+        lo: u64,
+        /// The largest value accepted.
+        hi: u64,
+    },
+    /// A count outside its flag's range.
+    #[error("{what} {text} is out of range; use {lo} to {hi}")]
+    CountRange {
+        /// What the value is (the flag's name).
+        what: &'static str,
+        /// The text as typed, trimmed.
+        text: String,
+        /// The smallest value accepted.
+        lo: u64,
+        /// The largest value accepted.
+        hi: u64,
+    },
+    /// A packet rate that is not a whole number.
+    #[error("'{text}' is not a rate; use 0 (as fast as possible) to {hi} packets per second, e.g. 100000")]
+    PpsNotNumber {
+        /// The text as typed.
+        text: String,
+        /// The largest rate accepted.
+        hi: u64,
+    },
+    /// A negative packet rate.
+    #[error(
+        "rate must be positive: {value}; use 0 (as fast as possible) to {hi} packets per second"
+    )]
+    PpsNegative {
+        /// The rate as read.
+        value: i128,
+        /// The largest rate accepted.
+        hi: u64,
+    },
+    /// A packet rate above the flag's limit.
+    #[error("{value} is out of range; use 0 (as fast as possible) to {hi} packets per second")]
+    PpsRange {
+        /// The rate as read.
+        value: i128,
+        /// The largest rate accepted.
+        hi: u64,
+    },
+}
+
 /// Parse a duration: `10s`, `500ms`, `1m30s`, or a bare number of seconds (`10`, `0.5`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     let t = s.trim();
-    let err =
-        || format!("'{s}' is not a duration; use a number with a unit, e.g. 10s, 500ms or 1m30s");
+    let err = || UnitError::Duration {
+        text: s.to_string(),
+    };
     if t.is_empty() {
         return Err(err());
     }
@@ -183,9 +271,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         Err(_) => humantime::parse_duration(t).map_err(|_| err())?,
     };
     if d > MAX_DURATION {
-        return Err(format!(
-            "'{s}' is longer than wirescope handles; use at most 366 days (e.g. 30d)"
-        ));
+        return Err(UnitError::DurationTooLong {
+            text: s.to_string(),
+        });
     }
     Ok(d)
 }
@@ -203,17 +291,19 @@ pub fn duration_from_secs(secs: f64) -> Option<Duration> {
 }
 
 /// Parse a size in bytes: `64K`, `1M`, `8MiB`, `1500`. K/M/G are binary.
-pub fn parse_size(s: &str) -> Result<Bytes, String> {
+pub fn parse_size(s: &str) -> Result<Bytes, UnitError> {
     let cfg = parse_size::Config::new().with_binary();
-    cfg.parse_size(s.trim()).map(Bytes).map_err(|_| {
-        format!("'{s}' is not a size; use bytes with an optional unit, e.g. 1500, 64K, 1M or 8MiB")
-    })
+    cfg.parse_size(s.trim())
+        .map(Bytes)
+        .map_err(|_| UnitError::Size {
+            text: s.to_string(),
+        })
 }
 
 /// Parse a rate in bits per second: `10G`, `25Gbit`, `100M`, `1e9`. Prefixes are decimal.
-pub fn parse_rate(s: &str) -> Result<BitsPerSec, String> {
-    let err = || {
-        format!("'{s}' is not a rate; use bits per second with an optional unit, e.g. 10G, 25Gbit or 800M")
+pub fn parse_rate(s: &str) -> Result<BitsPerSec, UnitError> {
+    let err = || UnitError::Rate {
+        text: s.to_string(),
     };
     let t = s.trim();
     let lower = t.to_ascii_lowercase();
@@ -236,9 +326,11 @@ pub fn parse_rate(s: &str) -> Result<BitsPerSec, String> {
 }
 
 /// Parse a CPU list as the kernel prints it: `0-3,8,10-11`.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<CpuId>, String> {
-    let err =
-        |why: &str| format!("'{s}' is not a CPU list ({why}); use numbers and ranges, e.g. 0-3,8");
+pub fn parse_cpu_list(s: &str) -> Result<Vec<CpuId>, UnitError> {
+    let err = |why: &'static str| UnitError::CpuList {
+        text: s.to_string(),
+        why,
+    };
     let mut out = Vec::new();
     for part in s.trim().split(',') {
         let part = part.trim();
@@ -305,16 +397,22 @@ pub fn count<T>(
     what: &'static str,
     lo: u64,
     hi: u64,
-) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+) -> impl Fn(&str) -> Result<T, UnitError> + Clone + Send + Sync + 'static
 where
     T: TryFrom<u64> + Clone + Send + Sync + 'static,
 {
     move |s: &str| {
-        let out = || format!("{what} {} is out of range; use {lo} to {hi}", s.trim());
-        let v: i128 = s
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a whole number; use {lo} to {hi}"))?;
+        let out = || UnitError::CountRange {
+            what,
+            text: s.trim().to_string(),
+            lo,
+            hi,
+        };
+        let v: i128 = s.trim().parse().map_err(|_| UnitError::NotWhole {
+            text: s.to_string(),
+            lo,
+            hi,
+        })?;
         if v < i128::from(lo) || v > i128::from(hi) {
             return Err(out());
         }
@@ -327,20 +425,19 @@ where
 
 /// A packet rate in packets per second, `0..=hi` (0: as fast as possible):
 /// the parser of the rate flags. A negative rate says so.
-pub fn pps(hi: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+pub fn pps(hi: u64) -> impl Fn(&str) -> Result<u64, UnitError> + Clone + Send + Sync + 'static {
     move |s: &str| {
-        let range = format!("use 0 (as fast as possible) to {hi} packets per second");
-        let v: i128 = s
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a rate; {range}, e.g. 100000"))?;
+        let v: i128 = s.trim().parse().map_err(|_| UnitError::PpsNotNumber {
+            text: s.to_string(),
+            hi,
+        })?;
         if v < 0 {
-            return Err(format!("rate must be positive: {v}; {range}"));
+            return Err(UnitError::PpsNegative { value: v, hi });
         }
         u64::try_from(v)
             .ok()
             .filter(|v| *v <= hi)
-            .ok_or_else(|| format!("{v} is out of range; {range}"))
+            .ok_or(UnitError::PpsRange { value: v, hi })
     }
 }
 
@@ -355,7 +452,7 @@ mod tests {
         assert_eq!(parse_duration("1m30s").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
         assert_eq!(parse_duration("0.25").unwrap(), Duration::from_millis(250));
-        let e = parse_duration("10x").unwrap_err();
+        let e = parse_duration("10x").unwrap_err().to_string();
         assert!(e.contains("e.g. 10s"), "{e}");
         assert!(parse_duration("").is_err());
         assert!(parse_duration("-1").is_err());
@@ -367,7 +464,7 @@ mod tests {
         assert_eq!(parse_size("1M").unwrap(), Bytes(1 << 20));
         assert_eq!(parse_size("8MiB").unwrap(), Bytes(8 << 20));
         assert_eq!(parse_size("1500").unwrap(), Bytes(1500));
-        let e = parse_size("lots").unwrap_err();
+        let e = parse_size("lots").unwrap_err().to_string();
         assert!(e.contains("64K"), "{e}");
     }
 
@@ -377,7 +474,7 @@ mod tests {
         assert_eq!(parse_rate("25Gbit").unwrap(), BitsPerSec(25e9));
         assert_eq!(parse_rate("800M").unwrap(), BitsPerSec(800e6));
         assert_eq!(parse_rate("1000").unwrap(), BitsPerSec(1000.0));
-        assert!(parse_rate("fast").unwrap_err().contains("10G"));
+        assert!(parse_rate("fast").unwrap_err().to_string().contains("10G"));
     }
 
     #[test]
@@ -385,7 +482,10 @@ mod tests {
         let c = parse_cpu_list("0-3,8").unwrap();
         assert_eq!(c, vec![CpuId(0), CpuId(1), CpuId(2), CpuId(3), CpuId(8)]);
         assert_eq!(format_cpu_list(&c), "0-3,8");
-        assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
+        assert!(parse_cpu_list("3-1")
+            .unwrap_err()
+            .to_string()
+            .contains("backwards"));
         assert!(parse_cpu_list("a").is_err());
         assert!(parse_cpu_list("1,,2").is_err());
     }

@@ -70,7 +70,7 @@ pub struct Cpus(pub Vec<CpuId>);
 
 /// A timeout: a duration above zero.
 fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
+    let d = parse_duration(s).map_err(|e| e.to_string())?;
     if d.is_zero() {
         return Err("a timeout must be above zero (e.g. 10s)".into());
     }
@@ -78,5 +78,5 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
 }
 
 fn parse_cpus(s: &str) -> Result<Cpus, String> {
-    parse_cpu_list(s).map(Cpus)
+    parse_cpu_list(s).map(Cpus).map_err(|e| e.to_string())
 }

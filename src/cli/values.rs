@@ -48,7 +48,7 @@ pub(super) fn parse_sweep(s: &str) -> Result<Sweep, String> {
     let mut values = Vec::new();
     for part in v.split(',') {
         let val = match param {
-            SweepParam::Size => parse_size(part)?.0,
+            SweepParam::Size => parse_size(part).map_err(|e| e.to_string())?.0,
             SweepParam::Streams
             | SweepParam::Channels
             | SweepParam::Concurrency
@@ -76,7 +76,7 @@ pub(super) fn parse_sweep(s: &str) -> Result<Sweep, String> {
 pub struct CpuList(pub Vec<CpuId>);
 
 pub(super) fn parse_cpus(s: &str) -> Result<CpuList, String> {
-    parse_cpu_list(s).map(CpuList)
+    parse_cpu_list(s).map(CpuList).map_err(|e| e.to_string())
 }
 
 pub(super) fn parse_listen(s: &str) -> Result<SocketAddr, String> {
@@ -128,20 +128,26 @@ mod tests {
         assert_eq!(q("4"), Ok(4));
         assert_eq!(q("1024"), Ok(1024));
         for bad in ["0", "1025", "4294967296", "-1", "99999999999999999999999"] {
-            let e = q(bad).unwrap_err();
+            let e = q(bad).unwrap_err().to_string();
             assert!(e.contains("use 1 to 1024"), "{bad}: {e}");
             assert!(
                 e.starts_with("--queues ") || e.contains("not a whole"),
                 "{e}"
             );
         }
-        assert!(q("four").unwrap_err().contains("not a whole number"));
+        assert!(q("four")
+            .unwrap_err()
+            .to_string()
+            .contains("not a whole number"));
         assert_eq!(
-            q("0").unwrap_err(),
+            q("0").unwrap_err().to_string(),
             "--queues 0 is out of range; use 1 to 1024"
         );
         let port = count::<u8>("--ib-port", 1, 255);
-        assert!(port("256").unwrap_err().contains("use 1 to 255"));
+        assert!(port("256")
+            .unwrap_err()
+            .to_string()
+            .contains("use 1 to 255"));
     }
 
     #[test]
@@ -149,9 +155,12 @@ mod tests {
         let r = pps(1_000_000_000);
         assert_eq!(r("0"), Ok(0));
         assert_eq!(r("1000000000"), Ok(1_000_000_000));
-        let e = r("-1").unwrap_err();
+        let e = r("-1").unwrap_err().to_string();
         assert!(e.starts_with("rate must be positive: -1"), "{e}");
-        assert!(r("1000000001").unwrap_err().contains("to 1000000000"));
+        assert!(r("1000000001")
+            .unwrap_err()
+            .to_string()
+            .contains("to 1000000000"));
     }
 
     #[test]

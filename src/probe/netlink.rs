@@ -11,7 +11,8 @@
 //! has entered it and may then use it from anywhere. A query the driver does
 //! not implement is [`Support::NotSupported`](super::facts::Support) naming
 //! the driver, not an error. Replies are parsed defensively: a malformed
-//! reply is an [`NlError::Malformed`], never a panic.
+//! reply is an [`NlError::Malformed`] or an [`NlError::Reply`] carrying the
+//! [`WireError`] that names the part, never a panic.
 
 mod consts;
 mod error;
@@ -29,3 +30,4 @@ pub use error::NlError;
 pub use ethtool::EthtoolNl;
 pub use features::FEATURE_ALIASES;
 pub use netdev::{NetdevNl, QueueStat, QueueType};
+pub use wire::WireError;

@@ -24,8 +24,8 @@ pub enum CpuSetError {
         why: &'static str,
     },
     /// Not a CPU list.
-    #[error("{0}")]
-    List(String),
+    #[error(transparent)]
+    List(#[from] crate::units::UnitError),
     /// A list naming a CPU no kernel has.
     #[error("'{text}' names a CPU above {MAX_CPU}")]
     Above {

@@ -1,5 +1,6 @@
 //! Errors of the netlink probes, and how they become a [`Support`] answer.
 
+use super::wire::WireError;
 use crate::probe::facts::Support;
 use std::io;
 
@@ -82,6 +83,17 @@ pub enum NlError {
         target: String,
         /// What was wrong.
         detail: String,
+    },
+    /// The reply does not have the layout the kernel documents.
+    #[error("{op} on {target}: malformed reply from the kernel: {source}")]
+    Reply {
+        /// Operation.
+        op: &'static str,
+        /// Interface name or `ifindex N`.
+        target: String,
+        /// What was wrong.
+        #[source]
+        source: WireError,
     },
     /// The kernel did not answer in time.
     #[error("{op} on {target}: no reply from the kernel within {secs} s")]

@@ -5,7 +5,7 @@ use super::consts::{self as c, header, msg, reply};
 use super::error::{to_support, NlError};
 use super::features::{combine, parse_bitset};
 use super::genl::{attr, attr_str, nest, single, Ctx, GenlSocket};
-use super::wire::Attrs;
+use super::wire::{Attrs, WireError};
 use crate::probe::facts::{Channels, Coalesce, Features, LinkInfo, Pause, Rings, Support};
 use std::collections::BTreeMap;
 
@@ -127,7 +127,7 @@ impl EthtoolNl {
         use c::channels as a;
         let op = "ETHTOOL_MSG_CHANNELS_GET";
         let r = self.get(op, ifname, msg::CHANNELS_GET, reply::CHANNELS_GET_REPLY, 0)?;
-        let bad = |e| Ctx { op, target: ifname }.malformed(e);
+        let bad = |e| Ctx { op, target: ifname }.reply(e);
         Ok(Channels {
             max_rx: r.u32(a::RX_MAX).map_err(bad)?,
             max_tx: r.u32(a::TX_MAX).map_err(bad)?,
@@ -144,7 +144,7 @@ impl EthtoolNl {
         use c::rings as a;
         let op = "ETHTOOL_MSG_RINGS_GET";
         let r = self.get(op, ifname, msg::RINGS_GET, reply::RINGS_GET_REPLY, 0)?;
-        let bad = |e| Ctx { op, target: ifname }.malformed(e);
+        let bad = |e| Ctx { op, target: ifname }.reply(e);
         Ok(Rings {
             max_rx: r.u32(a::RX_MAX).map_err(bad)?,
             max_rx_mini: r.u32(a::RX_MINI_MAX).map_err(bad)?,
@@ -161,7 +161,7 @@ impl EthtoolNl {
         use c::coalesce as a;
         let op = "ETHTOOL_MSG_COALESCE_GET";
         let r = self.get(op, ifname, msg::COALESCE_GET, reply::COALESCE_GET_REPLY, 0)?;
-        let bad = |e| Ctx { op, target: ifname }.malformed(e);
+        let bad = |e| Ctx { op, target: ifname }.reply(e);
         let mut other = BTreeMap::new();
         for (ty, name) in a::OTHER_U32 {
             if let Some(v) = r.u32(*ty).map_err(bad)? {
@@ -186,7 +186,7 @@ impl EthtoolNl {
         let ctx = Ctx { op, target: ifname };
         let need = |ty: u16, what: &str| -> Result<bool, NlError> {
             r.bool(ty)
-                .map_err(|e| ctx.malformed(e))?
+                .map_err(|e| ctx.reply(e))?
                 .ok_or_else(|| ctx.malformed(format!("no {what}")))
         };
         Ok(Pause {
@@ -207,7 +207,7 @@ impl EthtoolNl {
             reply::LINKMODES_GET_REPLY,
             header::FLAG_COMPACT_BITSETS,
         )?;
-        let bad = |e| Ctx { op, target: ifname }.malformed(e);
+        let bad = |e| Ctx { op, target: ifname }.reply(e);
         let speed = r.u32(a::MODES_SPEED).map_err(bad)?;
         let duplex = r.u8(a::MODES_DUPLEX).map_err(bad)?;
         Ok(LinkInfo {
@@ -232,7 +232,7 @@ impl EthtoolNl {
             0,
         )?;
         r.bool(c::link::STATE_LINK)
-            .map_err(|e| Ctx { op, target: ifname }.malformed(e))
+            .map_err(|e| Ctx { op, target: ifname }.reply(e))
     }
 
     fn try_features(&mut self, ifname: &str) -> Result<Features, NlError> {
@@ -240,12 +240,12 @@ impl EthtoolNl {
         let op = "ETHTOOL_MSG_FEATURES_GET";
         let r = self.get(op, ifname, msg::FEATURES_GET, reply::FEATURES_GET_REPLY, 0)?;
         let ctx = Ctx { op, target: ifname };
-        let set = |ty: u16, what: &str| {
+        let set = |ty: u16, what: &'static str| {
             let nested = r
                 .nested(ty)
-                .map_err(|e| ctx.malformed(e))?
+                .map_err(|e| ctx.reply(e))?
                 .ok_or_else(|| ctx.malformed(format!("no {what}")))?;
-            parse_bitset(&nested).map_err(|e| ctx.malformed(format!("{what}: {e}")))
+            parse_bitset(&nested).map_err(|e| ctx.reply(e.within(what)))
         };
         let hw = set(a::HW, "ETHTOOL_A_FEATURES_HW")?;
         let wanted = set(a::WANTED, "ETHTOOL_A_FEATURES_WANTED")?;
@@ -327,10 +327,10 @@ impl EthtoolNl {
         ];
         let replies = self.sock.request(&ctx, msg::STRSET_GET, request, false)?;
         let r = single(&ctx, replies, reply::STRSET_GET_REPLY)?.attrs;
-        let parse = || -> Result<BTreeMap<u32, String>, String> {
+        let parse = || -> Result<BTreeMap<u32, String>, WireError> {
             let sets = r
                 .nested(s::STRINGSETS)?
-                .ok_or("no ETHTOOL_A_STRSET_STRINGSETS")?;
+                .ok_or(WireError::missing("ETHTOOL_A_STRSET_STRINGSETS"))?;
             let mut out = BTreeMap::new();
             for set in sets.nested_all(s::STRINGSETS_STRINGSET)? {
                 if set.u32(s::STRINGSET_ID)? != Some(set_id) {
@@ -340,12 +340,14 @@ impl EthtoolNl {
                     continue;
                 };
                 for st in strings.nested_all(s::STRINGS_STRING)? {
-                    let idx = st.u32(s::STRING_INDEX)?.ok_or("string without index")?;
+                    let idx = st
+                        .u32(s::STRING_INDEX)?
+                        .ok_or(WireError::Layout("string without index"))?;
                     out.insert(idx, st.string(s::STRING_VALUE)?.unwrap_or_default());
                 }
             }
             Ok(out)
         };
-        parse().map_err(|e| ctx.malformed(e))
+        parse().map_err(|e| ctx.reply(e))
     }
 }

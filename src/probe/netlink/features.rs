@@ -7,7 +7,7 @@
 //! one to the other.
 
 use super::consts::bitset as bs;
-use super::wire::Attrs;
+use super::wire::{Attrs, WireError};
 use crate::probe::facts::{Feature, Features};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -62,19 +62,21 @@ pub(super) struct Bitset {
 /// Parse a verbose bitset (`ETHTOOL_A_BITSET_BITS`). With
 /// `ETHTOOL_A_BITSET_NOMASK` (list form) every listed bit is set; otherwise
 /// a bit is set when it carries `ETHTOOL_A_BITSET_BIT_VALUE`.
-pub(super) fn parse_bitset(a: &Attrs) -> Result<Bitset, String> {
+pub(super) fn parse_bitset(a: &Attrs) -> Result<Bitset, WireError> {
     let list = a.flag(bs::NOMASK);
     if a.get(bs::BITS).is_none() && a.u32(bs::SIZE)?.unwrap_or(0) > 0 {
-        return Err("compact bitset where a verbose one was requested".into());
+        return Err(WireError::Layout(
+            "compact bitset where a verbose one was requested",
+        ));
     }
     let mut out = Bitset::default();
     let Some(bits) = a.nested(bs::BITS)? else {
         return Ok(out);
     };
     for bit in bits.nested_all(bs::BITS_BIT)? {
-        let idx = bit
-            .u32(bs::BIT_INDEX)?
-            .ok_or("bitset bit without ETHTOOL_A_BITSET_BIT_INDEX")?;
+        let idx = bit.u32(bs::BIT_INDEX)?.ok_or(WireError::Layout(
+            "bitset bit without ETHTOOL_A_BITSET_BIT_INDEX",
+        ))?;
         if let Some(name) = bit.string(bs::BIT_NAME)? {
             out.names.insert(idx, name);
         }

@@ -7,7 +7,7 @@
 //! never used to decide that a dump is over.
 
 use super::error::NlError;
-use super::wire::{split_messages, Kind, Reply};
+use super::wire::{split_messages, Kind, Reply, WireError};
 use neli::{
     consts::{
         nl::NlmF,
@@ -46,6 +46,15 @@ impl Ctx<'_> {
             op: self.op,
             target: self.target.to_string(),
             detail: detail.into(),
+        }
+    }
+
+    /// A [`NlError::Reply`] for this query: the reply's layout is wrong.
+    pub fn reply(&self, source: WireError) -> NlError {
+        NlError::Reply {
+            op: self.op,
+            target: self.target.to_string(),
+            source,
         }
     }
 
@@ -121,7 +130,7 @@ impl GenlSocket {
         reply
             .attrs
             .u16(libc::CTRL_ATTR_FAMILY_ID as u16)
-            .map_err(|e| ctx.malformed(e))?
+            .map_err(|e| ctx.reply(e))?
             .ok_or_else(|| ctx.malformed("no CTRL_ATTR_FAMILY_ID"))
     }
 
@@ -163,7 +172,7 @@ impl GenlSocket {
         let mut replies = Vec::new();
         loop {
             let datagram = self.recv(ctx)?;
-            for m in split_messages(&datagram).map_err(|e| ctx.malformed(e))? {
+            for m in split_messages(&datagram).map_err(|e| ctx.reply(e))? {
                 if m.seq != seq {
                     continue; // a late answer to an earlier request that timed out
                 }
@@ -181,7 +190,7 @@ impl GenlSocket {
                                 self.family_id
                             )));
                         }
-                        replies.push(Reply::parse(payload).map_err(|e| ctx.malformed(e))?);
+                        replies.push(Reply::parse(payload).map_err(|e| ctx.reply(e))?);
                     }
                 }
             }

@@ -9,7 +9,7 @@
 //! the same length-checked parser as the generic netlink replies.
 
 use super::error::NlError;
-use super::wire::{split_messages, Attrs, Kind};
+use super::wire::{split_messages, Attrs, Kind, WireError};
 use neli::{
     consts::{
         nl::NlmF,
@@ -77,20 +77,26 @@ impl LinkNl {
         let op = "RTM_GETLINK";
         let index = ifindex(op, ifname)?;
         let replies = self.request(op, ifname, Rtm::Getlink, index, None)?;
-        let bad = |d: String| NlError::Malformed {
+        let bad = |source: WireError| NlError::Reply {
             op,
             target: ifname.to_string(),
-            detail: d,
+            source,
         };
         let payload = match replies.as_slice() {
             [one] => one,
-            other => return Err(bad(format!("{} replies, expected 1", other.len()))),
+            other => {
+                return Err(NlError::Malformed {
+                    op,
+                    target: ifname.to_string(),
+                    detail: format!("{} replies, expected 1", other.len()),
+                })
+            }
         };
         let attrs = Attrs::parse(payload.get(IFINFOMSG_LEN..).unwrap_or(&[])).map_err(bad)?;
         let mtu = attrs
             .u32(libc::IFLA_MTU)
             .map_err(bad)?
-            .ok_or_else(|| bad("no IFLA_MTU".into()))?;
+            .ok_or_else(|| bad(WireError::missing("IFLA_MTU")))?;
         Ok(MtuInfo {
             ifindex: index,
             mtu,
@@ -158,10 +164,10 @@ impl LinkNl {
         let mut out = Vec::new();
         loop {
             let datagram = self.recv(op, ifname)?;
-            let msgs = split_messages(&datagram).map_err(|d| NlError::Malformed {
+            let msgs = split_messages(&datagram).map_err(|source| NlError::Reply {
                 op,
                 target: ifname.to_string(),
-                detail: d,
+                source,
             })?;
             for m in msgs {
                 if m.seq != seq {

@@ -3,7 +3,7 @@
 use super::consts::{self as c, qstats as q};
 use super::error::NlError;
 use super::genl::{attr, Ctx, GenlSocket};
-use super::wire::{uint, Attrs};
+use super::wire::{uint, Attrs, WireError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -107,7 +107,7 @@ impl NetdevNl {
             if r.cmd != c::NETDEV_CMD_QSTATS_GET {
                 return Err(ctx.malformed(format!("reply command {}", r.cmd)));
             }
-            if let Some(s) = parse_queue_stat(&r.attrs).map_err(|e| ctx.malformed(e))? {
+            if let Some(s) = parse_queue_stat(&r.attrs).map_err(|e| ctx.reply(e))? {
                 if s.ifindex == ifindex {
                     out.push(s);
                 }
@@ -124,17 +124,21 @@ impl NetdevNl {
 /// One dump message → one queue. `Ok(None)` for a queue type this code does
 /// not know (a newer kernel), so such queues are skipped rather than failing
 /// the whole dump.
-fn parse_queue_stat(a: &Attrs) -> Result<Option<QueueStat>, String> {
-    let ifindex = a.u32(q::IFINDEX)?.ok_or("no NETDEV_A_QSTATS_IFINDEX")?;
+fn parse_queue_stat(a: &Attrs) -> Result<Option<QueueStat>, WireError> {
+    let ifindex = a
+        .u32(q::IFINDEX)?
+        .ok_or(WireError::missing("NETDEV_A_QSTATS_IFINDEX"))?;
     let queue_type = match a
         .u32(q::QUEUE_TYPE)?
-        .ok_or("no NETDEV_A_QSTATS_QUEUE_TYPE")?
+        .ok_or(WireError::missing("NETDEV_A_QSTATS_QUEUE_TYPE"))?
     {
         q::QUEUE_TYPE_RX => QueueType::Rx,
         q::QUEUE_TYPE_TX => QueueType::Tx,
         _ => return Ok(None),
     };
-    let queue_id = a.u32(q::QUEUE_ID)?.ok_or("no NETDEV_A_QSTATS_QUEUE_ID")?;
+    let queue_id = a
+        .u32(q::QUEUE_ID)?
+        .ok_or(WireError::missing("NETDEV_A_QSTATS_QUEUE_ID"))?;
     let mut s = QueueStat {
         ifindex,
         queue_type,
@@ -216,8 +220,8 @@ mod tests {
         b.extend(nla(q::QUEUE_TYPE, &5u32.to_ne_bytes()));
         b.extend(nla(q::QUEUE_ID, &0u32.to_ne_bytes()));
         assert_eq!(
-            parse_queue_stat(&Attrs::parse(&b).expect("attrs")),
-            Ok(None)
+            parse_queue_stat(&Attrs::parse(&b).expect("attrs")).expect("valid"),
+            None
         );
         let b = nla(q::QUEUE_TYPE, &0u32.to_ne_bytes());
         assert!(parse_queue_stat(&Attrs::parse(&b).expect("attrs")).is_err());

@@ -5,6 +5,7 @@
 //! `Err` naming what was wrong, never a panic or an out-of-bounds read.
 
 use neli::{
+    err::DeError,
     genl::Genlmsghdr,
     types::{Buffer, GenlBuffer},
     FromBytesWithInput,
@@ -23,6 +24,105 @@ const NLMSGERR_ATTR_MSG: u16 = 1;
 /// `NLMSGERR_ATTR_MISS_TYPE`: the type of a missing required attribute.
 const NLMSGERR_ATTR_MISS_TYPE: u16 = 5;
 
+/// A reply whose layout is not what the kernel documents: which part was
+/// wrong and how. The query wraps it in an `NlError::Reply` naming the
+/// operation and the interface.
+#[derive(Debug, thiserror::Error)]
+pub enum WireError {
+    /// A header or an error payload shorter than its fixed size.
+    #[error("truncated {what}")]
+    Truncated {
+        /// The structure (`nlmsghdr`, `nlmsgerr`, `NLMSG_DONE`).
+        what: &'static str,
+    },
+    /// A message length that is too small or runs past the datagram.
+    #[error("nlmsg_len {len} with {left} bytes left")]
+    Length {
+        /// The length in the header.
+        len: usize,
+        /// The bytes left in the datagram.
+        left: usize,
+    },
+    /// The generic netlink header or its attributes do not decode.
+    #[error("generic netlink message: {source}")]
+    Genl {
+        /// neli's decoding error.
+        #[source]
+        source: DeError,
+    },
+    /// A run of attributes does not decode.
+    #[error("attributes: {source}")]
+    Attrs {
+        /// neli's decoding error.
+        #[source]
+        source: DeError,
+    },
+    /// A nested attribute whose contents are malformed.
+    #[error("attribute {ty}: {source}")]
+    Nested {
+        /// The attribute type.
+        ty: u16,
+        /// What is wrong inside it.
+        #[source]
+        source: Box<WireError>,
+    },
+    /// A fixed-size attribute of the wrong size.
+    #[error("attribute {ty}: {len} bytes, expected {expected}")]
+    Size {
+        /// The attribute type.
+        ty: u16,
+        /// Its payload size.
+        len: usize,
+        /// The size its type has.
+        expected: usize,
+    },
+    /// A netlink "uint" that is neither 4 nor 8 bytes.
+    #[error("attribute {ty}: {len} bytes, expected 4 or 8")]
+    UintSize {
+        /// The attribute type.
+        ty: u16,
+        /// Its payload size.
+        len: usize,
+    },
+    /// A required attribute is absent.
+    #[error("no {attr}")]
+    Missing {
+        /// The attribute's name (`NETDEV_A_QSTATS_IFINDEX`).
+        attr: &'static str,
+    },
+    /// Attributes present in a combination the kernel does not send.
+    #[error("{0}")]
+    Layout(&'static str),
+    /// A malformed part of a larger reply, named.
+    #[error("{what}: {source}")]
+    In {
+        /// The part (`ETHTOOL_A_FEATURES_HW`).
+        what: &'static str,
+        /// What is wrong in it.
+        #[source]
+        source: Box<WireError>,
+    },
+}
+
+impl WireError {
+    /// A required attribute is absent.
+    pub fn missing(attr: &'static str) -> WireError {
+        WireError::Missing { attr }
+    }
+
+    /// This error, inside the part `what` of a larger reply.
+    pub fn within(self, what: &'static str) -> WireError {
+        WireError::In {
+            what,
+            source: Box::new(self),
+        }
+    }
+
+    fn truncated(what: &'static str) -> impl Fn() -> WireError {
+        move || WireError::Truncated { what }
+    }
+}
+
 /// One parsed generic netlink reply message.
 #[derive(Debug)]
 pub(super) struct Reply {
@@ -34,10 +134,10 @@ pub(super) struct Reply {
 
 impl Reply {
     /// Parse the payload of a netlink message of the family (genlmsghdr + attributes).
-    pub fn parse(payload: &[u8]) -> Result<Reply, String> {
+    pub fn parse(payload: &[u8]) -> Result<Reply, WireError> {
         let msg =
             Genlmsghdr::<u8, u16>::from_bytes_with_input(&mut Cursor::new(payload), payload.len())
-                .map_err(|e| format!("generic netlink message: {e}"))?;
+                .map_err(|source| WireError::Genl { source })?;
         Ok(Reply {
             cmd: *msg.cmd(),
             attrs: Attrs(msg.attrs().clone()),
@@ -94,18 +194,22 @@ fn align4(n: usize) -> usize {
 }
 
 /// Split one datagram into netlink messages, checking every length.
-pub(super) fn split_messages(buf: &[u8]) -> Result<Vec<RawMsg<'_>>, String> {
+pub(super) fn split_messages(buf: &[u8]) -> Result<Vec<RawMsg<'_>>, WireError> {
     let mut out = Vec::new();
     let mut off = 0;
+    let header = WireError::truncated("nlmsghdr");
     while off < buf.len() {
         let rest = &buf[off..];
-        let len = ne_u32(rest, 0).ok_or("truncated nlmsghdr")? as usize;
+        let len = ne_u32(rest, 0).ok_or_else(&header)? as usize;
         if len < NLMSG_HDRLEN || len > rest.len() {
-            return Err(format!("nlmsg_len {len} with {} bytes left", rest.len()));
+            return Err(WireError::Length {
+                len,
+                left: rest.len(),
+            });
         }
-        let nl_type = ne_u16(rest, 4).ok_or("truncated nlmsghdr")?;
-        let flags = ne_u16(rest, 6).ok_or("truncated nlmsghdr")?;
-        let seq = ne_u32(rest, 8).ok_or("truncated nlmsghdr")?;
+        let nl_type = ne_u16(rest, 4).ok_or_else(&header)?;
+        let flags = ne_u16(rest, 6).ok_or_else(&header)?;
+        let seq = ne_u32(rest, 8).ok_or_else(&header)?;
         let payload = &rest[NLMSG_HDRLEN..len];
         let kind = match nl_type {
             NLMSG_NOOP => Kind::Noop,
@@ -113,7 +217,12 @@ pub(super) fn split_messages(buf: &[u8]) -> Result<Vec<RawMsg<'_>>, String> {
             NLMSG_ERROR => error_kind(payload, flags)?,
             NLMSG_DONE => match payload.get(..4) {
                 // A dump that failed part-way reports its errno in DONE.
-                Some(b) if i32::from_ne_bytes(b.try_into().map_err(|_| "DONE")?) < 0 => {
+                Some(b)
+                    if i32::from_ne_bytes(
+                        b.try_into()
+                            .map_err(|_| WireError::truncated("NLMSG_DONE")())?,
+                    ) < 0 =>
+                {
                     done_error(payload, flags)?
                 }
                 _ => Kind::Done,
@@ -128,15 +237,16 @@ pub(super) fn split_messages(buf: &[u8]) -> Result<Vec<RawMsg<'_>>, String> {
 
 /// NLMSG_ERROR: errno 0 is an ACK; otherwise the echoed request header (or
 /// whole request) follows, then extended-ack attributes when flagged.
-fn error_kind(payload: &[u8], flags: u16) -> Result<Kind<'static>, String> {
-    let code = ne_u32(payload, 0).ok_or("truncated nlmsgerr")? as i32;
+fn error_kind(payload: &[u8], flags: u16) -> Result<Kind<'static>, WireError> {
+    let truncated = WireError::truncated("nlmsgerr");
+    let code = ne_u32(payload, 0).ok_or_else(&truncated)? as i32;
     if code == 0 {
         return Ok(Kind::Ack);
     }
     let echoed = if flags & NLM_F_CAPPED != 0 {
         NLMSG_HDRLEN
     } else {
-        ne_u32(payload, 4).ok_or("truncated nlmsgerr")? as usize
+        ne_u32(payload, 4).ok_or_else(truncated)? as usize
     };
     let message = if flags & NLM_F_ACK_TLVS != 0 {
         let tlv_at = 4usize.saturating_add(align4(echoed));
@@ -150,8 +260,8 @@ fn error_kind(payload: &[u8], flags: u16) -> Result<Kind<'static>, String> {
     })
 }
 
-fn done_error(payload: &[u8], flags: u16) -> Result<Kind<'static>, String> {
-    let code = ne_u32(payload, 0).ok_or("truncated NLMSG_DONE")? as i32;
+fn done_error(payload: &[u8], flags: u16) -> Result<Kind<'static>, WireError> {
+    let code = ne_u32(payload, 0).ok_or_else(WireError::truncated("NLMSG_DONE"))? as i32;
     let message = if flags & NLM_F_ACK_TLVS != 0 {
         ext_ack_message(payload.get(4..).unwrap_or(&[]))
     } else {
@@ -183,10 +293,10 @@ pub(super) struct Attrs(GenlBuffer<u16, Buffer>);
 
 impl Attrs {
     /// Parse a run of attributes.
-    pub fn parse(bytes: &[u8]) -> Result<Attrs, String> {
+    pub fn parse(bytes: &[u8]) -> Result<Attrs, WireError> {
         GenlBuffer::<u16, Buffer>::from_bytes_with_input(&mut Cursor::new(bytes), bytes.len())
             .map(Attrs)
-            .map_err(|e| format!("attributes: {e}"))
+            .map_err(|source| WireError::Attrs { source })
     }
 
     /// Every attribute as (type without flags, payload).
@@ -207,64 +317,77 @@ impl Attrs {
     }
 
     /// A u8 attribute.
-    pub fn u8(&self, ty: u16) -> Result<Option<u8>, String> {
+    pub fn u8(&self, ty: u16) -> Result<Option<u8>, WireError> {
         self.get(ty)
             .map(|p| fixed::<1>(ty, p).map(|b| b[0]))
             .transpose()
     }
 
     /// A u16 attribute.
-    pub fn u16(&self, ty: u16) -> Result<Option<u16>, String> {
+    pub fn u16(&self, ty: u16) -> Result<Option<u16>, WireError> {
         self.get(ty)
             .map(|p| fixed::<2>(ty, p).map(u16::from_ne_bytes))
             .transpose()
     }
 
     /// A u32 attribute.
-    pub fn u32(&self, ty: u16) -> Result<Option<u32>, String> {
+    pub fn u32(&self, ty: u16) -> Result<Option<u32>, WireError> {
         self.get(ty)
             .map(|p| fixed::<4>(ty, p).map(u32::from_ne_bytes))
             .transpose()
     }
 
     /// A u8 attribute read as a boolean (non-zero is true).
-    pub fn bool(&self, ty: u16) -> Result<Option<bool>, String> {
+    pub fn bool(&self, ty: u16) -> Result<Option<bool>, WireError> {
         Ok(self.u8(ty)?.map(|v| v != 0))
     }
 
     /// A string attribute (trailing NULs removed, lossy UTF-8).
-    pub fn string(&self, ty: u16) -> Result<Option<String>, String> {
+    pub fn string(&self, ty: u16) -> Result<Option<String>, WireError> {
         Ok(self.get(ty).map(payload_string))
     }
 
     /// A nested attribute list.
-    pub fn nested(&self, ty: u16) -> Result<Option<Attrs>, String> {
+    pub fn nested(&self, ty: u16) -> Result<Option<Attrs>, WireError> {
         self.get(ty)
-            .map(|p| Attrs::parse(p).map_err(|e| format!("attribute {ty}: {e}")))
+            .map(|p| {
+                Attrs::parse(p).map_err(|e| WireError::Nested {
+                    ty,
+                    source: Box::new(e),
+                })
+            })
             .transpose()
     }
 
     /// All attributes of type `ty`, each parsed as a nested list.
-    pub fn nested_all(&self, ty: u16) -> Result<Vec<Attrs>, String> {
+    pub fn nested_all(&self, ty: u16) -> Result<Vec<Attrs>, WireError> {
         self.iter()
             .filter(|(t, _)| *t == ty)
-            .map(|(_, p)| Attrs::parse(p).map_err(|e| format!("attribute {ty}: {e}")))
+            .map(|(_, p)| {
+                Attrs::parse(p).map_err(|e| WireError::Nested {
+                    ty,
+                    source: Box::new(e),
+                })
+            })
             .collect()
     }
 }
 
 /// A netlink "uint": 4 or 8 bytes, host order.
-pub(super) fn uint(ty: u16, p: &[u8]) -> Result<u64, String> {
+pub(super) fn uint(ty: u16, p: &[u8]) -> Result<u64, WireError> {
     match p.len() {
         4 => fixed::<4>(ty, p).map(|b| u32::from_ne_bytes(b).into()),
         8 => fixed::<8>(ty, p).map(u64::from_ne_bytes),
-        n => Err(format!("attribute {ty}: {n} bytes, expected 4 or 8")),
+        len => Err(WireError::UintSize { ty, len }),
     }
 }
 
-fn fixed<const N: usize>(ty: u16, p: &[u8]) -> Result<[u8; N], String> {
-    p.try_into()
-        .map_err(|_| format!("attribute {ty}: {} bytes, expected {N}", p.len()))
+fn fixed<const N: usize>(ty: u16, p: &[u8]) -> Result<[u8; N], WireError> {
+    p.try_into().map_err(|_| WireError::Size {
+        ty,
+        len: p.len(),
+        expected: N,
+    })
 }
 
 fn payload_string(p: &[u8]) -> String {
@@ -349,8 +472,11 @@ mod tests {
         // Attribute payload of the wrong size.
         let a = Attrs::parse(&[6, 0, 1, 0, 9, 9, 0, 0]).expect("one attribute");
         assert!(a.u32(1).is_err());
-        assert_eq!(a.u16(1), Ok(Some(u16::from_ne_bytes([9, 9]))));
-        assert_eq!(a.u32(2), Ok(None));
+        assert_eq!(
+            a.u16(1).expect("two bytes"),
+            Some(u16::from_ne_bytes([9, 9]))
+        );
+        assert_eq!(a.u32(2).expect("absent"), None);
         assert!(uint(1, &[1, 2, 3]).is_err());
     }
 }
