@@ -105,15 +105,17 @@ fn check_plan_here(
         TargetChoice::LocalPair { .. } => &[Side::Controller, Side::Agent],
         TargetChoice::Peer(_) => &[Side::Controller],
     };
-    crate::session::engines::check_plan_cpus(plan, sides).map_err(FaceError::Usage)?;
+    crate::session::engines::check_plan_cpus(plan, sides)
+        .map_err(|e| FaceError::Usage(e.to_string()))?;
     // As root the pair is a veth with that many queues (else loopback,
     // where the sink reads UDP sockets and has no queues to run out of).
     if let TargetChoice::LocalPair { queues } = choice {
         if nix::unistd::geteuid().is_root() {
             crate::session::localpair::check_plan_queues(plan, *queues)
-                .map_err(FaceError::Usage)?;
+                .map_err(|e| FaceError::Usage(e.to_string()))?;
         } else {
-            crate::session::engines::check_plan_loopback(plan).map_err(FaceError::Usage)?;
+            crate::session::engines::check_plan_loopback(plan)
+                .map_err(|e| FaceError::Usage(e.to_string()))?;
         }
     }
     Ok(())
@@ -133,7 +135,7 @@ fn rdma_preflight(choice: &crate::session::plan::TargetChoice) -> Result<(), Fac
     };
     crate::probe::rdma::preflight::preflight(&host, provider, "this host", iface.as_deref())
         .map(|_| ())
-        .map_err(FaceError::Usage)
+        .map_err(|e| FaceError::Usage(e.to_string()))
 }
 
 /// `run --engine grpc --target HOST:PORT`: wirescope's client against a

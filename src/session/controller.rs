@@ -896,14 +896,14 @@ fn check_local(p: &PointParams) -> Result<(), SessionError> {
         .chain(&p.later)
         .try_for_each(|s| super::engines::check_cpus(s, Side::Controller, None));
     if let Err(e) = cpus {
-        return Err(SessionError::Usage(e));
+        return Err(SessionError::Usage(e.to_string()));
     }
     if let Some(Err(e)) = p
         .spec
         .as_ref()
         .map(|s| super::engines::admit(s, Side::Controller))
     {
-        return Err(SessionError::Local(e));
+        return Err(SessionError::Local(e.to_string()));
     }
     Ok(())
 }

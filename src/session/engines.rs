@@ -73,7 +73,8 @@ fn prepare_rdma(
     // Default: the device behind the interface that routes to the peer,
     // and the RoCE v2 GID of the local address on it.
     let (route, local) = peer.map_or((None, None), crate::probe::system::route_to);
-    preflight(&host, provider, here, route.as_deref()).map_err(EngineError::Unsupported)?;
+    preflight(&host, provider, here, route.as_deref())
+        .map_err(|e| EngineError::Unsupported(e.to_string()))?;
     let facts = crate::probe::rdma::read_rdma_facts(&host);
     let want = match side {
         Side::Controller => &spec.local,
@@ -92,13 +93,71 @@ fn prepare_rdma(
 /// interfaces on one link, which the local pair builds only as root.
 pub const SINK_NEEDS_VETH: &str = "packet tests (--engine sink) need two interfaces on one link, and without root the local pair is loopback: run as root (sudo wirescope run --engine sink ...) for the local pair's veth, or start `wirescope agent` on another host and add --peer HOST, where --sink udp --tx-path sendmmsg need no privileges";
 
+/// Why this host refuses a test before anything is allocated: one line
+/// naming what does not fit and what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmitError {
+    /// A packet test on a loopback pair.
+    #[error("{}", SINK_NEEDS_VETH)]
+    SinkNeedsVeth,
+    /// The spec is outside the engine's limits.
+    #[error("{detail} (out of the allowed range)")]
+    Limits {
+        /// What the engine's validation said.
+        detail: String,
+    },
+    /// The buffers would take more memory than this host may give.
+    #[error("the test would allocate {need} on this host ({what}) but only {may} is available (80 % of MemAvailable {avail}); {smaller}")]
+    Memory {
+        /// What the test would allocate.
+        need: Bytes,
+        /// What the memory is for.
+        what: String,
+        /// What the test may take.
+        may: Bytes,
+        /// MemAvailable.
+        avail: Bytes,
+        /// How to need less.
+        smaller: String,
+    },
+    /// More descriptors than RLIMIT_NOFILE leaves.
+    #[error("the test needs about {fds} file descriptors on this host but only {more} more may be opened (RLIMIT_NOFILE {limit}, {open} open); use fewer connections or raise the limit (ulimit -n, LimitNOFILE=)")]
+    Descriptors {
+        /// Descriptors the test opens.
+        fds: u64,
+        /// Descriptors that may still be opened.
+        more: u64,
+        /// RLIMIT_NOFILE.
+        limit: u64,
+        /// Descriptors open now.
+        open: u64,
+    },
+    /// This process's CPU affinity could not be read.
+    #[error("cannot read this process's CPU affinity: {source}")]
+    Affinity {
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// CPUs that cannot be used.
+    #[error("{label}: CPU {bad} cannot be used on this host (offline, absent or outside this process's cpuset){usable}")]
+    Cpus {
+        /// The flag and its list, or the sweep's set.
+        label: String,
+        /// The CPUs that cannot be used, as a CPU list.
+        bad: String,
+        /// `; this host has LIST`, or nothing when unknown.
+        usable: String,
+    },
+}
+
 /// Why `plan` cannot run on a loopback pair (None: it can): a packet test
 /// cannot, because its flows go between two interfaces on one link
 /// (`is_test_address` refuses loopback addresses, so a peer can never point
 /// a generator at a host's own loopback services).
-pub fn check_plan_loopback(plan: &crate::session::plan::TestPlan) -> Result<(), String> {
+pub fn check_plan_loopback(plan: &crate::session::plan::TestPlan) -> Result<(), AdmitError> {
     if plan.points().iter().any(|p| p.spec.as_sink().is_some()) {
-        return Err(SINK_NEEDS_VETH.into());
+        return Err(AdmitError::SinkNeedsVeth);
     }
     Ok(())
 }
@@ -111,28 +170,34 @@ const FD_MARGIN: u64 = 64;
 /// Why this host cannot run `side` of `spec` (None: it can), checked before
 /// anything is allocated: the spec's limits, the memory its buffers take
 /// against what this process may still allocate, and the descriptors it opens.
-pub fn admit(spec: &EngineSpec, side: Side) -> Result<(), String> {
-    spec.validate()
-        .map_err(|e| format!("{e} (out of the allowed range)"))?;
+pub fn admit(spec: &EngineSpec, side: Side) -> Result<(), AdmitError> {
+    spec.validate().map_err(|e| AdmitError::Limits {
+        detail: e.to_string(),
+    })?;
     check_cpus(spec, side, None)?;
     let need = spec.memory_needed(side);
     if let Some(avail) = crate::probe::system::mem_available() {
         let may = (avail.0 as f64 * MEMORY_SHARE) as u64;
         if need.bytes.0 > may {
-            return Err(format!(
-                "the test would allocate {} on this host ({}) but only {} is available ({} of MemAvailable {}); {}",
-                need.bytes, need.what, Bytes(may), "80 %", avail, need.smaller
-            ));
+            return Err(AdmitError::Memory {
+                need: need.bytes,
+                what: need.what.to_string(),
+                may: Bytes(may),
+                avail,
+                smaller: need.smaller.to_string(),
+            });
         }
     }
     let (limit, _) = crate::session::net::nofile_limit();
     let open = crate::session::net::open_fds().unwrap_or(0);
     let fds = spec.descriptors_needed();
     if fds.saturating_add(open).saturating_add(FD_MARGIN) > limit {
-        return Err(format!(
-            "the test needs about {fds} file descriptors on this host but only {} more may be opened (RLIMIT_NOFILE {limit}, {open} open); use fewer connections or raise the limit (ulimit -n, LimitNOFILE=)",
-            limit.saturating_sub(open).saturating_sub(FD_MARGIN)
-        ));
+        return Err(AdmitError::Descriptors {
+            fds,
+            more: limit.saturating_sub(open).saturating_sub(FD_MARGIN),
+            limit,
+            open,
+        });
     }
     Ok(())
 }
@@ -149,10 +214,10 @@ fn cpus_flag(side: Side) -> &'static str {
 /// cannot (offline, absent, or outside this process's cpuset): one line
 /// naming `label` (default: the flag that gives the list) and the CPUs
 /// this process may use.
-pub fn check_cpus(spec: &EngineSpec, side: Side, label: Option<&str>) -> Result<(), String> {
+pub fn check_cpus(spec: &EngineSpec, side: Side, label: Option<&str>) -> Result<(), AdmitError> {
     let cpus = spec.cpus_for(side);
     let bad = crate::traffic::sched::unusable_cpus(cpus)
-        .map_err(|e| format!("cannot read this process's CPU affinity: {e}"))?;
+        .map_err(|source| AdmitError::Affinity { source })?;
     if bad.is_empty() {
         return Ok(());
     }
@@ -169,17 +234,18 @@ pub fn check_cpus(spec: &EngineSpec, side: Side, label: Option<&str>) -> Result<
     let usable = crate::traffic::sched::usable_cpus()
         .map(|c| format!("; this host has {}", crate::units::format_cpu_list(&c)))
         .unwrap_or_default();
-    Err(format!(
-        "{label}: CPU {} cannot be used on this host (offline, absent or outside this process's cpuset){usable}",
-        crate::units::format_cpu_list(&bad),
-    ))
+    Err(AdmitError::Cpus {
+        label,
+        bad: crate::units::format_cpu_list(&bad),
+        usable,
+    })
 }
 
 /// Check the CPU lists of `sides` in every point of `plan` against this
 /// host before anything starts (the local pair: both sides are this host;
 /// a remote agent: the controller's side, the agent checks its own): one
 /// line naming the flag, or the sweep's CPU set that cannot be used.
-pub fn check_plan_cpus(plan: &TestPlan, sides: &[Side]) -> Result<(), String> {
+pub fn check_plan_cpus(plan: &TestPlan, sides: &[Side]) -> Result<(), AdmitError> {
     for p in plan.points() {
         for &side in sides {
             let from_sweep = p.sweep.as_ref().and_then(|v| {

@@ -37,11 +37,29 @@ pub const ADDR_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 /// Namespace name prefixes (followed by the controller's pid).
 pub const NS_PREFIXES: [&str; 2] = ["ws-a-", "ws-b-"];
 
+/// A packet test that asks for more sink threads than the local pair's veth
+/// has queues.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{asked}: the local pair's veth has {queues} rx queues and the sink runs one thread per queue; use {smaller}{fix}")]
+pub struct QueuesError {
+    /// The flag or sweep set that asks for the threads.
+    pub asked: String,
+    /// The veth's queues.
+    pub queues: u32,
+    /// What to ask for instead.
+    pub smaller: String,
+    /// `, or build the pair with --pair-queues N`, or nothing.
+    pub fix: String,
+}
+
 /// Why `plan` cannot run on a local pair with `queues` veth queues, if it
 /// cannot: a packet test runs one sink thread per rx queue (all its modes
 /// but `udp`), so asking for more threads than the pair has queues is
 /// refused before anything is built.
-pub fn check_plan_queues(plan: &crate::session::plan::TestPlan, queues: u32) -> Result<(), String> {
+pub fn check_plan_queues(
+    plan: &crate::session::plan::TestPlan,
+    queues: u32,
+) -> Result<(), QueuesError> {
     use crate::traffic::sink::SinkMode;
     for p in plan.points() {
         let Some(k) = p.spec.as_sink() else { continue };
@@ -63,9 +81,12 @@ pub fn check_plan_queues(plan: &crate::session::plan::TestPlan, queues: u32) -> 
         } else {
             String::new()
         };
-        return Err(format!(
-            "{asked}: the local pair's veth has {queues} rx queues and the sink runs one thread per queue; use {smaller}{fix}"
-        ));
+        return Err(QueuesError {
+            asked,
+            queues,
+            smaller,
+            fix,
+        });
     }
     Ok(())
 }
@@ -438,7 +459,9 @@ mod tests {
         assert!(check_plan_queues(&plan(sink(64, 4, SinkMode::AfXdp), None), 4).is_ok());
         // UDP sockets are not queues.
         assert!(check_plan_queues(&plan(sink(64, 8, SinkMode::Udp), None), 4).is_ok());
-        let e = check_plan_queues(&plan(sink(64, 8, SinkMode::Xdp), None), 4).unwrap_err();
+        let e = check_plan_queues(&plan(sink(64, 8, SinkMode::Xdp), None), 4)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("--queues 8: the local pair's veth has 4 rx queues"),
             "{e}"
@@ -452,7 +475,9 @@ mod tests {
             values: vec![1, 5],
             cpu_sets: vec![vec![CpuId(0)], (0..5).map(CpuId).collect()],
         };
-        let e = check_plan_queues(&plan(sink(64, 1, SinkMode::AfXdp), Some(cores)), 4).unwrap_err();
+        let e = check_plan_queues(&plan(sink(64, 1, SinkMode::AfXdp), Some(cores)), 4)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("--sweep cores: the set 0-4 (5 CPUs)"), "{e}");
         assert!(e.contains("sets of at most 4 CPUs"), "{e}");
     }

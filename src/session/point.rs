@@ -3,7 +3,7 @@
 
 use super::proto::SideResult;
 use crate::probe::sample::Sample;
-use crate::probe::sampler::thread::SamplerThread;
+use crate::probe::sampler::thread::{SamplerError, SamplerThread};
 use crate::probe::tcpinfo;
 use crate::traffic::RunningEngine;
 use std::collections::VecDeque;
@@ -22,8 +22,8 @@ pub(crate) struct PendingSamples(VecDeque<oneshot::Receiver<Sample>>);
 impl PendingSamples {
     /// Ask the sampler for a Sample now; a sampler that is gone or far behind
     /// is reported (the interval is then missing, not wrong).
-    pub(crate) fn request(&mut self, sampler: &SamplerThread) -> Result<(), String> {
-        let rx = sampler.request().map_err(|e| e.to_string())?;
+    pub(crate) fn request(&mut self, sampler: &SamplerThread) -> Result<(), SamplerError> {
+        let rx = sampler.request()?;
         self.0.push_back(rx);
         Ok(())
     }

@@ -41,7 +41,7 @@ fn preflight_says_what_this_host_lacks() {
             assert!(!p.devices.is_empty());
         }
         _ => {
-            let e = r.unwrap_err();
+            let e = r.unwrap_err().to_string();
             eprintln!("{e}");
             assert_eq!(e.lines().count(), 1);
             assert_eq!(e.contains("libibverbs is not installed"), !lib, "{e}");

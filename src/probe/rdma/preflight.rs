@@ -9,7 +9,7 @@
 use super::{read_rdma_facts, RdmaFacts, SYSFS_ROOT};
 use crate::probe::source::HostSource;
 use crate::traffic::rdma::spec::RdmaEndpoint;
-use crate::traffic::rdma::verbs::VerbsProvider;
+use crate::traffic::rdma::verbs::{VerbsError, VerbsProvider};
 use crate::traffic::rdma::Chosen;
 use std::net::IpAddr;
 
@@ -19,6 +19,135 @@ pub const INSTALL_LIBIBVERBS: &str = "apt-get install libibverbs1 ibverbs-provid
 /// The fix for a missing device (`IF`: the interface towards the peer).
 pub fn load_device_fix(iface: &str) -> String {
     format!("modprobe mlx5_ib (ConnectX), or soft-RoCE: modprobe rdma_rxe && rdma link add rxe0 type rxe netdev {iface}")
+}
+
+/// Why an RDMA test cannot start on a host: one line naming what is
+/// missing or wrong and the command or flag that fixes it.
+#[derive(Debug, thiserror::Error)]
+pub enum PreflightError {
+    /// Neither the library nor a device.
+    #[error("RDMA unavailable on {host}: libibverbs is not installed ({why}) and there is no RDMA device ({} {where_}); fix: {INSTALL_LIBIBVERBS}, then {}", SYSFS_ROOT, load_device_fix(iface))]
+    NothingThere {
+        /// The host ("this host", "the peer").
+        host: String,
+        /// Why the library does not load.
+        why: String,
+        /// Whether the sysfs directory is `empty` or `absent`.
+        where_: &'static str,
+        /// The interface towards the peer, for the soft-RoCE command.
+        iface: String,
+    },
+    /// Devices, but no library.
+    #[error("RDMA unavailable on {host}: libibverbs is not installed ({why}; the kernel has {}); fix: {INSTALL_LIBIBVERBS}", kernel.join(", "))]
+    NoLibrary {
+        /// The host.
+        host: String,
+        /// Why the library does not load.
+        why: String,
+        /// The devices the kernel lists.
+        kernel: Vec<String>,
+    },
+    /// The library, but no device.
+    #[error(
+        "RDMA unavailable on {host}: no RDMA device ({} {where_}); fix: {}",
+        SYSFS_ROOT,
+        load_device_fix(iface)
+    )]
+    NoDevice {
+        /// The host.
+        host: String,
+        /// Whether the sysfs directory is `empty` or `absent`.
+        where_: &'static str,
+        /// The interface towards the peer, for the soft-RoCE command.
+        iface: String,
+    },
+    /// The library could not list its devices.
+    #[error("RDMA unavailable on {host}: {source}")]
+    Devices {
+        /// The host.
+        host: String,
+        /// The verbs call that failed.
+        #[source]
+        source: VerbsError,
+    },
+    /// The kernel has devices the library does not see (no user-space driver).
+    #[error("RDMA unavailable on {host}: libibverbs sees no device although the kernel has {}; fix: apt-get install ibverbs-providers (the user-space driver) and modprobe ib_uverbs (/dev/infiniband/uverbs*)", kernel.join(", "))]
+    NoProvider {
+        /// The host.
+        host: String,
+        /// The devices the kernel lists.
+        kernel: Vec<String>,
+    },
+    /// `--ib-dev` names no device.
+    #[error("RDMA device {name} does not exist (devices: {devices}); choose one with --ib-dev")]
+    NoSuchDevice {
+        /// The name asked for.
+        name: String,
+        /// The devices there are, comma-separated.
+        devices: String,
+    },
+    /// Several devices and none behind the interface towards the peer.
+    #[error(
+        "{count} RDMA devices ({devices}) and none is behind {iface}; choose one with --ib-dev"
+    )]
+    Ambiguous {
+        /// How many devices.
+        count: usize,
+        /// Their names, comma-separated.
+        devices: String,
+        /// The interface towards the peer (or a phrase for it).
+        iface: String,
+    },
+    /// `--ib-port` names no port of the device.
+    #[error("{device} has no port {port}")]
+    NoSuchPort {
+        /// The device.
+        device: String,
+        /// The port asked for.
+        port: u8,
+    },
+    /// A device without ports.
+    #[error("{device} has no ports")]
+    NoPorts {
+        /// The device.
+        device: String,
+    },
+    /// The port is not ACTIVE.
+    #[error("{device} port {port} is {state}: bring it up first (rdma link show {device}/{port})")]
+    PortDown {
+        /// The device.
+        device: String,
+        /// The port.
+        port: u32,
+        /// Its state as sysfs names it.
+        state: String,
+    },
+    /// `--gid-index` names a GID the port does not have.
+    #[error("{device} port {port} has no GID index {gid} (populated: {populated})")]
+    NoSuchGid {
+        /// The device.
+        device: String,
+        /// The port.
+        port: u32,
+        /// The index asked for.
+        gid: u32,
+        /// The populated indices, comma-separated.
+        populated: String,
+    },
+    /// A RoCE port without a GID.
+    #[error("{device} port {port} (RoCE) has no GID: give its netdev an IP address")]
+    NoGid {
+        /// The device.
+        device: String,
+        /// The port.
+        port: u32,
+    },
+    /// A port number beyond what verbs take (a u8).
+    #[error("port {port} out of range")]
+    PortRange {
+        /// The port number sysfs lists.
+        port: u32,
+    },
 }
 
 /// What is there.
@@ -36,7 +165,7 @@ pub fn preflight(
     provider: &dyn VerbsProvider,
     host: &str,
     iface: Option<&str>,
-) -> Result<Preflight, String> {
+) -> Result<Preflight, PreflightError> {
     let iface = iface.unwrap_or("IF");
     let lib = provider.library();
     let facts = read_rdma_facts(src);
@@ -46,29 +175,32 @@ pub fn preflight(
     } else {
         "absent"
     };
+    let host = host.to_string();
     match (lib, kernel.is_empty()) {
-        (Err(e), true) => Err(format!(
-            "RDMA unavailable on {host}: libibverbs is not installed ({e}) and there is no RDMA device ({SYSFS_ROOT} {where_}); fix: {INSTALL_LIBIBVERBS}, then {}",
-            load_device_fix(iface)
-        )),
-        (Err(e), false) => Err(format!(
-            "RDMA unavailable on {host}: libibverbs is not installed ({e}; the kernel has {}); fix: {INSTALL_LIBIBVERBS}",
-            kernel.join(", ")
-        )),
-        (Ok(()), true) => Err(format!(
-            "RDMA unavailable on {host}: no RDMA device ({SYSFS_ROOT} {where_}); fix: {}",
-            load_device_fix(iface)
-        )),
+        (Err(why), true) => Err(PreflightError::NothingThere {
+            host,
+            why,
+            where_,
+            iface: iface.to_string(),
+        }),
+        (Err(why), false) => Err(PreflightError::NoLibrary { host, why, kernel }),
+        (Ok(()), true) => Err(PreflightError::NoDevice {
+            host,
+            where_,
+            iface: iface.to_string(),
+        }),
         (Ok(()), false) => {
-            let seen = provider.devices().map_err(|e| {
-                format!("RDMA unavailable on {host}: {e}")
-            })?;
-            let usable: Vec<String> = kernel.iter().filter(|k| seen.contains(k)).cloned().collect();
+            let seen = match provider.devices() {
+                Ok(seen) => seen,
+                Err(source) => return Err(PreflightError::Devices { host, source }),
+            };
+            let usable: Vec<String> = kernel
+                .iter()
+                .filter(|k| seen.contains(k))
+                .cloned()
+                .collect();
             if usable.is_empty() {
-                return Err(format!(
-                    "RDMA unavailable on {host}: libibverbs sees no device although the kernel has {}; fix: apt-get install ibverbs-providers (the user-space driver) and modprobe ib_uverbs (/dev/infiniband/uverbs*)",
-                    kernel.join(", ")
-                ));
+                return Err(PreflightError::NoProvider { host, kernel });
             }
             Ok(Preflight { devices: usable })
         }
@@ -82,7 +214,7 @@ pub fn choose(
     want: &RdmaEndpoint,
     route_iface: Option<&str>,
     local_ip: Option<IpAddr>,
-) -> Result<Chosen, String> {
+) -> Result<Chosen, PreflightError> {
     let names = || {
         facts
             .devices
@@ -93,21 +225,22 @@ pub fn choose(
     };
     let routed = route_iface.and_then(|i| facts.port_of_netdev(i));
     let dev = match (&want.ib_dev, routed) {
-        (Some(n), _) => facts.device(n).ok_or_else(|| {
-            format!(
-                "RDMA device {n} does not exist (devices: {}); choose one with --ib-dev",
-                names()
-            )
-        })?,
+        (Some(n), _) => facts
+            .device(n)
+            .ok_or_else(|| PreflightError::NoSuchDevice {
+                name: n.clone(),
+                devices: names(),
+            })?,
         (None, Some((d, _))) => d,
         (None, None) if facts.devices.len() == 1 => &facts.devices[0],
         (None, None) => {
-            return Err(format!(
-                "{} RDMA devices ({}) and none is behind {}; choose one with --ib-dev",
-                facts.devices.len(),
-                names(),
-                route_iface.unwrap_or("the interface towards the peer")
-            ))
+            return Err(PreflightError::Ambiguous {
+                count: facts.devices.len(),
+                devices: names(),
+                iface: route_iface
+                    .unwrap_or("the interface towards the peer")
+                    .to_string(),
+            })
         }
     };
     let port = match want.ib_port {
@@ -115,47 +248,50 @@ pub fn choose(
             .ports
             .iter()
             .find(|x| x.port == u32::from(p))
-            .ok_or_else(|| format!("{} has no port {p}", dev.name))?,
+            .ok_or_else(|| PreflightError::NoSuchPort {
+                device: dev.name.clone(),
+                port: p,
+            })?,
         None => routed
             .filter(|(d, _)| d.name == dev.name)
             .map(|(_, p)| p)
             .or_else(|| dev.ports.iter().find(|p| p.is_active()))
             .or_else(|| dev.ports.first())
-            .ok_or_else(|| format!("{} has no ports", dev.name))?,
+            .ok_or_else(|| PreflightError::NoPorts {
+                device: dev.name.clone(),
+            })?,
     };
     if !port.is_active() {
-        return Err(format!(
-            "{} port {} is {}: bring it up first (rdma link show {}/{})",
-            dev.name,
-            port.port,
-            port.state
+        return Err(PreflightError::PortDown {
+            device: dev.name.clone(),
+            port: port.port,
+            state: port
+                .state
                 .as_ref()
-                .map_or("not ACTIVE", |s| s.name.as_str()),
-            dev.name,
-            port.port
-        ));
+                .map_or("not ACTIVE", |s| s.name.as_str())
+                .to_string(),
+        });
     }
     let gid_index = match want.gid_index {
         Some(g) if port.gids.is_empty() || port.gids.iter().any(|x| x.index == g) => Some(g),
         Some(g) => {
-            return Err(format!(
-                "{} port {} has no GID index {g} (populated: {})",
-                dev.name,
-                port.port,
-                port.gids
+            return Err(PreflightError::NoSuchGid {
+                device: dev.name.clone(),
+                port: port.port,
+                gid: g,
+                populated: port
+                    .gids
                     .iter()
                     .map(|x| x.index.to_string())
                     .collect::<Vec<_>>()
-                    .join(", ")
-            ))
+                    .join(", "),
+            })
         }
         None if port.is_roce() => Some(
             port.default_gid(local_ip)
-                .ok_or_else(|| {
-                    format!(
-                        "{} port {} (RoCE) has no GID: give its netdev an IP address",
-                        dev.name, port.port
-                    )
+                .ok_or_else(|| PreflightError::NoGid {
+                    device: dev.name.clone(),
+                    port: port.port,
                 })?
                 .index,
         ),
@@ -163,7 +299,7 @@ pub fn choose(
     };
     Ok(Chosen {
         device: dev.name.clone(),
-        port: u8::try_from(port.port).map_err(|_| format!("port {} out of range", port.port))?,
+        port: u8::try_from(port.port).map_err(|_| PreflightError::PortRange { port: port.port })?,
         gid_index,
         netdev: port.netdev.clone(),
     })
@@ -212,7 +348,9 @@ mod tests {
             loads,
             sees: sees.to_vec(),
         };
-        let both = preflight(&empty, &lib(false, &[]), "this host", Some("eth0")).unwrap_err();
+        let both = preflight(&empty, &lib(false, &[]), "this host", Some("eth0"))
+            .unwrap_err()
+            .to_string();
         assert!(
             both.contains("libibverbs is not installed") && both.contains("no RDMA device"),
             "{both}"
@@ -222,7 +360,9 @@ mod tests {
                 && both.contains("rdma link add rxe0 type rxe netdev eth0"),
             "{both}"
         );
-        let no_lib = preflight(&dev, &lib(false, &[]), "the peer", None).unwrap_err();
+        let no_lib = preflight(&dev, &lib(false, &[]), "the peer", None)
+            .unwrap_err()
+            .to_string();
         assert!(
             no_lib.starts_with("RDMA unavailable on the peer: libibverbs is not installed"),
             "{no_lib}"
@@ -231,7 +371,9 @@ mod tests {
             no_lib.contains("hfi1_0, mlx4_0, mlx5_0") && !no_lib.contains("modprobe"),
             "{no_lib}"
         );
-        let no_dev = preflight(&empty, &lib(true, &[]), "this host", None).unwrap_err();
+        let no_dev = preflight(&empty, &lib(true, &[]), "this host", None)
+            .unwrap_err()
+            .to_string();
         assert!(
             no_dev.contains("no RDMA device (/sys/class/infiniband absent)"),
             "{no_dev}"
@@ -240,7 +382,9 @@ mod tests {
             no_dev.contains("modprobe mlx5_ib") && no_dev.contains("netdev IF"),
             "{no_dev}"
         );
-        let no_provider = preflight(&dev, &lib(true, &[]), "this host", None).unwrap_err();
+        let no_provider = preflight(&dev, &lib(true, &[]), "this host", None)
+            .unwrap_err()
+            .to_string();
         assert!(no_provider.contains("ibverbs-providers"), "{no_provider}");
         for m in [&both, &no_lib, &no_dev, &no_provider] {
             assert_eq!(m.lines().count(), 1, "{m}");
@@ -266,7 +410,7 @@ mod tests {
             }
         );
         // Three devices and none behind the interface: ask.
-        let e = choose(&f, &any, Some("eth9"), ip).unwrap_err();
+        let e = choose(&f, &any, Some("eth9"), ip).unwrap_err().to_string();
         assert!(
             e.contains("3 RDMA devices (hfi1_0, mlx4_0, mlx5_0)") && e.contains("--ib-dev"),
             "{e}"
@@ -282,7 +426,7 @@ mod tests {
             (x.device.as_str(), x.port, x.gid_index),
             ("mlx4_0", 2, None)
         );
-        let bad = |w: RdmaEndpoint| choose(&f, &w, Some("eth0"), ip).unwrap_err();
+        let bad = |w: RdmaEndpoint| choose(&f, &w, Some("eth0"), ip).unwrap_err().to_string();
         assert!(bad(RdmaEndpoint {
             ib_dev: Some("mlx9_9".into()),
             ..Default::default()
@@ -301,7 +445,7 @@ mod tests {
         // A DOWN port is refused with the command to look at it.
         c.put("sys/class/infiniband/mlx5_0/ports/1/state", "1: DOWN\n");
         let f = read_rdma_facts(&Dir::new(c.root()));
-        let e = choose(&f, &any, Some("eth0"), ip).unwrap_err();
+        let e = choose(&f, &any, Some("eth0"), ip).unwrap_err().to_string();
         assert!(
             e.contains("port 1 is DOWN") && e.contains("rdma link show mlx5_0/1"),
             "{e}"
@@ -316,7 +460,9 @@ mod tests {
         assert_eq!(local, "127.0.0.1".parse().ok());
         let c = testdata::roce_copy(9000);
         let f = read_rdma_facts(&Dir::new(c.root()));
-        let e = choose(&f, &RdmaEndpoint::default(), iface.as_deref(), local).unwrap_err();
+        let e = choose(&f, &RdmaEndpoint::default(), iface.as_deref(), local)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("none is behind lo"), "{e}");
     }
 }

@@ -203,7 +203,7 @@ fn admit(test: &TestParams) -> Result<Duration, Failure> {
         .enumerate()
         .try_for_each(|(i, s)| {
             crate::session::engines::check_cpus(s, Side::Agent, None).map_err(|e| match i {
-                0 => e,
+                0 => e.to_string(),
                 i => format!("point {} of the plan: {e}", i + 1),
             })
         });
