@@ -20,6 +20,46 @@ use tracing::{info, warn};
 /// The inbox of a session: sealed frames, opened, in order.
 pub(super) type Inbox = mpsc::Receiver<Result<Msg, ProtoError>>;
 
+/// Why a session ends in the middle of a request: the control connection
+/// is gone, or a part the session needs stopped. The agent logs it and is
+/// free for the next controller.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Ended {
+    /// A message could not be sent or read.
+    #[error(transparent)]
+    Proto(#[from] ProtoError),
+    /// A message of a test could not be sent.
+    #[error("controller lost: {0}")]
+    Send(#[source] ProtoError),
+    /// The control connection failed during a test.
+    #[error("controller lost {when}: {source}")]
+    LostIn {
+        /// `during the test`.
+        when: &'static str,
+        /// The failure.
+        #[source]
+        source: ProtoError,
+    },
+    /// The control connection closed at a step of a test.
+    #[error("controller lost {0}")]
+    Closed(&'static str),
+    /// A controller that stopped sending during a test.
+    #[error("no message from the controller for {secs} s during the test")]
+    Silent {
+        /// The silence allowed.
+        secs: u64,
+    },
+    /// The sampler thread is gone.
+    #[error("sampler: {0}")]
+    Sampler(#[source] crate::probe::sampler::thread::SamplerError),
+    /// A tuning request did not finish in time or was interrupted.
+    #[error("{0}")]
+    Tuning(String),
+    /// The coordinator left during a pair test.
+    #[error("the coordinator closed the connection during a pair test")]
+    CoordinatorLeft,
+}
+
 async fn refuse<W: AsyncWrite + Unpin>(w: &mut W, reason: String) {
     let _ = write_msg(w, &Msg::Refused { reason }).await;
     let _ = w.shutdown().await;
@@ -333,7 +373,7 @@ async fn session<W: AsyncWrite + Unpin>(
             }
         };
         if let Err(why) = step {
-            return why;
+            return why.to_string();
         }
     }
 }
@@ -346,7 +386,7 @@ async fn tune<W: AsyncWrite + Unpin>(
     wr: &mut SealedWriter<W>,
     rx: &mut Inbox,
     req: Box<crate::tune::peer::TuneRequest>,
-) -> Result<(), String> {
+) -> Result<(), Ended> {
     let (state, controller, who) = (ctx.state, ctx.controller, ctx.who);
     let allow = state.allow_tuning;
     let dir = state.state_dir.clone();
@@ -378,7 +418,7 @@ async fn tune<W: AsyncWrite + Unpin>(
                     resp: Box::new(crate::tune::peer::TuneResponse::Failed { error: why.clone() }),
                 })
                 .await;
-            return Err(why);
+            return Err(Ended::Tuning(why));
         }
     };
     info!(
@@ -390,8 +430,8 @@ async fn tune<W: AsyncWrite + Unpin>(
     wr.send(&Msg::Tuned {
         resp: Box::new(resp),
     })
-    .await
-    .map_err(|e| e.to_string())
+    .await?;
+    Ok(())
 }
 
 /// A fleet coordinator's pair test: this agent runs it as the controller
@@ -404,7 +444,7 @@ async fn pair_test<W: AsyncWrite + Unpin>(
     rx: &mut Inbox,
     peer: String,
     spec: crate::session::pair::PairSpec,
-) -> Result<(), String> {
+) -> Result<(), Ended> {
     use crate::session::pair::PairEvent;
     let send_failed = |error: String| Msg::PairEvent {
         event: Box::new(PairEvent::Failed { error, usage: true }),
@@ -413,13 +453,12 @@ async fn pair_test<W: AsyncWrite + Unpin>(
         Ok(a) => a,
         Err(_) => {
             let m = send_failed(format!("pair test: {peer:?} is not an IP:PORT"));
-            wr.send(&m).await.map_err(|e| e.to_string())?;
-            return wr
-                .send(&Msg::PairEvent {
-                    event: Box::new(PairEvent::End),
-                })
-                .await
-                .map_err(|e| e.to_string());
+            wr.send(&m).await?;
+            wr.send(&Msg::PairEvent {
+                event: Box::new(PairEvent::End),
+            })
+            .await?;
+            return Ok(());
         }
     };
     info!(target: "agent", "pair test against {addr} for {}", ctx.who);
@@ -432,7 +471,7 @@ async fn pair_test<W: AsyncWrite + Unpin>(
         tx,
         cancel.clone(),
     ));
-    let mut gone: Option<String> = None;
+    let mut gone: Option<Ended> = None;
     loop {
         tokio::select! {
             ev = events.recv() => match ev {
@@ -441,7 +480,7 @@ async fn pair_test<W: AsyncWrite + Unpin>(
                     if gone.is_none() {
                         if let Err(e) = wr.send(&Msg::PairEvent { event: Box::new(ev) }).await {
                             cancel.cancel();
-                            gone = Some(e.to_string());
+                            gone = Some(Ended::Proto(e));
                         }
                     }
                     if end { break; }
@@ -453,7 +492,7 @@ async fn pair_test<W: AsyncWrite + Unpin>(
                 Some(Ok(_)) => {}
                 None | Some(Err(_)) => {
                     cancel.cancel();
-                    gone = Some("the coordinator closed the connection during a pair test".into());
+                    gone = Some(Ended::CoordinatorLeft);
                 }
             },
             _ = ctx.state.shutdown.cancelled(), if !cancel.is_cancelled() => cancel.cancel(),
@@ -474,7 +513,7 @@ async fn configure<W: AsyncWrite + Unpin>(
     ctx: &test::Ctx<'_>,
     wr: &mut SealedWriter<W>,
     ebpf: crate::probe::ebpf::EbpfMode,
-) -> Result<(), String> {
+) -> Result<(), Ended> {
     let ifaces: Vec<String> = ctx
         .controller
         .and_then(crate::probe::system::route_iface)
@@ -484,11 +523,10 @@ async fn configure<W: AsyncWrite + Unpin>(
         Ok(()) => ctx.sampler.set_ifaces(ifaces).await,
         Err(e) => Err(e),
     };
-    let status = status.map_err(|e| format!("sampler: {e}"))?;
+    let status = status.map_err(Ended::Sampler)?;
     if let Some(s) = &status {
         info!(target: "agent", "{}", s.line());
     }
-    wr.send(&Msg::Configured { ebpf: status })
-        .await
-        .map_err(|e| e.to_string())
+    wr.send(&Msg::Configured { ebpf: status }).await?;
+    Ok(())
 }

@@ -7,7 +7,7 @@
 //! against the open-file limit. A controller with valid options must not be
 //! able to make the agent abort on an allocation.
 
-use super::control::Inbox;
+use super::control::{Ended, Inbox};
 use super::{lock, tick_limit, DataWaiter, State};
 use crate::probe::sampler::thread::SamplerThread;
 use crate::probe::sampler::EngineView;
@@ -41,7 +41,7 @@ enum Stop {
     /// The controller gave up (Stop/Failed), or was already told why.
     Quiet,
     /// The control connection is gone.
-    Lost(String),
+    Lost(Ended),
 }
 
 /// Why this side cannot run the point, for the controller (a usage error:
@@ -59,8 +59,8 @@ fn failure(error: String) -> Failure {
     }
 }
 
-impl From<String> for Stop {
-    fn from(lost: String) -> Stop {
+impl From<Ended> for Stop {
+    fn from(lost: Ended) -> Stop {
         Stop::Lost(lost)
     }
 }
@@ -72,7 +72,7 @@ pub(super) async fn run<W: AsyncWrite + Unpin>(
     wr: &mut SealedWriter<W>,
     rx: &mut Inbox,
     test: TestParams,
-) -> Result<(), String> {
+) -> Result<(), Ended> {
     let (id, who) = (test.id, ctx.who);
     match point(ctx, wr, rx, &test).await {
         Ok(r) => {
@@ -136,7 +136,7 @@ async fn point<W: AsyncWrite + Unpin>(
     match tokio::time::timeout(SETUP_TIMEOUT, rx.recv()).await {
         Ok(Some(Ok(Msg::Go {}))) => {}
         Ok(Some(Ok(_))) => return Err(Stop::Quiet), // controller gave up (Failed/Stop)
-        _ => return Err(Stop::Lost("controller lost before go".into())),
+        _ => return Err(Stop::Lost(Ended::Closed("before go"))),
     }
     let started = match engine.take() {
         Some(e) => e.start(conns),
@@ -337,7 +337,7 @@ async fn collect<W: AsyncWrite + Unpin>(
                 // The controller gave up.
                 Some(Ok(Msg::Stop {})) | Some(Ok(Msg::Failed { .. })) => break Err(Stop::Quiet),
                 Some(Ok(_)) => {}
-                _ => break Err(Stop::Lost("controller lost during setup".to_string())),
+                _ => break Err(Stop::Lost(Ended::Closed("during setup"))),
             },
             _ = tokio::time::sleep_until(deadline) => {
                 let why = format!("only {have} of {n} data connections reached the agent within {} s; check that TCP port {} is reachable from the controller", SETUP_TIMEOUT.as_secs(), state.data_port);
@@ -357,7 +357,7 @@ async fn drive<W: AsyncWrite + Unpin>(
     rx: &mut Inbox,
     engine: &mut RunningEngine,
     interval: Duration,
-) -> Result<SideResult, String> {
+) -> Result<SideResult, Ended> {
     let sampler = ctx.sampler;
     let mut pending = PendingSamples::default();
     let t0 = Instant::now();
@@ -393,8 +393,8 @@ async fn drive<W: AsyncWrite + Unpin>(
                     }
                     Some(Ok(Msg::Failed { error, .. })) => { warn!(target: "agent", "test with {}: the controller failed: {error}", ctx.who); engine.abort(); stopped = true; }
                     Some(Ok(_)) => {}
-                    Some(Err(e)) => { engine.abort(); break Some(format!("controller lost during the test: {e}")); }
-                    None => { engine.abort(); break Some("controller lost during the test".into()); }
+                    Some(Err(e)) => { engine.abort(); break Some(Ended::LostIn { when: "during the test", source: e }); }
+                    None => { engine.abort(); break Some(Ended::Closed("during the test")); }
                 }
             }
             Some(s) = pending.next() => {
@@ -415,7 +415,7 @@ async fn drive<W: AsyncWrite + Unpin>(
             // its kernel state lingers) must not hold the agent.
             _ = tokio::time::sleep_until(last_msg + silence), if !stopped => {
                 engine.abort();
-                break Some(format!("no message from the controller for {} s during the test", silence.as_secs()));
+                break Some(Ended::Silent { secs: silence.as_secs() });
             }
         }
     };
@@ -442,8 +442,6 @@ async fn drive<W: AsyncWrite + Unpin>(
 }
 
 /// Send to the controller; Err: the control connection is gone.
-async fn send<W: AsyncWrite + Unpin>(wr: &mut SealedWriter<W>, m: Msg) -> Result<(), String> {
-    wr.send(&m)
-        .await
-        .map_err(|e| format!("controller lost: {e}"))
+async fn send<W: AsyncWrite + Unpin>(wr: &mut SealedWriter<W>, m: Msg) -> Result<(), Ended> {
+    wr.send(&m).await.map_err(Ended::Send)
 }
