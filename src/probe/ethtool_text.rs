@@ -487,11 +487,25 @@ fn kernel_rank(name: &str) -> (usize, &str) {
     (pos.unwrap_or(usize::MAX), name)
 }
 
+/// A feature state of `ethtool -k` that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum FeatureStateError {
+    /// Neither `on` nor `off`.
+    #[error("{0}")]
+    OnOff(&'static str),
+    /// Text after the state that is not a `[tag]`.
+    #[error("unexpected text after the state: {0:?}")]
+    Trailing(String),
+    /// A tag ethtool does not print.
+    #[error("unknown tag [{0}]")]
+    Tag(String),
+}
+
 /// `on [fixed]`, `off [requested on]`, ... → Feature.
-fn parse_feature_state(state: &str) -> Result<Feature, String> {
+fn parse_feature_state(state: &str) -> Result<Feature, FeatureStateError> {
     let (word, mut rest) = state.split_once(' ').unwrap_or((state, ""));
     let mut feature = Feature {
-        on: on_off(word).map_err(str::to_owned)?,
+        on: on_off(word).map_err(FeatureStateError::OnOff)?,
         fixed: false,
         requested: None,
     };
@@ -501,13 +515,13 @@ fn parse_feature_state(state: &str) -> Result<Feature, String> {
             return Ok(feature);
         }
         let Some((tag, after)) = rest.strip_prefix('[').and_then(|r| r.split_once(']')) else {
-            return Err(format!("unexpected text after the state: {rest:?}"));
+            return Err(FeatureStateError::Trailing(rest.to_string()));
         };
         match tag {
             "fixed" => feature.fixed = true,
             "requested on" => feature.requested = Some(true),
             "requested off" => feature.requested = Some(false),
-            _ => return Err(format!("unknown tag [{tag}]")),
+            _ => return Err(FeatureStateError::Tag(tag.to_string())),
         }
         rest = after;
     }
@@ -533,7 +547,8 @@ pub fn parse_features(text: &str) -> Result<Features, ParseError> {
         let Some((name, state)) = t.split_once(": ") else {
             return Err(bad(FEATURES, n, "expected `name: on|off`", line));
         };
-        let feature = parse_feature_state(state).map_err(|p| bad(FEATURES, n, p, line))?;
+        let feature =
+            parse_feature_state(state).map_err(|p| bad(FEATURES, n, p.to_string(), line))?;
         features.insert(name.to_owned(), feature);
     }
     if !seen_header && features.is_empty() {

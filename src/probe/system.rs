@@ -604,14 +604,32 @@ pub fn nic_irqs<L: IrqNamed>(
         .collect()
 }
 
+/// An interface name the user typed that this host does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no interface '{name}' on this host (it has {})", have_text(have))]
+pub struct UnknownIface {
+    /// The name as typed.
+    pub name: String,
+    /// The interfaces the host has, sorted.
+    pub have: Vec<String>,
+}
+
+fn have_text(have: &[String]) -> String {
+    if have.is_empty() {
+        "none".to_string()
+    } else {
+        have.join(", ")
+    }
+}
+
 /// Check interface names the user typed (`--iface`, `--peer-iface`) against
 /// this host's network namespace. `Err` names the first unknown one and
 /// lists what the host has, so the user can correct the spelling.
-pub fn check_ifaces(names: &[String]) -> Result<(), String> {
+pub fn check_ifaces(names: &[String]) -> Result<(), UnknownIface> {
     check_ifaces_in(Path::new("/sys/class/net"), names)
 }
 
-fn check_ifaces_in(class_net: &Path, names: &[String]) -> Result<(), String> {
+fn check_ifaces_in(class_net: &Path, names: &[String]) -> Result<(), UnknownIface> {
     for n in names {
         let valid = !n.is_empty()
             && n.len() < 16
@@ -630,14 +648,10 @@ fn check_ifaces_in(class_net: &Path, names: &[String]) -> Result<(), String> {
             })
             .unwrap_or_default();
         have.sort();
-        return Err(format!(
-            "no interface '{n}' on this host (it has {})",
-            if have.is_empty() {
-                "none".to_string()
-            } else {
-                have.join(", ")
-            }
-        ));
+        return Err(UnknownIface {
+            name: n.clone(),
+            have,
+        });
     }
     Ok(())
 }
@@ -1032,7 +1046,9 @@ mod iface_tests {
             std::fs::create_dir(d.path().join(n)).unwrap();
         }
         assert!(check_ifaces_in(d.path(), &["eth0".into(), "lo".into()]).is_ok());
-        let e = check_ifaces_in(d.path(), &["eth0".into(), "eht0".into()]).unwrap_err();
+        let e = check_ifaces_in(d.path(), &["eth0".into(), "eht0".into()])
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "no interface 'eht0' on this host (it has eth0, lo)");
         for bad in ["../etc", "", "a/b", ".."] {
             assert!(check_ifaces_in(d.path(), &[bad.into()]).is_err(), "{bad}");

@@ -106,6 +106,26 @@ impl std::fmt::Debug for Gate {
     }
 }
 
+/// A program of the gate that could not be found or attached.
+#[derive(Debug, thiserror::Error)]
+enum GateError {
+    /// The object has no program of that name.
+    #[error("{name}: not in the object")]
+    Missing {
+        /// The program.
+        name: &'static str,
+    },
+    /// aya refused the program (wrong type, attach failed).
+    #[error("{name}: {source}")]
+    Program {
+        /// The program.
+        name: &'static str,
+        /// aya's error.
+        #[source]
+        source: aya::programs::ProgramError,
+    },
+}
+
 /// The programs the gate thread owns: the object and its attached links.
 struct Programs {
     bpf: aya::Ebpf,
@@ -114,13 +134,17 @@ struct Programs {
 }
 
 impl Programs {
-    fn attach(&mut self) -> Result<(), String> {
+    fn attach(&mut self) -> Result<(), GateError> {
         for name in self.names.clone() {
-            match program(&mut self.bpf, name).and_then(|p| p.attach().map_err(|e| e.to_string())) {
+            let attached = program(&mut self.bpf, name).and_then(|p| {
+                p.attach()
+                    .map_err(|source| GateError::Program { name, source })
+            });
+            match attached {
                 Ok(id) => self.links.push((name, id)),
                 Err(e) => {
                     self.detach();
-                    return Err(format!("{name}: {e}"));
+                    return Err(e);
                 }
             }
         }
@@ -137,11 +161,14 @@ impl Programs {
     }
 }
 
-fn program<'a>(bpf: &'a mut aya::Ebpf, name: &str) -> Result<&'a mut BtfTracePoint, String> {
+fn program<'a>(
+    bpf: &'a mut aya::Ebpf,
+    name: &'static str,
+) -> Result<&'a mut BtfTracePoint, GateError> {
     bpf.program_mut(name)
-        .ok_or_else(|| "not in the object".to_string())?
+        .ok_or(GateError::Missing { name })?
         .try_into()
-        .map_err(|e: aya::programs::ProgramError| e.to_string())
+        .map_err(|source| GateError::Program { name, source })
 }
 
 fn lock(clock: &Mutex<Clock>) -> MutexGuard<'_, Clock> {
@@ -230,7 +257,7 @@ fn run(
                     match programs.attach() {
                         Ok(()) => lock(clock).opened(midpoint(t)),
                         Err(e) => {
-                            lock(clock).error = Some(e);
+                            lock(clock).error = Some(e.to_string());
                             continue;
                         }
                     }
