@@ -84,16 +84,16 @@ impl Ids {
 
     /// The numbers, refused when the runs are reversed or describe more
     /// than [`MAX_ROWS`] rows (checked before allocating).
-    pub fn expand(&self) -> Result<Vec<u32>, String> {
+    pub fn expand(&self) -> Result<Vec<u32>, CompactError> {
         let mut n: usize = 0;
-        for [a, b] in &self.0 {
+        for &[a, b] in &self.0 {
             if b < a {
-                return Err(format!("id run [{a},{b}] is reversed"));
+                return Err(CompactError::Reversed { a, b });
             }
             n = n.saturating_add((b - a) as usize + 1);
         }
         if n > MAX_ROWS {
-            return Err(format!("{n} rows: more than {MAX_ROWS}"));
+            return Err(CompactError::TooManyRows { n });
         }
         let mut v = Vec::with_capacity(n);
         for [a, b] in &self.0 {
@@ -241,12 +241,84 @@ fn col<T: Copy + Default + PartialEq>(n: usize, f: impl Fn(usize) -> T) -> Vec<T
     }
 }
 
+/// A compact sample whose columns do not fit together: which column, and
+/// how many values it has for how many rows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompactError {
+    /// An id run `[a,b]` with `b < a`.
+    #[error("id run [{a},{b}] is reversed")]
+    Reversed {
+        /// First id.
+        a: u32,
+        /// Last id.
+        b: u32,
+    },
+    /// Id runs describing more than [`MAX_ROWS`] rows.
+    #[error("{n} rows: more than {MAX_ROWS}")]
+    TooManyRows {
+        /// The rows described.
+        n: usize,
+    },
+    /// A column with another number of values than rows.
+    #[error("{what} has {k} values for {n} rows")]
+    Column {
+        /// The column (`cpu_cols.user`).
+        what: String,
+        /// Its values.
+        k: usize,
+        /// The rows.
+        n: usize,
+    },
+    /// A queue block's column with another number of values than queues.
+    #[error("queue block {iface}: {what} has {k} values for {n} queues{hint}")]
+    QueueColumn {
+        /// The interface of the block.
+        iface: String,
+        /// The column (`packets`, `counter NAME`).
+        what: String,
+        /// Its values.
+        k: usize,
+        /// The queues.
+        n: usize,
+        /// What to give instead, or nothing.
+        hint: &'static str,
+    },
+    /// `other_rows` naming a row the block does not have.
+    #[error("queue block {iface}: other_rows names row {row}")]
+    OtherRow {
+        /// The interface of the block.
+        iface: String,
+        /// The row named.
+        row: u32,
+    },
+    /// A counter group with more names than deltas, or fewer.
+    #[error("nic_counter_groups {iface}: {names} names but {deltas} deltas")]
+    NicGroup {
+        /// The interface of the group.
+        iface: String,
+        /// Its names.
+        names: usize,
+        /// Its deltas.
+        deltas: usize,
+    },
+    /// Rows given both as a list and as columns.
+    #[error("a sample gives both `{0}` and its columns")]
+    Both(&'static str),
+    /// Queue blocks adding up to more than [`MAX_ROWS`] rows.
+    #[error("more than {MAX_ROWS} queue rows")]
+    TooManyQueueRows,
+}
+
 /// Column `c` (named `what`) read back for `n` rows: empty is all zeros.
-fn uncol<T: Copy + Default>(c: &[T], n: usize, what: &str) -> Result<Vec<T>, String> {
+fn uncol<T: Copy + Default>(c: &[T], n: usize, what: &str) -> Result<Vec<T>, CompactError> {
     match c.len() {
         0 => Ok(vec![T::default(); n]),
         k if k == n => Ok(c.to_vec()),
-        k => Err(format!("{what} has {k} values for {n} rows")),
+        k => Err(CompactError::Column {
+            what: what.to_string(),
+            k,
+            n,
+        }),
     }
 }
 
@@ -274,7 +346,7 @@ fn encode_cpus(cpus: &[CpuSample]) -> CpuCols {
     }
 }
 
-fn decode_cpus(c: &CpuCols) -> Result<Vec<CpuSample>, String> {
+fn decode_cpus(c: &CpuCols) -> Result<Vec<CpuSample>, CompactError> {
     let ids = c.cpu.expand()?;
     let n = ids.len();
     let get = |v: &[u32], w: &str| uncol(v, n, &format!("cpu_cols.{w}"));
@@ -428,17 +500,20 @@ fn encode_queues(queues: &[QueueSample]) -> Vec<QueueBlock> {
         .collect()
 }
 
-fn decode_block(b: &QueueBlock, out: &mut Vec<QueueSample>) -> Result<(), String> {
+fn decode_block(b: &QueueBlock, out: &mut Vec<QueueSample>) -> Result<(), CompactError> {
     let ids = b.queue.expand()?;
     let n = ids.len();
+    let column = |what: String, k: usize, hint: &'static str| CompactError::QueueColumn {
+        iface: b.iface.clone(),
+        what,
+        k,
+        n,
+        hint,
+    };
     let counts = |c: &Option<Vec<Option<u64>>>, w: &str| match c {
         None => Ok(vec![None; n]),
         Some(v) if v.len() == n => Ok(v.clone()),
-        Some(v) => Err(format!(
-            "queue block {}: {w} has {} values for {n} queues",
-            b.iface,
-            v.len()
-        )),
+        Some(v) => Err(column(w.to_string(), v.len(), "")),
     };
     let (packets, bytes, drops) = (
         counts(&b.packets, "packets")?,
@@ -448,19 +523,12 @@ fn decode_block(b: &QueueBlock, out: &mut Vec<QueueSample>) -> Result<(), String
     let listed = |v: &[f64], w: &str| match (b.dt, v.len()) {
         (Some(_), 0) => Ok(None),
         (None, k) if k == n => Ok(Some(v.to_vec())),
-        (_, k) => Err(format!(
-            "queue block {}: {w} has {k} values for {n} queues (give dt or one rate per queue)",
-            b.iface
-        )),
+        (_, k) => Err(column(w.to_string(), k, " (give dt or one rate per queue)")),
     };
     let (pps, bps) = (listed(&b.pps, "pps")?, listed(&b.bps, "bps")?);
     for (k, v) in &b.other {
         if v.len() != n {
-            return Err(format!(
-                "queue block {}: counter {k} has {} values for {n} queues",
-                b.iface,
-                v.len()
-            ));
+            return Err(column(format!("counter {k}"), v.len(), ""));
         }
     }
     let start = out.len();
@@ -492,7 +560,10 @@ fn decode_block(b: &QueueBlock, out: &mut Vec<QueueSample>) -> Result<(), String
         let row = out
             .get_mut(start + r.row as usize)
             .filter(|_| (r.row as usize) < n)
-            .ok_or_else(|| format!("queue block {}: other_rows names row {}", b.iface, r.row))?;
+            .ok_or_else(|| CompactError::OtherRow {
+                iface: b.iface.clone(),
+                row: r.row,
+            })?;
         row.other
             .extend(r.other.iter().map(|(k, v)| (k.clone(), *v)));
     }
@@ -523,16 +594,17 @@ fn encode_softirqs(s: &[SoftirqCpu]) -> SoftirqCols {
     }
 }
 
-fn decode_softirqs(c: &SoftirqCols) -> Result<Vec<SoftirqCpu>, String> {
+fn decode_softirqs(c: &SoftirqCols) -> Result<Vec<SoftirqCpu>, CompactError> {
     let ids = c.cpu.expand()?;
     let n = ids.len();
     let rx = uncol(&c.net_rx, n, "softirq_cols.net_rx")?;
     let tx = uncol(&c.net_tx, n, "softirq_cols.net_tx")?;
     if let Some((k, v)) = c.other.iter().find(|(_, v)| v.len() != n) {
-        return Err(format!(
-            "softirq_cols.other.{k} has {} values for {n} rows",
-            v.len()
-        ));
+        return Err(CompactError::Column {
+            what: format!("softirq_cols.other.{k}"),
+            k: v.len(),
+            n,
+        });
     }
     Ok((0..n)
         .map(|i| SoftirqCpu {
@@ -561,7 +633,7 @@ fn encode_softnet(s: &[SoftnetCpu]) -> SoftnetCols {
     }
 }
 
-fn decode_softnet(c: &SoftnetCols) -> Result<Vec<SoftnetCpu>, String> {
+fn decode_softnet(c: &SoftnetCols) -> Result<Vec<SoftnetCpu>, CompactError> {
     let ids = c.cpu.expand()?;
     let n = ids.len();
     let get = |v: &[u32], w: &str| uncol(v, n, &format!("softnet_cols.{w}"));
@@ -598,16 +670,15 @@ fn encode_nic(c: &[NicCounter]) -> Vec<NicCounterGroup> {
         .collect()
 }
 
-fn decode_nic(groups: &[NicCounterGroup]) -> Result<Vec<NicCounter>, String> {
+fn decode_nic(groups: &[NicCounterGroup]) -> Result<Vec<NicCounter>, CompactError> {
     let mut out = Vec::new();
     for g in groups {
         if g.name.len() != g.delta.len() {
-            return Err(format!(
-                "nic_counter_groups {}: {} names but {} deltas",
-                g.iface,
-                g.name.len(),
-                g.delta.len()
-            ));
+            return Err(CompactError::NicGroup {
+                iface: g.iface.clone(),
+                names: g.name.len(),
+                deltas: g.delta.len(),
+            });
         }
         out.extend(g.name.iter().zip(&g.delta).map(|(n, d)| NicCounter {
             iface: g.iface.clone(),
@@ -638,7 +709,7 @@ impl LogSample {
 
     /// The Sample back; a line that gives both an array and its columns,
     /// or columns of unequal lengths, is refused with what is wrong.
-    pub fn decode(self) -> Result<Sample, String> {
+    pub fn decode(self) -> Result<Sample, CompactError> {
         let LogSample {
             mut sample,
             cpu_cols,
@@ -647,7 +718,7 @@ impl LogSample {
             softnet_cols,
             nic_counter_groups,
         } = self;
-        let both = |w: &str| format!("a sample gives both `{w}` and its columns");
+        let both = CompactError::Both;
         if let Some(c) = cpu_cols {
             if !sample.cpus.is_empty() {
                 return Err(both("cpus"));
@@ -663,7 +734,7 @@ impl LogSample {
             for b in &queue_blocks {
                 decode_block(b, &mut sample.queues)?;
                 if sample.queues.len() > MAX_ROWS {
-                    return Err(format!("more than {MAX_ROWS} queue rows"));
+                    return Err(CompactError::TooManyQueueRows);
                 }
             }
         }

@@ -4,7 +4,7 @@
 //! family names, their help and the checks on caller-defined families; does
 //! no I/O.
 
-use super::{FindingKey, GaugeFamily, HostState, CPU_MODES};
+use super::{FamilyError, FindingKey, GaugeFamily, HostState, CPU_MODES};
 use crate::probe::totals::HostTotals;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -73,33 +73,31 @@ fn valid_name(s: &str, colon: bool) -> bool {
 }
 
 /// A caller's family name and help: Err says what is wrong.
-pub(super) fn check_family(name: &str, help: &str) -> Result<(), String> {
+pub(super) fn check_family(name: &str, help: &str) -> Result<(), FamilyError> {
     if !valid_name(name, true) {
-        return Err("not a metric name: use letters, digits, _ and : (not first a digit)".into());
+        return Err(FamilyError::Name);
     }
     if let Some(suffix) = ["_total", "_created", "_count", "_sum", "_bucket"]
         .into_iter()
         .find(|x| name.ends_with(x))
     {
-        return Err(format!(
-            "a gauge's name must not end in {suffix} (OpenMetrics reserves it for counters, histograms and summaries)"
-        ));
+        return Err(FamilyError::ReservedSuffix(suffix));
     }
     let base = name;
     if OWN_FAMILIES
         .iter()
         .any(|f| *f == name || f.strip_suffix("_total") == Some(base))
     {
-        return Err("the hub serves a family of that name itself; choose another".into());
+        return Err(FamilyError::Own);
     }
     if help.contains(['\n', '\r']) {
-        return Err("the help text must be one line".into());
+        return Err(FamilyError::Help);
     }
     Ok(())
 }
 
 /// A caller's series: valid label names, no name twice in a set, no set twice.
-pub(super) fn check_series(series: &[(Vec<(String, String)>, f64)]) -> Result<(), String> {
+pub(super) fn check_series(series: &[(Vec<(String, String)>, f64)]) -> Result<(), FamilyError> {
     let mut seen = std::collections::BTreeSet::new();
     for (labels, _) in series {
         let mut names: Vec<&str> = labels.iter().map(|(k, _)| k.as_str()).collect();
@@ -107,18 +105,16 @@ pub(super) fn check_series(series: &[(Vec<(String, String)>, f64)]) -> Result<()
             .iter()
             .find(|n| !valid_name(n, false) || n.starts_with("__"))
         {
-            return Err(format!(
-                "label name {bad:?} is not valid: use letters, digits and _ (not first a digit, not __ first)"
-            ));
+            return Err(FamilyError::LabelName(bad.to_string()));
         }
         names.sort_unstable();
         if names.windows(2).any(|w| w[0] == w[1]) {
-            return Err(format!("a label set names a label twice: {labels:?}"));
+            return Err(FamilyError::LabelTwice(labels.clone()));
         }
         let mut key = labels.clone();
         key.sort();
         if !seen.insert(key) {
-            return Err(format!("the label set {labels:?} is given twice"));
+            return Err(FamilyError::SetTwice(labels.clone()));
         }
     }
     Ok(())

@@ -123,11 +123,44 @@ pub enum MetricsError {
         /// The family's name.
         family: String,
         /// What is wrong and what to do.
-        why: String,
+        #[source]
+        why: FamilyError,
     },
     /// The text could not be produced.
     #[error("cannot encode the metrics: {0}")]
     Encode(#[from] std::fmt::Error),
+}
+
+/// What is wrong with a caller-defined gauge family, and what to do.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FamilyError {
+    /// Not a metric name.
+    #[error("not a metric name: use letters, digits, _ and : (not first a digit)")]
+    Name,
+    /// A name ending in a suffix OpenMetrics reserves.
+    #[error("a gauge's name must not end in {0} (OpenMetrics reserves it for counters, histograms and summaries)")]
+    ReservedSuffix(&'static str),
+    /// One of the hub's own families.
+    #[error("the hub serves a family of that name itself; choose another")]
+    Own,
+    /// A help text of several lines.
+    #[error("the help text must be one line")]
+    Help,
+    /// A label name that is not valid.
+    #[error("label name {0:?} is not valid: use letters, digits and _ (not first a digit, not __ first)")]
+    LabelName(String),
+    /// A label set naming a label twice.
+    #[error("a label set names a label twice: {0:?}")]
+    LabelTwice(Vec<(String, String)>),
+    /// A label set given twice.
+    #[error("the label set {0:?} is given twice")]
+    SetTwice(Vec<(String, String)>),
+    /// More series than one family may hold.
+    #[error("{0} series, more than the {MAX_GAUGE_SERIES} one family may hold")]
+    TooManySeries(usize),
+    /// The hub is full.
+    #[error("the hub holds {MAX_GAUGE_FAMILIES} families already")]
+    TooManyFamilies,
 }
 
 /// One caller-defined gauge family.
@@ -294,23 +327,18 @@ impl MetricsHub {
         help: &str,
         series: Vec<(Vec<(String, String)>, f64)>,
     ) -> Result<(), MetricsError> {
-        let bad = |why: String| MetricsError::Family {
+        let bad = |why: FamilyError| MetricsError::Family {
             family: family.to_string(),
             why,
         };
         encode::check_family(family, help).map_err(bad)?;
         if series.len() > MAX_GAUGE_SERIES {
-            return Err(bad(format!(
-                "{} series, more than the {MAX_GAUGE_SERIES} one family may hold",
-                series.len()
-            )));
+            return Err(bad(FamilyError::TooManySeries(series.len())));
         }
         encode::check_series(&series).map_err(bad)?;
         let mut st = lock(&self.state);
         if !st.gauges.contains_key(family) && st.gauges.len() >= MAX_GAUGE_FAMILIES {
-            return Err(bad(format!(
-                "the hub holds {MAX_GAUGE_FAMILIES} families already"
-            )));
+            return Err(bad(FamilyError::TooManyFamilies));
         }
         st.gauges.insert(
             family.to_string(),
