@@ -19,6 +19,7 @@ use crate::probe::facts::HostFacts;
 use crate::probe::system::HostInfo;
 use crate::record::pipeline::{Origin, Output, Pipeline};
 use crate::session::auth::Token;
+use crate::session::controller::SessionError;
 use crate::session::pair::{connect_patiently, PairSpec};
 use std::sync::Arc;
 use std::time::Instant;
@@ -62,11 +63,22 @@ pub struct FleetPlan {
     pub concurrency: usize,
 }
 
+/// Why an agent of the fleet is not tested.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CheckError {
+    /// Its check did not finish (the task ended early).
+    #[error("not checked")]
+    NotChecked,
+    /// It could not be reached, or refused the fleet's token.
+    #[error(transparent)]
+    Agent(Arc<SessionError>),
+}
+
 /// What happens, in order, for a face.
 #[derive(Debug, Clone)]
 pub enum FleetEvent {
     /// Every agent was asked who it is: `up[i]` its identity, or why not.
-    Checked(Vec<Result<HostInfo, String>>),
+    Checked(Vec<Result<HostInfo, CheckError>>),
     /// A round starts.
     RoundStarted {
         /// From 1.
@@ -115,7 +127,7 @@ pub async fn run(
     let up = check_all(&plan.hosts, &token).await;
     for (h, r) in plan.hosts.iter().zip(&up) {
         if let Err(why) = r {
-            untested.push((h.name.clone(), why.clone()));
+            untested.push((h.name.clone(), why.to_string()));
         }
     }
     let _ = events.send(FleetEvent::Checked(up.clone())).await;
@@ -213,7 +225,7 @@ const CHECKS_AT_ONCE: usize = 64;
 
 /// Ask every agent who it is ([`CHECKS_AT_ONCE`] at a time); a wrong token or an agent that
 /// cannot be reached is reported for that host only.
-async fn check_all(hosts: &[FleetHost], token: &Arc<Token>) -> Vec<Result<HostInfo, String>> {
+async fn check_all(hosts: &[FleetHost], token: &Arc<Token>) -> Vec<Result<HostInfo, CheckError>> {
     let mut set = tokio::task::JoinSet::new();
     let sem = Arc::new(tokio::sync::Semaphore::new(CHECKS_AT_ONCE));
     for (i, h) in hosts.iter().enumerate() {
@@ -226,12 +238,12 @@ async fn check_all(hosts: &[FleetHost], token: &Arc<Token>) -> Vec<Result<HostIn
                     ctl.close().await;
                     Ok(info)
                 }
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(CheckError::Agent(Arc::new(e))),
             };
             (i, r)
         });
     }
-    let mut out = vec![Err("not checked".to_string()); hosts.len()];
+    let mut out = vec![Err(CheckError::NotChecked); hosts.len()];
     while let Some(j) = set.join_next().await {
         if let Ok((i, r)) = j {
             out[i] = r;

@@ -39,7 +39,17 @@ pub enum HostsError {
         /// The expression.
         expr: String,
         /// What is wrong.
-        why: String,
+        #[source]
+        why: HostlistError,
+    },
+    /// A line of a hosts file that does not parse.
+    #[error("host list {at:?}: {source}")]
+    Line {
+        /// `PATH:LINE`.
+        at: String,
+        /// What is wrong with the line.
+        #[source]
+        source: Box<HostsError>,
     },
     /// A file that cannot be read.
     #[error("cannot read the hosts file {path}: {source}")]
@@ -66,6 +76,67 @@ pub enum HostsError {
     TooFew(String),
 }
 
+/// What is wrong with a hostlist expression.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostlistError {
+    /// `[` inside a bracket group.
+    #[error("nested '[' is not a hostlist")]
+    Nested,
+    /// `]` with no group open.
+    #[error("']' without '['")]
+    CloseWithoutOpen,
+    /// A group that is never closed.
+    #[error("'[' without ']'")]
+    OpenWithoutClose,
+    /// More than [`MAX_HOSTS`] names.
+    #[error("expands to more than {MAX_HOSTS} hosts")]
+    TooMany,
+    /// A name with a space in it.
+    #[error("{0:?} holds a space; separate hosts with commas")]
+    Space(String),
+    /// A group element that is neither a number nor a range.
+    #[error("[{group}]: {range:?} is not a number or a range like 01-08")]
+    NotNumber {
+        /// The group.
+        group: String,
+        /// The element.
+        range: String,
+    },
+    /// A bound beyond a 64-bit number.
+    #[error("[{group}]: {value:?} is too large")]
+    TooLarge {
+        /// The group.
+        group: String,
+        /// The bound.
+        value: String,
+    },
+    /// A range whose end is below its start.
+    #[error("[{group}]: the range {range} runs backwards")]
+    Backwards {
+        /// The group.
+        group: String,
+        /// The range.
+        range: String,
+    },
+    /// One group of more than [`MAX_HOSTS`] values.
+    #[error("[{0}]: expands to more than {MAX_HOSTS} hosts")]
+    GroupTooMany(String),
+}
+
+/// Why a host name does not resolve to a control address.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// `HOST:PORT` with a port that is not a number.
+    #[error("{0:?} is not a port number")]
+    Port(String),
+    /// The resolver failed.
+    #[error("does not resolve: {0}")]
+    Lookup(#[source] std::io::Error),
+    /// The resolver answered with no address.
+    #[error("resolves to no address")]
+    NoAddress,
+}
+
 /// Longest expansion of one hostlist expression (a typo like `n[1-1000000]`
 /// must not allocate a million names).
 pub const MAX_HOSTS: usize = 100_000;
@@ -73,7 +144,7 @@ pub const MAX_HOSTS: usize = 100_000;
 /// Expand a hostlist: comma-separated items, each with any number of
 /// `[a-b,c]` groups. Duplicates are kept out, order is kept.
 pub fn expand(expr: &str) -> Result<Vec<String>, HostsError> {
-    let err = |why: String| HostsError::Syntax {
+    let err = |why: HostlistError| HostsError::Syntax {
         expr: expr.to_string(),
         why,
     };
@@ -88,7 +159,7 @@ pub fn expand(expr: &str) -> Result<Vec<String>, HostsError> {
             if seen.insert(name.clone()) {
                 out.push(name);
                 if out.len() > MAX_HOSTS {
-                    return Err(err(format!("expands to more than {MAX_HOSTS} hosts")));
+                    return Err(err(HostlistError::TooMany));
                 }
             }
         }
@@ -97,15 +168,15 @@ pub fn expand(expr: &str) -> Result<Vec<String>, HostsError> {
 }
 
 /// Split at commas outside brackets.
-fn split_top(expr: &str) -> Result<Vec<&str>, String> {
+fn split_top(expr: &str) -> Result<Vec<&str>, HostlistError> {
     let mut parts = Vec::new();
     let (mut depth, mut start) = (0i32, 0usize);
     for (i, c) in expr.char_indices() {
         match c {
             '[' if depth == 0 => depth = 1,
-            '[' => return Err("nested '[' is not a hostlist".into()),
+            '[' => return Err(HostlistError::Nested),
             ']' if depth == 1 => depth = 0,
-            ']' => return Err("']' without '['".into()),
+            ']' => return Err(HostlistError::CloseWithoutOpen),
             ',' if depth == 0 => {
                 parts.push(&expr[start..i]);
                 start = i + 1;
@@ -114,14 +185,14 @@ fn split_top(expr: &str) -> Result<Vec<&str>, String> {
         }
     }
     if depth != 0 {
-        return Err("'[' without ']'".into());
+        return Err(HostlistError::OpenWithoutClose);
     }
     parts.push(&expr[start..]);
     Ok(parts)
 }
 
 /// One item: literal text and bracket groups, multiplied out.
-fn expand_item(item: &str) -> Result<Vec<String>, String> {
+fn expand_item(item: &str) -> Result<Vec<String>, HostlistError> {
     let mut names = vec![String::new()];
     let mut rest = item;
     while !rest.is_empty() {
@@ -133,10 +204,10 @@ fn expand_item(item: &str) -> Result<Vec<String>, String> {
             n.push_str(lit);
         }
         let Some(after) = after else { break };
-        let close = after.find(']').ok_or("'[' without ']'")?;
+        let close = after.find(']').ok_or(HostlistError::OpenWithoutClose)?;
         let values = expand_group(&after[..close])?;
         if names.len().saturating_mul(values.len()) > MAX_HOSTS {
-            return Err(format!("expands to more than {MAX_HOSTS} hosts"));
+            return Err(HostlistError::TooMany);
         }
         names = names
             .iter()
@@ -145,35 +216,39 @@ fn expand_item(item: &str) -> Result<Vec<String>, String> {
         rest = &after[close + 1..];
     }
     if names.iter().any(|n| n.chars().any(char::is_whitespace)) {
-        return Err(format!(
-            "{item:?} holds a space; separate hosts with commas"
-        ));
+        return Err(HostlistError::Space(item.to_string()));
     }
     Ok(names)
 }
 
 /// `01-03,07` → `01 02 03 07`.
-fn expand_group(g: &str) -> Result<Vec<String>, String> {
+fn expand_group(g: &str) -> Result<Vec<String>, HostlistError> {
     let mut out = Vec::new();
     for r in g.split(',') {
         let r = r.trim();
         let (a, b) = r.split_once('-').unwrap_or((r, r));
         let num = |s: &str| {
             if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-                Err(format!(
-                    "[{g}]: {r:?} is not a number or a range like 01-08"
-                ))
+                Err(HostlistError::NotNumber {
+                    group: g.to_string(),
+                    range: r.to_string(),
+                })
             } else {
-                s.parse::<u64>()
-                    .map_err(|_| format!("[{g}]: {s:?} is too large"))
+                s.parse::<u64>().map_err(|_| HostlistError::TooLarge {
+                    group: g.to_string(),
+                    value: s.to_string(),
+                })
             }
         };
         let (lo, hi) = (num(a)?, num(b)?);
         if hi < lo {
-            return Err(format!("[{g}]: the range {r} runs backwards"));
+            return Err(HostlistError::Backwards {
+                group: g.to_string(),
+                range: r.to_string(),
+            });
         }
         if hi - lo >= MAX_HOSTS as u64 {
-            return Err(format!("[{g}]: expands to more than {MAX_HOSTS} hosts"));
+            return Err(HostlistError::GroupTooMany(g.to_string()));
         }
         let width = a.len();
         out.extend((lo..=hi).map(|v| format!("{v:0width$}")));
@@ -193,9 +268,9 @@ pub fn read_file(path: &Path) -> Result<Vec<String>, HostsError> {
         if line.is_empty() {
             continue;
         }
-        let names = expand(line).map_err(|e| HostsError::Syntax {
-            expr: format!("{}:{}", path.display(), n + 1),
-            why: e.to_string(),
+        let names = expand(line).map_err(|e| HostsError::Line {
+            at: format!("{}:{}", path.display(), n + 1),
+            source: Box::new(e),
         })?;
         for name in names {
             if !out.contains(&name) {
@@ -256,14 +331,14 @@ pub async fn resolve(names: &[String], port: u16) -> (Vec<FleetHost>, Vec<Unreso
             }),
             Err(why) => bad.push(Unresolved {
                 name: name.clone(),
-                why,
+                why: why.to_string(),
             }),
         }
     }
     (hosts, bad)
 }
 
-async fn resolve_one(name: &str, port: u16) -> Result<SocketAddr, String> {
+async fn resolve_one(name: &str, port: u16) -> Result<SocketAddr, ResolveError> {
     if let Ok(a) = name.parse::<SocketAddr>() {
         return Ok(a);
     }
@@ -274,20 +349,20 @@ async fn resolve_one(name: &str, port: u16) -> Result<SocketAddr, String> {
         Some((h, p)) if !h.contains(':') => (
             h,
             p.parse::<u16>()
-                .map_err(|_| format!("{p:?} is not a port number"))?,
+                .map_err(|_| ResolveError::Port(p.to_string()))?,
         ),
         _ => (name, port),
     };
     let mut found = tokio::net::lookup_host((host, port))
         .await
-        .map_err(|e| format!("does not resolve: {e}"))?;
+        .map_err(ResolveError::Lookup)?;
     // IPv4 first: the address a cluster's agents usually listen on.
     let all: Vec<SocketAddr> = found.by_ref().collect();
     all.iter()
         .find(|a| a.is_ipv4())
         .or(all.first())
         .copied()
-        .ok_or_else(|| "resolves to no address".to_string())
+        .ok_or(ResolveError::NoAddress)
 }
 
 #[cfg(test)]

@@ -339,7 +339,7 @@ impl FleetModel {
                 for (slot, r) in self.up.iter_mut().zip(up) {
                     *slot = match r {
                         Ok(_) => HostState::Up,
-                        Err(why) => HostState::Down(why),
+                        Err(why) => HostState::Down(why.to_string()),
                     };
                 }
                 if self.state == RunState::Checking {
