@@ -61,9 +61,14 @@ pub struct FirmwareFloor {
     pub source: String,
 }
 
+/// A catalog text that does not parse.
+#[derive(Debug, thiserror::Error)]
+#[error("assets/catalog.toml: {0}")]
+pub struct CatalogError(#[source] pub toml::de::Error);
+
 /// Parse a catalog text.
-pub fn parse(text: &str) -> Result<Catalog, String> {
-    toml::from_str(text).map_err(|e| format!("assets/catalog.toml: {e}"))
+pub fn parse(text: &str) -> Result<Catalog, CatalogError> {
+    toml::from_str(text).map_err(CatalogError)
 }
 
 /// The embedded catalog; an empty one (everything "not in catalog") if it does not parse,

@@ -96,7 +96,7 @@ fn load(name: &str) -> Result<Checklist, FaceError> {
 
 fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
     let c = load(&a.name)?;
-    let flow = test_flow(&c).map_err(FaceError::Usage)?;
+    let flow = test_flow(&c).map_err(|e| FaceError::Usage(e.to_string()))?;
     let choice = a.target.resolve()?;
     let opened = crate::session::open(&choice, a.target.token_file.as_deref())?;
     let (temp_state, state) = state_dir(opened.pair.is_some(), a.state_dir.as_deref())?;
@@ -238,6 +238,69 @@ pub enum TuneOp {
     Rollback,
 }
 
+/// Why a checklist's test or a step's change could not be carried out
+/// here: what was being done and the error of the part that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ChecklistError {
+    /// A tuning step answered with another kind of result than asked for.
+    #[error("unexpected result of a tuning step: {0:?}")]
+    Unexpected(Box<TuneDone>),
+    /// A step's profile does not parse.
+    #[error(transparent)]
+    Profile(#[from] crate::tune::profile::ProfileError),
+    /// A step's change could not be planned, applied or rolled back.
+    #[error(transparent)]
+    Tune(#[from] crate::tune::error::TuneError),
+    /// A checklist's test that does not resolve.
+    #[error("checklist {name}: {source}")]
+    Checklist {
+        /// The checklist.
+        name: String,
+        /// What is wrong with its test.
+        #[source]
+        source: Box<ChecklistError>,
+    },
+    /// A test's arguments that `wirescope run`'s parser refuses.
+    #[error("{}", .0.to_string().trim())]
+    Args(#[source] clap::Error),
+    /// A test line that is not a `wirescope run` command line.
+    #[error("not a `wirescope run` command line")]
+    NotRun,
+    /// A test's options that cannot work together.
+    #[error(transparent)]
+    Usage(#[from] crate::cli::UsageError),
+    /// The test ran and failed (the summary's error).
+    #[error("{0}")]
+    Test(String),
+    /// The metric p99 of a test that measured no latency.
+    #[error("the test measured no latency (p99 needs --mode rr)")]
+    NoLatency,
+    /// The session with the agent is gone.
+    #[error("the session with the agent ended")]
+    SessionEnded,
+    /// `--report`: a test's log could not be created.
+    #[error("--report: cannot write {path}: {source}")]
+    ReportLog {
+        /// The log's path.
+        path: std::path::PathBuf,
+        /// The log's error.
+        #[source]
+        source: crate::record::log::LogError,
+    },
+}
+
+impl From<ChecklistError> for StepError {
+    fn from(e: ChecklistError) -> Self {
+        StepError::Failed(e.to_string())
+    }
+}
+
+impl From<ChecklistError> for TestError {
+    fn from(e: ChecklistError) -> Self {
+        TestError::Failed(e.to_string())
+    }
+}
+
 /// What a [`TuneOp`] did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum TuneDone {
@@ -277,12 +340,12 @@ pub trait TuneOps {
 }
 
 impl TuneDone {
-    fn unexpected(&self) -> String {
-        format!("unexpected result of a tuning step: {self:?}")
+    fn unexpected(self) -> ChecklistError {
+        ChecklistError::Unexpected(Box::new(self))
     }
 
     /// The commands of a [`TuneOp::Preview`].
-    pub fn commands(self) -> Result<Vec<String>, String> {
+    pub fn commands(self) -> Result<Vec<String>, ChecklistError> {
         match self {
             TuneDone::Commands(c) => Ok(c),
             other => Err(other.unexpected()),
@@ -290,7 +353,7 @@ impl TuneDone {
     }
 
     /// The report of a [`TuneOp::Apply`].
-    pub fn applied(self) -> Result<ApplyReport, String> {
+    pub fn applied(self) -> Result<ApplyReport, ChecklistError> {
         match self {
             TuneDone::Applied(r) => Ok(r),
             other => Err(other.unexpected()),
@@ -298,7 +361,7 @@ impl TuneDone {
     }
 
     /// The report of a [`TuneOp::Rollback`].
-    pub fn rolled_back(self) -> Result<RollbackReport, String> {
+    pub fn rolled_back(self) -> Result<RollbackReport, ChecklistError> {
         match self {
             TuneDone::RolledBack(r) => Ok(r),
             other => Err(other.unexpected()),
@@ -312,12 +375,11 @@ pub fn local_op(
     host: &Host,
     state: &StateDir,
     opts: &ResolveOpts,
-) -> Result<TuneDone, String> {
-    let parse = |text: &str| Profile::parse(text, "checklist step").map_err(|e| e.to_string());
+) -> Result<TuneDone, ChecklistError> {
+    let parse = |text: &str| Profile::parse(text, "checklist step");
     match op {
         TuneOp::Preview(text) => {
-            let (plan, _) =
-                apply::plan(&parse(text)?, host, opts, true).map_err(|e| e.to_string())?;
+            let (plan, _) = apply::plan(&parse(text)?, host, opts, true)?;
             Ok(TuneDone::Commands(
                 plan.changes().iter().map(|c| c.command()).collect(),
             ))
@@ -327,13 +389,15 @@ pub fn local_op(
                 skip_unsupported: true,
                 after_step: None,
             };
-            apply::apply(&parse(text)?, host, state, opts, &o)
-                .map(TuneDone::Applied)
-                .map_err(|e| e.to_string())
+            Ok(TuneDone::Applied(apply::apply(
+                &parse(text)?,
+                host,
+                state,
+                opts,
+                &o,
+            )?))
         }
-        TuneOp::Rollback => apply::rollback(host, state)
-            .map(TuneDone::RolledBack)
-            .map_err(|e| e.to_string()),
+        TuneOp::Rollback => Ok(TuneDone::RolledBack(apply::rollback(host, state)?)),
     }
 }
 
@@ -372,8 +436,11 @@ pub fn peer_done(resp: TuneResponse) -> Result<TuneDone, StepError> {
 
 /// Which hosts receive and send a checklist's test data (from its
 /// `wirescope run` arguments, with `run`'s parser).
-pub fn test_flow(c: &Checklist) -> Result<DataFlow, String> {
-    let plan = test_plan(&c.test.run).map_err(|e| format!("checklist {}: {e}", c.name))?;
+pub fn test_flow(c: &Checklist) -> Result<DataFlow, ChecklistError> {
+    let plan = test_plan(&c.test.run).map_err(|e| ChecklistError::Checklist {
+        name: c.name.clone(),
+        source: Box::new(e),
+    })?;
     Ok(DataFlow::of(&plan.spec))
 }
 
@@ -417,13 +484,15 @@ impl ReportLogs {
     }
 
     /// The log of the next test run.
-    fn next(&mut self) -> Result<crate::record::log::LogWriter, String> {
+    fn next(&mut self) -> Result<crate::record::log::LogWriter, ChecklistError> {
         let p = self
             .dir
             .path()
             .join(format!("run-{:02}.jsonl", self.logs.len() + 1));
-        let w = crate::record::log::LogWriter::create(&p)
-            .map_err(|e| format!("--report: cannot write {}: {e}", p.display()))?;
+        let w = match crate::record::log::LogWriter::create(&p) {
+            Ok(w) => w,
+            Err(source) => return Err(ChecklistError::ReportLog { path: p, source }),
+        };
         self.logs.push((p, String::new()));
         self.unnamed += 1;
         Ok(w)
@@ -477,10 +546,8 @@ struct SessionDriver {
 }
 
 impl SessionDriver {
-    fn ctl(&mut self) -> Result<&mut Controller, String> {
-        self.ctl
-            .as_mut()
-            .ok_or_else(|| "the session with the agent ended".to_string())
+    fn ctl(&mut self) -> Result<&mut Controller, ChecklistError> {
+        self.ctl.as_mut().ok_or(ChecklistError::SessionEnded)
     }
 
     fn opts(&self) -> ResolveOpts {
@@ -541,21 +608,24 @@ impl SessionDriver {
 }
 
 /// A checklist's test (`wirescope run` arguments) as a plan, with `run`'s parser.
-pub fn test_plan(args: &[String]) -> Result<crate::session::plan::TestPlan, String> {
+pub fn test_plan(args: &[String]) -> Result<crate::session::plan::TestPlan, ChecklistError> {
     let mut argv = vec!["wirescope".to_string(), "run".to_string()];
     argv.extend(args.iter().cloned());
-    let cli = <crate::cli::Cli as clap::Parser>::try_parse_from(argv)
-        .map_err(|e| e.to_string().trim().to_string())?;
+    let cli =
+        <crate::cli::Cli as clap::Parser>::try_parse_from(argv).map_err(ChecklistError::Args)?;
     let Some(crate::cli::Command::Run(r)) = cli.command else {
-        return Err("not a `wirescope run` command line".into());
+        return Err(ChecklistError::NotRun);
     };
-    r.test.resolve().map_err(|e| e.0)
+    Ok(r.test.resolve()?)
 }
 
 /// What the runner compares, from a test's summary (a failed test is an error).
-pub fn outcome(metric: Metric, s: crate::record::schema::Summary) -> Result<TestOutcome, String> {
+pub fn outcome(
+    metric: Metric,
+    s: crate::record::schema::Summary,
+) -> Result<TestOutcome, ChecklistError> {
     if let Some(e) = &s.error {
-        return Err(e.clone());
+        return Err(ChecklistError::Test(e.clone()));
     }
     Ok(TestOutcome {
         value: metric_of(metric, &s)?,
@@ -563,14 +633,11 @@ pub fn outcome(metric: Metric, s: crate::record::schema::Summary) -> Result<Test
     })
 }
 
-fn metric_of(m: Metric, s: &crate::record::schema::Summary) -> Result<f64, String> {
+fn metric_of(m: Metric, s: &crate::record::schema::Summary) -> Result<f64, ChecklistError> {
     match m {
         Metric::Throughput => Ok(s.throughput_bps),
         Metric::Rate => Ok(s.rate_per_s),
-        Metric::P99 => s
-            .latency_us
-            .map(|l| l.p99)
-            .ok_or_else(|| "the test measured no latency (p99 needs --mode rr)".to_string()),
+        Metric::P99 => s.latency_us.map(|l| l.p99).ok_or(ChecklistError::NoLatency),
     }
 }
 

@@ -208,7 +208,7 @@ pub async fn run_checklist(
     let flow = match test_flow(&c) {
         Ok(f) => f,
         Err(e) => {
-            let _ = note(TuneNote::Ended(Err(e))).await;
+            let _ = note(TuneNote::Ended(Err(e.to_string()))).await;
             return Ok(None);
         }
     };
@@ -370,10 +370,12 @@ impl LocalTuning {
         match on {
             HostRole::Local => {
                 let (h, s, o) = (self.host.clone(), self.state.clone(), self.opts.clone());
-                tokio::task::spawn_blocking(move || local_op(&op, &h, &s, &o))
-                    .await
-                    .unwrap_or_else(|e| Err(format!("the tuning task failed: {e}")))
-                    .map_err(StepError::Failed)
+                tokio::task::spawn_blocking(move || {
+                    local_op(&op, &h, &s, &o).map_err(|e| e.to_string())
+                })
+                .await
+                .unwrap_or_else(|e| Err(format!("the tuning task failed: {e}")))
+                .map_err(StepError::Failed)
             }
             HostRole::Peer => match ctl.tune(peer_request(&op)).await {
                 Ok(resp) => peer_done(resp),
@@ -405,7 +407,7 @@ async fn run_test(
 ) -> TestRun {
     let plan = match test_plan(args) {
         Ok(p) => p,
-        Err(e) => return TestRun::Done(Err(e)),
+        Err(e) => return TestRun::Done(Err(e.to_string())),
     };
     let (mine_tx, mut mine_rx) = mpsc::channel::<SessionEvent>(64);
     let cancel = CancellationToken::new();
@@ -463,7 +465,7 @@ async fn run_test(
             None => TestRun::Done(
                 summary
                     .ok_or_else(|| "the test gave no result".to_string())
-                    .and_then(|s| outcome(metric, s)),
+                    .and_then(|s| outcome(metric, s).map_err(|e| e.to_string())),
             ),
         },
     }
