@@ -29,16 +29,7 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
         return Ok(0);
     }
     let token = token(&args)?;
-    let metrics = match args.metrics {
-        Some(addr) => {
-            let hub = crate::record::metrics::MetricsHub::new("fleet");
-            let server = crate::record::metrics::http::MetricsServer::start(addr, hub.clone())
-                .map_err(|e| FaceError::Usage(e.to_string()))?;
-            Some((hub, server))
-        }
-        None => None,
-    };
-    let mut matrix = crate::fleet::analyze::Matrix::new(names.clone());
+    let metrics = start_metrics(&args)?;
     let mut log = open_log(&args, &plan, argv)?;
     eprintln!(
         "wirescope: fleet of {} hosts, {} rounds ({}), {} per test",
@@ -49,7 +40,6 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
     );
     let cancel = CancellationToken::new();
     let (tx, mut rx) = mpsc::channel(256);
-    let names2 = names.clone();
     let task = {
         let cancel = cancel.clone();
         let plan = plan.clone();
@@ -58,34 +48,82 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
             coordinator::run(plan, token, untested, tx, cancel).await
         })
     };
+    let mut progress = Progress {
+        names: &names,
+        rounds: plan.rounds.len(),
+        metrics: metrics.as_ref().map(|(hub, _)| hub),
+        matrix: crate::fleet::analyze::Matrix::new(names.clone()),
+    };
     let mut recorder = Recorder::new(names.clone());
-    let mut log_error = None;
-    while let Some(ev) = rx.blocking_recv() {
-        let rec = recorder.record(&ev);
+    let log_error = follow(&mut rx, &mut progress, &mut recorder, log.as_mut(), &cancel);
+    let summary = rt
+        .block_on(task)
+        .map_err(|e| FaceError::Failed(anyhow::anyhow!("the fleet coordinator failed: {e}")))?;
+    print_summary(&summary, args.json)?;
+    if let Some(e) = log_error {
+        return Err(FaceError::Failed(anyhow::anyhow!(e)));
+    }
+    if let Some((hub, server)) = &metrics {
+        serve_last_metrics(&rt, hub, server, &summary);
+    }
+    drop(rt);
+    Ok(exit_code(&summary))
+}
+
+/// `--metrics ADDR`: the hub and its server, started before the first test.
+fn start_metrics(
+    args: &FleetArgs,
+) -> Result<
+    Option<(
+        crate::record::metrics::MetricsHub,
+        crate::record::metrics::http::MetricsServer,
+    )>,
+    FaceError,
+> {
+    let Some(addr) = args.metrics else {
+        return Ok(None);
+    };
+    let hub = crate::record::metrics::MetricsHub::new("fleet");
+    let server = crate::record::metrics::http::MetricsServer::start(addr, hub.clone())
+        .map_err(|e| FaceError::Usage(e.to_string()))?;
+    Ok(Some((hub, server)))
+}
+
+/// What the terminal shows while the fleet runs, and the matrix `--metrics` serves.
+struct Progress<'a> {
+    names: &'a [String],
+    rounds: usize,
+    metrics: Option<&'a crate::record::metrics::MetricsHub>,
+    matrix: crate::fleet::analyze::Matrix,
+}
+
+impl Progress<'_> {
+    /// One event on stderr (and a finished pair into the metrics' matrix).
+    fn show(&mut self, ev: FleetEvent) {
         match ev {
             FleetEvent::Checked(up) => {
                 for (i, r) in up.into_iter().enumerate() {
                     if let Err(why) = r {
-                        eprintln!("wirescope: {}: not tested: {why}", names2[i]);
+                        eprintln!("wirescope: {}: not tested: {why}", self.names[i]);
                     }
                 }
             }
             FleetEvent::RoundStarted { round, pairs } => {
                 eprintln!(
                     "wirescope: round {round}/{}: {} pairs",
-                    plan.rounds.len(),
+                    self.rounds,
                     pairs.len()
                 );
             }
             FleetEvent::PairDone(p) => {
-                if let Some((hub, _)) = &metrics {
+                if let Some(hub) = self.metrics {
                     for d in &p.directions {
-                        let at = |h: &str| names.iter().position(|n| n == h);
+                        let at = |h: &str| self.names.iter().position(|n| n == h);
                         if let (Some(b), Some(f), Some(t)) = (d.bps, at(&d.from), at(&d.to)) {
-                            matrix.set(f, t, b);
+                            self.matrix.set(f, t, b);
                         }
                     }
-                    if let Err(e) = crate::fleet::metrics::publish_matrix(hub, &matrix) {
+                    if let Err(e) = crate::fleet::metrics::publish_matrix(hub, &self.matrix) {
                         eprintln!("wirescope: metrics: {e}");
                     }
                 }
@@ -106,6 +144,23 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
             | FleetEvent::TestStarted { .. }
             | FleetEvent::TestInterval { .. } => {}
         }
+    }
+}
+
+/// Follow the coordinator's events until it ends: each shown, and its
+/// record written to the log. A log that cannot be written cancels the
+/// run; its first error is returned.
+fn follow(
+    rx: &mut mpsc::Receiver<FleetEvent>,
+    progress: &mut Progress<'_>,
+    recorder: &mut Recorder,
+    mut log: Option<&mut FleetLog>,
+    cancel: &CancellationToken,
+) -> Option<String> {
+    let mut log_error = None;
+    while let Some(ev) = rx.blocking_recv() {
+        let rec = recorder.record(&ev);
+        progress.show(ev);
         if let (Some(l), Some(r)) = (log.as_mut(), rec) {
             if let Err(e) = l.write(&r) {
                 if log_error.is_none() {
@@ -115,40 +170,45 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
             }
         }
     }
-    let summary = rt
-        .block_on(task)
-        .map_err(|e| FaceError::Failed(anyhow::anyhow!("the fleet coordinator failed: {e}")))?;
-    if args.json {
+    log_error
+}
+
+/// The fleet summary on stdout: JSON with `--json`, else the text.
+fn print_summary(summary: &FleetSummary, json: bool) -> Result<(), FaceError> {
+    if json {
         out(&format!(
             "{}\n",
-            serde_json::to_string_pretty(&summary).context("cannot print the summary")?
+            serde_json::to_string_pretty(summary).context("cannot print the summary")?
         ));
     } else {
-        out(&summary_text(&summary));
+        out(&summary_text(summary));
     }
-    super::stdout_result()?;
-    if let Some(e) = log_error {
-        return Err(FaceError::Failed(anyhow::anyhow!(e)));
+    super::stdout_result()
+}
+
+/// `--metrics`: publish the summary, and unless the run was interrupted
+/// keep serving the last matrix until Ctrl-C, for Prometheus to scrape.
+fn serve_last_metrics(
+    rt: &tokio::runtime::Runtime,
+    hub: &crate::record::metrics::MetricsHub,
+    server: &crate::record::metrics::http::MetricsServer,
+    summary: &FleetSummary,
+) {
+    if let Err(e) = crate::fleet::metrics::publish_summary(hub, summary) {
+        eprintln!("wirescope: metrics: {e}");
     }
-    if let Some((hub, server)) = &metrics {
-        if let Err(e) = crate::fleet::metrics::publish_summary(hub, &summary) {
-            eprintln!("wirescope: metrics: {e}");
-        }
-        if !summary.interrupted {
-            // The last matrix stays on /metrics for Prometheus to scrape.
-            eprintln!(
-                "wirescope: serving the fleet's metrics on http://{}/metrics until Ctrl-C",
-                server.local_addr()
-            );
-            let stop = CancellationToken::new();
-            rt.block_on(async {
-                super::spawn_signal_handler(stop.clone());
-                stop.cancelled().await;
-            });
-        }
+    if !summary.interrupted {
+        // The last matrix stays on /metrics for Prometheus to scrape.
+        eprintln!(
+            "wirescope: serving the fleet's metrics on http://{}/metrics until Ctrl-C",
+            server.local_addr()
+        );
+        let stop = CancellationToken::new();
+        rt.block_on(async {
+            super::spawn_signal_handler(stop.clone());
+            stop.cancelled().await;
+        });
     }
-    drop(rt);
-    Ok(exit_code(&summary))
 }
 
 /// A fleet ready to run: the plan, and the hosts left out before it
