@@ -115,7 +115,7 @@ fn require_root() -> Result<()> {
 }
 
 fn parse_whole_secs(s: &str) -> Result<u64, String> {
-    let d = wirescope::units::parse_duration(s)?;
+    let d = wirescope::units::parse_duration(s).map_err(|e| e.to_string())?;
     if d.subsec_nanos() != 0 || d.as_secs() == 0 {
         return Err(format!("'{s}' must be a whole number of seconds, at least 1 (iperf3 and sockperf take seconds)"));
     }
