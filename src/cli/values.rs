@@ -1,6 +1,6 @@
 //! Value parsers for clap: each names what it expected and gives an example.
 
-use crate::session::plan::{Sweep, SweepParam};
+use crate::traffic::options::{Sweep, SweepParam};
 use crate::units::{parse_cpu_list, parse_size, CpuId};
 use std::net::SocketAddr;
 
@@ -94,29 +94,6 @@ pub(super) fn parse_metrics_addr(s: &str) -> Result<SocketAddr, String> {
 
 pub(super) use crate::units::count;
 
-/// A byte bound as users read it: exact bytes, and in KiB/MiB/GiB with the
-/// remainder (`67108832 B (64 MiB - 32 B)`), so a limit a few bytes under a
-/// round size is not mistaken for it. The range text of the size flags.
-pub(super) fn exact_bytes(b: u64) -> String {
-    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
-    for (unit, name) in UNITS {
-        let (whole, rest) = (b.div_ceil(unit), b % unit);
-        if b < unit {
-            continue;
-        }
-        if rest == 0 {
-            return format!("{b} B ({} {name})", b / unit);
-        }
-        // Just under a round size: say how far under.
-        let under = whole * unit - b;
-        if under < 1024 {
-            return format!("{b} B ({whole} {name} - {under} B)");
-        }
-        return format!("{b} B");
-    }
-    format!("{b} B")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -152,14 +129,5 @@ mod tests {
         let e = r("-1").unwrap_err();
         assert!(e.starts_with("rate must be positive: -1"), "{e}");
         assert!(r("1000000001").unwrap_err().contains("to 1000000000"));
-    }
-
-    #[test]
-    fn byte_bounds_are_exact() {
-        assert_eq!(exact_bytes((64 << 20) - 32), "67108832 B (64 MiB - 32 B)");
-        assert_eq!(exact_bytes(64 << 20), "67108864 B (64 MiB)");
-        assert_eq!(exact_bytes(1 << 30), "1073741824 B (1 GiB)");
-        assert_eq!(exact_bytes(1024), "1024 B (1 KiB)");
-        assert_eq!(exact_bytes(1), "1 B");
     }
 }

@@ -70,6 +70,7 @@ pub mod server;
 pub mod stream_call;
 pub mod summary;
 
+use crate::traffic::options::{SweepParam, SweepPoint};
 use crate::traffic::{join_all, spawn_worker, EngineControl, EngineError};
 use crate::units::{Bytes, CpuId};
 use serde::{Deserialize, Serialize};
@@ -136,6 +137,24 @@ pub struct GrpcSpec {
 }
 
 impl GrpcSpec {
+    /// Apply one sweep point: the request size (the response too when it
+    /// followed it), the channels or the RPCs in flight.
+    pub fn apply_sweep(&mut self, p: SweepPoint<'_>) {
+        let n = u32::try_from(p.value).unwrap_or(u32::MAX);
+        match p.param {
+            SweepParam::Size => {
+                if self.resp_size == self.size {
+                    self.resp_size = Bytes(p.value);
+                }
+                self.size = Bytes(p.value);
+            }
+            SweepParam::Channels => self.channels = n,
+            SweepParam::Concurrency => self.concurrency = n,
+            // Refused for grpc by its validation.
+            _ => {}
+        }
+    }
+
     /// Data connections the controller opens.
     pub fn connection_count(&self) -> usize {
         self.channels as usize

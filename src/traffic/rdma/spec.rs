@@ -5,6 +5,7 @@
 //! Plain data: an agent runs [`RdmaSpec::validate`] on a spec received from
 //! the network before it allocates anything.
 
+use crate::traffic::options::{SweepParam, SweepPoint};
 use crate::units::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -164,6 +165,13 @@ pub fn all_sizes() -> Vec<Bytes> {
 pub const IB_MTUS: [u32; 5] = [256, 512, 1024, 2048, 4096];
 
 impl RdmaSpec {
+    /// Apply one sweep point: RDMA sweeps the message size only.
+    pub fn apply_sweep(&mut self, p: SweepPoint<'_>) {
+        if p.param == SweepParam::Size {
+            self.size = Bytes(p.value);
+        }
+    }
+
     /// perftest's defaults for an op and mode (`ib_write_bw`: 64 KiB, 5000
     /// iterations, tx depth 128; `*_lat`: 2 B, 1000 iterations, depth 1;
     /// inline 220 B for write latency, 236 B for send latency).

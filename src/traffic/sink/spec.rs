@@ -6,6 +6,7 @@
 //! before it allocates anything, and both ends derive the same flows, ports
 //! and frame layout from it with the helpers here, so they cannot disagree.
 
+use crate::traffic::options::{SweepParam, SweepPoint};
 use crate::traffic::Side;
 use crate::units::CpuId;
 use serde::{Deserialize, Serialize};
@@ -248,6 +249,25 @@ pub fn default_cpus(
 pub const RING_FRAMES: u32 = 4096;
 
 impl SinkSpec {
+    /// Apply one sweep point: the frame size, or the sink's CPU set (one
+    /// queue per CPU, on whichever end sinks).
+    pub fn apply_sweep(&mut self, p: SweepPoint<'_>) {
+        match p.param {
+            SweepParam::Frame => self.frame_size = u32::try_from(p.value).unwrap_or(u32::MAX),
+            SweepParam::Cores => {
+                if let Some(cpus) = p.cpus {
+                    self.queues = u32::try_from(cpus.len()).unwrap_or(u32::MAX);
+                    match self.sink_side() {
+                        Side::Controller => self.cpus = cpus.to_vec(),
+                        Side::Agent => self.peer_cpus = cpus.to_vec(),
+                    }
+                }
+            }
+            // Refused for sink tests by their validation.
+            _ => {}
+        }
+    }
+
     /// Flows when `--flows` is not given: 16 per queue, at least 64 (at
     /// most [`MAX_FLOWS`]). With a hash that spreads flows uniformly over Q
     /// queues, some queue stays empty with probability Q·(1 − 1/Q)^F ≈
