@@ -158,7 +158,7 @@ impl EngineSpec {
     }
 
     /// The limits an agent enforces on a spec received from the network.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), super::limits::SpecError> {
         match self {
             EngineSpec::Tcp(t) => t.validate(),
             EngineSpec::Grpc(g) => g.validate(),

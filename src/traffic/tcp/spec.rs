@@ -1,6 +1,7 @@
 //! The TCP engine's test description: [`TcpMode`] and [`TcpSpec`], plain
 //! data that both ends agree on. Nothing here touches a socket.
 
+use crate::traffic::limits::SpecError;
 use crate::traffic::options::{SweepParam, SweepPoint};
 use crate::traffic::{ConnRole, Side};
 use crate::units::{Bytes, CpuId};
@@ -141,7 +142,7 @@ impl TcpSpec {
     /// Limits a receiving agent enforces on a spec that came over the network
     /// (the controller's CLI checks the same ranges from the same constants,
     /// with friendlier messages).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SpecError> {
         use crate::traffic::limits::{
             check, MAX_CONNS, MAX_DEPTH, MAX_MSG, MAX_THREADS, MAX_WINDOW, MIN_WINDOW,
         };
