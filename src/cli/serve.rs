@@ -1,5 +1,6 @@
 //! `wirescope serve ...`: the argument types (the commands are in `face::serve`).
 
+use super::values::ValueError;
 use crate::units::{parse_cpu_list, parse_duration, parse_size, Bytes, CpuId};
 use clap::{Args, Subcommand};
 use std::time::Duration;
@@ -69,14 +70,16 @@ pub struct ServeGrpcArgs {
 pub struct Cpus(pub Vec<CpuId>);
 
 /// A timeout: a duration above zero.
-fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s).map_err(|e| e.to_string())?;
+fn parse_timeout(s: &str) -> Result<Duration, ValueError> {
+    let d = parse_duration(s).map_err(|e| ValueError::Value(e.to_string()))?;
     if d.is_zero() {
-        return Err("a timeout must be above zero (e.g. 10s)".into());
+        return Err(ValueError::ZeroTimeout);
     }
     Ok(d)
 }
 
-fn parse_cpus(s: &str) -> Result<Cpus, String> {
-    parse_cpu_list(s).map(Cpus).map_err(|e| e.to_string())
+fn parse_cpus(s: &str) -> Result<Cpus, ValueError> {
+    parse_cpu_list(s)
+        .map(Cpus)
+        .map_err(|e| ValueError::Value(e.to_string()))
 }

@@ -1,14 +1,60 @@
 //! Value parsers for clap: each names what it expected and gives an example.
 
-use crate::session::plan::{Sweep, SweepParam};
+use crate::traffic::options::{Sweep, SweepParam};
 use crate::units::{parse_cpu_list, parse_size, CpuId};
 use std::net::SocketAddr;
 
-pub(super) fn parse_sweep(s: &str) -> Result<Sweep, String> {
-    let example = "use size=64,1K,64K,1M, streams=1,2,4, for grpc channels=1,2,4,8 or concurrency=1,16,256, for sink frame=64,512,1518 or cores=0;1;0,1";
+/// What a `--sweep` looks like, said after every sweep error.
+const SWEEP_EXAMPLE: &str = "use size=64,1K,64K,1M, streams=1,2,4, for grpc channels=1,2,4,8 or concurrency=1,16,256, for sink frame=64,512,1518 or cores=0;1;0,1";
+
+/// A command-line value that is not what its flag takes. Each message
+/// names what was given and shows the form the flag wants.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum ValueError {
+    /// `--sweep` without `PARAM=`.
+    #[error("'{0}' is not a sweep; {SWEEP_EXAMPLE}")]
+    NotASweep(String),
+    /// `--sweep` of a parameter nothing varies.
+    #[error("cannot sweep '{0}'; {SWEEP_EXAMPLE}")]
+    NotSweepable(String),
+    /// A `cores` sweep's set that is not a CPU list.
+    #[error("cores: '{part}' is not a CPU list ({reason}); {SWEEP_EXAMPLE}")]
+    SweepCpus {
+        /// The set as typed.
+        part: String,
+        /// Why it is not a list.
+        reason: String,
+    },
+    /// A `cores` sweep's empty set.
+    #[error("cores: an empty CPU set; {SWEEP_EXAMPLE}")]
+    EmptyCpuSet,
+    /// A sweep value that is not a count.
+    #[error("'{0}' is not a count; {SWEEP_EXAMPLE}")]
+    NotACount(String),
+    /// A sweep value of 0.
+    #[error("sweep values must be at least 1; {SWEEP_EXAMPLE}")]
+    Zero,
+    /// Not an address and port.
+    #[error("'{given}' is not an address and port; use e.g. {example}")]
+    NotAnAddress {
+        /// What was typed.
+        given: String,
+        /// Two addresses the flag takes.
+        example: &'static str,
+    },
+    /// A timeout of zero.
+    #[error("a timeout must be above zero (e.g. 10s)")]
+    ZeroTimeout,
+    /// A size, duration or CPU list the shared parsers refused (their
+    /// message names the value and gives an example).
+    #[error("{0}")]
+    Value(String),
+}
+
+pub(super) fn parse_sweep(s: &str) -> Result<Sweep, ValueError> {
     let (k, v) = s
         .split_once('=')
-        .ok_or_else(|| format!("'{s}' is not a sweep; {example}"))?;
+        .ok_or_else(|| ValueError::NotASweep(s.into()))?;
     let param = match k.trim() {
         "size" | "len" => SweepParam::Size,
         "streams" | "conns" => SweepParam::Streams,
@@ -16,15 +62,17 @@ pub(super) fn parse_sweep(s: &str) -> Result<Sweep, String> {
         "concurrency" => SweepParam::Concurrency,
         "frame" | "frame-size" => SweepParam::Frame,
         "cores" => SweepParam::Cores,
-        other => return Err(format!("cannot sweep '{other}'; {example}")),
+        other => return Err(ValueError::NotSweepable(other.into())),
     };
     if param == SweepParam::Cores {
         let mut sets = Vec::new();
         for part in v.split(';') {
-            let set = parse_cpu_list(part.trim())
-                .map_err(|e| format!("cores: '{part}' is not a CPU list ({e}); {example}"))?;
+            let set = parse_cpu_list(part.trim()).map_err(|reason| ValueError::SweepCpus {
+                part: part.into(),
+                reason: reason.to_string(),
+            })?;
             if set.is_empty() {
-                return Err(format!("cores: an empty CPU set; {example}"));
+                return Err(ValueError::EmptyCpuSet);
             }
             sets.push(set);
         }
@@ -48,7 +96,11 @@ pub(super) fn parse_sweep(s: &str) -> Result<Sweep, String> {
     let mut values = Vec::new();
     for part in v.split(',') {
         let val = match param {
-            SweepParam::Size => parse_size(part).map_err(|e| e.to_string())?.0,
+            SweepParam::Size => {
+                parse_size(part)
+                    .map_err(|e| ValueError::Value(e.to_string()))?
+                    .0
+            }
             SweepParam::Streams
             | SweepParam::Channels
             | SweepParam::Concurrency
@@ -56,10 +108,10 @@ pub(super) fn parse_sweep(s: &str) -> Result<Sweep, String> {
             | SweepParam::Cores => part
                 .trim()
                 .parse::<u64>()
-                .map_err(|_| format!("'{part}' is not a count; {example}"))?,
+                .map_err(|_| ValueError::NotACount(part.into()))?,
         };
         if val == 0 {
-            return Err(format!("sweep values must be at least 1; {example}"));
+            return Err(ValueError::Zero);
         }
         values.push(val);
     }
@@ -75,47 +127,28 @@ pub(super) fn parse_sweep(s: &str) -> Result<Sweep, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuList(pub Vec<CpuId>);
 
-pub(super) fn parse_cpus(s: &str) -> Result<CpuList, String> {
-    parse_cpu_list(s).map(CpuList).map_err(|e| e.to_string())
+pub(super) fn parse_cpus(s: &str) -> Result<CpuList, ValueError> {
+    parse_cpu_list(s)
+        .map(CpuList)
+        .map_err(|e| ValueError::Value(e.to_string()))
 }
 
-pub(super) fn parse_listen(s: &str) -> Result<SocketAddr, String> {
-    s.parse().map_err(|_| {
-        format!("'{s}' is not an address and port; use e.g. 0.0.0.0:5310 or [::]:5310")
+pub(super) fn parse_listen(s: &str) -> Result<SocketAddr, ValueError> {
+    s.parse().map_err(|_| ValueError::NotAnAddress {
+        given: s.into(),
+        example: "0.0.0.0:5310 or [::]:5310",
     })
 }
 
 /// The address of `--metrics`.
-pub(super) fn parse_metrics_addr(s: &str) -> Result<SocketAddr, String> {
-    s.parse().map_err(|_| {
-        format!("'{s}' is not an address and port; use e.g. 127.0.0.1:9464 or 0.0.0.0:9464")
+pub(super) fn parse_metrics_addr(s: &str) -> Result<SocketAddr, ValueError> {
+    s.parse().map_err(|_| ValueError::NotAnAddress {
+        given: s.into(),
+        example: "127.0.0.1:9464 or 0.0.0.0:9464",
     })
 }
 
 pub(super) use crate::units::count;
-
-/// A byte bound as users read it: exact bytes, and in KiB/MiB/GiB with the
-/// remainder (`67108832 B (64 MiB - 32 B)`), so a limit a few bytes under a
-/// round size is not mistaken for it. The range text of the size flags.
-pub(super) fn exact_bytes(b: u64) -> String {
-    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
-    for (unit, name) in UNITS {
-        let (whole, rest) = (b.div_ceil(unit), b % unit);
-        if b < unit {
-            continue;
-        }
-        if rest == 0 {
-            return format!("{b} B ({} {name})", b / unit);
-        }
-        // Just under a round size: say how far under.
-        let under = whole * unit - b;
-        if under < 1024 {
-            return format!("{b} B ({whole} {name} - {under} B)");
-        }
-        return format!("{b} B");
-    }
-    format!("{b} B")
-}
 
 #[cfg(test)]
 mod tests {
@@ -161,14 +194,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("to 1000000000"));
-    }
-
-    #[test]
-    fn byte_bounds_are_exact() {
-        assert_eq!(exact_bytes((64 << 20) - 32), "67108832 B (64 MiB - 32 B)");
-        assert_eq!(exact_bytes(64 << 20), "67108864 B (64 MiB)");
-        assert_eq!(exact_bytes(1 << 30), "1073741824 B (1 GiB)");
-        assert_eq!(exact_bytes(1024), "1024 B (1 KiB)");
-        assert_eq!(exact_bytes(1), "1 B");
     }
 }

@@ -8,53 +8,12 @@
 //! touches a socket.
 
 use crate::probe::ebpf::EbpfMode;
-use crate::traffic::{EngineSpec, TcpMode};
-use crate::units::Bytes;
+use crate::traffic::EngineSpec;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-/// A sweep over one parameter: one point per value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sweep {
-    /// What varies.
-    pub param: SweepParam,
-    /// Its values, in order (`cores`: the number of CPUs of each set).
-    pub values: Vec<u64>,
-    /// `cores`: the CPU set of each point (empty for other parameters).
-    pub cpu_sets: Vec<Vec<crate::units::CpuId>>,
-}
-
-/// The parameter a sweep varies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SweepParam {
-    /// stream: --len; rr/pingpong: --size.
-    Size,
-    /// stream: --streams; rr/pingpong: --conns.
-    Streams,
-    /// grpc: --channels (HTTP/2 connections).
-    Channels,
-    /// grpc: --concurrency (RPCs in flight in all).
-    Concurrency,
-    /// sink: --frame-size.
-    Frame,
-    /// sink: the sink's CPU set (one thread and queue per CPU).
-    Cores,
-}
-
-impl SweepParam {
-    /// Name as typed.
-    pub fn name(self) -> &'static str {
-        match self {
-            SweepParam::Size => "size",
-            SweepParam::Streams => "streams",
-            SweepParam::Channels => "channels",
-            SweepParam::Concurrency => "concurrency",
-            SweepParam::Frame => "frame",
-            SweepParam::Cores => "cores",
-        }
-    }
-}
+pub use crate::traffic::options::{Sweep, SweepParam};
 
 /// Sweep coordinates of one point (in its summary).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -101,69 +60,16 @@ impl TestPlan {
                 spec: resolved(self.spec.clone()),
             }];
         };
-        sw.values
-            .iter()
-            .enumerate()
-            .map(|(i, &v)| {
+        (0..sw.values.len())
+            .filter_map(|i| sw.point(i))
+            .map(|p| {
                 let mut s = self.spec.clone();
-                let set = sw.cpu_sets.get(i);
-                if let Some(t) = s.as_tcp_mut() {
-                    match (sw.param, t.mode) {
-                        (SweepParam::Size, TcpMode::Stream) => t.len = Bytes(v),
-                        (SweepParam::Size, _) => {
-                            if t.resp_size == t.size {
-                                t.resp_size = Bytes(v);
-                            }
-                            t.size = Bytes(v);
-                        }
-                        (SweepParam::Streams, _) => {
-                            t.streams = u32::try_from(v).unwrap_or(u32::MAX)
-                        }
-                        // Refused for tcp by the command line.
-                        _ => {}
-                    }
-                }
-                if let Some(g) = s.as_grpc_mut() {
-                    let n = u32::try_from(v).unwrap_or(u32::MAX);
-                    match sw.param {
-                        SweepParam::Size => {
-                            if g.resp_size == g.size {
-                                g.resp_size = Bytes(v);
-                            }
-                            g.size = Bytes(v);
-                        }
-                        SweepParam::Channels => g.channels = n,
-                        SweepParam::Concurrency => g.concurrency = n,
-                        // Refused for grpc by the command line.
-                        _ => {}
-                    }
-                }
-                if let crate::traffic::EngineSpec::Rdma(r) = &mut s {
-                    if sw.param == SweepParam::Size {
-                        r.size = Bytes(v);
-                    }
-                }
-                if let Some(k) = s.as_sink_mut() {
-                    match sw.param {
-                        SweepParam::Frame => k.frame_size = u32::try_from(v).unwrap_or(u32::MAX),
-                        SweepParam::Cores => {
-                            if let Some(cpus) = set {
-                                k.queues = u32::try_from(cpus.len()).unwrap_or(u32::MAX);
-                                match k.sink_side() {
-                                    crate::traffic::Side::Controller => k.cpus = cpus.clone(),
-                                    crate::traffic::Side::Agent => k.peer_cpus = cpus.clone(),
-                                }
-                            }
-                        }
-                        // Refused for sink tests by the command line.
-                        _ => {}
-                    }
-                }
+                s.apply_sweep(p);
                 Point {
                     sweep: Some(SweepValue {
-                        param: sw.param.name().into(),
-                        value: v,
-                        cpus: set.map(|c| crate::units::format_cpu_list(c)),
+                        param: p.param.name().into(),
+                        value: p.value,
+                        cpus: p.cpus.map(crate::units::format_cpu_list),
                     }),
                     spec: resolved(s),
                 }

@@ -16,12 +16,38 @@ pub const MAX_THREADS: u64 = 4096;
 /// Most requests in flight per rr connection.
 pub const MAX_DEPTH: u64 = 65_536;
 
-/// `Err("what v is outside lo..=hi")` unless `lo <= v <= hi`.
-pub fn check(what: &str, v: u64, lo: u64, hi: u64) -> Result<(), String> {
+/// Why a spec is not a test this build runs: what a peer or a face sent
+/// that is out of range or does not fit together.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpecError {
+    /// A count or size outside its range.
+    #[error("{what} {value} is outside {lo}..={hi}")]
+    OutOfRange {
+        /// The field (`streams`, `rdma qps`, ...).
+        what: String,
+        /// Its value.
+        value: u64,
+        /// The smallest allowed.
+        lo: u64,
+        /// The largest allowed.
+        hi: u64,
+    },
+    /// A combination or value the engine refuses, with what to do instead.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// [`SpecError::OutOfRange`] unless `lo <= v <= hi`.
+pub fn check(what: &str, v: u64, lo: u64, hi: u64) -> Result<(), SpecError> {
     if (lo..=hi).contains(&v) {
         Ok(())
     } else {
-        Err(format!("{what} {v} is outside {lo}..={hi}"))
+        Err(SpecError::OutOfRange {
+            what: what.into(),
+            value: v,
+            lo,
+            hi,
+        })
     }
 }
 

@@ -11,6 +11,7 @@
 pub mod bpf;
 pub mod grpc;
 pub mod limits;
+pub mod options;
 pub mod rdma;
 pub mod registry;
 pub mod sched;
@@ -20,7 +21,8 @@ pub mod tcp;
 
 pub use limits::MemoryNeed;
 pub use registry::{
-    si, slice, EngineSlice, Headline, IntervalRow, PayloadCells, PointEnds, Sections, Warmup,
+    si, slice, EngineSlice, Headline, IntervalRow, PayloadCells, PointEnds, Sections, TestOptions,
+    Warmup,
 };
 pub use sched::{pin_current_thread, raise_priority, Priority};
 pub use spec::{EngineInterval, EngineSetup, EngineSpec, EngineTotals};

@@ -1,19 +1,29 @@
 //! The one place that lists the engines, and the trait through which the
-//! faces reach what is specific to each: its own part of a point's summary
-//! (built from both ends' totals), the lines it adds to the closing block,
-//! its sweep table and its live row.
+//! command line and the faces reach what is specific to each: the check of
+//! its options into its spec ([`resolve`]), its own part of a point's
+//! summary (built from both ends' totals), the lines it adds to the closing
+//! block, its sweep table and its live row. The options of a test
+//! ([`TestOptions`]: the shared flags and each engine's own group) are here
+//! for the same reason: this is the one place that names every engine.
 //!
 //! The layers above (record, the faces, the TUI) call [`slice()`] with the
 //! test's [`EngineKind`] and never match on the engine for these; an engine
 //! that adds a figure of its own changes its folder, not theirs. Each engine
-//! implements [`EngineSlice`] in its folder's `summary` module.
+//! implements [`EngineSlice`] in its folder's `summary` module (TCP's in its
+//! `mod.rs`), with its options' checks in its `args` module.
 //!
 //! This module sits in the data-plane layer, so it sees only plain figures:
 //! the summary's common fields, the engine's totals and interval figures, and
 //! the warm-up the caller subtracted. It never reads Samples or hosts.
 
+use super::grpc::args::GrpcArgs;
+use super::options::{refuse, OptionError, Resolved, Sweep, SweepParam, SweepPoint};
+use super::rdma::args::RdmaArgs;
+use super::sink::args::SinkArgs;
 use super::{EngineInterval, EngineKind, EngineSpec, EngineTotals};
+use crate::units::{first_given, Bytes, CpuId};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// Each engine's own section of a point's summary, under its own key in the
 /// log (`"grpc": {...}`, `"sink": {...}`, `"rdma": {...}`); a TCP point has
@@ -119,6 +129,16 @@ pub trait EngineSlice: Sync {
     /// The engine.
     fn kind(&self) -> EngineKind;
 
+    /// Checks a test's options for this engine (what it refuses, the ranges
+    /// of its values) and builds its spec with its defaults.
+    fn resolve(&self, t: &TestOptions<'_>) -> Result<Resolved, OptionError>;
+
+    /// Refuses this engine's own options (and sweeps) when another engine
+    /// runs the test.
+    fn refuse_elsewhere(&self, _t: &TestOptions<'_>) -> Result<(), OptionError> {
+        Ok(())
+    }
+
     /// Builds the engine's section into `out` and returns the headline
     /// figures it measures itself.
     fn summarize(&self, _ends: &PointEnds<'_>, _out: &mut Sections) -> Headline {
@@ -203,6 +223,157 @@ pub fn slice(kind: EngineKind) -> &'static dyn EngineSlice {
         EngineKind::Sink => &super::sink::summary::SinkSlice,
         EngineKind::Rdma => &super::rdma::summary::RdmaSlice,
     }
+}
+
+/// The options of one test as given (unset options are `None`), before
+/// any engine's defaults.
+#[derive(Debug, Clone, Copy)]
+pub struct TestOptions<'a> {
+    /// `--mode`.
+    pub mode: Option<&'a str>,
+    /// `--streams`.
+    pub streams: Option<u32>,
+    /// `--conns`.
+    pub conns: Option<u32>,
+    /// `--threads`.
+    pub threads: Option<u32>,
+    /// `--depth` (1 unless given).
+    pub depth: u32,
+    /// `--size`.
+    pub size: Option<Bytes>,
+    /// `--resp-size`.
+    pub resp_size: Option<Bytes>,
+    /// `--len`.
+    pub len: Option<Bytes>,
+    /// `--cpus`.
+    pub cpus: Option<&'a [CpuId]>,
+    /// `--peer-cpus`.
+    pub peer_cpus: Option<&'a [CpuId]>,
+    /// `--reverse`.
+    pub reverse: bool,
+    /// `--bidir`.
+    pub bidir: bool,
+    /// `--window`.
+    pub window: Option<Bytes>,
+    /// `--mss`.
+    pub mss: Option<u32>,
+    /// `--congestion`.
+    pub congestion: Option<&'a str>,
+    /// `--zerocopy`.
+    pub zerocopy: bool,
+    /// `--skip-rx-copy`.
+    pub skip_rx_copy: bool,
+    /// `--time`.
+    pub time: Option<Duration>,
+    /// `--bytes`.
+    pub bytes: Option<Bytes>,
+    /// `--omit` (zero unless given).
+    pub omit: Duration,
+    /// `--interval`.
+    pub interval: Duration,
+    /// `--sweep`.
+    pub sweep: Option<&'a Sweep>,
+    /// gRPC's own options.
+    pub grpc: &'a GrpcArgs,
+    /// The packet tests' own options.
+    pub sink: &'a SinkArgs,
+    /// RDMA's own options.
+    pub rdma: &'a RdmaArgs,
+}
+
+impl TestOptions<'_> {
+    /// The TCP socket and gRPC options given, by flag: packet and RDMA tests
+    /// open no TCP data connection and refuse them.
+    pub fn socket_flags(&self) -> Option<&'static str> {
+        self.grpc.given().or_else(|| {
+            first_given([
+                (self.resp_size.is_some(), "--resp-size"),
+                (self.window.is_some(), "--window"),
+                (self.mss.is_some(), "--mss"),
+                (self.congestion.is_some(), "--congestion"),
+                (self.zerocopy, "--zerocopy"),
+                (self.skip_rx_copy, "--skip-rx-copy"),
+            ])
+        })
+    }
+
+    /// The sweep's parameter, if there is a sweep.
+    pub fn sweep_param(&self) -> Option<SweepParam> {
+        self.sweep.map(|s| s.param)
+    }
+
+    /// The time limit (10 s unless --time or, for tcp stream, --bytes),
+    /// checked with --interval and --omit: the same rules for every engine.
+    pub fn timing(&self) -> Result<Option<Duration>, OptionError> {
+        if self.interval < Duration::from_millis(10) {
+            return refuse(format!(
+                "--interval {} is too short; use at least 10ms",
+                humantime::format_duration(self.interval)
+            ));
+        }
+        let time = match (self.time, self.bytes) {
+            (Some(t), _) => Some(t),
+            (None, Some(_)) => None,
+            (None, None) => Some(Duration::from_secs(10)),
+        };
+        if let Some(t) = time {
+            if t.is_zero() {
+                return refuse("--time must be longer than 0s, e.g. --time 10s");
+            }
+            if !self.omit.is_zero() && self.omit < self.interval {
+                return refuse(format!(
+                    "--omit {} is shorter than --interval {}: whole intervals are omitted, so nothing would be; use --omit {} (or a shorter --interval)",
+                    humantime::format_duration(self.omit),
+                    humantime::format_duration(self.interval),
+                    humantime::format_duration(self.interval)
+                ));
+            }
+            if self.omit >= t {
+                return refuse(format!(
+                    "--omit {} must be shorter than --time {}",
+                    humantime::format_duration(self.omit),
+                    humantime::format_duration(t)
+                ));
+            }
+        }
+        Ok(time)
+    }
+
+    /// `--cpus` and `--peer-cpus` (which defaults to the `--cpus` list).
+    pub fn cpu_lists(&self) -> (Vec<CpuId>, Vec<CpuId>) {
+        let cpus = self.cpus.map(<[CpuId]>::to_vec).unwrap_or_default();
+        let peer = self
+            .peer_cpus
+            .map_or_else(|| cpus.clone(), <[CpuId]>::to_vec);
+        (cpus, peer)
+    }
+
+    /// Every point's spec: the first point's with each sweep value applied
+    /// (just the spec without a sweep), with the point's sweep value.
+    pub fn points<'s>(
+        &'s self,
+        spec: &'s EngineSpec,
+    ) -> impl Iterator<Item = (Option<SweepPoint<'s>>, EngineSpec)> + 's {
+        let n = self.sweep.map_or(1, |s| s.values.len());
+        (0..n).map(move |i| {
+            let p = self.sweep.and_then(|s| s.point(i));
+            let mut s = spec.clone();
+            if let Some(p) = p {
+                s.apply_sweep(p);
+            }
+            (p, s)
+        })
+    }
+}
+
+/// Checks a test's options for `kind` and builds its spec: first every other
+/// engine refuses its own options (RDMA's, then the packet tests': the
+/// order of [`EngineKind::ALL`] reversed), then `kind` checks the rest.
+pub fn resolve(kind: EngineKind, t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
+    for other in EngineKind::ALL.into_iter().rev().filter(|k| *k != kind) {
+        slice(other).refuse_elsewhere(t)?;
+    }
+    slice(kind).resolve(t)
 }
 
 /// "1.23M" / "4.56k" / "789": the short SI form the rows print rates in.

@@ -146,8 +146,19 @@ impl EngineSpec {
         }
     }
 
+    /// Apply one point of a sweep to this spec (each engine knows which of
+    /// its knobs the parameter names).
+    pub fn apply_sweep(&mut self, p: super::options::SweepPoint<'_>) {
+        match self {
+            EngineSpec::Tcp(t) => t.apply_sweep(p),
+            EngineSpec::Grpc(g) => g.apply_sweep(p),
+            EngineSpec::Sink(s) => s.apply_sweep(p),
+            EngineSpec::Rdma(r) => r.apply_sweep(p),
+        }
+    }
+
     /// The limits an agent enforces on a spec received from the network.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), super::limits::SpecError> {
         match self {
             EngineSpec::Tcp(t) => t.validate(),
             EngineSpec::Grpc(g) => g.validate(),

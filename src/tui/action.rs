@@ -133,10 +133,19 @@ pub enum Effect {
 
 /// Apply one action. Returns the effects to carry out, in order.
 pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
-    if m.modal == Modal::Help && is_key(&a) && !matches!(a, Action::Quit) {
+    if !is_key(&a) {
+        event(m, a);
+        return Vec::new();
+    }
+    if m.modal == Modal::Help && !matches!(a, Action::Quit) {
         m.modal = Modal::None;
         return Vec::new();
     }
+    key(m, a)
+}
+
+/// A key the user pressed (see [`is_key`]), with no modal over the views.
+fn key(m: &mut Model, a: Action) -> Vec<Effect> {
     match a {
         Action::Quit => {
             m.quit = true;
@@ -154,15 +163,13 @@ pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
             m.tune.selected = (m.tune.selected + 1).min(SHIPPED.len().saturating_sub(1));
         }
         Action::Confirm if m.view == View::Tune => return start_checklist(m),
-        Action::Answer(yes) => {
-            if m.tune.question.take().is_some() {
-                m.tune
-                    .lines
-                    .push(format!("  answer: {}", if yes { "yes" } else { "no" }));
-                return vec![Effect::Answer(yes)];
-            }
+        Action::Answer(yes) if m.tune.question.is_some() => {
+            m.tune.question = None;
+            m.tune
+                .lines
+                .push(format!("  answer: {}", if yes { "yes" } else { "no" }));
+            return vec![Effect::Answer(yes)];
         }
-        Action::Tune(n) => tune_note(m, *n),
         Action::StartStop | Action::Confirm => return start_stop(m, &a),
         Action::TogglePause => toggle_pause(m),
         Action::Up if m.view == View::Control => m.field = m.field.saturating_sub(1),
@@ -188,6 +195,16 @@ pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
         Action::ToggleLog => return toggle_log(m),
         Action::ToggleHelp => m.modal = Modal::Help,
         Action::Close => m.modal = Modal::None,
+        // Events: see `event`.
+        _ => {}
+    }
+    Vec::new()
+}
+
+/// What the session, the tuning task or the terminal reported.
+fn event(m: &mut Model, a: Action) {
+    match a {
+        Action::Tune(n) => tune_note(m, *n),
         Action::Tick | Action::Resize => {}
         // Shown in the header's probe line and the facts view, never over
         // the key hints.
@@ -213,11 +230,9 @@ pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
             ..
         } => interval(m, local, peer, active),
         Action::PointDone { end, summary } => point_done(m, end, summary),
-        Action::PlanDone => {
-            // A replay's log is read in full: one without intervals says so.
-            if m.history.is_empty() && matches!(m.source, Source::Replay(_)) {
-                m.message = Some("this log holds no interval (an empty or header-only log)".into());
-            }
+        // A replay's log is read in full: one without intervals says so.
+        Action::PlanDone if m.history.is_empty() && matches!(m.source, Source::Replay(_)) => {
+            m.message = Some("this log holds no interval (an empty or header-only log)".into());
         }
         Action::SessionFailed(e) => {
             m.message = Some(e.clone());
@@ -233,11 +248,11 @@ pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
             m.message = Some(format!("log: {e}"));
             m.log = LogState::Failed(e);
         }
+        // Keys: see `key`.
+        _ => {}
     }
-    Vec::new()
 }
 
-/// True for actions that come from keys (they close the help popup).
 fn is_key(a: &Action) -> bool {
     !matches!(
         a,

@@ -1,7 +1,12 @@
 //! `--engine grpc`'s own options: a clap group flattened into the test
-//! options of `run` and the TUI (shown under their own heading in `--help`).
+//! options of `run` and the TUI (shown under their own heading in `--help`),
+//! and the validation of a gRPC test into its [`GrpcSpec`].
 
-use crate::units::{count, first_given};
+use super::{GrpcMode, GrpcSpec, MAX_CONCURRENCY, MAX_MESSAGE, MESSAGE_OVERHEAD};
+use crate::traffic::options::{exact_bytes, refuse, OptionError, Resolved, SweepParam};
+use crate::traffic::EngineSpec;
+use crate::traffic::TestOptions;
+use crate::units::{count, first_given, Bytes};
 
 /// gRPC's options.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -27,4 +32,99 @@ impl GrpcArgs {
             (self.peer_threads.is_some(), "--peer-threads"),
         ])
     }
+}
+
+impl GrpcMode {
+    /// The gRPC mode `--mode` names (unary when absent).
+    pub fn from_option(mode: Option<&str>) -> Result<GrpcMode, OptionError> {
+        match mode {
+            None | Some("unary") => Ok(GrpcMode::Unary),
+            Some("stream") => Ok(GrpcMode::Stream),
+            Some(other) => refuse(format!(
+                "--mode {other} is not a grpc mode; use unary or stream"
+            )),
+        }
+    }
+}
+
+/// Check the options of a gRPC test and build its spec.
+pub fn resolve(t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
+    let mode = GrpcMode::from_option(t.mode)?;
+    for (set, flag) in [
+        (t.streams.is_some(), "--streams"),
+        (t.conns.is_some(), "--conns (use --channels)"),
+        (t.depth != 1, "--depth (use --concurrency)"),
+        (t.len.is_some(), "--len (use --size)"),
+        (t.reverse, "--reverse"),
+        (t.bidir, "--bidir"),
+        (t.window.is_some(), "--window"),
+        (t.mss.is_some(), "--mss"),
+        (t.congestion.is_some(), "--congestion"),
+        (t.zerocopy, "--zerocopy"),
+        (t.skip_rx_copy, "--skip-rx-copy"),
+        (t.bytes.is_some(), "--bytes"),
+    ] {
+        if set {
+            return refuse(format!(
+                "{flag} applies to --engine tcp; grpc tests take --channels, --concurrency, --size and --resp-size"
+            ));
+        }
+    }
+    if t.sweep_param() == Some(SweepParam::Streams) {
+        return refuse("grpc sweeps size, channels or concurrency, not streams");
+    }
+    let time = t.timing()?;
+    let spec = spec(t, mode)?;
+    let spec = EngineSpec::Grpc(spec);
+    // Every point of a sweep must be a valid test too.
+    for (p, s) in t.points(&spec) {
+        s.validate().map_err(|e| {
+            OptionError(format!(
+                "sweep point {}: {e}",
+                p.map(|v| v.value.to_string()).unwrap_or_default()
+            ))
+        })?;
+    }
+    Ok(Resolved {
+        spec,
+        time,
+        omit: t.omit,
+    })
+}
+
+/// The spec with gRPC's defaults, its message sizes and counts checked.
+fn spec(t: &TestOptions<'_>, mode: GrpcMode) -> Result<GrpcSpec, OptionError> {
+    let channels = t.grpc.channels.unwrap_or(1);
+    let concurrency = t
+        .grpc
+        .concurrency
+        .unwrap_or_else(|| channels.saturating_mul(64).min(MAX_CONCURRENCY));
+    let size = t.size.unwrap_or(Bytes(64));
+    let (cpus, peer_cpus) = t.cpu_lists();
+    let spec = GrpcSpec {
+        mode,
+        channels,
+        concurrency,
+        size,
+        resp_size: t.resp_size.unwrap_or(size),
+        threads: t.threads.unwrap_or(0),
+        peer_threads: t.grpc.peer_threads.unwrap_or(0),
+        peer_cpus,
+        cpus,
+    };
+    let max = (MAX_MESSAGE - MESSAGE_OVERHEAD) as u64;
+    for (v, flag) in [(spec.size, "--size"), (spec.resp_size, "--resp-size")] {
+        if v.0 > max {
+            return refuse(format!(
+                "{flag} {v} exceeds the largest gRPC message wirescope sends; use at most {}",
+                exact_bytes(max)
+            ));
+        }
+    }
+    spec.validate().map_err(|e| {
+        OptionError(format!(
+            "this grpc test is not valid: {e}; --concurrency must be at least --channels"
+        ))
+    })?;
+    Ok(spec)
 }

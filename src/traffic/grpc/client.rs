@@ -12,8 +12,8 @@
 
 use super::counters::{status_name, GrpcCounters};
 use super::proto::{
-    payload_body, EchoStatus, RequestTemplate, ResponseScanner, ScannedMessage, STREAMING_PATH,
-    UNARY_PATH,
+    payload_body, EchoStatus, FramingError, RequestTemplate, ResponseScanner, ScannedMessage,
+    STREAMING_PATH, UNARY_PATH,
 };
 use super::server::{flag_set, runtime};
 use super::{GrpcError, GrpcMode, Supervisor};
@@ -426,13 +426,13 @@ async fn first_rpc(
             .send_request(request(uri, body))
             .await
             .map_err(|e| not_grpc(plan, format!("the HTTP/2 request failed: {e}")))?;
-        let mut reader = ResponseReader::open(resp).map_err(|d| not_grpc(plan, d))?;
+        let mut reader = ResponseReader::open(resp).map_err(|d| not_grpc(plan, d.to_string()))?;
         let mut rx = 0;
         loop {
             match reader.next().await {
                 Ok(Next::Message(m)) => rx += m.payload_len as u64,
                 Ok(Next::End { code, message }) => return Ok((code, message, rx)),
-                Err(detail) => return Err(not_grpc(plan, detail)),
+                Err(detail) => return Err(not_grpc(plan, detail.to_string())),
             }
         }
     };
@@ -624,6 +624,26 @@ enum Next {
     },
 }
 
+/// Why a response is not a gRPC answer, or broke off.
+#[derive(Debug, thiserror::Error)]
+enum ResponseError {
+    /// An HTTP status other than 200 without a gRPC status.
+    #[error("it answered HTTP {0}")]
+    Http(http::StatusCode),
+    /// A content type other than gRPC's without a gRPC status.
+    #[error("it answered content-type '{0}'")]
+    ContentType(String),
+    /// The body's framing is broken.
+    #[error(transparent)]
+    Framing(#[from] FramingError),
+    /// The body failed (the connection broke, the stream was reset).
+    #[error("the response body failed: {0}")]
+    Body(String),
+    /// The body ended between a message's start and its end.
+    #[error("the response ended inside a message")]
+    Truncated,
+}
+
 /// Reads a gRPC response frame by frame, keeping no message.
 struct ResponseReader {
     body: Option<RespBody>,
@@ -634,7 +654,7 @@ struct ResponseReader {
 
 impl ResponseReader {
     /// Check the response head; a trailers-only response ends at once.
-    fn open(resp: http::Response<RespBody>) -> Result<Self, String> {
+    fn open(resp: http::Response<RespBody>) -> Result<Self, ResponseError> {
         let status = resp.status();
         let ct = resp
             .headers()
@@ -644,10 +664,10 @@ impl ResponseReader {
             .to_string();
         let end = grpc_status(resp.headers());
         if status != http::StatusCode::OK && end.is_none() {
-            return Err(format!("it answered HTTP {status}"));
+            return Err(ResponseError::Http(status));
         }
         if !ct.starts_with("application/grpc") && end.is_none() {
-            return Err(format!("it answered content-type '{ct}'"));
+            return Err(ResponseError::ContentType(ct));
         }
         Ok(ResponseReader {
             body: end.is_none().then(|| resp.into_body()),
@@ -657,7 +677,7 @@ impl ResponseReader {
         })
     }
 
-    async fn next(&mut self) -> Result<Next, String> {
+    async fn next(&mut self) -> Result<Next, ResponseError> {
         loop {
             if let Some(m) = self.ready.pop_front() {
                 return Ok(Next::Message(m));
@@ -673,9 +693,7 @@ impl ResponseReader {
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => {
                         let ready = &mut self.ready;
-                        self.scanner
-                            .feed(&data, |m| ready.push_back(m))
-                            .map_err(|e| e.to_string())?;
+                        self.scanner.feed(&data, |m| ready.push_back(m))?;
                     }
                     Err(frame) => {
                         if let Some(t) = frame.trailers_ref() {
@@ -683,11 +701,11 @@ impl ResponseReader {
                         }
                     }
                 },
-                Some(Err(e)) => return Err(format!("the response body failed: {e}")),
+                Some(Err(e)) => return Err(ResponseError::Body(e.to_string())),
                 None => {
                     self.body = None;
                     if !self.scanner.at_boundary() && self.end.is_none() {
-                        return Err("the response ended inside a message".into());
+                        return Err(ResponseError::Truncated);
                     }
                 }
             }

@@ -70,6 +70,8 @@ pub mod server;
 pub mod stream_call;
 pub mod summary;
 
+use crate::traffic::limits::SpecError;
+use crate::traffic::options::{SweepParam, SweepPoint};
 use crate::traffic::{join_all, spawn_worker, EngineControl, EngineError};
 use crate::units::{Bytes, CpuId};
 use serde::{Deserialize, Serialize};
@@ -136,6 +138,24 @@ pub struct GrpcSpec {
 }
 
 impl GrpcSpec {
+    /// Apply one sweep point: the request size (the response too when it
+    /// followed it), the channels or the RPCs in flight.
+    pub fn apply_sweep(&mut self, p: SweepPoint<'_>) {
+        let n = u32::try_from(p.value).unwrap_or(u32::MAX);
+        match p.param {
+            SweepParam::Size => {
+                if self.resp_size == self.size {
+                    self.resp_size = Bytes(p.value);
+                }
+                self.size = Bytes(p.value);
+            }
+            SweepParam::Channels => self.channels = n,
+            SweepParam::Concurrency => self.concurrency = n,
+            // Refused for grpc by its validation.
+            _ => {}
+        }
+    }
+
     /// Data connections the controller opens.
     pub fn connection_count(&self) -> usize {
         self.channels as usize
@@ -144,14 +164,8 @@ impl GrpcSpec {
     /// Limits an agent enforces on a spec from the network (the CLI checks the
     /// same with friendlier messages). Bounds what a test allocates: one
     /// payload per size and the server's budget.
-    pub fn validate(&self) -> Result<(), String> {
-        let check = |what: &str, v: u64, lo: u64, hi: u64| {
-            if (lo..=hi).contains(&v) {
-                Ok(())
-            } else {
-                Err(format!("{what} {v} is outside {lo}..={hi}"))
-            }
-        };
+    pub fn validate(&self) -> Result<(), SpecError> {
+        use crate::traffic::limits::check;
         let max_payload = (MAX_MESSAGE - MESSAGE_OVERHEAD) as u64;
         check(
             "channels",
@@ -170,10 +184,10 @@ impl GrpcSpec {
         check("threads", u64::from(self.threads), 0, 1024)?;
         check("peer_threads", u64::from(self.peer_threads), 0, 1024)?;
         if self.concurrency < self.channels {
-            return Err(format!(
+            return Err(SpecError::Invalid(format!(
                 "concurrency {} is below channels {}: every channel needs at least one RPC in flight",
                 self.concurrency, self.channels
-            ));
+            )));
         }
         Ok(())
     }
@@ -411,13 +425,21 @@ mod tests {
         assert!(spec().validate().is_ok());
         let mut s = spec();
         s.concurrency = 0;
-        assert!(s.validate().unwrap_err().contains("concurrency 0"));
+        assert!(s
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("concurrency 0"));
         let mut s = spec();
         s.size = Bytes(MAX_MESSAGE as u64);
-        assert!(s.validate().unwrap_err().contains("size"));
+        assert!(s.validate().unwrap_err().to_string().contains("size"));
         let mut s = spec();
         s.concurrency = 4;
-        assert!(s.validate().unwrap_err().contains("below channels"));
+        assert!(s
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("below channels"));
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! closing lines, its sweep cells and its live rows' unit and statuses.
 
 use super::GrpcMode;
+use crate::traffic::options::{OptionError, Resolved};
+use crate::traffic::TestOptions;
 use crate::traffic::{
     si, EngineInterval, EngineKind, EngineSlice, EngineSpec, EngineTotals, Headline, PayloadCells,
     PointEnds, Sections,
@@ -44,6 +46,10 @@ fn status_list(errors: &BTreeMap<String, u64>) -> String {
 impl EngineSlice for GrpcSlice {
     fn kind(&self) -> EngineKind {
         EngineKind::Grpc
+    }
+
+    fn resolve(&self, t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
+        super::args::resolve(t)
     }
 
     /// RPC rate and payload goodput both ways over the measured span (the

@@ -1,8 +1,15 @@
 //! `--engine rdma`'s own options, named after perftest's: a clap group
 //! flattened into the test options of `run` and the TUI (shown under their
-//! own heading in `--help`).
+//! own heading in `--help`), and the validation of an RDMA test into its
+//! [`RdmaSpec`] with perftest's defaults.
 
+use super::spec::limits;
+use super::{RdmaEndpoint, RdmaMode, RdmaOp, RdmaSpec};
+use crate::traffic::options::{refuse, OptionError, Resolved, SweepParam};
+use crate::traffic::EngineSpec;
+use crate::traffic::TestOptions;
 use crate::units::first_given;
+use std::time::Duration;
 
 /// `--op`: the RDMA verb.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -79,4 +86,140 @@ impl RdmaArgs {
             (self.peer_gid_index.is_some(), "--peer-gid-index"),
         ])
     }
+}
+
+/// Refuse RDMA's options in another engine's test.
+pub fn refuse_elsewhere(t: &TestOptions<'_>) -> Result<(), OptionError> {
+    match t.rdma.given() {
+        Some(flag) => refuse(format!("{flag} applies to --engine rdma")),
+        None => Ok(()),
+    }
+}
+
+/// Check the options of an RDMA test and build its spec.
+pub fn resolve(t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
+    let mode = match t.mode {
+        None | Some("bw") => RdmaMode::Bw,
+        Some("lat") => RdmaMode::Lat,
+        Some(other) => {
+            return refuse(format!(
+                "--mode {other} is not an rdma mode; use bw (bandwidth, like ib_*_bw) or lat (latency, like ib_*_lat)"
+            ))
+        }
+    };
+    if let Some(flag) = t.sink.given() {
+        return refuse(format!("{flag} applies to --engine sink, not rdma"));
+    }
+    refuse_shared(t)?;
+    if let Some(sw) = t.sweep {
+        if sw.param != SweepParam::Size {
+            return refuse(format!(
+                "rdma sweeps size (size=all for perftest's -a, or size=2,64,64K), not {}",
+                sw.param.name()
+            ));
+        }
+    }
+    if t.interval < Duration::from_millis(10) {
+        return refuse("--interval is too short; use at least 10ms");
+    }
+    let op = match t.rdma.op.unwrap_or(RdmaOpArg::Write) {
+        RdmaOpArg::Write => RdmaOp::Write,
+        RdmaOpArg::Read => RdmaOp::Read,
+        RdmaOpArg::Send => RdmaOp::Send,
+    };
+    let spec = spec(t, op, mode)?;
+    if let Some(sw) = t.sweep {
+        for v in &sw.values {
+            if !(limits::MIN_SIZE..=limits::MAX_SIZE).contains(v) {
+                return refuse(format!(
+                    "sweep size {v} is out of range; rdma messages are {} B to 8M",
+                    limits::MIN_SIZE
+                ));
+            }
+        }
+    }
+    let spec = EngineSpec::Rdma(spec);
+    for (_, s) in t.points(&spec) {
+        s.validate()
+            .map_err(|e| OptionError(format!("this rdma test is not valid: {e}")))?;
+    }
+    Ok(Resolved {
+        spec,
+        // The engine ends by itself after its iterations or its duration.
+        time: None,
+        omit: Duration::ZERO,
+    })
+}
+
+/// The shared options an RDMA test has no use for, refused by flag.
+fn refuse_shared(t: &TestOptions<'_>) -> Result<(), OptionError> {
+    let socket = t.socket_flags().map(|f| (true, f));
+    for (set, flag) in socket.into_iter().chain([
+        (t.streams.is_some(), "--streams (use --qps)"),
+        (t.conns.is_some(), "--conns (use --qps)"),
+        (t.threads.is_some(), "--threads"),
+        (t.depth != 1, "--depth (use --tx-depth)"),
+        (t.len.is_some(), "--len (use --size)"),
+        (t.reverse, "--reverse"),
+        (t.bytes.is_some(), "--bytes (use --iters)"),
+        (t.cpus.is_some(), "--cpus"),
+        (t.peer_cpus.is_some(), "--peer-cpus"),
+        (
+            !t.omit.is_zero(),
+            "--omit (rdma leaves perftest's margins out by itself)",
+        ),
+    ]) {
+        if set {
+            return refuse(format!(
+                "{flag} does not apply to --engine rdma; rdma tests take --op, -m bw|lat, --size, --qps, --tx-depth, --iters or --time, --bidir, --inline-size, --use-event and the --ib-dev/--ib-port/--gid-index options"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// perftest's defaults for `op` and `mode`, with the options given.
+fn spec(t: &TestOptions<'_>, op: RdmaOp, mode: RdmaMode) -> Result<RdmaSpec, OptionError> {
+    let a = t.rdma;
+    let mut spec = RdmaSpec::perftest_defaults(op, mode);
+    if let Some(s) = t.size {
+        spec.size = s;
+    }
+    if let Some(q) = a.qps {
+        spec.qps = q;
+    }
+    if let Some(d) = a.tx_depth {
+        spec.tx_depth = d;
+    }
+    if let Some(r) = a.rx_depth {
+        spec.rx_depth = r;
+    }
+    if let Some(i) = a.inline_size {
+        spec.inline_size = i;
+    }
+    spec.use_event = a.use_event;
+    spec.bidir = t.bidir;
+    match (a.iters, t.time) {
+        (Some(_), Some(_)) => {
+            return refuse("give --iters or --time, not both (perftest: -n or -D)")
+        }
+        (Some(i), None) => spec.iters = Some(i),
+        (None, Some(d)) => {
+            spec.iters = None;
+            spec.secs = Some(d.as_secs_f64());
+        }
+        (None, None) => {}
+    }
+    spec.sweep = t.sweep.is_some();
+    spec.local = RdmaEndpoint {
+        ib_dev: a.ib_dev.clone(),
+        ib_port: a.ib_port,
+        gid_index: a.gid_index,
+    };
+    spec.peer = RdmaEndpoint {
+        ib_dev: a.peer_ib_dev.clone(),
+        ib_port: a.peer_ib_port,
+        gid_index: a.peer_gid_index,
+    };
+    Ok(spec)
 }

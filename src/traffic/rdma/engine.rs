@@ -61,7 +61,7 @@ const SPIN_CHECK: u32 = 4096;
 pub enum RdmaError {
     /// The spec is out of range.
     #[error("invalid rdma test: {0}")]
-    Spec(String),
+    Spec(crate::traffic::limits::SpecError),
     /// The verbs boundary failed.
     #[error(transparent)]
     Verbs(#[from] VerbsError),

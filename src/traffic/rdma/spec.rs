@@ -5,6 +5,8 @@
 //! Plain data: an agent runs [`RdmaSpec::validate`] on a spec received from
 //! the network before it allocates anything.
 
+use crate::traffic::limits::SpecError;
+use crate::traffic::options::{SweepParam, SweepPoint};
 use crate::units::Bytes;
 use serde::{Deserialize, Serialize};
 
@@ -164,6 +166,13 @@ pub fn all_sizes() -> Vec<Bytes> {
 pub const IB_MTUS: [u32; 5] = [256, 512, 1024, 2048, 4096];
 
 impl RdmaSpec {
+    /// Apply one sweep point: RDMA sweeps the message size only.
+    pub fn apply_sweep(&mut self, p: SweepPoint<'_>) {
+        if p.param == SweepParam::Size {
+            self.size = Bytes(p.value);
+        }
+    }
+
     /// perftest's defaults for an op and mode (`ib_write_bw`: 64 KiB, 5000
     /// iterations, tx depth 128; `*_lat`: 2 B, 1000 iterations, depth 1;
     /// inline 220 B for write latency, 236 B for send latency).
@@ -200,14 +209,10 @@ impl RdmaSpec {
 
     /// Ranges, combinations and the memory bound, checked by an agent on a
     /// spec received from the network before anything is allocated.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SpecError> {
         use limits::*;
         let range = |what: &str, v: u64, lo: u64, hi: u64| {
-            if (lo..=hi).contains(&v) {
-                Ok(())
-            } else {
-                Err(format!("rdma {what} {v} is outside {lo}..={hi}"))
-            }
+            crate::traffic::limits::check(&format!("rdma {what}"), v, lo, hi)
         };
         range("size", self.size.0, MIN_SIZE, MAX_SIZE)?;
         range("qps", self.qps.into(), 1, MAX_QPS.into())?;
@@ -221,25 +226,37 @@ impl RdmaSpec {
             (Some(i), None) => range("iterations", i, MIN_ITERS, MAX_ITERS)?,
             (None, Some(s)) if s.is_finite() && (1.0..=MAX_SECS).contains(&s) => {}
             (None, Some(s)) => {
-                return Err(format!("rdma duration {s} s is outside 1..={MAX_SECS} s"))
+                return Err(SpecError::Invalid(format!(
+                    "rdma duration {s} s is outside 1..={MAX_SECS} s"
+                )))
             }
-            _ => return Err("rdma: give exactly one of iterations and duration".into()),
+            _ => {
+                return Err(SpecError::Invalid(
+                    "rdma: give exactly one of iterations and duration".into(),
+                ))
+            }
         }
         if let Some(m) = self.mtu {
             if !IB_MTUS.contains(&m) {
-                return Err(format!(
+                return Err(SpecError::Invalid(format!(
                     "rdma MTU {m} is not one of 256, 512, 1024, 2048, 4096"
-                ));
+                )));
             }
         }
         if self.mode == RdmaMode::Lat && (self.qps != 1 || self.bidir) {
-            return Err("rdma latency runs on one QP, one direction (like perftest)".into());
+            return Err(SpecError::Invalid(
+                "rdma latency runs on one QP, one direction (like perftest)".into(),
+            ));
         }
         if self.op == RdmaOp::Read && self.inline_size > 0 {
-            return Err("rdma read cannot be inline (--inline-size 0)".into());
+            return Err(SpecError::Invalid(
+                "rdma read cannot be inline (--inline-size 0)".into(),
+            ));
         }
         if self.use_event && self.op == RdmaOp::Write && self.mode == RdmaMode::Lat {
-            return Err("write latency polls memory; --use-event applies to send and read".into());
+            return Err(SpecError::Invalid(
+                "write latency polls memory; --use-event applies to send and read".into(),
+            ));
         }
         for (who, e) in [("local", &self.local), ("peer", &self.peer)] {
             if let Some(p) = e.ib_port {
@@ -250,19 +267,21 @@ impl RdmaSpec {
             }
             if let Some(d) = &e.ib_dev {
                 if d.is_empty() || d.len() > 64 || d.contains('/') {
-                    return Err(format!("rdma {who} device name {d:?} is not a device name"));
+                    return Err(SpecError::Invalid(format!(
+                        "rdma {who} device name {d:?} is not a device name"
+                    )));
                 }
             }
         }
         let mem = self.memory_bytes();
         if mem > MAX_MEMORY {
-            return Err(format!(
+            return Err(SpecError::Invalid(format!(
                 "rdma test would allocate {} per host (buffers {} x {} QPs + timestamps), more than {}; use fewer QPs, a smaller size or fewer iterations",
                 Bytes(mem),
                 Bytes(self.buffer_len()),
                 self.qps,
                 Bytes(MAX_MEMORY)
-            ));
+            )));
         }
         Ok(())
     }
@@ -441,7 +460,7 @@ mod tests {
         let bad = |f: &dyn Fn(&mut RdmaSpec)| {
             let mut s = bw();
             f(&mut s);
-            s.validate().unwrap_err()
+            s.validate().unwrap_err().to_string()
         };
         assert!(bad(&|s| s.size = Bytes(1)).contains("size 1"));
         assert!(bad(&|s| s.size = Bytes((8 << 20) + 1)).contains("size"));

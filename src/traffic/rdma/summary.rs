@@ -4,6 +4,8 @@
 
 use super::report::LatDurationReport;
 use super::{BwReport, LatReport, RdmaOutcome};
+use crate::traffic::options::{OptionError, Resolved};
+use crate::traffic::TestOptions;
 use crate::traffic::{
     EngineInterval, EngineKind, EngineSlice, EngineTotals, Headline, PointEnds, Sections,
 };
@@ -37,6 +39,14 @@ pub struct RdmaSlice;
 impl EngineSlice for RdmaSlice {
     fn kind(&self) -> EngineKind {
         EngineKind::Rdma
+    }
+
+    fn resolve(&self, t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
+        super::args::resolve(t)
+    }
+
+    fn refuse_elsewhere(&self, t: &TestOptions<'_>) -> Result<(), OptionError> {
+        super::args::refuse_elsewhere(t)
     }
 
     /// The requester's perftest report (both directions summed with

@@ -1,8 +1,12 @@
 //! `--engine sink`'s own options: a clap group flattened into the test
-//! options of `run` and the TUI (shown under their own heading in `--help`).
+//! options of `run` and the TUI (shown under their own heading in `--help`),
+//! and the validation of a packet test into its [`SinkSpec`].
 
-use super::spec::{MAX_FLOWS, MAX_FRAME, MAX_QUEUES, MAX_RATE, MIN_FRAME};
-use super::{SinkMode, TxPath};
+use super::spec::{DEFAULT_DST_PORT, MAX_FLOWS, MAX_FRAME, MAX_QUEUES, MAX_RATE, MIN_FRAME};
+use super::{SinkMode, SinkSpec, TxPath};
+use crate::traffic::options::{refuse, OptionError, Resolved, SweepParam};
+use crate::traffic::EngineSpec;
+use crate::traffic::TestOptions;
 use crate::units::{count, first_given, pps};
 
 /// The packet tests' options.
@@ -47,4 +51,108 @@ impl SinkArgs {
             (self.no_fallback, "--no-fallback"),
         ])
     }
+}
+
+/// Refuse the packet tests' options (and their sweeps) in another engine's test.
+pub fn refuse_elsewhere(t: &TestOptions<'_>) -> Result<(), OptionError> {
+    if let Some(flag) = t.sink.given() {
+        return refuse(format!("{flag} applies to --engine sink (packet tests)"));
+    }
+    if matches!(t.sweep_param(), Some(SweepParam::Frame | SweepParam::Cores)) {
+        return refuse("frame and cores sweeps are for --engine sink");
+    }
+    Ok(())
+}
+
+/// Check the options of a packet test and build its spec.
+pub fn resolve(t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
+    if let Some(m) = t.mode {
+        return refuse(format!(
+            "--mode {m}: packet tests choose how they count with --sink xdp|af-xdp|tpacket|udp"
+        ));
+    }
+    let socket = t.socket_flags().map(|f| (true, f));
+    for (set, flag) in socket.into_iter().chain([
+        (t.streams.is_some(), "--streams (use --queues)"),
+        (t.conns.is_some(), "--conns"),
+        (t.threads.is_some(), "--threads (use --queues)"),
+        (t.depth != 1, "--depth"),
+        (t.size.is_some(), "--size (use --frame-size)"),
+        (t.len.is_some(), "--len (use --frame-size)"),
+        (t.bidir, "--bidir"),
+        (t.bytes.is_some(), "--bytes"),
+    ]) {
+        if set {
+            return refuse(format!(
+                "{flag} does not apply to --engine sink; packet tests take --sink, --frame-size, --queues, --flows, --rate and --tx-path"
+            ));
+        }
+    }
+    if let Some(sw) = t.sweep {
+        if !matches!(sw.param, SweepParam::Frame | SweepParam::Cores) {
+            return refuse(format!(
+                "sink tests sweep frame=64,512,1518 or cores=\"0;1;0,1\", not {}",
+                sw.param.name()
+            ));
+        }
+    }
+    let time = t.timing()?;
+    let spec = EngineSpec::Sink(spec(t)?);
+    for (p, s) in t.points(&spec) {
+        s.validate().map_err(|e| {
+            let at = p.map_or(String::new(), |v| {
+                let cpus = v.cpus.map(crate::units::format_cpu_list);
+                format!("sweep point {}: ", cpus.unwrap_or(v.value.to_string()))
+            });
+            OptionError(format!("{at}this packet test is not valid: {e}"))
+        })?;
+    }
+    Ok(Resolved {
+        spec,
+        time,
+        omit: t.omit,
+    })
+}
+
+/// The spec with the packet tests' defaults, its frame sizes and counts checked.
+fn spec(t: &TestOptions<'_>) -> Result<SinkSpec, OptionError> {
+    let frame_size = t.sink.frame_size.unwrap_or(MIN_FRAME);
+    let frames = t
+        .sweep
+        .filter(|s| s.param == SweepParam::Frame)
+        .map_or(vec![u64::from(frame_size)], |s| s.values.clone());
+    for f in frames {
+        if !(u64::from(MIN_FRAME)..=u64::from(MAX_FRAME)).contains(&f) {
+            return refuse(format!(
+                "frame size {f} is out of range; use {MIN_FRAME} to {MAX_FRAME} (Ethernet frame incl. FCS, as RFC 2544 counts)"
+            ));
+        }
+    }
+    let queues = t.sink.queues.unwrap_or(1);
+    if queues == 0 || queues > MAX_QUEUES {
+        return refuse(format!(
+            "--queues {queues} is out of range; use 1 to {MAX_QUEUES}"
+        ));
+    }
+    if let Some(f) = t.sink.flows {
+        if f == 0 || f > MAX_FLOWS {
+            return refuse(format!("--flows {f} is out of range; use 1 to {MAX_FLOWS}"));
+        }
+    }
+    let (cpus, peer_cpus) = t.cpu_lists();
+    Ok(SinkSpec {
+        mode: t.sink.mode.unwrap_or(SinkMode::AfXdp),
+        fallback: !t.sink.no_fallback,
+        tx_path: t.sink.tx_path.unwrap_or(TxPath::Auto),
+        frame_size,
+        queues,
+        flows: t.sink.flows,
+        rate: t.sink.rate.unwrap_or(0),
+        dst_port: DEFAULT_DST_PORT,
+        reverse: t.reverse,
+        cpus,
+        peer_cpus,
+        default_pinning: true,
+        one_host: false,
+    })
 }

@@ -29,6 +29,7 @@ use super::figures::{PathOpener, SinkInterval, SinkSnapshot};
 use super::gen::{self, OpenedGenerator, PreparedGenerator, RunningGenerator};
 use super::rx::{self, RunningSink, SinkTotals};
 use super::spec::{default_cpus, GeneratorEnd, SinkEnd, SinkMode, SinkSpec};
+use crate::traffic::limits::SpecError;
 use crate::traffic::{
     spawn_worker, ConnRole, ConnSnapshot, Engine, EngineControl, EngineCounters, EngineError,
     EngineInterval, EngineProbe, EngineSetup, EngineTotals, RunningEngine, Side,
@@ -182,42 +183,48 @@ pub fn is_test_address(ip: std::net::Ipv4Addr) -> bool {
 
 /// Check a sink's setup answer against the test (it came over the network;
 /// whether the frames fit the link is the generator's check when it opens).
-fn check_sink_end(s: &SinkEnd) -> Result<(), String> {
+fn check_sink_end(s: &SinkEnd) -> Result<(), SpecError> {
     if !is_test_address(s.ip) {
-        return Err(format!(
+        return Err(SpecError::Invalid(format!(
             "the sink's address {} cannot receive the flows",
             s.ip
-        ));
+        )));
     }
     if s.mac.parse::<super::frame::Mac>().is_err() {
-        return Err(format!("the sink's MAC address '{}' is not one", s.mac));
+        return Err(SpecError::Invalid(format!(
+            "the sink's MAC address '{}' is not one",
+            s.mac
+        )));
     }
     if s.rx_queues == 0 || s.rx_queues > super::spec::MAX_QUEUES {
-        return Err(format!("the sink reports {} rx queues", s.rx_queues));
+        return Err(SpecError::Invalid(format!(
+            "the sink reports {} rx queues",
+            s.rx_queues
+        )));
     }
     Ok(())
 }
 
 /// Check a generator's setup message against the test.
-fn check_gen_end(spec: &SinkSpec, g: &GeneratorEnd) -> Result<(), String> {
+fn check_gen_end(spec: &SinkSpec, g: &GeneratorEnd) -> Result<(), SpecError> {
     if !is_test_address(g.ip) {
-        return Err(format!(
+        return Err(SpecError::Invalid(format!(
             "the generator's address {} cannot send the flows",
             g.ip
-        ));
+        )));
     }
     if g.flows != spec.flow_count() {
-        return Err(format!(
+        return Err(SpecError::Invalid(format!(
             "the generator sends {} flows, the test has {}",
             g.flows,
             spec.flow_count()
-        ));
+        )));
     }
     if g.mac.parse::<super::frame::Mac>().is_err() {
-        return Err(format!(
+        return Err(SpecError::Invalid(format!(
             "the generator's MAC address '{}' is not one",
             g.mac
-        ));
+        )));
     }
     Ok(())
 }
@@ -240,13 +247,13 @@ impl Engine for PacketEngine {
                 // Only now does the XDP program know whose frames to take.
                 let told = checked.is_ok().then(|| sink.set_generator(g.ip));
                 self.end = PreparedEnd::Sink(sink);
-                checked.or_else(bad)?;
+                checked.or_else(|e| bad(e.to_string()))?;
                 told.transpose()?;
                 Ok(())
             }
             (PreparedEnd::Gen(gen), Some(EngineSetup::Sink(s))) => {
                 if let Err(e) = check_sink_end(&s) {
-                    return bad(e);
+                    return bad(e.to_string());
                 }
                 let end = gen.end();
                 let opened = gen.open(&s)?;

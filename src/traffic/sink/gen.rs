@@ -63,7 +63,8 @@ pub fn prepare(
     iface: &str,
     paths: &PathOpener,
 ) -> Result<PreparedGenerator, SinkError> {
-    spec.validate().map_err(SinkError::Unsupported)?;
+    spec.validate()
+        .map_err(|e| SinkError::Unsupported(e.to_string()))?;
     let info = sys::iface_info(iface)?;
     if info.ipv4.is_none() {
         return Err(SinkError::Iface {

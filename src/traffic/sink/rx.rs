@@ -24,12 +24,12 @@ use super::figures::SinkSnapshot;
 use super::figures::{PathOpener, PathSource};
 use super::flow::{merge, FlowSeen, FlowTable};
 use super::frame::{parse_frame, parse_payload};
-use super::ring::{fanout_group_id, RxRing, PACKET_FANOUT_QM};
+use super::ring::{fanout_group_id, RingError, RxRing, PACKET_FANOUT_QM};
 use super::spec::{SinkEnd, SinkMode, SinkSpec, RING_FRAMES};
 use super::sys::{self, IfaceInfo};
 use super::workers::Workers;
 use super::xdp::{Filter, Program, SinkXdp};
-use super::xsk::{XdpDesc, Xsk, XskConfig, XDP_PACKET_HEADROOM};
+use super::xsk::{XdpDesc, Xsk, XskConfig, XskError, XDP_PACKET_HEADROOM};
 use super::SinkError;
 use crate::traffic::{EngineControl, EngineError, Side};
 use crate::units::CpuId;
@@ -96,7 +96,8 @@ pub fn prepare(
     iface: &str,
     paths: &PathOpener,
 ) -> Result<PreparedSink, SinkError> {
-    spec.validate().map_err(SinkError::Unsupported)?;
+    spec.validate()
+        .map_err(|e| SinkError::Unsupported(e.to_string()))?;
     let info = sys::iface_info(iface)?;
     if info.ipv4.is_none() {
         return Err(SinkError::Iface {
@@ -181,7 +182,42 @@ fn filter(spec: &SinkSpec, info: &IfaceInfo, per_flow: bool) -> Filter {
     }
 }
 
-fn open_mode(spec: &SinkSpec, info: &IfaceInfo, mode: SinkMode) -> Result<Opened, String> {
+/// Why one sink mode could not open on the interface (the next mode may).
+#[derive(Debug, thiserror::Error)]
+enum ModeRefused {
+    /// Raw sockets and XDP need CAP_NET_RAW.
+    #[error("needs CAP_NET_RAW (run as root)")]
+    NeedsRoot,
+    /// A frame too big for an AF_XDP chunk.
+    #[error("{frame} B frames do not fit a {chunk} B chunk after {XDP_PACKET_HEADROOM} B of headroom (AF_XDP multi-buffer is not used)")]
+    FrameTooBig {
+        /// The frame size.
+        frame: u32,
+        /// The chunk it would go in.
+        chunk: u32,
+    },
+    /// The XDP program did not attach, or did not take a socket.
+    #[error(transparent)]
+    Xdp(Box<SinkError>),
+    /// A TPACKET_V3 ring did not open.
+    #[error(transparent)]
+    Ring(#[from] RingError),
+    /// An AF_XDP socket did not open.
+    #[error(transparent)]
+    Xsk(#[from] XskError),
+    /// A UDP socket did not bind.
+    #[error("binding UDP {ip}:{port}: {source}")]
+    Udp {
+        /// The address.
+        ip: std::net::Ipv4Addr,
+        /// The port.
+        port: u16,
+        /// The kernel's answer.
+        source: std::io::Error,
+    },
+}
+
+fn open_mode(spec: &SinkSpec, info: &IfaceInfo, mode: SinkMode) -> Result<Opened, ModeRefused> {
     let n = info.rx_queues;
     match mode {
         SinkMode::Xdp => {
@@ -191,7 +227,7 @@ fn open_mode(spec: &SinkSpec, info: &IfaceInfo, mode: SinkMode) -> Result<Opened
                 Program::Drop,
                 filter(spec, info, true),
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| ModeRefused::Xdp(Box::new(e)))?;
             Ok(Opened {
                 rxs: Vec::new(),
                 labels: (0..n).collect(),
@@ -202,7 +238,7 @@ fn open_mode(spec: &SinkSpec, info: &IfaceInfo, mode: SinkMode) -> Result<Opened
         SinkMode::AfXdp => open_xsks(spec, info),
         SinkMode::Tpacket => {
             if !sys::can_raw() {
-                return Err("needs CAP_NET_RAW (run as root)".into());
+                return Err(ModeRefused::NeedsRoot);
             }
             let group = fanout_group_id();
             let mut rxs = Vec::new();
@@ -213,8 +249,7 @@ fn open_mode(spec: &SinkSpec, info: &IfaceInfo, mode: SinkMode) -> Result<Opened
                     spec.wire_len(),
                     group,
                     PACKET_FANOUT_QM,
-                )
-                .map_err(|e| e.to_string())?;
+                )?;
                 rxs.push(Rx::Packet(Box::new(r)));
             }
             Ok(Opened {
@@ -228,9 +263,13 @@ fn open_mode(spec: &SinkSpec, info: &IfaceInfo, mode: SinkMode) -> Result<Opened
             let ip = info.ipv4.map_or(std::net::Ipv4Addr::UNSPECIFIED, |a| a.0);
             let mut rxs = Vec::new();
             for _ in 0..spec.queues {
-                rxs.push(Rx::Udp(udp_socket(ip, spec.dst_port).map_err(|e| {
-                    format!("binding UDP {ip}:{}: {e}", spec.dst_port)
-                })?));
+                rxs.push(Rx::Udp(udp_socket(ip, spec.dst_port).map_err(
+                    |source| ModeRefused::Udp {
+                        ip,
+                        port: spec.dst_port,
+                        source,
+                    },
+                )?));
             }
             Ok(Opened {
                 rxs,
@@ -250,17 +289,17 @@ fn fanout_labels(n: u32) -> Vec<u32> {
     (0..n).collect()
 }
 
-fn open_xsks(spec: &SinkSpec, info: &IfaceInfo) -> Result<Opened, String> {
+fn open_xsks(spec: &SinkSpec, info: &IfaceInfo) -> Result<Opened, ModeRefused> {
     if !sys::can_raw() {
-        return Err("needs CAP_NET_RAW (run as root)".into());
+        return Err(ModeRefused::NeedsRoot);
     }
     let need = spec.wire_len() as u32 + XDP_PACKET_HEADROOM;
     let chunk = if need <= 2048 { 2048 } else { 4096 };
     if need > chunk {
-        return Err(format!(
-            "{} B frames do not fit a {chunk} B chunk after {XDP_PACKET_HEADROOM} B of headroom (AF_XDP multi-buffer is not used)",
-            spec.frame_size
-        ));
+        return Err(ModeRefused::FrameTooBig {
+            frame: spec.frame_size,
+            chunk,
+        });
     }
     let mut xdp = SinkXdp::attach(
         &info.name,
@@ -268,7 +307,7 @@ fn open_xsks(spec: &SinkSpec, info: &IfaceInfo) -> Result<Opened, String> {
         Program::Redirect,
         filter(spec, info, false),
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| ModeRefused::Xdp(Box::new(e)))?;
     let mut rxs = Vec::new();
     let mut zero_copy = xdp.native();
     // The previous point's sockets may still hold these queues for a moment
@@ -289,16 +328,17 @@ fn open_xsks(spec: &SinkSpec, info: &IfaceInfo) -> Result<Opened, String> {
             Err(e) if zero_copy && !e.still_busy() => {
                 zero_copy = false;
                 cfg.zero_copy = false;
-                Xsk::open_waiting(info.ifindex, q, cfg, until).map_err(|e| e.to_string())?
+                Xsk::open_waiting(info.ifindex, q, cfg, until)?
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         };
         let mut x = Box::new(x);
         let addrs: Vec<u64> = (0..u64::from(RING_FRAMES))
             .map(|i| i * u64::from(chunk))
             .collect();
         x.fill(&addrs);
-        xdp.add_socket(q, x.fd()).map_err(|e| e.to_string())?;
+        xdp.add_socket(q, x.fd())
+            .map_err(|e| ModeRefused::Xdp(Box::new(e)))?;
         rxs.push(Rx::Xsk(x));
     }
     Ok(Opened {

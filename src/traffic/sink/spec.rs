@@ -6,6 +6,8 @@
 //! before it allocates anything, and both ends derive the same flows, ports
 //! and frame layout from it with the helpers here, so they cannot disagree.
 
+use crate::traffic::limits::SpecError;
+use crate::traffic::options::{SweepParam, SweepPoint};
 use crate::traffic::Side;
 use crate::units::CpuId;
 use serde::{Deserialize, Serialize};
@@ -248,6 +250,25 @@ pub fn default_cpus(
 pub const RING_FRAMES: u32 = 4096;
 
 impl SinkSpec {
+    /// Apply one sweep point: the frame size, or the sink's CPU set (one
+    /// queue per CPU, on whichever end sinks).
+    pub fn apply_sweep(&mut self, p: SweepPoint<'_>) {
+        match p.param {
+            SweepParam::Frame => self.frame_size = u32::try_from(p.value).unwrap_or(u32::MAX),
+            SweepParam::Cores => {
+                if let Some(cpus) = p.cpus {
+                    self.queues = u32::try_from(cpus.len()).unwrap_or(u32::MAX);
+                    match self.sink_side() {
+                        Side::Controller => self.cpus = cpus.to_vec(),
+                        Side::Agent => self.peer_cpus = cpus.to_vec(),
+                    }
+                }
+            }
+            // Refused for sink tests by their validation.
+            _ => {}
+        }
+    }
+
     /// Flows when `--flows` is not given: 16 per queue, at least 64 (at
     /// most [`MAX_FLOWS`]). With a hash that spreads flows uniformly over Q
     /// queues, some queue stays empty with probability Q·(1 − 1/Q)^F ≈
@@ -301,7 +322,7 @@ impl SinkSpec {
     /// CPUs. When the CPUs are too few for that, the lists not given stay
     /// empty, default pinning is turned off (threads unpinned) and the
     /// reason is returned.
-    pub fn pin_on_one_host(&mut self, usable: &[CpuId]) -> Result<(), String> {
+    pub fn pin_on_one_host(&mut self, usable: &[CpuId]) -> Result<(), SpecError> {
         if !self.default_pinning {
             return Ok(());
         }
@@ -324,11 +345,11 @@ impl SinkSpec {
         }
         if s.is_empty() || g.is_empty() {
             self.default_pinning = false;
-            return Err(format!(
+            return Err(SpecError::Invalid(format!(
                 "threads unpinned: {} usable CPU(s) cannot keep {n} sink and {n} generator thread(s) on cores of their own (--cpus and --peer-cpus pin them)",
                 usable.len(),
                 n = self.queues
-            ));
+            )));
         }
         self.set_cpus(sink, s);
         self.set_cpus(gen, g);
@@ -404,14 +425,8 @@ impl SinkSpec {
 
     /// Limits a receiving agent enforces on a spec that came over the
     /// network (the CLI checks the same ranges, with friendlier messages).
-    pub fn validate(&self) -> Result<(), String> {
-        let check = |what: &str, v: u64, lo: u64, hi: u64| {
-            if (lo..=hi).contains(&v) {
-                Ok(())
-            } else {
-                Err(format!("{what} {v} is outside {lo}..={hi}"))
-            }
-        };
+    pub fn validate(&self) -> Result<(), SpecError> {
+        use crate::traffic::limits::check;
         check(
             "frame size",
             u64::from(self.frame_size),
@@ -422,30 +437,30 @@ impl SinkSpec {
         let flows = self.flow_count();
         check("flows", u64::from(flows), 1, u64::from(MAX_FLOWS))?;
         if flows < self.queues {
-            return Err(format!(
+            return Err(SpecError::Invalid(format!(
                 "{flows} flows cannot feed {} queues: use at least one flow per queue (--flows {})",
                 self.queues, self.queues
-            ));
+            )));
         }
         check("rate", self.rate, 0, MAX_RATE)?;
         if !(MIN_DST_PORT..=MAX_DST_PORT).contains(&self.dst_port) {
-            return Err(format!(
+            return Err(SpecError::Invalid(format!(
                 "destination port {} is outside wirescope's packet-test ports {MIN_DST_PORT}-{MAX_DST_PORT} (UDP); the sink binds or counts no other port, so pick one of these (and run the same wirescope version on both hosts)",
                 self.dst_port
-            ));
+            )));
         }
         for c in self.cpus.iter().chain(&self.peer_cpus) {
             check("cpu", u64::from(c.0), 0, 8191)?;
         }
         let mem = self.memory_bound();
         if mem > MAX_MEMORY {
-            return Err(format!(
+            return Err(SpecError::Invalid(format!(
                 "{} queues of {} B frames need up to {} MiB of rings, more than the {} MiB allowed",
                 self.queues,
                 self.frame_size,
                 mem >> 20,
                 MAX_MEMORY >> 20
-            ));
+            )));
         }
         Ok(())
     }
@@ -613,7 +628,7 @@ mod tests {
                 "MiB of rings",
             ),
         ] {
-            let e = bad.validate().unwrap_err();
+            let e = bad.validate().unwrap_err().to_string();
             assert!(e.contains(needle), "{e}");
         }
     }
@@ -717,7 +732,7 @@ mod tests {
         );
         // Two CPUs for two threads per end: unpinned, and said so.
         let mut s = base.clone();
-        let why = s.pin_on_one_host(&ids(&[0, 1])).unwrap_err();
+        let why = s.pin_on_one_host(&ids(&[0, 1])).unwrap_err().to_string();
         assert!(why.contains("2 usable CPU(s)"), "{why}");
         assert!(!s.default_pinning && s.cpus.is_empty() && s.peer_cpus.is_empty());
         assert!(

@@ -4,6 +4,8 @@
 
 use super::figures::{summarize, Drops, PointInputs, QueueFigures, Rates, SinkSummary};
 use super::TxPath;
+use crate::traffic::options::{OptionError, Resolved};
+use crate::traffic::TestOptions;
 use crate::traffic::{
     si, EngineInterval, EngineKind, EngineSlice, EngineTotals, Headline, IntervalRow, PointEnds,
     Sections, Warmup,
@@ -16,6 +18,14 @@ pub struct SinkSlice;
 impl EngineSlice for SinkSlice {
     fn kind(&self) -> EngineKind {
         EngineKind::Sink
+    }
+
+    fn resolve(&self, t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
+        super::args::resolve(t)
+    }
+
+    fn refuse_elsewhere(&self, t: &TestOptions<'_>) -> Result<(), OptionError> {
+        super::args::refuse_elsewhere(t)
     }
 
     /// The packet figures of a point; the headline is the sink's frames.

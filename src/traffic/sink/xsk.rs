@@ -299,6 +299,141 @@ pub struct Xsk {
     zero_copy: bool,
 }
 
+/// The interface queue a socket is for: the context of its errors.
+#[derive(Debug, Clone, Copy)]
+struct Queue {
+    ifindex: u32,
+    queue: u32,
+}
+
+impl Queue {
+    /// The error of `step` failing on this queue.
+    fn err(self, step: &'static str) -> impl Fn(std::io::Error) -> XskError {
+        move |source| XskError {
+            step,
+            ifindex: self.ifindex,
+            queue: self.queue,
+            source,
+        }
+    }
+}
+
+/// The four rings of a socket, mapped (None: the direction is not used).
+struct Rings {
+    rx: Option<Ring<XdpDesc>>,
+    tx: Option<Ring<XdpDesc>>,
+    fill: Option<Ring<u64>>,
+    comp: Option<Ring<u64>>,
+}
+
+/// The fill ring's size when the socket does not receive: the kernel wants
+/// a fill ring on every UMEM's first socket, a small one does.
+fn idle_fill(n: u32) -> u32 {
+    1u32.max(n.min(64)).next_power_of_two()
+}
+
+/// The completion ring's size when the socket does not send.
+const IDLE_COMPLETION: u32 = 64;
+
+/// Phase 1: allocate the UMEM, register it and size the rings.
+fn register_umem(raw: RawFd, cfg: XskConfig, at: Queue) -> Result<Mmap, XskError> {
+    let umem = Mmap::anonymous(cfg.frames as usize * cfg.chunk as usize)
+        .map_err(at.err("UMEM allocation"))?;
+    let reg = UmemReg {
+        addr: umem.ptr() as u64,
+        len: umem.len() as u64,
+        chunk_size: cfg.chunk,
+        ..Default::default()
+    };
+    setsockopt(raw, SOL_XDP, XDP_UMEM_REG, &reg).map_err(at.err("UMEM registration"))?;
+    let n = cfg.frames;
+    if cfg.rx {
+        setsockopt(raw, SOL_XDP, XDP_UMEM_FILL_RING, &n).map_err(at.err("fill ring"))?;
+        setsockopt(raw, SOL_XDP, XDP_RX_RING, &n).map_err(at.err("rx ring"))?;
+    }
+    if cfg.tx {
+        setsockopt(raw, SOL_XDP, XDP_UMEM_COMPLETION_RING, &n)
+            .map_err(at.err("completion ring"))?;
+        setsockopt(raw, SOL_XDP, XDP_TX_RING, &n).map_err(at.err("tx ring"))?;
+    }
+    if !cfg.rx {
+        let one = idle_fill(n);
+        setsockopt(raw, SOL_XDP, XDP_UMEM_FILL_RING, &one).map_err(at.err("fill ring"))?;
+    }
+    if !cfg.tx {
+        setsockopt(raw, SOL_XDP, XDP_UMEM_COMPLETION_RING, &IDLE_COMPLETION)
+            .map_err(at.err("completion ring"))?;
+    }
+    Ok(umem)
+}
+
+/// Phase 2: map the rings the kernel sized.
+fn map_rings(raw: RawFd, cfg: XskConfig, at: Queue) -> Result<Rings, XskError> {
+    let n = cfg.frames;
+    let mut off = MmapOffsets::default();
+    getsockopt(raw, SOL_XDP, XDP_MMAP_OFFSETS, &mut off).map_err(at.err("ring offsets"))?;
+    let fill_n = if cfg.rx { n } else { idle_fill(n) };
+    let comp_n = if cfg.tx { n } else { IDLE_COMPLETION };
+    let fill = Some(
+        Ring::<u64>::map(raw, off.fr, fill_n, XDP_UMEM_PGOFF_FILL_RING, true)
+            .map_err(at.err("fill ring mmap"))?,
+    );
+    let comp = Some(
+        Ring::<u64>::map(raw, off.cr, comp_n, XDP_UMEM_PGOFF_COMPLETION_RING, false)
+            .map_err(at.err("completion ring mmap"))?,
+    );
+    let rx = if cfg.rx {
+        Some(Ring::map(raw, off.rx, n, XDP_PGOFF_RX_RING, false).map_err(at.err("rx ring mmap"))?)
+    } else {
+        None
+    };
+    let tx = if cfg.tx {
+        Some(Ring::map(raw, off.tx, n, XDP_PGOFF_TX_RING, true).map_err(at.err("tx ring mmap"))?)
+    } else {
+        None
+    };
+    Ok(Rings { rx, tx, fill, comp })
+}
+
+/// Phase 3: bind to the queue, retrying while it is busy until `until`.
+fn bind_queue(
+    raw: RawFd,
+    cfg: XskConfig,
+    at: Queue,
+    until: Option<Instant>,
+) -> Result<(), XskError> {
+    let sa = SockaddrXdp {
+        family: AF_XDP as u16,
+        flags: XDP_USE_NEED_WAKEUP
+            | if cfg.zero_copy {
+                XDP_ZEROCOPY
+            } else {
+                XDP_COPY
+            },
+        ifindex: at.ifindex,
+        queue_id: at.queue,
+        shared_umem_fd: 0,
+    };
+    let bind = || {
+        // SAFETY: sa is a valid sockaddr_xdp for the call.
+        let r = unsafe {
+            libc::bind(
+                raw,
+                (&sa as *const SockaddrXdp).cast(),
+                std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(at.err("bind")(std::io::Error::last_os_error()));
+        }
+        Ok(())
+    };
+    match until {
+        Some(until) => retry_busy(until, bind, Instant::now, std::thread::sleep),
+        None => bind(),
+    }
+}
+
 impl std::fmt::Debug for Xsk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Xsk")
@@ -361,109 +496,20 @@ impl Xsk {
         cfg: XskConfig,
         until: Option<Instant>,
     ) -> Result<Xsk, XskError> {
-        let err = |step: &'static str| {
-            move |source: std::io::Error| XskError {
-                step,
-                ifindex,
-                queue,
-                source,
-            }
-        };
-        let fd = socket(AF_XDP, libc::SOCK_RAW, 0).map_err(err("socket"))?;
+        let at = Queue { ifindex, queue };
+        let fd = socket(AF_XDP, libc::SOCK_RAW, 0).map_err(at.err("socket"))?;
         let raw = fd.as_raw_fd();
-        let umem = Mmap::anonymous(cfg.frames as usize * cfg.chunk as usize)
-            .map_err(err("UMEM allocation"))?;
-        let reg = UmemReg {
-            addr: umem.ptr() as u64,
-            len: umem.len() as u64,
-            chunk_size: cfg.chunk,
-            ..Default::default()
-        };
-        setsockopt(raw, SOL_XDP, XDP_UMEM_REG, &reg).map_err(err("UMEM registration"))?;
-        let n = cfg.frames;
-        if cfg.rx {
-            setsockopt(raw, SOL_XDP, XDP_UMEM_FILL_RING, &n).map_err(err("fill ring"))?;
-            setsockopt(raw, SOL_XDP, XDP_RX_RING, &n).map_err(err("rx ring"))?;
-        }
-        if cfg.tx {
-            setsockopt(raw, SOL_XDP, XDP_UMEM_COMPLETION_RING, &n)
-                .map_err(err("completion ring"))?;
-            setsockopt(raw, SOL_XDP, XDP_TX_RING, &n).map_err(err("tx ring"))?;
-        }
-        if !cfg.rx {
-            // The kernel wants a fill ring on every UMEM's first socket.
-            let one = 1u32.max(n.min(64)).next_power_of_two();
-            setsockopt(raw, SOL_XDP, XDP_UMEM_FILL_RING, &one).map_err(err("fill ring"))?;
-        }
-        if !cfg.tx {
-            let one = 64u32;
-            setsockopt(raw, SOL_XDP, XDP_UMEM_COMPLETION_RING, &one)
-                .map_err(err("completion ring"))?;
-        }
-        let mut off = MmapOffsets::default();
-        getsockopt(raw, SOL_XDP, XDP_MMAP_OFFSETS, &mut off).map_err(err("ring offsets"))?;
-        let fill_n = if cfg.rx {
-            n
-        } else {
-            1u32.max(n.min(64)).next_power_of_two()
-        };
-        let comp_n = if cfg.tx { n } else { 64 };
-        let fill = Some(
-            Ring::<u64>::map(raw, off.fr, fill_n, XDP_UMEM_PGOFF_FILL_RING, true)
-                .map_err(err("fill ring mmap"))?,
-        );
-        let comp = Some(
-            Ring::<u64>::map(raw, off.cr, comp_n, XDP_UMEM_PGOFF_COMPLETION_RING, false)
-                .map_err(err("completion ring mmap"))?,
-        );
-        let rx = if cfg.rx {
-            Some(Ring::map(raw, off.rx, n, XDP_PGOFF_RX_RING, false).map_err(err("rx ring mmap"))?)
-        } else {
-            None
-        };
-        let tx = if cfg.tx {
-            Some(Ring::map(raw, off.tx, n, XDP_PGOFF_TX_RING, true).map_err(err("tx ring mmap"))?)
-        } else {
-            None
-        };
-        let sa = SockaddrXdp {
-            family: AF_XDP as u16,
-            flags: XDP_USE_NEED_WAKEUP
-                | if cfg.zero_copy {
-                    XDP_ZEROCOPY
-                } else {
-                    XDP_COPY
-                },
-            ifindex,
-            queue_id: queue,
-            shared_umem_fd: 0,
-        };
-        let bind = || {
-            // SAFETY: sa is a valid sockaddr_xdp for the call.
-            let r = unsafe {
-                libc::bind(
-                    raw,
-                    (&sa as *const SockaddrXdp).cast(),
-                    std::mem::size_of::<SockaddrXdp>() as libc::socklen_t,
-                )
-            };
-            if r < 0 {
-                return Err(err("bind")(std::io::Error::last_os_error()));
-            }
-            Ok(())
-        };
-        match until {
-            Some(until) => retry_busy(until, bind, Instant::now, std::thread::sleep)?,
-            None => bind()?,
-        }
+        let umem = register_umem(raw, cfg, at)?;
+        let rings = map_rings(raw, cfg, at)?;
+        bind_queue(raw, cfg, at, until)?;
         let mut opts = 0u32;
         let zero_copy = getsockopt(raw, SOL_XDP, XDP_OPTIONS, &mut opts).is_ok()
             && opts & XDP_OPTIONS_ZEROCOPY != 0;
         Ok(Xsk {
-            rx,
-            tx,
-            fill,
-            comp,
+            rx: rings.rx,
+            tx: rings.tx,
+            fill: rings.fill,
+            comp: rings.comp,
             fd,
             umem,
             chunk: cfg.chunk,

@@ -1,6 +1,8 @@
 //! The TCP engine's test description: [`TcpMode`] and [`TcpSpec`], plain
 //! data that both ends agree on. Nothing here touches a socket.
 
+use crate::traffic::limits::SpecError;
+use crate::traffic::options::{SweepParam, SweepPoint};
 use crate::traffic::{ConnRole, Side};
 use crate::units::{Bytes, CpuId};
 use serde::{Deserialize, Serialize};
@@ -71,6 +73,25 @@ pub struct TcpSpec {
 }
 
 impl TcpSpec {
+    /// Apply one sweep point: size is the bytes per write (stream) or the
+    /// message size (rr/pingpong, the response too when it followed it);
+    /// streams the connections. Other parameters are refused before.
+    pub fn apply_sweep(&mut self, p: SweepPoint<'_>) {
+        let v = p.value;
+        match (p.param, self.mode) {
+            (SweepParam::Size, TcpMode::Stream) => self.len = Bytes(v),
+            (SweepParam::Size, _) => {
+                if self.resp_size == self.size {
+                    self.resp_size = Bytes(v);
+                }
+                self.size = Bytes(v);
+            }
+            (SweepParam::Streams, _) => self.streams = u32::try_from(v).unwrap_or(u32::MAX),
+            // Refused for tcp by its validation.
+            _ => {}
+        }
+    }
+
     /// Number of data connections the controller opens.
     pub fn connection_count(&self) -> usize {
         let n = self.streams as usize;
@@ -121,7 +142,7 @@ impl TcpSpec {
     /// Limits a receiving agent enforces on a spec that came over the network
     /// (the controller's CLI checks the same ranges from the same constants,
     /// with friendlier messages).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SpecError> {
         use crate::traffic::limits::{
             check, MAX_CONNS, MAX_DEPTH, MAX_MSG, MAX_THREADS, MAX_WINDOW, MIN_WINDOW,
         };

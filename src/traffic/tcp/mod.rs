@@ -9,6 +9,7 @@
 //! connection with depth 1 uses blocking calls, which saves an `epoll_wait`
 //! per round trip and is what latency-oriented tools (sockperf) do.
 
+pub mod args;
 mod echo;
 mod spec;
 mod stream;
@@ -30,6 +31,13 @@ pub struct TcpSlice;
 impl super::EngineSlice for TcpSlice {
     fn kind(&self) -> super::EngineKind {
         super::EngineKind::Tcp
+    }
+
+    fn resolve(
+        &self,
+        t: &super::TestOptions<'_>,
+    ) -> Result<super::options::Resolved, super::options::OptionError> {
+        args::resolve(t)
     }
 
     fn measures_latency(&self, spec: &super::EngineSpec) -> bool {
