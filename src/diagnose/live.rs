@@ -4,7 +4,10 @@
 //!
 //! Pure bookkeeping around [`super::diagnose`]: no I/O.
 
-use super::{diagnose, Change, Finding, Input, Severity, TestContext, Tracker, Window};
+use super::{
+    diagnose_cached, Change, FactsCache, Finding, HostRole, Input, Severity, TestContext, Tracker,
+    Window,
+};
 use crate::probe::facts::HostFacts;
 use crate::probe::sample::Sample;
 use crate::traffic::EngineSpec;
@@ -23,6 +26,9 @@ pub struct LiveDiagnosis {
     peer_facts: Option<HostFacts>,
     tracker: Tracker,
     worst: Option<Severity>,
+    /// What the rules derived from the facts, for `cache_spec`.
+    cache: FactsCache,
+    cache_spec: Option<EngineSpec>,
 }
 
 impl Default for LiveDiagnosis {
@@ -34,20 +40,26 @@ impl Default for LiveDiagnosis {
             peer_facts: None,
             tracker: Tracker::new(HYSTERESIS, HYSTERESIS),
             worst: None,
+            cache: FactsCache::default(),
+            cache_spec: None,
         }
     }
 }
 
-fn push(window: &mut Vec<Sample>, facts: &mut Option<HostFacts>, s: Option<&Sample>) {
+/// Add `s` to the window; true when it brought new facts.
+fn push(window: &mut Vec<Sample>, facts: &mut Option<HostFacts>, s: Option<&Sample>) -> bool {
+    let mut new_facts = false;
     if let Some(s) = s {
         if let Some(f) = &s.facts {
             *facts = Some((**f).clone());
+            new_facts = true;
         }
         window.push(s.clone());
         if window.len() > WINDOW {
             window.remove(0);
         }
     }
+    new_facts
 }
 
 impl LiveDiagnosis {
@@ -65,8 +77,16 @@ impl LiveDiagnosis {
         peer: Option<&Sample>,
         spec: Option<&EngineSpec>,
     ) -> Vec<Change> {
-        push(&mut self.local, &mut self.local_facts, local);
-        push(&mut self.peer, &mut self.peer_facts, peer);
+        if self.cache_spec.as_ref() != spec {
+            self.cache = FactsCache::default();
+            self.cache_spec = spec.cloned();
+        }
+        if push(&mut self.local, &mut self.local_facts, local) {
+            self.cache.forget(HostRole::Local);
+        }
+        if push(&mut self.peer, &mut self.peer_facts, peer) {
+            self.cache.forget(HostRole::Peer);
+        }
         let input = Input {
             local: Window {
                 samples: &self.local,
@@ -78,7 +98,7 @@ impl LiveDiagnosis {
             },
             test: TestContext { spec },
         };
-        let changes = self.tracker.update(diagnose(&input));
+        let changes = self.tracker.update(diagnose_cached(&input, &self.cache));
         for c in &changes {
             if let Change::Raised(f) = c {
                 self.worst = self.worst.max(Some(f.severity));

@@ -55,12 +55,40 @@ pub fn diagnose(input: &Input) -> Vec<Finding> {
 
 /// [`diagnose`] with explicit thresholds (tests, experiments).
 pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
+    diagnose_derived(input, t, &FactsCache::default())
+}
+
+/// What the rules derive from each host's facts alone (facts-only findings,
+/// IRQ steering), for a caller that diagnoses window after window of one
+/// test: [`diagnose_cached`] derives it on first use and reuses it after.
+/// [`FactsCache::forget`] a host when its facts change, and start a new
+/// cache when the test spec does ([`live::LiveDiagnosis`] does both).
+#[derive(Debug, Default)]
+pub struct FactsCache {
+    hosts: [rules::FactsDerived; 2],
+}
+
+impl FactsCache {
+    /// Drop what was derived from `host`'s facts (they changed).
+    pub fn forget(&mut self, host: HostRole) {
+        self.hosts[host_order(host) as usize] = rules::FactsDerived::default();
+    }
+}
+
+/// [`diagnose`] reusing what `cache` holds of the facts: the same findings,
+/// as long as the cache's facts and spec are the input's.
+pub fn diagnose_cached(input: &Input, cache: &FactsCache) -> Vec<Finding> {
+    diagnose_derived(input, &THRESHOLDS, cache)
+}
+
+fn diagnose_derived(input: &Input, t: &Thresholds, cache: &FactsCache) -> Vec<Finding> {
     let mut out = Vec::new();
     let mut statics = Vec::new();
     for host in [HostRole::Local, HostRole::Peer] {
-        let ctx = rules::HostCtx::with(input, host, t);
+        let derived = &cache.hosts[host_order(host) as usize];
+        let ctx = rules::HostCtx::with(input, host, t, derived);
         if let Some(facts) = ctx.facts {
-            statics.extend(rules::static_rules_for(facts, host, t, input.test.spec));
+            statics.extend_from_slice(derived.statics(facts, host, t, input.test.spec));
         }
         out.extend(rules::window_rules(&ctx, t));
         let me = match host {

@@ -126,6 +126,40 @@ pub struct Sample {
     /// hosts with an RDMA device).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rdma: Option<super::rdma::RdmaSample>,
+    /// Which span the per-row figures (`cpus`, `softirqs`, `softnet`,
+    /// `queues`, `nic_counters`, `softirq_time`, `queue_cpus`, `napi`)
+    /// cover: this interval, unless a log kept them every few intervals
+    /// (a big host's log, [`crate::record::detail`]).
+    #[serde(default, skip_serializing_if = "Detail::is_own")]
+    pub detail: Detail,
+}
+
+/// Where a [`Sample`]'s per-row figures come from.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Detail {
+    /// Its own interval (a live Sample, and every line of a small host's log).
+    #[default]
+    Own,
+    /// Summed over several intervals, from `start_s` to `end_s` of the
+    /// session clock (counts summed, CPU times and rates their means): a
+    /// log's detail line, or the latest one a reader shows for a later line.
+    Span {
+        /// Start of the first interval summed.
+        start_s: f64,
+        /// End of the last.
+        end_s: f64,
+    },
+    /// Left to a later detail line of the log, which sums this interval's
+    /// rows with its neighbours' (the arrays are empty in the line).
+    Later,
+}
+
+impl Detail {
+    /// True for [`Detail::Own`] (left out of the log).
+    pub fn is_own(&self) -> bool {
+        matches!(self, Detail::Own)
+    }
 }
 
 /// Engine totals of one host for one interval.

@@ -8,7 +8,9 @@
 //! a truncated last frame up to where it stops, as it reads a truncated
 //! last line of a plain log.
 
+use super::detail::{Carry, Thinner};
 use super::schema::Record;
+use crate::probe::sample::Detail;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -78,6 +80,11 @@ pub struct LogWriter {
     /// takes too) rather than columns: the stdout stream, read by `jq` and
     /// scripts rather than kept.
     rows: bool,
+    /// Per-row detail every few intervals on a big host (log files only).
+    thin: Option<Thinner>,
+    /// The newest interval's records, until the next record shows whether
+    /// its Samples close their spans.
+    held: Vec<Record>,
 }
 
 /// A `sample` record with its arrays as rows (`{"type":"sample",...}`).
@@ -214,6 +221,8 @@ impl LogWriter {
             path: path.into(),
             buf: Vec::new(),
             rows: false,
+            thin: Some(Thinner::default()),
+            held: Vec::new(),
         })
     }
 
@@ -225,6 +234,8 @@ impl LogWriter {
             path: PathBuf::from("<stdout>"),
             buf: Vec::new(),
             rows: true,
+            thin: None,
+            held: Vec::new(),
         }
     }
 
@@ -233,8 +244,94 @@ impl LogWriter {
         &self.path
     }
 
-    /// Append one record and flush it to the kernel.
+    /// Append one record and flush it to the kernel (a big host's
+    /// interval: when the next record comes, see [`super::detail`]).
     pub fn write(&mut self, r: &Record) -> Result<(), LogError> {
+        if self.thin.is_none() {
+            return self.write_now(r).map(|_| ());
+        }
+        match r {
+            Record::Sample(s) => {
+                // A new interval (or this host again): the one held goes on
+                // without closing its span.
+                let next = self.held.iter().any(
+                    |h| matches!(h, Record::Sample(x) if x.index != s.index || x.host == s.host),
+                );
+                if next {
+                    self.release(false)?;
+                }
+                let thins = self.thin.as_ref().is_some_and(|t| t.thins(s.host));
+                if self.held.is_empty() && !thins {
+                    self.write_sample((**s).clone(), false)
+                } else {
+                    self.held.push(r.clone());
+                    Ok(())
+                }
+            }
+            // A finding amends the interval before it: it stays behind it.
+            Record::Finding(_) if !self.held.is_empty() => {
+                self.held.push(r.clone());
+                Ok(())
+            }
+            _ => {
+                self.release(true)?;
+                if matches!(r, Record::Event(_) | Record::Header(_)) {
+                    if let Some(t) = &mut self.thin {
+                        t.new_point();
+                    }
+                }
+                self.write_now(r).map(|_| ())
+            }
+        }
+    }
+
+    /// Write the records held back; their Samples close their spans when
+    /// `closes` (the point ended, or the log does).
+    fn release(&mut self, closes: bool) -> Result<(), LogError> {
+        for r in std::mem::take(&mut self.held) {
+            match r {
+                Record::Sample(s) => self.write_sample(*s, closes)?,
+                r => self.write_now(&r).map(|_| ())?,
+            }
+        }
+        Ok(())
+    }
+
+    /// One Sample's line: its rows summed into its span or the span's sums
+    /// put in; a detail line's size sets how often the next comes.
+    fn write_sample(
+        &mut self,
+        s: crate::probe::sample::Sample,
+        closes: bool,
+    ) -> Result<(), LogError> {
+        let host = s.host;
+        let line = match &mut self.thin {
+            Some(t) => t.line(s, closes),
+            None => s,
+        };
+        let detail = !matches!(line.detail, Detail::Later);
+        let bytes = self.write_now(&Record::Sample(Box::new(line)))?;
+        if let (true, Some(t)) = (detail, &mut self.thin) {
+            t.wrote_detail(host, bytes);
+        }
+        Ok(())
+    }
+
+    /// Finish the log: the interval held back is written, closing its spans.
+    pub fn finish(&mut self) -> Result<(), LogError> {
+        self.release(true)?;
+        match &mut self.out {
+            Out::Plain(w) => w.flush(),
+            Out::Zstd(_) => Ok(()),
+        }
+        .map_err(|source| LogError::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    /// Write `r` as one line now; its length in bytes.
+    fn write_now(&mut self, r: &Record) -> Result<usize, LogError> {
         let io = |source| LogError::Io {
             path: self.path.clone(),
             source,
@@ -256,7 +353,16 @@ impl LogWriter {
             Out::Plain(w) => w.write_all(&self.buf).and_then(|()| w.flush()),
             Out::Zstd(z) => z.write(&self.buf),
         }
-        .map_err(io)
+        .map_err(io)?;
+        Ok(self.buf.len())
+    }
+}
+
+impl Drop for LogWriter {
+    /// The interval held back is written (an error here has no one to go to:
+    /// [`LogWriter::finish`] reports it).
+    fn drop(&mut self) {
+        let _ = self.release(true);
     }
 }
 
@@ -284,6 +390,8 @@ pub struct LogReader {
     line: String,
     n: usize,
     done: bool,
+    /// Each host's latest detail rows, for the lines that left theirs to it.
+    carry: Carry,
 }
 
 impl LogReader {
@@ -295,6 +403,7 @@ impl LogReader {
             line: String::new(),
             n: 0,
             done: false,
+            carry: Carry::default(),
         })
     }
 
@@ -344,6 +453,10 @@ impl Iterator for LogReader {
                 Ok(Some(())) if self.line.trim().is_empty() => {}
                 Ok(Some(())) => {
                     return match serde_json::from_str::<Record>(&self.line) {
+                        Ok(Record::Sample(mut s)) => {
+                            self.carry.fill(&mut s);
+                            Some(Ok(Record::Sample(s)))
+                        }
                         Ok(rec) => Some(Ok(rec)),
                         Err(_) if !self.line.ends_with('\n') => {
                             self.done = true;
@@ -523,6 +636,8 @@ mod rows_tests {
             path: p.clone(),
             buf: Vec::new(),
             rows: true,
+            thin: None,
+            held: Vec::new(),
         };
         for r in &recs {
             w.write(r).unwrap();

@@ -10,6 +10,7 @@
 
 pub mod aggregate;
 pub mod compact;
+pub mod detail;
 pub mod log;
 pub mod metrics;
 pub mod netns_fix;

@@ -5,9 +5,14 @@
 //! rules on them name the softirq-saturated cores in one finding. No timing is asserted.
 
 use std::time::Duration;
-use wirescope::diagnose::{diagnose, Evidence, Finding, Input, Severity, Value, Window};
+use wirescope::diagnose::live::LiveDiagnosis;
+use wirescope::diagnose::{
+    diagnose, diagnose_cached, Evidence, FactsCache, Finding, HostRole, Input, Severity, Value,
+    Window,
+};
 use wirescope::probe::ebpf::EbpfUnavailable;
 use wirescope::probe::ethtool_names::Dir;
+use wirescope::probe::facts::{HostFacts, Support};
 use wirescope::probe::sample::{QueueSource, Sample};
 use wirescope::probe::sampler::{EbpfLoader, Sampler};
 use wirescope::probe::snapshot::snapshot;
@@ -370,4 +375,237 @@ fn the_rules_name_the_softirq_saturated_cores_and_no_other() {
     // softnet: 8 cores × 20 squeezes per second.
     let sq = findings.iter().find(|f| f.id == "softnet.squeeze").unwrap();
     assert!(sq.title.contains("160/s"), "{}", sq.title);
+}
+
+#[test]
+fn a_live_diagnosis_derives_from_the_facts_again_when_they_change() {
+    let mut h = host();
+    let samples = five_intervals(&mut h);
+    let a = samples
+        .iter()
+        .find_map(|s| s.facts.clone())
+        .expect("the first Sample carries the facts");
+    // The same host with an outdated inbox driver on every NIC.
+    let mut b = (*a).clone();
+    for nic in &mut b.nics {
+        let Support::Value(d) = &mut nic.drvinfo else {
+            panic!("{}: no ethtool -i", nic.name);
+        };
+        d.version = "5.0-0".into();
+    }
+    fn with<'a>(samples: &'a [Sample], f: &'a HostFacts) -> Input<'a> {
+        Input {
+            local: Window {
+                samples,
+                facts: Some(f),
+            },
+            ..Default::default()
+        }
+    }
+    let input = |f| with(&samples, f);
+    let outdated = |v: &[Finding]| v.iter().any(|f| f.id == "driver.mlx5-outdated");
+    assert!(!outdated(&diagnose(&input(&a))));
+    assert!(outdated(&diagnose(&input(&b))));
+
+    let mut cache = FactsCache::default();
+    assert_eq!(diagnose_cached(&input(&a), &cache), diagnose(&input(&a)));
+    // Until told, the cache keeps what it derived from the facts it saw.
+    assert!(!outdated(&diagnose_cached(&input(&b), &cache)));
+    cache.forget(HostRole::Local);
+    assert_eq!(diagnose_cached(&input(&b), &cache), diagnose(&input(&b)));
+
+    // A live diagnosis forgets by itself when a Sample brings new facts.
+    let mut live = LiveDiagnosis::default();
+    for s in &samples {
+        live.push(Some(s), None, None);
+    }
+    assert!(!live.active().is_empty());
+    assert!(!outdated(&live.active()));
+    let mut next = samples[4].clone();
+    next.facts = Some(Box::new(b));
+    for _ in 0..3 {
+        live.push(Some(&next), None, None);
+        next.facts = None;
+    }
+    assert!(outdated(&live.active()), "{:#?}", live.active());
+}
+
+/// `n` 1-second intervals of the big host as both hosts of a pair (40
+/// sampled, then repeated with their own numbers and times).
+fn pair_intervals(h: &mut SyntheticHost, n: usize) -> Vec<(Sample, Sample)> {
+    let mut s = sampler(h);
+    let sampled: Vec<Sample> = (0..40)
+        .map(|_| {
+            h.advance(1).unwrap();
+            s.sample()
+        })
+        .collect();
+    (0..n)
+        .map(|i| {
+            let mut l = sampled[i % sampled.len()].clone();
+            l.index = i as u32;
+            l.start_s = i as f64;
+            l.end_s = i as f64 + 1.0;
+            if i > 0 {
+                l.facts = None;
+            }
+            let mut p = l.clone();
+            p.host = HostRole::Peer;
+            (l, p)
+        })
+        .collect()
+}
+
+#[test]
+fn a_big_hosts_log_sums_its_rows_every_few_intervals_and_a_day_stays_under_a_gigabyte() {
+    use wirescope::probe::sample::Detail;
+    use wirescope::record::log::{read_log, LogWriter};
+    use wirescope::record::schema::{Event, Record};
+    let mut h = host();
+    let n = 200;
+    let live = pair_intervals(&mut h, n);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.jsonl");
+    let event = |t: f64, kind: &str| {
+        Record::Event(Event {
+            t,
+            kind: kind.into(),
+            message: String::new(),
+        })
+    };
+    let mut w = LogWriter::create(&path).unwrap();
+    w.write(&event(0.0, "point_start")).unwrap();
+    for (l, p) in &live {
+        w.write(&Record::Sample(Box::new(l.clone()))).unwrap();
+        w.write(&Record::Sample(Box::new(p.clone()))).unwrap();
+    }
+    w.write(&event(n as f64, "interrupted")).unwrap();
+    w.finish().unwrap();
+    drop(w);
+
+    // Within a gigabyte a day before compression, both hosts at 1 s.
+    let bytes = std::fs::metadata(&path).unwrap().len() as f64;
+    assert!(
+        bytes / n as f64 * 86_400.0 <= 1e9,
+        "{:.0} bytes per interval: {:.2} GB a day",
+        bytes / n as f64,
+        bytes / n as f64 * 86_400.0 / 1e9
+    );
+
+    // On disk: the first interval with its own rows, then lines without
+    // rows and a detail line summing them every few intervals, the last
+    // closed by the point's end.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|v: &serde_json::Value| v["type"] == "sample" && v["host"] == "local")
+        .collect();
+    assert_eq!(lines.len(), n);
+    assert!(lines[0].get("detail").is_none());
+    assert!(lines[0].get("queue_blocks").is_some());
+    let spans: Vec<usize> = (0..n)
+        .filter(|i| lines[*i]["detail"].get("span").is_some())
+        .collect();
+    assert!(spans.len() >= 2, "detail lines at {spans:?}");
+    assert_eq!(
+        spans.last(),
+        Some(&(n - 1)),
+        "the point's end closes its span"
+    );
+    assert!(spans[0] > 1, "detail lines at {spans:?}");
+    for (i, v) in lines.iter().enumerate().skip(1) {
+        if spans.contains(&i) {
+            assert!(v.get("queue_blocks").is_some() && v.get("cpu_cols").is_some());
+        } else {
+            assert_eq!(v["detail"], "later", "line {i}");
+            for k in [
+                "queue_blocks",
+                "cpu_cols",
+                "softirq_cols",
+                "softnet_cols",
+                "cpus",
+                "queues",
+            ] {
+                let empty = v
+                    .get(k)
+                    .is_none_or(|x| x.as_array().is_some_and(Vec::is_empty));
+                assert!(empty, "line {i} has {k}");
+            }
+            // Its own figures are there: the interfaces' traffic.
+            assert!(!v["ifaces"].as_array().unwrap().is_empty());
+        }
+    }
+
+    // Read back: the detail lines' counts are the sums of their intervals'
+    // (exact), their CPU times the means; the lines between show the
+    // latest detail line's rows with its span.
+    let read: Vec<Sample> = read_log(&path)
+        .unwrap()
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Sample(s) if s.host == HostRole::Local => Some(*s),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(read.len(), n);
+    assert_eq!(read[0].detail, Detail::Own);
+    assert_eq!(read[0].queues, live[0].0.queues);
+    let mut last_span = (0.0, 1.0);
+    let mut prev = 0;
+    for (i, s) in read.iter().enumerate().skip(1) {
+        assert_eq!(s.cpus.len(), 256, "interval {i}");
+        assert_eq!(s.queues.len(), 1024, "interval {i}");
+        let Detail::Span { start_s, end_s } = s.detail else {
+            panic!("interval {i}: {:?}", s.detail);
+        };
+        if !spans.contains(&i) {
+            assert_eq!(
+                (start_s, end_s),
+                last_span,
+                "interval {i} shows the latest detail"
+            );
+            continue;
+        }
+        last_span = (start_s, end_s);
+        assert_eq!(end_s, s.end_s);
+        let summed = &live[start_s as usize..end_s as usize];
+        assert_eq!(
+            summed.len(),
+            i - prev,
+            "interval {i} sums those since the last"
+        );
+        prev = i;
+        let mut want: std::collections::HashMap<_, u64> = Default::default();
+        for x in summed.iter().flat_map(|(l, _)| &l.queues) {
+            let key = format!("{} {:?} {} {:?}", x.iface, x.dir, x.queue, x.source);
+            *want.entry(key).or_default() += x.packets.unwrap_or(0);
+        }
+        for q in &s.queues {
+            let key = format!("{} {:?} {} {:?}", q.iface, q.dir, q.queue, q.source);
+            let w = want.get(&key).copied();
+            assert_eq!(q.packets, w, "{} {:?} {}", q.iface, q.dir, q.queue);
+        }
+        let rx: u64 = summed
+            .iter()
+            .flat_map(|(l, _)| &l.softirqs)
+            .map(|c| c.net_rx)
+            .sum();
+        assert_eq!(s.softirqs.iter().map(|c| c.net_rx).sum::<u64>(), rx);
+        for c in &s.cpus {
+            let mean = summed
+                .iter()
+                .filter_map(|(l, _)| l.cpus.iter().find(|x| x.cpu == c.cpu))
+                .map(|x| x.busy().0)
+                .sum::<f64>()
+                / summed.len() as f64;
+            // The log keeps CPU times to 0.1 %.
+            assert!(
+                (c.busy().0 - mean).abs() < 0.2,
+                "cpu{}: {} vs {mean}",
+                c.cpu.0,
+                c.busy().0
+            );
+        }
+    }
 }

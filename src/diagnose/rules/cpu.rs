@@ -431,7 +431,7 @@ fn one_cpu_of_mask(mask: &str) -> Option<u32> {
 
 /// [`Steered`] of every CPU, from one pass over the host's IRQs and RPS
 /// masks (8 NICs × 65 IRQs are parsed once, not once per saturated core).
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(super) struct Steering(BTreeMap<u32, Steered>);
 
 impl Steering {

@@ -40,8 +40,9 @@ pub struct HostCtx<'a> {
     pub active: Vec<&'a Sample>,
     /// The test spec.
     pub spec: Option<&'a EngineSpec>,
-    /// What the facts steer to each CPU alone, indexed on first use.
-    steering: std::cell::OnceCell<cpu::Steering>,
+    /// What the rules derive from this host's facts alone (its IRQ
+    /// steering), kept by the caller while the facts stay the same.
+    derived: &'a FactsDerived,
     /// Each interface's rx queues and their packets per second over the
     /// window, summed on first use.
     rx_rates: std::cell::OnceCell<
@@ -60,9 +61,41 @@ fn active<'a>(samples: &'a [Sample], t: &Thresholds) -> Vec<&'a Sample> {
         .collect()
 }
 
+/// What the rules derive from one host's facts alone: its facts-only
+/// findings and the IRQs and RPS masks steered to each CPU. A host of 8
+/// NICs has some 1,500 IRQs and 512 RPS masks to parse and index; the
+/// facts change rarely (they are re-read every 10 s and sent on when they
+/// differ), so a live diagnosis keeps this while they stay the same
+/// ([`crate::diagnose::FactsCache`]) instead of deriving it every interval.
+#[derive(Debug, Default)]
+pub struct FactsDerived {
+    statics: std::cell::OnceCell<Vec<Finding>>,
+    steering: std::cell::OnceCell<cpu::Steering>,
+}
+
+impl FactsDerived {
+    /// The facts-only findings of `facts` for the test `spec`, made on first use.
+    pub fn statics(
+        &self,
+        facts: &HostFacts,
+        host: HostRole,
+        t: &Thresholds,
+        spec: Option<&EngineSpec>,
+    ) -> &[Finding] {
+        self.statics
+            .get_or_init(|| static_rules_for(facts, host, t, spec))
+    }
+}
+
 impl<'a> HostCtx<'a> {
-    /// Build with explicit thresholds.
-    pub fn with(input: &Input<'a>, host: HostRole, t: &Thresholds) -> Self {
+    /// Build with explicit thresholds; `derived` holds (or will hold) what
+    /// the rules derive from this host's facts alone.
+    pub fn with(
+        input: &Input<'a>,
+        host: HostRole,
+        t: &Thresholds,
+        derived: &'a FactsDerived,
+    ) -> Self {
         let (me, other) = match host {
             HostRole::Local => (input.local, input.peer),
             HostRole::Peer => (input.peer, input.local),
@@ -73,7 +106,7 @@ impl<'a> HostCtx<'a> {
             other_facts: other.facts(),
             active: active(me.samples, t),
             spec: input.test.spec,
-            steering: std::cell::OnceCell::new(),
+            derived,
             rx_rates: std::cell::OnceCell::new(),
         }
     }
@@ -87,9 +120,11 @@ impl<'a> HostCtx<'a> {
     }
 
     /// The data IRQs and RPS masks of this host's facts by the one CPU they
-    /// name (built once per host and diagnosis, whatever asks).
+    /// name (built once per host and facts, whatever asks).
     fn steering(&self) -> &cpu::Steering {
-        self.steering.get_or_init(|| cpu::Steering::of(self.facts))
+        self.derived
+            .steering
+            .get_or_init(|| cpu::Steering::of(self.facts))
     }
 
     /// Intervals a sustained condition must hold: min(sustain, active samples).
@@ -329,7 +364,8 @@ mod tests {
             },
             test: TestContext { spec: Some(spec) },
         };
-        let ctx = HostCtx::with(&input, HostRole::Peer, &THRESHOLDS);
+        let derived = super::FactsDerived::default();
+        let ctx = HostCtx::with(&input, HostRole::Peer, &THRESHOLDS, &derived);
         super::window_rules(&ctx, &THRESHOLDS)
             .iter()
             .any(|f| f.id == "irq.remote-numa")

@@ -113,22 +113,105 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
 type Sources<'a> = BTreeMap<(&'a str, Dir), QueueSource>;
 
 /// (iface, dir) -> (queue -> intervals it dominated, total packets per queue, queues seen)
-type QueueAcc = (BTreeMap<u32, usize>, BTreeMap<u32, u64>, usize);
+type QueueAcc = (BTreeMap<u32, usize>, QueueTotals, usize);
+
+/// Packets per queue over the window: a dense column for the queue numbers
+/// an interface has (a big host's 64 per NIC), a map for any number beyond.
+/// Summing 1,024 queues × 5 intervals through a map of 64 was a quarter of
+/// a big host's rules.
+#[derive(Default)]
+struct QueueTotals {
+    dense: Vec<u64>,
+    sparse: BTreeMap<u32, u64>,
+}
+
+impl QueueTotals {
+    /// Queue numbers below this are counted in the dense column.
+    const DENSE: u32 = 1 << 12;
+
+    fn add(&mut self, q: u32, p: u64) {
+        if q < Self::DENSE {
+            let i = q as usize;
+            if self.dense.len() <= i {
+                self.dense.resize(i + 1, 0);
+            }
+            self.dense[i] += p;
+        } else {
+            *self.sparse.entry(q).or_insert(0) += p;
+        }
+    }
+
+    fn get(&self, q: u32) -> u64 {
+        if q < Self::DENSE {
+            self.dense.get(q as usize).copied().unwrap_or(0)
+        } else {
+            self.sparse.get(&q).copied().unwrap_or(0)
+        }
+    }
+
+    fn sum(&self) -> u64 {
+        self.dense.iter().sum::<u64>() + self.sparse.values().sum::<u64>()
+    }
+}
+
+/// One sample's queues of one (iface, dir), in the sample's order.
+struct Group<'a> {
+    key: (&'a str, Dir),
+    /// The source chosen for the key, looked up once per group.
+    chosen: Option<QueueSource>,
+    qs: Vec<(u32, u64)>,
+}
+
+/// The group of `key` in `groups`: the last one used when it matches (a
+/// sample lists each interface's queues together), else found or added.
+fn group_of<'a, 'g>(
+    groups: &'g mut Vec<Group<'a>>,
+    last: &mut usize,
+    key: (&'a str, Dir),
+    best: &Sources<'a>,
+) -> &'g mut Group<'a> {
+    if groups.get(*last).is_none_or(|g| g.key != key) {
+        *last = match groups.iter().position(|g| g.key == key) {
+            Some(i) => i,
+            None => {
+                groups.push(Group {
+                    key,
+                    chosen: best.get(&key).copied(),
+                    qs: Vec::new(),
+                });
+                groups.len() - 1
+            }
+        };
+    }
+    &mut groups[*last]
+}
 
 /// One source per (iface, dir) over the whole window: the preferred one
 /// among those that counted packets (veth's ethtool -S has per-queue XDP
 /// counters that stay 0 for ordinary traffic; they do not describe it).
 fn queue_sources<'a>(ctx: &HostCtx<'a>) -> Sources<'a> {
-    let mut best: Sources = BTreeMap::new();
+    let mut best: Vec<((&str, Dir), QueueSource)> = Vec::new();
+    let mut last = usize::MAX;
     for q in ctx.active.iter().flat_map(|s| &s.queues) {
-        if q.packets.is_some_and(|p| p > 0) {
-            let e = best.entry((q.iface.as_str(), q.dir)).or_insert(q.source);
-            if source_rank(q.source) < source_rank(*e) {
-                *e = q.source;
-            }
+        if q.packets.is_none_or(|p| p == 0) {
+            continue;
+        }
+        let key = (q.iface.as_str(), q.dir);
+        if best.get(last).is_none_or(|b| b.0 != key) {
+            last = match best.iter().position(|b| b.0 == key) {
+                Some(i) => i,
+                None => {
+                    best.push((key, q.source));
+                    best.len() - 1
+                }
+            };
+        }
+        let e = &mut best[last].1;
+        if source_rank(q.source) < source_rank(*e) {
+            *e = q.source;
         }
     }
-    best
+    best.into_iter().collect()
 }
 
 /// Per (iface, dir), from its chosen source: the intervals each queue
@@ -140,21 +223,25 @@ fn dominated_queues<'a>(
     best: &Sources<'a>,
 ) -> BTreeMap<(&'a str, Dir), QueueAcc> {
     let mut acc: BTreeMap<(&str, Dir), QueueAcc> = BTreeMap::new();
+    let mut groups: Vec<Group> = Vec::new();
     for s in &ctx.active {
-        let mut per: BTreeMap<(&str, Dir), Vec<(u32, u64)>> = BTreeMap::new();
+        for g in &mut groups {
+            g.qs.clear();
+        }
+        let mut last = usize::MAX;
         for q in &s.queues {
-            let key = (q.iface.as_str(), q.dir);
-            let chosen = best.get(&key) == Some(&q.source);
-            if let (Some(p), true) = (q.packets, chosen) {
-                per.entry(key).or_default().push((q.queue, p));
+            let g = group_of(&mut groups, &mut last, (q.iface.as_str(), q.dir), best);
+            if let (Some(p), true) = (q.packets, g.chosen == Some(q.source)) {
+                g.qs.push((q.queue, p));
             }
         }
-        for (k, qs) in per {
+        for g in groups.iter().filter(|g| !g.qs.is_empty()) {
+            let qs = &g.qs;
             let total: u64 = qs.iter().map(|q| q.1).sum();
-            let e = acc.entry(k).or_default();
+            let e = acc.entry(g.key).or_default();
             e.2 = e.2.max(qs.len());
-            for (q, p) in &qs {
-                *e.1.entry(*q).or_insert(0) += p;
+            for (q, p) in qs {
+                e.1.add(*q, *p);
             }
             if qs.len() < 2 || (total as f64) / secs(s).max(1e-9) < t.queue_min_pps {
                 continue;
@@ -195,8 +282,8 @@ fn imbalanced_queues<'a>(
         if n < ctx.need(t) {
             continue;
         }
-        let total: u64 = totals.values().sum();
-        let share = totals.get(&q).copied().unwrap_or(0) as f64 / total.max(1) as f64;
+        let total = totals.sum();
+        let share = totals.get(q) as f64 / total.max(1) as f64;
         let source = best
             .get(&(iface, dir))
             .map_or("per-queue counters", |s| source_label(*s, dir));

@@ -15,7 +15,10 @@
 //! ones (one `ETHTOOL_GSTATS` per interface, names read once; netdev qstats;
 //! one `getsockopt(TCP_INFO)` per connection). Host facts (netlink and sysfs
 //! queries) are read when a point begins and re-checked every
-//! [`FACTS_EVERY`] intervals; a Sample carries them only when they changed.
+//! [`FACTS_EVERY`] intervals — less often on a host where that re-read
+//! costs more than [`FACTS_BUDGET_US`] per interval (a host of 8 NICs reads
+//! some 2,000 sysfs and procfs files for them); a Sample carries them only
+//! when they changed.
 //! The sampler never blocks the engines: their counters are relaxed atomics
 //! and the latency histograms are swapped under a lock the workers hold for
 //! microseconds every 10 ms.
@@ -79,6 +82,24 @@ const EBPF_PENDING: &str = "eBPF off: no interfaces set yet";
 
 /// Facts are re-read every this many intervals to notice changes.
 pub const FACTS_EVERY: u32 = 10;
+
+/// The CPU time per interval the facts' re-check may cost on average: a
+/// re-read that took longer waits that many more intervals before the
+/// next (still at a multiple of [`FACTS_EVERY`], at most [`FACTS_MAX_EVERY`]).
+pub const FACTS_BUDGET_US: u64 = 500;
+
+/// The longest wait between two re-reads of the facts, in intervals.
+pub const FACTS_MAX_EVERY: u32 = 60;
+
+/// Intervals until the facts are due again after a re-read that cost
+/// `cost_us` of CPU time: [`FACTS_EVERY`], or more when that keeps the
+/// re-reads within [`FACTS_BUDGET_US`] per interval.
+pub fn facts_stride(cost_us: u64) -> u32 {
+    let need = cost_us.div_ceil(FACTS_BUDGET_US);
+    u32::try_from(need)
+        .unwrap_or(u32::MAX)
+        .clamp(FACTS_EVERY, FACTS_MAX_EVERY)
+}
 
 /// Loaded eBPF probes: what they count and their counts since the last read.
 pub trait EbpfSource: Send {
@@ -192,6 +213,8 @@ pub struct Sampler {
     ifaces: Vec<IfaceState>,
     facts: Option<HostFacts>,
     facts_due: bool,
+    /// The first interval index the facts may be re-read at (see [`facts_stride`]).
+    facts_next: u32,
     engine: Option<EngineView>,
     index: u32,
     /// When the point began.
@@ -245,6 +268,7 @@ impl Sampler {
             ifaces: Vec::new(),
             facts: None,
             facts_due: true,
+            facts_next: 0,
             engine: None,
             index: 0,
             t0: now,
@@ -495,6 +519,7 @@ impl Sampler {
             ebpf_observed: ebpf.observed,
             napi: ebpf.napi,
             rdma,
+            detail: Default::default(),
         };
         self.index += 1;
         Sample {
@@ -513,12 +538,16 @@ impl Sampler {
     }
 
     fn facts_if_changed(&mut self) -> Option<Box<HostFacts>> {
-        if !self.facts_due && !self.index.is_multiple_of(FACTS_EVERY) {
+        let periodic = self.index.is_multiple_of(FACTS_EVERY) && self.index >= self.facts_next;
+        if !self.facts_due && !periodic {
             return None;
         }
         self.facts_due = false;
         let names: Vec<String> = self.ifaces.iter().map(|i| i.name.clone()).collect();
+        let cpu0 = thread_cpu_us();
         let f = read_host_facts_reusing(self.source.as_ref(), &names, &mut self.host.places);
+        let stride = facts_stride(thread_cpu_us().saturating_sub(cpu0));
+        self.facts_next = self.index.saturating_add(stride);
         for st in &mut self.ifaces {
             st.queues.retry_qstats();
             if let Some(n) = f.nics.iter().find(|n| n.name == st.name) {

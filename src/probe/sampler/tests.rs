@@ -300,3 +300,15 @@ fn a_net_dev_that_does_not_parse_is_a_probe_error_and_the_rest_is_sampled() {
     );
     assert_eq!(x.cpus.len(), 2, "/proc/stat is still read");
 }
+
+#[test]
+fn the_facts_are_re_read_less_often_where_reading_them_costs_more() {
+    assert_eq!(facts_stride(0), FACTS_EVERY);
+    assert_eq!(
+        facts_stride(FACTS_BUDGET_US * u64::from(FACTS_EVERY)),
+        FACTS_EVERY
+    );
+    // The synthetic big host's 22 ms: every 44 intervals or more.
+    assert_eq!(facts_stride(22_000), 44);
+    assert_eq!(facts_stride(u64::MAX), FACTS_MAX_EVERY);
+}

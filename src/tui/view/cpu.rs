@@ -143,9 +143,10 @@ fn host(
 ) {
     let head = match s {
         Some(s) => format!(
-            " {role} {name}: {} cores, mean {:.1}% ",
+            " {role} {name}: {} cores, mean {:.1}% {}",
             s.cpus.len(),
-            s.mean_busy()
+            s.mean_busy(),
+            super::detail_note(Some(s))
         ),
         None => format!(" {role} {name}: no sample this interval "),
     };

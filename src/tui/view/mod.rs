@@ -181,6 +181,20 @@ pub fn result_directions(s: &crate::record::schema::Summary) -> (f64, f64) {
     }
 }
 
+/// What a replayed Sample's per-row figures cover when its log summed them
+/// over several intervals (a big host's log keeps them every few
+/// intervals, [`crate::record::detail`]); empty for a Sample's own rows.
+pub fn detail_note(s: Option<&crate::probe::sample::Sample>) -> String {
+    use crate::probe::sample::Detail;
+    match s.map(|s| s.detail) {
+        Some(Detail::Span { start_s, end_s }) => {
+            format!("· rows: {start_s:.0}-{end_s:.0} s of the log ")
+        }
+        Some(Detail::Later) => "· rows: in a later line of the log ".into(),
+        _ => String::new(),
+    }
+}
+
 /// Host name or a placeholder.
 pub fn host_name(m: &Model, local: bool) -> String {
     if local {

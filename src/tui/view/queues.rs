@@ -18,8 +18,12 @@ use ratatui::Frame;
 
 /// Draw the queue table.
 pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
+    let cur = m.measured();
+    let note = super::detail_note(cur.and_then(|i| i.local.as_ref().or(i.peer.as_ref())));
     let block = Block::default().borders(Borders::ALL).title(Span::styled(
-        " NIC queues, busiest first (at: L2 = frames with Ethernet header, L3 = IP packets) ",
+        format!(
+            " NIC queues, busiest first (at: L2 = frames with Ethernet header, L3 = IP packets) {note}"
+        ),
         title(m),
     ));
     let inner = block.inner(area);
@@ -31,7 +35,6 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         ),
         style(m, Color::Gray).add_modifier(Modifier::BOLD),
     )];
-    let cur = m.measured();
     let hosts = [
         ("local", cur.and_then(|i| i.local.as_ref())),
         ("peer", cur.and_then(|i| i.peer.as_ref())),
