@@ -4,30 +4,14 @@ use super::consts::{self as c, qstats as q};
 use super::error::NlError;
 use super::genl::{attr, Ctx, GenlSocket};
 use super::wire::{uint, Attrs};
+use crate::probe::ethtool_names::Dir;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Direction of a queue.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum QueueType {
-    /// Receive queue (NETDEV_QUEUE_TYPE_RX).
-    Rx,
-    /// Transmit queue (NETDEV_QUEUE_TYPE_TX).
-    Tx,
-}
+/// Direction of a queue (NETDEV_QUEUE_TYPE_RX / _TX): the same direction
+/// as the ethtool counters' [`Dir`], so a queue keeps one key whatever
+/// source counted it.
+pub type QueueType = Dir;
 
 /// Counters of one queue from NETDEV_CMD_QSTATS_GET, cumulative since the
 /// driver's statistics were created. `None` where the driver does not report
