@@ -86,6 +86,14 @@ pub(super) struct GenlSocket {
     seq: u32,
 }
 
+/// The socket itself has nothing to show: the owners' `Debug` derives stay
+/// opaque.
+impl std::fmt::Debug for GenlSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GenlSocket").finish_non_exhaustive()
+    }
+}
+
 impl GenlSocket {
     /// Open a NETLINK_GENERIC socket in the calling thread's network
     /// namespace and resolve `family` once.

@@ -45,14 +45,9 @@ pub struct QueueStat {
 
 /// A NETLINK_GENERIC socket with the `netdev` family resolved, bound to the
 /// network namespace of the thread that opened it.
+#[derive(Debug)]
 pub struct NetdevNl {
     sock: GenlSocket,
-}
-
-impl std::fmt::Debug for NetdevNl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NetdevNl").finish_non_exhaustive()
-    }
 }
 
 impl NetdevNl {
