@@ -22,7 +22,7 @@ pub mod preflight;
 pub(crate) mod testdata;
 
 use super::facts::PcieLink;
-use super::source::HostSource;
+use super::source::{read_trim, HostSource};
 
 pub use counters::{
     port_sample, read_snapshot, sample, CounterDelta, PfcPrio, RdmaCounterReader, RdmaPortCounters,
@@ -33,13 +33,6 @@ pub use super::facts::rdma::{
     parse_gid, roce_mtu_for, CodeName, GidEntry, GidType, LinkLayer, PortRate, RdmaDeviceFacts,
     RdmaFacts, RdmaPortFacts, SYSFS_ROOT,
 };
-
-fn read_trim(src: &dyn HostSource, path: &str) -> Option<String> {
-    src.read(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-}
 
 /// Read the RDMA facts of a host. Never fails: a host without
 /// `/sys/class/infiniband` (or with it empty) gets `none` set.
