@@ -277,21 +277,13 @@ fn apply_cmd(state: &StateDir, a: &ApplyArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     }
     if !a.yes {
-        if !interactive() {
-            anyhow::bail!(
-                "profile {} would change {} setting(s) on {}; add --yes to apply without a prompt (or --dry-run to see the commands)",
-                plan.profile,
-                changes.len(),
-                plan.host
-            );
-        }
-        eprintln!("profile {} on {}:", plan.profile, plan.host);
-        for c in &changes {
-            eprintln!("  {}: {} -> {}", c.key, c.current_text(), c.target);
-        }
-        if !confirm(&format!("apply these {} change(s)?", changes.len()))? {
-            anyhow::bail!("cancelled; nothing was changed");
-        }
+        confirm_changes(
+            &plan,
+            &changes,
+            "",
+            " (or --dry-run to see the commands)",
+            "",
+        )?;
     }
     let hook = test_hook().map(pause_hook);
     let aopts = ApplyOptions {
@@ -299,12 +291,7 @@ fn apply_cmd(state: &StateDir, a: &ApplyArgs) -> anyhow::Result<u8> {
         after_step: hook.as_ref().map(|h| h as &dyn Fn(usize, usize)),
     };
     let report = apply::apply_plan(&plan, &found.profile.source, skipped, &host, state, &aopts)?;
-    if a.json {
-        outln!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_apply(&report, "applied");
-    }
-    Ok(EXIT_OK)
+    json_or_text(a.json, &report, |r| print_apply(r, "applied"))
 }
 
 /// `profile apply --peer`: the agent resolves the profile on its host (the
@@ -347,21 +334,7 @@ fn apply_peer(peer: &str, source: &str, a: &ApplyArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     }
     if !a.yes {
-        if !interactive() {
-            anyhow::bail!(
-                "profile {} would change {} setting(s) on the peer {}; add --yes to apply without a prompt",
-                plan.profile,
-                changes.len(),
-                plan.host
-            );
-        }
-        eprintln!("profile {} on the peer {}:", plan.profile, plan.host);
-        for c in &changes {
-            eprintln!("  {}: {} -> {}", c.key, c.current_text(), c.target);
-        }
-        if !confirm(&format!("apply these {} change(s) there?", changes.len()))? {
-            anyhow::bail!("cancelled; nothing was changed");
-        }
+        confirm_changes(&plan, &changes, "the peer ", "", " there")?;
     }
     let req = TuneRequest::Apply {
         profile: source.to_string(),
@@ -371,12 +344,35 @@ fn apply_peer(peer: &str, source: &str, a: &ApplyArgs) -> anyhow::Result<u8> {
         TuneResponse::Applied(r) => r,
         other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
     };
-    if a.json {
-        outln!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_apply(&report, "applied on the peer");
+    json_or_text(a.json, &report, |r| print_apply(r, "applied on the peer"))
+}
+
+/// Without --yes: on a terminal, list the `changes` of `plan` and ask;
+/// elsewhere refuse and say to add --yes. `on` comes before the host's name
+/// (`the peer `), `hint` ends the refusal and `there` ends the question.
+fn confirm_changes(
+    plan: &crate::tune::resolve::Plan,
+    changes: &[&crate::tune::resolve::Planned],
+    on: &str,
+    hint: &str,
+    there: &str,
+) -> anyhow::Result<()> {
+    if !interactive() {
+        anyhow::bail!(
+            "profile {} would change {} setting(s) on {on}{}; add --yes to apply without a prompt{hint}",
+            plan.profile,
+            changes.len(),
+            plan.host
+        );
     }
-    Ok(EXIT_OK)
+    eprintln!("profile {} on {on}{}:", plan.profile, plan.host);
+    for c in changes {
+        eprintln!("  {}: {} -> {}", c.key, c.current_text(), c.target);
+    }
+    if !confirm(&format!("apply these {} change(s){there}?", changes.len()))? {
+        anyhow::bail!("cancelled; nothing was changed");
+    }
+    Ok(())
 }
 
 /// One tuning request to the agent at `peer`; refusals and failures are errors.
@@ -403,6 +399,20 @@ fn peer_request(
         TuneResponse::Failed { error } => anyhow::bail!(error),
         r => Ok(r),
     }
+}
+
+/// `v` as pretty JSON with --json, else as `text` prints it; exit 0.
+fn json_or_text<T: serde::Serialize>(
+    json: bool,
+    v: &T,
+    text: impl FnOnce(&T),
+) -> anyhow::Result<u8> {
+    if json {
+        outln!("{}", serde_json::to_string_pretty(v)?);
+    } else {
+        text(v);
+    }
+    Ok(EXIT_OK)
 }
 
 fn print_apply(r: &ApplyReport, verb: &str) {
@@ -481,12 +491,7 @@ fn rollback_cmd(state: &StateDir, a: &RollbackArgs) -> anyhow::Result<u8> {
             crate::tune::peer::TuneResponse::RolledBack(r) => r,
             other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
         };
-        if a.json {
-            outln!("{}", serde_json::to_string_pretty(&r)?);
-        } else {
-            print_rollback(&r);
-        }
-        return Ok(EXIT_OK);
+        return json_or_text(a.json, &r, print_rollback);
     }
     let host = Host::live();
     if let Some(p) = apply::pending(state)? {
@@ -496,12 +501,7 @@ fn rollback_cmd(state: &StateDir, a: &RollbackArgs) -> anyhow::Result<u8> {
         );
     }
     let r = apply::rollback(&host, state)?;
-    if a.json {
-        outln!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        print_rollback(&r);
-    }
-    Ok(EXIT_OK)
+    json_or_text(a.json, &r, print_rollback)
 }
 
 /// Where a backup was taken, for people: host and namespace name (or inode).
@@ -575,10 +575,5 @@ fn finish_cmd(state: &StateDir, a: &FinishArgs) -> anyhow::Result<u8> {
             apply::finish(&host, state, &aopts)?
         }
     };
-    if a.json {
-        outln!("{}", serde_json::to_string_pretty(&r)?);
-    } else {
-        print_apply(&r, "finished");
-    }
-    Ok(EXIT_OK)
+    json_or_text(a.json, &r, |r| print_apply(r, "finished"))
 }

@@ -59,6 +59,22 @@ pub enum CaptureError {
     },
 }
 
+/// Write `content` to the host path `rel` below `root`, creating the
+/// directories it needs; on failure, the path that failed and why.
+pub(super) fn write_below(
+    root: &Path,
+    rel: &str,
+    content: &str,
+) -> Result<(), (PathBuf, std::io::Error)> {
+    let path = root.join(rel.trim_start_matches('/'));
+    if let Some(parent) = path.parent() {
+        if let Err(e) = std::fs::create_dir_all(parent) {
+            return Err((path, e));
+        }
+    }
+    std::fs::write(&path, content).map_err(|e| (path, e))
+}
+
 struct Writer<'a> {
     root: &'a Path,
     report: CaptureReport,
@@ -66,15 +82,8 @@ struct Writer<'a> {
 
 impl Writer<'_> {
     fn put(&mut self, rel: &str, content: &str) -> Result<(), CaptureError> {
-        let path = self.root.join(rel.trim_start_matches('/'));
-        let io = |source| CaptureError::Write {
-            path: path.clone(),
-            source,
-        };
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io)?;
-        }
-        std::fs::write(&path, content).map_err(io)?;
+        write_below(self.root, rel, content)
+            .map_err(|(path, source)| CaptureError::Write { path, source })?;
         self.report.files += 1;
         Ok(())
     }

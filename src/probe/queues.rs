@@ -12,7 +12,7 @@
 //! asked again only when facts are refreshed, not every interval.
 
 use super::ethtool_names::{queue_plan, Class, Dir, Gathered, NameClasses, Pick};
-use super::netlink::{NetdevNl, NlError, QueueStat, QueueType};
+use super::netlink::{NetdevNl, NlError, QueueStat};
 use super::sample::{QueueSample, QueueSource};
 use crate::units::BitsPerSec;
 use std::collections::{BTreeMap, HashMap};
@@ -166,11 +166,7 @@ impl QueueProbe {
             Ok(q) => {
                 source = Some(QueueSource::Qstats);
                 for s in q {
-                    let dir = if s.queue_type == QueueType::Rx {
-                        Dir::Rx
-                    } else {
-                        Dir::Tx
-                    };
+                    let dir = s.queue_type;
                     let mut other = s.other.clone();
                     for (k, v) in [
                         ("alloc-fail", s.alloc_fail),

@@ -57,6 +57,16 @@ pub trait HostSource: Send + Sync {
     }
 }
 
+/// A file of `src` without its surrounding white space; None when it cannot
+/// be read or holds nothing.
+pub(super) fn read_trim(src: &dyn HostSource, path: &str) -> Option<String> {
+    src.read(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// The entry names of the directory `p`, sorted.
 pub(super) fn list_dir(p: &Path) -> io::Result<Vec<String>> {
     let mut v: Vec<String> = std::fs::read_dir(p)?
         .flatten()

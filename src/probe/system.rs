@@ -56,7 +56,7 @@ pub fn online_cpus() -> usize {
 }
 
 use super::facts::{HostFacts, IrqFact, NicFacts, NumaNode, PcieLink, QueueMask};
-use super::source::HostSource;
+use super::source::{read_trim, HostSource};
 use crate::units::{format_cpu_list, parse_cpu_list, CpuId};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -266,13 +266,6 @@ pub fn uptime_secs(src: &dyn HostSource) -> Option<f64> {
         .ok()
         .map(|u| u.uptime)
         .filter(|s| s.is_finite() && *s >= 0.0)
-}
-
-fn read_trim(src: &dyn HostSource, path: &str) -> Option<String> {
-    src.read(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
 }
 
 /// Online CPUs of a host as its sysfs says (falls back to /proc/stat's cpuN lines).

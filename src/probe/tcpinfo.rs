@@ -113,8 +113,9 @@ macro_rules! end_of {
     };
 }
 
-/// Read TCP_INFO of `sock`.
-pub fn read(sock: &impl AsRawFd) -> std::io::Result<TcpInfo> {
+/// The raw TCP_INFO of `sock` and how many bytes of it the kernel filled
+/// (older kernels fill fewer fields).
+fn read_raw(sock: &impl AsRawFd) -> std::io::Result<(RawTcpInfo, usize)> {
     let mut raw = RawTcpInfo::default();
     let mut len = std::mem::size_of::<RawTcpInfo>() as libc::socklen_t;
     // SAFETY: raw is a plain-old-data buffer of `len` bytes; the kernel writes at most len.
@@ -130,7 +131,12 @@ pub fn read(sock: &impl AsRawFd) -> std::io::Result<TcpInfo> {
     if r < 0 {
         return Err(std::io::Error::last_os_error());
     }
-    let len = len as usize;
+    Ok((raw, len as usize))
+}
+
+/// Read TCP_INFO of `sock`.
+pub fn read(sock: &impl AsRawFd) -> std::io::Result<TcpInfo> {
+    let (raw, len) = read_raw(sock)?;
     let has = |end: usize| len >= end;
     Ok(TcpInfo {
         rtt_us: raw.rtt,
@@ -172,21 +178,7 @@ impl Liveness {
 
 /// Read the liveness fields of TCP_INFO of `sock`.
 pub fn liveness(sock: &impl AsRawFd) -> std::io::Result<Liveness> {
-    let mut raw = RawTcpInfo::default();
-    let mut len = std::mem::size_of::<RawTcpInfo>() as libc::socklen_t;
-    // SAFETY: raw is a plain-old-data buffer of `len` bytes; the kernel writes at most len.
-    let r = unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut raw as *mut RawTcpInfo).cast(),
-            &mut len,
-        )
-    };
-    if r < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let (raw, _) = read_raw(sock)?;
     // TCP_ESTABLISHED = 1, TCP_CLOSE_WAIT = 8 (the peer closed; we may still read).
     Ok(Liveness {
         established: raw.state == 1 || raw.state == 8,

@@ -214,13 +214,8 @@ impl Root {
     /// Entry names of directory `rel`, sorted.
     pub fn list(&self, rel: &str) -> Result<Vec<String>, ReadError> {
         let dir = self.open(rel, true)?;
-        let mut v: Vec<String> = std::fs::read_dir(format!("/proc/self/fd/{}", dir.as_raw_fd()))
-            .map_err(ReadError::Io)?
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        Ok(v)
+        let fd_path = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        super::source::list_dir(Path::new(&fd_path)).map_err(ReadError::Io)
     }
 
     /// The last component of symlink `rel`'s target (the link itself is not followed).

@@ -294,6 +294,25 @@ pub async fn read_sealed<R: AsyncRead + Unpin>(
     opener.open(prefix, &ct)
 }
 
+/// Read sealed frames on a task of their own and pass each, in order, to
+/// `tx`; the task ends after the first error (which it passes on) or when
+/// the receiver is gone. The caller aborts the handle when it is done.
+pub fn spawn_sealed_reader<R: AsyncRead + Unpin + Send + 'static>(
+    mut rd: R,
+    mut opener: Opener,
+    tx: tokio::sync::mpsc::Sender<Result<Msg, ProtoError>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            let m = read_sealed(&mut rd, &mut opener).await;
+            let end = m.is_err();
+            if tx.send(m).await.is_err() || end {
+                return;
+            }
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

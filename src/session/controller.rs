@@ -15,7 +15,7 @@
 //! waited for up to [`HUNG_LIMIT`].
 
 use super::auth::Token;
-use super::channel::{read_sealed, Direction, SealedWriter, SessionKeys};
+use super::channel::{spawn_sealed_reader, Direction, SealedWriter, SessionKeys};
 use super::outcome::{EndReason, PointOutcome, RunEvent};
 use super::pairing::Pairing;
 use super::plan::PointParams;
@@ -234,18 +234,10 @@ impl Controller {
             .await
             .map_err(|_| proto(ProtoError::Timeout("the agent's handshake")))?
             .map_err(proto)?;
-        let mut opener = keys.opener(Direction::ToController);
+        let opener = keys.opener(Direction::ToController);
         let wr = SealedWriter::new(wr, keys.sealer(Direction::ToAgent));
         let (tx, rx) = mpsc::channel(64);
-        let reader = tokio::spawn(async move {
-            loop {
-                let m = read_sealed(&mut rd, &mut opener).await;
-                let end = m.is_err();
-                if tx.send(m).await.is_err() || end {
-                    return;
-                }
-            }
-        });
+        let reader = spawn_sealed_reader(rd, opener, tx);
         let sampler = SamplerThread::of("ws-sampler", Box::new(LiveHost::default()))
             .map_err(|e| SessionError::Sampler(SamplerError::Spawn(e)))?;
         Ok(Controller {

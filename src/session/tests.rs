@@ -240,6 +240,29 @@ async fn raw_session(
     )
 }
 
+/// Send a raw Start with `spec` and return the agent's refusal (any other
+/// answer fails the test); then say Bye and check that the agent serves the
+/// next controller.
+async fn refused_start(
+    addr: std::net::SocketAddr,
+    spec: Option<EngineSpec>,
+    what: impl std::fmt::Display,
+) -> String {
+    use super::proto::Msg;
+    let (mut rd, mut opener, mut wr) = raw_session(addr).await;
+    wr.send(&start(spec)).await.unwrap();
+    let m = super::channel::read_sealed(&mut rd, &mut opener)
+        .await
+        .unwrap();
+    wr.send(&Msg::Bye {}).await.unwrap();
+    drop((rd, wr));
+    serves_the_next_controller(addr).await;
+    match m {
+        Msg::Failed { error, .. } => error,
+        m => panic!("{what}: {m:?}"),
+    }
+}
+
 /// The agent at `addr` is free for the next controller (after refusing a test).
 async fn serves_the_next_controller(addr: std::net::SocketAddr) {
     let t = std::time::Instant::now();
@@ -269,27 +292,16 @@ fn start(spec: Option<EngineSpec>) -> super::proto::Msg {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_refuses_a_spec_outside_its_limits_and_keeps_serving() {
-    use super::proto::Msg;
     let (addr, stop) = agent().await;
-    let (mut rd, mut opener, mut wr) = raw_session(addr).await;
     let mut bad = stream(1);
     if let Some(t) = bad.as_tcp_mut() {
         t.streams = 70_000;
     }
-    wr.send(&start(Some(bad))).await.unwrap();
-    match super::channel::read_sealed(&mut rd, &mut opener)
-        .await
-        .unwrap()
-    {
-        Msg::Failed { error, .. } => assert!(
-            error.contains("the agent refuses this test") && error.contains("streams 70000"),
-            "{error}"
-        ),
-        m => panic!("{m:?}"),
-    }
-    wr.send(&Msg::Bye {}).await.unwrap();
-    drop((rd, wr));
-    serves_the_next_controller(addr).await;
+    let error = refused_start(addr, Some(bad), "streams 70000").await;
+    assert!(
+        error.contains("the agent refuses this test") && error.contains("streams 70000"),
+        "{error}"
+    );
     stop.cancel();
 }
 
@@ -344,36 +356,22 @@ async fn cancelling_ends_the_point_as_interrupted_with_both_totals() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_rdma_test_is_refused_by_an_agent_without_rdma_and_it_keeps_serving() {
-    use super::proto::Msg;
     use crate::traffic::rdma::{RdmaMode, RdmaOp, RdmaSpec};
     let (addr, stop) = agent().await;
-    let (mut rd, mut opener, mut wr) = raw_session(addr).await;
     let spec = RdmaSpec::perftest_defaults(RdmaOp::Write, RdmaMode::Bw);
-    wr.send(&start(Some(EngineSpec::Rdma(spec)))).await.unwrap();
-    match super::channel::read_sealed(&mut rd, &mut opener)
-        .await
-        .unwrap()
-    {
-        Msg::Failed { error, .. } => {
-            let has_rdma = std::fs::read_dir("/sys/class/infiniband")
-                .map(|mut d| d.next().is_some())
-                .unwrap_or(false);
-            if has_rdma {
-                // A host with a device gets as far as the missing setup.
-                assert!(error.contains("setup"), "{error}");
-            } else {
-                assert!(
-                    error.contains("RDMA unavailable on the agent's host")
-                        && error.contains("modprobe"),
-                    "{error}"
-                );
-            }
-        }
-        m => panic!("{m:?}"),
+    let error = refused_start(addr, Some(EngineSpec::Rdma(spec)), "rdma").await;
+    let has_rdma = std::fs::read_dir("/sys/class/infiniband")
+        .map(|mut d| d.next().is_some())
+        .unwrap_or(false);
+    if has_rdma {
+        // A host with a device gets as far as the missing setup.
+        assert!(error.contains("setup"), "{error}");
+    } else {
+        assert!(
+            error.contains("RDMA unavailable on the agent's host") && error.contains("modprobe"),
+            "{error}"
+        );
     }
-    wr.send(&Msg::Bye {}).await.unwrap();
-    drop((rd, wr));
-    serves_the_next_controller(addr).await;
     stop.cancel();
 }
 
@@ -381,7 +379,6 @@ async fn an_rdma_test_is_refused_by_an_agent_without_rdma_and_it_keeps_serving()
 /// counts or drops only wirescope's own ports, whatever the raw Start says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_refuses_a_sink_port_outside_wirescopes_range_and_keeps_serving() {
-    use super::proto::Msg;
     use crate::traffic::sink::spec::{MAX_DST_PORT, MIN_DST_PORT};
     use crate::traffic::sink::{SinkMode, SinkSpec};
     let (addr, stop) = agent().await;
@@ -393,20 +390,7 @@ async fn the_agent_refuses_a_sink_port_outside_wirescopes_range_and_keeps_servin
             ..SinkSpec::default()
         }))
     };
-    let answer = |port: u16| async move {
-        let (mut rd, mut opener, mut wr) = raw_session(addr).await;
-        wr.send(&start(sink(port))).await.unwrap();
-        let m = super::channel::read_sealed(&mut rd, &mut opener)
-            .await
-            .unwrap();
-        wr.send(&Msg::Bye {}).await.unwrap();
-        drop((rd, wr));
-        serves_the_next_controller(addr).await;
-        match m {
-            Msg::Failed { error, .. } => error,
-            m => panic!("port {port}: {m:?}"),
-        }
-    };
+    let answer = |port: u16| refused_start(addr, sink(port), format!("port {port}"));
     for port in [5353, 53, 9, 1, MIN_DST_PORT - 1, MAX_DST_PORT + 1, 65535] {
         let error = answer(port).await;
         assert!(

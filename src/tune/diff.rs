@@ -81,17 +81,12 @@ pub fn diff(a: &Side, b: &Side, host: &Host, opts: &ResolveOpts) -> Diff {
                 }
             }
             d.compared = keys.len();
+            // A key set twice counts with its last value.
+            let last = |f: &[(String, String)], k: &String| {
+                f.iter().rev().find(|(x, _)| x == k).map(|(_, v)| v.clone())
+            };
             for k in keys {
-                let va = fa
-                    .iter()
-                    .rev()
-                    .find(|(x, _)| x == k)
-                    .map(|(_, v)| v.clone());
-                let vb = fb
-                    .iter()
-                    .rev()
-                    .find(|(x, _)| x == k)
-                    .map(|(_, v)| v.clone());
+                let (va, vb) = (last(&fa, k), last(&fb, k));
                 if va != vb {
                     d.lines.push(DiffLine {
                         setting: k.clone(),

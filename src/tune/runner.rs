@@ -648,6 +648,21 @@ mod tests {
             .unwrap_or_else(|| panic!("no step for {rule}: {:#?}", sum.steps))
     }
 
+    fn step_titled<'a>(sum: &'a Summary, part: &str) -> &'a StepRecord {
+        sum.steps
+            .iter()
+            .find(|x| x.title.contains(part))
+            .unwrap_or_else(|| panic!("no step titled ..{part}..: {:#?}", sum.steps))
+    }
+
+    /// The profile applied to turn GRO on, with its host.
+    fn gro_applied(s: &Script) -> &(HostRole, String) {
+        s.applied
+            .iter()
+            .find(|(_, p)| p.contains("gro = true"))
+            .unwrap_or_else(|| panic!("no GRO change applied: {:#?}", s.applied))
+    }
+
     #[test]
     fn a_rollback_says_what_it_restored_in_the_past_tense() {
         // Buffer step kept (5x), GRO step inside the noise and rolled back.
@@ -723,11 +738,7 @@ mod tests {
         let rx = step_of(&sum, "nic.gro-off");
         assert_eq!(rx.host, Some(HostRole::Peer), "{rx:#?}");
         assert_eq!(rx.subject, "veth-b", "{rx:#?}");
-        let gro = s
-            .applied
-            .iter()
-            .find(|(_, p)| p.contains("gro = true"))
-            .unwrap();
+        let gro = gro_applied(&s);
         assert_eq!(gro.0, HostRole::Peer);
         assert!(
             gro.1.contains("veth-b") && !gro.1.contains("@route"),
@@ -743,11 +754,7 @@ mod tests {
         let rx = step_of(&sum, "nic.gro-off");
         assert_eq!(rx.host, Some(HostRole::Peer), "{rx:#?}");
         assert_eq!(rx.host_why, "it receives the test's data");
-        let gro = s
-            .applied
-            .iter()
-            .find(|(_, p)| p.contains("gro = true"))
-            .unwrap();
+        let gro = gro_applied(&s);
         assert_eq!(gro.0, HostRole::Peer);
         assert!(
             gro.1.contains("match = \"@route\"") && !gro.1.contains("veth-a"),
@@ -759,18 +766,10 @@ mod tests {
             line[0].contains("on the peer: it receives the test's data"),
             "{line:?}"
         );
-        let send = sum
-            .steps
-            .iter()
-            .find(|x| x.title.contains("send buffer"))
-            .unwrap();
+        let send = step_titled(&sum, "send buffer");
         assert_eq!(send.host, Some(HostRole::Local), "{send:#?}");
         assert_eq!(send.host_why, "it sends the test's data");
-        let rmem = sum
-            .steps
-            .iter()
-            .find(|x| x.title.contains("receive buffer"))
-            .unwrap();
+        let rmem = step_titled(&sum, "receive buffer");
         assert_eq!(rmem.host, Some(HostRole::Peer), "{rmem:#?}");
         assert_eq!(rmem.host_why, "it receives the test's data");
 
@@ -778,27 +777,15 @@ mod tests {
         let (sum, s) = placed(&["-R"]);
         let rx = step_of(&sum, "nic.gro-off");
         assert_eq!(rx.host, Some(HostRole::Local));
-        let gro = s
-            .applied
-            .iter()
-            .find(|(_, p)| p.contains("gro = true"))
-            .unwrap();
+        let gro = gro_applied(&s);
         assert!(gro.1.contains("match = \"veth-a\""), "{}", gro.1);
-        let send = sum
-            .steps
-            .iter()
-            .find(|x| x.title.contains("send buffer"))
-            .unwrap();
+        let send = step_titled(&sum, "send buffer");
         assert_eq!(send.host, Some(HostRole::Peer));
 
         // --bidir: both hosts receive and send; the finding's host stays.
         let (sum, _) = placed(&["--bidir"]);
         assert_eq!(step_of(&sum, "nic.gro-off").host, Some(HostRole::Local));
-        let send = sum
-            .steps
-            .iter()
-            .find(|x| x.title.contains("send buffer"))
-            .unwrap();
+        let send = step_titled(&sum, "send buffer");
         assert_eq!(send.host, Some(HostRole::Peer));
     }
 

@@ -632,24 +632,8 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         return None;
     }
     let (cores, share) = net_rx_concentrated_on(ctx, t)?;
-    let mean_of = |f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64, mine: bool| {
-        ctx.active
-            .iter()
-            .map(|s| {
-                let v: Vec<f64> = s
-                    .cpus
-                    .iter()
-                    .filter(|c| cores.contains(&c.cpu.0) == mine)
-                    .map(f)
-                    .collect();
-                v.iter().sum::<f64>() / v.len().max(1) as f64
-            })
-            .sum::<f64>()
-            / ctx.active.len().max(1) as f64
-    };
-    let busy = mean_of(&|c| c.busy().0, true);
-    let softirq = mean_of(&|c| c.softirq.0, true);
-    let others = mean_of(&|c| c.busy().0, false);
+    let load = CoresLoad::over(ctx, &cores);
+    let (busy, softirq, others) = (load.busy, load.softirq, load.others);
     // It limits the test when that core is saturated, softirq work is a
     // large part of what saturates it, and other cores have room to take
     // some of it (IRQ affinity, RPS). Otherwise it is worth knowing only.
@@ -688,30 +672,85 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             cores.len()
         )
     };
-    let mut f = Finding::new(
+    let f = Finding::new(
         "softirq.concentrated",
         sev,
         ctx.host,
         on.clone(),
         title,
         share * prior("softirq.concentrated") * if sev == Severity::Info { 0.5 } else { 1.0 },
-    )
-    .ev(Evidence::num(
+    );
+    let f = concentrated_evidence(f, &on, share, &load, queues);
+    Some(concentrated_advice(f, ctx, facts, &cores))
+}
+
+/// The mean load of the cores NET_RX concentrates on, and of the others.
+struct CoresLoad {
+    /// Mean busy percentage of the concentrated cores.
+    busy: f64,
+    /// Mean softirq percentage of the concentrated cores.
+    softirq: f64,
+    /// Mean busy percentage of the other cores.
+    others: f64,
+}
+
+impl CoresLoad {
+    /// The means over the window: per interval over the cores, then over
+    /// the intervals.
+    fn over(ctx: &HostCtx, cores: &[u32]) -> Self {
+        let mean_of = |f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64, mine: bool| {
+            ctx.active
+                .iter()
+                .map(|s| {
+                    let v: Vec<f64> = s
+                        .cpus
+                        .iter()
+                        .filter(|c| cores.contains(&c.cpu.0) == mine)
+                        .map(f)
+                        .collect();
+                    v.iter().sum::<f64>() / v.len().max(1) as f64
+                })
+                .sum::<f64>()
+                / ctx.active.len().max(1) as f64
+        };
+        Self {
+            busy: mean_of(&|c| c.busy().0, true),
+            softirq: mean_of(&|c| c.softirq.0, true),
+            others: mean_of(&|c| c.busy().0, false),
+        }
+    }
+}
+
+/// softirq.concentrated's evidence: the share of NET_RX on the cores
+/// (`on`), their load, the others' load and the rx queue count.
+fn concentrated_evidence(
+    f: Finding,
+    on: &str,
+    share: f64,
+    load: &CoresLoad,
+    queues: u32,
+) -> Finding {
+    f.ev(Evidence::num(
         format!("{on} share of NET_RX"),
         share * 100.0,
         "%",
         "/proc/softirqs",
     ))
-    .ev(Evidence::num(format!("{on} busy"), busy, "%", "/proc/stat"))
+    .ev(Evidence::num(
+        format!("{on} busy"),
+        load.busy,
+        "%",
+        "/proc/stat",
+    ))
     .ev(Evidence::num(
         format!("{on} softirq"),
-        softirq,
+        load.softirq,
         "%",
         "/proc/stat",
     ))
     .ev(Evidence::num(
         "other cores mean busy",
-        others,
+        load.others,
         "%",
         "/proc/stat",
     ))
@@ -720,7 +759,11 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         queues as f64,
         "",
         "sysfs queues/",
-    ));
+    ))
+}
+
+/// softirq.concentrated's why and fixes: for one core, or for a few.
+fn concentrated_advice(mut f: Finding, ctx: &HostCtx, facts: &HostFacts, cores: &[u32]) -> Finding {
     if cores.len() == 1 {
         f = f.why("Receive processing of every queue lands on one core (IRQs or RPS steer there): that core caps the receive rate.");
         for x in spread_fixes(facts) {
@@ -728,11 +771,11 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         }
     } else {
         f = f.why("The receive traffic reaches only a few queues, whose IRQs and softirqs run on a few cores: those cores cap the receive rate while the others idle.");
-        for x in super::cpu_many::spread_fixes(ctx, &cores) {
+        for x in super::cpu_many::spread_fixes(ctx, cores) {
             f = f.fix(x);
         }
     }
-    Some(f)
+    f
 }
 
 /// The cores NET_RX softirqs concentrate on in enough busy intervals, and

@@ -93,16 +93,7 @@ pub(super) fn many_cores_finding(ctx: &HostCtx, cores: &[(SaturatedWindow, CoreT
     let busy = mean(&|c| c.busy);
     let soft = mean(&|c| c.si + c.irq);
     let task = mean(&|c| c.user + c.sys);
-    let others = {
-        let v: Vec<f64> = ctx
-            .active
-            .iter()
-            .flat_map(|s| s.cpus.iter())
-            .filter(|c| !ids.contains(&c.cpu.0))
-            .map(|c| c.busy().0)
-            .collect();
-        v.iter().sum::<f64>() / v.len().max(1) as f64
-    };
+    let others = others_mean_busy(ctx, &ids);
     let (kind, pct) = if soft >= task {
         ("softirq", soft)
     } else {
@@ -114,27 +105,7 @@ pub(super) fn many_cores_finding(ctx: &HostCtx, cores: &[(SaturatedWindow, CoreT
     let by_nic = irqs_by_nic(ctx, &ids);
     // The NIC (of those) whose rx queues carry the most packets: the work.
     let carrier = carrier(ctx, &by_nic);
-    let mut carrying = Vec::new();
-    if let Some((nic, qs, pps)) = &carrier {
-        let q: Vec<u32> = qs.iter().map(|q| q.0).collect();
-        carrying.push(format!(
-            "{nic} rx queues {} ({:.2} Mpps)",
-            list(&q),
-            pps / 1e6
-        ));
-    }
-    if !by_nic.is_empty() {
-        let irqs: usize = by_nic.values().map(Vec::len).sum();
-        carrying.push(format!(
-            "{irqs} IRQs of {}",
-            by_nic.keys().cloned().collect::<Vec<_>>().join(", ")
-        ));
-    }
-    let carrying = if carrying.is_empty() {
-        String::new()
-    } else {
-        format!(", carrying {}", carrying.join(" and "))
-    };
+    let carrying = carrying(&by_nic, carrier.as_ref());
     let cpus = list(&ids);
     let src = "/proc/stat";
     let mut f = Finding::new(
@@ -158,41 +129,7 @@ pub(super) fn many_cores_finding(ctx: &HostCtx, cores: &[(SaturatedWindow, CoreT
     ))
     .why("Each of these cores carries work that is serialised on it (a busy rx queue and its IRQ, a flow, a pinned thread): the traffic runs at the speed of these few cores while the others wait.");
     for (sat, time) in cores {
-        let c = sat.cpu;
-        f = f
-            .ev(Evidence::num(format!("cpu{c} busy"), time.busy, "%", src))
-            .ev(Evidence::num(format!("cpu{c} softirq"), time.si, "%", src))
-            .ev(Evidence::num(format!("cpu{c} irq"), time.irq, "%", src))
-            .ev(Evidence::num(
-                format!("cpu{c} user+sys"),
-                time.user + time.sys,
-                "%",
-                src,
-            ));
-        let shares: Vec<f64> = sat.on.iter().filter_map(|s| net_rx_share(s, c)).collect();
-        if !shares.is_empty() {
-            f = f.ev(Evidence::num(
-                format!("cpu{c} share of NET_RX softirqs"),
-                shares.iter().sum::<f64>() / shares.len() as f64 * 100.0,
-                "%",
-                "/proc/softirqs",
-            ));
-        }
-        let mine: Vec<u32> = per_core
-            .iter()
-            .find(|p| p.0 == c)
-            .map(|p| p.1.iter().map(|i| i.1).collect())
-            .unwrap_or_default();
-        if !mine.is_empty() {
-            f = f.ev(Evidence::text(
-                format!("IRQs with effective affinity cpu{c}"),
-                mine.iter()
-                    .map(u32::to_string)
-                    .collect::<Vec<_>>()
-                    .join(","),
-                "/proc/irq/N/effective_affinity_list",
-            ));
-        }
+        f = core_evidence(f, sat, time, &per_core);
     }
     for x in fixes(
         ctx,
@@ -200,6 +137,91 @@ pub(super) fn many_cores_finding(ctx: &HostCtx, cores: &[(SaturatedWindow, CoreT
         carrier.as_ref().map(|c| (c.0.as_str(), &c.1[..])),
     ) {
         f = f.fix(x);
+    }
+    f
+}
+
+/// The mean busy percentage of the cores not in `ids` over the window.
+fn others_mean_busy(ctx: &HostCtx, ids: &[u32]) -> f64 {
+    let v: Vec<f64> = ctx
+        .active
+        .iter()
+        .flat_map(|s| s.cpus.iter())
+        .filter(|c| !ids.contains(&c.cpu.0))
+        .map(|c| c.busy().0)
+        .collect();
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+/// The headline's tail that names what the saturated cores carry (the
+/// carrier NIC's busy rx queues, the IRQs by NIC), or nothing.
+fn carrying(by_nic: &BTreeMap<String, Vec<u32>>, carrier: Option<&Carrier>) -> String {
+    let mut carrying = Vec::new();
+    if let Some((nic, qs, pps)) = carrier {
+        let q: Vec<u32> = qs.iter().map(|q| q.0).collect();
+        carrying.push(format!(
+            "{nic} rx queues {} ({:.2} Mpps)",
+            list(&q),
+            pps / 1e6
+        ));
+    }
+    if !by_nic.is_empty() {
+        let irqs: usize = by_nic.values().map(Vec::len).sum();
+        carrying.push(format!(
+            "{irqs} IRQs of {}",
+            by_nic.keys().cloned().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    if carrying.is_empty() {
+        String::new()
+    } else {
+        format!(", carrying {}", carrying.join(" and "))
+    }
+}
+
+/// One saturated core's evidence: its CPU time split, its share of the
+/// NET_RX softirqs and the IRQs whose effective affinity is that core.
+fn core_evidence(
+    mut f: Finding,
+    sat: &SaturatedWindow,
+    time: &CoreTime,
+    per_core: &[(u32, Vec<(String, u32)>)],
+) -> Finding {
+    let src = "/proc/stat";
+    let c = sat.cpu;
+    f = f
+        .ev(Evidence::num(format!("cpu{c} busy"), time.busy, "%", src))
+        .ev(Evidence::num(format!("cpu{c} softirq"), time.si, "%", src))
+        .ev(Evidence::num(format!("cpu{c} irq"), time.irq, "%", src))
+        .ev(Evidence::num(
+            format!("cpu{c} user+sys"),
+            time.user + time.sys,
+            "%",
+            src,
+        ));
+    let shares: Vec<f64> = sat.on.iter().filter_map(|s| net_rx_share(s, c)).collect();
+    if !shares.is_empty() {
+        f = f.ev(Evidence::num(
+            format!("cpu{c} share of NET_RX softirqs"),
+            shares.iter().sum::<f64>() / shares.len() as f64 * 100.0,
+            "%",
+            "/proc/softirqs",
+        ));
+    }
+    let mine: Vec<u32> = per_core
+        .iter()
+        .find(|p| p.0 == c)
+        .map(|p| p.1.iter().map(|i| i.1).collect())
+        .unwrap_or_default();
+    if !mine.is_empty() {
+        f = f.ev(Evidence::text(
+            format!("IRQs with effective affinity cpu{c}"),
+            mine.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+            "/proc/irq/N/effective_affinity_list",
+        ));
     }
     f
 }

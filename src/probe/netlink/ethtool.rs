@@ -15,16 +15,11 @@ use std::collections::BTreeMap;
 /// Every query takes the interface name and its driver name; the driver is
 /// only used to fill [`Support::NotSupported`] when the driver answers
 /// EOPNOTSUPP.
+#[derive(Debug)]
 pub struct EthtoolNl {
     sock: GenlSocket,
     /// `ETH_SS_FEATURES`: global, read once.
     feature_strings: Option<BTreeMap<u32, String>>,
-}
-
-impl std::fmt::Debug for EthtoolNl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EthtoolNl").finish_non_exhaustive()
-    }
 }
 
 impl EthtoolNl {

@@ -212,14 +212,9 @@ pub fn coalesce_names() -> Vec<&'static str> {
 
 /// A NETLINK_GENERIC socket for ethtool SET requests, bound to the network
 /// namespace of the thread that opened it.
+#[derive(Debug)]
 pub struct EthtoolSet {
     sock: GenlSocket,
-}
-
-impl std::fmt::Debug for EthtoolSet {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EthtoolSet").finish_non_exhaustive()
-    }
 }
 
 impl EthtoolSet {

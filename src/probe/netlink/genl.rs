@@ -25,7 +25,7 @@ use std::os::unix::io::AsRawFd;
 use std::time::Duration;
 
 /// How long one reply may take before the query fails with a timeout.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
+pub(super) const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Version of the nlctrl family's messages.
 const CTRL_VERSION: u8 = 2;
@@ -58,7 +58,8 @@ impl Ctx<'_> {
         }
     }
 
-    fn encode(&self, detail: impl ToString) -> NlError {
+    /// A [`NlError::Encode`] for this query.
+    pub(super) fn encode(&self, detail: impl ToString) -> NlError {
         NlError::Encode {
             op: self.op,
             target: self.target.to_string(),
@@ -66,7 +67,9 @@ impl Ctx<'_> {
         }
     }
 
-    fn io(&self, source: io::Error) -> NlError {
+    /// A socket error of this query: a reply that took longer than
+    /// [`REPLY_TIMEOUT`] is [`NlError::Timeout`].
+    pub(super) fn io(&self, source: io::Error) -> NlError {
         if matches!(
             source.kind(),
             io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
@@ -92,17 +95,19 @@ pub(super) struct GenlSocket {
     seq: u32,
 }
 
+/// The socket itself has nothing to show: the owners' `Debug` derives stay
+/// opaque.
+impl std::fmt::Debug for GenlSocket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GenlSocket").finish_non_exhaustive()
+    }
+}
+
 impl GenlSocket {
     /// Open a NETLINK_GENERIC socket in the calling thread's network
     /// namespace and resolve `family` once.
     pub fn open(family: &'static str, version: u8, needs: &'static str) -> Result<Self, NlError> {
-        let op = "open generic netlink socket";
-        let socket_err = |source| NlError::Socket { op, source };
-        let sock =
-            NlSocket::connect(NlFamily::Generic, None, Groups::empty()).map_err(socket_err)?;
-        // Extended ACK turns "Invalid argument" into the kernel's reason.
-        sock.enable_ext_ack(true).map_err(socket_err)?;
-        set_recv_timeout(&sock, REPLY_TIMEOUT).map_err(socket_err)?;
+        let sock = open_socket(NlFamily::Generic, "open generic netlink socket")?;
         let mut s = GenlSocket {
             sock,
             family_id: libc::GENL_ID_CTRL as u16,
@@ -171,7 +176,7 @@ impl GenlSocket {
 
         let mut replies = Vec::new();
         loop {
-            let datagram = self.recv(ctx)?;
+            let datagram = recv_datagram(&self.sock, ctx)?;
             for m in split_messages(&datagram).map_err(|e| ctx.reply(e))? {
                 if m.seq != seq {
                     continue; // a late answer to an earlier request that timed out
@@ -196,25 +201,35 @@ impl GenlSocket {
             }
         }
     }
+}
 
-    /// Read one datagram, sized exactly by peeking first.
-    fn recv(&self, ctx: &Ctx<'_>) -> Result<Vec<u8>, NlError> {
-        loop {
-            let mut empty: [u8; 0] = [];
-            let len = match self.sock.recv(&mut empty[..], Msg::PEEK | Msg::TRUNC) {
-                Ok((len, _)) => len,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(ctx.io(e)),
-            };
-            let mut buf = vec![0u8; len];
-            match self.sock.recv(&mut buf[..], Msg::TRUNC) {
-                Ok((n, _)) if n == len => return Ok(buf),
-                Ok((n, _)) => {
-                    return Err(ctx.malformed(format!("datagram of {n} bytes, peeked {len}")))
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(ctx.io(e)),
-            }
+/// A netlink socket of `family` in the calling thread's network namespace,
+/// with extended ACK on (it turns "Invalid argument" into the kernel's
+/// reason) and replies bounded by [`REPLY_TIMEOUT`]; `op` names the step in
+/// errors.
+pub(super) fn open_socket(family: NlFamily, op: &'static str) -> Result<NlSocket, NlError> {
+    let socket_err = |source| NlError::Socket { op, source };
+    let sock = NlSocket::connect(family, None, Groups::empty()).map_err(socket_err)?;
+    sock.enable_ext_ack(true).map_err(socket_err)?;
+    set_recv_timeout(&sock, REPLY_TIMEOUT).map_err(socket_err)?;
+    Ok(sock)
+}
+
+/// Read one datagram, sized exactly by peeking first.
+pub(super) fn recv_datagram(sock: &NlSocket, ctx: &Ctx<'_>) -> Result<Vec<u8>, NlError> {
+    loop {
+        let mut empty: [u8; 0] = [];
+        let len = match sock.recv(&mut empty[..], Msg::PEEK | Msg::TRUNC) {
+            Ok((len, _)) => len,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ctx.io(e)),
+        };
+        let mut buf = vec![0u8; len];
+        match sock.recv(&mut buf[..], Msg::TRUNC) {
+            Ok((n, _)) if n == len => return Ok(buf),
+            Ok((n, _)) => return Err(ctx.malformed(format!("datagram of {n} bytes, peeked {len}"))),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ctx.io(e)),
         }
     }
 }

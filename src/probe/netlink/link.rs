@@ -9,6 +9,7 @@
 //! the same length-checked parser as the generic netlink replies.
 
 use super::error::NlError;
+use super::genl::{open_socket, recv_datagram, Ctx};
 use super::wire::{split_messages, Attrs, Kind, WireError};
 use neli::{
     consts::{
@@ -20,15 +21,10 @@ use neli::{
     rtnl::{IfinfomsgBuilder, RtattrBuilder},
     socket::NlSocket,
     types::RtBuffer,
-    utils::Groups,
     Size, ToBytes,
 };
-use std::io::{self, Cursor};
-use std::os::fd::{AsRawFd, BorrowedFd};
-use std::time::Duration;
+use std::io::Cursor;
 
-/// How long one reply may take.
-const REPLY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Size of `struct ifinfomsg`.
 const IFINFOMSG_LEN: usize = 16;
 
@@ -60,15 +56,7 @@ impl std::fmt::Debug for LinkNl {
 impl LinkNl {
     /// Open the socket (extended ACK on, receive timeout set).
     pub fn open() -> Result<Self, NlError> {
-        let op = "open rtnetlink socket";
-        let err = |source| NlError::Socket { op, source };
-        let sock = NlSocket::connect(NlFamily::Route, None, Groups::empty()).map_err(err)?;
-        sock.enable_ext_ack(true).map_err(err)?;
-        // SAFETY: the descriptor belongs to `sock`, which outlives this borrow.
-        let fd = unsafe { BorrowedFd::borrow_raw(sock.as_raw_fd()) };
-        let tv = nix::sys::time::TimeVal::new(REPLY_TIMEOUT.as_secs() as _, 0);
-        nix::sys::socket::setsockopt(&fd, nix::sys::socket::sockopt::ReceiveTimeout, &tv)
-            .map_err(|e| err(io::Error::from(e)))?;
+        let sock = open_socket(NlFamily::Route, "open rtnetlink socket")?;
         Ok(LinkNl { sock, seq: 0 })
     }
 
@@ -77,11 +65,7 @@ impl LinkNl {
         let op = "RTM_GETLINK";
         let index = ifindex(op, ifname)?;
         let replies = self.request(op, ifname, Rtm::Getlink, index, None)?;
-        let bad = |source: WireError| NlError::Reply {
-            op,
-            target: ifname.to_string(),
-            source,
-        };
+        let bad = |source: WireError| Ctx { op, target: ifname }.reply(source);
         let payload = match replies.as_slice() {
             [one] => one,
             other => {
@@ -122,11 +106,7 @@ impl LinkNl {
         index: u32,
         mtu: Option<u32>,
     ) -> Result<Vec<Vec<u8>>, NlError> {
-        let encode = |d: String| NlError::Encode {
-            op,
-            target: ifname.to_string(),
-            detail: d,
-        };
+        let ctx = Ctx { op, target: ifname };
         let mut attrs = RtBuffer::new();
         if let Some(m) = mtu {
             attrs.push(
@@ -134,18 +114,18 @@ impl LinkNl {
                     .rta_type(Ifla::Mtu)
                     .rta_payload(m)
                     .build()
-                    .map_err(|e| encode(e.to_string()))?,
+                    .map_err(|e| ctx.encode(e))?,
             );
         }
         let info = IfinfomsgBuilder::default()
             .ifi_family(RtAddrFamily::Unspecified)
             .ifi_type(Arphrd::from(0))
-            .ifi_index(i32::try_from(index).map_err(|e| encode(e.to_string()))?)
+            .ifi_index(i32::try_from(index).map_err(|e| ctx.encode(e))?)
             .ifi_flags(Iff::empty())
             .ifi_change(Iff::empty())
             .rtattrs(attrs)
             .build()
-            .map_err(|e| encode(e.to_string()))?;
+            .map_err(|e| ctx.encode(e))?;
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
         let msg = NlmsghdrBuilder::default()
@@ -154,22 +134,16 @@ impl LinkNl {
             .nl_seq(seq)
             .nl_payload(NlPayload::Payload(info))
             .build()
-            .map_err(|e| encode(e.to_string()))?;
+            .map_err(|e| ctx.encode(e))?;
         let mut buf = Cursor::new(vec![0u8; msg.padded_size()]);
-        msg.to_bytes(&mut buf).map_err(|e| encode(e.to_string()))?;
-        let io_err = |source| NlError::Socket { op, source };
+        msg.to_bytes(&mut buf).map_err(|e| ctx.encode(e))?;
         self.sock
             .send(buf.get_ref(), Msg::empty())
-            .map_err(io_err)?;
+            .map_err(|source| NlError::Socket { op, source })?;
         let mut out = Vec::new();
         loop {
-            let datagram = self.recv(op, ifname)?;
-            let msgs = split_messages(&datagram).map_err(|source| NlError::Reply {
-                op,
-                target: ifname.to_string(),
-                source,
-            })?;
-            for m in msgs {
+            let datagram = recv_datagram(&self.sock, &ctx)?;
+            for m in split_messages(&datagram).map_err(|e| ctx.reply(e))? {
                 if m.seq != seq {
                     continue;
                 }
@@ -179,57 +153,11 @@ impl LinkNl {
                     Kind::Error { errno, message } => {
                         return Err(NlError::from_errno(op, ifname, errno, message))
                     }
-                    Kind::Overrun => {
-                        return Err(NlError::Malformed {
-                            op,
-                            target: ifname.to_string(),
-                            detail: "NLMSG_OVERRUN".into(),
-                        })
-                    }
+                    Kind::Overrun => return Err(ctx.malformed("NLMSG_OVERRUN")),
                     Kind::Data { payload, .. } => out.push(payload.to_vec()),
                 }
             }
         }
-    }
-
-    fn recv(&self, op: &'static str, ifname: &str) -> Result<Vec<u8>, NlError> {
-        loop {
-            let mut empty: [u8; 0] = [];
-            let peeked = self.sock.recv(&mut empty[..], Msg::PEEK | Msg::TRUNC);
-            let len = match peeked {
-                Ok((len, _)) => len,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(recv_error(op, ifname, e)),
-            };
-            let mut buf = vec![0u8; len];
-            match self.sock.recv(&mut buf[..], Msg::TRUNC) {
-                Ok((n, _)) if n == len => return Ok(buf),
-                Ok((n, _)) => {
-                    return Err(NlError::Malformed {
-                        op,
-                        target: ifname.to_string(),
-                        detail: format!("datagram of {n} bytes, peeked {len}"),
-                    })
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(recv_error(op, ifname, e)),
-            }
-        }
-    }
-}
-
-fn recv_error(op: &'static str, ifname: &str, e: io::Error) -> NlError {
-    if matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    ) {
-        NlError::Timeout {
-            op,
-            target: ifname.to_string(),
-            secs: REPLY_TIMEOUT.as_secs(),
-        }
-    } else {
-        NlError::Socket { op, source: e }
     }
 }
 

@@ -4,30 +4,14 @@ use super::consts::{self as c, qstats as q};
 use super::error::NlError;
 use super::genl::{attr, Ctx, GenlSocket};
 use super::wire::{uint, Attrs, WireError};
+use crate::probe::ethtool_names::Dir;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Direction of a queue.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum QueueType {
-    /// Receive queue (NETDEV_QUEUE_TYPE_RX).
-    Rx,
-    /// Transmit queue (NETDEV_QUEUE_TYPE_TX).
-    Tx,
-}
+/// Direction of a queue (NETDEV_QUEUE_TYPE_RX / _TX): the same direction
+/// as the ethtool counters' [`Dir`], so a queue keeps one key whatever
+/// source counted it.
+pub type QueueType = Dir;
 
 /// Counters of one queue from NETDEV_CMD_QSTATS_GET, cumulative since the
 /// driver's statistics were created. `None` where the driver does not report
@@ -61,14 +45,9 @@ pub struct QueueStat {
 
 /// A NETLINK_GENERIC socket with the `netdev` family resolved, bound to the
 /// network namespace of the thread that opened it.
+#[derive(Debug)]
 pub struct NetdevNl {
     sock: GenlSocket,
-}
-
-impl std::fmt::Debug for NetdevNl {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NetdevNl").finish_non_exhaustive()
-    }
 }
 
 impl NetdevNl {

@@ -22,7 +22,7 @@ pub mod preflight;
 pub(crate) mod testdata;
 
 use super::facts::PcieLink;
-use super::source::HostSource;
+use super::source::{read_trim, HostSource};
 
 pub use counters::{
     port_sample, read_snapshot, sample, CounterDelta, PfcPrio, RdmaCounterReader, RdmaPortCounters,
@@ -33,13 +33,6 @@ pub use super::facts::rdma::{
     parse_gid, roce_mtu_for, CodeName, GidEntry, GidType, LinkLayer, PortRate, RdmaDeviceFacts,
     RdmaFacts, RdmaPortFacts, SYSFS_ROOT,
 };
-
-fn read_trim(src: &dyn HostSource, path: &str) -> Option<String> {
-    src.read(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-}
 
 /// Read the RDMA facts of a host. Never fails: a host without
 /// `/sys/class/infiniband` (or with it empty) gets `none` set.
@@ -77,13 +70,7 @@ pub fn read_device(src: &dyn HostSource, name: &str) -> RdmaDeviceFacts {
         max_width: f("device/max_link_width").and_then(|v| v.parse().ok()),
     });
     let device_netdevs = src.list(&format!("{base}/device/net")).unwrap_or_default();
-    let mut ports: Vec<u32> = src
-        .list(&format!("{base}/ports"))
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|p| p.parse().ok())
-        .collect();
-    ports.sort_unstable();
+    let ports = numbered(src, &format!("{base}/ports"));
     let parent = f("parent");
     let nports = ports.len();
     RdmaDeviceFacts {
@@ -192,16 +179,23 @@ fn netdev_of_port(
         .cloned()
 }
 
-const ZERO_GID: &str = "0000:0000:0000:0000:0000:0000:0000:0000";
-
-fn read_gids(src: &dyn HostSource, port_base: &str) -> Vec<GidEntry> {
-    let mut idx: Vec<u32> = src
-        .list(&format!("{port_base}/gids"))
+/// The numbered entries of the directory `dir` (ports, GID indices), sorted;
+/// other names are not entries.
+fn numbered(src: &dyn HostSource, dir: &str) -> Vec<u32> {
+    let mut ids: Vec<u32> = src
+        .list(dir)
         .unwrap_or_default()
         .iter()
         .filter_map(|n| n.parse().ok())
         .collect();
-    idx.sort_unstable();
+    ids.sort_unstable();
+    ids
+}
+
+const ZERO_GID: &str = "0000:0000:0000:0000:0000:0000:0000:0000";
+
+fn read_gids(src: &dyn HostSource, port_base: &str) -> Vec<GidEntry> {
+    let idx = numbered(src, &format!("{port_base}/gids"));
     idx.into_iter()
         .filter_map(|i| {
             let gid = read_trim(src, &format!("{port_base}/gids/{i}"))?;

@@ -11,15 +11,8 @@ use std::fmt::Write as _;
 
 impl SyntheticHost {
     pub(super) fn put(&self, rel: &str, content: &str) -> Result<(), SyntheticError> {
-        let path = self.root.join(rel.trim_start_matches('/'));
-        let io = |source| SyntheticError::Write {
-            path: path.clone(),
-            source,
-        };
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io)?;
-        }
-        std::fs::write(&path, content).map_err(io)
+        crate::probe::capture_writer::write_below(&self.root, rel, content)
+            .map_err(|(path, source)| SyntheticError::Write { path, source })
     }
 
     fn mkdir(&self, rel: &str) -> Result<(), SyntheticError> {

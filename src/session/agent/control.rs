@@ -6,7 +6,7 @@ use super::gate::Permit;
 use super::{lock, test, tuning, State};
 use crate::probe::live_host::LiveHost;
 use crate::probe::sampler::thread::SamplerThread;
-use crate::session::channel::{read_sealed, Direction, SealedWriter, SessionKeys};
+use crate::session::channel::{spawn_sealed_reader, Direction, SealedWriter, SessionKeys};
 use crate::session::point::SETUP_TIMEOUT;
 use crate::session::proto::{
     read_body, read_msg_max, write_msg, Msg, ProtoError, IDLE_LIMIT, MAX_HANDSHAKE_FRAME,
@@ -100,19 +100,11 @@ pub(super) async fn handle<S>(
     drop(permit);
     let _release = BusyGuard(&state);
     info!(target: "agent", "session with {who} started");
-    let mut opener = keys.opener(Direction::ToAgent);
+    let opener = keys.opener(Direction::ToAgent);
     let mut wr = SealedWriter::new(wr, keys.sealer(Direction::ToController));
     let keys = Arc::new(keys);
     let (tx, mut rx) = mpsc::channel(16);
-    let reader = tokio::spawn(async move {
-        loop {
-            let m = read_sealed(&mut rd, &mut opener).await;
-            let end = m.is_err();
-            if tx.send(m).await.is_err() || end {
-                return;
-            }
-        }
-    });
+    let reader = spawn_sealed_reader(rd, opener, tx);
     let why = match SamplerThread::of("ws-agent-sampler", Box::new(LiveHost::default())) {
         Ok(sampler) => {
             let ctx = test::Ctx {

@@ -130,6 +130,19 @@ mod tests {
 
     const LONG: Duration = Duration::from_secs(3600);
 
+    /// A Status request that must be answered (not abandoned).
+    async fn status(rx: &mut Inbox, running: &Arc<AtomicBool>) -> TuneResponse {
+        run(
+            || TuneResponse::Status { pending: None },
+            rx,
+            LONG,
+            &CancellationToken::new(),
+            running,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("abandoned: {}", e.0))
+    }
+
     #[tokio::test]
     async fn a_disconnect_ends_the_wait_and_the_flag_stays_until_the_work_ends() {
         let running = Arc::new(AtomicBool::new(false));
@@ -146,15 +159,7 @@ mod tests {
         assert!(r.unwrap_err().0.contains("closed the connection"));
         // A second request while the first still runs is refused, not queued.
         let (_tx2, mut rx2) = mpsc::channel(1);
-        let r = run(
-            || TuneResponse::Status { pending: None },
-            &mut rx2,
-            LONG,
-            &CancellationToken::new(),
-            &running,
-        )
-        .await
-        .unwrap();
+        let r = status(&mut rx2, &running).await;
         assert!(matches!(r, TuneResponse::Failed { ref error } if error.contains("still working")));
         release.send(()).unwrap();
         let t = std::time::Instant::now();
@@ -162,15 +167,7 @@ mod tests {
             assert!(t.elapsed() < Duration::from_secs(30), "liveness bound");
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        let r = run(
-            || TuneResponse::Status { pending: None },
-            &mut rx2,
-            LONG,
-            &CancellationToken::new(),
-            &running,
-        )
-        .await
-        .unwrap();
+        let r = status(&mut rx2, &running).await;
         assert_eq!(r, TuneResponse::Status { pending: None });
     }
 
@@ -183,15 +180,7 @@ mod tests {
         let running = Arc::new(AtomicBool::new(false));
         let (_tx, mut rx) = mpsc::channel(1);
         for i in 0..200 {
-            let r = run(
-                || TuneResponse::Status { pending: None },
-                &mut rx,
-                LONG,
-                &CancellationToken::new(),
-                &running,
-            )
-            .await
-            .unwrap();
+            let r = status(&mut rx, &running).await;
             assert_eq!(r, TuneResponse::Status { pending: None }, "request {i}");
             assert!(
                 !running.load(Ordering::SeqCst),
