@@ -296,6 +296,15 @@ impl Sample {
             .max_by(|a, b| a.busy().0.total_cmp(&b.busy().0))
     }
 
+    /// The seconds the per-row figures cover: the detail span of a log's
+    /// detail line (or of the one a replay shows), else the interval.
+    pub fn rows_secs(&self) -> f64 {
+        match self.detail {
+            Detail::Span { start_s, end_s } => end_s - start_s,
+            Detail::Own | Detail::Later => self.end_s - self.start_s,
+        }
+    }
+
     /// Mean busy percentage over all cores.
     pub fn mean_busy(&self) -> f64 {
         if self.cpus.is_empty() {

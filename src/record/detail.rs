@@ -14,16 +14,17 @@
 //! carry no arrays; every line still stands alone (its throughput and
 //! interfaces are its own; its rows are in the next detail line's sums).
 //!
-//! `K` follows what a detail line costs: [`detail_every`] keeps the detail
-//! within [`DETAIL_BYTES_PER_S`] per host on average, from the size of the
-//! last detail line written. A small host's line is far below it, so `K`
-//! is 1 and its log is exactly as before: every line its own rows. The
-//! first interval of a test point is a detail line of its own, and the last
+//! `K` follows what the rows of a detail line cost: up to
+//! [`DETAIL_KEEP_BYTES`] they are written with every interval (`K` is 1:
+//! a small host's log is exactly as before); above, [`detail_every`] keeps
+//! them within [`DETAIL_BYTES_PER_S`] per host on average. The first
+//! interval of a test point is a detail line of its own, and the last
 //! closes its span (the writer holds one interval back until it knows).
 //!
-//! [`Carry`] is the reader's side: a [`Detail::Later`] line gets the rows
-//! of its host's latest detail line, with that line's span, so a replay,
-//! `report` and `compare` see rows on every interval and know what they cover.
+//! A reader of the records gets the lines as written: sums over Samples
+//! stay exact (a detail line holds its span's counts, the lines between
+//! none). [`Carry`] is the replay's side: a [`Detail::Later`] line shows
+//! the rows of its host's latest detail line, with that line's span.
 //!
 //! No I/O here: [`super::log`] writes and reads the lines.
 
@@ -42,8 +43,16 @@ pub const DETAIL_BYTES_PER_S: usize = 1_500;
 /// The most intervals one detail line sums.
 pub const MAX_DETAIL_EVERY: u32 = 60;
 
-/// Detail lines every this many intervals after one of `bytes`.
+/// Rows that take at most this many bytes in a line are written with every
+/// interval (0.7 GB a day per host at 1 s: some 300 rows — up to 64 CPUs
+/// and 128 queues); only bigger hosts' logs sum them.
+pub const DETAIL_KEEP_BYTES: usize = 8_000;
+
+/// Detail lines every this many intervals after one whose rows took `bytes`.
 pub fn detail_every(bytes: usize) -> u32 {
+    if bytes <= DETAIL_KEEP_BYTES {
+        return 1;
+    }
     u32::try_from(bytes.div_ceil(DETAIL_BYTES_PER_S))
         .unwrap_or(u32::MAX)
         .clamp(1, MAX_DETAIL_EVERY)
@@ -418,5 +427,19 @@ impl Carry {
             }
             Detail::Span { .. } => *h = Some((Rows::of(s), s.detail)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_hosts_keep_their_rows_every_interval_and_big_ones_sum_them_within_the_budget() {
+        assert_eq!(detail_every(0), 1);
+        assert_eq!(detail_every(DETAIL_KEEP_BYTES), 1);
+        // The synthetic big host's rows: 46 kB a line.
+        assert_eq!(detail_every(46_000), 31);
+        assert_eq!(detail_every(usize::MAX), MAX_DETAIL_EVERY);
     }
 }

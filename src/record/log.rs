@@ -8,7 +8,7 @@
 //! a truncated last frame up to where it stops, as it reads a truncated
 //! last line of a plain log.
 
-use super::detail::{Carry, Thinner};
+use super::detail::{Rows, Thinner};
 use super::schema::Record;
 use crate::probe::sample::Detail;
 use std::fs::File;
@@ -85,6 +85,20 @@ pub struct LogWriter {
     /// The newest interval's records, until the next record shows whether
     /// its Samples close their spans.
     held: Vec<Record>,
+}
+
+/// Counts the bytes written to it (a line's length without keeping it).
+struct ByteCount(usize);
+
+impl Write for ByteCount {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A `sample` record with its arrays as rows (`{"type":"sample",...}`).
@@ -275,7 +289,12 @@ impl LogWriter {
             }
             _ => {
                 self.release(true)?;
-                if matches!(r, Record::Event(_) | Record::Header(_)) {
+                let point = match r {
+                    Record::Header(_) => true,
+                    Record::Event(e) => e.kind == "point_start",
+                    _ => false,
+                };
+                if point {
                     if let Some(t) = &mut self.thin {
                         t.new_point();
                     }
@@ -298,7 +317,7 @@ impl LogWriter {
     }
 
     /// One Sample's line: its rows summed into its span or the span's sums
-    /// put in; a detail line's size sets how often the next comes.
+    /// put in; what a detail line's rows cost sets how often the next comes.
     fn write_sample(
         &mut self,
         s: crate::probe::sample::Sample,
@@ -309,10 +328,29 @@ impl LogWriter {
             Some(t) => t.line(s, closes),
             None => s,
         };
-        let detail = !matches!(line.detail, Detail::Later);
-        let bytes = self.write_now(&Record::Sample(Box::new(line)))?;
-        if let (true, Some(t)) = (detail, &mut self.thin) {
-            t.wrote_detail(host, bytes);
+        if matches!(line.detail, Detail::Later) {
+            return self.write_now(&Record::Sample(Box::new(line))).map(|_| ());
+        }
+        let mut rec = Record::Sample(Box::new(line));
+        let rest = match &mut rec {
+            // The rows' share of the line: the line less the rest of the Sample.
+            Record::Sample(line) => {
+                let rows = Rows::take(line);
+                let mut n = ByteCount(0);
+                let rest = serde_json::to_writer(&mut n, &rec).map(|()| n.0);
+                if let Record::Sample(line) = &mut rec {
+                    rows.put(line);
+                }
+                rest.map_err(|e| LogError::Io {
+                    path: self.path.clone(),
+                    source: e.into(),
+                })?
+            }
+            _ => 0,
+        };
+        let bytes = self.write_now(&rec)?;
+        if let Some(t) = &mut self.thin {
+            t.wrote_detail(host, bytes.saturating_sub(rest));
         }
         Ok(())
     }
@@ -390,8 +428,6 @@ pub struct LogReader {
     line: String,
     n: usize,
     done: bool,
-    /// Each host's latest detail rows, for the lines that left theirs to it.
-    carry: Carry,
 }
 
 impl LogReader {
@@ -403,7 +439,6 @@ impl LogReader {
             line: String::new(),
             n: 0,
             done: false,
-            carry: Carry::default(),
         })
     }
 
@@ -453,10 +488,6 @@ impl Iterator for LogReader {
                 Ok(Some(())) if self.line.trim().is_empty() => {}
                 Ok(Some(())) => {
                     return match serde_json::from_str::<Record>(&self.line) {
-                        Ok(Record::Sample(mut s)) => {
-                            self.carry.fill(&mut s);
-                            Some(Ok(Record::Sample(s)))
-                        }
                         Ok(rec) => Some(Ok(rec)),
                         Err(_) if !self.line.ends_with('\n') => {
                             self.done = true;

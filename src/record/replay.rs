@@ -46,6 +46,8 @@ pub struct Replayer {
     end: Option<EndReason>,
     pending: Option<Sample>,
     active: Vec<Finding>,
+    /// Each host's latest per-row detail, shown on the lines that left theirs to a later one.
+    carry: super::detail::Carry,
 }
 
 impl Replayer {
@@ -89,7 +91,8 @@ impl Replayer {
     }
 
     /// Samples of one interval are written together (local, then peer); pair them.
-    fn sample(&mut self, s: Sample) {
+    fn sample(&mut self, mut s: Sample) {
+        self.carry.fill(&mut s);
         if !self.in_point {
             self.start_point();
         }

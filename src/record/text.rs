@@ -607,7 +607,7 @@ fn host_cell(s: &Sample) -> String {
         ),
         None => "cpu -".into(),
     };
-    let secs = (s.end_s - s.start_s).max(1e-9);
+    let secs = s.rows_secs().max(1e-9);
     for i in &s.ifaces {
         let _ = write!(cell, " | {} rx {} tx {}", i.name, i.rx_bps, i.tx_bps);
     }

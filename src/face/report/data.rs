@@ -101,7 +101,8 @@ pub struct Run {
 }
 
 fn host_row(s: &Sample) -> HostRow {
-    let secs = (s.end_s - s.start_s).max(1e-9);
+    // A big host's log sums its rows over several intervals (detail lines).
+    let secs = s.rows_secs().max(1e-9);
     HostRow {
         cores: s
             .cpus

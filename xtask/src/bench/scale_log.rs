@@ -59,8 +59,23 @@ pub fn log_bytes(local: &[Sample], peer: &[Sample]) -> Result<()> {
         old.push(o as f64);
     }
     let (n, o) = (super::stats::median(&now), super::stats::median(&old));
+    // What a log file holds: the big host's rows summed on a detail line
+    // every few intervals (record::detail), over a run of 600 intervals.
+    let dir = tempfile::tempdir().context("temporary directory")?;
+    let path = dir.path().join("scale.jsonl");
+    let runs = 600;
+    let mut w = LogWriter::create(&path)?;
+    for i in 0..runs {
+        let (l, p) = interval(local, peer, i);
+        w.write(&Record::Sample(Box::new(l)))?;
+        w.write(&Record::Sample(Box::new(p)))?;
+    }
+    w.finish()?;
+    drop(w);
+    let file = std::fs::metadata(&path)?.len() as f64 / runs as f64;
     println!(
-        "log: {n:.0} bytes per interval ({:.2} GB per 24 h at 1 s; schema 1 wrote {o:.0} bytes, {:.1} GB; goal <= 1 GB before compression)",
+        "log: {file:.0} bytes per interval in a log file, both hosts ({:.2} GB per 24 h at 1 s; goal <= 1 GB before compression): the rows summed on a detail line every few intervals; every interval's line with its rows: {n:.0} bytes ({:.2} GB); schema 1 wrote {o:.0} bytes ({:.1} GB)",
+        gb_day(file),
         gb_day(n),
         gb_day(o)
     );
@@ -85,7 +100,6 @@ pub fn log_bytes(local: &[Sample], peer: &[Sample]) -> Result<()> {
             top.join(", ")
         );
     }
-    let dir = tempfile::tempdir().context("temporary directory")?;
     let path = dir.path().join("scale.jsonl.zst");
     let mut w = LogWriter::create(&path)?;
     let n = local.len().max(1);
