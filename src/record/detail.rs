@@ -36,7 +36,7 @@ use crate::probe::softirq::{SoftirqCpu, SoftnetCpu};
 use crate::units::{BitsPerSec, Percent};
 
 /// The log bytes per second that one host's per-row detail may add on
-/// average (a pair at 1 s: 0.26 GB a day of detail, with the lines' 3 kB
+/// average (a pair at 1 s: 0.26 GB a day of detail; with the lines' 3 kB
 /// rest ~0.9 GB in all on the big host).
 pub const DETAIL_BYTES_PER_S: usize = 1_500;
 
@@ -140,36 +140,10 @@ fn add_opt(a: &mut Option<u64>, b: Option<u64>) {
     }
 }
 
-/// The rows of several intervals summed; CPU times weighted by each
-/// interval's seconds until [`Span::finish`] makes them means.
-#[derive(Debug, Default)]
-struct Span {
-    start_s: f64,
-    end_s: f64,
-    secs: f64,
-    n: u32,
-    rows: Rows,
-}
-
-impl Span {
-    fn add(&mut self, s: &Sample, mut r: Rows) {
-        let secs = (s.end_s - s.start_s).max(0.0);
-        if self.n == 0 {
-            self.start_s = s.start_s;
-        }
-        self.end_s = s.end_s;
-        self.secs += secs;
-        self.n += 1;
-        for c in &mut r.cpus {
-            for p in cpu_parts(c) {
-                p.0 *= secs;
-            }
-        }
-        for q in &mut r.queues {
-            q.pps *= secs;
-            q.bps.0 *= secs;
-        }
-        let acc = &mut self.rows;
+impl Rows {
+    /// Add the per-CPU rows of `r` (CPU times already weighted by seconds).
+    fn add_cpu_rows(&mut self, r: &Rows) {
+        let acc = self;
         add_rows(
             &mut acc.cpus,
             &r.cpus,
@@ -206,6 +180,11 @@ impl Span {
                 x.flow_limit = x.flow_limit.saturating_add(y.flow_limit);
             },
         );
+    }
+
+    /// Add the per-queue, per-NIC and eBPF rows of `r`.
+    fn add_nic_rows(&mut self, r: &Rows) {
+        let acc = self;
         let same = |a: &QueueSample, b: &QueueSample| {
             a.queue == b.queue && a.dir == b.dir && a.source == b.source && a.iface == b.iface
         };
@@ -256,6 +235,40 @@ impl Span {
             a.work = a.work.saturating_add(b.work);
             a.exhausted = a.exhausted.saturating_add(b.exhausted);
         });
+    }
+}
+
+/// The rows of several intervals summed; CPU times weighted by each
+/// interval's seconds until [`Span::finish`] makes them means.
+#[derive(Debug, Default)]
+struct Span {
+    start_s: f64,
+    end_s: f64,
+    secs: f64,
+    n: u32,
+    rows: Rows,
+}
+
+impl Span {
+    fn add(&mut self, s: &Sample, mut r: Rows) {
+        let secs = (s.end_s - s.start_s).max(0.0);
+        if self.n == 0 {
+            self.start_s = s.start_s;
+        }
+        self.end_s = s.end_s;
+        self.secs += secs;
+        self.n += 1;
+        for c in &mut r.cpus {
+            for p in cpu_parts(c) {
+                p.0 *= secs;
+            }
+        }
+        for q in &mut r.queues {
+            q.pps *= secs;
+            q.bps.0 *= secs;
+        }
+        self.rows.add_cpu_rows(&r);
+        self.rows.add_nic_rows(&r);
     }
 
     /// The sums as rows over the span: CPU times and rates its means.

@@ -3,18 +3,20 @@
 //! nodes, 8 mlx5 NICs × 64 queues, ~1,500 interrupt lines), read by the real
 //! [`Sampler`] through `CaptureDir` as `wirescope watch --from DIR` reads it.
 //!
-//! Prints one line per figure, each the median over the intervals (thread
-//! CPU clock, so the machine's other load does not count): the sampler per
-//! interval, the rules per interval (the live window of both hosts), the
-//! pipeline (rules with hysteresis, the TUI's actions), the log bytes per
-//! interval (both hosts' Sample records, plain and zstd) and the implied 24 h
+//! Prints one line per figure (thread CPU clock, so the machine's other
+//! load counts less): the sampler per interval (its mean: the facts'
+//! re-reads included) and the heap the agent's sampler keeps over a long
+//! run, the rules per interval (the live window of both hosts, as the live
+//! diagnosis runs them), the pipeline (rules with hysteresis, the TUI's
+//! actions), the log bytes per interval (a log file's, with the big host's
+//! detail lines; every line with its rows; zstd) and the implied 24 h
 //! log, and the TUI frame render at 200x60 and 80x24 (TestBackend, the
 //! dashboard, CPU and queue views of a model fed with the Samples). Then
 //! where the sampler's time goes: each read and parse timed alone, outside
 //! the sampler. Last, a day of intervals (`--day`) fed through the pipeline
 //! without sleeping, the heap it keeps and the zstd log it writes, the TUI
-//! model's heap, and what opening that log in the replay costs
-//! ([`super::scale_log`]). Always
+//! model's heap, and the replay's first frame on that log and how fast the
+//! rest streams in ([`super::scale_log`]). Always
 //! measures a release build: a debug `cargo xtask` runs itself again with
 //! `--release`. No root, no network; writes only a temporary directory.
 
@@ -59,6 +61,9 @@ pub struct ScaleArgs {
     /// Intervals fed to the TUI model for its memory (its history keeps 600).
     #[arg(long, default_value_t = 7_200, value_parser = clap::value_parser!(u32).range(1_000..=1_000_000))]
     tui_intervals: u32,
+    /// Intervals the agent's sampler runs for its memory (a Sample each, handed on).
+    #[arg(long, default_value_t = 3_600, value_parser = clap::value_parser!(u32).range(100..=1_000_000))]
+    agent_intervals: u32,
 }
 
 /// CPU time of the calling thread (ms).
@@ -109,6 +114,7 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
                 .args(["--frames", &args.frames.to_string()])
                 .args(["--day", &args.day.to_string()])
                 .args(["--tui-intervals", &args.tui_intervals.to_string()])
+                .args(["--agent-intervals", &args.agent_intervals.to_string()])
                 .env(INNER, "1")
                 .status()
                 .context("running cargo run --release --package xtask")?;
@@ -130,6 +136,7 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
         args.intervals
     );
     let (sampler_ms, samples) = sample(&mut host, args.intervals)?;
+    agent_memory(&mut host, args.agent_intervals)?;
     let peer: Vec<Sample> = samples
         .iter()
         .cloned()
@@ -159,6 +166,39 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
     let log = super::scale_log::day(&samples, &peer, day, dir.path())?;
     super::scale_log::tui_memory(&samples, &peer, args.tui_intervals as usize)?;
     super::scale_log::replay_open(&log, day, 1_000)?;
+    Ok(())
+}
+
+/// The agent's side of a long run: a sampler on the host handing each
+/// Sample on (dropped here, as the agent sends it off); the heap it keeps
+/// at a quarter, half and all of `n` intervals (facts re-reads included).
+fn agent_memory(host: &mut SyntheticHost, n: u32) -> Result<()> {
+    let base = super::alloc::live();
+    let loader: EbpfLoader =
+        Box::new(|_, _| Err(EbpfUnavailable::Disabled("synthetic host".into())));
+    let mut s = Sampler::with(Box::new(host.source()), None, loader);
+    s.set_ifaces(&host.nic_names());
+    s.begin(None, Duration::ZERO, Duration::from_secs(1));
+    let marks = [n / 4, n / 2, n];
+    let mut at = Vec::new();
+    for i in 1..=n {
+        host.advance(1)?;
+        drop(s.sample());
+        if marks.contains(&i) {
+            at.push((i, super::alloc::live() - base));
+        }
+    }
+    drop(s);
+    let mb = |b: i64| b as f64 / 1e6;
+    let grow: Vec<String> = at
+        .iter()
+        .map(|(i, b)| format!("{:.1} MB after {i}", mb(*b)))
+        .collect();
+    println!(
+        "memory after {n} intervals: the agent's sampler {:.1} MB ({}; goal <= 100 MB)",
+        mb(at.last().map_or(0, |x| x.1)),
+        grow.join(", ")
+    );
     Ok(())
 }
 
