@@ -37,7 +37,7 @@ use crate::units::{BitsPerSec, Percent};
 
 /// The log bytes per second that one host's per-row detail may add on
 /// average (a pair at 1 s: 0.26 GB a day of detail; with the lines' 3 kB
-/// rest ~0.9 GB in all on the big host).
+/// rest 0.67-0.8 GB in all on the big host).
 pub const DETAIL_BYTES_PER_S: usize = 1_500;
 
 /// The most intervals one detail line sums.
