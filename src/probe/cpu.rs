@@ -79,6 +79,21 @@ impl CpuSample {
             self.user.0 + self.nice.0 + self.system.0 + self.irq.0 + self.softirq.0 + self.steal.0,
         )
     }
+
+    /// Every time of the row (user, nice, system, irq, softirq, iowait,
+    /// steal, idle), to scale or round in place.
+    pub fn times_mut(&mut self) -> [&mut Percent; 8] {
+        [
+            &mut self.user,
+            &mut self.nice,
+            &mut self.system,
+            &mut self.irq,
+            &mut self.softirq,
+            &mut self.iowait,
+            &mut self.steal,
+            &mut self.idle,
+        ]
+    }
 }
 
 /// Errors reading /proc/stat.

@@ -822,16 +822,7 @@ mod tests {
     /// `s` with its CPU times at the log's precision (0.1 %).
     fn rounded(mut s: Sample) -> Sample {
         for c in &mut s.cpus {
-            for p in [
-                &mut c.user,
-                &mut c.nice,
-                &mut c.system,
-                &mut c.irq,
-                &mut c.softirq,
-                &mut c.iowait,
-                &mut c.steal,
-                &mut c.idle,
-            ] {
+            for p in c.times_mut() {
                 p.0 = (p.0 * 10.0).round() / 10.0;
             }
         }

@@ -33,7 +33,7 @@ use crate::probe::sample::{
     Detail, HostRole, NapiSample, NicCounter, QueueCpu, QueueSample, Sample, SoftirqTime,
 };
 use crate::probe::softirq::{SoftirqCpu, SoftnetCpu};
-use crate::units::{BitsPerSec, Percent};
+use crate::units::BitsPerSec;
 
 /// The log bytes per second that one host's per-row detail may add on
 /// average (a pair at 1 s: 0.26 GB a day of detail; with the lines' 3 kB
@@ -149,8 +149,9 @@ impl Rows {
             &r.cpus,
             |a, b| a.cpu == b.cpu,
             |a, b| {
-                for (x, y) in cpu_parts(a).into_iter().zip(cpu_parts_of(b)) {
-                    x.0 += y;
+                let mut b = *b;
+                for (x, y) in a.times_mut().into_iter().zip(b.times_mut()) {
+                    x.0 += y.0;
                 }
             },
         );
@@ -259,7 +260,7 @@ impl Span {
         self.secs += secs;
         self.n += 1;
         for c in &mut r.cpus {
-            for p in cpu_parts(c) {
+            for p in c.times_mut() {
                 p.0 *= secs;
             }
         }
@@ -276,7 +277,7 @@ impl Span {
         let secs = self.secs;
         let mean = |x: f64| if secs > 0.0 { x / secs } else { 0.0 };
         for c in &mut self.rows.cpus {
-            for p in cpu_parts(c) {
+            for p in c.times_mut() {
                 p.0 = mean(p.0);
             }
         }
@@ -300,33 +301,6 @@ impl Span {
         };
         (self.rows, detail)
     }
-}
-
-/// A CPU row's times, to scale and add.
-fn cpu_parts(c: &mut CpuSample) -> [&mut Percent; 8] {
-    [
-        &mut c.user,
-        &mut c.nice,
-        &mut c.system,
-        &mut c.irq,
-        &mut c.softirq,
-        &mut c.iowait,
-        &mut c.steal,
-        &mut c.idle,
-    ]
-}
-
-fn cpu_parts_of(c: &CpuSample) -> [f64; 8] {
-    [
-        c.user.0,
-        c.nice.0,
-        c.system.0,
-        c.irq.0,
-        c.softirq.0,
-        c.iowait.0,
-        c.steal.0,
-        c.idle.0,
-    ]
 }
 
 /// One host's detail lines: the span being summed and its `K`.
