@@ -134,6 +134,17 @@ fn add_rows<T: Clone>(
     }
 }
 
+/// Add counters by name (a row's other softirqs or queue counters).
+fn add_named(
+    a: &mut std::collections::BTreeMap<String, u64>,
+    b: &std::collections::BTreeMap<String, u64>,
+) {
+    for (k, v) in b {
+        let e = a.entry(k.clone()).or_insert(0);
+        *e = e.saturating_add(*v);
+    }
+}
+
 fn add_opt(a: &mut Option<u64>, b: Option<u64>) {
     if let Some(b) = b {
         *a = Some(a.unwrap_or(0).saturating_add(b));
@@ -162,10 +173,7 @@ impl Rows {
             |a, b| {
                 a.net_rx = a.net_rx.saturating_add(b.net_rx);
                 a.net_tx = a.net_tx.saturating_add(b.net_tx);
-                for (k, v) in &b.other {
-                    let e = a.other.entry(k.clone()).or_insert(0);
-                    *e = e.saturating_add(*v);
-                }
+                add_named(&mut a.other, &b.other);
             },
         );
         add_rows(
@@ -196,10 +204,7 @@ impl Rows {
             // Seconds-weighted rates: the means for rows without counts.
             a.pps += b.pps;
             a.bps.0 += b.bps.0;
-            for (k, v) in &b.other {
-                let e = a.other.entry(k.clone()).or_insert(0);
-                *e = e.saturating_add(*v);
-            }
+            add_named(&mut a.other, &b.other);
         });
         add_rows(
             &mut acc.nic_counters,
