@@ -5,12 +5,13 @@
 
 use super::ethtool_text as text;
 use super::facts::Support;
+use super::nic::NicStats;
 use super::source::{EthtoolView, HostSource};
 use super::untrusted::{ReadError, Root};
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// The sosreport file name of an ethtool command's output (`-i` → `ethtool_-i_eth0`,
 /// plain `ethtool eth0` → `ethtool_eth0`).
@@ -63,14 +64,24 @@ pub fn ethtool(dir: &CaptureDir, iface: &str) -> EthtoolView {
 }
 
 /// `ethtool -S` of `iface` alone: only its file is read and parsed (the
-/// sampler asks every interval). The driver (`-i`) is read only to name it
+/// sampler asks every interval), sharing the names of `iface`'s previous
+/// reading while they stay the same. The driver (`-i`) is read only to name it
 /// in a refusal, as [`ethtool`] does.
-pub fn ethtool_stats(dir: &CaptureDir, iface: &str) -> Support<Vec<(String, u64)>> {
+pub fn ethtool_stats(dir: &CaptureDir, iface: &str) -> Support<NicStats> {
     let path = ethtool_file("-S", iface);
+    let mut names = dir
+        .stat_names
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     match dir.command(&path) {
         Err(_) => Support::Unknown,
-        Ok(t) => match text::parse_stats(&t) {
-            Ok(v) => Support::Value(v),
+        Ok(t) => match text::parse_stats_reusing(&t, names.get(iface)) {
+            Ok(v) => {
+                if names.get(iface).is_none_or(|n| !Arc::ptr_eq(n, &v.names)) {
+                    names.insert(iface.to_owned(), Arc::clone(&v.names));
+                }
+                Support::Value(v)
+            }
             Err(_) if t.contains("Operation not supported") => Support::NotSupported {
                 driver: match one(dir, "-i", iface, "", text::parse_drvinfo) {
                     Support::Value(d) => d.driver,
@@ -172,7 +183,11 @@ mod tests {
         std::fs::write(net.join("ethtool_-S_eth2"), "garbage without a colon\n").unwrap();
         let c = CaptureDir::new(d.path());
         for i in ["eth0", "eth1", "eth2", "eth3"] {
-            assert_eq!(c.ethtool_stats(i), ethtool(&c, i).stats, "{i}");
+            assert_eq!(
+                c.ethtool_stats(i).map(|s| s.to_pairs()),
+                ethtool(&c, i).stats,
+                "{i}"
+            );
         }
         assert!(matches!(c.ethtool_stats("eth0"), Support::Value(v) if v.len() == 2));
         assert!(matches!(c.ethtool_stats("eth3"), Support::Unknown));
@@ -194,6 +209,8 @@ pub struct CaptureDir {
     root: Root,
     /// Files that were there but not read, with the reason (reported, not silent).
     skipped: Mutex<BTreeMap<String, String>>,
+    /// Each interface's `ethtool -S` names as last read (shared with the readings).
+    stat_names: Mutex<BTreeMap<String, Arc<[String]>>>,
 }
 
 impl CaptureDir {
@@ -203,6 +220,7 @@ impl CaptureDir {
         CaptureDir {
             root: Root::new(root.as_ref()),
             skipped: Mutex::new(BTreeMap::new()),
+            stat_names: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -259,7 +277,7 @@ impl HostSource for CaptureDir {
     fn ethtool(&self, iface: &str) -> EthtoolView {
         ethtool(self, iface)
     }
-    fn ethtool_stats(&self, iface: &str) -> Support<Vec<(String, u64)>> {
+    fn ethtool_stats(&self, iface: &str) -> Support<NicStats> {
         ethtool_stats(self, iface)
     }
     fn qdisc(&self, iface: &str) -> Option<String> {

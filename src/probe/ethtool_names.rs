@@ -14,6 +14,7 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Direction of a queue.
 #[derive(
@@ -404,21 +405,22 @@ impl<T: Slot> Acc<T> {
     }
 }
 
-/// Group the classified names per queue, each with `value(i)` of the i-th.
-fn gather<T: Slot>(
-    stats: &[(String, u64)],
+/// Group the classified names per queue, each with `value(i)` of the i-th;
+/// the indices of the rest (the globals) in order.
+fn gather<'n, T: Slot>(
+    names: impl Iterator<Item = &'n str>,
     classes: &[Class],
-    value: impl Fn(usize, u64) -> T,
-) -> (Vec<Gathered<T>>, Vec<(String, u64)>) {
+    value: impl Fn(usize) -> T,
+) -> (Vec<Gathered<T>>, Vec<usize>) {
     let mut queues: BTreeMap<(Dir, u32), Acc<T>> = BTreeMap::new();
     let mut globals = Vec::new();
-    for (i, (name, v)) in stats.iter().enumerate() {
+    for (i, name) in names.enumerate() {
         match classes.get(i) {
             Some(Class::Queue { dir, queue, field }) => queues
                 .entry((*dir, *queue))
                 .or_insert_with(|| Acc::new(*dir, *queue))
-                .add(name, field, value(i, *v)),
-            Some(Class::Global) | None => globals.push((name.clone(), *v)),
+                .add(name, field, value(i)),
+            Some(Class::Global) | None => globals.push(i),
         }
     }
     (queues.into_values().map(Acc::finish).collect(), globals)
@@ -428,8 +430,8 @@ fn gather<T: Slot>(
 /// as `classes`: the grouping of [`per_queue_classified`] with indices for
 /// values. Computed once per name list; each interval then reads the values
 /// by index ([`Pick::value`]) and gets what [`per_queue_classified`] gives.
-pub fn queue_plan(stats: &[(String, u64)], classes: &[Class]) -> Vec<Gathered<Pick>> {
-    gather(stats, classes, |i, _| Pick::One(i)).0
+pub fn queue_plan(names: &[String], classes: &[Class]) -> Vec<Gathered<Pick>> {
+    gather(names.iter().map(String::as_str), classes, Pick::One).0
 }
 
 /// Group `ethtool -S` output (in printed order) per queue.
@@ -453,7 +455,10 @@ pub fn per_queue_classified(
     stats: &[(String, u64)],
     classes: &[Class],
 ) -> (Vec<QueueCounters>, Vec<(String, u64)>) {
-    let (queues, globals) = gather(stats, classes, |_, v| v);
+    let (queues, globals) = gather(stats.iter().map(|(n, _)| n.as_str()), classes, |i| {
+        stats[i].1
+    });
+    let globals = globals.into_iter().map(|i| stats[i].clone()).collect();
     let queues = queues
         .into_iter()
         .map(|g| QueueCounters {
@@ -475,23 +480,28 @@ pub fn per_queue_classified(
 #[derive(Debug, Default, Clone)]
 pub struct NameClasses {
     driver: String,
-    names: Vec<String>,
+    names: Arc<[String]>,
     classes: Vec<Class>,
     runs: u64,
 }
 
 impl NameClasses {
-    /// The class of each of `stats`' names (in order) for `driver`,
-    /// classifying them again when the driver or the name list changed.
-    pub fn get(&mut self, driver: &str, stats: &[(String, u64)]) -> &[Class] {
-        let same = self.driver == driver
-            && self.names.len() == stats.len()
-            && self.names.iter().zip(stats).all(|(a, (b, _))| a == b);
+    /// The class of each of `names` (in order) for `driver`, classifying
+    /// them again when the driver or the name list changed. A list shared
+    /// with the one classified last (a [`NicStats`] reading of the same
+    /// names) is known the same without comparing the names.
+    ///
+    /// [`NicStats`]: super::nic::NicStats
+    pub fn get(&mut self, driver: &str, names: &Arc<[String]>) -> &[Class] {
+        let same =
+            self.driver == driver && (Arc::ptr_eq(&self.names, names) || self.names == *names);
         if !same {
             driver.clone_into(&mut self.driver);
-            self.names = stats.iter().map(|(n, _)| n.clone()).collect();
-            self.classes = stats.iter().map(|(n, _)| classify(driver, n)).collect();
+            self.classes = names.iter().map(|n| classify(driver, n)).collect();
             self.runs += 1;
+        }
+        if !Arc::ptr_eq(&self.names, names) {
+            self.names = Arc::clone(names);
         }
         &self.classes
     }
@@ -839,39 +849,46 @@ mod tests {
     fn name_classes_are_kept_until_the_names_change() {
         let mut all = stats("mlx5_core");
         let mut c = NameClasses::default();
+        let names =
+            |s: &[(String, u64)]| -> Arc<[String]> { s.iter().map(|(n, _)| n.clone()).collect() };
         let expect = |d: &str, s: &[(String, u64)]| -> Vec<Class> {
             s.iter().map(|(n, _)| classify(d, n)).collect()
         };
-        assert_eq!(c.get("mlx5_core", &all), expect("mlx5_core", &all));
+        assert_eq!(c.get("mlx5_core", &names(&all)), expect("mlx5_core", &all));
         assert_eq!(c.classified(), 1);
         // New values, same names: the classes are reused.
         for (_, v) in all.iter_mut() {
             *v += 7;
         }
-        assert_eq!(c.get("mlx5_core", &all), expect("mlx5_core", &all));
+        assert_eq!(c.get("mlx5_core", &names(&all)), expect("mlx5_core", &all));
         assert_eq!(c.classified(), 1);
         // A renamed counter (same length): classified again.
         all[0].0 = "rx99_packets".into();
-        assert_eq!(c.get("mlx5_core", &all), expect("mlx5_core", &all));
+        assert_eq!(c.get("mlx5_core", &names(&all)), expect("mlx5_core", &all));
         assert_eq!(c.classified(), 2);
         assert!(matches!(
-            &c.get("mlx5_core", &all)[0],
+            &c.get("mlx5_core", &names(&all))[0],
             Class::Queue { queue: 99, .. }
         ));
         // A counter more (the set grew with the channels): classified again.
         all.push(("ch99_events".into(), 1));
-        assert_eq!(c.get("mlx5_core", &all), expect("mlx5_core", &all));
+        assert_eq!(c.get("mlx5_core", &names(&all)), expect("mlx5_core", &all));
         assert_eq!(c.classified(), 3);
         // The same names under another driver: classified again
         // (`ch99_events` is a channel counter of mlx5 only).
-        assert_eq!(c.get("ice", &all), expect("ice", &all));
+        assert_eq!(c.get("ice", &names(&all)), expect("ice", &all));
         assert_eq!(c.classified(), 4);
-        assert_eq!(c.get("ice", &all).last(), Some(&Class::Global));
+        assert_eq!(c.get("ice", &names(&all)).last(), Some(&Class::Global));
         // And the split over the cached classes is the split of per_queue.
-        let classes = c.get("ice", &all).to_vec();
+        let classes = c.get("ice", &names(&all)).to_vec();
         assert_eq!(per_queue_classified(&all, &classes), per_queue("ice", &all));
         all.truncate(10);
-        assert_eq!(c.get("ice", &all).len(), 10);
+        assert_eq!(c.get("ice", &names(&all)).len(), 10);
+        assert_eq!(c.classified(), 5);
+        // One list shared by two readings: the same, without comparing.
+        let shared = names(&all);
+        c.get("ice", &shared);
+        assert_eq!(c.get("ice", &Arc::clone(&shared)).len(), 10);
         assert_eq!(c.classified(), 5);
     }
 

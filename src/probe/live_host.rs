@@ -6,7 +6,7 @@
 use super::ethtool_text::features_from_kernel;
 use super::facts::Support;
 use super::netlink::EthtoolNl;
-use super::nic::{EthtoolIoctl, StatsReader};
+use super::nic::{EthtoolIoctl, NicStats, StatsReader};
 use super::source::{link_last, list_dir, EthtoolView, HostSource};
 use std::collections::HashMap;
 use std::io;
@@ -24,7 +24,7 @@ pub struct StatsCache {
 
 impl StatsCache {
     /// `ethtool -S IF` values now.
-    pub fn read(&mut self, iface: &str) -> Support<Vec<(String, u64)>> {
+    pub fn read(&mut self, iface: &str) -> Support<NicStats> {
         if self.io.is_none() {
             match EthtoolIoctl::open() {
                 Ok(io) => self.io = Some(io),
@@ -73,7 +73,9 @@ pub fn ethtool(iface: &str) -> EthtoolView {
         .map(|d| d.driver.clone())
         .unwrap_or_default();
     let mut nl = EthtoolNl::open();
-    let stats = StatsReader::default().read(&io, nl.as_mut().ok(), iface, &driver);
+    let stats = StatsReader::default()
+        .read(&io, nl.as_mut().ok(), iface, &driver)
+        .map(|s| s.to_pairs());
     let mut view = EthtoolView {
         drvinfo,
         stats,
@@ -139,7 +141,7 @@ impl HostSource for LiveHost {
     fn ethtool(&self, iface: &str) -> EthtoolView {
         ethtool(iface)
     }
-    fn ethtool_stats(&self, iface: &str) -> Support<Vec<(String, u64)>> {
+    fn ethtool_stats(&self, iface: &str) -> Support<NicStats> {
         let mut cache = self
             .stats
             .lock()

@@ -21,6 +21,7 @@ use super::facts::{DrvInfo, Support};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Arc;
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GDRVINFO: u32 = 0x03;
@@ -216,10 +217,69 @@ pub fn headroom(count: usize) -> usize {
     count.saturating_mul(4).max(count.saturating_add(4096))
 }
 
+/// One `ethtool -S` reading: the counter names, in printed order, and their
+/// values. The names are shared between the readings of one interface while
+/// the driver's counter set stays the same (a big host's 8 NICs list some
+/// 20,000 names each interval): copying a reading copies no name, and a
+/// reader that kept the previous names knows a same list by
+/// [`NicStats::same_names`] without comparing them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NicStats {
+    /// The names, in printed order (duplicates kept).
+    pub names: Arc<[String]>,
+    /// The value of each name.
+    pub values: Vec<u64>,
+}
+
+impl NicStats {
+    /// Counters in printed order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&str, u64)> {
+        self.names
+            .iter()
+            .map(String::as_str)
+            .zip(self.values.iter().copied())
+    }
+
+    /// How many counters.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// No counter at all.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The first value of `name`.
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    }
+
+    /// True when both list the same names (at once when they share them).
+    pub fn same_names(&self, other: &NicStats) -> bool {
+        Arc::ptr_eq(&self.names, &other.names) || self.names == other.names
+    }
+
+    /// `(name, value)` pairs, as `ethtool -S` prints them.
+    pub fn to_pairs(&self) -> Vec<(String, u64)> {
+        self.iter().map(|(n, v)| (n.to_owned(), v)).collect()
+    }
+}
+
+impl From<Vec<(String, u64)>> for NicStats {
+    fn from(pairs: Vec<(String, u64)>) -> Self {
+        let (names, values): (Vec<String>, Vec<u64>) = pairs.into_iter().unzip();
+        NicStats {
+            names: names.into(),
+            values,
+        }
+    }
+}
+
 /// Names read once, values each interval.
 #[derive(Debug, Default)]
 pub struct StatsReader {
-    names: Vec<String>,
+    names: Arc<[String]>,
 }
 
 impl StatsReader {
@@ -230,7 +290,7 @@ impl StatsReader {
         nl: Option<&mut super::netlink::EthtoolNl>,
         iface: &str,
         driver: &str,
-    ) -> Support<Vec<(String, u64)>> {
+    ) -> Support<NicStats> {
         let count = match io.stats_count(iface) {
             Ok(c) => c,
             Err(e) if e.not_supported() => {
@@ -250,19 +310,20 @@ impl StatsReader {
                 .and_then(|nl| nl.stats_strings(iface).ok())
                 .filter(|n| n.len() == count);
             match by_netlink {
-                Some(n) => self.names = n,
+                Some(n) => self.names = n.into(),
                 None => match io.stats_names(iface, count) {
-                    Ok(n) => self.names = n,
+                    Ok(n) => self.names = n.into(),
                     Err(e) => return Support::Error(e.to_string()),
                 },
             }
         }
         match io.stats_values(iface, count) {
-            Ok(v) if v.len() == self.names.len() => {
-                Support::Value(self.names.iter().cloned().zip(v).collect())
-            }
+            Ok(v) if v.len() == self.names.len() => Support::Value(NicStats {
+                names: Arc::clone(&self.names),
+                values: v,
+            }),
             Ok(_) => {
-                self.names.clear(); // re-read next time
+                self.names = Arc::from([]); // re-read next time
                 Support::Error(format!("ethtool -S {iface}: the counter list changed while reading; retrying next interval"))
             }
             Err(e) => Support::Error(e.to_string()),

@@ -13,6 +13,7 @@
 
 use super::ethtool_names::{queue_plan, Class, Dir, Gathered, NameClasses, Pick};
 use super::netlink::{NetdevNl, NlError, QueueStat};
+use super::nic::NicStats;
 use super::sample::{QueueSample, QueueSource};
 use crate::units::BitsPerSec;
 use std::collections::{BTreeMap, HashMap};
@@ -40,7 +41,32 @@ impl QstatsSource for NetdevNl {
 
 /// Where each queue's counters are in one `ethtool -S` name list, shared
 /// by the readings made with it.
-type Plan = Arc<Vec<Gathered<Pick>>>;
+type Plan = Arc<Vec<QueuePicks>>;
+
+/// One queue's counters in an `ethtool -S` listing, by index: a
+/// [`Gathered<Pick>`] with its other counters in a list (in name order),
+/// which each interval walks for 1,024 queues on a big host.
+struct QueuePicks {
+    dir: Dir,
+    queue: u32,
+    packets: Option<Pick>,
+    bytes: Option<Pick>,
+    drops: Option<Pick>,
+    other: Vec<(String, Pick)>,
+}
+
+impl From<Gathered<Pick>> for QueuePicks {
+    fn from(g: Gathered<Pick>) -> Self {
+        QueuePicks {
+            dir: g.dir,
+            queue: g.queue,
+            packets: g.packets,
+            bytes: g.bytes,
+            drops: g.drops,
+            other: g.other.into_iter().collect(),
+        }
+    }
+}
 
 /// Queue counters of one interface, between intervals.
 #[derive(Default)]
@@ -59,7 +85,7 @@ pub struct QueueProbe {
 }
 
 /// Each queue's cumulative counters: `values` read through `plan`.
-fn cumulative(plan: &[Gathered<Pick>], values: &[u64]) -> HashMap<(Dir, u32), Cumulative> {
+fn cumulative(plan: &[QueuePicks], values: &[u64]) -> HashMap<(Dir, u32), Cumulative> {
     let get = |p: &Option<Pick>| p.and_then(|p| p.value(values));
     plan.iter()
         .map(|g| {
@@ -90,8 +116,8 @@ impl QueueProbe {
 
     /// The class of each `ethtool -S` name of this interface (cached: the
     /// names are classified again only when they or the driver change).
-    pub fn classes(&mut self, driver: &str, stats: &[(String, u64)]) -> &[Class] {
-        self.classes.get(driver, stats)
+    pub fn classes(&mut self, driver: &str, stats: &NicStats) -> &[Class] {
+        self.classes.get(driver, &stats.names)
     }
 
     /// Read the queues of one interface. `stats` is this interval's `ethtool -S`, if any.
@@ -101,7 +127,7 @@ impl QueueProbe {
         iface: &str,
         ifindex: Option<u32>,
         driver: &str,
-        stats: Option<&[(String, u64)]>,
+        stats: Option<&NicStats>,
         secs: f64,
     ) -> Vec<QueueSample> {
         let mut cur: HashMap<(Dir, u32), Cumulative> = HashMap::new();
@@ -112,16 +138,16 @@ impl QueueProbe {
         let mut ethtool = None;
         if source.is_none() {
             if let Some(stats) = stats {
-                self.classes.get(driver, stats);
+                self.classes.get(driver, &stats.names);
                 let run = self.classes.classified();
                 if run != self.plan_run {
-                    self.plan = Arc::new(queue_plan(stats, self.classes.get(driver, stats)));
+                    let plan = queue_plan(&stats.names, self.classes.get(driver, &stats.names));
+                    self.plan = Arc::new(plan.into_iter().map(QueuePicks::from).collect());
                     self.plan_run = run;
                 }
                 if !self.plan.is_empty() {
                     source = Some(QueueSource::Ethtool);
-                    let values: Vec<u64> = stats.iter().map(|(_, v)| *v).collect();
-                    ethtool = Some((Arc::clone(&self.plan), values));
+                    ethtool = Some((Arc::clone(&self.plan), stats.values.clone()));
                 }
             }
         }
@@ -262,7 +288,7 @@ fn deltas(
 
 /// [`deltas`] of two `ethtool -S` readings of the same names, by index.
 fn plan_deltas(
-    plan: &[Gathered<Pick>],
+    plan: &[QueuePicks],
     values: &[u64],
     prev: &[u64],
     iface: &str,
@@ -302,6 +328,11 @@ fn plan_deltas(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reading of these counters with names of its own.
+    fn st(v: &[(String, u64)]) -> NicStats {
+        NicStats::from(v.to_vec())
+    }
 
     /// What the probe gave before it cached the names: both readings grouped
     /// by `per_queue`, the deltas queue by queue and name by name.
@@ -348,9 +379,11 @@ mod tests {
             let text = std::fs::read_to_string(&path).unwrap();
             let a = super::super::ethtool_text::parse_stats(&text).unwrap();
             let mut p = QueueProbe::default();
-            assert!(p.read(None, "eth0", None, driver, Some(&a), 2.0).is_empty());
+            assert!(p
+                .read(None, "eth0", None, driver, Some(&st(&a)), 2.0)
+                .is_empty());
             let b = grown(&a);
-            let got = p.read(None, "eth0", None, driver, Some(&b), 2.0);
+            let got = p.read(None, "eth0", None, driver, Some(&st(&b)), 2.0);
             assert!(!got.is_empty(), "{file}");
             assert_eq!(got, reference(driver, &a, &b), "{file} as {driver}");
             // The driver's set changes (a channel more, a counter renamed):
@@ -360,15 +393,29 @@ mod tests {
             c.push(("[99]: rx_ucast_packets".into(), 5));
             c[0].0 = "tx98_bytes".into();
             assert_eq!(
-                p.read(None, "eth0", None, driver, Some(&c), 2.0),
+                p.read(None, "eth0", None, driver, Some(&st(&c)), 2.0),
                 reference(driver, &b, &c),
                 "{file} as {driver}, renamed"
             );
             let d = grown(&c);
             assert_eq!(
-                p.read(None, "eth0", None, driver, Some(&d), 2.0),
+                p.read(None, "eth0", None, driver, Some(&st(&d)), 2.0),
                 reference(driver, &c, &d),
                 "{file} as {driver}, after the change"
+            );
+            // A reading sharing the previous one's names (as the sources
+            // give them while the names stay the same): the same deltas.
+            let shared = st(&d);
+            let e = grown(&d);
+            let e_shared = NicStats {
+                names: Arc::clone(&shared.names),
+                values: st(&e).values,
+            };
+            p.read(None, "eth0", None, driver, Some(&shared), 2.0);
+            assert_eq!(
+                p.read(None, "eth0", None, driver, Some(&e_shared), 2.0),
+                reference(driver, &d, &e),
+                "{file} as {driver}, shared names"
             );
         }
     }
@@ -388,9 +435,9 @@ mod tests {
         }
         let mut p = QueueProbe::default();
         assert!(p
-            .read(None, "eth0", None, "mlx5_core", Some(&a), 1.0)
+            .read(None, "eth0", None, "mlx5_core", Some(&st(&a)), 1.0)
             .is_empty());
-        let q = p.read(None, "eth0", None, "mlx5_core", Some(&b), 1.0);
+        let q = p.read(None, "eth0", None, "mlx5_core", Some(&st(&b)), 1.0);
         assert_eq!(q.len(), 32, "16 rx + 16 tx queues");
         let rx3 = q.iter().find(|x| x.dir == Dir::Rx && x.queue == 3).unwrap();
         assert_eq!(rx3.packets, Some(1000));

@@ -66,7 +66,7 @@ impl PathSource for PathProbe {
         }
         if let Some(io) = &self.io {
             if let Support::Value(stats) = self.stats.read(io, None, &self.iface, &self.driver) {
-                apply_ethtool(&mut p, &self.driver, &stats);
+                apply_ethtool(&mut p, &self.driver, &stats.to_pairs());
             }
         }
         if let Ok(text) = std::fs::read_to_string("/proc/net/softnet_stat") {

@@ -88,7 +88,7 @@ pub fn snapshot(dir: &CaptureDir, given: &[String]) -> Snapshot {
     for n in &s.facts.nics {
         if let Support::Value(stats) = dir.ethtool_stats(&n.name) {
             let driver = n.drvinfo.value().map(|d| d.driver.as_str()).unwrap_or("");
-            let (q, g) = per_queue(driver, &stats);
+            let (q, g) = per_queue(driver, &stats.to_pairs());
             s.queues.insert(n.name.clone(), q);
             s.nic_counters.insert(n.name.clone(), g);
         }

@@ -9,6 +9,7 @@
 //! `sos_commands/...`, so parsers and everything after them are shared.
 
 use super::facts::{Channels, Coalesce, DrvInfo, Features, LinkInfo, Pause, Rings, Support};
+use super::nic::NicStats;
 use std::io;
 use std::path::Path;
 
@@ -44,7 +45,7 @@ pub trait HostSource: Send + Sync {
     /// ethtool's view of an interface.
     fn ethtool(&self, iface: &str) -> EthtoolView;
     /// `ethtool -S` now (live: names are read once and cached, values each call).
-    fn ethtool_stats(&self, iface: &str) -> Support<Vec<(String, u64)>>;
+    fn ethtool_stats(&self, iface: &str) -> Support<NicStats>;
     /// Kind of the root qdisc of an interface.
     fn qdisc(&self, iface: &str) -> Option<String>;
     /// Command names of running processes; None when unknown.

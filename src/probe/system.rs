@@ -921,7 +921,10 @@ mod facts_tests {
         fn ethtool(&self, _: &str) -> crate::probe::source::EthtoolView {
             Default::default()
         }
-        fn ethtool_stats(&self, _: &str) -> crate::probe::facts::Support<Vec<(String, u64)>> {
+        fn ethtool_stats(
+            &self,
+            _: &str,
+        ) -> crate::probe::facts::Support<crate::probe::nic::NicStats> {
             crate::probe::facts::Support::Unknown
         }
         fn qdisc(&self, _: &str) -> Option<String> {

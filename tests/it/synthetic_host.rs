@@ -209,6 +209,8 @@ fn the_sampler_reports_what_the_generator_wrote() {
         assert!(i.rx_bps.0 > 0.0);
     }
 
+    device_wide(&h, &x, 1);
+
     // Facts: the first Sample of a point carries them.
     let f = x.facts.as_deref().expect("facts in the first Sample");
     assert_eq!(f.cpus, 256);
@@ -247,6 +249,33 @@ fn the_sampler_reports_what_the_generator_wrote() {
         80_000
     );
     assert!(y.facts.is_none(), "facts unchanged: not repeated");
+    device_wide(&h, &y, 2);
+}
+
+/// The device-wide ethtool -S counters that moved over `secs` seconds of
+/// the generator's rates, by name: none that stood still, no queue's.
+fn device_wide(h: &SyntheticHost, x: &Sample, secs: u64) {
+    for (n, name) in h.nic_names().iter().enumerate() {
+        let moved = |c: &str| {
+            x.nic_counters
+                .iter()
+                .find(|k| k.iface == *name && k.name == c)
+                .map(|k| k.delta)
+        };
+        assert_eq!(
+            moved("rx_packets"),
+            Some(secs * h.nic_pps(n as u32, Dir::Rx))
+        );
+        assert_eq!(
+            moved("tx_bytes_phy"),
+            Some(secs * h.nic_bytes_per_s(n as u32, Dir::Tx))
+        );
+        assert_eq!(moved("rx_vport_multicast_packets"), None, "it stands still");
+    }
+    assert!(x
+        .nic_counters
+        .iter()
+        .all(|k| !k.name.starts_with("rx3_") && !k.name.starts_with("tx3_")));
 }
 
 /// Five 1-second intervals of the synthetic host, as a session hands them

@@ -39,6 +39,16 @@ impl<T> Support<T> {
             _ => None,
         }
     }
+
+    /// The value made another by `f`; the other answers as they are.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Support<U> {
+        match self {
+            Support::Value(v) => Support::Value(f(v)),
+            Support::NotSupported { driver } => Support::NotSupported { driver },
+            Support::Error(e) => Support::Error(e),
+            Support::Unknown => Support::Unknown,
+        }
+    }
 }
 
 /// `ethtool -i`: ETHTOOL_GDRVINFO.

@@ -106,8 +106,9 @@ pub fn read_snapshot(src: &dyn HostSource, facts: &RdmaFacts) -> RdmaSnapshot {
                 .and_then(|n| src.ethtool_stats(n).value().cloned())
                 .map(|stats| {
                     stats
-                        .into_iter()
+                        .iter()
                         .filter(|(n, _)| is_prio_counter(n))
+                        .map(|(n, v)| (n.to_owned(), v))
                         .collect()
                 })
                 .unwrap_or_default();

@@ -42,7 +42,7 @@ use super::ethtool_names::Class;
 use super::facts::{HostFacts, Support};
 use super::netlink::NetdevNl;
 use super::netstat::{parse_snmp, snmp_deltas};
-use super::nic::{parse_net_dev, DevCounters};
+use super::nic::{parse_net_dev, DevCounters, NicStats};
 pub use super::queues::QstatsSource;
 use super::queues::QueueProbe;
 use super::sample::{
@@ -150,8 +150,8 @@ struct IfaceState {
     ifindex: Option<u32>,
     driver: String,
     prev_dev: Option<DevCounters>,
-    /// The device-wide `ethtool -S` counters' previous values.
-    prev_stats: HashMap<String, u64>,
+    /// The previous `ethtool -S` reading (for the device-wide counters' deltas).
+    prev_stats: Option<NicStats>,
     queues: QueueProbe,
 }
 
@@ -684,33 +684,18 @@ impl Sampler {
                 &st.name,
                 st.ifindex,
                 &st.driver,
-                stats.as_deref(),
+                stats.as_ref(),
                 secs,
             ));
             let Some(stats) = stats else { continue };
-            // The classes are cached per NIC (classified again only when the names change).
+            // The classes are cached per NIC (classified again only when the
+            // names change). Per-queue counters are in `queues`; the rest (and
+            // names no pattern knows) here.
             let classes = st.queues.classes(&st.driver, &stats);
-            for ((name, v), class) in stats.iter().zip(classes) {
-                // Per-queue counters are in `queues`; the rest (and names no
-                // pattern knows) here. Only these need their previous value.
-                if *class != Class::Global {
-                    continue;
-                }
-                let before = match st.prev_stats.get_mut(name.as_str()) {
-                    Some(p) => Some(std::mem::replace(p, *v)),
-                    None => {
-                        st.prev_stats.insert(name.clone(), *v);
-                        None
-                    }
-                };
-                if let Some(b) = before.filter(|b| v > b) {
-                    nic_counters.push(NicCounter {
-                        iface: st.name.clone(),
-                        name: name.clone(),
-                        delta: v - b,
-                    });
-                }
+            if let Some(prev) = &st.prev_stats {
+                global_deltas(&st.name, prev, &stats, classes, nic_counters);
             }
+            st.prev_stats = Some(stats);
         }
         out
     }
@@ -718,6 +703,47 @@ impl Sampler {
     /// Latency over every non-omitted interval of the current point.
     pub fn latency_total(&self) -> Option<LatencySummary> {
         LatencySummary::from_histogram(&self.latency_total)
+    }
+}
+
+/// The device-wide counters (class [`Class::Global`]) of `iface` that grew
+/// from `prev` to `cur`: by index while both list the same names (shared
+/// between readings: known at once), by name after the driver's set changed
+/// (a name new in `cur` has nothing to grow from).
+fn global_deltas(
+    iface: &str,
+    prev: &NicStats,
+    cur: &NicStats,
+    classes: &[Class],
+    out: &mut Vec<NicCounter>,
+) {
+    let mut push = |name: &str, before: u64, now: u64| {
+        if now > before {
+            out.push(NicCounter {
+                iface: iface.to_owned(),
+                name: name.to_owned(),
+                delta: now - before,
+            });
+        }
+    };
+    let globals = cur
+        .iter()
+        .zip(classes)
+        .enumerate()
+        .filter(|(_, (_, c))| **c == Class::Global);
+    if prev.same_names(cur) {
+        for (i, ((name, now), _)) in globals {
+            if let Some(b) = prev.values.get(i) {
+                push(name, *b, now);
+            }
+        }
+    } else {
+        let before: HashMap<&str, u64> = prev.iter().rev().collect();
+        for (_, ((name, now), _)) in globals {
+            if let Some(b) = before.get(name) {
+                push(name, *b, now);
+            }
+        }
     }
 }
 

@@ -67,7 +67,7 @@ impl HostSource for Scripted {
     fn ethtool(&self, _: &str) -> EthtoolView {
         EthtoolView::default()
     }
-    fn ethtool_stats(&self, _: &str) -> Support<Vec<(String, u64)>> {
+    fn ethtool_stats(&self, _: &str) -> Support<crate::probe::nic::NicStats> {
         Support::Unknown
     }
     fn qdisc(&self, _: &str) -> Option<String> {
