@@ -43,30 +43,29 @@ pub(super) fn rx_queue_rates<'a>(ctx: &HostCtx<'a>) -> BTreeMap<&'a str, BTreeMa
     const DENSE: u32 = 1 << 12;
     type Sums = (Vec<Option<f64>>, BTreeMap<u32, f64>);
     let mut sums: Vec<(&str, Sums)> = Vec::new();
-    for s in &ctx.active {
-        let mut at = usize::MAX;
-        for q in s.queues.iter().filter(|q| q.dir == Dir::Rx) {
-            // Queues come grouped by interface: one search per run.
-            if sums.get(at).is_none_or(|e| e.0 != q.iface) {
-                at = match sums.iter().position(|e| e.0 == q.iface) {
-                    Some(i) => i,
-                    None => {
-                        sums.push((q.iface.as_str(), Sums::default()));
-                        sums.len() - 1
-                    }
-                };
-            }
-            let (dense, sparse) = &mut sums[at].1;
-            // Packets over the interval's own length (the session's clock).
-            let pps = q.packets.map_or(q.pps, |p| p as f64 / secs(s).max(1e-9));
-            if q.queue < DENSE {
-                let i = q.queue as usize;
-                if dense.len() <= i {
-                    dense.resize(i + 1, None);
+    for (s, runs) in ctx.queue_runs() {
+        for run in runs.iter().filter(|r| r.dir == Dir::Rx) {
+            // One search per run of an interface's queues.
+            let at = match sums.iter().position(|e| e.0 == run.iface) {
+                Some(i) => i,
+                None => {
+                    sums.push((run.iface, Sums::default()));
+                    sums.len() - 1
                 }
-                *dense[i].get_or_insert(0.0) += pps;
-            } else {
-                *sparse.entry(q.queue).or_insert(0.0) += pps;
+            };
+            let (dense, sparse) = &mut sums[at].1;
+            for q in run.rows {
+                // Packets over the interval's own length (the session's clock).
+                let pps = q.packets.map_or(q.pps, |p| p as f64 / secs(s).max(1e-9));
+                if q.queue < DENSE {
+                    let i = q.queue as usize;
+                    if dense.len() <= i {
+                        dense.resize(i + 1, None);
+                    }
+                    *dense[i].get_or_insert(0.0) += pps;
+                } else {
+                    *sparse.entry(q.queue).or_insert(0.0) += pps;
+                }
             }
         }
     }

@@ -48,6 +48,42 @@ pub struct HostCtx<'a> {
     rx_rates: std::cell::OnceCell<
         std::collections::BTreeMap<&'a str, std::collections::BTreeMap<u32, f64>>,
     >,
+    /// Each active sample's queue rows in runs of one (interface,
+    /// direction), split on first use.
+    queue_runs: std::cell::OnceCell<Vec<Vec<QueueRun<'a>>>>,
+}
+
+/// Consecutive queue rows of one sample with the same interface and
+/// direction (the sampler lists each interface's queues together). The
+/// queue rules walk runs: a big host's 1,024 rows × 5 intervals compared
+/// their interface names row by row in each of three passes, a third of
+/// its rules.
+pub(super) struct QueueRun<'a> {
+    /// The interface.
+    pub iface: &'a str,
+    /// The direction.
+    pub dir: crate::probe::ethtool_names::Dir,
+    /// The rows, in the sample's order.
+    pub rows: &'a [crate::probe::sample::QueueSample],
+}
+
+/// `s`'s queue rows split into runs.
+fn queue_runs(s: &Sample) -> Vec<QueueRun<'_>> {
+    let qs = &s.queues;
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for i in 1..=qs.len() {
+        let (first, end) = (&qs[start], qs.get(i));
+        if end.is_none_or(|q| q.dir != first.dir || q.iface != first.iface) {
+            runs.push(QueueRun {
+                iface: &first.iface,
+                dir: first.dir,
+                rows: &qs[start..i],
+            });
+            start = i;
+        }
+    }
+    runs
 }
 
 fn active<'a>(samples: &'a [Sample], t: &Thresholds) -> Vec<&'a Sample> {
@@ -108,6 +144,7 @@ impl<'a> HostCtx<'a> {
             spec: input.test.spec,
             derived,
             rx_rates: std::cell::OnceCell::new(),
+            queue_runs: std::cell::OnceCell::new(),
         }
     }
 
@@ -117,6 +154,18 @@ impl<'a> HostCtx<'a> {
         &self,
     ) -> &std::collections::BTreeMap<&'a str, std::collections::BTreeMap<u32, f64>> {
         self.rx_rates.get_or_init(|| cpu_many::rx_queue_rates(self))
+    }
+
+    /// Each active sample (in `active`'s order) with its queue rows in runs
+    /// of one interface and direction (split once per host and diagnosis).
+    fn queue_runs(&self) -> impl Iterator<Item = (&'a Sample, &[QueueRun<'a>])> {
+        let runs = self
+            .queue_runs
+            .get_or_init(|| self.active.iter().map(|s| queue_runs(s)).collect());
+        self.active
+            .iter()
+            .copied()
+            .zip(runs.iter().map(Vec::as_slice))
     }
 
     /// The data IRQs and RPS masks of this host's facts by the one CPU they

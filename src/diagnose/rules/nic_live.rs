@@ -191,24 +191,24 @@ fn group_of<'a, 'g>(
 /// counters that stay 0 for ordinary traffic; they do not describe it).
 fn queue_sources<'a>(ctx: &HostCtx<'a>) -> Sources<'a> {
     let mut best: Vec<((&str, Dir), QueueSource)> = Vec::new();
-    let mut last = usize::MAX;
-    for q in ctx.active.iter().flat_map(|s| &s.queues) {
-        if q.packets.is_none_or(|p| p == 0) {
-            continue;
-        }
-        let key = (q.iface.as_str(), q.dir);
-        if best.get(last).is_none_or(|b| b.0 != key) {
-            last = match best.iter().position(|b| b.0 == key) {
+    for run in ctx.queue_runs().flat_map(|(_, runs)| runs) {
+        let key = (run.iface, run.dir);
+        let mut at = None;
+        for q in run.rows {
+            if q.packets.is_none_or(|p| p == 0) {
+                continue;
+            }
+            let i = *at.get_or_insert_with(|| match best.iter().position(|b| b.0 == key) {
                 Some(i) => i,
                 None => {
                     best.push((key, q.source));
                     best.len() - 1
                 }
-            };
-        }
-        let e = &mut best[last].1;
-        if source_rank(q.source) < source_rank(*e) {
-            *e = q.source;
+            });
+            let e = &mut best[i].1;
+            if source_rank(q.source) < source_rank(*e) {
+                *e = q.source;
+            }
         }
     }
     best.into_iter().collect()
@@ -224,15 +224,17 @@ fn dominated_queues<'a>(
 ) -> BTreeMap<(&'a str, Dir), QueueAcc> {
     let mut acc: BTreeMap<(&str, Dir), QueueAcc> = BTreeMap::new();
     let mut groups: Vec<Group> = Vec::new();
-    for s in &ctx.active {
+    for (s, runs) in ctx.queue_runs() {
         for g in &mut groups {
             g.qs.clear();
         }
         let mut last = usize::MAX;
-        for q in &s.queues {
-            let g = group_of(&mut groups, &mut last, (q.iface.as_str(), q.dir), best);
-            if let (Some(p), true) = (q.packets, g.chosen == Some(q.source)) {
-                g.qs.push((q.queue, p));
+        for run in runs {
+            let g = group_of(&mut groups, &mut last, (run.iface, run.dir), best);
+            for q in run.rows {
+                if let (Some(p), true) = (q.packets, g.chosen == Some(q.source)) {
+                    g.qs.push((q.queue, p));
+                }
             }
         }
         for g in groups.iter().filter(|g| !g.qs.is_empty()) {
