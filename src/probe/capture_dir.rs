@@ -46,6 +46,12 @@ fn one<T>(
 
 /// ethtool's view of `iface` from `sos_commands/networking/ethtool_*_IF`.
 pub fn ethtool(dir: &CaptureDir, iface: &str) -> EthtoolView {
+    view(dir, iface, true)
+}
+
+/// [`ethtool`], with `ethtool -S` only when `stats` (the host facts keep
+/// none of it).
+fn view(dir: &CaptureDir, iface: &str, stats: bool) -> EthtoolView {
     let drvinfo = one(dir, "-i", iface, "", text::parse_drvinfo);
     let driver = drvinfo
         .value()
@@ -58,7 +64,11 @@ pub fn ethtool(dir: &CaptureDir, iface: &str) -> EthtoolView {
         coalesce: one(dir, "-c", iface, &driver, text::parse_coalesce),
         link: one(dir, "", iface, &driver, text::parse_link),
         pause: one(dir, "-a", iface, &driver, text::parse_pause),
-        stats: one(dir, "-S", iface, &driver, text::parse_stats),
+        stats: if stats {
+            one(dir, "-S", iface, &driver, text::parse_stats)
+        } else {
+            Support::Unknown
+        },
         drvinfo,
     }
 }
@@ -191,6 +201,18 @@ mod tests {
         }
         assert!(matches!(c.ethtool_stats("eth0"), Support::Value(v) if v.len() == 2));
         assert!(matches!(c.ethtool_stats("eth3"), Support::Unknown));
+        // The facts' view: all of it but the counters (not read at all).
+        for i in ["eth0", "eth1", "eth2", "eth3"] {
+            let full = ethtool(&c, i);
+            assert_eq!(
+                c.ethtool_facts(i),
+                EthtoolView {
+                    stats: Support::Unknown,
+                    ..full
+                },
+                "{i}"
+            );
+        }
     }
 
     #[test]
@@ -276,6 +298,9 @@ impl HostSource for CaptureDir {
     }
     fn ethtool(&self, iface: &str) -> EthtoolView {
         ethtool(self, iface)
+    }
+    fn ethtool_facts(&self, iface: &str) -> EthtoolView {
+        view(self, iface, false)
     }
     fn ethtool_stats(&self, iface: &str) -> Support<NicStats> {
         ethtool_stats(self, iface)

@@ -243,6 +243,14 @@ pub fn parse_stats_reusing(
     Ok(NicStats { names, values })
 }
 
+/// Where the last `": "` of `b` starts.
+fn last_colon_space(b: &[u8]) -> Option<usize> {
+    (1..b.len())
+        .rev()
+        .find(|&i| b[i] == b' ' && b[i - 1] == b':')
+        .map(|i| i - 1)
+}
+
 /// The counter lines of `ethtool -S` text: (line number, name, value).
 /// Headers and blank lines are skipped; bytes are searched, not characters
 /// (a big host parses some 20,000 of these lines each interval).
@@ -253,7 +261,7 @@ fn stat_lines(text: &str) -> impl Iterator<Item = Result<(usize, &str, u64), Par
         if end.is_empty() || is_stats_header(end) {
             return None;
         }
-        let Some(at) = body.as_bytes().windows(2).rposition(|w| w == b": ") else {
+        let Some(at) = last_colon_space(body.as_bytes()) else {
             return Some(Err(bad(STATS, n, "expected `name: value`", line)));
         };
         let (name, value) = (&body[..at], &body[at + 2..]);

@@ -51,6 +51,12 @@ impl StatsCache {
 /// Feature names are converted to the ones `ethtool -k` prints, so live and
 /// captured facts compare equal.
 pub fn ethtool(iface: &str) -> EthtoolView {
+    view(iface, true)
+}
+
+/// [`ethtool`], with the private counters only when `stats` (the host facts
+/// keep none of them).
+fn view(iface: &str, stats: bool) -> EthtoolView {
     let io = match EthtoolIoctl::open() {
         Ok(io) => io,
         Err(e) => {
@@ -73,9 +79,13 @@ pub fn ethtool(iface: &str) -> EthtoolView {
         .map(|d| d.driver.clone())
         .unwrap_or_default();
     let mut nl = EthtoolNl::open();
-    let stats = StatsReader::default()
-        .read(&io, nl.as_mut().ok(), iface, &driver)
-        .map(|s| s.to_pairs());
+    let stats = if stats {
+        StatsReader::default()
+            .read(&io, nl.as_mut().ok(), iface, &driver)
+            .map(|s| s.to_pairs())
+    } else {
+        Support::Unknown
+    };
     let mut view = EthtoolView {
         drvinfo,
         stats,
@@ -140,6 +150,9 @@ impl HostSource for LiveHost {
     }
     fn ethtool(&self, iface: &str) -> EthtoolView {
         ethtool(iface)
+    }
+    fn ethtool_facts(&self, iface: &str) -> EthtoolView {
+        view(iface, false)
     }
     fn ethtool_stats(&self, iface: &str) -> Support<NicStats> {
         let mut cache = self

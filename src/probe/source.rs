@@ -44,6 +44,15 @@ pub trait HostSource: Send + Sync {
     fn link_name(&self, path: &str) -> io::Result<String>;
     /// ethtool's view of an interface.
     fn ethtool(&self, iface: &str) -> EthtoolView;
+    /// ethtool's view of an interface without its counters (`stats` is
+    /// Unknown): what the host facts keep. A big host's `ethtool -S` is some
+    /// 2,500 names a NIC that the facts would read and drop.
+    fn ethtool_facts(&self, iface: &str) -> EthtoolView {
+        EthtoolView {
+            stats: Support::Unknown,
+            ..self.ethtool(iface)
+        }
+    }
     /// `ethtool -S` now (live: names are read once and cached, values each call).
     fn ethtool_stats(&self, iface: &str) -> Support<NicStats>;
     /// Kind of the root qdisc of an interface.

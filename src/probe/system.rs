@@ -502,7 +502,7 @@ fn parse_num<T: std::str::FromStr>(s: Option<String>) -> Option<T> {
 /// sysfs + /proc/interrupts + ethtool facts of one interface.
 pub fn nic_facts<L: IrqNamed>(src: &dyn HostSource, iface: &str, interrupts: &[L]) -> NicFacts {
     let base = format!("/sys/class/net/{iface}");
-    let eth = src.ethtool(iface);
+    let eth = src.ethtool_facts(iface);
     let mut n = NicFacts {
         name: iface.to_string(),
         ifindex: parse_num(read_trim(src, &format!("{base}/ifindex"))),
