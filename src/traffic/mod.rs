@@ -12,6 +12,7 @@ pub mod bpf;
 pub mod grpc;
 pub mod limits;
 pub mod options;
+pub mod paths;
 pub mod rdma;
 pub mod registry;
 pub mod sched;
@@ -20,6 +21,7 @@ pub mod spec;
 pub mod tcp;
 
 pub use limits::MemoryNeed;
+pub use paths::DataPaths;
 pub use registry::{
     si, slice, EngineSlice, Headline, IntervalRow, PayloadCells, PointEnds, Sections, TestOptions,
     Warmup,

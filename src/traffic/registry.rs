@@ -20,7 +20,7 @@ use super::grpc::args::GrpcArgs;
 use super::options::{refuse, OptionError, Resolved, Sweep, SweepParam, SweepPoint};
 use super::rdma::args::RdmaArgs;
 use super::sink::args::SinkArgs;
-use super::{EngineInterval, EngineKind, EngineSpec, EngineTotals};
+use super::{DataPaths, EngineInterval, EngineKind, EngineSpec, EngineTotals};
 use crate::units::{first_given, Bytes, CpuId};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -213,6 +213,10 @@ pub trait EngineSlice: Sync {
     fn interval_note(&self, _figures: Option<&EngineInterval>) -> String {
         String::new()
     }
+
+    /// The data paths the engine's traffic takes through a host: the rules
+    /// that judge those paths judge its tests.
+    fn paths(&self) -> DataPaths;
 }
 
 /// The engine's slice. The one match on the engine for everything above.

@@ -371,6 +371,54 @@ pub enum EngineTotals {
     Rdma(Box<RdmaOutcome>),
 }
 
+/// What the layers above ask of a test's spec, answered by its engine
+/// (the read side: the diagnosis, the summary, the record).
+impl EngineSpec {
+    /// True when small packets are the test's workload, so GRO has nothing
+    /// to aggregate: every message fits in one packet (`mtu` bytes) each way
+    /// (rr, pingpong and gRPC with messages ≤ MTU), or the engine moves
+    /// frames or work requests, not a byte stream (packet and RDMA tests).
+    pub fn small_packets_by_design(&self, mtu: f64) -> bool {
+        match self {
+            EngineSpec::Tcp(t) => t.small_packets_by_design(mtu),
+            EngineSpec::Grpc(g) => g.small_packets_by_design(mtu),
+            EngineSpec::Sink(_) | EngineSpec::Rdma(_) => true,
+        }
+    }
+
+    /// True when the engine's own rules judge where `side`'s cores sit
+    /// relative to the NIC (a packet sink's), so the host-wide NUMA rule
+    /// leaves them be: one cause, one finding.
+    pub fn judges_own_numa(&self, side: Side) -> bool {
+        match self {
+            EngineSpec::Sink(k) => k.judges_own_numa(side),
+            _ => false,
+        }
+    }
+
+    /// True when the summary reports the MiB/s the client received
+    /// (TCP pingpong: muduo's figure).
+    pub fn reports_mib_per_s(&self) -> bool {
+        self.as_tcp().is_some_and(TcpSpec::reports_mib_per_s)
+    }
+
+    /// True when the senders use MSG_ZEROCOPY, so each stream row reports
+    /// its zero-copy completions.
+    pub fn sends_zerocopy(&self) -> bool {
+        self.as_tcp().is_some_and(|t| t.zerocopy)
+    }
+
+    /// The spec as it ran, with what the ends chose themselves and
+    /// reported in their totals filled in (a packet test's default
+    /// pinning); any other spec as it was.
+    pub fn as_run<'a>(&self, totals: impl IntoIterator<Item = &'a EngineTotals>) -> EngineSpec {
+        match self {
+            EngineSpec::Sink(k) => EngineSpec::Sink(super::sink::engine::as_run(k, totals)),
+            other => other.clone(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

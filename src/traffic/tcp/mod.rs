@@ -50,6 +50,10 @@ impl super::EngineSlice for TcpSlice {
             _ => "msg/s",
         }
     }
+
+    fn paths(&self) -> super::DataPaths {
+        super::DataPaths::KERNEL_STACK.and(super::DataPaths::TCP)
+    }
 }
 
 /// How long a blocking worker call may wait before it re-checks the stop flags.
