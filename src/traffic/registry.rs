@@ -217,6 +217,26 @@ pub trait EngineSlice: Sync {
     /// The data paths the engine's traffic takes through a host: the rules
     /// that judge those paths judge its tests.
     fn paths(&self) -> DataPaths;
+
+    /// Whether the engine's threads busy-poll the cores they run on by
+    /// design (a packet sink and generator), so a core saturated by them
+    /// is the engine's own rules' to judge, not a bottleneck.
+    fn busy_polls(&self) -> bool {
+        false
+    }
+
+    /// Whether the engine's work on a core is kernel work only (system
+    /// calls, copies, softirq: kernel TCP sockets), so a core it is not
+    /// pinned to that spends most of its time in user space runs another
+    /// process's work.
+    fn works_in_kernel(&self) -> bool {
+        false
+    }
+
+    /// The unit of the message rate under the TUI's throughput chart.
+    fn chart_rate_unit(&self) -> &'static str {
+        "msg/s"
+    }
 }
 
 /// The engine's slice. The one match on the engine for everything above.

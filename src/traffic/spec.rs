@@ -419,6 +419,28 @@ impl EngineSpec {
     }
 }
 
+/// What the layers above ask of one end's own interval figures (the read
+/// side: the report, the views).
+impl EngineInterval {
+    /// The change over the interval of the messages the receiving end
+    /// finds missing (a packet sink's gaps below the highest sequence seen;
+    /// negative when late frames filled more gaps than opened), when the
+    /// engine counts them.
+    pub fn missing_in_interval(&self) -> Option<i64> {
+        match self {
+            EngineInterval::Sink(k) => Some(k.figures.missing_delta),
+            _ => None,
+        }
+    }
+
+    /// True when this end's message rate is the test's whichever host it
+    /// runs on (a packet sink counts the frames that arrived; the
+    /// generator's count is what it sent).
+    pub fn counts_the_tests_rate(&self) -> bool {
+        matches!(self, EngineInterval::Sink(_))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

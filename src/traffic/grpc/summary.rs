@@ -163,4 +163,8 @@ impl EngineSlice for GrpcSlice {
             .and(DataPaths::TCP)
             .and(DataPaths::HTTP2)
     }
+
+    fn chart_rate_unit(&self) -> &'static str {
+        "RPC/s"
+    }
 }

@@ -87,6 +87,14 @@ impl EngineSlice for SinkSlice {
         // Frames through the kernel's receive path into packet rings.
         DataPaths::KERNEL_STACK.and(DataPaths::PACKET_RINGS)
     }
+
+    fn busy_polls(&self) -> bool {
+        true
+    }
+
+    fn chart_rate_unit(&self) -> &'static str {
+        "pps"
+    }
 }
 
 /// The packet figures of a point, from both ends' totals: the sink's

@@ -54,6 +54,10 @@ impl super::EngineSlice for TcpSlice {
     fn paths(&self) -> super::DataPaths {
         super::DataPaths::KERNEL_STACK.and(super::DataPaths::TCP)
     }
+
+    fn works_in_kernel(&self) -> bool {
+        true
+    }
 }
 
 /// How long a blocking worker call may wait before it re-checks the stop flags.
