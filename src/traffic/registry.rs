@@ -122,6 +122,61 @@ pub struct IntervalRow<'a> {
     pub cpu: [&'a str; 2],
 }
 
+/// An engine's own count of one end's receive queues over an interval, as
+/// the queues view draws it below the NIC's queues (a packet sink counts
+/// the frames each queue's thread read). Plain figures: the view formats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnQueues {
+    /// What counted, for the heading (`packet sink (af_xdp)`).
+    pub counter: String,
+    /// The interface whose queues it read.
+    pub iface: String,
+    /// Messages per second it counted over all queues.
+    pub rate_per_s: f64,
+    /// Messages it finds missing so far.
+    pub missing: u64,
+    /// Who works the queues (`sink threads`) and their CPU, % of one core.
+    pub workers: (&'static str, Option<f64>),
+    /// One row per queue that counted or dropped anything, busiest first.
+    pub rows: Vec<OwnQueueRow>,
+    /// The interval's drops on the path by where (`rx drops 5`); empty
+    /// when nothing dropped.
+    pub dropped: Vec<String>,
+}
+
+/// One queue of [`OwnQueues`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnQueueRow {
+    /// Direction (`rx`).
+    pub dir: &'static str,
+    /// Queue index.
+    pub queue: u32,
+    /// Messages per second.
+    pub rate_per_s: f64,
+    /// Bit/s at `layer`.
+    pub bps: f64,
+    /// The layer the bits are counted at (`L2`).
+    pub layer: &'static str,
+    /// Messages this queue dropped in the interval.
+    pub drops: u64,
+    /// What worked the queue (`sink thread 1 cpu3 97% ring full 5`).
+    pub worker: String,
+}
+
+/// The cores a test pins its busiest threads to on one host, for the facts
+/// view to place against that host's topology.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacedCores {
+    /// The row's name (`sink cores`).
+    pub label: &'static str,
+    /// The host, by its side of the test.
+    pub side: super::Side,
+    /// The CPUs (never empty).
+    pub cpus: Vec<CpuId>,
+    /// The interface the threads serve, when the figures name it.
+    pub iface: Option<String>,
+}
+
 /// What an engine adds to the faces beyond the common figures. Every method
 /// has the behaviour of an engine without a section of its own (TCP), so an
 /// engine implements only what it has.

@@ -417,6 +417,20 @@ impl EngineSpec {
             other => other.clone(),
         }
     }
+
+    /// The cores the test pins its busiest threads to on one host (a packet
+    /// test's sink cores: the spec's list, else what the sink chose itself
+    /// and reports in `live`), for the facts view to place; `live`: both
+    /// ends' figures of the interval shown (local, peer).
+    pub fn placed_cores(
+        &self,
+        live: [Option<&EngineInterval>; 2],
+    ) -> Option<super::registry::PlacedCores> {
+        match self {
+            EngineSpec::Sink(k) => super::sink::views::placed_cores(k, live),
+            _ => None,
+        }
+    }
 }
 
 /// What the layers above ask of one end's own interval figures (the read
@@ -438,6 +452,15 @@ impl EngineInterval {
     /// generator's count is what it sent).
     pub fn counts_the_tests_rate(&self) -> bool {
         matches!(self, EngineInterval::Sink(_))
+    }
+
+    /// This end's own count of its queues (a packet sink's), for the queues
+    /// view; None when the engine counts no queues of its own.
+    pub fn own_queues(&self) -> Option<super::registry::OwnQueues> {
+        match self {
+            EngineInterval::Sink(k) => Some(super::sink::views::own_queues(k)),
+            _ => None,
+        }
     }
 }
 
