@@ -26,6 +26,7 @@ pub use registry::{
     si, slice, EngineSlice, Headline, IntervalRow, PayloadCells, PointEnds, Sections, TestOptions,
     Warmup,
 };
+pub use registry::{OwnQueueRow, OwnQueues, PlacedCores};
 pub use sched::{pin_current_thread, raise_priority, Priority};
 pub use spec::{EngineInterval, EngineSetup, EngineSpec, EngineTotals};
 pub use tcp::{TcpMode, TcpSpec};

@@ -422,10 +422,7 @@ impl EngineSpec {
     /// test's sink cores: the spec's list, else what the sink chose itself
     /// and reports in `live`), for the facts view to place; `live`: both
     /// ends' figures of the interval shown (local, peer).
-    pub fn placed_cores(
-        &self,
-        live: [Option<&EngineInterval>; 2],
-    ) -> Option<super::registry::PlacedCores> {
+    pub fn placed_cores(&self, live: [Option<&EngineInterval>; 2]) -> Option<super::PlacedCores> {
         match self {
             EngineSpec::Sink(k) => super::sink::views::placed_cores(k, live),
             _ => None,
@@ -456,7 +453,7 @@ impl EngineInterval {
 
     /// This end's own count of its queues (a packet sink's), for the queues
     /// view; None when the engine counts no queues of its own.
-    pub fn own_queues(&self) -> Option<super::registry::OwnQueues> {
+    pub fn own_queues(&self) -> Option<super::OwnQueues> {
         match self {
             EngineInterval::Sink(k) => Some(super::sink::views::own_queues(k)),
             _ => None,

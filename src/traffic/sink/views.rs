@@ -5,8 +5,7 @@
 use super::engine::SinkLive;
 use super::figures::QueueFigures;
 use super::SinkSpec;
-use crate::traffic::registry::{OwnQueueRow, OwnQueues, PlacedCores};
-use crate::traffic::EngineInterval;
+use crate::traffic::{EngineInterval, OwnQueueRow, OwnQueues, PlacedCores};
 
 /// The sink's queues over an interval: what it counted per queue (L2
 /// frames), the core of its thread and that thread's CPU, ring-full and

@@ -39,7 +39,7 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
             ("eBPF probes".to_string(), line(&e.local), line(&e.peer)),
         );
     }
-    if let Some(row) = sink_cores(m) {
+    if let Some(row) = placed_cores(m) {
         rows.insert(0, row);
     }
     render_table(frame, area, m, block, rows);
@@ -47,7 +47,7 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
 
 /// A test pinned to cores (a packet test's sink cores): where those cores
 /// sit on their host, as its engine names them.
-fn sink_cores(m: &Model) -> Option<(String, String, String)> {
+fn placed_cores(m: &Model) -> Option<(String, String, String)> {
     let live = m.current().map_or([None, None], |i| {
         [i.local.as_ref(), i.peer.as_ref()].map(|s| s.and_then(|s| s.engine.extra.as_ref()))
     });
@@ -63,8 +63,7 @@ fn sink_cores(m: &Model) -> Option<(String, String, String)> {
         .iface
         .as_deref()
         .or_else(|| host.nics.first().map(|n| n.name.as_str()));
-    let line =
-        crate::probe::topology::SinkTopology::from_facts(host, &placed.cpus, nic).describe();
+    let line = crate::probe::topology::SinkTopology::from_facts(host, &placed.cpus, nic).describe();
     let (l, p) = if on_local {
         (line, "-".to_string())
     } else {

@@ -303,7 +303,7 @@ fn rdma_lines(
 fn own_queue_lines(
     m: &Model,
     role: &str,
-    q: &crate::traffic::registry::OwnQueues,
+    q: &crate::traffic::OwnQueues,
     lines: &mut Vec<Line<'static>>,
 ) {
     lines.push(Line::styled(

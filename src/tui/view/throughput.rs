@@ -133,10 +133,9 @@ fn rate_line(m: &Model) -> Line<'static> {
         .iter()
         .chain(i.peer.iter())
         .find_map(|s| s.engine.latency);
-    let unit = m
-        .spec
-        .as_ref()
-        .map_or("msg/s", |s| crate::traffic::slice(s.kind()).chart_rate_unit());
+    let unit = m.spec.as_ref().map_or("msg/s", |s| {
+        crate::traffic::slice(s.kind()).chart_rate_unit()
+    });
     let mut text = format!(" {} {unit}", short(msgs, ""));
     match lat {
         Some(l) => text.push_str(&format!(
