@@ -15,7 +15,7 @@ use crate::traffic::grpc::{GrpcSpec, Windows};
 use crate::traffic::EngineInterval;
 use std::collections::BTreeMap;
 
-/// gRPC's entry of the engines' rules (see [`super::engine_rules`]): on a
+/// gRPC's entry of the engines' rules (see `rules::engine_rules`): on a
 /// gRPC test, the gRPC rules on the client's window (the controller runs
 /// the client). Nothing on other tests.
 pub fn test_rules(input: &crate::diagnose::Input, t: &Thresholds, out: &mut Vec<Finding>) {

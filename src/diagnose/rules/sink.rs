@@ -110,7 +110,7 @@ fn active_core_busy(samples: &[crate::probe::sample::Sample]) -> Vec<(CpuId, f64
 }
 
 /// The packet tests' entry of the engines' rules (see
-/// [`super::engine_rules`]): on a packet test's window, drops what the
+/// `rules::engine_rules`): on a packet test's window, drops what the
 /// test's design explains and adds the sink rules. Nothing on other tests.
 pub fn test_rules(input: &crate::diagnose::Input, t: &Thresholds, out: &mut Vec<Finding>) {
     let Some(k) = input.test.spec.and_then(|s| s.as_sink()) else {
