@@ -1,5 +1,8 @@
-//! The rule table: one entry per rule id with the engines it judges, the
-//! thresholds it reads, its impact prior (for ranking) and its reference.
+//! The rule table: one entry per rule id with what it judges (the host, or
+//! the data paths whose traffic it judges, so the engines that declare them),
+//! the thresholds it reads, its impact prior (for ranking) and its reference.
+//! It names no engine: an engine's [`crate::traffic::EngineSlice::paths`]
+//! decides which rules judge its tests.
 //!
 //! Everything that needs to know about a rule reads this one table:
 //! [`crate::diagnose::diagnose`] drops findings of rules that do not apply to
@@ -13,42 +16,34 @@
 //! that cost a few percent (MTU, governor) and large for ones known to halve
 //! throughput (an inbox 2015 driver). `assets/rules.md` has the full text.
 
-use crate::traffic::{EngineKind, EngineSpec};
+use crate::traffic::{slice, DataPaths, EngineKind, EngineSpec};
 
-/// The engines a rule judges: a set of [`EngineKind`]s. With no test
-/// running (`watch`, `check`, a capture) every rule applies.
+/// What a rule judges: a condition of the host that any test meets, or
+/// the traffic of the data paths it names ([`DataPaths`]). A test's engine
+/// declares the paths it uses, so a rule applies to every engine that uses
+/// one of its paths. With no test running (`watch`, `check`, a capture)
+/// every rule applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Engines(u8);
+pub enum Judges {
+    /// Host-wide conditions (a core, the driver, the platform): every test.
+    Host,
+    /// Tests whose traffic takes one of these paths.
+    Paths(DataPaths),
+}
 
-impl Engines {
-    const fn bit(kind: EngineKind) -> u8 {
-        match kind {
-            EngineKind::Tcp => 1,
-            EngineKind::Grpc => 2,
-            EngineKind::Sink => 4,
-            EngineKind::Rdma => 8,
+impl Judges {
+    /// True when the rule judges tests of `kind`.
+    pub fn contains(self, kind: EngineKind) -> bool {
+        match self {
+            Judges::Host => true,
+            Judges::Paths(p) => p.meets(slice(kind).paths()),
         }
     }
 
-    /// The set of these kinds.
-    pub const fn of(kinds: &[EngineKind]) -> Engines {
-        let mut bits = 0;
-        let mut i = 0;
-        while i < kinds.len() {
-            bits |= Engines::bit(kinds[i]);
-            i += 1;
-        }
-        Engines(bits)
-    }
-
-    /// True when the set holds `kind`.
-    pub const fn contains(self, kind: EngineKind) -> bool {
-        self.0 & Engines::bit(kind) != 0
-    }
-
-    /// The set's names in a fixed order (`tcp, grpc, sink, rdma`), or `all`.
+    /// The names of the engines it judges in a fixed order (`tcp, grpc,
+    /// sink, rdma`), or `all`.
     pub fn names(self) -> String {
-        if self == ALL {
+        if EngineKind::ALL.iter().all(|k| self.contains(*k)) {
             return "all".into();
         }
         EngineKind::ALL
@@ -60,26 +55,27 @@ impl Engines {
     }
 }
 
-/// Every engine: host-wide conditions (a core, the driver, the platform).
-pub const ALL: Engines = Engines::of(&EngineKind::ALL);
+/// Every test: host-wide conditions (a core, the driver, the platform).
+pub const ALL: Judges = Judges::Host;
 /// Traffic through the kernel's network stack (not RDMA's kernel bypass).
-pub const KERNEL: Engines = Engines::of(&[EngineKind::Tcp, EngineKind::Grpc, EngineKind::Sink]);
+pub const KERNEL: Judges = Judges::Paths(DataPaths::KERNEL_STACK);
 /// TCP connections (gRPC runs on them): buffers, retransmits, segmentation offloads.
-pub const TCP_STACK: Engines = Engines::of(&[EngineKind::Tcp, EngineKind::Grpc]);
-/// gRPC tests only.
-pub const GRPC: Engines = Engines::of(&[EngineKind::Grpc]);
-/// Packet tests only.
-pub const SINK: Engines = Engines::of(&[EngineKind::Sink]);
-/// RDMA tests only.
-pub const RDMA: Engines = Engines::of(&[EngineKind::Rdma]);
+pub const TCP_STACK: Judges = Judges::Paths(DataPaths::TCP);
+/// HTTP/2 channels (gRPC tests).
+pub const HTTP2: Judges = Judges::Paths(DataPaths::HTTP2);
+/// Frames into packet rings (packet tests).
+pub const PACKET_RINGS: Judges = Judges::Paths(DataPaths::PACKET_RINGS);
+/// RDMA queue pairs (RDMA tests).
+pub const VERBS: Judges = Judges::Paths(DataPaths::VERBS);
 
 /// One rule of the table.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RuleInfo {
     /// Stable id: `family.name`.
     pub id: &'static str,
-    /// The engines whose tests the rule judges.
-    pub engines: Engines,
+    /// The tests the rule judges: any (host-wide conditions), or those
+    /// whose engine uses one of its data paths.
+    pub judges: Judges,
     /// The names of the [`crate::diagnose::Thresholds`] (and
     /// [`crate::diagnose::sink_rules::SinkThresholds`]) fields it reads.
     pub thresholds: &'static [&'static str],
@@ -117,7 +113,7 @@ const GRPC_GUIDE: &str = "grpc.io \"Performance Best Practices\" (one connection
 pub const RULES: &[RuleInfo] = &[
     RuleInfo {
         id: "cpu.single-core-saturated",
-        engines: ALL,
+        judges: ALL,
         thresholds: &[
             "sustain_intervals",
             "core_saturated_pct",
@@ -129,154 +125,154 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "cpu.all-cores-saturated",
-        engines: ALL,
+        judges: ALL,
         thresholds: &["sustain_intervals", "core_saturated_pct"],
         prior: 0.7,
         reference: SCALING,
     },
     RuleInfo {
         id: "softirq.concentrated",
-        engines: KERNEL,
+        judges: KERNEL,
         thresholds: &["sustain_intervals", "net_rx_share", "net_rx_group_share", "net_rx_min_per_s", "softirq_heavy_pct", "core_saturated_pct", "others_headroom_pct"],
         prior: 0.6,
         reference: SCALING,
     },
     RuleInfo {
         id: "irq.single-cpu",
-        engines: ALL,
+        judges: ALL,
         thresholds: &[],
         prior: 0.5,
         reference: IRQ,
     },
     RuleInfo {
         id: "irq.remote-numa",
-        engines: ALL,
+        judges: ALL,
         thresholds: &[],
         prior: 0.4,
         reference: IRQ,
     },
     RuleInfo {
         id: "irqbalance.conflict",
-        engines: ALL,
+        judges: ALL,
         thresholds: &[],
         prior: 0.2,
         reference: IRQ,
     },
     RuleInfo {
         id: "nic.few-queues",
-        engines: KERNEL,
+        judges: KERNEL,
         thresholds: &["fast_link_mbps", "max_useful_channels"],
         prior: 0.4,
         reference: ETHTOOL,
     },
     RuleInfo {
         id: "nic.queue-imbalance",
-        engines: KERNEL,
+        judges: KERNEL,
         thresholds: &["queue_share", "queue_min_pps"],
         prior: 0.5,
         reference: SCALING,
     },
     RuleInfo {
         id: "nic.ring-small",
-        engines: KERNEL,
+        judges: KERNEL,
         thresholds: &[],
         prior: 0.5,
         reference: ETHTOOL,
     },
     RuleInfo {
         id: "nic.rx-out-of-buffer",
-        engines: KERNEL,
+        judges: KERNEL,
         thresholds: &[],
         prior: 0.6,
         reference: MLX5_COUNTERS,
     },
     RuleInfo {
         id: "nic.discards-phy",
-        engines: ALL,
+        judges: ALL,
         thresholds: &[],
         prior: 0.6,
         reference: MLX5_COUNTERS,
     },
     RuleInfo {
         id: "nic.pause-frames",
-        engines: ALL,
+        judges: ALL,
         thresholds: &[],
         prior: 0.5,
         reference: MLX5_COUNTERS,
     },
     RuleInfo {
         id: "nic.gro-off",
-        engines: TCP_STACK,
+        judges: TCP_STACK,
         thresholds: &["unaggregated_factor"],
         prior: 0.3,
         reference: "kernel Documentation/networking/segmentation-offloads.rst; ethtool(8) -K",
     },
     RuleInfo {
         id: "nic.tso-off",
-        engines: TCP_STACK,
+        judges: TCP_STACK,
         thresholds: &[],
         prior: 0.4,
         reference: "kernel Documentation/networking/segmentation-offloads.rst; ethtool(8) -K",
     },
     RuleInfo {
         id: "nic.mtu-small",
-        engines: ALL,
+        judges: ALL,
         thresholds: &["fast_link_mbps", "jumbo_mtu"],
         prior: 0.1,
         reference: "ip-link(8) mtu; NVIDIA \"Performance Tuning for Mellanox Adapters\"",
     },
     RuleInfo {
         id: "softnet.squeeze",
-        engines: KERNEL,
+        judges: KERNEL,
         thresholds: &["sustain_intervals", "squeeze_per_s"],
         prior: 0.3,
         reference: SYSCTL_NET,
     },
     RuleInfo {
         id: "softnet.backlog-drops",
-        engines: KERNEL,
+        judges: KERNEL,
         thresholds: &[],
         prior: 0.5,
         reference: SYSCTL_NET,
     },
     RuleInfo {
         id: "tcp.buffer-limited",
-        engines: TCP_STACK,
+        judges: TCP_STACK,
         thresholds: &["limited_share", "assumed_rtt_us", "fast_link_mbps"],
         prior: 0.6,
         reference: TCP,
     },
     RuleInfo {
         id: "tcp.retransmits",
-        engines: TCP_STACK,
+        judges: TCP_STACK,
         thresholds: &["retrans_ratio", "retrans_min_segs", "loss_bound_share"],
         prior: 0.5,
         reference: "RFC 6298; kernel Documentation/networking/snmp_counter.rst",
     },
     RuleInfo {
         id: "qdisc.shaping",
-        engines: KERNEL,
+        judges: KERNEL,
         thresholds: &[],
         prior: 0.7,
         reference: "tc(8), tc-tbf(8), tc-htb(8), tc-fq(8)",
     },
     RuleInfo {
         id: "pcie.link-downgraded",
-        engines: ALL,
+        judges: ALL,
         thresholds: &[],
         prior: 0.6,
         reference: "kernel Documentation/ABI/testing/sysfs-bus-pci (current_link_speed); lspci(8)",
     },
     RuleInfo {
         id: "cpu.governor",
-        engines: ALL,
+        judges: ALL,
         thresholds: &[],
         prior: 0.1,
         reference: "kernel Documentation/admin-guide/pm/cpufreq.rst",
     },
     RuleInfo {
         id: "driver.mlx5-outdated",
-        engines: ALL,
+        judges: ALL,
         thresholds: &[],
         prior: 0.8,
         reference:
@@ -284,70 +280,70 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "firmware.outdated",
-        engines: ALL,
+        judges: ALL,
         thresholds: &[],
         prior: 0.3,
         reference: "assets/catalog.toml (firmware); NVIDIA ConnectX firmware release notes",
     },
     RuleInfo {
         id: "platform.iommu",
-        engines: ALL,
+        judges: ALL,
         thresholds: &[],
         prior: 0.3,
         reference: "kernel Documentation/admin-guide/kernel-parameters.txt (iommu=pt, intel_iommu)",
     },
     RuleInfo {
         id: "rdma.no-device",
-        engines: RDMA,
+        judges: VERBS,
         thresholds: &[],
         prior: 0.0,
         reference: "rdma-core: rdma link, ibv_devinfo(1); kernel drivers/infiniband (mlx5_ib, rdma_rxe)",
     },
     RuleInfo {
         id: "rdma.port-down",
-        engines: RDMA,
+        judges: VERBS,
         thresholds: &[],
         prior: 0.9,
         reference: "kernel Documentation/ABI/stable/sysfs-class-infiniband (state, phys_state); ibstat(8), opensm(8)",
     },
     RuleInfo {
         id: "rdma.mtu-small",
-        engines: RDMA,
+        judges: VERBS,
         thresholds: &[],
         prior: 0.4,
         reference: "kernel include/rdma/ib_addr.h iboe_get_mtu (RoCE MTU from the netdev MTU); NVIDIA \"RoCE MTU\"",
     },
     RuleInfo {
         id: "rdma.gid-v1",
-        engines: RDMA,
+        judges: VERBS,
         thresholds: &[],
         prior: 0.3,
         reference: ROCE,
     },
     RuleInfo {
         id: "rdma.out-of-buffer",
-        engines: RDMA,
+        judges: VERBS,
         thresholds: &[],
         prior: 0.6,
         reference: RDMA_COUNTERS,
     },
     RuleInfo {
         id: "rdma.retransmits",
-        engines: RDMA,
+        judges: VERBS,
         thresholds: &["sustain_intervals", "rdma_retrans_min"],
         prior: 0.7,
         reference: RDMA_COUNTERS,
     },
     RuleInfo {
         id: "rdma.congestion",
-        engines: RDMA,
+        judges: VERBS,
         thresholds: &["sustain_intervals", "rdma_cnp_per_s"],
         prior: 0.5,
         reference: ROCE,
     },
     RuleInfo {
         id: "grpc.connection-bound",
-        engines: GRPC,
+        judges: HTTP2,
         thresholds: &[
             "grpc_core_saturated_pct",
             "grpc_others_idle_pct",
@@ -359,49 +355,49 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "grpc.flow-control-limited",
-        engines: GRPC,
+        judges: HTTP2,
         thresholds: &["grpc_window_share"],
         prior: 0.5,
         reference: GRPC_GUIDE,
     },
     RuleInfo {
         id: "grpc.errors",
-        engines: GRPC,
+        judges: HTTP2,
         thresholds: &["grpc_error_share"],
         prior: 0.8,
         reference: GRPC_GUIDE,
     },
     RuleInfo {
         id: "sink.remote-numa",
-        engines: SINK,
+        judges: PACKET_RINGS,
         thresholds: &[],
         prior: 0.4,
         reference: NUMA,
     },
     RuleInfo {
         id: "sink.smt-siblings",
-        engines: SINK,
+        judges: PACKET_RINGS,
         thresholds: &[],
         prior: 0.3,
         reference: NUMA,
     },
     RuleInfo {
         id: "sink.queue-overrun",
-        engines: SINK,
+        judges: PACKET_RINGS,
         thresholds: &["sustain_intervals", "core_saturated_pct", "counted_share"],
         prior: 0.8,
         reference: XDP,
     },
     RuleInfo {
         id: "sink.generator-bound",
-        engines: SINK,
+        judges: PACKET_RINGS,
         thresholds: &["counted_share", "sink_idle_pct"],
         prior: 0.5,
         reference: XDP,
     },
     RuleInfo {
         id: "nic.rx-missed",
-        engines: SINK,
+        judges: PACKET_RINGS,
         thresholds: &["sustain_intervals"],
         prior: 0.6,
         reference: NIC_QUEUES,
@@ -417,7 +413,7 @@ pub fn rule(id: &str) -> Option<&'static RuleInfo> {
 /// when no test runs; an unknown id is kept, so nothing is silently lost).
 pub fn applies(id: &str, spec: Option<&EngineSpec>) -> bool {
     match (rule(id), spec) {
-        (Some(r), Some(spec)) => r.engines.contains(spec.kind()),
+        (Some(r), Some(spec)) => r.judges.contains(spec.kind()),
         _ => true,
     }
 }
@@ -451,7 +447,7 @@ pub fn markdown_index() -> String {
             "| {} | {} | {} | {} | {:.1} | {} |\n",
             r.id,
             r.family(),
-            r.engines.names(),
+            r.judges.names(),
             th,
             r.prior,
             r.reference.replace('|', "\\|")
@@ -607,7 +603,7 @@ mod tests {
     #[test]
     fn engines_of_a_rule_decide_where_it_applies() {
         use crate::traffic::EngineKind;
-        let tcp = super::rule("tcp.retransmits").unwrap().engines;
+        let tcp = super::rule("tcp.retransmits").unwrap().judges;
         assert!(tcp.contains(EngineKind::Tcp) && tcp.contains(EngineKind::Grpc));
         assert!(!tcp.contains(EngineKind::Sink) && !tcp.contains(EngineKind::Rdma));
         assert_eq!(tcp.names(), "tcp, grpc");

@@ -104,25 +104,8 @@ fn diagnose_derived(input: &Input, t: &Thresholds, cache: &FactsCache) -> Vec<Fi
     });
     out.extend(statics);
     out.extend(rules::pair_rules(input, t));
-    if let Some(crate::traffic::EngineSpec::Grpc(g)) = input.test.spec {
-        if let Some(w) = rules::grpc::window(g, input.local.samples) {
-            out.extend(rules::grpc::rules(&w, t));
-        }
-    }
-    if let Some(crate::traffic::EngineSpec::Sink(k)) = input.test.spec {
-        // With one queue asked for, one busy queue and softirq core are
-        // the test's design.
-        if k.queues == 1 {
-            out.retain(|f| {
-                !matches!(
-                    f.id.as_str(),
-                    "nic.queue-imbalance" | "softirq.concentrated"
-                )
-            });
-        }
-        out.extend(rules::sink::session_rules(k, input, t));
-    }
-    // Each rule judges the tests of the engines the table names (a packet
+    rules::engine_rules(input, t, &mut out);
+    // Each rule judges the tests whose data paths the table names (a packet
     // test has no TCP connection to judge; RDMA bypasses the kernel stack).
     out.retain(|f| impact::applies(&f.id, input.test.spec));
     rank(rules::merge(out))

@@ -153,21 +153,6 @@ pub struct Pipeline {
     point: Option<PointState>,
 }
 
-/// The spec a point ran with: for a packet test, the CPUs an end chose
-/// itself (default pinning, reported in its setup) filled in.
-fn as_run(spec: &crate::traffic::EngineSpec, o: &PointOutcome) -> crate::traffic::EngineSpec {
-    match spec {
-        crate::traffic::EngineSpec::Sink(k) => {
-            let totals = [Some(&o.local), o.peer.as_ref()]
-                .into_iter()
-                .flatten()
-                .filter_map(|r| r.extra.as_ref());
-            crate::traffic::EngineSpec::Sink(crate::traffic::sink::engine::as_run(k, totals))
-        }
-        other => other.clone(),
-    }
-}
-
 fn push_bounded(w: &mut VecDeque<PackedSample>, s: &Sample) {
     if s.omitted {
         return;
@@ -416,7 +401,16 @@ impl Pipeline {
             EndReason::PeerLost(w) => self.event(t_end, "peer_lost", w.clone())?,
             EndReason::Failed(w) => self.event(t_end, "error", w.clone())?,
         }
-        let ran = point.start.spec.as_ref().map(|s| as_run(s, &outcome));
+        // The spec as it ran: what the ends chose themselves (a packet
+        // test's default pinning, reported in their totals) filled in.
+        let ran = point.start.spec.as_ref().map(|s| {
+            s.as_run(
+                [Some(&outcome.local), outcome.peer.as_ref()]
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|r| r.extra.as_ref()),
+            )
+        });
         let summary = match &ran {
             Some(spec) => {
                 let mut s = summary::build(&PointData {

@@ -16,7 +16,7 @@ use crate::session::outcome::{EndReason, PointOutcome};
 use crate::session::plan::SweepValue;
 use crate::session::proto::SideResult;
 use crate::traffic::registry::{PointEnds, Warmup};
-use crate::traffic::{ConnRole, EngineSpec, Side, TcpMode};
+use crate::traffic::{ConnRole, EngineSpec, Side};
 
 /// Everything measured for one point.
 pub struct PointData<'a> {
@@ -64,7 +64,6 @@ pub fn build(d: &PointData<'_>) -> Summary {
     let spec = d.spec;
     let mode = spec.mode_name();
     let stream = spec.is_tcp_stream();
-    let pingpong = spec.as_tcp().is_some_and(|t| t.mode == TcpMode::Pingpong);
     let slice = crate::traffic::slice(spec.kind());
     // Request/response engines whose client measured latency.
     let has_latency = slice.measures_latency(spec);
@@ -131,7 +130,9 @@ pub fn build(d: &PointData<'_>) -> Summary {
         throughput_bps,
         messages,
         rate_per_s,
-        mib_per_s: pingpong.then(|| per_s(bytes as f64 / 1048576.0)),
+        mib_per_s: spec
+            .reports_mib_per_s()
+            .then(|| per_s(bytes as f64 / 1048576.0)),
         sections,
         latency_us: if has_latency { o.local.latency } else { None },
         streams,
@@ -153,7 +154,7 @@ pub fn build(d: &PointData<'_>) -> Summary {
 fn stream_rows(d: &PointData<'_>, at_local: &Received, at_peer: &Received) -> Vec<StreamSummary> {
     let o = d.outcome;
     let mode = d.spec.mode_name();
-    let zerocopy_on = d.spec.as_tcp().is_some_and(|t| t.zerocopy);
+    let zerocopy_on = d.spec.sends_zerocopy();
     let roles = d.spec.conn_roles(Side::Controller);
     let peer = o.peer.as_ref();
     let mut streams = Vec::with_capacity(roles.len());

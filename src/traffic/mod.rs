@@ -12,6 +12,7 @@ pub mod bpf;
 pub mod grpc;
 pub mod limits;
 pub mod options;
+pub mod paths;
 pub mod rdma;
 pub mod registry;
 pub mod sched;
@@ -20,10 +21,12 @@ pub mod spec;
 pub mod tcp;
 
 pub use limits::MemoryNeed;
+pub use paths::DataPaths;
 pub use registry::{
     si, slice, EngineSlice, Headline, IntervalRow, PayloadCells, PointEnds, Sections, TestOptions,
     Warmup,
 };
+pub use registry::{OwnQueueRow, OwnQueues, PlacedCores};
 pub use sched::{pin_current_thread, raise_priority, Priority};
 pub use spec::{EngineInterval, EngineSetup, EngineSpec, EngineTotals};
 pub use tcp::{TcpMode, TcpSpec};

@@ -20,7 +20,7 @@ use super::grpc::args::GrpcArgs;
 use super::options::{refuse, OptionError, Resolved, Sweep, SweepParam, SweepPoint};
 use super::rdma::args::RdmaArgs;
 use super::sink::args::SinkArgs;
-use super::{EngineInterval, EngineKind, EngineSpec, EngineTotals};
+use super::{DataPaths, EngineInterval, EngineKind, EngineSpec, EngineTotals};
 use crate::units::{first_given, Bytes, CpuId};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -122,6 +122,61 @@ pub struct IntervalRow<'a> {
     pub cpu: [&'a str; 2],
 }
 
+/// An engine's own count of one end's receive queues over an interval, as
+/// the queues view draws it below the NIC's queues (a packet sink counts
+/// the frames each queue's thread read). Plain figures: the view formats.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnQueues {
+    /// What counted, for the heading (`packet sink (af_xdp)`).
+    pub counter: String,
+    /// The interface whose queues it read.
+    pub iface: String,
+    /// Messages per second it counted over all queues.
+    pub rate_per_s: f64,
+    /// Messages it finds missing so far.
+    pub missing: u64,
+    /// Who works the queues (`sink threads`) and their CPU, % of one core.
+    pub workers: (&'static str, Option<f64>),
+    /// One row per queue that counted or dropped anything, busiest first.
+    pub rows: Vec<OwnQueueRow>,
+    /// The interval's drops on the path by where (`rx drops 5`); empty
+    /// when nothing dropped.
+    pub dropped: Vec<String>,
+}
+
+/// One queue of [`OwnQueues`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnQueueRow {
+    /// Direction (`rx`).
+    pub dir: &'static str,
+    /// Queue index.
+    pub queue: u32,
+    /// Messages per second.
+    pub rate_per_s: f64,
+    /// Bit/s at `layer`.
+    pub bps: f64,
+    /// The layer the bits are counted at (`L2`).
+    pub layer: &'static str,
+    /// Messages this queue dropped in the interval.
+    pub drops: u64,
+    /// What worked the queue (`sink thread 1 cpu3 97% ring full 5`).
+    pub worker: String,
+}
+
+/// The cores a test pins its busiest threads to on one host, for the facts
+/// view to place against that host's topology.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlacedCores {
+    /// The row's name (`sink cores`).
+    pub label: &'static str,
+    /// The host, by its side of the test.
+    pub side: super::Side,
+    /// The CPUs (never empty).
+    pub cpus: Vec<CpuId>,
+    /// The interface the threads serve, when the figures name it.
+    pub iface: Option<String>,
+}
+
 /// What an engine adds to the faces beyond the common figures. Every method
 /// has the behaviour of an engine without a section of its own (TCP), so an
 /// engine implements only what it has.
@@ -212,6 +267,30 @@ pub trait EngineSlice: Sync {
     /// Text after an interval's row (e.g. the interval's non-OK statuses).
     fn interval_note(&self, _figures: Option<&EngineInterval>) -> String {
         String::new()
+    }
+
+    /// The data paths the engine's traffic takes through a host: the rules
+    /// that judge those paths judge its tests.
+    fn paths(&self) -> DataPaths;
+
+    /// Whether the engine's threads busy-poll the cores they run on by
+    /// design (a packet sink and generator), so a core saturated by them
+    /// is the engine's own rules' to judge, not a bottleneck.
+    fn busy_polls(&self) -> bool {
+        false
+    }
+
+    /// Whether the engine's work on a core is kernel work only (system
+    /// calls, copies, softirq: kernel TCP sockets), so a core it is not
+    /// pinned to that spends most of its time in user space runs another
+    /// process's work.
+    fn works_in_kernel(&self) -> bool {
+        false
+    }
+
+    /// The unit of the message rate under the TUI's throughput chart.
+    fn chart_rate_unit(&self) -> &'static str {
+        "msg/s"
     }
 }
 

@@ -371,6 +371,96 @@ pub enum EngineTotals {
     Rdma(Box<RdmaOutcome>),
 }
 
+/// What the layers above ask of a test's spec, answered by its engine
+/// (the read side: the diagnosis, the summary, the record).
+impl EngineSpec {
+    /// True when small packets are the test's workload, so GRO has nothing
+    /// to aggregate: every message fits in one packet (`mtu` bytes) each way
+    /// (rr, pingpong and gRPC with messages ≤ MTU), or the engine moves
+    /// frames or work requests, not a byte stream (packet and RDMA tests).
+    pub fn small_packets_by_design(&self, mtu: f64) -> bool {
+        match self {
+            EngineSpec::Tcp(t) => t.small_packets_by_design(mtu),
+            EngineSpec::Grpc(g) => g.small_packets_by_design(mtu),
+            EngineSpec::Sink(_) | EngineSpec::Rdma(_) => true,
+        }
+    }
+
+    /// True when the engine's own rules judge where `side`'s cores sit
+    /// relative to the NIC (a packet sink's), so the host-wide NUMA rule
+    /// leaves them be: one cause, one finding.
+    pub fn judges_own_numa(&self, side: Side) -> bool {
+        match self {
+            EngineSpec::Sink(k) => k.judges_own_numa(side),
+            _ => false,
+        }
+    }
+
+    /// True when the summary reports the MiB/s the client received
+    /// (TCP pingpong: muduo's figure).
+    pub fn reports_mib_per_s(&self) -> bool {
+        self.as_tcp().is_some_and(TcpSpec::reports_mib_per_s)
+    }
+
+    /// True when the senders use MSG_ZEROCOPY, so each stream row reports
+    /// its zero-copy completions.
+    pub fn sends_zerocopy(&self) -> bool {
+        self.as_tcp().is_some_and(|t| t.zerocopy)
+    }
+
+    /// The spec as it ran, with what the ends chose themselves and
+    /// reported in their totals filled in (a packet test's default
+    /// pinning); any other spec as it was.
+    pub fn as_run<'a>(&self, totals: impl IntoIterator<Item = &'a EngineTotals>) -> EngineSpec {
+        match self {
+            EngineSpec::Sink(k) => EngineSpec::Sink(super::sink::engine::as_run(k, totals)),
+            other => other.clone(),
+        }
+    }
+
+    /// The cores the test pins its busiest threads to on one host (a packet
+    /// test's sink cores: the spec's list, else what the sink chose itself
+    /// and reports in `live`), for the facts view to place; `live`: both
+    /// ends' figures of the interval shown (local, peer).
+    pub fn placed_cores(&self, live: [Option<&EngineInterval>; 2]) -> Option<super::PlacedCores> {
+        match self {
+            EngineSpec::Sink(k) => super::sink::views::placed_cores(k, live),
+            _ => None,
+        }
+    }
+}
+
+/// What the layers above ask of one end's own interval figures (the read
+/// side: the report, the views).
+impl EngineInterval {
+    /// The change over the interval of the messages the receiving end
+    /// finds missing (a packet sink's gaps below the highest sequence seen;
+    /// negative when late frames filled more gaps than opened), when the
+    /// engine counts them.
+    pub fn missing_in_interval(&self) -> Option<i64> {
+        match self {
+            EngineInterval::Sink(k) => Some(k.figures.missing_delta),
+            _ => None,
+        }
+    }
+
+    /// True when this end's message rate is the test's whichever host it
+    /// runs on (a packet sink counts the frames that arrived; the
+    /// generator's count is what it sent).
+    pub fn counts_the_tests_rate(&self) -> bool {
+        matches!(self, EngineInterval::Sink(_))
+    }
+
+    /// This end's own count of its queues (a packet sink's), for the queues
+    /// view; None when the engine counts no queues of its own.
+    pub fn own_queues(&self) -> Option<super::OwnQueues> {
+        match self {
+            EngineInterval::Sink(k) => Some(super::sink::views::own_queues(k)),
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

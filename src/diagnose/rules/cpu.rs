@@ -289,19 +289,20 @@ fn saturated_by_the_test(
     time: &CoreTime,
 ) -> bool {
     let (cpu, kernel) = (sat.cpu, time.sys + time.si + time.irq);
-    // Packet tests: the sink's and generator's threads busy-poll their
-    // cores by design (the sink rules judge those: generator-bound,
-    // queue-overrun), and the other cores carry only the kernel's packet
+    // An engine that busy-polls its cores by design (a packet test's sink
+    // and generator; its own rules judge those: generator-bound,
+    // queue-overrun) leaves the other cores only the kernel's packet
     // path — one saturated by user time runs someone else's work.
-    if matches!(ctx.spec, Some(crate::traffic::EngineSpec::Sink(_)))
+    let engine = ctx.spec.map(|s| crate::traffic::slice(s.kind()));
+    if engine.is_some_and(|e| e.busy_polls())
         && (sat.pinned.contains(&cpu) || kernel < t.softirq_heavy_pct)
     {
         return false;
     }
-    // A TCP test's work on a core is kernel work (system calls, copies,
-    // softirq); a core it is not pinned to whose time is mostly user time
-    // is saturated by another process, which it only shares.
-    !(matches!(ctx.spec, Some(crate::traffic::EngineSpec::Tcp(_)))
+    // An engine whose work on a core is kernel work (a TCP test: system
+    // calls, copies, softirq): a core it is not pinned to whose time is
+    // mostly user time is saturated by another process, which it only shares.
+    !(engine.is_some_and(|e| e.works_in_kernel())
         && !sat.pinned.contains(&cpu)
         && time.user > kernel)
 }

@@ -15,6 +15,18 @@ use crate::traffic::grpc::{GrpcSpec, Windows};
 use crate::traffic::EngineInterval;
 use std::collections::BTreeMap;
 
+/// gRPC's entry of the engines' rules (see `rules::engine_rules`): on a
+/// gRPC test, the gRPC rules on the client's window (the controller runs
+/// the client). Nothing on other tests.
+pub fn test_rules(input: &crate::diagnose::Input, t: &Thresholds, out: &mut Vec<Finding>) {
+    let Some(g) = input.test.spec.and_then(|s| s.as_grpc()) else {
+        return;
+    };
+    if let Some(w) = window(g, input.local.samples) {
+        out.extend(rules(&w, t));
+    }
+}
+
 /// The rules' window from the client's Samples (warm-up left out); None
 /// while no interval carries gRPC figures.
 pub fn window(spec: &GrpcSpec, samples: &[Sample]) -> Option<GrpcWindow> {

@@ -4,7 +4,9 @@
 //! * static (facts only, also used by `wirescope check`): [`nic`] configuration,
 //!   [`driver`], [`platform`], the check-only buffer audit of [`tcp`];
 //! * window (live counters of one host): [`cpu`], [`nic_live`], [`tcp`];
-//! * pair (both hosts): MTU mismatch, receive-window limits seen by the sender.
+//! * pair (both hosts): MTU mismatch, receive-window limits seen by the sender;
+//! * an engine's own (a test of that engine): [`grpc`], [`sink`], registered
+//!   in [`ENGINE_RULES`].
 
 mod cpu;
 mod cpu_many;
@@ -240,7 +242,12 @@ pub fn static_rules_for(
     t: &Thresholds,
     spec: Option<&EngineSpec>,
 ) -> Vec<Finding> {
-    let rdma_test = matches!(spec, Some(EngineSpec::Rdma(_)));
+    // The test's own RDMA device: one it asks of a host without any.
+    let rdma_test = spec.is_some_and(|s| {
+        crate::traffic::slice(s.kind())
+            .paths()
+            .meets(crate::traffic::DataPaths::VERBS)
+    });
     let small = small_messages(spec, 1500.0);
     let mut out = Vec::new();
     out.extend(nic::rules(facts, host, t, small));
@@ -248,7 +255,7 @@ pub fn static_rules_for(
     out.extend(platform::rules(facts, host));
     out.extend(tcp::check_rules(facts, host, t));
     if let Some(r) = &facts.rdma {
-        let used = rdma_use(spec, host, r);
+        let used = rdma::rdma_use(spec, host, r);
         out.extend(rdma::static_rules(
             r,
             &facts.nics,
@@ -258,34 +265,6 @@ pub fn static_rules_for(
         ));
     }
     out
-}
-
-/// The RDMA device, port and GID index an RDMA test uses on `host`: its
-/// `--ib-dev` (else the host's only device), `--ib-port` (else 1, as
-/// perftest) and `--gid-index`; None when the test names no device and
-/// the host has several.
-fn rdma_use(
-    spec: Option<&EngineSpec>,
-    host: HostRole,
-    rdma: &crate::probe::rdma::RdmaFacts,
-) -> Option<rdma::RdmaUse> {
-    let Some(EngineSpec::Rdma(r)) = spec else {
-        return None;
-    };
-    let end = match host {
-        HostRole::Local => &r.local,
-        HostRole::Peer => &r.peer,
-    };
-    let device = match (&end.ib_dev, rdma.devices.as_slice()) {
-        (Some(d), _) => d.clone(),
-        (None, [only]) => only.name.clone(),
-        (None, _) => return None,
-    };
-    Some(rdma::RdmaUse {
-        device,
-        port: end.ib_port.map_or(1, u32::from),
-        gid_index: end.gid_index,
-    })
 }
 
 /// The RDMA rules on a host's window: the ports' counters of every counted
@@ -317,15 +296,30 @@ pub fn window_rules(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
     out.extend(nic_live::rules(ctx, t));
     out.extend(tcp::window_rules(ctx, t));
     let engine = ctx.engine_cpus();
-    // A packet test's sink cores are sink.remote-numa's to judge (with the
-    // sink's own evidence and `--peer-cpus` fix): one cause, one finding.
-    let sink_end = matches!(ctx.spec, Some(EngineSpec::Sink(k)) if k.sink_side() == ctx.side());
-    if let (Some(facts), false) = (ctx.facts, engine.is_empty() || sink_end) {
+    // Cores the engine's own rules place are theirs to judge (a packet
+    // test's sink cores: sink.remote-numa, with the sink's own evidence and
+    // `--peer-cpus` fix): one cause, one finding.
+    let judged = ctx.spec.is_some_and(|s| s.judges_own_numa(ctx.side()));
+    if let (Some(facts), false) = (ctx.facts, engine.is_empty() || judged) {
         for nic in &facts.nics {
             out.extend(platform::remote_numa(facts, nic, ctx.host, &engine));
         }
     }
     out
+}
+
+/// Each engine's own rules, one entry per engine that has a rules file
+/// (registering one is this one line). An entry acts only on a test of its
+/// engine: it may drop findings the test's design explains and adds its own.
+const ENGINE_RULES: &[fn(&Input, &Thresholds, &mut Vec<Finding>)] =
+    &[grpc::test_rules, sink::test_rules];
+
+/// The engines' own rules on the window of a test (see [`ENGINE_RULES`]),
+/// after every other rule ran into `out`.
+pub fn engine_rules(input: &Input, t: &Thresholds, out: &mut Vec<Finding>) {
+    for rules in ENGINE_RULES {
+        rules(input, t, out);
+    }
 }
 
 /// Rules that need both hosts.

@@ -560,16 +560,10 @@ fn tso_off_iface(facts: Option<&crate::probe::facts::HostFacts>) -> Option<&str>
 
 /// True when the test's messages fit in one packet each way (rr, pingpong
 /// and gRPC with messages ≤ MTU, packet and RDMA tests): small packets are
-/// the workload, and GRO has nothing to aggregate.
+/// the workload, and GRO has nothing to aggregate. The test's engine
+/// answers ([`crate::traffic::EngineSpec::small_packets_by_design`]).
 pub(crate) fn small_messages(spec: Option<&crate::traffic::EngineSpec>, mtu: f64) -> bool {
-    use crate::traffic::{EngineSpec, TcpMode};
-    let fits = |a: crate::units::Bytes, b: crate::units::Bytes| a.0.max(b.0) as f64 <= mtu;
-    match spec {
-        Some(EngineSpec::Tcp(t)) => t.mode != TcpMode::Stream && fits(t.size, t.resp_size),
-        Some(EngineSpec::Grpc(g)) => fits(g.size, g.resp_size),
-        Some(EngineSpec::Sink(_) | EngineSpec::Rdma(_)) => true,
-        None => false,
-    }
+    spec.is_some_and(|s| s.small_packets_by_design(mtu))
 }
 
 #[cfg(test)]

@@ -31,6 +31,32 @@ pub struct RdmaUse {
     pub gid_index: Option<u32>,
 }
 
+/// The RDMA device, port and GID index an RDMA test uses on `host`: its
+/// `--ib-dev` (else the host's only device), `--ib-port` (else 1, as
+/// perftest) and `--gid-index`; None when the test names no device and
+/// the host has several.
+pub fn rdma_use(
+    spec: Option<&crate::traffic::EngineSpec>,
+    host: HostRole,
+    rdma: &RdmaFacts,
+) -> Option<RdmaUse> {
+    let r = spec?.as_rdma()?;
+    let end = match host {
+        HostRole::Local => &r.local,
+        HostRole::Peer => &r.peer,
+    };
+    let device = match (&end.ib_dev, rdma.devices.as_slice()) {
+        (Some(d), _) => d.clone(),
+        (None, [only]) => only.name.clone(),
+        (None, _) => return None,
+    };
+    Some(RdmaUse {
+        device,
+        port: end.ib_port.map_or(1, u32::from),
+        gid_index: end.gid_index,
+    })
+}
+
 /// Facts-only RDMA rules of one host.
 ///
 /// `nics`: the interfaces under test (their own pcie/firmware rules cover an

@@ -109,6 +109,26 @@ fn active_core_busy(samples: &[crate::probe::sample::Sample]) -> Vec<(CpuId, f64
         .collect()
 }
 
+/// The packet tests' entry of the engines' rules (see
+/// `rules::engine_rules`): on a packet test's window, drops what the
+/// test's design explains and adds the sink rules. Nothing on other tests.
+pub fn test_rules(input: &crate::diagnose::Input, t: &Thresholds, out: &mut Vec<Finding>) {
+    let Some(k) = input.test.spec.and_then(|s| s.as_sink()) else {
+        return;
+    };
+    // With one queue asked for, one busy queue and softirq core are
+    // the test's design.
+    if k.queues == 1 {
+        out.retain(|f| {
+            !matches!(
+                f.id.as_str(),
+                "nic.queue-imbalance" | "softirq.concentrated"
+            )
+        });
+    }
+    out.extend(session_rules(k, input, t));
+}
+
 /// The sink rules on a window of a packet test: the sink's figures come
 /// from the host that sinks, the generator's from the other one, the
 /// sink cores' topology from the sink host's facts.

@@ -167,9 +167,11 @@ fn row(local: Option<&Sample>, peer: Option<&Sample>) -> Row {
         .map(|s| s.engine.msgs_per_s)
         .fold(0.0, f64::max);
     let latency = both.iter().flatten().find_map(|s| s.engine.latency);
-    let lost = both.iter().flatten().find_map(|s| match &s.engine.extra {
-        Some(EngineInterval::Sink(k)) => Some(k.figures.missing_delta),
-        _ => None,
+    let lost = both.iter().flatten().find_map(|s| {
+        s.engine
+            .extra
+            .as_ref()
+            .and_then(EngineInterval::missing_in_interval)
     });
     let any = local.or(peer);
     Row {

@@ -219,6 +219,12 @@ impl GrpcSpec {
             response_status: None,
         }
     }
+
+    /// True when small packets are the workload: requests and responses
+    /// that fit in one packet (`mtu` bytes) each way.
+    pub fn small_packets_by_design(&self, mtu: f64) -> bool {
+        self.size.0.max(self.resp_size.0) as f64 <= mtu
+    }
 }
 
 /// The supervising thread of a running client or server and its stop flags.

@@ -155,4 +155,16 @@ impl EngineSlice for GrpcSlice {
             _ => String::new(),
         }
     }
+
+    fn paths(&self) -> crate::traffic::DataPaths {
+        use crate::traffic::DataPaths;
+        // HTTP/2 over kernel TCP connections.
+        DataPaths::KERNEL_STACK
+            .and(DataPaths::TCP)
+            .and(DataPaths::HTTP2)
+    }
+
+    fn chart_rate_unit(&self) -> &'static str {
+        "RPC/s"
+    }
 }

@@ -142,4 +142,9 @@ impl EngineSlice for RdmaSlice {
             _ => None,
         }
     }
+
+    fn paths(&self) -> crate::traffic::DataPaths {
+        // Kernel bypass: no kernel network stack, no TCP.
+        crate::traffic::DataPaths::VERBS
+    }
 }

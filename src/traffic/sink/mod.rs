@@ -44,6 +44,7 @@ pub mod rx;
 pub mod spec;
 pub mod summary;
 pub mod sys;
+pub mod views;
 mod workers;
 pub mod xdp;
 mod xsk;

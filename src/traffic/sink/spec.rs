@@ -464,6 +464,12 @@ impl SinkSpec {
         }
         Ok(())
     }
+
+    /// True when `side` runs the sink, whose own rules judge where its
+    /// cores sit (sink.remote-numa, with the sink's evidence and fix).
+    pub fn judges_own_numa(&self, side: Side) -> bool {
+        self.sink_side() == side
+    }
 }
 
 /// The sink's side of the setup exchange: where to send, and what it runs.

@@ -81,6 +81,20 @@ impl EngineSlice for SinkSlice {
     fn interval_row(&self, row: &IntervalRow<'_>) -> Option<String> {
         Some(interval_row(row))
     }
+
+    fn paths(&self) -> crate::traffic::DataPaths {
+        use crate::traffic::DataPaths;
+        // Frames through the kernel's receive path into packet rings.
+        DataPaths::KERNEL_STACK.and(DataPaths::PACKET_RINGS)
+    }
+
+    fn busy_polls(&self) -> bool {
+        true
+    }
+
+    fn chart_rate_unit(&self) -> &'static str {
+        "pps"
+    }
 }
 
 /// The packet figures of a point, from both ends' totals: the sink's

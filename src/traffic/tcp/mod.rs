@@ -50,6 +50,14 @@ impl super::EngineSlice for TcpSlice {
             _ => "msg/s",
         }
     }
+
+    fn paths(&self) -> super::DataPaths {
+        super::DataPaths::KERNEL_STACK.and(super::DataPaths::TCP)
+    }
+
+    fn works_in_kernel(&self) -> bool {
+        true
+    }
 }
 
 /// How long a blocking worker call may wait before it re-checks the stop flags.

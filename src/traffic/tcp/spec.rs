@@ -199,6 +199,18 @@ impl TcpSpec {
             Side::Agent => &self.peer_cpus,
         }
     }
+
+    /// True when small packets are the workload: rr and pingpong whose
+    /// messages fit in one packet (`mtu` bytes) each way.
+    pub fn small_packets_by_design(&self, mtu: f64) -> bool {
+        self.mode != TcpMode::Stream && self.size.0.max(self.resp_size.0) as f64 <= mtu
+    }
+
+    /// True when the summary reports the MiB/s the client received
+    /// (pingpong: muduo's figure).
+    pub fn reports_mib_per_s(&self) -> bool {
+        self.mode == TcpMode::Pingpong
+    }
 }
 
 #[cfg(test)]

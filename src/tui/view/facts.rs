@@ -39,59 +39,37 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
             ("eBPF probes".to_string(), line(&e.local), line(&e.peer)),
         );
     }
-    if let Some(row) = sink_cores(m) {
+    if let Some(row) = placed_cores(m) {
         rows.insert(0, row);
     }
     render_table(frame, area, m, block, rows);
 }
 
-/// A packet test pinned to cores: where those cores sit, on the sink's host.
-fn sink_cores(m: &Model) -> Option<(String, String, String)> {
-    let k = m.spec.as_ref().and_then(|s| s.as_sink())?;
-    // The sink's figures of this interval: its interface and, per
-    // queue, the CPU of the thread that reads it.
-    let live = m.current().and_then(|i| {
-        [i.local.as_ref(), i.peer.as_ref()]
-            .into_iter()
-            .flatten()
-            .find_map(|s| match &s.engine.extra {
-                Some(crate::traffic::EngineInterval::Sink(k)) => Some(k),
-                _ => None,
-            })
+/// A test pinned to cores (a packet test's sink cores): where those cores
+/// sit on their host, as its engine names them.
+fn placed_cores(m: &Model) -> Option<(String, String, String)> {
+    let live = m.current().map_or([None, None], |i| {
+        [i.local.as_ref(), i.peer.as_ref()].map(|s| s.and_then(|s| s.engine.extra.as_ref()))
     });
-    // The spec's list, else the CPUs the sink chose itself (default pinning).
-    let mut cpus = k.cpus_for(k.sink_side()).to_vec();
-    if cpus.is_empty() {
-        for c in live
-            .iter()
-            .flat_map(|l| l.figures.queues.iter().filter_map(|q| q.cpu))
-        {
-            if !cpus.contains(&c) {
-                cpus.push(c);
-            }
-        }
-    }
-    let sink_local = k.sink_side() == crate::traffic::Side::Controller;
-    let host = if sink_local {
+    let placed = m.spec.as_ref()?.placed_cores(live)?;
+    let on_local = placed.side == crate::traffic::Side::Controller;
+    let host = if on_local {
         m.facts.local.as_ref()
     } else {
         m.facts.peer.as_ref()
-    };
-    let (false, Some(f)) = (cpus.is_empty(), host) else {
-        return None;
-    };
-    // The sink's own interface (its Samples name it), else the first watched.
-    let sink_iface = live.map(|l| l.iface.clone());
-    let nic = sink_iface
+    }?;
+    // The engine's own interface (its Samples name it), else the first watched.
+    let nic = placed
+        .iface
         .as_deref()
-        .or_else(|| f.nics.first().map(|n| n.name.as_str()));
-    let line = crate::probe::topology::SinkTopology::from_facts(f, &cpus, nic).describe();
-    let (l, p) = if sink_local {
+        .or_else(|| host.nics.first().map(|n| n.name.as_str()));
+    let line = crate::probe::topology::SinkTopology::from_facts(host, &placed.cpus, nic).describe();
+    let (l, p) = if on_local {
         (line, "-".to_string())
     } else {
         ("-".to_string(), line)
     };
-    Some(("sink cores".to_string(), l, p))
+    Some((placed.label.to_string(), l, p))
 }
 
 /// The rows as a table (scrolled), a fact that differs between the hosts marked.

@@ -57,15 +57,17 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
             rdma_lines(m, role, r, s.and_then(|s| s.rdma.as_ref()), &mut tail);
         }
     }
-    // A packet test: the sink's own count per queue, and where it dropped.
+    // An engine's own count per queue (a packet test's sink), and where
+    // it dropped.
     for (role, s) in [
         ("local", cur.and_then(|i| i.local.as_ref())),
         ("peer", cur.and_then(|i| i.peer.as_ref())),
     ] {
-        if let Some(crate::traffic::EngineInterval::Sink(k)) =
-            s.and_then(|s| s.engine.extra.as_ref())
+        if let Some(q) = s
+            .and_then(|s| s.engine.extra.as_ref())
+            .and_then(|x| x.own_queues())
         {
-            sink_lines(m, role, k, &mut tail);
+            own_queue_lines(m, role, &q, &mut tail);
         }
     }
     // Every active queue when they fit (RDMA and sink lines scroll below);
@@ -295,35 +297,29 @@ fn rdma_lines(
     }
 }
 
-/// The packet sink's queues: what it counted per queue (L2 frames), the
-/// core of its thread and that thread's CPU, ring-full and NIC drops, and
-/// the interval's drops on the path.
-fn sink_lines(
+/// An engine's own queues (a packet sink's): what it counted per queue, the
+/// worker of each and its CPU, its drops, and the interval's drops on the
+/// path.
+fn own_queue_lines(
     m: &Model,
     role: &str,
-    k: &crate::traffic::sink::engine::SinkLive,
+    q: &crate::traffic::OwnQueues,
     lines: &mut Vec<Line<'static>>,
 ) {
-    let f = &k.figures;
     lines.push(Line::styled(
         format!(
-            " {role:<6}packet sink ({}) on {}: {} counted, {} missing, sink threads {}",
-            f.mode.name(),
-            k.iface,
-            short(f.rates.pps, "pps"),
-            f.missing,
-            f.cpu_pct.map_or("-".into(), |c| format!("{c:.0}%")),
+            " {role:<6}{} on {}: {} counted, {} missing, {} {}",
+            q.counter,
+            q.iface,
+            short(q.rate_per_s, "pps"),
+            q.missing,
+            q.workers.0,
+            q.workers.1.map_or("-".into(), |c| format!("{c:.0}%")),
         ),
         style(m, Color::Gray).add_modifier(Modifier::BOLD),
     ));
-    let mut qs: Vec<&crate::traffic::sink::figures::QueueFigures> = f.queues.iter().collect();
-    qs.sort_by(|a, b| b.counted.cmp(&a.counted).then(a.queue.cmp(&b.queue)));
-    for q in qs
-        .iter()
-        .filter(|q| q.counted > 0 || q.ring_full > 0 || q.nic_drops.unwrap_or(0) > 0)
-    {
-        let drops = q.ring_full + q.nic_drops.unwrap_or(0);
-        let dstyle = if drops > 0 {
+    for r in &q.rows {
+        let dstyle = if r.drops > 0 {
             alert(m)
         } else {
             ratatui::style::Style::default()
@@ -331,42 +327,20 @@ fn sink_lines(
         lines.push(Line::from(vec![
             Span::raw(format!(
                 " {role:<6}{:<10}{:<4}{:>6} {:>9} {:>9} {:<3}",
-                k.iface,
-                "rx",
-                q.queue,
-                short(q.rates.pps, ""),
-                short_bps(q.rates.l2_bps.0),
-                "L2",
+                q.iface,
+                r.dir,
+                r.queue,
+                short(r.rate_per_s, ""),
+                short_bps(r.bps),
+                r.layer,
             )),
-            Span::styled(format!("{drops:>7}"), dstyle),
-            Span::raw(format!(
-                "  sink{}{}{}{}",
-                q.thread.map(|t| format!(" thread {t}")).unwrap_or_default(),
-                q.cpu.map(|c| format!(" {c}")).unwrap_or_default(),
-                q.cpu_pct.map(|c| format!(" {c:.0}%")).unwrap_or_default(),
-                if q.ring_full > 0 {
-                    format!(" ring full {}", q.ring_full)
-                } else {
-                    String::new()
-                }
-            )),
+            Span::styled(format!("{:>7}", r.drops), dstyle),
+            Span::raw(format!("  {}", r.worker)),
         ]));
     }
-    let d = &f.drops;
-    let path: Vec<String> = [
-        (d.rx_dropped, "rx drops"),
-        (d.softnet_dropped, "softnet"),
-        (d.ring_full, "ring full"),
-        (d.xdp_no_socket, "no XDP socket"),
-    ]
-    .into_iter()
-    .filter(|(v, _)| *v > 0)
-    .map(|(v, n)| format!("{n} {v}"))
-    .chain(d.nic.iter().map(|(n, v)| format!("{n} {v}")))
-    .collect();
-    if !path.is_empty() {
+    if !q.dropped.is_empty() {
         lines.push(Line::styled(
-            format!(" {role:<6}dropped this interval: {}", path.join(", ")),
+            format!(" {role:<6}dropped this interval: {}", q.dropped.join(", ")),
             alert(m),
         ));
     }

@@ -115,28 +115,27 @@ fn rate_line(m: &Model) -> Line<'static> {
     let Some(i) = m.current() else {
         return Line::raw("");
     };
-    // A packet test's rate is the sink's count, whichever host sinks.
-    let sink = [i.local.as_ref(), i.peer.as_ref()]
+    // The end whose count is the test's rate (a packet test's sink),
+    // whichever host it runs on; else the controller's.
+    let counting = [i.local.as_ref(), i.peer.as_ref()]
         .into_iter()
         .flatten()
         .find(|s| {
-            matches!(
-                s.engine.extra,
-                Some(crate::traffic::EngineInterval::Sink(_))
-            )
+            s.engine
+                .extra
+                .as_ref()
+                .is_some_and(|x| x.counts_the_tests_rate())
         });
-    let s = sink.or(i.local.as_ref()).or(i.peer.as_ref());
+    let s = counting.or(i.local.as_ref()).or(i.peer.as_ref());
     let msgs = s.map(|s| s.engine.msgs_per_s).unwrap_or(0.0);
     let lat = i
         .local
         .iter()
         .chain(i.peer.iter())
         .find_map(|s| s.engine.latency);
-    let unit = match m.spec.as_ref().map(|s| s.kind()) {
-        Some(crate::traffic::EngineKind::Grpc) => "RPC/s",
-        Some(crate::traffic::EngineKind::Sink) => "pps",
-        _ => "msg/s",
-    };
+    let unit = m.spec.as_ref().map_or("msg/s", |s| {
+        crate::traffic::slice(s.kind()).chart_rate_unit()
+    });
     let mut text = format!(" {} {unit}", short(msgs, ""));
     match lat {
         Some(l) => text.push_str(&format!(
