@@ -110,6 +110,37 @@ enum PreparedEnd {
     Failed,
 }
 
+/// Prepare `side` of a packet test on `host`: on the interface that routes
+/// to the other end's test address `toward` (its setup names it; else the
+/// control peer's), with default pinning starting on the CPUs of that
+/// interface's NUMA node.
+pub fn prepare_on_host(
+    spec: &SinkSpec,
+    side: Side,
+    toward: Option<std::net::IpAddr>,
+    host: &dyn crate::traffic::EngineHost,
+) -> Result<Box<dyn Engine>, EngineError> {
+    let Some(target) = toward else {
+        return Err(EngineError::Unsupported(format!(
+            "the packet test cannot tell which interface leads to the other host (no address known; loopback addresses do not count): {}",
+            super::spec::NEEDS_VETH
+        )));
+    };
+    let Some(iface) = host.route_iface(target) else {
+        return Err(EngineError::Unsupported(format!(
+            "no interface of this host routes to {target}; the packet test sends on the interface that does (check ip route get {target})"
+        )));
+    };
+    let node = host.nic_node_cpus(&iface);
+    Ok(Box::new(PacketEngine::prepare(
+        spec,
+        side,
+        &iface,
+        &host.path_opener(),
+        node.as_deref(),
+    )?))
+}
+
 impl PacketEngine {
     /// Prepare `side` of `spec` on `iface` (in the calling thread's network
     /// namespace): the sink binds and starts counting, the generator looks
