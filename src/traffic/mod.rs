@@ -20,6 +20,7 @@ pub mod spec;
 pub mod tcp;
 
 pub use limits::MemoryNeed;
+pub use registry::{ladder, EngineArgs, EngineForm, FormDirection, FormOptions};
 pub use registry::{
     si, slice, EngineSlice, Headline, IntervalRow, PayloadCells, PointEnds, Sections, TestOptions,
     Warmup,
