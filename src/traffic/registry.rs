@@ -129,6 +129,15 @@ pub trait EngineSlice: Sync {
     /// The engine.
     fn kind(&self) -> EngineKind;
 
+    // What the command line asks of an engine before it knows the test's
+    // engine.
+
+    /// The values a named sweep list stands for (`--sweep size=all`), when
+    /// this engine names one.
+    fn named_sweep(&self, _param: SweepParam, _name: &str) -> Option<Vec<u64>> {
+        None
+    }
+
     /// Checks a test's options for this engine (what it refuses, the ranges
     /// of its values) and builds its spec with its defaults.
     fn resolve(&self, t: &TestOptions<'_>) -> Result<Resolved, OptionError>;
@@ -510,6 +519,14 @@ impl TestOptions<'_> {
             (p, s)
         })
     }
+}
+
+/// The values of a named sweep list (`--sweep size=all`, perftest's `-a`),
+/// when an engine names one.
+pub fn named_sweep(param: SweepParam, name: &str) -> Option<Vec<u64>> {
+    EngineKind::ALL
+        .into_iter()
+        .find_map(|k| slice(k).named_sweep(param, name))
 }
 
 /// Checks a test's options for `kind` and builds its spec: first every other
