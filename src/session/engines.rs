@@ -1,6 +1,8 @@
-//! Preparing an engine for one side of a point: what the session must know
-//! about each engine beyond its spec (which host resources it uses, what it
-//! exchanges before the start). Runs off the async threads: preparing may
+//! Preparing an engine for one side of a point, and what this host admits
+//! before anything is allocated (the spec's limits, memory, descriptors,
+//! CPUs, a loopback pair). Each engine prepares itself from its spec and
+//! the live host ([`EngineSpec::prepare`] with [`LiveEngineHost`]); this
+//! module names no engine. Runs off the async threads: preparing may
 //! allocate large buffers or open devices.
 
 use crate::probe::engine_host::LiveEngineHost;

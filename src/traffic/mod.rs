@@ -564,8 +564,9 @@ pub fn prepare_data_socket(
     }
 }
 
-/// Prepare `side` of the engine `spec` names (engines that need host
-/// context beyond the spec are prepared by the session instead).
+/// Prepare `side` of the engine `spec` names, when the spec is all it needs
+/// (engines that read the host, the packet sink and RDMA, prepare through
+/// [`EngineSpec::prepare`] instead).
 pub fn prepare_engine(spec: &EngineSpec, side: Side) -> Result<Box<dyn Engine>, EngineError> {
     match spec {
         EngineSpec::Tcp(t) => Ok(Box::new(tcp::TcpEngine::new(t.clone(), side))),

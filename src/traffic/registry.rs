@@ -3,8 +3,10 @@
 //! its options into its spec ([`resolve`]), its own part of a point's
 //! summary (built from both ends' totals), the lines it adds to the closing
 //! block, its sweep table and its live row. The options of a test
-//! ([`TestOptions`]: the shared flags and each engine's own group) are here
-//! for the same reason: this is the one place that names every engine.
+//! ([`TestOptions`]: the shared flags and each engine's own group,
+//! [`EngineArgs`]) and each engine's part of the TUI's control view
+//! ([`EngineForm`], [`form()`]) are here for the same reason: this is the
+//! one place that names every engine.
 //!
 //! The layers above (record, the faces, the TUI) call [`slice()`] with the
 //! test's [`EngineKind`] and never match on the engine for these; an engine

@@ -8,6 +8,10 @@
 //! its QPs first and answers with the setup it made when preparing; the
 //! controller connects when `Accepting` arrives. Both ends check the other's
 //! setup ([`RdmaSetup::check_remote`]) before a QP moves.
+//!
+//! [`prepare_on_host`] checks the verbs library and the device and picks
+//! the device, port and GID from what the host tells ([`EngineHost`]);
+//! [`preflight_on_host`] is the same check before anything else starts.
 
 use super::engine::{interval, Connected, Prepared, RdmaInterval, RdmaOutcome, RdmaResult};
 use super::setup::RdmaSetup;

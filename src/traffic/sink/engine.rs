@@ -23,6 +23,12 @@
 //! One supervisor thread per end owns the running end; it is the engine's
 //! only worker as far as the session is concerned, so the session's
 //! stop/abort/done machinery applies unchanged.
+//!
+//! [`prepare_on_host`] prepares an end on the interface that routes to the
+//! other end, from what the host tells ([`EngineHost`]): the route, the
+//! interface's NUMA node, the counters along the packet path.
+//!
+//! [`EngineHost`]: crate::traffic::EngineHost
 
 use super::figures::{gen_interval, sink_interval, GenInterval, GenSnapshot, GenTotals};
 use super::figures::{PathOpener, SinkInterval, SinkSnapshot};
