@@ -252,3 +252,47 @@ fn short_size(b: Bytes) -> String {
         n => n.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    /// The test options `wirescope run ARGS` parses.
+    fn parsed(args: &str) -> TestArgs {
+        let argv = std::iter::once("wirescope").chain(args.split_whitespace());
+        match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Some(Command::Run(r))) => r.test,
+            other => panic!("{args}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_engine_and_mode_is_reached_resolves_and_prints_the_same_test() {
+        let all = choices();
+        assert_eq!(all.len(), 10, "{all:?}");
+        let mut t = parsed("run -P 4");
+        let mut carried = 4;
+        for want in all.iter().skip(1).chain(all.first()) {
+            step(Field::Mode, &mut t, 1);
+            let c = current(&t);
+            assert_eq!((t.engine, c.mode), *want);
+            // The count carries over (RDMA latency runs on one QP, and
+            // nothing is carried from there).
+            let count = c.form.count(&c.o, c.mode);
+            carried = if c.mode == "lat" { 1 } else { carried };
+            assert_eq!(count, carried, "{want:?}");
+            let spec = t.resolve().map(|p| p.spec).map_err(|e| e.0);
+            assert!(spec.is_ok(), "{want:?}: {spec:?}");
+            let line = command_line(&t);
+            let again = parsed(line.trim_start_matches("wirescope "));
+            assert_eq!(
+                again.resolve().map(|p| p.spec).map_err(|e| e.0),
+                spec,
+                "{line}"
+            );
+        }
+        assert_eq!((t.engine, current(&t).mode), (EngineKind::Tcp, "stream"));
+    }
+}
