@@ -6,11 +6,11 @@
 use super::values::{count, parse_cpus, parse_sweep, CpuList};
 use super::UsageError;
 use crate::session::plan::TestPlan;
-use crate::traffic::grpc::GrpcMode;
 use crate::traffic::options::OptionError;
 use crate::traffic::options::Sweep;
+use crate::traffic::registry::EngineArgs;
+use crate::traffic::EngineKind;
 use crate::traffic::TestOptions;
-use crate::traffic::{EngineKind, TcpMode};
 use crate::units::{parse_duration, parse_size, Bytes};
 use clap::Args;
 use std::time::Duration;
@@ -92,15 +92,9 @@ pub struct TestArgs {
     /// frame=64,128,256,512,1024,1280,1518 or cores="8;8,9;8-11", one CPU set per point).
     #[arg(long, value_name = "PARAM=LIST", value_parser = parse_sweep)]
     pub sweep: Option<Sweep>,
-    /// gRPC's own options.
+    /// Each engine's own options (its folder's `args` module).
     #[command(flatten)]
-    pub grpc: crate::traffic::grpc::args::GrpcArgs,
-    /// Packet tests' own options.
-    #[command(flatten)]
-    pub sink: crate::traffic::sink::args::SinkArgs,
-    /// RDMA's own options.
-    #[command(flatten)]
-    pub rdma: crate::traffic::rdma::args::RdmaArgs,
+    pub engines: EngineArgs,
 }
 
 impl From<OptionError> for UsageError {
@@ -110,16 +104,6 @@ impl From<OptionError> for UsageError {
 }
 
 impl TestArgs {
-    /// The TCP mode `--mode` names (stream when absent).
-    pub fn tcp_mode(&self) -> Result<TcpMode, UsageError> {
-        Ok(TcpMode::from_option(self.mode.as_deref())?)
-    }
-
-    /// The gRPC mode `--mode` names (unary when absent).
-    pub fn grpc_mode(&self) -> Result<GrpcMode, UsageError> {
-        Ok(GrpcMode::from_option(self.mode.as_deref())?)
-    }
-
     /// The options as every engine reads them.
     fn options(&self) -> TestOptions<'_> {
         TestOptions {
@@ -145,9 +129,7 @@ impl TestArgs {
             omit: self.omit,
             interval: self.interval,
             sweep: self.sweep.as_ref(),
-            grpc: &self.grpc,
-            sink: &self.sink,
-            rdma: &self.rdma,
+            engines: &self.engines,
         }
     }
 
@@ -169,7 +151,7 @@ impl TestArgs {
 mod tests {
     use super::*;
     use crate::cli::{resolve_peer, Cli, Command};
-    use crate::traffic::{EngineSpec, TcpSpec};
+    use crate::traffic::{EngineSpec, TcpMode, TcpSpec};
     use crate::units::CpuId;
     use clap::Parser;
 

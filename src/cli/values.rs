@@ -82,14 +82,10 @@ pub(super) fn parse_sweep(s: &str) -> Result<Sweep, ValueError> {
             cpu_sets: sets,
         });
     }
-    if param == SweepParam::Size && v.trim() == "all" {
-        // perftest -a: every power of two from 2 B to 8 MiB.
+    if let Some(values) = crate::traffic::registry::named_sweep(param, v.trim()) {
         return Ok(Sweep {
             param,
-            values: crate::traffic::rdma::all_sizes()
-                .iter()
-                .map(|b| b.0)
-                .collect(),
+            values,
             cpu_sets: Vec::new(),
         });
     }

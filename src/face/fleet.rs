@@ -226,7 +226,7 @@ pub(crate) fn plan(args: &FleetArgs, rt: &tokio::runtime::Runtime) -> Result<Pla
     let spec = args.test_plan()?;
     let directions = if args.one_way {
         Directions::One
-    } else if matches!(&spec.spec, crate::traffic::EngineSpec::Tcp(t) if t.bidir) {
+    } else if spec.spec.both_ways_in_one_run() {
         Directions::Bidir
     } else {
         Directions::Both

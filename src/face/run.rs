@@ -21,6 +21,7 @@ use crate::session::controller::Target;
 use crate::session::driver::{connect_ready, run_plan, SessionEvent};
 use crate::session::outcome::EndReason;
 use crate::session::plan::{Observe, Plan};
+use crate::traffic::ServerCheckError;
 use anyhow::Context;
 use std::io::IsTerminal;
 use tokio::sync::mpsc;
@@ -38,9 +39,7 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
         return against_server(args, plan, t, argv);
     }
     let choice = args.target.resolve()?;
-    if matches!(plan.spec, crate::traffic::EngineSpec::Rdma(_)) {
-        rdma_preflight(&choice)?;
-    }
+    preflight(&plan, &choice)?;
     check_plan_here(&plan, &choice)?;
     let log = open_log(args.log.as_deref(), args.json)?;
     let opened = crate::session::open(&choice, args.target.token_file.as_deref())?;
@@ -121,21 +120,21 @@ fn check_plan_here(
     Ok(())
 }
 
-/// An RDMA test needs libibverbs and a device on this host before anything
-/// else happens: without either, one line says which is missing and the
-/// command that fixes it (exit 2). The agent checks its own host the same
-/// way when the test reaches it.
-fn rdma_preflight(choice: &crate::session::plan::TargetChoice) -> Result<(), FaceError> {
+/// What the test's engine needs on this host before anything else happens
+/// (RDMA: libibverbs and a device): without it, one line says what is
+/// missing and the command that fixes it (exit 2). The agent checks its own
+/// host the same way when the test reaches it.
+fn preflight(
+    plan: &crate::session::plan::TestPlan,
+    choice: &crate::session::plan::TargetChoice,
+) -> Result<(), FaceError> {
     use crate::session::plan::TargetChoice;
-    let provider = crate::traffic::rdma::verbs_provider().map_err(FaceError::Usage)?;
-    let host = crate::probe::live_host::LiveHost::default();
-    let iface = match choice {
-        TargetChoice::Peer(a) => crate::probe::system::route_iface(a.ip()),
-        TargetChoice::LocalPair { .. } => crate::probe::system::default_route_iface(&host),
+    let toward = match choice {
+        TargetChoice::Peer(a) => Some(a.ip()),
+        TargetChoice::LocalPair { .. } => None,
     };
-    crate::probe::rdma::preflight::preflight(&host, provider, "this host", iface.as_deref())
-        .map(|_| ())
-        .map_err(|e| FaceError::Usage(e.to_string()))
+    let host = crate::probe::engine_host::LiveEngineHost::default();
+    plan.spec.preflight(&host, toward).map_err(FaceError::Usage)
 }
 
 /// `run --engine grpc --target HOST:PORT`: wirescope's client against a
@@ -148,7 +147,7 @@ fn against_server(
     target: String,
     argv: Vec<String>,
 ) -> FaceResult {
-    if !matches!(plan.spec, crate::traffic::EngineSpec::Grpc(_)) {
+    if !plan.spec.runs_against_servers() {
         return Err(FaceError::Usage(
             "--target runs the gRPC client against a BenchmarkService server; add --engine grpc (other engines need an agent: --peer)".into(),
         ));
@@ -165,22 +164,11 @@ fn against_server(
     // not there is a failed test (exit 1); one that is not a BenchmarkService,
     // answers UNIMPLEMENTED or refuses the message size is a usage error
     // (exit 2), said in one line.
-    if let crate::traffic::EngineSpec::Grpc(g) = &plan.spec {
-        let mut cfg = g.client_config();
-        cfg.channels = 1;
-        cfg.concurrency = 1;
-        cfg.threads = 1;
-        cfg.cpus.clear();
-        match crate::traffic::grpc::GrpcClient::start(
-            cfg,
-            crate::traffic::grpc::Target::Addr(target.clone()),
-        ) {
-            Ok(mut c) => {
-                c.abort();
-                let _ = c.join();
-            }
-            Err(e) if e.is_usage() => return Err(FaceError::Usage(e.to_string())),
-            Err(e) => return Err(FaceError::Failed(anyhow::anyhow!(e.to_string()))),
+    match plan.spec.check_server(&target) {
+        Ok(()) => {}
+        Err(e @ ServerCheckError::Usage(_)) => return Err(FaceError::Usage(e.to_string())),
+        Err(e @ ServerCheckError::Failed(_)) => {
+            return Err(FaceError::Failed(anyhow::anyhow!(e.to_string())))
         }
     }
     let log = open_log(args.log.as_deref(), args.json)?;
@@ -377,8 +365,8 @@ impl RunFace {
                     if let Some(s) = &p.sweep {
                         out(&format!("\n{}\n", text::sweep_heading(s)));
                     }
-                    if let Some(k) = p.spec.as_ref().and_then(|s| s.as_sink()) {
-                        out(&format!("{}\n", k.pinning_line()));
+                    if let Some(l) = p.spec.as_ref().and_then(|s| s.pinning_line()) {
+                        out(&format!("{l}\n"));
                     }
                     if let Some(spec) = &p.spec {
                         out(&format!("{}\n", text::interval_header(spec)));

@@ -9,6 +9,7 @@ pub mod capture_dir;
 pub mod capture_writer;
 pub mod cpu;
 pub mod ebpf;
+pub mod engine_host;
 pub mod ethtool_names;
 pub mod ethtool_text;
 pub mod facts;

@@ -375,10 +375,10 @@ async fn against_target(
     target: Option<&String>,
 ) -> Result<Option<RunningEngine>, SessionError> {
     Ok(match (&p.spec, target) {
-            (Some(EngineSpec::Grpc(g)), Some(addr)) => {
-                let e = crate::traffic::grpc::GrpcEngine::against(g.clone(), addr.clone());
+            (Some(spec), Some(addr)) if spec.runs_against_servers() => {
+                let (spec, addr) = (spec.clone(), addr.clone());
                 // Its first RPC proves the server before the clock starts.
-                let started = tokio::task::spawn_blocking(move || e.start_ready())
+                let started = tokio::task::spawn_blocking(move || spec.start_against_server(addr))
                     .await
                     .map_err(|e| SessionError::Local(format!("the gRPC client's task failed: {e}")))?;
                 Some(started?)

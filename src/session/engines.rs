@@ -1,105 +1,41 @@
-//! Preparing an engine for one side of a point: what the session must know
-//! about each engine beyond its spec (which host resources it uses, what it
-//! exchanges before the start). Runs off the async threads: preparing may
+//! Preparing an engine for one side of a point, and what this host admits
+//! before anything is allocated (the spec's limits, memory, descriptors,
+//! CPUs, a loopback pair). Each engine prepares itself from its spec and
+//! the live host ([`EngineSpec::prepare`] with [`LiveEngineHost`]); this
+//! module names no engine. Runs off the async threads: preparing may
 //! allocate large buffers or open devices.
 
+use crate::probe::engine_host::LiveEngineHost;
 use crate::session::plan::{SweepParam, TestPlan};
-use crate::traffic::sink::engine::PacketEngine;
-use crate::traffic::{prepare_engine, Engine, EngineError, EngineSetup, EngineSpec, Side};
+use crate::traffic::{Engine, EngineError, EngineSetup, EngineSpec, Side};
 use crate::units::Bytes;
 use std::net::IpAddr;
 
-/// Prepare `side` of `spec`; `peer` is the other host's address as this
-/// side sees it (engines pick the interface or device that routes to it),
-/// `peer_setup` what the other side already told (the agent has the
-/// controller's before it prepares; it still hands it to
-/// [`Engine::connect`] afterwards).
+/// Prepare `side` of `spec` on this host (each engine prepares itself,
+/// [`EngineSpec::prepare`]); `peer` is the other host's address as this
+/// side sees it, `peer_setup` what the other side already told (the agent
+/// has the controller's before it prepares; it still hands it to
+/// [`Engine::connect`] afterwards). The other end's test address (its setup
+/// names it) is where an engine that picks an interface or device looks;
+/// else the control peer's.
 pub fn prepare(
     spec: &EngineSpec,
     side: Side,
     peer: Option<IpAddr>,
     peer_setup: Option<&EngineSetup>,
 ) -> Result<Box<dyn Engine>, EngineError> {
-    match spec {
-        EngineSpec::Sink(s) => {
-            // The other end's test address (its setup names it) is where
-            // the frames go or come from; else the control peer's.
-            let target = peer_setup.and_then(EngineSetup::address).or(peer);
-            let Some(target) = target else {
-                return Err(EngineError::Unsupported(
-                    format!("the packet test cannot tell which interface leads to the other host (no address known; loopback addresses do not count): {}", SINK_NEEDS_VETH),
-                ));
-            };
-            let Some(iface) = crate::probe::system::route_iface(target) else {
-                return Err(EngineError::Unsupported(format!(
-                    "no interface of this host routes to {target}; the packet test sends on the interface that does (check ip route get {target})"
-                )));
-            };
-            let paths = crate::probe::sink_path::PathProbe::opener();
-            // Default pinning starts on the CPUs of the interface's NUMA node.
-            let host = crate::probe::live_host::LiveHost::default();
-            let node = crate::probe::topology::nic_node_cpus(&host, &iface);
-            Ok(Box::new(PacketEngine::prepare(
-                s,
-                side,
-                &iface,
-                &paths,
-                node.as_deref(),
-            )?))
-        }
-        EngineSpec::Rdma(r) => {
-            prepare_rdma(r, side, peer_setup.and_then(EngineSetup::address).or(peer))
-        }
-        _ => prepare_engine(spec, side),
-    }
+    let toward = peer_setup.and_then(EngineSetup::address).or(peer);
+    spec.prepare(side, toward, &LiveEngineHost::default())
 }
-
-/// Check libibverbs and the device (one line with the fix when either is
-/// missing), choose the device, port and GID that route to `peer`, create
-/// the QPs.
-fn prepare_rdma(
-    spec: &crate::traffic::rdma::RdmaSpec,
-    side: Side,
-    peer: Option<IpAddr>,
-) -> Result<Box<dyn Engine>, EngineError> {
-    use crate::probe::rdma::preflight::{choose, preflight};
-    let here = match side {
-        Side::Controller => "this host",
-        Side::Agent => "the agent's host",
-    };
-    let provider = crate::traffic::rdma::verbs_provider()
-        .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
-    let host = crate::probe::live_host::LiveHost::default();
-    // Default: the device behind the interface that routes to the peer,
-    // and the RoCE v2 GID of the local address on it.
-    let (route, local) = peer.map_or((None, None), crate::probe::system::route_to);
-    preflight(&host, provider, here, route.as_deref())
-        .map_err(|e| EngineError::Unsupported(e.to_string()))?;
-    let facts = crate::probe::rdma::read_rdma_facts(&host);
-    let want = match side {
-        Side::Controller => &spec.local,
-        Side::Agent => &spec.peer,
-    };
-    let chosen = choose(&facts, want, route.as_deref(), local)
-        .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
-    let prepared = crate::traffic::rdma::prepare(spec, side, provider, &chosen)
-        .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
-    Ok(Box::new(crate::traffic::rdma::session::RdmaEngine::new(
-        prepared,
-    )))
-}
-
-/// What a packet test on a loopback pair is told: its frames need two
-/// interfaces on one link, which the local pair builds only as root.
-pub const SINK_NEEDS_VETH: &str = "packet tests (--engine sink) need two interfaces on one link, and without root the local pair is loopback: run as root (sudo wirescope run --engine sink ...) for the local pair's veth, or start `wirescope agent` on another host and add --peer HOST, where --sink udp --tx-path sendmmsg need no privileges";
 
 /// Why this host refuses a test before anything is allocated: one line
 /// naming what does not fit and what to change.
 #[derive(Debug, thiserror::Error)]
 pub enum AdmitError {
-    /// A packet test on a loopback pair.
-    #[error("{}", SINK_NEEDS_VETH)]
-    SinkNeedsVeth,
+    /// A test whose frames need two interfaces on one link, on a loopback
+    /// pair: what to do instead.
+    #[error("{0}")]
+    Loopback(&'static str),
     /// The spec is outside the engine's limits.
     #[error("{detail} (out of the allowed range)")]
     Limits {
@@ -156,8 +92,8 @@ pub enum AdmitError {
 /// (`is_test_address` refuses loopback addresses, so a peer can never point
 /// a generator at a host's own loopback services).
 pub fn check_plan_loopback(plan: &crate::session::plan::TestPlan) -> Result<(), AdmitError> {
-    if plan.points().iter().any(|p| p.spec.as_sink().is_some()) {
-        return Err(AdmitError::SinkNeedsVeth);
+    if let Some(why) = plan.points().iter().find_map(|p| p.spec.loopback_refusal()) {
+        return Err(AdmitError::Loopback(why));
     }
     Ok(())
 }
@@ -250,8 +186,8 @@ pub fn check_plan_cpus(plan: &TestPlan, sides: &[Side]) -> Result<(), AdmitError
         for &side in sides {
             let from_sweep = p.sweep.as_ref().and_then(|v| {
                 let cores = v.param == SweepParam::Cores.name();
-                let sink_side = p.spec.as_sink().map(|k| k.sink_side());
-                (cores && sink_side == Some(side)).then(|| {
+                let swept = p.spec.cores_sweep_side();
+                (cores && swept == Some(side)).then(|| {
                     format!(
                         "--sweep cores: the set {}",
                         v.cpus.clone().unwrap_or_default()

@@ -60,24 +60,25 @@ pub fn check_plan_queues(
     plan: &crate::session::plan::TestPlan,
     queues: u32,
 ) -> Result<(), QueuesError> {
-    use crate::traffic::sink::SinkMode;
     for p in plan.points() {
-        let Some(k) = p.spec.as_sink() else { continue };
-        if k.mode == SinkMode::Udp || k.queues <= queues {
+        let Some(threads) = p.spec.rx_queues_needed() else {
+            continue;
+        };
+        if threads <= queues {
             continue;
         }
         let (asked, smaller) = match p.sweep.as_ref().and_then(|v| v.cpus.clone()) {
             Some(set) => (
-                format!("--sweep cores: the set {set} ({} CPUs)", k.queues),
+                format!("--sweep cores: the set {set} ({threads} CPUs)"),
                 format!("sets of at most {queues} CPUs"),
             ),
             None => (
-                format!("--queues {}", k.queues),
+                format!("--queues {threads}"),
                 format!("--queues {queues} or fewer"),
             ),
         };
-        let fix = if k.queues <= 64 {
-            format!(", or build the pair with --pair-queues {}", k.queues)
+        let fix = if threads <= 64 {
+            format!(", or build the pair with --pair-queues {threads}")
         } else {
             String::new()
         };

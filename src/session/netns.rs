@@ -66,14 +66,14 @@ impl VethPair {
     }
 }
 
-/// The veth MTU a point of `spec` needs: a packet test's frames (their IP
-/// packet: the frame less 14 B of Ethernet header and 4 B of FCS), at
+/// The veth MTU a point of `spec` needs: the IP packet of a test's frames
+/// when its engine chooses their size ([`EngineSpec::frame_mtu`]), at
 /// least [`DEFAULT_MTU`]; every other test runs at the default.
+///
+/// [`EngineSpec::frame_mtu`]: crate::traffic::EngineSpec::frame_mtu
 pub fn mtu_for(spec: Option<&crate::traffic::EngineSpec>) -> u32 {
-    spec.and_then(crate::traffic::EngineSpec::as_sink)
-        .map_or(DEFAULT_MTU, |k| {
-            k.frame_size.saturating_sub(18).max(DEFAULT_MTU)
-        })
+    spec.and_then(crate::traffic::EngineSpec::frame_mtu)
+        .map_or(DEFAULT_MTU, |m| m.max(DEFAULT_MTU))
 }
 
 /// Run `ip ARGS`, returning stdout.

@@ -82,17 +82,9 @@ impl TestPlan {
 /// at most one per CPU; a packet test with both ends on this host: the
 /// CPUs that keep them apart).
 fn resolved(mut s: EngineSpec) -> EngineSpec {
-    if let Some(t) = s.as_tcp_mut() {
-        if t.threads == 0 {
-            let cpus = u32::try_from(crate::probe::system::online_cpus()).unwrap_or(u32::MAX);
-            t.threads = t.streams.min(cpus).max(1);
-        }
-    }
-    if let Some(k) = s.as_sink_mut().filter(|k| k.one_host) {
-        let usable = crate::traffic::sched::usable_cpus().unwrap_or_default();
-        // Too few CPUs leaves the threads unpinned; the spec says so.
-        let _ = k.pin_on_one_host(&usable);
-    }
+    s.settle_on_host(crate::probe::system::online_cpus, || {
+        crate::traffic::sched::usable_cpus().unwrap_or_default()
+    });
     s
 }
 
@@ -195,15 +187,12 @@ impl Plan {
         }
     }
 
-    /// The plan with both ends on this host (the local pair): a packet
-    /// test's points pin the two ends apart ([`SinkSpec::pin_on_one_host`]).
-    ///
-    /// [`SinkSpec::pin_on_one_host`]: crate::traffic::sink::SinkSpec::pin_on_one_host
+    /// The plan with both ends on this host (the local pair): an engine
+    /// that pins its ends keeps them apart
+    /// ([`EngineSpec::put_ends_on_one_host`]).
     pub fn on_one_host(mut self) -> Self {
         if let Plan::Test(t) = &mut self {
-            if let Some(k) = t.spec.as_sink_mut() {
-                k.one_host = true;
-            }
+            t.spec.put_ends_on_one_host();
         }
         self
     }

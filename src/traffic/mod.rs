@@ -22,13 +22,14 @@ pub mod tcp;
 
 pub use limits::MemoryNeed;
 pub use paths::DataPaths;
+pub use registry::{ladder, EngineArgs, EngineForm, FormDirection, FormOptions};
 pub use registry::{
     si, slice, EngineSlice, Headline, IntervalRow, PayloadCells, PointEnds, Sections, TestOptions,
     Warmup,
 };
 pub use registry::{OwnQueueRow, OwnQueues, PlacedCores};
 pub use sched::{pin_current_thread, raise_priority, Priority};
-pub use spec::{EngineInterval, EngineSetup, EngineSpec, EngineTotals};
+pub use spec::{EngineInterval, EngineSetup, EngineSpec, EngineTotals, ServerCheckError};
 pub use tcp::{TcpMode, TcpSpec};
 
 use crate::units::CpuId;
@@ -566,8 +567,9 @@ pub fn prepare_data_socket(
     }
 }
 
-/// Prepare `side` of the engine `spec` names (engines that need host
-/// context beyond the spec are prepared by the session instead).
+/// Prepare `side` of the engine `spec` names, when the spec is all it needs
+/// (engines that read the host, the packet sink and RDMA, prepare through
+/// [`EngineSpec::prepare`] instead).
 pub fn prepare_engine(spec: &EngineSpec, side: Side) -> Result<Box<dyn Engine>, EngineError> {
     match spec {
         EngineSpec::Tcp(t) => Ok(Box::new(tcp::TcpEngine::new(t.clone(), side))),
@@ -577,6 +579,41 @@ pub fn prepare_engine(spec: &EngineSpec, side: Side) -> Result<Box<dyn Engine>, 
                 .into(),
         )),
     }
+}
+
+/// What an engine asks of the host while it prepares one side of a point
+/// (routes, NUMA placement, path counters, RDMA devices). The session hands
+/// in the live host (`probe::engine_host` implements it), so the data plane
+/// never reads the host itself and each engine prepares itself
+/// ([`EngineSpec::prepare`]).
+pub trait EngineHost {
+    /// The interface that routes to `to`.
+    fn route_iface(&self, to: std::net::IpAddr) -> Option<String>;
+    /// The interface of the default route.
+    fn default_route_iface(&self) -> Option<String>;
+    /// The interface that routes to `to`, and this host's address on it.
+    fn route_to(&self, to: std::net::IpAddr) -> (Option<String>, Option<std::net::IpAddr>);
+    /// The CPUs of `iface`'s NUMA node, when the host says.
+    fn nic_node_cpus(&self, iface: &str) -> Option<Vec<CpuId>>;
+    /// An opener of the counters along a packet's path through an interface.
+    fn path_opener(&self) -> sink::figures::PathOpener;
+    /// Whether the verbs library and a device are there (`here` names the
+    /// host, `iface` the interface the test should use): one line with the
+    /// fix when either is missing.
+    fn verbs_preflight(
+        &self,
+        provider: &dyn rdma::verbs::VerbsProvider,
+        here: &str,
+        iface: Option<&str>,
+    ) -> Result<(), String>;
+    /// The RDMA device, port and GID to use: `want`'s, else the one behind
+    /// `route_iface` with the RoCE v2 GID of `local`.
+    fn verbs_device(
+        &self,
+        want: &rdma::RdmaEndpoint,
+        route_iface: Option<&str>,
+        local: Option<std::net::IpAddr>,
+    ) -> Result<rdma::Chosen, String>;
 }
 
 /// Spawn a named worker thread, pinned to `cpu` when given, counted in `control.running`.

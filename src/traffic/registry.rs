@@ -3,8 +3,10 @@
 //! its options into its spec ([`resolve`]), its own part of a point's
 //! summary (built from both ends' totals), the lines it adds to the closing
 //! block, its sweep table and its live row. The options of a test
-//! ([`TestOptions`]: the shared flags and each engine's own group) are here
-//! for the same reason: this is the one place that names every engine.
+//! ([`TestOptions`]: the shared flags and each engine's own group,
+//! [`EngineArgs`]) and each engine's part of the TUI's control view
+//! ([`EngineForm`], [`form()`]) are here for the same reason: this is the
+//! one place that names every engine.
 //!
 //! The layers above (record, the faces, the TUI) call [`slice()`] with the
 //! test's [`EngineKind`] and never match on the engine for these; an engine
@@ -184,6 +186,15 @@ pub trait EngineSlice: Sync {
     /// The engine.
     fn kind(&self) -> EngineKind;
 
+    // What the command line asks of an engine before it knows the test's
+    // engine.
+
+    /// The values a named sweep list stands for (`--sweep size=all`), when
+    /// this engine names one.
+    fn named_sweep(&self, _param: SweepParam, _name: &str) -> Option<Vec<u64>> {
+        None
+    }
+
     /// Checks a test's options for this engine (what it refuses, the ranges
     /// of its values) and builds its spec with its defaults.
     fn resolve(&self, t: &TestOptions<'_>) -> Result<Resolved, OptionError>;
@@ -304,6 +315,156 @@ pub fn slice(kind: EngineKind) -> &'static dyn EngineSlice {
     }
 }
 
+/// Each engine's own options, flattened into a test's command line (and
+/// the TUI's control view) in the order of [`EngineKind::ALL`], each group
+/// under its own help heading.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EngineArgs {
+    /// gRPC's own options.
+    #[command(flatten)]
+    pub grpc: GrpcArgs,
+    /// The packet tests' own options.
+    #[command(flatten)]
+    pub sink: SinkArgs,
+    /// RDMA's own options.
+    #[command(flatten)]
+    pub rdma: RdmaArgs,
+}
+
+impl EngineArgs {
+    /// The options a new test starts from when the TUI's control view
+    /// switches engine or mode: none of any engine's, but what names the
+    /// hardware (RDMA's devices, ports and GIDs) stays.
+    pub fn for_next_test(&self) -> EngineArgs {
+        EngineArgs {
+            grpc: GrpcArgs::default(),
+            sink: SinkArgs::default(),
+            rdma: self.rdma.hardware_only(),
+        }
+    }
+}
+
+/// The options of a test the TUI's control view edits, as plain values:
+/// the shared ones its fields step and each engine's own group. The view
+/// copies them out of the command line's options and back.
+#[derive(Debug, Clone, Default)]
+pub struct FormOptions {
+    /// `--mode`.
+    pub mode: Option<String>,
+    /// `--streams`.
+    pub streams: Option<u32>,
+    /// `--conns`.
+    pub conns: Option<u32>,
+    /// `--len`.
+    pub len: Option<Bytes>,
+    /// `--size`.
+    pub size: Option<Bytes>,
+    /// `--reverse`.
+    pub reverse: bool,
+    /// `--bidir`.
+    pub bidir: bool,
+    /// Each engine's own options.
+    pub engines: EngineArgs,
+}
+
+/// Which ways a mode's data can go, as the control view's direction field
+/// steps them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormDirection {
+    /// Both ways by design (request and response): nothing to choose.
+    BothWays,
+    /// `-R` turns it round.
+    Reverse,
+    /// `--bidir` adds the other way.
+    Bidir,
+    /// normal, `-R` or `--bidir`.
+    ReverseOrBidir,
+}
+
+/// What an engine shows in the TUI's control view: its modes, and what the
+/// view's count, size and direction fields mean for each (their label, the
+/// option they edit, its default). The view holds the fields every engine
+/// has and never matches on the engine. Each engine implements it in its
+/// folder's `form` module. `mode` is always one of [`Self::modes`] or the
+/// one [`Self::mode`] found.
+pub trait EngineForm: Sync {
+    /// The engine.
+    fn kind(&self) -> EngineKind;
+    /// The modes the view cycles through, in order.
+    fn modes(&self) -> Vec<&'static str>;
+    /// The mode `o` selects.
+    fn mode(&self, o: &FormOptions) -> &'static str;
+    /// What the mode field shows for `mode` (`tcp stream`, `rdma write lat`).
+    fn mode_name(&self, mode: &str) -> String;
+    /// Select `mode` in `o` (whose options are reset for a new test),
+    /// carrying the count over when `keep` has one.
+    fn select(&self, o: &mut FormOptions, mode: &str, keep: Option<u32>);
+    /// The mode field's label.
+    fn mode_label(&self) -> &'static str {
+        "engine, mode (--engine, -m)"
+    }
+    /// The count field's label.
+    fn count_label(&self, mode: &str) -> &'static str;
+    /// The count field's value (its default when unset).
+    fn count(&self, o: &FormOptions, mode: &str) -> u32;
+    /// Set the count field.
+    fn set_count(&self, o: &mut FormOptions, mode: &str, n: u32);
+    /// RPCs in flight, when the engine has them.
+    fn concurrency(&self, _o: &FormOptions) -> Option<u32> {
+        None
+    }
+    /// Step RPCs in flight by one (+1 up, -1 down).
+    fn step_concurrency(&self, _o: &mut FormOptions, _step: i32) {}
+    /// The size field's label.
+    fn size_label(&self, mode: &str) -> &'static str;
+    /// The size field's value (its default when unset).
+    fn size(&self, o: &FormOptions, mode: &str) -> Bytes;
+    /// The sizes the field steps through, when not the view's usual ladder.
+    fn size_steps(&self) -> Option<&'static [u64]> {
+        None
+    }
+    /// Whether the size shows in bytes (`64 B`) rather than short (`64K`).
+    fn size_in_bytes(&self) -> bool {
+        false
+    }
+    /// Set the size field.
+    fn set_size(&self, o: &mut FormOptions, mode: &str, size: Bytes);
+    /// The direction field's label.
+    fn direction_label(&self) -> &'static str {
+        "direction (-R/--bidir)"
+    }
+    /// Which ways `mode` can send.
+    fn directions(&self, mode: &str) -> FormDirection;
+    /// The options that select `mode` on the command line (none for the
+    /// default engine's default mode).
+    fn command_mode(&self, mode: &str) -> Option<String>;
+    /// This engine's own options given in `e`, as command-line words, in the
+    /// order the view lists them.
+    fn command_flags(&self, _e: &EngineArgs) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// The engine's part of the TUI's control view.
+pub fn form(kind: EngineKind) -> &'static dyn EngineForm {
+    match kind {
+        EngineKind::Tcp => &super::tcp::form::TcpForm,
+        EngineKind::Grpc => &super::grpc::form::GrpcForm,
+        EngineKind::Sink => &super::sink::form::SinkForm,
+        EngineKind::Rdma => &super::rdma::form::RdmaForm,
+    }
+}
+
+/// The next value on a ladder in direction `step` (+1 up, -1 down), clamped.
+pub fn ladder<T: Copy + PartialOrd>(values: &[T], cur: T, step: i32) -> T {
+    if step > 0 {
+        values.iter().copied().find(|v| *v > cur)
+    } else {
+        values.iter().rev().copied().find(|v| *v < cur)
+    }
+    .unwrap_or(cur)
+}
+
 /// The options of one test as given (unset options are `None`), before
 /// any engine's defaults.
 #[derive(Debug, Clone, Copy)]
@@ -352,19 +513,15 @@ pub struct TestOptions<'a> {
     pub interval: Duration,
     /// `--sweep`.
     pub sweep: Option<&'a Sweep>,
-    /// gRPC's own options.
-    pub grpc: &'a GrpcArgs,
-    /// The packet tests' own options.
-    pub sink: &'a SinkArgs,
-    /// RDMA's own options.
-    pub rdma: &'a RdmaArgs,
+    /// Each engine's own options.
+    pub engines: &'a EngineArgs,
 }
 
 impl TestOptions<'_> {
     /// The TCP socket and gRPC options given, by flag: packet and RDMA tests
     /// open no TCP data connection and refuse them.
     pub fn socket_flags(&self) -> Option<&'static str> {
-        self.grpc.given().or_else(|| {
+        self.engines.grpc.given().or_else(|| {
             first_given([
                 (self.resp_size.is_some(), "--resp-size"),
                 (self.window.is_some(), "--window"),
@@ -443,6 +600,14 @@ impl TestOptions<'_> {
             (p, s)
         })
     }
+}
+
+/// The values of a named sweep list (`--sweep size=all`, perftest's `-a`),
+/// when an engine names one.
+pub fn named_sweep(param: SweepParam, name: &str) -> Option<Vec<u64>> {
+    EngineKind::ALL
+        .into_iter()
+        .find_map(|k| slice(k).named_sweep(param, name))
 }
 
 /// Checks a test's options for `kind` and builds its spec: first every other

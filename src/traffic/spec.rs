@@ -291,6 +291,155 @@ impl EngineSpec {
     }
 }
 
+/// What the lifecycle of a test (the plan, the local pair, the session and
+/// the faces that start it) asks of a spec, answered by each engine in its
+/// folder: the callers ask what the answer means for them, never which
+/// engine runs.
+impl EngineSpec {
+    /// Whether one run of this point measures both directions at once
+    /// (TCP `--bidir`), so a fleet tests each pair once instead of once per
+    /// direction.
+    pub fn both_ways_in_one_run(&self) -> bool {
+        self.as_tcp().is_some_and(TcpSpec::both_ways_in_one_run)
+    }
+
+    /// Fill in what depends on the host that runs both ends' plan: worker
+    /// threads from its `online` CPUs, and, when both ends share the host,
+    /// CPUs that keep them apart (from the `usable` ones; too few leaves
+    /// the threads unpinned and the spec says so).
+    pub fn settle_on_host(
+        &mut self,
+        online: impl FnOnce() -> usize,
+        usable: impl FnOnce() -> Vec<CpuId>,
+    ) {
+        match self {
+            EngineSpec::Tcp(t) => t.settle_on_host(online),
+            EngineSpec::Sink(s) => s.settle_on_host(usable),
+            EngineSpec::Grpc(_) | EngineSpec::Rdma(_) => {}
+        }
+    }
+
+    /// Mark that both ends run on this host (the local pair), so the spec
+    /// keeps them apart when it settles ([`Self::settle_on_host`]).
+    pub fn put_ends_on_one_host(&mut self) {
+        if let EngineSpec::Sink(s) = self {
+            s.put_ends_on_one_host();
+        }
+    }
+
+    /// Why the test cannot run between the two ends of a loopback pair,
+    /// when it cannot (its frames must go between two interfaces on one
+    /// link): one line with what to do instead.
+    pub fn loopback_refusal(&self) -> Option<&'static str> {
+        self.as_sink().and_then(SinkSpec::loopback_refusal)
+    }
+
+    /// Prepare `side` of this point on `host`: each engine builds its own
+    /// engine. `toward` is the other end's test address as this side knows
+    /// it (engines that pick an interface or device pick the one that routes
+    /// there).
+    pub fn prepare(
+        &self,
+        side: Side,
+        toward: Option<std::net::IpAddr>,
+        host: &dyn super::EngineHost,
+    ) -> Result<Box<dyn super::Engine>, super::EngineError> {
+        match self {
+            EngineSpec::Sink(s) => super::sink::engine::prepare_on_host(s, side, toward, host),
+            EngineSpec::Rdma(r) => super::rdma::session::prepare_on_host(r, side, toward, host),
+            EngineSpec::Tcp(_) | EngineSpec::Grpc(_) => super::prepare_engine(self, side),
+        }
+    }
+
+    /// What this host must have for the test before anything else happens
+    /// (RDMA: the verbs library and a device), checked on `host` toward the
+    /// peer at `toward` (None: the local pair, over the default route): one
+    /// line with the fix when something is missing.
+    pub fn preflight(
+        &self,
+        host: &dyn super::EngineHost,
+        toward: Option<std::net::IpAddr>,
+    ) -> Result<(), String> {
+        match self {
+            EngineSpec::Rdma(_) => super::rdma::session::preflight_on_host(host, toward),
+            EngineSpec::Tcp(_) | EngineSpec::Grpc(_) | EngineSpec::Sink(_) => Ok(()),
+        }
+    }
+
+    /// The side whose CPU list a `--sweep cores` set gives, when the engine
+    /// sweeps cores (the packet sink's side).
+    pub fn cores_sweep_side(&self) -> Option<Side> {
+        self.as_sink().map(SinkSpec::sink_side)
+    }
+
+    /// The IP MTU the link between the ends needs for this point's frames,
+    /// when the engine sends frames of a size it chooses (the frame less
+    /// 14 B of Ethernet header and 4 B of FCS).
+    pub fn frame_mtu(&self) -> Option<u32> {
+        self.as_sink().map(SinkSpec::ip_mtu)
+    }
+
+    /// Receive threads that each need an rx queue of their own, when the
+    /// engine runs one thread per queue.
+    pub fn rx_queues_needed(&self) -> Option<u32> {
+        self.as_sink().and_then(SinkSpec::rx_queues_needed)
+    }
+
+    /// One line on where the threads run, when the engine chooses CPUs
+    /// itself and says so before its first interval.
+    pub fn pinning_line(&self) -> Option<String> {
+        self.as_sink().map(SinkSpec::pinning_line)
+    }
+
+    /// Whether this engine's client can run against a third-party server
+    /// without an agent (`run --target`).
+    pub fn runs_against_servers(&self) -> bool {
+        self.as_grpc().is_some()
+    }
+
+    /// One request with the test's sizes to the server at `target`, before
+    /// anything starts: whether it is there and serves this test.
+    pub fn check_server(&self, target: &str) -> Result<(), ServerCheckError> {
+        match self {
+            EngineSpec::Grpc(g) => g.check_server(target),
+            _ => Err(ServerCheckError::Usage(format!(
+                "{} cannot run against a server without an agent",
+                self.short()
+            ))),
+        }
+    }
+
+    /// Start this engine's client against the server at `target` (see
+    /// [`Self::runs_against_servers`]), once its first request proved the
+    /// server. Blocks the calling thread.
+    pub fn start_against_server(
+        &self,
+        target: String,
+    ) -> Result<super::RunningEngine, super::EngineError> {
+        match self {
+            EngineSpec::Grpc(g) => {
+                super::grpc::GrpcEngine::against(g.clone(), target).start_ready()
+            }
+            _ => Err(super::EngineError::Unsupported(format!(
+                "{} needs an agent; it cannot run against a server",
+                self.short()
+            ))),
+        }
+    }
+}
+
+/// Why a third-party server does not serve a test ([`EngineSpec::check_server`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ServerCheckError {
+    /// The server answered, but not as this test needs (not the service,
+    /// unimplemented, a message size it refuses): change the command.
+    #[error("{0}")]
+    Usage(String),
+    /// The server is not there or the request failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// What one end tells the other before a point starts, when its engine needs
 /// more than data connections (RDMA: queue pairs, keys, addresses; a packet
 /// sink: MACs and queues). The controller sends its own in `Start`, the agent

@@ -191,11 +191,11 @@ fn start_stop_goes_through_the_same_validation_as_run() {
     assert_eq!(m.test.engine, wirescope::traffic::EngineKind::Sink);
     press(&mut m, KeyCode::Down);
     press(&mut m, KeyCode::Right);
-    assert_eq!(m.test.sink.queues, Some(2));
+    assert_eq!(m.test.engines.sink.queues, Some(2));
     press(&mut m, KeyCode::Down);
     press(&mut m, KeyCode::Down);
     press(&mut m, KeyCode::Right);
-    assert_eq!(m.test.sink.frame_size, Some(128));
+    assert_eq!(m.test.engines.sink.frame_size, Some(128));
     assert!(m.test_error.is_none(), "{:?}", m.test_error);
     let eff = press(&mut m, KeyCode::Enter);
     let [Effect::Start(plan)] = eff.as_slice() else {
@@ -214,7 +214,7 @@ fn start_stop_goes_through_the_same_validation_as_run() {
     assert_eq!(m.test.engine, wirescope::traffic::EngineKind::Grpc);
     press(&mut m, KeyCode::Down);
     press(&mut m, KeyCode::Right);
-    assert_eq!(m.test.grpc.channels, Some(2));
+    assert_eq!(m.test.engines.grpc.channels, Some(2));
     press(&mut m, KeyCode::Down);
     press(&mut m, KeyCode::Left);
     assert!(m.test_error.is_none(), "{:?}", m.test_error);
@@ -233,7 +233,10 @@ fn start_stop_goes_through_the_same_validation_as_run() {
     press(&mut m, KeyCode::Char('6'));
     press(&mut m, KeyCode::Right);
     press(&mut m, KeyCode::Right);
-    assert_eq!(m.test.tcp_mode().unwrap(), TcpMode::Rr);
+    assert_eq!(
+        TcpMode::from_option(m.test.mode.as_deref()).unwrap(),
+        TcpMode::Rr
+    );
     press(&mut m, KeyCode::Down);
     press(&mut m, KeyCode::Right);
     press(&mut m, KeyCode::Right);

@@ -94,8 +94,9 @@ pub fn resolve(t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
 
 /// The spec with gRPC's defaults, its message sizes and counts checked.
 fn spec(t: &TestOptions<'_>, mode: GrpcMode) -> Result<GrpcSpec, OptionError> {
-    let channels = t.grpc.channels.unwrap_or(1);
+    let channels = t.engines.grpc.channels.unwrap_or(1);
     let concurrency = t
+        .engines
         .grpc
         .concurrency
         .unwrap_or_else(|| channels.saturating_mul(64).min(MAX_CONCURRENCY));
@@ -108,7 +109,7 @@ fn spec(t: &TestOptions<'_>, mode: GrpcMode) -> Result<GrpcSpec, OptionError> {
         size,
         resp_size: t.resp_size.unwrap_or(size),
         threads: t.threads.unwrap_or(0),
-        peer_threads: t.grpc.peer_threads.unwrap_or(0),
+        peer_threads: t.engines.grpc.peer_threads.unwrap_or(0),
         peer_cpus,
         cpus,
     };

@@ -48,6 +48,30 @@ const WATCH_EVERY: Duration = Duration::from_millis(20);
 const SERVER_GRACE: Duration = Duration::from_secs(3);
 
 impl GrpcSpec {
+    /// One RPC with the test's sizes on one channel to the server at
+    /// `target`, before anything starts: a server that is not there is a
+    /// failed test; one that is not a BenchmarkService, answers
+    /// UNIMPLEMENTED or refuses the message size is a usage error.
+    pub fn check_server(&self, target: &str) -> Result<(), crate::traffic::ServerCheckError> {
+        use crate::traffic::ServerCheckError;
+        let mut cfg = self.client_config();
+        cfg.channels = 1;
+        cfg.concurrency = 1;
+        cfg.threads = 1;
+        cfg.cpus.clear();
+        match super::GrpcClient::start(cfg, super::Target::Addr(target.to_string())) {
+            Ok(mut c) => {
+                c.abort();
+                let _ = c.join();
+                Ok(())
+            }
+            Err(e) if e.is_usage() => Err(ServerCheckError::Usage(e.to_string())),
+            Err(e) => Err(ServerCheckError::Failed(e.to_string())),
+        }
+    }
+}
+
+impl GrpcSpec {
     /// The controller is the client on every connection, the agent the server.
     pub fn conn_roles(&self, side: Side) -> Vec<ConnRole> {
         let role = match side {

@@ -64,6 +64,7 @@ pub mod client;
 pub mod conn;
 pub mod counters;
 pub mod engine;
+pub mod form;
 pub mod memory;
 pub mod proto;
 pub mod server;

@@ -68,6 +68,20 @@ pub struct RdmaArgs {
 }
 
 impl RdmaArgs {
+    /// Only the options that name the hardware (devices, ports, GIDs): what
+    /// stays when the TUI's control view starts another test.
+    pub fn hardware_only(&self) -> RdmaArgs {
+        RdmaArgs {
+            ib_dev: self.ib_dev.clone(),
+            ib_port: self.ib_port,
+            gid_index: self.gid_index,
+            peer_ib_dev: self.peer_ib_dev.clone(),
+            peer_ib_port: self.peer_ib_port,
+            peer_gid_index: self.peer_gid_index,
+            ..Default::default()
+        }
+    }
+
     /// The first of these options given, by flag (other engines refuse them).
     pub fn given(&self) -> Option<&'static str> {
         first_given([
@@ -90,7 +104,7 @@ impl RdmaArgs {
 
 /// Refuse RDMA's options in another engine's test.
 pub fn refuse_elsewhere(t: &TestOptions<'_>) -> Result<(), OptionError> {
-    match t.rdma.given() {
+    match t.engines.rdma.given() {
         Some(flag) => refuse(format!("{flag} applies to --engine rdma")),
         None => Ok(()),
     }
@@ -107,7 +121,7 @@ pub fn resolve(t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
             ))
         }
     };
-    if let Some(flag) = t.sink.given() {
+    if let Some(flag) = t.engines.sink.given() {
         return refuse(format!("{flag} applies to --engine sink, not rdma"));
     }
     refuse_shared(t)?;
@@ -122,7 +136,7 @@ pub fn resolve(t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
     if t.interval < Duration::from_millis(10) {
         return refuse("--interval is too short; use at least 10ms");
     }
-    let op = match t.rdma.op.unwrap_or(RdmaOpArg::Write) {
+    let op = match t.engines.rdma.op.unwrap_or(RdmaOpArg::Write) {
         RdmaOpArg::Write => RdmaOp::Write,
         RdmaOpArg::Read => RdmaOp::Read,
         RdmaOpArg::Send => RdmaOp::Send,
@@ -180,7 +194,7 @@ fn refuse_shared(t: &TestOptions<'_>) -> Result<(), OptionError> {
 
 /// perftest's defaults for `op` and `mode`, with the options given.
 fn spec(t: &TestOptions<'_>, op: RdmaOp, mode: RdmaMode) -> Result<RdmaSpec, OptionError> {
-    let a = t.rdma;
+    let a = &t.engines.rdma;
     let mut spec = RdmaSpec::perftest_defaults(op, mode);
     if let Some(s) = t.size {
         spec.size = s;

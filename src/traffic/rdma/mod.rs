@@ -30,6 +30,7 @@
 
 pub mod args;
 pub mod engine;
+pub mod form;
 pub mod report;
 pub mod session;
 pub mod setup;

@@ -8,17 +8,75 @@
 //! its QPs first and answers with the setup it made when preparing; the
 //! controller connects when `Accepting` arrives. Both ends check the other's
 //! setup ([`RdmaSetup::check_remote`]) before a QP moves.
+//!
+//! [`prepare_on_host`] checks the verbs library and the device and picks
+//! the device, port and GID from what the host tells ([`EngineHost`]);
+//! [`preflight_on_host`] is the same check before anything else starts.
 
 use super::engine::{interval, Connected, Prepared, RdmaInterval, RdmaOutcome, RdmaResult};
 use super::setup::RdmaSetup;
 use crate::traffic::{
-    ConnSnapshot, Engine, EngineControl, EngineCounters, EngineError, EngineInterval, EngineProbe,
-    EngineSetup, EngineTotals, RunningEngine,
+    ConnSnapshot, Engine, EngineControl, EngineCounters, EngineError, EngineHost, EngineInterval,
+    EngineProbe, EngineSetup, EngineTotals, RunningEngine, Side,
 };
 use hdrhistogram::Histogram;
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// How `side` names its host in what it says (the controller runs here).
+fn here(side: Side) -> &'static str {
+    match side {
+        Side::Controller => "this host",
+        Side::Agent => "the agent's host",
+    }
+}
+
+/// Check libibverbs and the device on `host` (one line with the fix when
+/// either is missing), choose the device, port and GID that route to the
+/// other end's address `toward`, create the QPs.
+pub fn prepare_on_host(
+    spec: &super::RdmaSpec,
+    side: Side,
+    toward: Option<std::net::IpAddr>,
+    host: &dyn EngineHost,
+) -> Result<Box<dyn Engine>, EngineError> {
+    let here = here(side);
+    let provider = super::verbs_provider()
+        .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
+    // Default: the device behind the interface that routes to the peer,
+    // and the RoCE v2 GID of the local address on it.
+    let (route, local) = toward.map_or((None, None), |t| host.route_to(t));
+    host.verbs_preflight(provider, here, route.as_deref())
+        .map_err(EngineError::Unsupported)?;
+    let want = match side {
+        Side::Controller => &spec.local,
+        Side::Agent => &spec.peer,
+    };
+    let chosen = host
+        .verbs_device(want, route.as_deref(), local)
+        .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
+    let prepared = super::prepare(spec, side, provider, &chosen)
+        .map_err(|e| EngineError::Unsupported(format!("rdma on {here}: {e}")))?;
+    Ok(Box::new(RdmaEngine::new(prepared)))
+}
+
+/// An RDMA test needs libibverbs and a device on this host before anything
+/// else happens: without either, one line says which is missing and the
+/// command that fixes it. `toward`: the peer's address (None: the local
+/// pair, over the default route's interface). The agent checks its own
+/// host the same way when the test reaches it.
+pub fn preflight_on_host(
+    host: &dyn EngineHost,
+    toward: Option<std::net::IpAddr>,
+) -> Result<(), String> {
+    let provider = super::verbs_provider()?;
+    let iface = match toward {
+        Some(ip) => host.route_iface(ip),
+        None => host.default_route_iface(),
+    };
+    host.verbs_preflight(provider, here(Side::Controller), iface.as_deref())
+}
 
 /// One end of an RDMA test, prepared or connected.
 pub struct RdmaEngine {

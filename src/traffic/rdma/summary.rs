@@ -4,7 +4,7 @@
 
 use super::report::LatDurationReport;
 use super::{BwReport, LatReport, RdmaOutcome};
-use crate::traffic::options::{OptionError, Resolved};
+use crate::traffic::options::{OptionError, Resolved, SweepParam};
 use crate::traffic::TestOptions;
 use crate::traffic::{
     EngineInterval, EngineKind, EngineSlice, EngineTotals, Headline, PointEnds, Sections,
@@ -39,6 +39,12 @@ pub struct RdmaSlice;
 impl EngineSlice for RdmaSlice {
     fn kind(&self) -> EngineKind {
         EngineKind::Rdma
+    }
+
+    fn named_sweep(&self, param: SweepParam, name: &str) -> Option<Vec<u64>> {
+        // perftest -a: every power of two from 2 B to 8 MiB.
+        (param == SweepParam::Size && name == "all")
+            .then(|| super::all_sizes().iter().map(|b| b.0).collect())
     }
 
     fn resolve(&self, t: &TestOptions<'_>) -> Result<Resolved, OptionError> {

@@ -55,7 +55,7 @@ impl SinkArgs {
 
 /// Refuse the packet tests' options (and their sweeps) in another engine's test.
 pub fn refuse_elsewhere(t: &TestOptions<'_>) -> Result<(), OptionError> {
-    if let Some(flag) = t.sink.given() {
+    if let Some(flag) = t.engines.sink.given() {
         return refuse(format!("{flag} applies to --engine sink (packet tests)"));
     }
     if matches!(t.sweep_param(), Some(SweepParam::Frame | SweepParam::Cores)) {
@@ -116,7 +116,7 @@ pub fn resolve(t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
 
 /// The spec with the packet tests' defaults, its frame sizes and counts checked.
 fn spec(t: &TestOptions<'_>) -> Result<SinkSpec, OptionError> {
-    let frame_size = t.sink.frame_size.unwrap_or(MIN_FRAME);
+    let frame_size = t.engines.sink.frame_size.unwrap_or(MIN_FRAME);
     let frames = t
         .sweep
         .filter(|s| s.param == SweepParam::Frame)
@@ -128,26 +128,26 @@ fn spec(t: &TestOptions<'_>) -> Result<SinkSpec, OptionError> {
             ));
         }
     }
-    let queues = t.sink.queues.unwrap_or(1);
+    let queues = t.engines.sink.queues.unwrap_or(1);
     if queues == 0 || queues > MAX_QUEUES {
         return refuse(format!(
             "--queues {queues} is out of range; use 1 to {MAX_QUEUES}"
         ));
     }
-    if let Some(f) = t.sink.flows {
+    if let Some(f) = t.engines.sink.flows {
         if f == 0 || f > MAX_FLOWS {
             return refuse(format!("--flows {f} is out of range; use 1 to {MAX_FLOWS}"));
         }
     }
     let (cpus, peer_cpus) = t.cpu_lists();
     Ok(SinkSpec {
-        mode: t.sink.mode.unwrap_or(SinkMode::AfXdp),
-        fallback: !t.sink.no_fallback,
-        tx_path: t.sink.tx_path.unwrap_or(TxPath::Auto),
+        mode: t.engines.sink.mode.unwrap_or(SinkMode::AfXdp),
+        fallback: !t.engines.sink.no_fallback,
+        tx_path: t.engines.sink.tx_path.unwrap_or(TxPath::Auto),
         frame_size,
         queues,
-        flows: t.sink.flows,
-        rate: t.sink.rate.unwrap_or(0),
+        flows: t.engines.sink.flows,
+        rate: t.engines.sink.rate.unwrap_or(0),
         dst_port: DEFAULT_DST_PORT,
         reverse: t.reverse,
         cpus,

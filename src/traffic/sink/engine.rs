@@ -23,6 +23,12 @@
 //! One supervisor thread per end owns the running end; it is the engine's
 //! only worker as far as the session is concerned, so the session's
 //! stop/abort/done machinery applies unchanged.
+//!
+//! [`prepare_on_host`] prepares an end on the interface that routes to the
+//! other end, from what the host tells ([`EngineHost`]): the route, the
+//! interface's NUMA node, the counters along the packet path.
+//!
+//! [`EngineHost`]: crate::traffic::EngineHost
 
 use super::figures::{gen_interval, sink_interval, GenInterval, GenSnapshot, GenTotals};
 use super::figures::{PathOpener, SinkInterval, SinkSnapshot};
@@ -108,6 +114,37 @@ enum PreparedEnd {
     },
     /// The generator could not open its path (said by `connect`).
     Failed,
+}
+
+/// Prepare `side` of a packet test on `host`: on the interface that routes
+/// to the other end's test address `toward` (its setup names it; else the
+/// control peer's), with default pinning starting on the CPUs of that
+/// interface's NUMA node.
+pub fn prepare_on_host(
+    spec: &SinkSpec,
+    side: Side,
+    toward: Option<std::net::IpAddr>,
+    host: &dyn crate::traffic::EngineHost,
+) -> Result<Box<dyn Engine>, EngineError> {
+    let Some(target) = toward else {
+        return Err(EngineError::Unsupported(format!(
+            "the packet test cannot tell which interface leads to the other host (no address known; loopback addresses do not count): {}",
+            super::spec::NEEDS_VETH
+        )));
+    };
+    let Some(iface) = host.route_iface(target) else {
+        return Err(EngineError::Unsupported(format!(
+            "no interface of this host routes to {target}; the packet test sends on the interface that does (check ip route get {target})"
+        )));
+    };
+    let node = host.nic_node_cpus(&iface);
+    Ok(Box::new(PacketEngine::prepare(
+        spec,
+        side,
+        &iface,
+        &host.path_opener(),
+        node.as_deref(),
+    )?))
 }
 
 impl PacketEngine {

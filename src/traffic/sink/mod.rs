@@ -36,6 +36,7 @@ pub mod counters;
 pub mod engine;
 pub mod figures;
 pub mod flow;
+pub mod form;
 pub mod frame;
 pub mod gen;
 mod pace;

@@ -249,6 +249,46 @@ pub fn default_cpus(
 /// Frames each sink queue's UMEM or ring holds.
 pub const RING_FRAMES: u32 = 4096;
 
+/// What a packet test on a loopback pair is told: its frames need two
+/// interfaces on one link, which the local pair builds only as root.
+pub const NEEDS_VETH: &str = "packet tests (--engine sink) need two interfaces on one link, and without root the local pair is loopback: run as root (sudo wirescope run --engine sink ...) for the local pair's veth, or start `wirescope agent` on another host and add --peer HOST, where --sink udp --tx-path sendmmsg need no privileges";
+
+/// What the lifecycle of a test asks of a packet spec (see the second
+/// `impl EngineSpec` in `traffic::spec`).
+impl SinkSpec {
+    /// Both ends run on this host (the local pair): settling pins them apart.
+    pub fn put_ends_on_one_host(&mut self) {
+        self.one_host = true;
+    }
+
+    /// With both ends on this host, the CPUs that keep them apart (from
+    /// the `usable` ones); too few leaves the threads unpinned, and
+    /// [`Self::pinning_line`] says so.
+    pub fn settle_on_host(&mut self, usable: impl FnOnce() -> Vec<CpuId>) {
+        if self.one_host {
+            let _ = self.pin_on_one_host(&usable());
+        }
+    }
+
+    /// Frames go between two interfaces on one link, never over loopback:
+    /// what a packet test on a loopback pair is told.
+    pub fn loopback_refusal(&self) -> Option<&'static str> {
+        Some(NEEDS_VETH)
+    }
+
+    /// The IP packet of the test's frames: the frame less 14 B of Ethernet
+    /// header and 4 B of FCS.
+    pub fn ip_mtu(&self) -> u32 {
+        self.frame_size.saturating_sub(18)
+    }
+
+    /// The sink's threads, one per rx queue (every mode but `udp`, which
+    /// reads sockets).
+    pub fn rx_queues_needed(&self) -> Option<u32> {
+        (self.mode != SinkMode::Udp).then_some(self.queues)
+    }
+}
+
 impl SinkSpec {
     /// Apply one sweep point: the frame size, or the sink's CPU set (one
     /// queue per CPU, on whichever end sinks).

@@ -25,7 +25,7 @@ impl TcpMode {
 
 /// Check the options of a TCP test and build its spec.
 pub fn resolve(t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
-    if let Some(flag) = t.grpc.given() {
+    if let Some(flag) = t.engines.grpc.given() {
         return refuse(format!(
             "{flag} applies to --engine grpc; tcp tests take --streams or --conns"
         ));

@@ -11,6 +11,7 @@
 
 pub mod args;
 mod echo;
+pub mod form;
 mod spec;
 mod stream;
 mod zerocopy;

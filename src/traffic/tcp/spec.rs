@@ -72,6 +72,24 @@ pub struct TcpSpec {
     pub bytes: Option<Bytes>,
 }
 
+/// What the lifecycle of a test asks of a TCP spec (see the second
+/// `impl EngineSpec` in `traffic::spec`).
+impl TcpSpec {
+    /// `--bidir`: one run measures both directions at once.
+    pub fn both_ways_in_one_run(&self) -> bool {
+        self.bidir
+    }
+
+    /// Worker threads unless given: one per connection, at most one per
+    /// `online` CPU.
+    pub fn settle_on_host(&mut self, online: impl FnOnce() -> usize) {
+        if self.threads == 0 {
+            let cpus = u32::try_from(online()).unwrap_or(u32::MAX);
+            self.threads = self.streams.min(cpus).max(1);
+        }
+    }
+}
+
 impl TcpSpec {
     /// Apply one sweep point: size is the bytes per write (stream) or the
     /// message size (rr/pingpong, the response too when it followed it);
