@@ -404,7 +404,7 @@ impl EbpfCounters {
         }
         sums.into_iter()
             .map(|((iface, dir, queue), c)| QueueSample {
-                iface: iface.to_string(),
+                iface: iface.into(),
                 dir,
                 queue,
                 packets: Some(c.packets),

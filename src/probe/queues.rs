@@ -235,7 +235,7 @@ fn queue_sample(
     secs: f64,
 ) -> QueueSample {
     QueueSample {
-        iface: iface.to_string(),
+        iface: iface.into(),
         dir,
         queue,
         packets,

@@ -470,7 +470,7 @@ fn encode_block(rows: &[QueueSample]) -> QueueBlock {
         }
     }
     QueueBlock {
-        iface: first.iface.clone(),
+        iface: first.iface.to_string(),
         dir: first.dir,
         source: first.source,
         queue: Ids::of(rows.iter().map(|r| r.queue)),
@@ -541,7 +541,7 @@ fn decode_block(b: &QueueBlock, out: &mut Vec<QueueSample>) -> Result<(), Compac
             .filter_map(|(k, v)| v[i].map(|x| (k.replace("{q}", &q.to_string()), x)))
             .collect();
         out.push(QueueSample {
-            iface: b.iface.clone(),
+            iface: b.iface.as_str().into(),
             dir: b.dir,
             queue: q,
             packets: packets[i],

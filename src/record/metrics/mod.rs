@@ -529,7 +529,7 @@ fn add_queues(h: &mut HostState, s: &Sample) -> u64 {
             QueueSource::EbpfSampled => "ebpf_sampled",
         };
         let d = [q.packets, q.bytes, q.drops];
-        let key = (q.iface.clone(), q.queue, dir, source);
+        let key = (q.iface.to_string(), q.queue, dir, source);
         let ok = bounded(&mut h.queues, key, MAX_QUEUE_SERIES, |acc| {
             for (a, v) in acc.iter_mut().zip(d) {
                 if let Some(v) = v {
