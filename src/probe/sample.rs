@@ -236,7 +236,8 @@ impl QueueSource {
 /// One NIC queue for one interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct QueueSample {
-    /// Interface (inline: a big host's Sample has 1,024 of these rows).
+    /// Interface.
+    // Inline (no allocation per row): a big host's Sample has 1,024 rows.
     pub iface: smol_str::SmolStr,
     /// Direction.
     pub dir: Dir,
