@@ -662,3 +662,68 @@ fn a_big_hosts_log_sums_its_rows_every_few_intervals_and_a_day_stays_under_a_gig
         }
     }
 }
+
+/// The first NIC's 64 queue IRQs moved onto 4 cores of the other node: one
+/// finding that says so in those words, with its evidence and fixes a
+/// screen long (IRQs grouped by CPU list, one command for the 64 moves).
+#[test]
+fn a_nics_irqs_on_four_cores_of_the_other_node_are_one_finding_in_those_words() {
+    let mut h = host();
+    assert_eq!(h.nic_node(0), 0);
+    let remote: Vec<u32> = h.node_cpus(1).iter().take(4).map(|c| c.0).collect();
+    for q in 0..64 {
+        let irq = h.queue_irq(0, q);
+        for f in ["effective_affinity_list", "smp_affinity_list"] {
+            let path = h.root().join(format!("proc/irq/{irq}/{f}"));
+            std::fs::write(path, format!("{}\n", remote[q as usize % 4])).unwrap();
+        }
+    }
+    let samples = five_intervals(&mut h);
+    let input = Input {
+        local: Window::from_samples(&samples),
+        ..Default::default()
+    };
+    let findings = diagnose(&input);
+    let moved: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.id == "irq.remote-numa")
+        .collect();
+    assert_eq!(moved.len(), 1, "{moved:#?}");
+    let f = moved[0];
+    assert_eq!(f.subject, "ens1f0np0");
+    assert_eq!(
+        f.title,
+        "ens1f0np0: 64 IRQs on 4 cores of node 1 (cpu64-67), outside its NUMA node 0"
+    );
+    // One evidence line per CPU (16 IRQs each) besides the local CPUs.
+    assert_eq!(f.evidence.len(), 5, "{:#?}", f.evidence);
+    let on_64: Vec<u32> = (0..64)
+        .filter(|q| q % 4 == 0)
+        .map(|q| h.queue_irq(0, q))
+        .collect();
+    let list = on_64
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    assert_eq!(
+        evidence(f, &format!("IRQs {list} effective affinity")).value,
+        Value::Text("64".into())
+    );
+    // One command moves the 64 back, each onto a core of the NIC's node.
+    assert_eq!(f.fix.len(), 1, "{:?}", f.fix);
+    let pairs: Vec<(u32, u32)> = f.fix[0]
+        .strip_prefix("for p in ")
+        .and_then(|x| x.split_once(';'))
+        .map(|(p, _)| p)
+        .unwrap()
+        .split(' ')
+        .map(|p| {
+            let (i, c) = p.split_once(':').unwrap();
+            (i.parse().unwrap(), c.parse().unwrap())
+        })
+        .collect();
+    let irqs: Vec<u32> = pairs.iter().map(|p| p.0).collect();
+    assert_eq!(irqs, (0..64).map(|q| h.queue_irq(0, q)).collect::<Vec<_>>());
+    assert!(pairs.iter().all(|(_, c)| h.cpu_node(*c) == 0), "{pairs:?}");
+}

@@ -6,6 +6,8 @@ use crate::diagnose::impact::prior;
 use crate::diagnose::util::{cpus, data_irqs, driver, local_cpus, spread};
 use crate::probe::facts::{HostFacts, NicFacts, PcieLink};
 use crate::probe::sample::HostRole;
+use crate::units::{format_cpu_list, CpuId};
+use std::collections::BTreeMap;
 
 /// All platform rules of one host.
 pub fn rules(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
@@ -25,10 +27,56 @@ pub fn rules(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
 fn affinity_fixes(facts: &HostFacts, nic: &NicFacts) -> Vec<String> {
     let irqs = data_irqs(nic);
     let local = local_cpus(nic, facts);
-    irqs.iter()
+    let moves: Vec<(u32, u32)> = irqs
+        .iter()
         .zip(spread(irqs.len(), &local))
-        .map(|((i, _), c)| format!("echo {c} > /proc/irq/{}/smp_affinity_list", i.irq))
-        .collect()
+        .map(|((i, _), c)| (i.irq, c))
+        .collect();
+    affinity_commands(&moves)
+}
+
+/// More IRQs than this are moved by one command (a big host's NIC has 64).
+const ONE_COMMAND_ABOVE: usize = 8;
+
+/// The commands that pin each `(irq, cpu)`: one `echo` each, or one loop
+/// over `irq:cpu` pairs for more than [`ONE_COMMAND_ABOVE`] of them.
+fn affinity_commands(moves: &[(u32, u32)]) -> Vec<String> {
+    if moves.len() <= ONE_COMMAND_ABOVE {
+        return moves
+            .iter()
+            .map(|(irq, c)| format!("echo {c} > /proc/irq/{irq}/smp_affinity_list"))
+            .collect();
+    }
+    let pairs: Vec<String> = moves.iter().map(|(i, c)| format!("{i}:{c}")).collect();
+    vec![format!(
+        "for p in {}; do echo ${{p#*:}} > /proc/irq/${{p%:*}}/smp_affinity_list; done  # {} IRQs, one core each",
+        pairs.join(" "),
+        moves.len()
+    )]
+}
+
+/// `cpus` as a list (`128-131`).
+fn cpu_list(cpus: &[u32]) -> String {
+    format_cpu_list(&cpus.iter().map(|c| CpuId(*c)).collect::<Vec<_>>())
+}
+
+/// The NUMA nodes `cpus` sit on, as the title names them (`node 1`,
+/// `nodes 1, 2`), or `another node` when the facts do not say.
+fn nodes_of(facts: &HostFacts, cpus: &[u32]) -> String {
+    let nodes: Vec<String> = facts
+        .numa
+        .iter()
+        .filter(|n| {
+            let on = crate::diagnose::util::cpus(&n.cpulist);
+            cpus.iter().any(|c| on.contains(c))
+        })
+        .map(|n| n.node.to_string())
+        .collect();
+    match nodes.len() {
+        0 => "another node".to_string(),
+        1 => format!("node {}", nodes[0]),
+        _ => format!("nodes {}", nodes.join(", ")),
+    }
 }
 
 /// irq.single-cpu: every data IRQ of the NIC effectively on one CPU.
@@ -92,23 +140,12 @@ pub fn remote_numa(
         Severity::Warn,
         host,
         nic.name.clone(),
-        format!(
-            "{} IRQ(s) and {} engine thread CPU(s) of {} are outside its NUMA node {node}",
-            remote_irqs.len(),
-            remote_engine.len(),
-            nic.name
-        ),
+        remote_title(facts, nic, node, &local, &remote_irqs, &remote_engine),
         prior("irq.remote-numa"),
     )
     .ev(Evidence::text("NIC-local CPUs", nic.local_cpulist.clone().unwrap_or_default(), format!("/sys/class/net/{}/device/local_cpulist", nic.name)))
     .why("Packets DMA'd into one socket's memory and processed on the other cross the inter-socket link: more latency, less bandwidth, cache misses.");
-    for (irq, c) in &remote_irqs {
-        f = f.ev(Evidence::text(
-            format!("IRQ {irq} effective affinity"),
-            format!("{c:?}"),
-            format!("/proc/irq/{irq}/effective_affinity_list"),
-        ));
-    }
+    f = remote_irq_evidence(f, &remote_irqs);
     if !remote_engine.is_empty() {
         // The controller pins its own threads with --cpus, the agent's
         // with --peer-cpus (both given on the controller's command line).
@@ -128,12 +165,91 @@ pub fn remote_numa(
             ));
     }
     let irqs = data_irqs(nic);
-    for ((i, _), c) in irqs.iter().zip(spread(irqs.len(), &local)) {
-        if remote_irqs.iter().any(|r| r.0 == i.irq) {
-            f = f.fix(format!("echo {c} > /proc/irq/{}/smp_affinity_list", i.irq));
-        }
+    let moves: Vec<(u32, u32)> = irqs
+        .iter()
+        .zip(spread(irqs.len(), &local))
+        .filter(|((i, _), _)| remote_irqs.iter().any(|r| r.0 == i.irq))
+        .map(|((i, _), c)| (i.irq, c))
+        .collect();
+    for x in affinity_commands(&moves) {
+        f = f.fix(x);
     }
     Some(f)
+}
+
+/// irq.remote-numa's title: how many IRQs sit on how many cores of which
+/// node (a big host's "64 IRQs on 4 cores of node 1"), and the engine's
+/// remote CPUs.
+fn remote_title(
+    facts: &HostFacts,
+    nic: &NicFacts,
+    node: i32,
+    local: &[u32],
+    remote_irqs: &[(u32, Vec<u32>)],
+    remote_engine: &[u32],
+) -> String {
+    let mut parts = Vec::new();
+    if !remote_irqs.is_empty() {
+        let mut on: Vec<u32> = remote_irqs
+            .iter()
+            .flat_map(|(_, c)| c.iter().copied())
+            .filter(|c| !local.contains(c))
+            .collect();
+        on.sort_unstable();
+        on.dedup();
+        let plural = |n: usize, one: &str, many: &str| {
+            if n == 1 {
+                format!("{n} {one}")
+            } else {
+                format!("{n} {many}")
+            }
+        };
+        parts.push(format!(
+            "{} on {} of {} (cpu{})",
+            plural(remote_irqs.len(), "IRQ", "IRQs"),
+            plural(on.len(), "core", "cores"),
+            nodes_of(facts, &on),
+            cpu_list(&on)
+        ));
+    }
+    if !remote_engine.is_empty() {
+        parts.push(format!(
+            "{} engine thread CPU(s) (cpu{})",
+            remote_engine.len(),
+            cpu_list(remote_engine)
+        ));
+    }
+    format!(
+        "{}: {}, outside its NUMA node {node}",
+        nic.name,
+        parts.join(" and ")
+    )
+}
+
+/// Each group of remote IRQs that share a CPU list, as one evidence line
+/// (at most [`ONE_COMMAND_ABOVE`] lines; the rest counted in one more).
+fn remote_irq_evidence(mut f: Finding, remote_irqs: &[(u32, Vec<u32>)]) -> Finding {
+    let mut by_cpus: BTreeMap<&[u32], Vec<u32>> = BTreeMap::new();
+    for (irq, c) in remote_irqs {
+        by_cpus.entry(c).or_default().push(*irq);
+    }
+    let src = "/proc/irq/N/effective_affinity_list";
+    for (c, irqs) in by_cpus.iter().take(ONE_COMMAND_ABOVE) {
+        let label = match irqs.as_slice() {
+            [one] => format!("IRQ {one} effective affinity"),
+            many => format!("IRQs {} effective affinity", cpu_list(many)),
+        };
+        f = f.ev(Evidence::text(label, cpu_list(c), src));
+    }
+    let rest: usize = by_cpus.values().skip(ONE_COMMAND_ABOVE).map(Vec::len).sum();
+    if rest > 0 {
+        f = f.ev(Evidence::text(
+            "more IRQs outside the node",
+            format!("{rest} on other CPU lists"),
+            src,
+        ));
+    }
+    f
 }
 
 /// irqbalance.conflict: irqbalance runs on a host whose NIC has data IRQs (info).
