@@ -36,6 +36,9 @@ fn what(id: &str) -> &'static str {
     }
 }
 
+/// A fix longer than this is not repeated in the one-sentence summary.
+const LONG_FIX: usize = 160;
+
 /// One sentence: what limited the point. `findings` ranked (most important
 /// first, as [`super::rank`] leaves them); `local_busy` / `peer_busy` the
 /// hosts' mean busy % over the counted intervals, when measured.
@@ -47,8 +50,12 @@ pub fn limited_by(findings: &[Finding], local_busy: Option<f64>, peer_busy: Opti
             f.host.name(),
             f.title
         );
-        if let Some(fix) = f.fix.first() {
-            s.push_str(&format!(" — try: {fix}"));
+        match f.fix.first() {
+            // A one-line summary: a long command (one loop over 64 IRQs)
+            // stays with the finding.
+            Some(fix) if fix.len() > LONG_FIX => s.push_str(" — try the finding's fix"),
+            Some(fix) => s.push_str(&format!(" — try: {fix}")),
+            None => {}
         }
         return s;
     }
@@ -118,6 +125,22 @@ mod tests {
         assert_eq!(
             s,
             "limited by one core on the peer host: cpu1 is 100 % busy while the other cores average 12 % — try: wirescope run -P <number of queues>"
+        );
+        // A long fix (one loop over a big host's 64 IRQs) stays with the finding.
+        let loop_fix = format!("for p in {}; do :; done", "201:0 ".repeat(40));
+        let irqs = Finding::new(
+            "irq.remote-numa",
+            Severity::Warn,
+            HostRole::Local,
+            "ens1f0np0",
+            "ens1f0np0: 64 IRQs on 4 cores of node 1 (cpu64-67), outside its NUMA node 0",
+            0.4,
+        )
+        .fix(loop_fix);
+        let s = limited_by(&[irqs], None, None);
+        assert!(
+            s.ends_with("outside its NUMA node 0 — try the finding's fix"),
+            "{s}"
         );
         // Info findings are not limits: the CPUs speak.
         let s = limited_by(&[info], Some(99.0), Some(97.0));

@@ -624,6 +624,29 @@ fn irq_remote_numa() {
     nic_mut(&mut c).irqs[1].affinity = "12".into();
     let f = fires_and_clears(&c, "irq.remote-numa", HostRole::Peer, Severity::Warn);
     assert!(
+        f.title
+            .ends_with(": 1 IRQ on 1 core of node 1 (cpu12), outside its NUMA node 0"),
+        "{}",
+        f.title
+    );
+    let e = f
+        .evidence
+        .iter()
+        .find(|e| e.what == "IRQ 101 effective affinity")
+        .expect("the IRQ's own evidence");
+    assert_eq!(e.source, "/proc/irq/101/effective_affinity_list");
+    // Allowed on both nodes: only partly outside, and said so.
+    let mut both = c.clone();
+    nic_mut(&mut both).irqs[1].affinity = "0-15".into();
+    let f = ids(&both.run(), "irq.remote-numa");
+    let f = f.iter().find(|x| x.host == HostRole::Peer).expect("fires");
+    assert!(
+        f.title
+            .contains("1 IRQ on 8 cores of node 1 (cpu8-15), each also allowed on local CPUs"),
+        "{}",
+        f.title
+    );
+    assert!(
         f.fix
             .contains(&"echo 1 > /proc/irq/101/smp_affinity_list".to_string()),
         "{:?}",

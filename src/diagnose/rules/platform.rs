@@ -60,24 +60,56 @@ fn cpu_list(cpus: &[u32]) -> String {
     format_cpu_list(&cpus.iter().map(|c| CpuId(*c)).collect::<Vec<_>>())
 }
 
-/// The NUMA nodes `cpus` sit on, as the title names them (`node 1`,
-/// `nodes 1, 2`), or `another node` when the facts do not say.
-fn nodes_of(facts: &HostFacts, cpus: &[u32]) -> String {
-    let nodes: Vec<String> = facts
+/// Where `cpus` (outside the NIC's local CPUs) sit, as the title names
+/// it: `of node 1`, `of nodes 1, 2`, `of node 1 and elsewhere` (some on no
+/// other node the facts list: the NIC's own node beyond its local CPUs, or
+/// unknown), or nothing when none is on another node.
+fn nodes_of(facts: &HostFacts, own: i32, cpus: &[u32]) -> String {
+    let others: Vec<(u32, Vec<u32>)> = facts
         .numa
         .iter()
-        .filter(|n| {
-            let on = crate::diagnose::util::cpus(&n.cpulist);
-            cpus.iter().any(|c| on.contains(c))
-        })
-        .map(|n| n.node.to_string())
+        .filter(|n| i64::from(n.node) != i64::from(own))
+        .map(|n| (n.node, crate::diagnose::util::cpus(&n.cpulist)))
         .collect();
-    match nodes.len() {
-        0 => "another node".to_string(),
-        1 => format!("node {}", nodes[0]),
-        _ => format!("nodes {}", nodes.join(", ")),
+    let nodes: Vec<String> = others
+        .iter()
+        .filter(|(_, on)| cpus.iter().any(|c| on.contains(c)))
+        .map(|(n, _)| n.to_string())
+        .collect();
+    let elsewhere = cpus
+        .iter()
+        .any(|c| !others.iter().any(|(_, on)| on.contains(c)));
+    match (nodes.len(), elsewhere) {
+        (0, _) => String::new(),
+        (1, false) => format!(" of node {}", nodes[0]),
+        (_, false) => format!(" of nodes {}", nodes.join(", ")),
+        (1, true) => format!(" of node {} and elsewhere", nodes[0]),
+        (_, true) => format!(" of nodes {} and elsewhere", nodes.join(", ")),
     }
 }
+
+/// `n one` or `n many`.
+fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("{n} {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// A CPU list for a title: at most [`TITLE_LIST`] characters, cut at a
+/// comma with `…` (the evidence has every CPU).
+fn short_list(cpus: &[u32]) -> String {
+    let l = cpu_list(cpus);
+    if l.len() <= TITLE_LIST {
+        return l;
+    }
+    let cut = l[..TITLE_LIST].rfind(',').unwrap_or(TITLE_LIST);
+    format!("{},…", &l[..cut])
+}
+
+/// The longest CPU list a title shows.
+const TITLE_LIST: usize = 32;
 
 /// irq.single-cpu: every data IRQ of the NIC effectively on one CPU.
 fn irq_single_cpu(facts: &HostFacts, nic: &NicFacts, host: HostRole) -> Option<Finding> {
@@ -197,32 +229,40 @@ fn remote_title(
             .collect();
         on.sort_unstable();
         on.dedup();
-        let plural = |n: usize, one: &str, many: &str| {
-            if n == 1 {
-                format!("{n} {one}")
-            } else {
-                format!("{n} {many}")
-            }
+        // An IRQ allowed on local CPUs too (an affinity mask spanning both
+        // nodes) is only partly outside.
+        let partly = remote_irqs
+            .iter()
+            .filter(|(_, c)| c.iter().any(|x| local.contains(x)))
+            .count();
+        let partly = match partly {
+            0 => String::new(),
+            n if n == remote_irqs.len() => ", each also allowed on local CPUs".to_string(),
+            n => format!(", {n} of them also allowed on local CPUs"),
         };
         parts.push(format!(
-            "{} on {} of {} (cpu{})",
+            "{} on {}{} (cpu{}){partly}",
             plural(remote_irqs.len(), "IRQ", "IRQs"),
             plural(on.len(), "core", "cores"),
-            nodes_of(facts, &on),
-            cpu_list(&on)
+            nodes_of(facts, node, &on),
+            short_list(&on)
         ));
     }
     if !remote_engine.is_empty() {
         parts.push(format!(
-            "{} engine thread CPU(s) (cpu{})",
-            remote_engine.len(),
-            cpu_list(remote_engine)
+            "{} (cpu{})",
+            plural(
+                remote_engine.len(),
+                "engine thread CPU",
+                "engine thread CPUs"
+            ),
+            short_list(remote_engine)
         ));
     }
     format!(
         "{}: {}, outside its NUMA node {node}",
         nic.name,
-        parts.join(" and ")
+        parts.join("; ")
     )
 }
 
@@ -233,15 +273,28 @@ fn remote_irq_evidence(mut f: Finding, remote_irqs: &[(u32, Vec<u32>)]) -> Findi
     for (irq, c) in remote_irqs {
         by_cpus.entry(c).or_default().push(*irq);
     }
+    // The biggest groups first (stable: equal ones in CPU-list order).
+    let mut groups: Vec<(&[u32], Vec<u32>)> = by_cpus.into_iter().collect();
+    groups.sort_by_key(|g| std::cmp::Reverse(g.1.len()));
     let src = "/proc/irq/N/effective_affinity_list";
-    for (c, irqs) in by_cpus.iter().take(ONE_COMMAND_ABOVE) {
-        let label = match irqs.as_slice() {
-            [one] => format!("IRQ {one} effective affinity"),
-            many => format!("IRQs {} effective affinity", cpu_list(many)),
+    for (c, irqs) in groups.iter().take(ONE_COMMAND_ABOVE) {
+        let (label, src) = match irqs.as_slice() {
+            [one] => (
+                format!("IRQ {one} effective affinity"),
+                format!("/proc/irq/{one}/effective_affinity_list"),
+            ),
+            many => (
+                format!("IRQs {} effective affinity", cpu_list(many)),
+                src.to_string(),
+            ),
         };
         f = f.ev(Evidence::text(label, cpu_list(c), src));
     }
-    let rest: usize = by_cpus.values().skip(ONE_COMMAND_ABOVE).map(Vec::len).sum();
+    let rest: usize = groups
+        .iter()
+        .skip(ONE_COMMAND_ABOVE)
+        .map(|g| g.1.len())
+        .sum();
     if rest > 0 {
         f = f.ev(Evidence::text(
             "more IRQs outside the node",

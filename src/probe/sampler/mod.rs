@@ -738,11 +738,18 @@ fn global_deltas(
             }
         }
     } else {
-        let before: HashMap<&str, u64> = prev.iter().rev().collect();
+        // A name listed twice: its k-th listing against the k-th before.
+        let mut before: HashMap<&str, Vec<u64>> = HashMap::new();
+        for (name, v) in prev.iter() {
+            before.entry(name).or_default().push(v);
+        }
+        let mut seen: HashMap<&str, usize> = HashMap::new();
         for (_, ((name, now), _)) in globals {
-            if let Some(b) = before.get(name) {
+            let k = seen.entry(name).or_insert(0);
+            if let Some(b) = before.get(name).and_then(|v| v.get(*k)) {
                 push(name, *b, now);
             }
+            *k += 1;
         }
     }
 }

@@ -312,3 +312,35 @@ fn the_facts_are_re_read_less_often_where_reading_them_costs_more() {
     assert_eq!(facts_stride(22_000), 44);
     assert_eq!(facts_stride(u64::MAX), FACTS_MAX_EVERY);
 }
+
+#[test]
+fn device_wide_counters_grow_by_index_or_by_name_and_a_repeated_name_by_its_listing() {
+    use crate::probe::ethtool_names::Class;
+    use crate::probe::nic::NicStats;
+    let run = |prev: &NicStats, cur: &NicStats| -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        global_deltas("eth0", prev, cur, &vec![Class::Global; cur.len()], &mut out);
+        assert!(out.iter().all(|c| c.iface == "eth0"));
+        out.into_iter().map(|c| (c.name, c.delta)).collect()
+    };
+    let prev = NicStats::from(vec![
+        ("a".to_string(), 1),
+        ("dup".to_string(), 10),
+        ("dup".to_string(), 100),
+    ]);
+    // The same names (shared): by index; a counter that stood still is left out.
+    let cur = NicStats {
+        names: prev.names.clone(),
+        values: vec![2, 10, 105],
+    };
+    assert_eq!(run(&prev, &cur), [("a".into(), 1), ("dup".into(), 5)]);
+    // Other names (one more in front): by name, each listing of a repeated
+    // name against the same listing before; a new name has nothing to grow from.
+    let cur = NicStats::from(vec![
+        ("new".to_string(), 7),
+        ("a".to_string(), 3),
+        ("dup".to_string(), 12),
+        ("dup".to_string(), 100),
+    ]);
+    assert_eq!(run(&prev, &cur), [("a".into(), 2), ("dup".into(), 2)]);
+}
