@@ -3,7 +3,12 @@
 
 use crate::probe::facts::{HostFacts, IrqFact, NicFacts};
 use crate::probe::sample::Sample;
-use crate::units::{parse_cpu_list, CpuId};
+use crate::units::{format_cpu_list, parse_cpu_list, CpuId};
+
+/// A kernel list (`0-3,8`) of CPUs: the inverse of [`cpus`].
+pub fn cpu_list(ids: &[u32]) -> String {
+    format_cpu_list(&ids.iter().map(|c| CpuId(*c)).collect::<Vec<_>>())
+}
 
 /// CPUs of a kernel list (`0-3,8`); empty when unparsable.
 pub fn cpus(list: &str) -> Vec<u32> {

@@ -79,16 +79,19 @@ fn view(dir: &CaptureDir, iface: &str, stats: bool) -> EthtoolView {
 /// in a refusal, as [`ethtool`] does.
 pub fn ethtool_stats(dir: &CaptureDir, iface: &str) -> Support<NicStats> {
     let path = ethtool_file("-S", iface);
-    let mut names = dir
-        .stat_names
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let names = || {
+        dir.stat_names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    // The previous names, not the lock, are held while the file is read.
+    let prev = names().get(iface).cloned();
     match dir.command(&path) {
         Err(_) => Support::Unknown,
-        Ok(t) => match text::parse_stats_reusing(&t, names.get(iface)) {
+        Ok(t) => match text::parse_stats_reusing(&t, prev.as_ref()) {
             Ok(v) => {
-                if names.get(iface).is_none_or(|n| !Arc::ptr_eq(n, &v.names)) {
-                    names.insert(iface.to_owned(), Arc::clone(&v.names));
+                if prev.is_none_or(|n| !Arc::ptr_eq(&n, &v.names)) {
+                    names().insert(iface.to_owned(), Arc::clone(&v.names));
                 }
                 Support::Value(v)
             }

@@ -250,11 +250,6 @@ impl NicStats {
         self.values.is_empty()
     }
 
-    /// The first value of `name`.
-    pub fn get(&self, name: &str) -> Option<u64> {
-        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
-    }
-
     /// True when both list the same names (at once when they share them).
     pub fn same_names(&self, other: &NicStats) -> bool {
         Arc::ptr_eq(&self.names, &other.names) || self.names == other.names

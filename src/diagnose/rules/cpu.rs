@@ -540,12 +540,7 @@ fn single_core_finding(
     if !engine.is_empty() {
         f = f.ev(Evidence::text(
             "engine threads pinned to",
-            crate::units::format_cpu_list(
-                &engine
-                    .iter()
-                    .map(|c| crate::units::CpuId(*c))
-                    .collect::<Vec<_>>(),
-            ),
+            crate::diagnose::util::cpu_list(engine),
             "test spec --cpus",
         ));
     }
@@ -646,15 +641,7 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     } else {
         Severity::Info
     };
-    let on = format!(
-        "cpu{}",
-        crate::units::format_cpu_list(
-            &cores
-                .iter()
-                .map(|c| crate::units::CpuId(*c))
-                .collect::<Vec<_>>()
-        )
-    );
+    let on = format!("cpu{}", crate::diagnose::util::cpu_list(&cores));
     let n_cpus = ctx
         .active
         .iter()

@@ -7,15 +7,9 @@ use super::cpu::{net_rx_share, CoreTime, SaturatedWindow};
 use super::HostCtx;
 use crate::diagnose::finding::{Evidence, Finding, Severity};
 use crate::diagnose::impact::prior;
-use crate::diagnose::util::{cpus_mask, local_cpus, secs};
+use crate::diagnose::util::{cpu_list, cpus_mask, local_cpus, secs};
 use crate::probe::ethtool_names::Dir;
-use crate::units::{format_cpu_list, CpuId};
 use std::collections::BTreeMap;
-
-/// A compact list (`0-7,12`) of ids.
-fn list(ids: &[u32]) -> String {
-    format_cpu_list(&ids.iter().map(|c| CpuId(*c)).collect::<Vec<_>>())
-}
 
 /// The rx queues of `iface` busy over the window (at least half the
 /// packets of its busiest queue), with their mean packets per second.
@@ -105,7 +99,7 @@ pub(super) fn many_cores_finding(ctx: &HostCtx, cores: &[(SaturatedWindow, CoreT
     // The NIC (of those) whose rx queues carry the most packets: the work.
     let carrier = carrier(ctx, &by_nic);
     let carrying = carrying(&by_nic, carrier.as_ref());
-    let cpus = list(&ids);
+    let cpus = cpu_list(&ids);
     let src = "/proc/stat";
     let mut f = Finding::new(
         "cpu.single-core-saturated",
@@ -160,7 +154,7 @@ fn carrying(by_nic: &BTreeMap<String, Vec<u32>>, carrier: Option<&Carrier>) -> S
         let q: Vec<u32> = qs.iter().map(|q| q.0).collect();
         carrying.push(format!(
             "{nic} rx queues {} ({:.2} Mpps)",
-            list(&q),
+            cpu_list(&q),
             pps / 1e6
         ));
     }
@@ -284,7 +278,7 @@ fn fixes(ctx: &HostCtx, hot: &[u32], carrier: Option<(&str, &[(u32, f64)])>) -> 
                     "echo {} > /sys/class/net/{}/queues/rx-{q}/rps_cpus  # RPS: cpu{} share rx-{q}'s packet processing",
                     cpus_mask(&group),
                     nic.name,
-                    list(&group)
+                    cpu_list(&group)
                 ));
             }
         }

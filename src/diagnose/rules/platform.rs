@@ -3,10 +3,9 @@
 
 use crate::diagnose::finding::{Evidence, Finding, Severity};
 use crate::diagnose::impact::prior;
-use crate::diagnose::util::{cpus, data_irqs, driver, local_cpus, spread};
+use crate::diagnose::util::{cpu_list, cpus, data_irqs, driver, local_cpus, spread};
 use crate::probe::facts::{HostFacts, NicFacts, PcieLink};
 use crate::probe::sample::HostRole;
-use crate::units::{format_cpu_list, CpuId};
 use std::collections::BTreeMap;
 
 /// All platform rules of one host.
@@ -53,11 +52,6 @@ fn affinity_commands(moves: &[(u32, u32)]) -> Vec<String> {
         pairs.join(" "),
         moves.len()
     )]
-}
-
-/// `cpus` as a list (`128-131`).
-fn cpu_list(cpus: &[u32]) -> String {
-    format_cpu_list(&cpus.iter().map(|c| CpuId(*c)).collect::<Vec<_>>())
 }
 
 /// Where `cpus` (outside the NIC's local CPUs) sit, as the title names
