@@ -1,10 +1,10 @@
 //! The live host as the engines see it while they prepare one side of a
 //! point ([`EngineHost`]): routes, the NUMA node of an interface, the
 //! counters along a packet's path, RDMA devices. The session hands
-//! [`LiveEngineHost`] to [`EngineSpec::prepare`], so each engine prepares
+//! [`LiveEngineHost`] to [`EngineSpecOps::prepare`], so each engine prepares
 //! itself and the data plane never reads the host on its own. Reads only.
 //!
-//! [`EngineSpec::prepare`]: crate::traffic::EngineSpec::prepare
+//! [`EngineSpecOps::prepare`]: crate::traffic::EngineSpecOps::prepare
 
 use super::live_host::LiveHost;
 use crate::traffic::EngineHost;

@@ -15,8 +15,8 @@ use super::schema::{Hosts, StreamSummary, Summary, ZeroCopy};
 use crate::session::outcome::{EndReason, PointOutcome};
 use crate::session::plan::SweepValue;
 use crate::session::proto::SideResult;
-use crate::traffic::registry::{PointEnds, Warmup};
 use crate::traffic::{ConnRole, EngineSpec, Side};
+use crate::traffic::{PointEnds, Warmup};
 
 /// Everything measured for one point.
 pub struct PointData<'a> {

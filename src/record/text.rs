@@ -3,7 +3,7 @@
 
 use super::schema::{HostCpu, Summary};
 use crate::probe::sample::Sample;
-use crate::traffic::registry::{si, IntervalRow};
+use crate::traffic::{si, IntervalRow};
 use crate::traffic::{ConnRole, EngineSpec, Side};
 use crate::units::{BitsPerSec, Bytes, Nanos};
 use std::fmt::Write;
@@ -24,7 +24,7 @@ pub fn run_title(h: &super::schema::Header) -> String {
             h.hosts.peer.hostname, h.hosts.peer.kernel, h.hosts.peer.cpus
         )
     };
-    let arrow = h.spec.as_ref().map_or("->", EngineSpec::arrow);
+    let arrow = h.spec.as_ref().map_or("->", |s| s.arrow());
     format!(
         "wirescope {}: {what}, local {} ({}, {} CPUs) {arrow} {far}",
         h.wirescope, h.hosts.local.hostname, h.hosts.local.kernel, h.hosts.local.cpus,

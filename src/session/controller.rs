@@ -862,7 +862,7 @@ fn connect_data(
             addr,
             source,
         };
-        let sock = crate::traffic::prepare_data_socket(spec, &addr, i)?;
+        let sock = spec.data_socket(&addr, i)?;
         sock.connect_timeout(&addr.into(), SETUP_TIMEOUT)
             .map_err(err)?;
         let mut s: TcpStream = sock.into();

@@ -1,9 +1,11 @@
 //! Preparing an engine for one side of a point, and what this host admits
 //! before anything is allocated (the spec's limits, memory, descriptors,
 //! CPUs, a loopback pair). Each engine prepares itself from its spec and
-//! the live host ([`EngineSpec::prepare`] with [`LiveEngineHost`]); this
+//! the live host ([`EngineSpecOps::prepare`] with [`LiveEngineHost`]); this
 //! module names no engine. Runs off the async threads: preparing may
 //! allocate large buffers or open devices.
+//!
+//! [`EngineSpecOps::prepare`]: crate::traffic::EngineSpecOps::prepare
 
 use crate::probe::engine_host::LiveEngineHost;
 use crate::session::plan::{SweepParam, TestPlan};
@@ -12,12 +14,14 @@ use crate::units::Bytes;
 use std::net::IpAddr;
 
 /// Prepare `side` of `spec` on this host (each engine prepares itself,
-/// [`EngineSpec::prepare`]); `peer` is the other host's address as this
+/// [`EngineSpecOps::prepare`]); `peer` is the other host's address as this
 /// side sees it, `peer_setup` what the other side already told (the agent
 /// has the controller's before it prepares; it still hands it to
 /// [`Engine::connect`] afterwards). The other end's test address (its setup
 /// names it) is where an engine that picks an interface or device looks;
 /// else the control peer's.
+///
+/// [`EngineSpecOps::prepare`]: crate::traffic::EngineSpecOps::prepare
 pub fn prepare(
     spec: &EngineSpec,
     side: Side,

@@ -67,12 +67,12 @@ impl VethPair {
 }
 
 /// The veth MTU a point of `spec` needs: the IP packet of a test's frames
-/// when its engine chooses their size ([`EngineSpec::frame_mtu`]), at
+/// when its engine chooses their size ([`EngineSpecOps::frame_mtu`]), at
 /// least [`DEFAULT_MTU`]; every other test runs at the default.
 ///
-/// [`EngineSpec::frame_mtu`]: crate::traffic::EngineSpec::frame_mtu
+/// [`EngineSpecOps::frame_mtu`]: crate::traffic::EngineSpecOps::frame_mtu
 pub fn mtu_for(spec: Option<&crate::traffic::EngineSpec>) -> u32 {
-    spec.and_then(crate::traffic::EngineSpec::frame_mtu)
+    spec.and_then(|s| s.frame_mtu())
         .map_or(DEFAULT_MTU, |m| m.max(DEFAULT_MTU))
 }
 

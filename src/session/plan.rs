@@ -82,7 +82,7 @@ impl TestPlan {
 /// at most one per CPU; a packet test with both ends on this host: the
 /// CPUs that keep them apart).
 fn resolved(mut s: EngineSpec) -> EngineSpec {
-    s.settle_on_host(crate::probe::system::online_cpus, || {
+    s.settle_on_host(&crate::probe::system::online_cpus, &|| {
         crate::traffic::sched::usable_cpus().unwrap_or_default()
     });
     s
@@ -189,7 +189,9 @@ impl Plan {
 
     /// The plan with both ends on this host (the local pair): an engine
     /// that pins its ends keeps them apart
-    /// ([`EngineSpec::put_ends_on_one_host`]).
+    /// ([`EngineSpecOps::put_ends_on_one_host`]).
+    ///
+    /// [`EngineSpecOps::put_ends_on_one_host`]: crate::traffic::EngineSpecOps::put_ends_on_one_host
     pub fn on_one_host(mut self) -> Self {
         if let Plan::Test(t) = &mut self {
             t.spec.put_ends_on_one_host();

@@ -5,7 +5,7 @@
 //! logs or draws anything: the sampler reads the counters once per interval.
 //!
 //! Both ends of a test run the same engine code; [`Side`] says which end this
-//! process is, and [`EngineSpec::conn_roles`] tells each end what to do on each
+//! process is, and [`EngineSpecOps::conn_roles`] tells each end what to do on each
 //! data connection, so the two ends cannot disagree about who sends.
 
 pub mod bpf;
@@ -22,14 +22,14 @@ pub mod tcp;
 
 pub use limits::MemoryNeed;
 pub use paths::DataPaths;
-pub use registry::{ladder, EngineArgs, EngineForm, FormDirection, FormOptions};
 pub use registry::{
-    si, slice, EngineSlice, Headline, IntervalRow, PayloadCells, PointEnds, Sections, TestOptions,
-    Warmup,
+    ladder, si, EngineForm, EngineSlice, FormDirection, FormOptions, Headline, IntervalRow,
+    OwnQueueRow, OwnQueues, PayloadCells, PlacedCores, PointEnds, TestOptions, Warmup,
 };
-pub use registry::{OwnQueueRow, OwnQueues, PlacedCores};
+pub use registry::{slice, EngineArgs, Sections};
+pub use registry::{EngineInterval, EngineKind, EngineSetup, EngineSpec, EngineTotals};
 pub use sched::{pin_current_thread, raise_priority, Priority};
-pub use spec::{EngineInterval, EngineSetup, EngineSpec, EngineTotals, ServerCheckError};
+pub use spec::{EngineSpecOps, ServerCheckError};
 pub use tcp::{TcpMode, TcpSpec};
 
 use crate::units::CpuId;
@@ -39,42 +39,6 @@ use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-
-/// Which engine generates the traffic.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum EngineKind {
-    /// Kernel TCP sockets.
-    Tcp,
-    /// gRPC (grpc.testing.BenchmarkService) over HTTP/2.
-    Grpc,
-    /// UDP/IPv4 frames, packet generator to packet sink.
-    Sink,
-    /// RDMA verbs (RC queue pairs): WRITE, READ, SEND.
-    Rdma,
-}
-
-impl EngineKind {
-    /// Every engine, in the order the docs list them.
-    pub const ALL: [EngineKind; 4] = [
-        EngineKind::Tcp,
-        EngineKind::Grpc,
-        EngineKind::Sink,
-        EngineKind::Rdma,
-    ];
-
-    /// Lower-case name as used on the command line and in logs.
-    pub fn name(self) -> &'static str {
-        match self {
-            EngineKind::Tcp => "tcp",
-            EngineKind::Grpc => "grpc",
-            EngineKind::Sink => "sink",
-            EngineKind::Rdma => "rdma",
-        }
-    }
-}
 
 /// Which end of the node pair this process is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -539,53 +503,11 @@ pub trait EngineProbe: Send + Sync {
     fn totals(&self) -> Option<EngineTotals>;
 }
 
-/// A fresh data socket for `addr` with the options the engine needs before
-/// `connect` (buffer sizes and MSS go into the SYN).
-pub fn prepare_data_socket(
-    spec: &EngineSpec,
-    addr: &std::net::SocketAddr,
-    conn: usize,
-) -> Result<socket2::Socket, EngineError> {
-    match spec {
-        EngineSpec::Tcp(t) => tcp::prepare_socket(t, addr, conn),
-        EngineSpec::Sink(_) | EngineSpec::Rdma(_) => Err(EngineError::Unsupported(
-            "packet and rdma tests open no data connections".into(),
-        )),
-        EngineSpec::Grpc(_) => {
-            let sock = socket2::Socket::new(
-                socket2::Domain::for_address(*addr),
-                socket2::Type::STREAM,
-                Some(socket2::Protocol::TCP),
-            )
-            .map_err(|source| EngineError::Io {
-                op: "socket",
-                conn,
-                source,
-            })?;
-            Ok(sock)
-        }
-    }
-}
-
-/// Prepare `side` of the engine `spec` names, when the spec is all it needs
-/// (engines that read the host, the packet sink and RDMA, prepare through
-/// [`EngineSpec::prepare`] instead).
-pub fn prepare_engine(spec: &EngineSpec, side: Side) -> Result<Box<dyn Engine>, EngineError> {
-    match spec {
-        EngineSpec::Tcp(t) => Ok(Box::new(tcp::TcpEngine::new(t.clone(), side))),
-        EngineSpec::Grpc(g) => Ok(Box::new(grpc::GrpcEngine::new(g.clone(), side))),
-        EngineSpec::Sink(_) | EngineSpec::Rdma(_) => Err(EngineError::Unsupported(
-            "packet and rdma tests are prepared by the session, on the interface or device that routes to the other host"
-                .into(),
-        )),
-    }
-}
-
 /// What an engine asks of the host while it prepares one side of a point
 /// (routes, NUMA placement, path counters, RDMA devices). The session hands
 /// in the live host (`probe::engine_host` implements it), so the data plane
 /// never reads the host itself and each engine prepares itself
-/// ([`EngineSpec::prepare`]).
+/// ([`EngineSpecOps::prepare`]).
 pub trait EngineHost {
     /// The interface that routes to `to`.
     fn route_iface(&self, to: std::net::IpAddr) -> Option<String>;

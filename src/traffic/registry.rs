@@ -1,51 +1,301 @@
-//! The one place that lists the engines, and the trait through which the
-//! command line and the faces reach what is specific to each: the check of
-//! its options into its spec ([`resolve`]), its own part of a point's
-//! summary (built from both ends' totals), the lines it adds to the closing
-//! block, its sweep table and its live row. The options of a test
-//! ([`TestOptions`]: the shared flags and each engine's own group,
-//! [`EngineArgs`]) and each engine's part of the TUI's control view
-//! ([`EngineForm`], [`form()`]) are here for the same reason: this is the
-//! one place that names every engine.
+//! The one place that lists the engines, and the contract through which
+//! the layers above reach what is specific to each.
 //!
-//! The layers above (record, the faces, the TUI) call [`slice()`] with the
-//! test's [`EngineKind`] and never match on the engine for these; an engine
-//! that adds a figure of its own changes its folder, not theirs. Each engine
-//! implements [`EngineSlice`] in its folder's `summary` module (TCP's in its
-//! `mod.rs`), with its options' checks in its `args` module.
+//! * The list: [`EngineKind`], the enums that carry each engine's spec,
+//!   setup, interval figures and totals over the wire and into the log
+//!   ([`EngineSpec`], [`EngineSetup`], [`EngineInterval`],
+//!   [`EngineTotals`]), each engine's section of a point's summary
+//!   ([`Sections`]) and options ([`EngineArgs`]), and the one match on the
+//!   engine that finds its spec's behaviour ([`EngineSpecOps`], through
+//!   `EngineSpec`'s `Deref`), its slice ([`slice()`]) and its part of the
+//!   TUI's control view ([`form()`]).
+//! * The contract: what an engine adds to the faces beyond the common
+//!   figures ([`EngineSlice`]: the check of its options into its spec
+//!   ([`resolve`]), its own part of a point's summary (built from both
+//!   ends' totals), the lines it adds to the closing block, its sweep table
+//!   and its live row), its part of the control view ([`EngineForm`]), the
+//!   options of a test as given ([`TestOptions`]), and the plain figures
+//!   they hand over. The contract and the list share this file because each
+//!   needs the other: a slice fills [`Sections`], and [`slice()`] returns a
+//!   slice.
+//!
+//! The layers above (record, the faces, the TUI, the session) call
+//! [`slice()`] with the test's [`EngineKind`], or ask the spec, and never
+//! match on the engine; an engine that adds a figure of its own changes its
+//! folder, not theirs. Each engine implements [`EngineSpecOps`] in its
+//! folder's `spec` module (gRPC's in `engine.rs`), [`EngineSlice`] in its
+//! `summary` module (TCP's in its `mod.rs`), with its options' checks in its
+//! `args` module. An engine joins by adding its arms here and its `pub mod`
+//! in `traffic/mod.rs` (see docs/architecture.md, "Where to add an
+//! engine").
 //!
 //! This module sits in the data-plane layer, so it sees only plain figures:
 //! the summary's common fields, the engine's totals and interval figures, and
 //! the warm-up the caller subtracted. It never reads Samples or hosts.
 
 use super::grpc::args::GrpcArgs;
+use super::grpc::{GrpcInterval, GrpcSpec};
 use super::options::{refuse, OptionError, Resolved, Sweep, SweepParam, SweepPoint};
 use super::rdma::args::RdmaArgs;
+use super::rdma::{RdmaInterval, RdmaOutcome, RdmaSetup, RdmaSpec};
 use super::sink::args::SinkArgs;
-use super::{DataPaths, EngineInterval, EngineKind, EngineSpec, EngineTotals};
+use super::sink::engine::{GenEndTotals, GenLive, SinkEndTotals, SinkLive};
+use super::sink::{GeneratorEnd, SinkEnd, SinkSpec};
+use super::spec::EngineSpecOps;
+use super::tcp::{TcpMode, TcpSpec};
+use super::DataPaths;
 use crate::units::{first_given, Bytes, CpuId};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// Each engine's own section of a point's summary, under its own key in the
-/// log (`"grpc": {...}`, `"sink": {...}`, `"rdma": {...}`); a TCP point has
-/// none. Flattened into the summary record, so the log's keys stay where
-/// they were.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Sections {
-    /// gRPC: RPC rate, payload goodput both ways, statuses and peak memory.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub grpc: Option<super::grpc::summary::GrpcSummary>,
-    /// Packet tests: what the sink counted and the generator sent, loss,
-    /// reordering and duplicates per flow, where frames were dropped, per
-    /// queue (the summary's `rate_per_s` and `messages` are the sink's packets).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sink: Option<Box<super::sink::figures::SinkSummary>>,
-    /// RDMA tests: perftest's report (`bw`: `#bytes #iterations BW peak
-    /// BW average MsgRate`, both directions summed with `--bidir`; `lat`:
-    /// `t_min t_max t_typical t_avg t_stdev 99% 99.9%` in µs) and each end's outcome.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rdma: Option<Box<super::rdma::summary::RdmaSummary>>,
+/// Which engine generates the traffic.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// Kernel TCP sockets.
+    Tcp,
+    /// gRPC (grpc.testing.BenchmarkService) over HTTP/2.
+    Grpc,
+    /// UDP/IPv4 frames, packet generator to packet sink.
+    Sink,
+    /// RDMA verbs (RC queue pairs): WRITE, READ, SEND.
+    Rdma,
+}
+
+impl EngineKind {
+    /// Every engine, in the order the docs list them.
+    pub const ALL: [EngineKind; 4] = [
+        EngineKind::Tcp,
+        EngineKind::Grpc,
+        EngineKind::Sink,
+        EngineKind::Rdma,
+    ];
+
+    /// Lower-case name as used on the command line and in logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Tcp => "tcp",
+            EngineKind::Grpc => "grpc",
+            EngineKind::Sink => "sink",
+            EngineKind::Rdma => "rdma",
+        }
+    }
+}
+
+/// Everything both ends need to know to run one test point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "engine", rename_all = "lowercase")]
+pub enum EngineSpec {
+    /// Kernel TCP sockets: stream, pingpong, rr.
+    Tcp(TcpSpec),
+    /// grpc.testing.BenchmarkService: unary calls or ping-pong streams.
+    Grpc(GrpcSpec),
+    /// UDP/IPv4 frames from a packet generator to a packet sink.
+    Sink(SinkSpec),
+    /// RC queue pairs over libibverbs: RDMA WRITE, READ or SEND.
+    Rdma(RdmaSpec),
+}
+
+impl std::ops::Deref for EngineSpec {
+    type Target = dyn EngineSpecOps;
+
+    /// The engine's answers for this spec: `spec.validate()`,
+    /// `spec.frame_mtu()`, ... ask the engine that runs it.
+    fn deref(&self) -> &Self::Target {
+        match self {
+            EngineSpec::Tcp(t) => t,
+            EngineSpec::Grpc(g) => g,
+            EngineSpec::Sink(s) => s,
+            EngineSpec::Rdma(r) => r,
+        }
+    }
+}
+
+impl std::ops::DerefMut for EngineSpec {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            EngineSpec::Tcp(t) => t,
+            EngineSpec::Grpc(g) => g,
+            EngineSpec::Sink(s) => s,
+            EngineSpec::Rdma(r) => r,
+        }
+    }
+}
+
+impl EngineSpec {
+    /// The TCP arm, when this is a TCP test.
+    pub fn as_tcp(&self) -> Option<&TcpSpec> {
+        match self {
+            EngineSpec::Tcp(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The RDMA arm, when this is an RDMA test.
+    pub fn as_rdma(&self) -> Option<&RdmaSpec> {
+        match self {
+            EngineSpec::Rdma(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The packet arm, when this is a packet test.
+    pub fn as_sink(&self) -> Option<&SinkSpec> {
+        match self {
+            EngineSpec::Sink(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Mutable packet arm.
+    pub fn as_sink_mut(&mut self) -> Option<&mut SinkSpec> {
+        match self {
+            EngineSpec::Sink(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The gRPC arm, when this is a gRPC test.
+    pub fn as_grpc(&self) -> Option<&GrpcSpec> {
+        match self {
+            EngineSpec::Grpc(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Mutable gRPC arm.
+    pub fn as_grpc_mut(&mut self) -> Option<&mut GrpcSpec> {
+        match self {
+            EngineSpec::Grpc(g) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Mutable TCP arm.
+    pub fn as_tcp_mut(&mut self) -> Option<&mut TcpSpec> {
+        match self {
+            EngineSpec::Tcp(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// True for a bulk-transfer TCP test (the throughput table's layout).
+    pub fn is_tcp_stream(&self) -> bool {
+        self.as_tcp().is_some_and(|t| t.mode == TcpMode::Stream)
+    }
+}
+
+/// What one end tells the other before a point starts, when its engine needs
+/// more than data connections (RDMA: queue pairs, keys, addresses; a packet
+/// sink: MACs and queues). The controller sends its own in `Start`, the agent
+/// answers with its own in `Accepting`; both check what they receive. Each
+/// engine that exchanges anything adds its variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "engine", rename_all = "lowercase")]
+pub enum EngineSetup {
+    /// A packet sink: where to send (MAC, address), its queues and mode.
+    Sink(SinkEnd),
+    /// A packet generator: its MAC, address and flows.
+    Generator(GeneratorEnd),
+    /// RDMA queue pairs: QPNs, PSNs, LID/GID, rkeys, addresses, MTU.
+    Rdma(RdmaSetup),
+}
+
+impl EngineSetup {
+    /// The test address of the end that sent this setup, when it names one
+    /// (the interface or device that carries the test routes to it; the
+    /// control connection may use another network).
+    pub fn address(&self) -> Option<std::net::IpAddr> {
+        match self {
+            EngineSetup::Sink(e) => Some(std::net::IpAddr::V4(e.ip)),
+            EngineSetup::Generator(e) => Some(std::net::IpAddr::V4(e.ip)),
+            EngineSetup::Rdma(r) => r
+                .gid
+                .and_then(|g| g.to_ipv4_mapped())
+                .map(std::net::IpAddr::V4),
+        }
+        .filter(|ip| match ip {
+            std::net::IpAddr::V4(v4) => super::sink::engine::is_test_address(*v4),
+            std::net::IpAddr::V6(_) => false,
+        })
+    }
+}
+
+/// An engine's own figures for one interval, beyond the byte and message
+/// counters every engine has (`EngineSample::extra`). Each engine with
+/// figures of its own adds its variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "engine", rename_all = "lowercase")]
+pub enum EngineInterval {
+    /// The gRPC end's RPC rate, payload goodput, latency and statuses.
+    Grpc(GrpcInterval),
+    /// A packet sink's counts per queue, rates and drops.
+    Sink(Box<SinkLive>),
+    /// A packet generator's counts per thread and rates.
+    Generator(Box<GenLive>),
+    /// An RDMA end's bytes and messages per QP.
+    Rdma(RdmaInterval),
+}
+
+impl EngineInterval {
+    /// The span (s) this engine's figures cover when it is not the whole
+    /// interval: a packet sink's last interval ends when its counts last
+    /// moved (the quiet tail of the drain is waiting, not receiving), so its
+    /// rates, and the Sample's message rate, are over that span.
+    pub fn own_span_s(&self) -> Option<f64> {
+        match self {
+            EngineInterval::Sink(k) => Some(k.figures.secs),
+            EngineInterval::Generator(g) => Some(g.figures.secs),
+            EngineInterval::Grpc(_) | EngineInterval::Rdma(_) => None,
+        }
+    }
+}
+
+/// An engine's own totals at the end of a point (`SideResult::extra`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "engine", rename_all = "lowercase")]
+pub enum EngineTotals {
+    /// The gRPC end's figures over the whole point and its peak memory.
+    Grpc(super::grpc::GrpcTotals),
+    /// A packet sink's counters at both ends of the point and what it saw per flow.
+    Sink(Box<SinkEndTotals>),
+    /// A packet generator's counters and what it sent per flow.
+    Generator(Box<GenEndTotals>),
+    /// An RDMA end's perftest-style result.
+    Rdma(Box<RdmaOutcome>),
+}
+
+/// What the layers above ask of one end's own interval figures (the read
+/// side: the report, the views).
+impl EngineInterval {
+    /// The change over the interval of the messages the receiving end
+    /// finds missing (a packet sink's gaps below the highest sequence seen;
+    /// negative when late frames filled more gaps than opened), when the
+    /// engine counts them.
+    pub fn missing_in_interval(&self) -> Option<i64> {
+        match self {
+            EngineInterval::Sink(k) => Some(k.figures.missing_delta),
+            _ => None,
+        }
+    }
+
+    /// True when this end's message rate is the test's whichever host it
+    /// runs on (a packet sink counts the frames that arrived; the
+    /// generator's count is what it sent).
+    pub fn counts_the_tests_rate(&self) -> bool {
+        matches!(self, EngineInterval::Sink(_))
+    }
+
+    /// This end's own count of its queues (a packet sink's), for the queues
+    /// view; None when the engine counts no queues of its own.
+    pub fn own_queues(&self) -> Option<super::OwnQueues> {
+        match self {
+            EngineInterval::Sink(k) => Some(super::sink::views::own_queues(k)),
+            _ => None,
+        }
+    }
 }
 
 /// What one host's omitted (warm-up) intervals counted, which the figures
@@ -305,45 +555,6 @@ pub trait EngineSlice: Sync {
     }
 }
 
-/// The engine's slice. The one match on the engine for everything above.
-pub fn slice(kind: EngineKind) -> &'static dyn EngineSlice {
-    match kind {
-        EngineKind::Tcp => &super::tcp::TcpSlice,
-        EngineKind::Grpc => &super::grpc::summary::GrpcSlice,
-        EngineKind::Sink => &super::sink::summary::SinkSlice,
-        EngineKind::Rdma => &super::rdma::summary::RdmaSlice,
-    }
-}
-
-/// Each engine's own options, flattened into a test's command line (and
-/// the TUI's control view) in the order of [`EngineKind::ALL`], each group
-/// under its own help heading.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct EngineArgs {
-    /// gRPC's own options.
-    #[command(flatten)]
-    pub grpc: GrpcArgs,
-    /// The packet tests' own options.
-    #[command(flatten)]
-    pub sink: SinkArgs,
-    /// RDMA's own options.
-    #[command(flatten)]
-    pub rdma: RdmaArgs,
-}
-
-impl EngineArgs {
-    /// The options a new test starts from when the TUI's control view
-    /// switches engine or mode: none of any engine's, but what names the
-    /// hardware (RDMA's devices, ports and GIDs) stays.
-    pub fn for_next_test(&self) -> EngineArgs {
-        EngineArgs {
-            grpc: GrpcArgs::default(),
-            sink: SinkArgs::default(),
-            rdma: self.rdma.hardware_only(),
-        }
-    }
-}
-
 /// The options of a test the TUI's control view edits, as plain values:
 /// the shared ones its fields step and each engine's own group. The view
 /// copies them out of the command line's options and back.
@@ -445,16 +656,6 @@ pub trait EngineForm: Sync {
     }
 }
 
-/// The engine's part of the TUI's control view.
-pub fn form(kind: EngineKind) -> &'static dyn EngineForm {
-    match kind {
-        EngineKind::Tcp => &super::tcp::form::TcpForm,
-        EngineKind::Grpc => &super::grpc::form::GrpcForm,
-        EngineKind::Sink => &super::sink::form::SinkForm,
-        EngineKind::Rdma => &super::rdma::form::RdmaForm,
-    }
-}
-
 /// The next value on a ladder in direction `step` (+1 up, -1 down), clamped.
 pub fn ladder<T: Copy + PartialOrd>(values: &[T], cur: T, step: i32) -> T {
     if step > 0 {
@@ -521,7 +722,7 @@ impl TestOptions<'_> {
     /// The TCP socket and gRPC options given, by flag: packet and RDMA tests
     /// open no TCP data connection and refuse them.
     pub fn socket_flags(&self) -> Option<&'static str> {
-        self.engines.grpc.given().or_else(|| {
+        self.engines.socket_flag().or_else(|| {
             first_given([
                 (self.resp_size.is_some(), "--resp-size"),
                 (self.window.is_some(), "--window"),
@@ -602,6 +803,93 @@ impl TestOptions<'_> {
     }
 }
 
+/// "1.23M" / "4.56k" / "789": the short SI form the rows print rates in.
+pub fn si(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{:.2}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.2}k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+/// Each engine's own section of a point's summary, under its own key in the
+/// log (`"grpc": {...}`, `"sink": {...}`, `"rdma": {...}`); a TCP point has
+/// none. Flattened into the summary record, so the log's keys stay where
+/// they were.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Sections {
+    /// gRPC: RPC rate, payload goodput both ways, statuses and peak memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<super::grpc::summary::GrpcSummary>,
+    /// Packet tests: what the sink counted and the generator sent, loss,
+    /// reordering and duplicates per flow, where frames were dropped, per
+    /// queue (the summary's `rate_per_s` and `messages` are the sink's packets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sink: Option<Box<super::sink::figures::SinkSummary>>,
+    /// RDMA tests: perftest's report (`bw`: `#bytes #iterations BW peak
+    /// BW average MsgRate`, both directions summed with `--bidir`; `lat`:
+    /// `t_min t_max t_typical t_avg t_stdev 99% 99.9%` in µs) and each end's outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma: Option<Box<super::rdma::summary::RdmaSummary>>,
+}
+
+/// The engine's slice. The one match on the engine for everything above.
+pub fn slice(kind: EngineKind) -> &'static dyn EngineSlice {
+    match kind {
+        EngineKind::Tcp => &super::tcp::TcpSlice,
+        EngineKind::Grpc => &super::grpc::summary::GrpcSlice,
+        EngineKind::Sink => &super::sink::summary::SinkSlice,
+        EngineKind::Rdma => &super::rdma::summary::RdmaSlice,
+    }
+}
+
+/// Each engine's own options, flattened into a test's command line (and
+/// the TUI's control view) in the order of [`EngineKind::ALL`], each group
+/// under its own help heading.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct EngineArgs {
+    /// gRPC's own options.
+    #[command(flatten)]
+    pub grpc: GrpcArgs,
+    /// The packet tests' own options.
+    #[command(flatten)]
+    pub sink: SinkArgs,
+    /// RDMA's own options.
+    #[command(flatten)]
+    pub rdma: RdmaArgs,
+}
+
+impl EngineArgs {
+    /// The gRPC options given (`--concurrency`, ...), by flag: they are
+    /// socket options too, which packet and RDMA tests refuse.
+    pub fn socket_flag(&self) -> Option<&'static str> {
+        self.grpc.given()
+    }
+
+    /// The options a new test starts from when the TUI's control view
+    /// switches engine or mode: none of any engine's, but what names the
+    /// hardware (RDMA's devices, ports and GIDs) stays.
+    pub fn for_next_test(&self) -> EngineArgs {
+        EngineArgs {
+            grpc: GrpcArgs::default(),
+            sink: SinkArgs::default(),
+            rdma: self.rdma.hardware_only(),
+        }
+    }
+}
+
+/// The engine's part of the TUI's control view.
+pub fn form(kind: EngineKind) -> &'static dyn EngineForm {
+    match kind {
+        EngineKind::Tcp => &super::tcp::form::TcpForm,
+        EngineKind::Grpc => &super::grpc::form::GrpcForm,
+        EngineKind::Sink => &super::sink::form::SinkForm,
+        EngineKind::Rdma => &super::rdma::form::RdmaForm,
+    }
+}
+
 /// The values of a named sweep list (`--sweep size=all`, perftest's `-a`),
 /// when an engine names one.
 pub fn named_sweep(param: SweepParam, name: &str) -> Option<Vec<u64>> {
@@ -620,17 +908,6 @@ pub fn resolve(kind: EngineKind, t: &TestOptions<'_>) -> Result<Resolved, Option
     slice(kind).resolve(t)
 }
 
-/// "1.23M" / "4.56k" / "789": the short SI form the rows print rates in.
-pub fn si(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.2}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.2}k", v / 1e3)
-    } else {
-        format!("{v:.0}")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -646,5 +923,26 @@ mod tests {
     fn sections_keep_their_keys_in_the_log() {
         let s = Sections::default();
         assert_eq!(serde_json::to_string(&s).ok().as_deref(), Some("{}"));
+    }
+
+    #[test]
+    fn the_arrow_follows_the_data() {
+        let sink = |reverse| {
+            EngineSpec::Sink(SinkSpec {
+                reverse,
+                ..SinkSpec::default()
+            })
+        };
+        assert_eq!(sink(false).arrow(), "->");
+        assert_eq!(sink(true).arrow(), "<-");
+        use crate::traffic::rdma::{RdmaMode, RdmaOp};
+        let rdma = |op| RdmaSpec::perftest_defaults(op, RdmaMode::Bw);
+        assert_eq!(EngineSpec::Rdma(rdma(RdmaOp::Write)).arrow(), "->");
+        assert_eq!(EngineSpec::Rdma(rdma(RdmaOp::Read)).arrow(), "<-");
+        let bidir = RdmaSpec {
+            bidir: true,
+            ..rdma(RdmaOp::Write)
+        };
+        assert_eq!(EngineSpec::Rdma(bidir).arrow(), "<->");
     }
 }

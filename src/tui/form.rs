@@ -6,8 +6,9 @@
 //! functions; no I/O.
 
 use crate::cli::TestArgs;
-use crate::traffic::registry::{form, ladder, EngineForm, FormDirection, FormOptions};
+use crate::traffic::registry::form;
 use crate::traffic::EngineKind;
+use crate::traffic::{ladder, EngineForm, FormDirection, FormOptions};
 use crate::units::Bytes;
 use std::time::Duration;
 /// One editable option.

@@ -6,12 +6,14 @@
 //! sysctls, the input backlog, the NAPI budget) only matters on the host that
 //! receives the test's data; a send-side one (TSO/GSO, tx rings, XPS, tx
 //! coalescing, wmem sysctls) on the host that sends it. Which host that is
-//! comes from the test spec's connection roles ([`EngineSpec::conn_roles`]),
+//! comes from the test spec's connection roles ([`EngineSpecOps::conn_roles`]),
 //! never from which host a finding happened to name: a GRO finding on the
 //! sender of a local→peer test is about the ACK path, which the test does
 //! not measure. A check that names its host keeps it; a change with no side
 //! (MTU, IRQ placement, governor, a mix of both sides) goes where the finding
 //! points. Pure: no host is read here.
+//!
+//! [`EngineSpecOps::conn_roles`]: crate::traffic::EngineSpecOps::conn_roles
 
 use super::features::kernel_names;
 use super::profile::{Counts, IfSetting, Profile, Section};

@@ -14,6 +14,7 @@ use crate::probe::sample::HostRole;
 use crate::probe::topology::SinkTopology;
 use crate::traffic::sink::figures::{GenInterval, QueueFigures, SinkInterval};
 use crate::traffic::sink::SinkMode;
+use crate::traffic::EngineSpecOps;
 use crate::units::CpuId;
 use std::collections::BTreeMap;
 

@@ -16,7 +16,7 @@ use crate::session::point::{
     finish, sleep_until_opt, PendingSamples, DRAIN_TIMEOUT, SETUP_TIMEOUT,
 };
 use crate::session::proto::{Msg, SideResult, TestParams};
-use crate::traffic::{EngineSpec, RunningEngine, Side};
+use crate::traffic::{RunningEngine, Side};
 use crate::units::MAX_DURATION;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -116,7 +116,7 @@ async fn point<W: AsyncWrite + Unpin>(
     test: &TestParams,
 ) -> Result<SideResult, Stop> {
     let interval = admit(test).map_err(Stop::Fail)?;
-    let n = test.spec.as_ref().map_or(0, EngineSpec::connection_count);
+    let n = test.spec.as_ref().map_or(0, |s| s.connection_count());
     match &test.spec {
         Some(spec) => info!(
             target: "agent",
@@ -157,7 +157,7 @@ async fn point<W: AsyncWrite + Unpin>(
     }
     // Every worker exists and the clock runs: let them go at once.
     engine.release();
-    let _shown = EngineShown::new(ctx, test.spec.as_ref().map(EngineSpec::kind));
+    let _shown = EngineShown::new(ctx, test.spec.as_ref().map(|s| s.kind()));
     drive(ctx, wr, rx, &mut engine, interval)
         .await
         .map_err(Stop::Lost)

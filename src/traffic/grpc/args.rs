@@ -5,6 +5,7 @@
 use super::{GrpcMode, GrpcSpec, MAX_CONCURRENCY, MAX_MESSAGE, MESSAGE_OVERHEAD};
 use crate::traffic::options::{exact_bytes, refuse, OptionError, Resolved, SweepParam};
 use crate::traffic::EngineSpec;
+use crate::traffic::EngineSpecOps;
 use crate::traffic::TestOptions;
 use crate::units::{count, first_given, Bytes};
 

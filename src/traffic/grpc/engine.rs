@@ -25,11 +25,13 @@
 use super::client::{GrpcClient, Target};
 use super::counters::{interval, GrpcCounters, GrpcSnapshot};
 use super::server::{GrpcServer, Incoming};
-use super::{memory, GrpcSpec};
-use crate::traffic::limits::MemoryNeed;
+use super::{memory, GrpcSpec, MAX_CHANNELS, MAX_CONCURRENCY, MAX_MESSAGE, MESSAGE_OVERHEAD};
+use crate::traffic::limits::{MemoryNeed, SpecError};
+use crate::traffic::options::{SweepParam, SweepPoint};
 use crate::traffic::{
     spawn_worker, ConnRole, ConnSnapshot, Engine, EngineControl, EngineCounters, EngineError,
-    EngineInterval, EngineProbe, EngineTotals, RunningEngine, Side,
+    EngineHost, EngineInterval, EngineKind, EngineProbe, EngineSpecOps, EngineTotals,
+    RunningEngine, Side,
 };
 use crate::units::{Bytes, CpuId};
 use hdrhistogram::Histogram;
@@ -47,12 +49,145 @@ const WATCH_EVERY: Duration = Duration::from_millis(20);
 /// close the connections before it stops on its own.
 const SERVER_GRACE: Duration = Duration::from_secs(3);
 
-impl GrpcSpec {
+/// What the session, the plan, the faces and the diagnosis ask of a gRPC
+/// spec (see [`EngineSpecOps`]).
+impl EngineSpecOps for GrpcSpec {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Grpc
+    }
+
+    fn mode_name(&self) -> &'static str {
+        self.mode.name()
+    }
+
+    /// A plain socket: the HTTP/2 client sets what it needs.
+    fn data_socket(
+        &self,
+        addr: &std::net::SocketAddr,
+        conn: usize,
+    ) -> Result<socket2::Socket, EngineError> {
+        socket2::Socket::new(
+            socket2::Domain::for_address(*addr),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )
+        .map_err(|source| EngineError::Io {
+            op: "socket",
+            conn,
+            source,
+        })
+    }
+
+    fn with_flows(&self, n: u32) -> String {
+        format!(
+            "--engine grpc -m {} --channels {n} --concurrency {}",
+            self.mode.name(),
+            self.concurrency.max(n)
+        )
+    }
+
+    fn short(&self) -> String {
+        format!(
+            "grpc {} --channels {} --concurrency {}",
+            self.mode.name(),
+            self.channels,
+            self.concurrency
+        )
+    }
+
+    fn label(&self) -> String {
+        format!(
+            "grpc {} channels={} concurrency={} size={} resp_size={}",
+            self.mode.name(),
+            self.channels,
+            self.concurrency,
+            self.size.0,
+            self.resp_size.0
+        )
+    }
+
+    fn prepare(
+        &self,
+        side: Side,
+        _toward: Option<std::net::IpAddr>,
+        _host: &dyn EngineHost,
+    ) -> Result<Box<dyn Engine>, EngineError> {
+        Ok(Box::new(GrpcEngine::new(self.clone(), side)))
+    }
+
+    fn runs_against_servers(&self) -> bool {
+        true
+    }
+
+    fn start_against_server(&self, target: String) -> Result<RunningEngine, EngineError> {
+        GrpcEngine::against(self.clone(), target).start_ready()
+    }
+
+    /// Apply one sweep point: the request size (the response too when it
+    /// followed it), the channels or the RPCs in flight.
+    fn apply_sweep(&mut self, p: SweepPoint<'_>) {
+        let n = u32::try_from(p.value).unwrap_or(u32::MAX);
+        match p.param {
+            SweepParam::Size => {
+                if self.resp_size == self.size {
+                    self.resp_size = Bytes(p.value);
+                }
+                self.size = Bytes(p.value);
+            }
+            SweepParam::Channels => self.channels = n,
+            SweepParam::Concurrency => self.concurrency = n,
+            // Refused for grpc by its validation.
+            _ => {}
+        }
+    }
+
+    /// Data connections the controller opens.
+    fn connection_count(&self) -> usize {
+        self.channels as usize
+    }
+
+    /// Limits an agent enforces on a spec from the network (the CLI checks the
+    /// same with friendlier messages). Bounds what a test allocates: one
+    /// payload per size and the server's budget.
+    fn validate(&self) -> Result<(), SpecError> {
+        use crate::traffic::limits::check;
+        let max_payload = (MAX_MESSAGE - MESSAGE_OVERHEAD) as u64;
+        check(
+            "channels",
+            u64::from(self.channels),
+            1,
+            u64::from(MAX_CHANNELS),
+        )?;
+        check(
+            "concurrency",
+            u64::from(self.concurrency),
+            1,
+            u64::from(MAX_CONCURRENCY),
+        )?;
+        check("size", self.size.0, 0, max_payload)?;
+        check("resp_size", self.resp_size.0, 0, max_payload)?;
+        check("threads", u64::from(self.threads), 0, 1024)?;
+        check("peer_threads", u64::from(self.peer_threads), 0, 1024)?;
+        if self.concurrency < self.channels {
+            return Err(SpecError::Invalid(format!(
+                "concurrency {} is below channels {}: every channel needs at least one RPC in flight",
+                self.concurrency, self.channels
+            )));
+        }
+        Ok(())
+    }
+
+    /// True when small packets are the workload: requests and responses
+    /// that fit in one packet (`mtu` bytes) each way.
+    fn small_packets_by_design(&self, mtu: f64) -> bool {
+        self.size.0.max(self.resp_size.0) as f64 <= mtu
+    }
+
     /// One RPC with the test's sizes on one channel to the server at
     /// `target`, before anything starts: a server that is not there is a
     /// failed test; one that is not a BenchmarkService, answers
     /// UNIMPLEMENTED or refuses the message size is a usage error.
-    pub fn check_server(&self, target: &str) -> Result<(), crate::traffic::ServerCheckError> {
+    fn check_server(&self, target: &str) -> Result<(), crate::traffic::ServerCheckError> {
         use crate::traffic::ServerCheckError;
         let mut cfg = self.client_config();
         cfg.channels = 1;
@@ -69,11 +204,9 @@ impl GrpcSpec {
             Err(e) => Err(ServerCheckError::Failed(e.to_string())),
         }
     }
-}
 
-impl GrpcSpec {
     /// The controller is the client on every connection, the agent the server.
-    pub fn conn_roles(&self, side: Side) -> Vec<ConnRole> {
+    fn conn_roles(&self, side: Side) -> Vec<ConnRole> {
         let role = match side {
             Side::Controller => ConnRole::Client,
             Side::Agent => ConnRole::Server,
@@ -82,7 +215,7 @@ impl GrpcSpec {
     }
 
     /// CPUs `side` pins its runtime threads to.
-    pub fn cpus_for(&self, side: Side) -> &[CpuId] {
+    fn cpus_for(&self, side: Side) -> &[CpuId] {
         match side {
             Side::Controller => &self.cpus,
             Side::Agent => &self.peer_cpus,
@@ -92,7 +225,7 @@ impl GrpcSpec {
     /// What a point holds at most: the client one shared payload and its
     /// receive windows (64 MiB in all); the server its message budget, one
     /// shared response and the HTTP/2 connection windows.
-    pub fn memory_needed(&self, side: Side) -> MemoryNeed {
+    fn memory_needed(&self, side: Side) -> MemoryNeed {
         match side {
             Side::Controller => MemoryNeed {
                 bytes: Bytes(self.size.0.saturating_add(64 << 20)),

@@ -71,8 +71,6 @@ pub mod server;
 pub mod stream_call;
 pub mod summary;
 
-use crate::traffic::limits::SpecError;
-use crate::traffic::options::{SweepParam, SweepPoint};
 use crate::traffic::{join_all, spawn_worker, EngineControl, EngineError};
 use crate::units::{Bytes, CpuId};
 use serde::{Deserialize, Serialize};
@@ -139,60 +137,6 @@ pub struct GrpcSpec {
 }
 
 impl GrpcSpec {
-    /// Apply one sweep point: the request size (the response too when it
-    /// followed it), the channels or the RPCs in flight.
-    pub fn apply_sweep(&mut self, p: SweepPoint<'_>) {
-        let n = u32::try_from(p.value).unwrap_or(u32::MAX);
-        match p.param {
-            SweepParam::Size => {
-                if self.resp_size == self.size {
-                    self.resp_size = Bytes(p.value);
-                }
-                self.size = Bytes(p.value);
-            }
-            SweepParam::Channels => self.channels = n,
-            SweepParam::Concurrency => self.concurrency = n,
-            // Refused for grpc by its validation.
-            _ => {}
-        }
-    }
-
-    /// Data connections the controller opens.
-    pub fn connection_count(&self) -> usize {
-        self.channels as usize
-    }
-
-    /// Limits an agent enforces on a spec from the network (the CLI checks the
-    /// same with friendlier messages). Bounds what a test allocates: one
-    /// payload per size and the server's budget.
-    pub fn validate(&self) -> Result<(), SpecError> {
-        use crate::traffic::limits::check;
-        let max_payload = (MAX_MESSAGE - MESSAGE_OVERHEAD) as u64;
-        check(
-            "channels",
-            u64::from(self.channels),
-            1,
-            u64::from(MAX_CHANNELS),
-        )?;
-        check(
-            "concurrency",
-            u64::from(self.concurrency),
-            1,
-            u64::from(MAX_CONCURRENCY),
-        )?;
-        check("size", self.size.0, 0, max_payload)?;
-        check("resp_size", self.resp_size.0, 0, max_payload)?;
-        check("threads", u64::from(self.threads), 0, 1024)?;
-        check("peer_threads", u64::from(self.peer_threads), 0, 1024)?;
-        if self.concurrency < self.channels {
-            return Err(SpecError::Invalid(format!(
-                "concurrency {} is below channels {}: every channel needs at least one RPC in flight",
-                self.concurrency, self.channels
-            )));
-        }
-        Ok(())
-    }
-
     /// RPCs in flight per channel (the busiest channel's share).
     pub fn per_channel(&self) -> u32 {
         self.concurrency.div_ceil(self.channels.max(1))
@@ -219,12 +163,6 @@ impl GrpcSpec {
             cpus: self.cpus.clone(),
             response_status: None,
         }
-    }
-
-    /// True when small packets are the workload: requests and responses
-    /// that fit in one packet (`mtu` bytes) each way.
-    pub fn small_packets_by_design(&self, mtu: f64) -> bool {
-        self.size.0.max(self.resp_size.0) as f64 <= mtu
     }
 }
 
@@ -412,6 +350,7 @@ pub fn check_cpus(cpus: &[CpuId]) -> Result<(), GrpcError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::traffic::EngineSpecOps;
 
     pub(crate) fn spec() -> GrpcSpec {
         GrpcSpec {

@@ -35,6 +35,7 @@ use super::verbs::{
     VerbsProvider, WrOp,
 };
 use super::Chosen;
+use crate::traffic::EngineSpecOps;
 use crate::traffic::{
     new_latency_histogram, spawn_worker, ConnRole, ConnSnapshot, EngineControl, EngineCounters,
     EngineError, RunningEngine, Side,
@@ -380,7 +381,7 @@ fn run(
         Err(LoopError::Aborted) => Ok(()),
         Err(e) => Err(EngineError::Unsupported(format!(
             "rdma {} on {}: {e}",
-            l.spec.describe(),
+            l.spec.label(),
             l.verbs.device()
         ))),
     }

@@ -5,10 +5,12 @@
 //! Plain data: an agent runs [`RdmaSpec::validate`] on a spec received from
 //! the network before it allocates anything.
 
-use crate::traffic::limits::SpecError;
+use crate::traffic::limits::{MemoryNeed, SpecError};
 use crate::traffic::options::{SweepParam, SweepPoint};
+use crate::traffic::{Engine, EngineError, EngineHost, EngineKind, EngineSpecOps, Side};
 use crate::units::Bytes;
 use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
 
 /// The verb the requester posts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -166,13 +168,6 @@ pub fn all_sizes() -> Vec<Bytes> {
 pub const IB_MTUS: [u32; 5] = [256, 512, 1024, 2048, 4096];
 
 impl RdmaSpec {
-    /// Apply one sweep point: RDMA sweeps the message size only.
-    pub fn apply_sweep(&mut self, p: SweepPoint<'_>) {
-        if p.param == SweepParam::Size {
-            self.size = Bytes(p.value);
-        }
-    }
-
     /// perftest's defaults for an op and mode (`ib_write_bw`: 64 KiB, 5000
     /// iterations, tx depth 128; `*_lat`: 2 B, 1000 iterations, depth 1;
     /// inline 220 B for write latency, 236 B for send latency).
@@ -205,85 +200,6 @@ impl RdmaSpec {
             local: RdmaEndpoint::default(),
             peer: RdmaEndpoint::default(),
         }
-    }
-
-    /// Ranges, combinations and the memory bound, checked by an agent on a
-    /// spec received from the network before anything is allocated.
-    pub fn validate(&self) -> Result<(), SpecError> {
-        use limits::*;
-        let range = |what: &str, v: u64, lo: u64, hi: u64| {
-            crate::traffic::limits::check(&format!("rdma {what}"), v, lo, hi)
-        };
-        range("size", self.size.0, MIN_SIZE, MAX_SIZE)?;
-        range("qps", self.qps.into(), 1, MAX_QPS.into())?;
-        range("tx depth", self.tx_depth.into(), 1, MAX_TX_DEPTH.into())?;
-        range("rx depth", self.rx_depth.into(), 1, MAX_RX_DEPTH.into())?;
-        range("inline size", self.inline_size.into(), 0, MAX_INLINE.into())?;
-        if let Some(c) = self.cq_mod {
-            range("cq moderation", c.into(), 1, MAX_CQ_MOD.into())?;
-        }
-        match (self.iters, self.secs) {
-            (Some(i), None) => range("iterations", i, MIN_ITERS, MAX_ITERS)?,
-            (None, Some(s)) if s.is_finite() && (1.0..=MAX_SECS).contains(&s) => {}
-            (None, Some(s)) => {
-                return Err(SpecError::Invalid(format!(
-                    "rdma duration {s} s is outside 1..={MAX_SECS} s"
-                )))
-            }
-            _ => {
-                return Err(SpecError::Invalid(
-                    "rdma: give exactly one of iterations and duration".into(),
-                ))
-            }
-        }
-        if let Some(m) = self.mtu {
-            if !IB_MTUS.contains(&m) {
-                return Err(SpecError::Invalid(format!(
-                    "rdma MTU {m} is not one of 256, 512, 1024, 2048, 4096"
-                )));
-            }
-        }
-        if self.mode == RdmaMode::Lat && (self.qps != 1 || self.bidir) {
-            return Err(SpecError::Invalid(
-                "rdma latency runs on one QP, one direction (like perftest)".into(),
-            ));
-        }
-        if self.op == RdmaOp::Read && self.inline_size > 0 {
-            return Err(SpecError::Invalid(
-                "rdma read cannot be inline (--inline-size 0)".into(),
-            ));
-        }
-        if self.use_event && self.op == RdmaOp::Write && self.mode == RdmaMode::Lat {
-            return Err(SpecError::Invalid(
-                "write latency polls memory; --use-event applies to send and read".into(),
-            ));
-        }
-        for (who, e) in [("local", &self.local), ("peer", &self.peer)] {
-            if let Some(p) = e.ib_port {
-                range(&format!("{who} ib port"), p.into(), 1, 255)?;
-            }
-            if let Some(g) = e.gid_index {
-                range(&format!("{who} gid index"), g.into(), 0, 255)?;
-            }
-            if let Some(d) = &e.ib_dev {
-                if d.is_empty() || d.len() > 64 || d.contains('/') {
-                    return Err(SpecError::Invalid(format!(
-                        "rdma {who} device name {d:?} is not a device name"
-                    )));
-                }
-            }
-        }
-        let mem = self.memory_bytes();
-        if mem > MAX_MEMORY {
-            return Err(SpecError::Invalid(format!(
-                "rdma test would allocate {} per host (buffers {} x {} QPs + timestamps), more than {}; use fewer QPs, a smaller size or fewer iterations",
-                Bytes(mem),
-                Bytes(self.buffer_len()),
-                self.qps,
-                Bytes(MAX_MEMORY)
-            )));
-        }
-        Ok(())
     }
 
     /// CQ moderation as perftest sets it: the request, else 100 — or 1 for
@@ -385,9 +301,49 @@ impl RdmaSpec {
     pub fn is_requester(&self, side: crate::traffic::Side) -> bool {
         side == crate::traffic::Side::Controller || self.bidir
     }
+}
+
+/// What the session, the plan, the faces and the diagnosis ask of an RDMA
+/// spec (see [`EngineSpecOps`]).
+impl EngineSpecOps for RdmaSpec {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Rdma
+    }
+
+    fn mode_name(&self) -> &'static str {
+        self.mode.name()
+    }
+
+    /// `<->` with `--bidir`, `<-` for READ (the requester pulls).
+    fn arrow(&self) -> &'static str {
+        if self.bidir {
+            "<->"
+        } else if self.op == RdmaOp::Read {
+            "<-"
+        } else {
+            "->"
+        }
+    }
+
+    fn with_flows(&self, n: u32) -> String {
+        format!(
+            "--engine rdma --op {} -m {} --qps {n}",
+            self.op.name(),
+            self.mode.name()
+        )
+    }
+
+    fn short(&self) -> String {
+        format!(
+            "rdma {} {} --qps {}",
+            self.op.name(),
+            self.mode.name(),
+            self.qps
+        )
+    }
 
     /// One line for headers: `rdma write bw 65536 B x 5000 iters, 1 QP`.
-    pub fn describe(&self) -> String {
+    fn label(&self) -> String {
         let amount = match (self.iters, self.secs) {
             (Some(i), _) => format!("{i} iters"),
             (None, Some(s)) => format!("{s} s"),
@@ -405,6 +361,113 @@ impl RdmaSpec {
             if self.qps == 1 { "" } else { "s" },
             if self.bidir { ", bidirectional" } else { "" }
         )
+    }
+
+    fn memory_needed(&self, _side: Side) -> MemoryNeed {
+        MemoryNeed {
+            bytes: Bytes(self.memory_bytes()),
+            what: format!("{} QP buffers of {} and timestamps", self.qps, self.size),
+            smaller: "use fewer --qps, a smaller --size or fewer --iters".into(),
+        }
+    }
+
+    fn prepare(
+        &self,
+        side: Side,
+        toward: Option<IpAddr>,
+        host: &dyn EngineHost,
+    ) -> Result<Box<dyn Engine>, EngineError> {
+        super::session::prepare_on_host(self, side, toward, host)
+    }
+
+    fn preflight(&self, host: &dyn EngineHost, toward: Option<IpAddr>) -> Result<(), String> {
+        super::session::preflight_on_host(host, toward)
+    }
+
+    /// Apply one sweep point: RDMA sweeps the message size only.
+    fn apply_sweep(&mut self, p: SweepPoint<'_>) {
+        if p.param == SweepParam::Size {
+            self.size = Bytes(p.value);
+        }
+    }
+
+    /// Ranges, combinations and the memory bound, checked by an agent on a
+    /// spec received from the network before anything is allocated.
+    fn validate(&self) -> Result<(), SpecError> {
+        use limits::*;
+        let range = |what: &str, v: u64, lo: u64, hi: u64| {
+            crate::traffic::limits::check(&format!("rdma {what}"), v, lo, hi)
+        };
+        range("size", self.size.0, MIN_SIZE, MAX_SIZE)?;
+        range("qps", self.qps.into(), 1, MAX_QPS.into())?;
+        range("tx depth", self.tx_depth.into(), 1, MAX_TX_DEPTH.into())?;
+        range("rx depth", self.rx_depth.into(), 1, MAX_RX_DEPTH.into())?;
+        range("inline size", self.inline_size.into(), 0, MAX_INLINE.into())?;
+        if let Some(c) = self.cq_mod {
+            range("cq moderation", c.into(), 1, MAX_CQ_MOD.into())?;
+        }
+        match (self.iters, self.secs) {
+            (Some(i), None) => range("iterations", i, MIN_ITERS, MAX_ITERS)?,
+            (None, Some(s)) if s.is_finite() && (1.0..=MAX_SECS).contains(&s) => {}
+            (None, Some(s)) => {
+                return Err(SpecError::Invalid(format!(
+                    "rdma duration {s} s is outside 1..={MAX_SECS} s"
+                )))
+            }
+            _ => {
+                return Err(SpecError::Invalid(
+                    "rdma: give exactly one of iterations and duration".into(),
+                ))
+            }
+        }
+        if let Some(m) = self.mtu {
+            if !IB_MTUS.contains(&m) {
+                return Err(SpecError::Invalid(format!(
+                    "rdma MTU {m} is not one of 256, 512, 1024, 2048, 4096"
+                )));
+            }
+        }
+        if self.mode == RdmaMode::Lat && (self.qps != 1 || self.bidir) {
+            return Err(SpecError::Invalid(
+                "rdma latency runs on one QP, one direction (like perftest)".into(),
+            ));
+        }
+        if self.op == RdmaOp::Read && self.inline_size > 0 {
+            return Err(SpecError::Invalid(
+                "rdma read cannot be inline (--inline-size 0)".into(),
+            ));
+        }
+        if self.use_event && self.op == RdmaOp::Write && self.mode == RdmaMode::Lat {
+            return Err(SpecError::Invalid(
+                "write latency polls memory; --use-event applies to send and read".into(),
+            ));
+        }
+        for (who, e) in [("local", &self.local), ("peer", &self.peer)] {
+            if let Some(p) = e.ib_port {
+                range(&format!("{who} ib port"), p.into(), 1, 255)?;
+            }
+            if let Some(g) = e.gid_index {
+                range(&format!("{who} gid index"), g.into(), 0, 255)?;
+            }
+            if let Some(d) = &e.ib_dev {
+                if d.is_empty() || d.len() > 64 || d.contains('/') {
+                    return Err(SpecError::Invalid(format!(
+                        "rdma {who} device name {d:?} is not a device name"
+                    )));
+                }
+            }
+        }
+        let mem = self.memory_bytes();
+        if mem > MAX_MEMORY {
+            return Err(SpecError::Invalid(format!(
+                "rdma test would allocate {} per host (buffers {} x {} QPs + timestamps), more than {}; use fewer QPs, a smaller size or fewer iterations",
+                Bytes(mem),
+                Bytes(self.buffer_len()),
+                self.qps,
+                Bytes(MAX_MEMORY)
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -36,6 +36,7 @@ use super::gen::{self, OpenedGenerator, PreparedGenerator, RunningGenerator};
 use super::rx::{self, RunningSink, SinkTotals};
 use super::spec::{default_cpus, GeneratorEnd, SinkEnd, SinkMode, SinkSpec};
 use crate::traffic::limits::SpecError;
+use crate::traffic::EngineSpecOps;
 use crate::traffic::{
     spawn_worker, ConnRole, ConnSnapshot, Engine, EngineControl, EngineCounters, EngineError,
     EngineInterval, EngineProbe, EngineSetup, EngineTotals, RunningEngine, Side,

@@ -14,6 +14,7 @@ use super::counters::{GenThreadSnap, SinkQueueSnap};
 use super::flow::FlowSeen;
 use super::frame::ports;
 use super::spec::{SinkMode, TxPath, L1_OVERHEAD};
+use crate::traffic::EngineSpecOps;
 use crate::units::{BitsPerSec, CpuId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -40,6 +40,7 @@ use super::sys::{self, IfaceInfo};
 use super::workers::Workers;
 use super::xsk::{XdpDesc, Xsk, XskConfig};
 use super::SinkError;
+use crate::traffic::EngineSpecOps;
 use crate::traffic::{EngineControl, EngineError, Side};
 use crate::units::CpuId;
 use std::os::fd::{AsRawFd, OwnedFd};

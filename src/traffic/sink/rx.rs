@@ -31,6 +31,7 @@ use super::workers::Workers;
 use super::xdp::{Filter, Program, SinkXdp};
 use super::xsk::{XdpDesc, Xsk, XskConfig, XskError, XDP_PACKET_HEADROOM};
 use super::SinkError;
+use crate::traffic::EngineSpecOps;
 use crate::traffic::{EngineControl, EngineError, Side};
 use crate::units::CpuId;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};

@@ -6,11 +6,15 @@
 //! before it allocates anything, and both ends derive the same flows, ports
 //! and frame layout from it with the helpers here, so they cannot disagree.
 
-use crate::traffic::limits::SpecError;
+use crate::traffic::limits::{MemoryNeed, SpecError};
 use crate::traffic::options::{SweepParam, SweepPoint};
-use crate::traffic::Side;
+use crate::traffic::{
+    Engine, EngineError, EngineHost, EngineInterval, EngineKind, EngineSpec, EngineSpecOps,
+    EngineTotals, PlacedCores, Side,
+};
 use crate::units::CpuId;
 use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
 
 /// Smallest Ethernet frame, with FCS (RFC 2544).
 pub const MIN_FRAME: u32 = 64;
@@ -253,18 +257,113 @@ pub const RING_FRAMES: u32 = 4096;
 /// interfaces on one link, which the local pair builds only as root.
 pub const NEEDS_VETH: &str = "packet tests (--engine sink) need two interfaces on one link, and without root the local pair is loopback: run as root (sudo wirescope run --engine sink ...) for the local pair's veth, or start `wirescope agent` on another host and add --peer HOST, where --sink udp --tx-path sendmmsg need no privileges";
 
-/// What the lifecycle of a test asks of a packet spec (see the second
-/// `impl EngineSpec` in `traffic::spec`).
-impl SinkSpec {
+/// What the session, the plan, the faces and the diagnosis ask of a packet
+/// spec (see [`EngineSpecOps`]).
+impl EngineSpecOps for SinkSpec {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Sink
+    }
+
+    fn mode_name(&self) -> &'static str {
+        self.mode.name()
+    }
+
+    /// `<-` when the controller's host sinks (`--reverse`).
+    fn arrow(&self) -> &'static str {
+        match self.sink_side() {
+            Side::Controller => "<-",
+            Side::Agent => "->",
+        }
+    }
+
+    fn with_flows(&self, n: u32) -> String {
+        format!(
+            "--engine sink --sink {} --queues {n} --frame-size {}",
+            self.mode.name(),
+            self.frame_size
+        )
+    }
+
+    fn short(&self) -> String {
+        format!(
+            "sink {} {} B --queues {}",
+            self.mode.name(),
+            self.frame_size,
+            self.queues
+        )
+    }
+
+    fn label(&self) -> String {
+        format!(
+            "sink {} frame_size={} queues={} flows={} rate={}{}",
+            self.mode.name(),
+            self.frame_size,
+            self.queues,
+            self.flow_count(),
+            self.rate,
+            if self.reverse { " reverse" } else { "" }
+        )
+    }
+
+    fn memory_needed(&self, _side: Side) -> MemoryNeed {
+        MemoryNeed {
+            bytes: crate::units::Bytes(self.memory_bound()),
+            what: format!(
+                "{} queue rings of {} B frames",
+                self.queues, self.frame_size
+            ),
+            smaller: "use fewer --queues or a smaller --frame-size".into(),
+        }
+    }
+
+    /// A socket (and an XDP map entry) per queue, per flow with sendmmsg.
+    fn descriptors_needed(&self) -> u64 {
+        u64::from(self.queues)
+            .saturating_add(u64::from(self.flow_count()))
+            .saturating_add(8)
+    }
+
+    fn prepare(
+        &self,
+        side: Side,
+        toward: Option<IpAddr>,
+        host: &dyn EngineHost,
+    ) -> Result<Box<dyn Engine>, EngineError> {
+        super::engine::prepare_on_host(self, side, toward, host)
+    }
+
+    fn cores_sweep_side(&self) -> Option<Side> {
+        Some(self.sink_side())
+    }
+
+    fn frame_mtu(&self) -> Option<u32> {
+        Some(self.ip_mtu())
+    }
+
+    fn pinning_line(&self) -> Option<String> {
+        Some(SinkSpec::pinning_line(self))
+    }
+
+    fn chosen_by_ends(&self, totals: &[&EngineTotals]) -> Option<EngineSpec> {
+        Some(EngineSpec::Sink(super::engine::as_run(
+            self,
+            totals.iter().copied(),
+        )))
+    }
+
+    fn placed_cores(&self, live: [Option<&EngineInterval>; 2]) -> Option<PlacedCores> {
+        super::views::placed_cores(self, live)
+    }
+
     /// Both ends run on this host (the local pair): settling pins them apart.
-    pub fn put_ends_on_one_host(&mut self) {
+    fn put_ends_on_one_host(&mut self) {
         self.one_host = true;
     }
 
     /// With both ends on this host, the CPUs that keep them apart (from
     /// the `usable` ones); too few leaves the threads unpinned, and
     /// [`Self::pinning_line`] says so.
-    pub fn settle_on_host(&mut self, usable: impl FnOnce() -> Vec<CpuId>) {
+    fn settle_on_host(&mut self, _online: &dyn Fn() -> usize, usable: &dyn Fn() -> Vec<CpuId>) {
         if self.one_host {
             let _ = self.pin_on_one_host(&usable());
         }
@@ -272,27 +371,19 @@ impl SinkSpec {
 
     /// Frames go between two interfaces on one link, never over loopback:
     /// what a packet test on a loopback pair is told.
-    pub fn loopback_refusal(&self) -> Option<&'static str> {
+    fn loopback_refusal(&self) -> Option<&'static str> {
         Some(NEEDS_VETH)
-    }
-
-    /// The IP packet of the test's frames: the frame less 14 B of Ethernet
-    /// header and 4 B of FCS.
-    pub fn ip_mtu(&self) -> u32 {
-        self.frame_size.saturating_sub(18)
     }
 
     /// The sink's threads, one per rx queue (every mode but `udp`, which
     /// reads sockets).
-    pub fn rx_queues_needed(&self) -> Option<u32> {
+    fn rx_queues_needed(&self) -> Option<u32> {
         (self.mode != SinkMode::Udp).then_some(self.queues)
     }
-}
 
-impl SinkSpec {
     /// Apply one sweep point: the frame size, or the sink's CPU set (one
     /// queue per CPU, on whichever end sinks).
-    pub fn apply_sweep(&mut self, p: SweepPoint<'_>) {
+    fn apply_sweep(&mut self, p: SweepPoint<'_>) {
         match p.param {
             SweepParam::Frame => self.frame_size = u32::try_from(p.value).unwrap_or(u32::MAX),
             SweepParam::Cores => {
@@ -309,6 +400,72 @@ impl SinkSpec {
         }
     }
 
+    /// CPUs of `side`'s threads.
+    fn cpus_for(&self, side: Side) -> &[CpuId] {
+        match side {
+            Side::Controller => &self.cpus,
+            Side::Agent => &self.peer_cpus,
+        }
+    }
+
+    /// Limits a receiving agent enforces on a spec that came over the
+    /// network (the CLI checks the same ranges, with friendlier messages).
+    fn validate(&self) -> Result<(), SpecError> {
+        use crate::traffic::limits::check;
+        check(
+            "frame size",
+            u64::from(self.frame_size),
+            u64::from(MIN_FRAME),
+            u64::from(MAX_FRAME),
+        )?;
+        check("queues", u64::from(self.queues), 1, u64::from(MAX_QUEUES))?;
+        let flows = self.flow_count();
+        check("flows", u64::from(flows), 1, u64::from(MAX_FLOWS))?;
+        if flows < self.queues {
+            return Err(SpecError::Invalid(format!(
+                "{flows} flows cannot feed {} queues: use at least one flow per queue (--flows {})",
+                self.queues, self.queues
+            )));
+        }
+        check("rate", self.rate, 0, MAX_RATE)?;
+        if !(MIN_DST_PORT..=MAX_DST_PORT).contains(&self.dst_port) {
+            return Err(SpecError::Invalid(format!(
+                "destination port {} is outside wirescope's packet-test ports {MIN_DST_PORT}-{MAX_DST_PORT} (UDP); the sink binds or counts no other port, so pick one of these (and run the same wirescope version on both hosts)",
+                self.dst_port
+            )));
+        }
+        for c in self.cpus.iter().chain(&self.peer_cpus) {
+            check("cpu", u64::from(c.0), 0, 8191)?;
+        }
+        let mem = self.memory_bound();
+        if mem > MAX_MEMORY {
+            return Err(SpecError::Invalid(format!(
+                "{} queues of {} B frames need up to {} MiB of rings, more than the {} MiB allowed",
+                self.queues,
+                self.frame_size,
+                mem >> 20,
+                MAX_MEMORY >> 20
+            )));
+        }
+        Ok(())
+    }
+
+    /// True when `side` runs the sink, whose own rules judge where its
+    /// cores sit (sink.remote-numa, with the sink's evidence and fix).
+    fn judges_own_numa(&self, side: Side) -> bool {
+        self.sink_side() == side
+    }
+}
+
+impl SinkSpec {
+    /// The IP packet of the test's frames: the frame less 14 B of Ethernet
+    /// header and 4 B of FCS.
+    pub fn ip_mtu(&self) -> u32 {
+        self.frame_size.saturating_sub(18)
+    }
+}
+
+impl SinkSpec {
     /// Flows when `--flows` is not given: 16 per queue, at least 64 (at
     /// most [`MAX_FLOWS`]). With a hash that spreads flows uniformly over Q
     /// queues, some queue stays empty with probability Q·(1 − 1/Q)^F ≈
@@ -337,14 +494,6 @@ impl SinkSpec {
         match self.generator_side() {
             Side::Controller => Side::Agent,
             Side::Agent => Side::Controller,
-        }
-    }
-
-    /// CPUs of `side`'s threads.
-    pub fn cpus_for(&self, side: Side) -> &[CpuId] {
-        match side {
-            Side::Controller => &self.cpus,
-            Side::Agent => &self.peer_cpus,
         }
     }
 
@@ -461,54 +610,6 @@ impl SinkSpec {
         // A TPACKET_V3 ring: at least 256 blocks of 64 KiB (see `ring.rs`).
         let tpacket = (256u64 * (64 << 10)).max(u64::from(RING_FRAMES) * frame * 2);
         u64::from(self.queues) * umem.max(tpacket)
-    }
-
-    /// Limits a receiving agent enforces on a spec that came over the
-    /// network (the CLI checks the same ranges, with friendlier messages).
-    pub fn validate(&self) -> Result<(), SpecError> {
-        use crate::traffic::limits::check;
-        check(
-            "frame size",
-            u64::from(self.frame_size),
-            u64::from(MIN_FRAME),
-            u64::from(MAX_FRAME),
-        )?;
-        check("queues", u64::from(self.queues), 1, u64::from(MAX_QUEUES))?;
-        let flows = self.flow_count();
-        check("flows", u64::from(flows), 1, u64::from(MAX_FLOWS))?;
-        if flows < self.queues {
-            return Err(SpecError::Invalid(format!(
-                "{flows} flows cannot feed {} queues: use at least one flow per queue (--flows {})",
-                self.queues, self.queues
-            )));
-        }
-        check("rate", self.rate, 0, MAX_RATE)?;
-        if !(MIN_DST_PORT..=MAX_DST_PORT).contains(&self.dst_port) {
-            return Err(SpecError::Invalid(format!(
-                "destination port {} is outside wirescope's packet-test ports {MIN_DST_PORT}-{MAX_DST_PORT} (UDP); the sink binds or counts no other port, so pick one of these (and run the same wirescope version on both hosts)",
-                self.dst_port
-            )));
-        }
-        for c in self.cpus.iter().chain(&self.peer_cpus) {
-            check("cpu", u64::from(c.0), 0, 8191)?;
-        }
-        let mem = self.memory_bound();
-        if mem > MAX_MEMORY {
-            return Err(SpecError::Invalid(format!(
-                "{} queues of {} B frames need up to {} MiB of rings, more than the {} MiB allowed",
-                self.queues,
-                self.frame_size,
-                mem >> 20,
-                MAX_MEMORY >> 20
-            )));
-        }
-        Ok(())
-    }
-
-    /// True when `side` runs the sink, whose own rules judge where its
-    /// cores sit (sink.remote-numa, with the sink's evidence and fix).
-    pub fn judges_own_numa(&self, side: Side) -> bool {
-        self.sink_side() == side
     }
 }
 

@@ -5,6 +5,7 @@
 use super::engine::SinkLive;
 use super::figures::QueueFigures;
 use super::SinkSpec;
+use crate::traffic::EngineSpecOps;
 use crate::traffic::{EngineInterval, OwnQueueRow, OwnQueues, PlacedCores};
 
 /// The sink's queues over an interval: what it counted per queue (L2

@@ -19,6 +19,7 @@ mod zerocopy;
 pub use spec::{TcpMode, TcpSpec};
 
 use super::{ConnRole, Engine, EngineControl, EngineCounters, EngineError, RunningEngine, Side};
+use crate::traffic::EngineSpecOps;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;

@@ -1,11 +1,13 @@
 //! The TCP engine's test description: [`TcpMode`] and [`TcpSpec`], plain
 //! data that both ends agree on. Nothing here touches a socket.
 
-use crate::traffic::limits::SpecError;
+use crate::traffic::limits::{MemoryNeed, SpecError};
 use crate::traffic::options::{SweepParam, SweepPoint};
-use crate::traffic::{ConnRole, Side};
+use crate::traffic::{ConnRole, Engine, EngineError, EngineHost, EngineKind, EngineSpecOps, Side};
 use crate::units::{Bytes, CpuId};
 use serde::{Deserialize, Serialize};
+use socket2::Socket;
+use std::net::{IpAddr, SocketAddr};
 
 /// What the TCP engine does on its connections.
 #[derive(
@@ -72,29 +74,82 @@ pub struct TcpSpec {
     pub bytes: Option<Bytes>,
 }
 
-/// What the lifecycle of a test asks of a TCP spec (see the second
-/// `impl EngineSpec` in `traffic::spec`).
-impl TcpSpec {
+/// What the session, the plan, the faces and the diagnosis ask of a TCP
+/// spec (see [`EngineSpecOps`]).
+impl EngineSpecOps for TcpSpec {
+    fn kind(&self) -> EngineKind {
+        EngineKind::Tcp
+    }
+
+    fn mode_name(&self) -> &'static str {
+        self.mode.name()
+    }
+
+    fn arrow(&self) -> &'static str {
+        if self.bidir {
+            "<->"
+        } else if self.reverse {
+            "<-"
+        } else {
+            "->"
+        }
+    }
+
+    fn data_socket(&self, addr: &SocketAddr, conn: usize) -> Result<Socket, EngineError> {
+        super::prepare_socket(self, addr, conn)
+    }
+
+    fn with_flows(&self, n: u32) -> String {
+        match self.mode {
+            TcpMode::Stream => format!("-P {n}"),
+            _ => format!("-m {} --conns {n}", self.mode.name()),
+        }
+    }
+
+    fn short(&self) -> String {
+        match self.mode {
+            TcpMode::Stream => format!("tcp stream -P {}", self.streams),
+            _ => format!("tcp {} --conns {}", self.mode.name(), self.streams),
+        }
+    }
+
+    fn label(&self) -> String {
+        format!(
+            "tcp {} streams={} len={} size={}",
+            self.mode.name(),
+            self.streams,
+            self.len.0,
+            self.size.0
+        )
+    }
+
     /// `--bidir`: one run measures both directions at once.
-    pub fn both_ways_in_one_run(&self) -> bool {
+    fn both_ways_in_one_run(&self) -> bool {
         self.bidir
     }
 
     /// Worker threads unless given: one per connection, at most one per
     /// `online` CPU.
-    pub fn settle_on_host(&mut self, online: impl FnOnce() -> usize) {
+    fn settle_on_host(&mut self, online: &dyn Fn() -> usize, _usable: &dyn Fn() -> Vec<CpuId>) {
         if self.threads == 0 {
             let cpus = u32::try_from(online()).unwrap_or(u32::MAX);
             self.threads = self.streams.min(cpus).max(1);
         }
     }
-}
 
-impl TcpSpec {
+    fn prepare(
+        &self,
+        side: Side,
+        _toward: Option<IpAddr>,
+        _host: &dyn EngineHost,
+    ) -> Result<Box<dyn Engine>, EngineError> {
+        Ok(Box::new(super::TcpEngine::new(self.clone(), side)))
+    }
+
     /// Apply one sweep point: size is the bytes per write (stream) or the
     /// message size (rr/pingpong, the response too when it followed it);
     /// streams the connections. Other parameters are refused before.
-    pub fn apply_sweep(&mut self, p: SweepPoint<'_>) {
+    fn apply_sweep(&mut self, p: SweepPoint<'_>) {
         let v = p.value;
         match (p.param, self.mode) {
             (SweepParam::Size, TcpMode::Stream) => self.len = Bytes(v),
@@ -111,7 +166,7 @@ impl TcpSpec {
     }
 
     /// Number of data connections the controller opens.
-    pub fn connection_count(&self) -> usize {
+    fn connection_count(&self) -> usize {
         let n = self.streams as usize;
         if self.mode == TcpMode::Stream && self.bidir {
             2 * n
@@ -121,7 +176,7 @@ impl TcpSpec {
     }
 
     /// The role of each data connection, by index, for `side`.
-    pub fn conn_roles(&self, side: Side) -> Vec<ConnRole> {
+    fn conn_roles(&self, side: Side) -> Vec<ConnRole> {
         let controller_roles: Vec<ConnRole> = match self.mode {
             TcpMode::Stream => {
                 let n = self.streams as usize;
@@ -160,7 +215,7 @@ impl TcpSpec {
     /// Limits a receiving agent enforces on a spec that came over the network
     /// (the controller's CLI checks the same ranges from the same constants,
     /// with friendlier messages).
-    pub fn validate(&self) -> Result<(), SpecError> {
+    fn validate(&self) -> Result<(), SpecError> {
         use crate::traffic::limits::{
             check, MAX_CONNS, MAX_DEPTH, MAX_MSG, MAX_THREADS, MAX_WINDOW, MIN_WINDOW,
         };
@@ -177,8 +232,7 @@ impl TcpSpec {
     }
 
     /// The buffers this side's workers allocate (see `stream.rs`, `echo.rs`).
-    pub fn memory_needed(&self, side: Side) -> crate::traffic::limits::MemoryNeed {
-        use crate::traffic::limits::MemoryNeed;
+    fn memory_needed(&self, side: Side) -> MemoryNeed {
         let roles = self.conn_roles(side);
         let n = roles.len() as u64;
         match self.mode {
@@ -211,7 +265,7 @@ impl TcpSpec {
     }
 
     /// CPUs this side pins its threads to.
-    pub fn cpus_for(&self, side: Side) -> &[CpuId] {
+    fn cpus_for(&self, side: Side) -> &[CpuId] {
         match side {
             Side::Controller => &self.cpus,
             Side::Agent => &self.peer_cpus,
@@ -220,14 +274,18 @@ impl TcpSpec {
 
     /// True when small packets are the workload: rr and pingpong whose
     /// messages fit in one packet (`mtu` bytes) each way.
-    pub fn small_packets_by_design(&self, mtu: f64) -> bool {
+    fn small_packets_by_design(&self, mtu: f64) -> bool {
         self.mode != TcpMode::Stream && self.size.0.max(self.resp_size.0) as f64 <= mtu
     }
 
     /// True when the summary reports the MiB/s the client received
     /// (pingpong: muduo's figure).
-    pub fn reports_mib_per_s(&self) -> bool {
+    fn reports_mib_per_s(&self) -> bool {
         self.mode == TcpMode::Pingpong
+    }
+
+    fn sends_zerocopy(&self) -> bool {
+        self.zerocopy
     }
 }
 
