@@ -134,7 +134,9 @@ fn preflight(
         TargetChoice::LocalPair { .. } => None,
     };
     let host = crate::probe::engine_host::LiveEngineHost::default();
-    plan.spec.preflight(&host, toward).map_err(FaceError::Usage)
+    plan.spec
+        .preflight(&host, toward)
+        .map_err(|e| FaceError::Usage(e.to_string()))
 }
 
 /// `run --engine grpc --target HOST:PORT`: wirescope's client against a

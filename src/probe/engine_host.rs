@@ -7,6 +7,7 @@
 //! [`EngineSpecOps::prepare`]: crate::traffic::EngineSpecOps::prepare
 
 use super::live_host::LiveHost;
+use crate::traffic::rdma::preflight::PreflightError;
 use crate::traffic::EngineHost;
 use crate::units::CpuId;
 use std::net::IpAddr;
@@ -43,10 +44,8 @@ impl EngineHost for LiveEngineHost {
         provider: &dyn crate::traffic::rdma::verbs::VerbsProvider,
         here: &str,
         iface: Option<&str>,
-    ) -> Result<(), String> {
-        super::rdma::preflight::preflight(&self.host, provider, here, iface)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+    ) -> Result<(), PreflightError> {
+        super::rdma::preflight::preflight(&self.host, provider, here, iface).map(|_| ())
     }
 
     fn verbs_device(
@@ -54,8 +53,8 @@ impl EngineHost for LiveEngineHost {
         want: &crate::traffic::rdma::RdmaEndpoint,
         route_iface: Option<&str>,
         local: Option<IpAddr>,
-    ) -> Result<crate::traffic::rdma::Chosen, String> {
+    ) -> Result<crate::traffic::rdma::Chosen, PreflightError> {
         let facts = super::rdma::read_rdma_facts(&self.host);
-        super::rdma::preflight::choose(&facts, want, route_iface, local).map_err(|e| e.to_string())
+        super::rdma::preflight::choose(&facts, want, route_iface, local)
     }
 }

@@ -527,7 +527,7 @@ pub trait EngineHost {
         provider: &dyn rdma::verbs::VerbsProvider,
         here: &str,
         iface: Option<&str>,
-    ) -> Result<(), String>;
+    ) -> Result<(), rdma::preflight::PreflightError>;
     /// The RDMA device, port and GID to use: `want`'s, else the one behind
     /// `route_iface` with the RoCE v2 GID of `local`.
     fn verbs_device(
@@ -535,7 +535,7 @@ pub trait EngineHost {
         want: &rdma::RdmaEndpoint,
         route_iface: Option<&str>,
         local: Option<std::net::IpAddr>,
-    ) -> Result<rdma::Chosen, String>;
+    ) -> Result<rdma::Chosen, rdma::preflight::PreflightError>;
 }
 
 /// Spawn a named worker thread, pinned to `cpu` when given, counted in `control.running`.

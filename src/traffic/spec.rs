@@ -141,8 +141,12 @@ pub trait EngineSpecOps: Send + Sync {
     /// What this host must have for the test before anything else happens
     /// (RDMA: the verbs library and a device), checked on `host` toward the
     /// peer at `toward` (None: the local pair, over the default route): one
-    /// line with the fix when something is missing.
-    fn preflight(&self, _host: &dyn EngineHost, _toward: Option<IpAddr>) -> Result<(), String> {
+    /// line with the fix when something is missing (a usage error: exit 2).
+    fn preflight(
+        &self,
+        _host: &dyn EngineHost,
+        _toward: Option<IpAddr>,
+    ) -> Result<(), EngineError> {
         Ok(())
     }
 

@@ -31,6 +31,7 @@
 pub mod args;
 pub mod engine;
 pub mod form;
+pub mod preflight;
 pub mod report;
 pub mod session;
 pub mod setup;
@@ -57,14 +58,14 @@ pub const BUILT_WITHOUT_RDMA: &str =
 
 /// The verbs library of this build: libibverbs through sideway, or, in a
 /// build without the `rdma` feature, [`BUILT_WITHOUT_RDMA`].
-pub fn verbs_provider() -> Result<&'static dyn verbs::VerbsProvider, String> {
+pub fn verbs_provider() -> Result<&'static dyn verbs::VerbsProvider, preflight::PreflightError> {
     #[cfg(feature = "rdma")]
     {
         Ok(&sideway::SidewayProvider)
     }
     #[cfg(not(feature = "rdma"))]
     {
-        Err(BUILT_WITHOUT_RDMA.to_string())
+        Err(preflight::PreflightError::NotBuilt)
     }
 }
 

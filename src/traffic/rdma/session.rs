@@ -48,7 +48,7 @@ pub fn prepare_on_host(
     // and the RoCE v2 GID of the local address on it.
     let (route, local) = toward.map_or((None, None), |t| host.route_to(t));
     host.verbs_preflight(provider, here, route.as_deref())
-        .map_err(EngineError::Unsupported)?;
+        .map_err(|e| EngineError::Unsupported(e.to_string()))?;
     let want = match side {
         Side::Controller => &spec.local,
         Side::Agent => &spec.peer,
@@ -69,7 +69,7 @@ pub fn prepare_on_host(
 pub fn preflight_on_host(
     host: &dyn EngineHost,
     toward: Option<std::net::IpAddr>,
-) -> Result<(), String> {
+) -> Result<(), super::preflight::PreflightError> {
     let provider = super::verbs_provider()?;
     let iface = match toward {
         Some(ip) => host.route_iface(ip),

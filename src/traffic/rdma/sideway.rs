@@ -53,7 +53,7 @@ const POLL_BATCH: usize = 64;
 pub struct SidewayProvider;
 
 impl VerbsProvider for SidewayProvider {
-    fn library(&self) -> Result<(), String> {
+    fn library(&self) -> Result<(), VerbsError> {
         let name = c"libibverbs.so.1";
         // SAFETY: dlopen with a valid C string; the handle is closed right away
         // (rdma-core-mummy holds its own reference when the library exists).
@@ -69,7 +69,7 @@ impl VerbsProvider for SidewayProvider {
                     .to_string_lossy()
                     .into_owned()
             };
-            return Err(msg);
+            return Err(VerbsError::NoLibrary(msg));
         }
         // SAFETY: h came from dlopen above.
         unsafe { libc::dlclose(h) };
@@ -77,7 +77,7 @@ impl VerbsProvider for SidewayProvider {
     }
 
     fn devices(&self) -> Result<Vec<String>, VerbsError> {
-        self.library().map_err(VerbsError::NoLibrary)?;
+        self.library()?;
         let list = DeviceList::new().map_err(|e| call("ibv_get_device_list", "all devices", e))?;
         Ok(list.iter().map(|d| d.name()).collect())
     }
@@ -188,7 +188,7 @@ fn mtu_enum(bytes: u32) -> Mtu {
 impl SidewayVerbs {
     /// Open `device` and check `port` exists.
     pub fn open(device: &str, port: u8) -> Result<Self, VerbsError> {
-        SidewayProvider.library().map_err(VerbsError::NoLibrary)?;
+        SidewayProvider.library()?;
         // ENOSYS here: libibverbs is there but the kernel has no RDMA device/uverbs.
         let list = DeviceList::new().map_err(|e| VerbsError::NoDevice {
             name: device.to_string(),

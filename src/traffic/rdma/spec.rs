@@ -380,8 +380,9 @@ impl EngineSpecOps for RdmaSpec {
         super::session::prepare_on_host(self, side, toward, host)
     }
 
-    fn preflight(&self, host: &dyn EngineHost, toward: Option<IpAddr>) -> Result<(), String> {
+    fn preflight(&self, host: &dyn EngineHost, toward: Option<IpAddr>) -> Result<(), EngineError> {
         super::session::preflight_on_host(host, toward)
+            .map_err(|e| EngineError::Usage(e.to_string()))
     }
 
     /// Apply one sweep point: RDMA sweeps the message size only.

@@ -234,8 +234,8 @@ pub trait Verbs: Send {
 
 /// The library behind [`Verbs`]: present or not, its devices, and opening one.
 pub trait VerbsProvider: Send + Sync {
-    /// Is the library loaded (Err: why not)?
-    fn library(&self) -> Result<(), String>;
+    /// Is the library loaded (Err: [`VerbsError::NoLibrary`] with why not)?
+    fn library(&self) -> Result<(), VerbsError>;
     /// Device names the library sees.
     fn devices(&self) -> Result<Vec<String>, VerbsError>;
     /// Open `device`'s `port`.
