@@ -418,7 +418,7 @@ impl GrpcEngine {
             Ok(Ok(())) => Ok(engine),
             Ok(Err(e)) => {
                 let _ = engine.join();
-                Err(EngineError::Unsupported(e))
+                Err(e)
             }
             Err(_) => match engine.join() {
                 Err(e) => Err(e),
@@ -434,7 +434,13 @@ impl GrpcEngine {
     fn launch(
         self,
         conns: Vec<TcpStream>,
-    ) -> Result<(RunningEngine, std::sync::mpsc::Receiver<Result<(), String>>), EngineError> {
+    ) -> Result<
+        (
+            RunningEngine,
+            std::sync::mpsc::Receiver<Result<(), EngineError>>,
+        ),
+        EngineError,
+    > {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (sockets, shut) = duplicates(&conns)?;
         let roles = if self.target.is_some() {
@@ -480,8 +486,9 @@ impl GrpcEngine {
                 Ok(r) => r,
                 Err(e) => {
                     shut_down(&shut);
-                    let _ = ready_tx.send(Err(e.to_string()));
-                    return Err(EngineError::Unsupported(e.to_string()));
+                    let why = e.to_string();
+                    let _ = ready_tx.send(Err(EngineError::Unsupported(why.clone())));
+                    return Err(EngineError::Unsupported(why));
                 }
             };
             let _ = ready_tx.send(Ok(()));
