@@ -149,24 +149,8 @@ impl EngineSpec {
         }
     }
 
-    /// Mutable packet arm.
-    pub fn as_sink_mut(&mut self) -> Option<&mut SinkSpec> {
-        match self {
-            EngineSpec::Sink(s) => Some(s),
-            _ => None,
-        }
-    }
-
     /// The gRPC arm, when this is a gRPC test.
     pub fn as_grpc(&self) -> Option<&GrpcSpec> {
-        match self {
-            EngineSpec::Grpc(g) => Some(g),
-            _ => None,
-        }
-    }
-
-    /// Mutable gRPC arm.
-    pub fn as_grpc_mut(&mut self) -> Option<&mut GrpcSpec> {
         match self {
             EngineSpec::Grpc(g) => Some(g),
             _ => None,

@@ -94,10 +94,6 @@ impl SinkMode {
         }
     }
 
-    /// True when user space sees every frame and checks sequences.
-    pub fn checks_sequences(self) -> bool {
-        !matches!(self, SinkMode::Xdp)
-    }
 }
 
 /// How the generator transmits.
