@@ -689,20 +689,46 @@ mod tests {
         }
     }
 
+    /// Both ends of `spec` over a fresh pair of test doubles.
+    fn session_ends(
+        spec: &RdmaSpec,
+        k: Fabric,
+    ) -> (
+        crate::traffic::rdma::session::RdmaEngine,
+        crate::traffic::rdma::session::RdmaEngine,
+    ) {
+        use crate::traffic::rdma::session::RdmaEngine;
+        let (a, b) = pair(k, 4096);
+        let end = |side, v: Box<dyn Verbs>| {
+            RdmaEngine::new(Prepared::from_verbs(spec, side, v, &chosen(k)).unwrap())
+        };
+        (
+            end(Side::Controller, Box::new(a)),
+            end(Side::Agent, Box::new(b)),
+        )
+    }
+
+    /// Wait (at most 30 s) until the controller's engine says its work is done.
+    fn wait_done(ec: &crate::traffic::RunningEngine, what: &str) {
+        let done = std::sync::Arc::clone(&ec.control.done);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(30), done.notified())
+                .await
+                .expect(what)
+        });
+    }
+
     #[test]
     fn the_session_engine_exchanges_setups_in_control_frames_and_reports() {
         use crate::session::proto::Msg;
-        use crate::traffic::rdma::session::RdmaEngine;
-        use crate::traffic::{Engine, EngineInterval, EngineSetup, EngineTotals};
+        use crate::traffic::{Engine, EngineInterval, EngineTotals};
         let spec = bw(RdmaOp::Write);
-        let (a, b) = pair(Fabric::Ethernet, 4096);
-        let k = Fabric::Ethernet;
-        let mut ctl = Box::new(RdmaEngine::new(
-            Prepared::from_verbs(&spec, Side::Controller, Box::new(a), &chosen(k)).unwrap(),
-        ));
-        let mut agt = Box::new(RdmaEngine::new(
-            Prepared::from_verbs(&spec, Side::Agent, Box::new(b), &chosen(k)).unwrap(),
-        ));
+        let (ctl, agt) = session_ends(&spec, Fabric::Ethernet);
+        let (mut ctl, mut agt) = (Box::new(ctl), Box::new(agt));
         // Start carries the controller's setup; the agent connects, then answers.
         let Msg::Start { test } = over_frames(&start_msg(&spec, ctl.setup())) else {
             panic!("not a start")
@@ -731,16 +757,7 @@ mod tests {
         ea.release();
         ec.release();
         // The requester ends by itself after its iterations; its probe has the report.
-        let done = std::sync::Arc::clone(&ec.control.done);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .unwrap();
-        rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(30), done.notified())
-                .await
-                .expect("the requester finishes its iterations")
-        });
+        wait_done(&ec, "the requester finishes its iterations");
         let probe = ec.probe.clone().unwrap();
         match probe.interval(1.0) {
             Some(EngineInterval::Rdma(i)) => {
@@ -760,29 +777,24 @@ mod tests {
         ea.stop();
         ec.join().unwrap();
         ea.join().unwrap();
+    }
+
+    #[test]
+    fn bidirectional_ends_keep_their_qps_and_the_controller_says_when_done() {
+        use crate::traffic::{Engine, EngineTotals};
         // Bidirectional: both ends keep their QPs after their own work; the
         // controller's end still tells the session when its work is done.
         let mut spec_b = bw(RdmaOp::Write);
         spec_b.bidir = true;
-        let (a, b) = pair(k, 4096);
-        let mut ctl = Box::new(RdmaEngine::new(
-            Prepared::from_verbs(&spec_b, Side::Controller, Box::new(a), &chosen(k)).unwrap(),
-        ));
-        let mut agt = Box::new(RdmaEngine::new(
-            Prepared::from_verbs(&spec_b, Side::Agent, Box::new(b), &chosen(k)).unwrap(),
-        ));
+        let (ctl, agt) = session_ends(&spec_b, Fabric::Ethernet);
+        let (mut ctl, mut agt) = (Box::new(ctl), Box::new(agt));
         agt.connect(ctl.setup()).unwrap();
         ctl.connect(agt.setup()).unwrap();
         let mut ea = agt.start(Vec::new()).unwrap();
         let mut ec = ctl.start(Vec::new()).unwrap();
         ea.release();
         ec.release();
-        let done = std::sync::Arc::clone(&ec.control.done);
-        rt.block_on(async {
-            tokio::time::timeout(Duration::from_secs(30), done.notified())
-                .await
-                .expect("a bidirectional requester says when its work is done")
-        });
+        wait_done(&ec, "a bidirectional requester says when its work is done");
         ec.stop();
         ea.stop();
         ec.join().unwrap();
@@ -793,17 +805,17 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_setup_that_is_not_the_tests_is_refused_with_the_reason() {
+        use crate::session::proto::Msg;
+        use crate::traffic::{Engine, EngineSetup};
         // A setup that is not the test's is refused when it arrives, each
         // with the reason: a wrong MTU, a zero rkey, a QP count that differs.
         let spec = bw(RdmaOp::Write);
         for (what, says) in [("mtu", "MTU 1000"), ("rkey", "rkey is 0"), ("qps", "QP")] {
-            let (a, b) = pair(k, 4096);
-            let mut ctl = RdmaEngine::new(
-                Prepared::from_verbs(&spec, Side::Controller, Box::new(a), &chosen(k)).unwrap(),
-            );
-            let agt = RdmaEngine::new(
-                Prepared::from_verbs(&spec, Side::Agent, Box::new(b), &chosen(k)).unwrap(),
-            );
+            let (mut ctl, agt) = session_ends(&spec, Fabric::Ethernet);
             let Some(EngineSetup::Rdma(mut bad)) = agt.setup() else {
                 panic!("no setup")
             };
@@ -826,11 +838,14 @@ mod tests {
             // Nor is a setup of another engine, or none.
             assert!(ctl.connect(None).is_err());
         }
+    }
+
+    #[test]
+    fn an_oversized_setup_never_becomes_a_message() {
+        use crate::traffic::{Engine, EngineSetup};
         // An oversized setup never becomes a message: the frame limit stops it.
-        let (a, _) = pair(k, 4096);
-        let ctl = RdmaEngine::new(
-            Prepared::from_verbs(&spec, Side::Controller, Box::new(a), &chosen(k)).unwrap(),
-        );
+        let spec = bw(RdmaOp::Write);
+        let (ctl, _) = session_ends(&spec, Fabric::Ethernet);
         let Some(EngineSetup::Rdma(mut huge)) = ctl.setup() else {
             panic!("no setup")
         };

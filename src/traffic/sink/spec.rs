@@ -93,7 +93,6 @@ impl SinkMode {
             SinkMode::Udp => None,
         }
     }
-
 }
 
 /// How the generator transmits.
