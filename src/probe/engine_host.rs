@@ -35,8 +35,8 @@ impl EngineHost for LiveEngineHost {
         super::topology::nic_node_cpus(&self.host, iface)
     }
 
-    fn path_opener(&self) -> crate::traffic::sink::figures::PathOpener {
-        super::sink_path::PathProbe::opener()
+    fn path_opener(&self) -> crate::traffic::paths::PathOpener {
+        super::packet_path::PathProbe::opener()
     }
 
     fn verbs_preflight(

@@ -518,7 +518,7 @@ pub trait EngineHost {
     /// The CPUs of `iface`'s NUMA node, when the host says.
     fn nic_node_cpus(&self, iface: &str) -> Option<Vec<CpuId>>;
     /// An opener of the counters along a packet's path through an interface.
-    fn path_opener(&self) -> sink::figures::PathOpener;
+    fn path_opener(&self) -> paths::PathOpener;
     /// Whether the verbs library and a device are there (`here` names the
     /// host, `iface` the interface the test should use): one line with the
     /// fix when either is missing.

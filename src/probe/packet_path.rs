@@ -1,7 +1,8 @@
-//! Where a host lost packets, for the packet engine (`traffic::sink`): its interface's `/proc/net/dev` line,
-//! the NIC's `ethtool -S` loss counters (per rx queue and NIC-wide), and
-//! softnet drops. The engine's own copy of what the sampler reads, so a
-//! packet test accounts for its loss without a session (the lab, tests).
+//! Where a host lost packets on one interface, for packet engines
+//! ([`PathSource`]): its `/proc/net/dev` line, the NIC's `ethtool -S` loss
+//! counters (per rx queue and NIC-wide), and softnet drops. The engine's
+//! own copy of what the sampler reads, so a packet test accounts for its
+//! loss without a session (the tests).
 //!
 //! Everything is opened when the probe is made — the `/proc/thread-self/
 //! net/dev` file and the ethtool ioctl socket — so the probe answers for
@@ -12,7 +13,7 @@ use super::ethtool_names::{per_queue, Dir};
 use super::facts::Support;
 use super::nic::{parse_net_dev, EthtoolIoctl, StatsReader};
 use super::softirq::parse_softnet;
-use crate::traffic::sink::figures::{PathCounters, PathOpener, PathSource, NIC_LOSS_COUNTERS};
+use crate::traffic::paths::{PathCounters, PathOpener, PathSource, NIC_LOSS_COUNTERS};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
