@@ -183,19 +183,6 @@ pub fn rules(i: &SinkRuleInput, t: &Thresholds, st: &SinkThresholds) -> Vec<Find
     out
 }
 
-/// A sink finding; its reference comes from the rule table
-/// ([`crate::diagnose::impact::RULES`]) like every rule's.
-fn finding(
-    id: &str,
-    sev: Severity,
-    host: HostRole,
-    subject: String,
-    title: String,
-    impact: f64,
-) -> Finding {
-    Finding::new(id, sev, host, subject, title, impact)
-}
-
 /// sink.remote-numa: sink cores on another NUMA node than the NIC.
 pub fn remote_numa(i: &SinkRuleInput, topo: &SinkTopology) -> Option<Finding> {
     let remote = topo.remote();
@@ -204,7 +191,7 @@ pub fn remote_numa(i: &SinkRuleInput, topo: &SinkTopology) -> Option<Finding> {
         return None;
     }
     let cpus: Vec<CpuId> = remote.iter().map(|p| p.cpu).collect();
-    let mut f = finding(
+    let mut f = Finding::new(
         "sink.remote-numa",
         Severity::Warn,
         i.host,
@@ -257,7 +244,7 @@ pub fn smt_siblings(i: &SinkRuleInput, topo: &SinkTopology) -> Option<Finding> {
         return None;
     }
     let names: Vec<String> = pairs.iter().map(|(a, b)| format!("{a}+{b}")).collect();
-    let mut f = finding(
+    let mut f = Finding::new(
         "sink.smt-siblings",
         Severity::Warn,
         i.host,
@@ -425,7 +412,7 @@ fn overrun_finding(i: &SinkRuleInput, queue: u32, a: &QueueAcc, o: &Overrun) -> 
             measured.unwrap_or(0.0)
         )
     };
-    let mut f = finding(
+    let mut f = Finding::new(
         "sink.queue-overrun",
         Severity::Warn,
         i.host,
@@ -498,7 +485,7 @@ pub fn rx_missed(i: &SinkRuleInput, t: &Thresholds) -> Vec<Finding> {
         if n < need {
             continue;
         }
-        let mut f = finding(
+        let mut f = Finding::new(
             "nic.rx-missed",
             Severity::Warn,
             i.host,
@@ -532,7 +519,7 @@ pub fn rx_missed(i: &SinkRuleInput, t: &Thresholds) -> Vec<Finding> {
     }
     let total: u64 = nic.values().sum();
     if total > 0 && out.is_empty() {
-        let mut f = finding(
+        let mut f = Finding::new(
             "nic.rx-missed",
             Severity::Warn,
             i.host,
@@ -649,7 +636,7 @@ pub fn generator_bound(i: &SinkRuleInput, st: &SinkThresholds) -> Option<Finding
         )
     };
     let path = i.gen.last().map_or("?", |g| g.path.name());
-    let mut f = finding(
+    let mut f = Finding::new(
         "sink.generator-bound",
         sev,
         i.gen_host,
