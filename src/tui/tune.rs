@@ -17,9 +17,8 @@
 
 use crate::diagnose::HostRole;
 use crate::face::checklist::{TuneDone, TuneOp, TuneOps};
-use crate::tune::apply::{ApplyReport, RollbackReport};
 use crate::tune::decide::Metric;
-use crate::tune::runner::{Driver, Question, Record, StepError, TestError, TestOutcome};
+use crate::tune::runner::{Question, Record, StepError, TestError, TestOutcome};
 use tokio::sync::{mpsc, oneshot};
 
 /// What the Tune view is told while a checklist runs.
@@ -92,9 +91,7 @@ impl TuneOps for RemoteDriver {
         self.ask(|reply| DriverReq::Op { host, op, reply })
             .unwrap_or_else(|| Err(StepError::Failed(GONE.into())))
     }
-}
 
-impl Driver for RemoteDriver {
     fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, TestError> {
         let args = args.to_vec();
         self.ask(|reply| DriverReq::RunTest {
@@ -104,18 +101,6 @@ impl Driver for RemoteDriver {
         })
         .unwrap_or_else(|| Err(GONE.into()))
         .map_err(TestError::from)
-    }
-
-    fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError> {
-        self.preview_op(host, profile)
-    }
-
-    fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError> {
-        self.apply_op(host, profile)
-    }
-
-    fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, StepError> {
-        self.rollback_op(host)
     }
 
     fn confirm(&mut self, q: &Question) -> bool {
