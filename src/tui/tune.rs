@@ -29,7 +29,24 @@ pub enum TuneNote {
     /// A baseline, a finished step, or the summary.
     Record(Record),
     /// The checklist ended (or could not run: why).
-    Ended(Result<(), String>),
+    Ended(Result<(), ChecklistEnd>),
+}
+
+/// Why a checklist in the Tune view ended before its summary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChecklistEnd {
+    /// It could not run, or its step loop stopped (what it said).
+    #[error("{0}")]
+    Run(String),
+    /// Its thread could not be started.
+    #[error("cannot start the checklist: {0}")]
+    Spawn(String),
+    /// Its thread could not be waited for.
+    #[error("the checklist thread failed: {0}")]
+    Join(String),
+    /// Its thread panicked.
+    #[error("the checklist thread panicked")]
+    Panicked,
 }
 
 /// One call of the step loop, for the session task.
@@ -41,7 +58,7 @@ pub enum DriverReq {
         /// What is compared.
         metric: Metric,
         /// The answer.
-        reply: oneshot::Sender<Result<TestOutcome, String>>,
+        reply: oneshot::Sender<Result<TestOutcome, TestError>>,
     },
     /// Preview, apply or roll back a change on a host.
     Op {
@@ -100,7 +117,6 @@ impl TuneOps for RemoteDriver {
             reply,
         })
         .unwrap_or_else(|| Err(GONE.into()))
-        .map_err(TestError::from)
     }
 
     fn confirm(&mut self, q: &Question) -> bool {
