@@ -290,13 +290,6 @@ impl SinkXdp {
     }
 }
 
-/// True when an XDP program with kernel id `id` is still loaded.
-pub fn program_loaded(id: u32) -> bool {
-    aya::programs::loaded_programs()
-        .filter_map(Result::ok)
-        .any(|p| p.id() == id)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
