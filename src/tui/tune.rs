@@ -2,8 +2,9 @@
 //! `wirescope checklist run` ([`crate::tune::runner`]), driven from the TUI's
 //! session.
 //!
-//! The loop is synchronous and asks its [`Driver`] for everything; here it
-//! runs on its own thread with a [`RemoteDriver`] that turns each call into
+//! The loop is synchronous and asks its
+//! [`Driver`](crate::tune::runner::Driver) for everything; here it runs on
+//! its own thread with a [`RemoteDriver`] that turns each call into
 //! a [`DriverReq`] for the session task and waits for the answer. The
 //! session task owns the agent's session
 //! ([`super::session_task::run_checklist`]): it runs each test with the same
@@ -80,8 +81,8 @@ pub enum DriverReq {
     Record(Record),
 }
 
-/// The step loop's [`Driver`] on its own thread: every call goes to the
-/// session task and waits for its answer.
+/// The step loop's [`Driver`](crate::tune::runner::Driver) on its own
+/// thread: every call goes to the session task and waits for its answer.
 pub struct RemoteDriver {
     tx: mpsc::Sender<DriverReq>,
 }
