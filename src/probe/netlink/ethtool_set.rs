@@ -309,6 +309,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_kinds_serde_name_is_the_word_ethtool_takes() {
+        let json = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
+        for k in ChannelKind::ALL {
+            assert_eq!(json(serde_json::to_value(k).unwrap()), k.name());
+        }
+        for k in RingKind::ALL {
+            assert_eq!(json(serde_json::to_value(k).unwrap()), k.name());
+        }
+        for k in PauseKind::ALL {
+            assert_eq!(json(serde_json::to_value(k).unwrap()), k.name());
+        }
+        assert_eq!(RingKind::RxJumbo.attr(), c::rings::RX_JUMBO);
+        assert_eq!(ChannelKind::Combined.attr(), c::channels::COMBINED_COUNT);
+    }
+
+    #[test]
     fn coalesce_names_map_to_attributes() {
         for n in coalesce_names() {
             assert!(coalesce_attr(n).is_some(), "{n}");
