@@ -114,16 +114,22 @@ impl BitsPerSec {
     }
 }
 
+/// `v` divided by `base` while it is at least `base`, at most `units - 1`
+/// times: the value to print and the index of its unit.
+fn scale(mut v: f64, base: f64, units: usize) -> (f64, usize) {
+    let mut i = 0;
+    while v >= base && i + 1 < units {
+        v /= base;
+        i += 1;
+    }
+    (v, i)
+}
+
 impl fmt::Display for Bytes {
     /// IEC units like iperf3's "Transfer" column: `3.25 GiB`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-        let mut v = self.0 as f64;
-        let mut i = 0;
-        while v >= 1024.0 && i + 1 < UNITS.len() {
-            v /= 1024.0;
-            i += 1;
-        }
+        let (v, i) = scale(self.0 as f64, 1024.0, UNITS.len());
         if i == 0 {
             write!(f, "{} B", self.0)
         } else {
@@ -136,12 +142,7 @@ impl fmt::Display for BitsPerSec {
     /// Decimal units like link speeds: `27.53 Gbit/s`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const UNITS: [&str; 5] = ["bit/s", "Kbit/s", "Mbit/s", "Gbit/s", "Tbit/s"];
-        let mut v = self.0;
-        let mut i = 0;
-        while v >= 1000.0 && i + 1 < UNITS.len() {
-            v /= 1000.0;
-            i += 1;
-        }
+        let (v, i) = scale(self.0, 1000.0, UNITS.len());
         write!(f, "{v:.2} {}", UNITS[i])
     }
 }

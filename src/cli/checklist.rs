@@ -1,29 +1,32 @@
 //! Checklist test steps checked with the real `wirescope run` parser: the
 //! tuning module (below the command line) cannot parse arguments itself.
 
+use super::UsageError;
 use crate::tune::checklist::TestStep;
 use crate::tune::decide::Metric;
 
 /// Check a checklist's test with the real `wirescope run` parser (hand it
 /// to [`Checklist::check_run`](crate::tune::checklist::Checklist::check_run)).
-pub fn check_run_args(step: &TestStep) -> Result<(), String> {
+pub fn check_run_args(step: &TestStep) -> Result<(), UsageError> {
     let mut argv = vec!["wirescope".to_string(), "run".to_string()];
     argv.extend(step.run.iter().cloned());
     let cli = <super::Cli as clap::Parser>::try_parse_from(argv)
-        .map_err(|e| e.to_string().trim().to_string())?;
+        .map_err(|e| UsageError(e.to_string().trim().to_string()))?;
     let Some(super::Command::Run(r)) = cli.command else {
-        return Err("not a `wirescope run` command line".into());
+        return Err(UsageError("not a `wirescope run` command line".into()));
     };
-    let plan = r.test.resolve().map_err(|e| e.0)?;
+    let plan = r.test.resolve()?;
     if plan.sweep.is_some() {
-        return Err("--sweep makes several points; a checklist compares one".into());
+        return Err(UsageError(
+            "--sweep makes several points; a checklist compares one".into(),
+        ));
     }
     let stream = plan.spec.is_tcp_stream();
     match step.metric {
         Metric::Throughput => Ok(()),
-        Metric::Rate | Metric::P99 if stream => {
-            Err("metric rate/p99 needs --mode rr or pingpong".into())
-        }
+        Metric::Rate | Metric::P99 if stream => Err(UsageError(
+            "metric rate/p99 needs --mode rr or pingpong".into(),
+        )),
         _ => Ok(()),
     }
 }
@@ -112,6 +115,6 @@ mod tests {
             run: vec!["--mode".into(), "rr".into(), "--reverse".into()],
             metric: Metric::Throughput,
         };
-        assert!(check_run_args(&step).unwrap_err().contains("--reverse"));
+        assert!(check_run_args(&step).unwrap_err().0.contains("--reverse"));
     }
 }

@@ -187,6 +187,18 @@ impl Finding {
         }
     }
 
+    /// A finding of rule `id` scored by the rule's prior impact
+    /// ([`super::impact::prior`]): [`Finding::new`] for the usual case.
+    pub fn rule(
+        id: &str,
+        severity: Severity,
+        host: HostRole,
+        subject: impl Into<String>,
+        title: impl Into<String>,
+    ) -> Self {
+        Finding::new(id, severity, host, subject, title, super::impact::prior(id))
+    }
+
     /// Add an evidence line.
     pub fn ev(mut self, e: Evidence) -> Self {
         self.evidence.push(e);

@@ -314,28 +314,45 @@ pub enum TuneDone {
 
 /// A checklist driver whose step changes all go through one [`TuneOp`]
 /// call (here or on the agent's host): the [`Driver`] step methods follow
-/// from it.
+/// from it, the rest is the driver's own.
 pub trait TuneOps {
     /// Carry out `op` on `host`.
     fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError>;
+    /// [`Driver::run_test`].
+    fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, TestError>;
+    /// [`Driver::confirm`].
+    fn confirm(&mut self, q: &Question) -> bool;
+    /// [`Driver::record`].
+    fn record(&mut self, r: &Record);
+}
 
-    /// [`Driver::preview`] through [`TuneOps::op`].
-    fn preview_op(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError> {
+impl<T: TuneOps> Driver for T {
+    fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, TestError> {
+        TuneOps::run_test(self, args, metric)
+    }
+
+    fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError> {
         Ok(self
             .op(host, TuneOp::Preview(profile.to_string()))?
             .commands()?)
     }
 
-    /// [`Driver::apply`] through [`TuneOps::op`].
-    fn apply_op(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError> {
+    fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError> {
         Ok(self
             .op(host, TuneOp::Apply(profile.to_string()))?
             .applied()?)
     }
 
-    /// [`Driver::rollback`] through [`TuneOps::op`].
-    fn rollback_op(&mut self, host: HostRole) -> Result<RollbackReport, StepError> {
+    fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, StepError> {
         Ok(self.op(host, TuneOp::Rollback)?.rolled_back()?)
+    }
+
+    fn confirm(&mut self, q: &Question) -> bool {
+        TuneOps::confirm(self, q)
+    }
+
+    fn record(&mut self, r: &Record) {
+        TuneOps::record(self, r)
     }
 }
 
@@ -657,9 +674,7 @@ impl TuneOps for SessionDriver {
             }
         }
     }
-}
 
-impl Driver for SessionDriver {
     fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, TestError> {
         let plan = test_plan(args)?;
         let mut ctl = self.ctl.take().ok_or("the session with the agent ended")?;
@@ -718,18 +733,6 @@ impl Driver for SessionDriver {
             eprintln!("wirescope: measured {}", metric.format(o.value));
         }
         Ok(o)
-    }
-
-    fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError> {
-        self.preview_op(host, profile)
-    }
-
-    fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError> {
-        self.apply_op(host, profile)
-    }
-
-    fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, StepError> {
-        self.rollback_op(host)
     }
 
     fn confirm(&mut self, q: &Question) -> bool {

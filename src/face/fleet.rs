@@ -483,6 +483,9 @@ pub fn outlier_lines(
     untested: &[(String, String)],
     failed: &[(String, String, String)],
 ) -> Vec<(OutlierLine, String)> {
+    fn evidence(ev: &[String]) -> impl Iterator<Item = (OutlierLine, String)> + '_ {
+        ev.iter().map(|e| (OutlierLine::Evidence, e.clone()))
+    }
     let mut t = Vec::new();
     for n in nodes {
         t.push((
@@ -497,11 +500,7 @@ pub fn outlier_lines(
                 n.what.fleet_median_bps / 1e9
             ),
         ));
-        t.extend(
-            n.evidence
-                .iter()
-                .map(|e| (OutlierLine::Evidence, e.clone())),
-        );
+        t.extend(evidence(&n.evidence));
     }
     for l in links {
         t.push((
@@ -515,11 +514,7 @@ pub fn outlier_lines(
                 l.what.to_median_bps / 1e9
             ),
         ));
-        t.extend(
-            l.evidence
-                .iter()
-                .map(|e| (OutlierLine::Evidence, e.clone())),
-        );
+        t.extend(evidence(&l.evidence));
     }
     for o in odd {
         t.push((OutlierLine::OddSetting, format!("odd setting {}", o.line())));

@@ -660,56 +660,60 @@ fn support_text<T>(v: &crate::probe::facts::Support<T>, f: impl Fn(&T) -> String
     }
 }
 
+/// `  LABEL: ...` for a NIC fact ethtool may not have.
+fn support_line<T>(
+    o: &mut String,
+    label: &str,
+    v: &crate::probe::facts::Support<T>,
+    f: impl Fn(&T) -> String,
+) {
+    let _ = writeln!(o, "  {label}: {}", support_text(v, f));
+}
+
+/// `current/max`.
+fn cur_max<T: std::fmt::Display>(cur: Option<T>, max: Option<T>) -> String {
+    format!("{}/{}", opt(cur), opt(max))
+}
+
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
     v.map(|x| x.to_string()).unwrap_or_else(|| "n/a".into())
 }
 
 /// A NIC's offloads, interrupt coalescing and pause frames.
 fn offload_lines(o: &mut String, n: &crate::probe::facts::NicFacts) {
-    let _ = writeln!(
-        o,
-        "  offloads: {}",
-        support_text(&n.features, |f| {
-            [
-                "generic-receive-offload",
-                "large-receive-offload",
-                "tcp-segmentation-offload",
-                "generic-segmentation-offload",
-                "rx-checksumming",
-                "tx-nocache-copy",
-            ]
-            .iter()
-            .map(|k| {
-                format!(
-                    "{k} {}",
-                    f.on(k)
-                        .map(|b| if b { "on" } else { "off" })
-                        .unwrap_or("n/a")
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
+    support_line(o, "offloads", &n.features, |f| {
+        [
+            "generic-receive-offload",
+            "large-receive-offload",
+            "tcp-segmentation-offload",
+            "generic-segmentation-offload",
+            "rx-checksumming",
+            "tx-nocache-copy",
+        ]
+        .iter()
+        .map(|k| {
+            format!(
+                "{k} {}",
+                f.on(k)
+                    .map(|b| if b { "on" } else { "off" })
+                    .unwrap_or("n/a")
+            )
         })
-    );
-    let _ = writeln!(
-        o,
-        "  coalesce: {}",
-        support_text(&n.coalesce, |c| format!(
+        .collect::<Vec<_>>()
+        .join(", ")
+    });
+    support_line(o, "coalesce", &n.coalesce, |c| {
+        format!(
             "adaptive rx {} tx {}, rx-usecs {} tx-usecs {}",
             opt(c.adaptive_rx),
             opt(c.adaptive_tx),
             opt(c.rx_usecs),
             opt(c.tx_usecs)
-        ))
-    );
-    let _ = writeln!(
-        o,
-        "  pause: {}",
-        support_text(&n.pause, |p| format!(
-            "autoneg {} rx {} tx {}",
-            p.autoneg, p.rx, p.tx
-        ))
-    );
+        )
+    });
+    support_line(o, "pause", &n.pause, |p| {
+        format!("autoneg {} rx {} tx {}", p.autoneg, p.rx, p.tx)
+    });
 }
 
 /// One NIC's facts: MTU, state, driver and firmware, link, channels,
@@ -723,49 +727,36 @@ fn nic_lines(o: &mut String, n: &crate::probe::facts::NicFacts) {
         n.operstate.as_deref().unwrap_or("state unknown"),
         n.qdisc.as_deref().unwrap_or("unknown")
     );
-    let _ = writeln!(
-        o,
-        "  driver: {}",
-        support_text(&n.drvinfo, |d| format!(
+    support_line(o, "driver", &n.drvinfo, |d| {
+        format!(
             "{} {} firmware '{}' bus '{}'",
             d.driver, d.version, d.firmware, d.bus_info
-        ))
-    );
-    let _ = writeln!(
-        o,
-        "  link: {}",
-        support_text(&n.link, |l| format!(
+        )
+    });
+    support_line(o, "link", &n.link, |l| {
+        format!(
             "{} Mb/s {}, autoneg {}, link {}",
             opt(l.speed_mbps),
             l.duplex.as_deref().unwrap_or("duplex n/a"),
             opt(l.autoneg),
             opt(l.link_detected)
-        ))
-    );
-    let _ = writeln!(
-        o,
-        "  channels: {}",
-        support_text(&n.channels, |c| format!(
-            "combined {}/{} rx {}/{} tx {}/{} (current/max)",
-            opt(c.combined),
-            opt(c.max_combined),
-            opt(c.rx),
-            opt(c.max_rx),
-            opt(c.tx),
-            opt(c.max_tx)
-        ))
-    );
-    let _ = writeln!(
-        o,
-        "  rings: {}",
-        support_text(&n.rings, |r| format!(
-            "rx {}/{} tx {}/{} (current/max)",
-            opt(r.rx),
-            opt(r.max_rx),
-            opt(r.tx),
-            opt(r.max_tx)
-        ))
-    );
+        )
+    });
+    support_line(o, "channels", &n.channels, |c| {
+        format!(
+            "combined {} rx {} tx {} (current/max)",
+            cur_max(c.combined, c.max_combined),
+            cur_max(c.rx, c.max_rx),
+            cur_max(c.tx, c.max_tx)
+        )
+    });
+    support_line(o, "rings", &n.rings, |r| {
+        format!(
+            "rx {} tx {} (current/max)",
+            cur_max(r.rx, r.max_rx),
+            cur_max(r.tx, r.max_tx)
+        )
+    });
     offload_lines(o, n);
     let _ = writeln!(
         o,

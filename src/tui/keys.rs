@@ -6,28 +6,28 @@ use super::action::Action;
 use super::model::View;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-/// One binding.
+/// One binding of a key table (the main view's [`KEYMAP`] or the fleet view's).
 #[derive(Debug, Clone)]
-pub struct Binding {
+pub struct Binding<A = Action> {
     /// The key.
     pub code: KeyCode,
     /// Modifiers that must be held (SHIFT is ignored for characters).
     pub mods: KeyModifiers,
     /// What it does.
-    pub action: Action,
+    pub action: A,
     /// How the help shows the key (bindings with the same text share a line).
     pub keys: &'static str,
     /// What the help says it does.
     pub help: &'static str,
 }
 
-const fn key(
+pub(crate) const fn key<A>(
     code: KeyCode,
     mods: KeyModifiers,
-    action: Action,
+    action: A,
     keys: &'static str,
     help: &'static str,
-) -> Binding {
+) -> Binding<A> {
     Binding {
         code,
         mods,
@@ -37,8 +37,8 @@ const fn key(
     }
 }
 
-const N: KeyModifiers = KeyModifiers::NONE;
-const C: KeyModifiers = KeyModifiers::CONTROL;
+pub(crate) const N: KeyModifiers = KeyModifiers::NONE;
+pub(crate) const C: KeyModifiers = KeyModifiers::CONTROL;
 
 /// Every key binding, in the order the help lists them.
 #[rustfmt::skip]
@@ -72,7 +72,7 @@ pub const KEYMAP: &[Binding] = &[
     key(KeyCode::Esc, N, Action::Close, "Esc", "close the help"),
 ];
 
-impl Binding {
+impl<A> Binding<A> {
     /// Does this key event trigger the binding?
     pub fn matches(&self, ev: &KeyEvent) -> bool {
         if ev.code != self.code {
@@ -86,24 +86,34 @@ impl Binding {
     }
 }
 
-/// The action of a key event (presses and repeats; releases do nothing).
-pub fn action_for(ev: &KeyEvent) -> Option<Action> {
+/// The action a table binds to a key event (presses and repeats; releases do nothing).
+pub fn action_in<A: Clone>(table: &[Binding<A>], ev: &KeyEvent) -> Option<A> {
     if ev.kind == KeyEventKind::Release {
         return None;
     }
-    KEYMAP
+    table
         .iter()
         .find(|b| b.matches(ev))
         .map(|b| b.action.clone())
 }
 
-/// Help lines: each distinct key text once, in table order.
-pub fn help_lines() -> Vec<(&'static str, &'static str)> {
+/// A table's help entries: each distinct key text once, in table order.
+pub fn help_in<A>(table: &[Binding<A>]) -> Vec<(&'static str, &'static str)> {
     let mut out: Vec<(&'static str, &'static str)> = Vec::new();
-    for b in KEYMAP {
+    for b in table {
         if !out.iter().any(|(k, _)| *k == b.keys) {
             out.push((b.keys, b.help));
         }
     }
     out
+}
+
+/// The action of a key event (presses and repeats; releases do nothing).
+pub fn action_for(ev: &KeyEvent) -> Option<Action> {
+    action_in(KEYMAP, ev)
+}
+
+/// Help lines: each distinct key text once, in table order.
+pub fn help_lines() -> Vec<(&'static str, &'static str)> {
+    help_in(KEYMAP)
 }

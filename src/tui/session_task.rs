@@ -16,7 +16,7 @@
 //! dropped because a queue was full.
 
 use super::event::Event;
-use super::tune::{DriverReq, RemoteDriver, TuneNote};
+use super::tune::{ChecklistEnd, DriverReq, RemoteDriver, TuneNote};
 use crate::diagnose::HostRole;
 use crate::face::checklist::{local_op, outcome, peer_done, peer_request, test_flow, test_plan};
 use crate::probe::ebpf::EbpfIface;
@@ -31,7 +31,7 @@ use crate::tune::checklist::Checklist;
 use crate::tune::decide::Metric;
 use crate::tune::host::Host;
 use crate::tune::resolve::ResolveOpts;
-use crate::tune::runner::{self, StepError, TestOutcome};
+use crate::tune::runner::{self, StepError, TestError, TestOutcome};
 use crate::tune::state::StateDir;
 use std::path::PathBuf;
 use tokio::sync::mpsc;
@@ -208,7 +208,7 @@ pub async fn run_checklist(
     let flow = match test_flow(&c) {
         Ok(f) => f,
         Err(e) => {
-            let _ = note(TuneNote::Ended(Err(e.to_string()))).await;
+            let _ = note(TuneNote::Ended(Err(ChecklistEnd::Run(e.to_string())))).await;
             return Ok(None);
         }
     };
@@ -218,12 +218,12 @@ pub async fn run_checklist(
             let mut d = RemoteDriver::new(req_tx);
             runner::run(&c, rounds, flow, &mut d)
                 .map(|_| ())
-                .map_err(|e| e.to_string())
+                .map_err(|e| ChecklistEnd::Run(e.to_string()))
         });
     let runner = match spawned {
         Ok(t) => t,
         Err(e) => {
-            let why = format!("cannot start the checklist: {e}");
+            let why = ChecklistEnd::Spawn(e.to_string());
             let _ = note(TuneNote::Ended(Err(why))).await;
             return Ok(None);
         }
@@ -257,8 +257,8 @@ pub async fn run_checklist(
     }
     let result = tokio::task::spawn_blocking(move || runner.join())
         .await
-        .map_err(|e| format!("the checklist thread failed: {e}"))
-        .and_then(|j| j.unwrap_or_else(|_| Err("the checklist thread panicked".into())));
+        .map_err(|e| ChecklistEnd::Join(e.to_string()))
+        .and_then(|j| j.unwrap_or(Err(ChecklistEnd::Panicked)));
     let _ = note(TuneNote::Ended(result)).await;
     if st.lost {
         return Err(());
@@ -280,6 +280,9 @@ impl Serving {
     }
 }
 
+/// What a test asked for after the user stopped the checklist answers.
+const STOPPED: &str = "the checklist was stopped";
+
 /// One test the checklist asked for, run on the session.
 async fn serve_test(
     ctl: &mut Controller,
@@ -288,19 +291,19 @@ async fn serve_test(
     cmds: &mut mpsc::UnboundedReceiver<SessionCmd>,
     tx: &mpsc::Sender<SessionEvent>,
     st: &mut Serving,
-) -> Result<TestOutcome, String> {
+) -> Result<TestOutcome, TestError> {
     if st.stopped() {
-        return Err("the checklist was stopped".to_string());
+        return Err(STOPPED.into());
     }
     match run_test(ctl, args, metric, observe, cmds, tx).await {
         TestRun::Done(r) => r,
         TestRun::Stopped(next) => {
             st.after = next;
-            Err("the checklist was stopped".to_string())
+            Err(STOPPED.into())
         }
         TestRun::Lost(e) => {
             st.lost = true;
-            Err(e)
+            Err(TestError::Failed(e))
         }
     }
 }
@@ -388,7 +391,7 @@ impl LocalTuning {
 /// How one test of a checklist ended.
 enum TestRun {
     /// Measured (or failed as a test).
-    Done(Result<TestOutcome, String>),
+    Done(Result<TestOutcome, TestError>),
     /// The user stopped it; a command to handle after the checklist (Quit).
     Stopped(Option<SessionCmd>),
     /// The session is gone.
@@ -407,7 +410,7 @@ async fn run_test(
 ) -> TestRun {
     let plan = match test_plan(args) {
         Ok(p) => p,
-        Err(e) => return TestRun::Done(Err(e.to_string())),
+        Err(e) => return TestRun::Done(Err(TestError::Failed(e.to_string()))),
     };
     let (mine_tx, mut mine_rx) = mpsc::channel::<SessionEvent>(64);
     let cancel = CancellationToken::new();
@@ -464,8 +467,8 @@ async fn run_test(
             Some(next) => TestRun::Stopped(next),
             None => TestRun::Done(
                 summary
-                    .ok_or_else(|| "the test gave no result".to_string())
-                    .and_then(|s| outcome(metric, s).map_err(|e| e.to_string())),
+                    .ok_or_else(|| "the test gave no result".into())
+                    .and_then(|s| outcome(metric, s).map_err(TestError::from)),
             ),
         },
     }
@@ -507,9 +510,4 @@ pub fn pipeline_thread(
                 }
             }
         })
-}
-
-/// Replay: a log's records as the same outputs a live session produces.
-pub fn outputs_of(records: Vec<crate::record::schema::Record>) -> Vec<Output> {
-    crate::record::replay::outputs(records)
 }

@@ -2,8 +2,9 @@
 //! `wirescope checklist run` ([`crate::tune::runner`]), driven from the TUI's
 //! session.
 //!
-//! The loop is synchronous and asks its [`Driver`] for everything; here it
-//! runs on its own thread with a [`RemoteDriver`] that turns each call into
+//! The loop is synchronous and asks its
+//! [`Driver`](crate::tune::runner::Driver) for everything; here it runs on
+//! its own thread with a [`RemoteDriver`] that turns each call into
 //! a [`DriverReq`] for the session task and waits for the answer. The
 //! session task owns the agent's session
 //! ([`super::session_task::run_checklist`]): it runs each test with the same
@@ -17,9 +18,8 @@
 
 use crate::diagnose::HostRole;
 use crate::face::checklist::{TuneDone, TuneOp, TuneOps};
-use crate::tune::apply::{ApplyReport, RollbackReport};
 use crate::tune::decide::Metric;
-use crate::tune::runner::{Driver, Question, Record, StepError, TestError, TestOutcome};
+use crate::tune::runner::{Question, Record, StepError, TestError, TestOutcome};
 use tokio::sync::{mpsc, oneshot};
 
 /// What the Tune view is told while a checklist runs.
@@ -30,7 +30,24 @@ pub enum TuneNote {
     /// A baseline, a finished step, or the summary.
     Record(Record),
     /// The checklist ended (or could not run: why).
-    Ended(Result<(), String>),
+    Ended(Result<(), ChecklistEnd>),
+}
+
+/// Why a checklist in the Tune view ended before its summary.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChecklistEnd {
+    /// It could not run, or its step loop stopped (what it said).
+    #[error("{0}")]
+    Run(String),
+    /// Its thread could not be started.
+    #[error("cannot start the checklist: {0}")]
+    Spawn(String),
+    /// Its thread could not be waited for.
+    #[error("the checklist thread failed: {0}")]
+    Join(String),
+    /// Its thread panicked.
+    #[error("the checklist thread panicked")]
+    Panicked,
 }
 
 /// One call of the step loop, for the session task.
@@ -42,7 +59,7 @@ pub enum DriverReq {
         /// What is compared.
         metric: Metric,
         /// The answer.
-        reply: oneshot::Sender<Result<TestOutcome, String>>,
+        reply: oneshot::Sender<Result<TestOutcome, TestError>>,
     },
     /// Preview, apply or roll back a change on a host.
     Op {
@@ -64,8 +81,8 @@ pub enum DriverReq {
     Record(Record),
 }
 
-/// The step loop's [`Driver`] on its own thread: every call goes to the
-/// session task and waits for its answer.
+/// The step loop's [`Driver`](crate::tune::runner::Driver) on its own
+/// thread: every call goes to the session task and waits for its answer.
 pub struct RemoteDriver {
     tx: mpsc::Sender<DriverReq>,
 }
@@ -92,9 +109,7 @@ impl TuneOps for RemoteDriver {
         self.ask(|reply| DriverReq::Op { host, op, reply })
             .unwrap_or_else(|| Err(StepError::Failed(GONE.into())))
     }
-}
 
-impl Driver for RemoteDriver {
     fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, TestError> {
         let args = args.to_vec();
         self.ask(|reply| DriverReq::RunTest {
@@ -103,19 +118,6 @@ impl Driver for RemoteDriver {
             reply,
         })
         .unwrap_or_else(|| Err(GONE.into()))
-        .map_err(TestError::from)
-    }
-
-    fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError> {
-        self.preview_op(host, profile)
-    }
-
-    fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError> {
-        self.apply_op(host, profile)
-    }
-
-    fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, StepError> {
-        self.rollback_op(host)
     }
 
     fn confirm(&mut self, q: &Question) -> bool {

@@ -61,7 +61,7 @@ fn all_cores(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     } else {
         (Severity::Warn, "")
     };
-    let mut f = Finding::new(
+    let mut f = Finding::rule(
         "cpu.all-cores-saturated",
         sev,
         ctx.host,
@@ -69,7 +69,6 @@ fn all_cores(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         format!(
             "all {cores} cores are {busy:.0} % busy: the host is CPU-bound (user {user:.0} %, sys {sys:.0} %, irq+softirq {soft:.0} %){also}"
         ),
-        prior("cpu.all-cores-saturated"),
     )
     .ev(Evidence::num("cores", cores as f64, "", "/proc/stat"))
     .ev(Evidence::num("mean busy", busy, "%", "/proc/stat"))
@@ -897,13 +896,12 @@ fn squeeze(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     let budget = sysctl("net.core.netdev_budget", 300);
     let usecs = sysctl("net.core.netdev_budget_usecs", 2000);
     Some(
-        Finding::new(
+        Finding::rule(
             "softnet.squeeze",
             Severity::Warn,
             ctx.host,
             "",
             format!("time_squeeze rising: {:.0}/s (netdev_budget {budget})", total as f64 / secs_all),
-            prior("softnet.squeeze"),
         )
         .ev(Evidence::num("time_squeeze", total as f64 / secs_all, "/s", "/proc/net/softnet_stat"))
         .ev(Evidence::num("net.core.netdev_budget", budget as f64, "packets", "sysctl"))
@@ -930,13 +928,12 @@ fn backlog_drops(ctx: &HostCtx) -> Option<Finding> {
         .and_then(|f| f.sysctls.get("net.core.netdev_max_backlog"))
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(1000);
-    let mut f = Finding::new(
+    let mut f = Finding::rule(
         "softnet.backlog-drops",
         Severity::Warn,
         ctx.host,
         "",
         format!("{total} packets dropped at the per-CPU backlog (netdev_max_backlog {backlog})"),
-        prior("softnet.backlog-drops"),
     )
     .ev(Evidence::num("net.core.netdev_max_backlog", backlog as f64, "packets", "sysctl"))
     .why("The per-CPU input queue (RPS / non-NAPI / veth path) overflowed: packets are lost before TCP sees them.")

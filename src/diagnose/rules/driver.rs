@@ -228,13 +228,12 @@ pub(super) fn firmware_of(
     }
     let fw = fw_full.split_whitespace().next().unwrap_or("");
     Some(
-        Finding::new(
+        Finding::rule(
             "firmware.outdated",
             Severity::Warn,
             host,
             subject.to_string(),
             format!("{subject}: {} firmware {fw} is older than {}", floor.device, floor.floor),
-            prior("firmware.outdated"),
         )
         .ev(Evidence::text("firmware version", fw_full.to_string(), source.to_string()))
         .ev(Evidence::text("device family (firmware major)", format!("{} ({})", floor.device, floor.major), "assets/catalog.toml"))

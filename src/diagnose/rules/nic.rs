@@ -51,7 +51,7 @@ fn few_queues(
         "rx"
     };
     Some(
-        Finding::new(
+        Finding::rule(
             "nic.few-queues",
             Severity::Warn,
             host,
@@ -61,7 +61,6 @@ fn few_queues(
                 nic.name,
                 speed / 1000
             ),
-            prior("nic.few-queues"),
         )
         .ev(Evidence::num(format!("{flag} channels"), current as f64, "", src(nic, "ethtool -l")))
         .ev(Evidence::num("maximum channels", max as f64, "", src(nic, "ethtool -l")))
@@ -133,13 +132,12 @@ fn tso_off(nic: &NicFacts, host: HostRole) -> Option<Finding> {
     if tso.on {
         return None;
     }
-    let mut fnd = Finding::new(
+    let mut fnd = Finding::rule(
         "nic.tso-off",
         Severity::Warn,
         host,
         nic.name.clone(),
         format!("TSO is off on {}", nic.name),
-        prior("nic.tso-off"),
     )
     .ev(Evidence::text("tcp-segmentation-offload", if tso.fixed { "off [fixed]" } else { "off" }, src(nic, "ethtool -k")))
     .why("Without TSO the sending host cuts every segment itself: more per-packet CPU on the sender.");
@@ -164,13 +162,12 @@ fn mtu_small(nic: &NicFacts, host: HostRole, t: &Thresholds) -> Option<Finding> 
         return None;
     }
     Some(
-        Finding::new(
+        Finding::rule(
             "nic.mtu-small",
             Severity::Info,
             host,
             nic.name.clone(),
             format!("MTU {mtu} on a {} Gb/s link", speed / 1000),
-            prior("nic.mtu-small"),
         )
         .ev(Evidence::num("mtu", mtu as f64, "B", format!("sysfs /sys/class/net/{}/mtu", nic.name)))
         .ev(Evidence::num("link speed", speed as f64, "Mb/s", src(nic, "ethtool")))

@@ -391,13 +391,12 @@ fn ring_small(ctx: &HostCtx, nic: &NicFacts, c: &Counters) -> Option<Finding> {
         return None;
     }
     Some(
-        Finding::new(
+        Finding::rule(
             "nic.ring-small",
             Severity::Warn,
             ctx.host,
             nic.name.clone(),
             format!("{}: {drops} rx drops with the rx ring at {rx} of {max}", nic.name),
-            prior("nic.ring-small"),
         )
         .ev(Evidence::num("rx drops", drops as f64, "", format!("/proc/net/dev + ethtool -S {}", nic.name)))
         .ev(Evidence::num("rx ring", rx as f64, "descriptors", format!("ethtool -g {}", nic.name)))
@@ -432,27 +431,20 @@ fn counter_rule(ctx: &HostCtx, nic: &NicFacts, c: &Counters, name: &str) -> Opti
             vec![format!("ethtool -A {} rx on tx on", nic.name)],
         )
     };
-    let mut f = Finding::new(
-        id,
-        Severity::Warn,
-        ctx.host,
-        nic.name.clone(),
-        title,
-        prior(id),
-    )
-    .ev(Evidence::num(
-        name,
-        n as f64,
-        "",
-        format!("ethtool -S {}", nic.name),
-    ))
-    .ev(Evidence::num(
-        format!("{name} rate"),
-        rate,
-        "/s",
-        format!("ethtool -S {}", nic.name),
-    ))
-    .why(why);
+    let mut f = Finding::rule(id, Severity::Warn, ctx.host, nic.name.clone(), title)
+        .ev(Evidence::num(
+            name,
+            n as f64,
+            "",
+            format!("ethtool -S {}", nic.name),
+        ))
+        .ev(Evidence::num(
+            format!("{name} rate"),
+            rate,
+            "/s",
+            format!("ethtool -S {}", nic.name),
+        ))
+        .why(why);
     for x in fixes {
         f = f.fix(x);
     }
@@ -486,13 +478,12 @@ fn pause(ctx: &HostCtx, nic: &NicFacts, c: &Counters) -> Option<Finding> {
         "the link partner (switch or peer) is congested and stops this host"
     };
     Some(
-        Finding::new(
+        Finding::rule(
             "nic.pause-frames",
             Severity::Warn,
             ctx.host,
             nic.name.clone(),
             format!("{}: pause frames rx {rx} / tx {tx}: {who}", nic.name),
-            prior("nic.pause-frames"),
         )
         .ev(Evidence::num("rx pause frames", rx as f64, "", format!("ethtool -S {}", nic.name)))
         .ev(Evidence::num("tx pause frames", tx as f64, "", format!("ethtool -S {}", nic.name)))

@@ -116,13 +116,12 @@ fn irq_single_cpu(facts: &HostFacts, nic: &NicFacts, host: HostRole) -> Option<F
         return None;
     }
     let cpu = first[0];
-    let mut f = Finding::new(
+    let mut f = Finding::rule(
         "irq.single-cpu",
         Severity::Warn,
         host,
         nic.name.clone(),
         format!("all {} data IRQs of {} are served by cpu{cpu}", irqs.len(), nic.name),
-        prior("irq.single-cpu"),
     )
     .ev(Evidence::num("data IRQs", irqs.len() as f64, "", "/proc/interrupts"))
     .ev(Evidence::text("effective affinity of all of them", format!("cpu{cpu}"), "/proc/irq/N/effective_affinity_list"))
@@ -161,13 +160,12 @@ pub fn remote_numa(
         return None;
     }
     let node = nic.numa_node.unwrap_or(-1);
-    let mut f = Finding::new(
+    let mut f = Finding::rule(
         "irq.remote-numa",
         Severity::Warn,
         host,
         nic.name.clone(),
         remote_title(facts, nic, node, &local, &remote_irqs, &remote_engine),
-        prior("irq.remote-numa"),
     )
     .ev(Evidence::text("NIC-local CPUs", nic.local_cpulist.clone().unwrap_or_default(), format!("/sys/class/net/{}/device/local_cpulist", nic.name)))
     .why("Packets DMA'd into one socket's memory and processed on the other cross the inter-socket link: more latency, less bandwidth, cache misses.");
@@ -306,13 +304,12 @@ fn irqbalance(facts: &HostFacts, nic: &NicFacts, host: HostRole) -> Option<Findi
     }
     let mlx5 = driver(nic) == "mlx5_core";
     Some(
-        Finding::new(
+        Finding::rule(
             "irqbalance.conflict",
             Severity::Info,
             host,
             nic.name.clone(),
             format!("irqbalance is running and may move the IRQs of {}", nic.name),
-            prior("irqbalance.conflict"),
         )
         .ev(Evidence::text("irqbalance", "running", "process list"))
         .ev(Evidence::text("driver", driver(nic), format!("ethtool -i {}", nic.name)))
@@ -337,13 +334,12 @@ pub fn shaper(nic: &NicFacts) -> Option<&str> {
 fn qdisc(nic: &NicFacts, host: HostRole) -> Option<Finding> {
     let q = shaper(nic)?;
     Some(
-        Finding::new(
+        Finding::rule(
             "qdisc.shaping",
             Severity::Warn,
             host,
             nic.name.clone(),
             format!("{} has a shaping root qdisc: {q}", nic.name),
-            prior("qdisc.shaping"),
         )
         .ev(Evidence::text(
             "root qdisc",
@@ -434,7 +430,7 @@ fn governor(facts: &HostFacts, host: HostRole) -> Option<Finding> {
     if other.is_empty() {
         return None;
     }
-    let mut f = Finding::new(
+    let mut f = Finding::rule(
         "cpu.governor",
         Severity::Warn,
         host,
@@ -443,7 +439,6 @@ fn governor(facts: &HostFacts, host: HostRole) -> Option<Finding> {
             "CPU frequency governor is {} (not performance)",
             other.iter().map(|(g, c)| format!("{g} on {c}")).collect::<Vec<_>>().join(", ")
         ),
-        prior("cpu.governor"),
     )
     .why("Power-saving governors lower the clock between bursts; packet processing pays the ramp-up in latency and peak rate.")
     .fix("cpupower frequency-set -g performance");
@@ -468,13 +463,12 @@ fn iommu(facts: &HostFacts, host: HostRole) -> Option<Finding> {
         return None;
     }
     Some(
-        Finding::new(
+        Finding::rule(
             "platform.iommu",
             Severity::Warn,
             host,
             "",
             "intel_iommu=on without iommu=pt: every DMA is translated",
-            prior("platform.iommu"),
         )
         .ev(Evidence::text("kernel command line", facts.cmdline.clone(), "/proc/cmdline"))
         .why("With the IOMMU in translation mode every receive buffer is mapped and unmapped: CPU cost and IOTLB misses at high packet rates.")

@@ -10,7 +10,6 @@
 use super::driver::{firmware_of, not_in_catalog_of};
 use super::platform::pcie_link;
 use crate::diagnose::finding::{Evidence, Finding, Severity};
-use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
 use crate::probe::facts::NicFacts;
 use crate::probe::rdma::{
@@ -141,7 +140,7 @@ fn no_device(
         return None;
     }
     let iface = nics.first().map_or("IF", |n| n.name.as_str());
-    let mut f = Finding::new(
+    let mut f = Finding::rule(
         "rdma.no-device",
         Severity::Info,
         host,
@@ -150,7 +149,6 @@ fn no_device(
             Some((i, d, m)) => format!("no RDMA device although {i} ({d}) has an RDMA function: modprobe {m}"),
             None => "no RDMA device: RDMA tests cannot run on this host".to_string(),
         },
-        prior("rdma.no-device"),
     )
     .ev(Evidence::text(
         "RDMA devices",
@@ -204,7 +202,7 @@ fn port_down(
     } else {
         Severity::Warn
     };
-    let mut f = Finding::new(
+    let mut f = Finding::rule(
         "rdma.port-down",
         sev,
         host,
@@ -216,7 +214,6 @@ fn port_down(
             state.name,
             phys.map_or("unknown", |s| s.name.as_str())
         ),
-        prior("rdma.port-down"),
     )
     .ev(Evidence::text(
         "state",
@@ -259,13 +256,12 @@ fn mtu_small(d: &RdmaDeviceFacts, p: &RdmaPortFacts, host: HostRole) -> Option<F
     if active > 1024 || max < 4096 {
         return None;
     }
-    let mut f = Finding::new(
+    let mut f = Finding::rule(
         "rdma.mtu-small",
         Severity::Warn,
         host,
         format!("{} port {}", d.name, p.port),
         format!("{} port {}: active RDMA MTU {active} of {max}", d.name, p.port),
-        prior("rdma.mtu-small"),
     )
     .ev(Evidence::num("active MTU", active as f64, "B", p.mtu_source.clone()))
     .ev(Evidence::num("max MTU", max as f64, "B", p.mtu_source.clone()))
@@ -299,7 +295,7 @@ fn gid_v1(rdma: &RdmaFacts, u: &RdmaUse, host: HostRole) -> Option<Finding> {
         .iter()
         .find(|x| x.kind == GidType::RoceV2 && x.gid == g.gid)?;
     Some(
-        Finding::new(
+        Finding::rule(
             "rdma.gid-v1",
             Severity::Warn,
             host,
@@ -308,7 +304,6 @@ fn gid_v1(rdma: &RdmaFacts, u: &RdmaUse, host: HostRole) -> Option<Finding> {
                 "{} port {}: the test uses RoCE v1 GID index {gi}; index {} is the RoCE v2 GID of the same address",
                 d.name, p.port, v2.index
             ),
-            prior("rdma.gid-v1"),
         )
         .ev(Evidence::text(format!("GID {gi}"), format!("{} ({})", g.gid, "IB/RoCE v1"), port_src(d, p, &format!("gid_attrs/types/{gi}"))))
         .ev(Evidence::text(format!("GID {}", v2.index), format!("{} ({})", v2.gid, "RoCE v2"), port_src(d, p, &format!("gid_attrs/types/{}", v2.index))))
@@ -393,13 +388,12 @@ fn out_of_buffer(ports: &[&RdmaPortSample], host: HostRole) -> Option<Finding> {
     }
     let rate = n as f64 / secs(ports);
     let rnr: u64 = ports.iter().map(|p| p.delta("rnr_nak_retry_err")).sum();
-    let mut f = Finding::new(
+    let mut f = Finding::rule(
         "rdma.out-of-buffer",
         Severity::Warn,
         host,
         last.label(),
         format!("{}: {n} packets found no receive WQE (out_of_buffer {rate:.0}/s)", last.label()),
-        prior("rdma.out-of-buffer"),
     )
     .ev(Evidence::num("out_of_buffer", n as f64, "", hw_src(last, "out_of_buffer")))
     .ev(Evidence::num("out_of_buffer rate", rate, "/s", hw_src(last, "out_of_buffer")))
@@ -451,7 +445,7 @@ fn retransmits(
         return None;
     }
     let s = secs(ports);
-    let mut f = Finding::new(
+    let mut f = Finding::rule(
         "rdma.retransmits",
         Severity::Warn,
         host,
@@ -461,7 +455,6 @@ fn retransmits(
             last.label(),
             totals.iter().map(|(c, n)| format!("{c} {n}")).collect::<Vec<_>>().join(", ")
         ),
-        prior("rdma.retransmits"),
     )
     .why("RC transport recovers a lost packet by go-back-N: the sender resends everything after it, or waits for the ACK timeout. A few losses per second cut RoCE throughput sharply; the fabric is not lossless (PFC) or ECN is not reacting early enough.");
     for (c, n) in &totals {
@@ -590,13 +583,12 @@ fn congestion_finding(
 ) -> Finding {
     let (busiest, paused, prio_text, pfc_text) =
         (pr.busiest, &pr.paused, &pr.prio_text, &pr.pfc_text);
-    let mut f = Finding::new(
+    let mut f = Finding::rule(
         "rdma.congestion",
         Severity::Warn,
         host,
         last.label(),
         format!("{}: CNPs / ECN marks growing, {prio_text}, {pfc_text}", last.label()),
-        prior("rdma.congestion"),
     )
     .ev(Evidence::num("intervals with CNP/ECN activity", busy as f64, "", "window"))
     .why("ECN marks and CNPs mean a queue in the fabric is filling: DCQCN lowers the senders' rate. With PFC pauses as well the priority is being stopped hop by hop, which spreads congestion (head-of-line blocking) to other flows.");

@@ -184,19 +184,6 @@ pub fn rules(i: &SinkRuleInput, t: &Thresholds, st: &SinkThresholds) -> Vec<Find
     out
 }
 
-/// A sink finding; its reference comes from the rule table
-/// ([`crate::diagnose::impact::RULES`]) like every rule's.
-fn finding(
-    id: &str,
-    sev: Severity,
-    host: HostRole,
-    subject: String,
-    title: String,
-    impact: f64,
-) -> Finding {
-    Finding::new(id, sev, host, subject, title, impact)
-}
-
 /// sink.remote-numa: sink cores on another NUMA node than the NIC.
 pub fn remote_numa(i: &SinkRuleInput, topo: &SinkTopology) -> Option<Finding> {
     let remote = topo.remote();
@@ -205,7 +192,7 @@ pub fn remote_numa(i: &SinkRuleInput, topo: &SinkTopology) -> Option<Finding> {
         return None;
     }
     let cpus: Vec<CpuId> = remote.iter().map(|p| p.cpu).collect();
-    let mut f = finding(
+    let mut f = Finding::new(
         "sink.remote-numa",
         Severity::Warn,
         i.host,
@@ -258,7 +245,7 @@ pub fn smt_siblings(i: &SinkRuleInput, topo: &SinkTopology) -> Option<Finding> {
         return None;
     }
     let names: Vec<String> = pairs.iter().map(|(a, b)| format!("{a}+{b}")).collect();
-    let mut f = finding(
+    let mut f = Finding::new(
         "sink.smt-siblings",
         Severity::Warn,
         i.host,
@@ -426,7 +413,7 @@ fn overrun_finding(i: &SinkRuleInput, queue: u32, a: &QueueAcc, o: &Overrun) -> 
             measured.unwrap_or(0.0)
         )
     };
-    let mut f = finding(
+    let mut f = Finding::new(
         "sink.queue-overrun",
         Severity::Warn,
         i.host,
@@ -499,7 +486,7 @@ pub fn rx_missed(i: &SinkRuleInput, t: &Thresholds) -> Vec<Finding> {
         if n < need {
             continue;
         }
-        let mut f = finding(
+        let mut f = Finding::new(
             "nic.rx-missed",
             Severity::Warn,
             i.host,
@@ -533,7 +520,7 @@ pub fn rx_missed(i: &SinkRuleInput, t: &Thresholds) -> Vec<Finding> {
     }
     let total: u64 = nic.values().sum();
     if total > 0 && out.is_empty() {
-        let mut f = finding(
+        let mut f = Finding::new(
             "nic.rx-missed",
             Severity::Warn,
             i.host,
@@ -650,7 +637,7 @@ pub fn generator_bound(i: &SinkRuleInput, st: &SinkThresholds) -> Option<Finding
         )
     };
     let path = i.gen.last().map_or("?", |g| g.path.name());
-    let mut f = finding(
+    let mut f = Finding::new(
         "sink.generator-bound",
         sev,
         i.gen_host,

@@ -19,7 +19,7 @@
 use super::consts::{self as c, bitset, header};
 use super::error::NlError;
 use super::genl::{attr, attr_str, nest, Ctx, GenlSocket};
-use neli::{genl::Nlattr, types::Buffer};
+use neli::{genl::Nlattr, types::Buffer, Size, ToBytes};
 use serde::{Deserialize, Serialize};
 
 /// `ETHTOOL_MSG_*_SET` request numbers (`include/uapi/linux/ethtool_netlink.h`).
@@ -39,133 +39,79 @@ mod msg {
 /// `ETHTOOL_FLAG_OMIT_REPLY`: no `*_SET_REPLY` (FEATURES_SET would send one).
 const FLAG_OMIT_REPLY: u32 = 1 << 1;
 
-/// A channel count (`ethtool -L IF KIND N`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum ChannelKind {
-    /// rx-only channels.
-    Rx,
-    /// tx-only channels.
-    Tx,
-    /// Other channels (link interrupts, SR-IOV coordination).
-    Other,
-    /// Combined rx+tx channels.
-    Combined,
-}
-
-/// A ring size (`ethtool -G IF KIND N`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum RingKind {
-    /// rx ring.
-    Rx,
-    /// rx mini ring.
-    RxMini,
-    /// rx jumbo ring.
-    RxJumbo,
-    /// tx ring.
-    Tx,
-}
-
-/// A pause (flow control) parameter (`ethtool -A IF KIND on|off`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum PauseKind {
-    /// Autonegotiate pause.
-    Autoneg,
-    /// Honour received pause frames.
-    Rx,
-    /// Send pause frames.
-    Tx,
-}
-
-impl ChannelKind {
-    /// Every kind, in `ethtool -L` order.
-    pub const ALL: [ChannelKind; 4] = [
-        ChannelKind::Rx,
-        ChannelKind::Tx,
-        ChannelKind::Other,
-        ChannelKind::Combined,
-    ];
-
-    /// The word `ethtool -L` takes (`rx`, `combined`).
-    pub fn name(self) -> &'static str {
-        match self {
-            ChannelKind::Rx => "rx",
-            ChannelKind::Tx => "tx",
-            ChannelKind::Other => "other",
-            ChannelKind::Combined => "combined",
+/// One kind enum of an ethtool parameter: its variants, `ALL` in ethtool's
+/// order, the word ethtool takes (also the serde name) and the attribute the
+/// `*_SET` request carries for it.
+macro_rules! ethtool_kind {
+    ($(#[$doc:meta])* $name:ident, $tool:literal, $attrs:ident {
+        $($(#[$vdoc:meta])* $v:ident = $word:literal => $attr:ident,)+
+    }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(schemars::JsonSchema)]
+        #[serde(rename_all = "kebab-case")]
+        pub enum $name {
+            $($(#[$vdoc])* $v,)+
         }
+
+        impl $name {
+            #[doc = concat!("Every kind, in `", $tool, "` order.")]
+            pub const ALL: [$name; [$($word),+].len()] = [$($name::$v),+];
+
+            #[doc = concat!("The word `", $tool, "` takes.")]
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$v => $word,)+
+                }
+            }
+
+            /// The attribute type of this kind in the `*_SET` request.
+            fn attr(self) -> u16 {
+                match self {
+                    $($name::$v => c::$attrs::$attr,)+
+                }
+            }
+        }
+    };
+}
+
+ethtool_kind! {
+    /// A channel count (`ethtool -L IF KIND N`).
+    ChannelKind, "ethtool -L", channels {
+        /// rx-only channels.
+        Rx = "rx" => RX_COUNT,
+        /// tx-only channels.
+        Tx = "tx" => TX_COUNT,
+        /// Other channels (link interrupts, SR-IOV coordination).
+        Other = "other" => OTHER_COUNT,
+        /// Combined rx+tx channels.
+        Combined = "combined" => COMBINED_COUNT,
     }
 }
 
-impl RingKind {
-    /// Every kind, in `ethtool -G` order.
-    pub const ALL: [RingKind; 4] = [
-        RingKind::Rx,
-        RingKind::RxMini,
-        RingKind::RxJumbo,
-        RingKind::Tx,
-    ];
-
-    /// The word `ethtool -G` takes (`rx`, `rx-mini`).
-    pub fn name(self) -> &'static str {
-        match self {
-            RingKind::Rx => "rx",
-            RingKind::RxMini => "rx-mini",
-            RingKind::RxJumbo => "rx-jumbo",
-            RingKind::Tx => "tx",
-        }
+ethtool_kind! {
+    /// A ring size (`ethtool -G IF KIND N`).
+    RingKind, "ethtool -G", rings {
+        /// rx ring.
+        Rx = "rx" => RX,
+        /// rx mini ring.
+        RxMini = "rx-mini" => RX_MINI,
+        /// rx jumbo ring.
+        RxJumbo = "rx-jumbo" => RX_JUMBO,
+        /// tx ring.
+        Tx = "tx" => TX,
     }
 }
 
-impl PauseKind {
-    /// Every parameter, in `ethtool -A` order.
-    pub const ALL: [PauseKind; 3] = [PauseKind::Autoneg, PauseKind::Rx, PauseKind::Tx];
-
-    /// The word `ethtool -A` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            PauseKind::Autoneg => "autoneg",
-            PauseKind::Rx => "rx",
-            PauseKind::Tx => "tx",
-        }
+ethtool_kind! {
+    /// A pause (flow control) parameter (`ethtool -A IF KIND on|off`).
+    PauseKind, "ethtool -A", pause {
+        /// Autonegotiate pause.
+        Autoneg = "autoneg" => AUTONEG,
+        /// Honour received pause frames.
+        Rx = "rx" => RX,
+        /// Send pause frames.
+        Tx = "tx" => TX,
     }
 }
 
@@ -228,36 +174,24 @@ impl EthtoolSet {
 
     /// `ethtool -L IF KIND N`: ETHTOOL_MSG_CHANNELS_SET with one count.
     pub fn set_channel(&mut self, ifname: &str, kind: ChannelKind, n: u32) -> Result<(), NlError> {
-        use c::channels as a;
-        let ty = match kind {
-            ChannelKind::Rx => a::RX_COUNT,
-            ChannelKind::Tx => a::TX_COUNT,
-            ChannelKind::Other => a::OTHER_COUNT,
-            ChannelKind::Combined => a::COMBINED_COUNT,
-        };
-        let ctx = Ctx {
-            op: "ETHTOOL_MSG_CHANNELS_SET",
-            target: ifname,
-        };
-        let body = attr(&ctx, ty, n)?;
-        self.set(&ctx, msg::CHANNELS_SET, ifname, vec![body])
+        self.set_one(
+            "ETHTOOL_MSG_CHANNELS_SET",
+            msg::CHANNELS_SET,
+            ifname,
+            kind.attr(),
+            n,
+        )
     }
 
     /// `ethtool -G IF KIND N`: ETHTOOL_MSG_RINGS_SET with one size.
     pub fn set_ring(&mut self, ifname: &str, kind: RingKind, n: u32) -> Result<(), NlError> {
-        use c::rings as a;
-        let ty = match kind {
-            RingKind::Rx => a::RX,
-            RingKind::RxMini => a::RX_MINI,
-            RingKind::RxJumbo => a::RX_JUMBO,
-            RingKind::Tx => a::TX,
-        };
-        let ctx = Ctx {
-            op: "ETHTOOL_MSG_RINGS_SET",
-            target: ifname,
-        };
-        let body = attr(&ctx, ty, n)?;
-        self.set(&ctx, msg::RINGS_SET, ifname, vec![body])
+        self.set_one(
+            "ETHTOOL_MSG_RINGS_SET",
+            msg::RINGS_SET,
+            ifname,
+            kind.attr(),
+            n,
+        )
     }
 
     /// `ethtool -C IF NAME VALUE`: ETHTOOL_MSG_COALESCE_SET with one
@@ -295,18 +229,14 @@ impl EthtoolSet {
 
     /// `ethtool -A IF KIND on|off`: ETHTOOL_MSG_PAUSE_SET with one flag.
     pub fn set_pause(&mut self, ifname: &str, kind: PauseKind, on: bool) -> Result<(), NlError> {
-        use c::pause as a;
-        let ty = match kind {
-            PauseKind::Autoneg => a::AUTONEG,
-            PauseKind::Rx => a::RX,
-            PauseKind::Tx => a::TX,
-        };
-        let ctx = Ctx {
-            op: "ETHTOOL_MSG_PAUSE_SET",
-            target: ifname,
-        };
-        let body = attr(&ctx, ty, u8::from(on))?;
-        self.set(&ctx, msg::PAUSE_SET, ifname, vec![body])
+        let on = u8::from(on);
+        self.set_one(
+            "ETHTOOL_MSG_PAUSE_SET",
+            msg::PAUSE_SET,
+            ifname,
+            kind.attr(),
+            on,
+        )
     }
 
     /// `ethtool -K IF NAME on|off ...`: ETHTOOL_MSG_FEATURES_SET with a
@@ -333,6 +263,20 @@ impl EthtoolSet {
         let set = nest(&ctx, bitset::BITS, &bits)?;
         let body = nest(&ctx, c::features::WANTED, &[set])?;
         self.set(&ctx, msg::FEATURES_SET, ifname, vec![body])
+    }
+
+    /// A SET request `op` (`cmd`) that carries one attribute `ty` = `value`.
+    fn set_one<P: Size + ToBytes>(
+        &mut self,
+        op: &'static str,
+        cmd: u8,
+        ifname: &str,
+        ty: u16,
+        value: P,
+    ) -> Result<(), NlError> {
+        let ctx = Ctx { op, target: ifname };
+        let body = attr(&ctx, ty, value)?;
+        self.set(&ctx, cmd, ifname, vec![body])
     }
 
     /// One acknowledged SET request: header (device, OMIT_REPLY) + `body`.
@@ -363,6 +307,22 @@ impl EthtoolSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kinds_serde_name_is_the_word_ethtool_takes() {
+        let json = |v: serde_json::Value| v.as_str().unwrap_or_default().to_string();
+        for k in ChannelKind::ALL {
+            assert_eq!(json(serde_json::to_value(k).unwrap()), k.name());
+        }
+        for k in RingKind::ALL {
+            assert_eq!(json(serde_json::to_value(k).unwrap()), k.name());
+        }
+        for k in PauseKind::ALL {
+            assert_eq!(json(serde_json::to_value(k).unwrap()), k.name());
+        }
+        assert_eq!(RingKind::RxJumbo.attr(), c::rings::RX_JUMBO);
+        assert_eq!(ChannelKind::Combined.attr(), c::channels::COMBINED_COUNT);
+    }
 
     #[test]
     fn coalesce_names_map_to_attributes() {

@@ -168,38 +168,15 @@ impl GenlSocket {
             .nl_payload(NlPayload::Payload(genl))
             .build()
             .map_err(|e| ctx.encode(e))?;
-        let mut buf = Cursor::new(vec![0u8; msg.padded_size()]);
-        msg.to_bytes(&mut buf).map_err(|e| ctx.encode(e))?;
-        self.sock
-            .send(buf.get_ref(), Msg::empty())
-            .map_err(|e| ctx.io(e))?;
-
-        let mut replies = Vec::new();
-        loop {
-            let datagram = recv_datagram(&self.sock, ctx)?;
-            for m in split_messages(&datagram).map_err(|e| ctx.reply(e))? {
-                if m.seq != seq {
-                    continue; // a late answer to an earlier request that timed out
-                }
-                match m.kind {
-                    Kind::Noop => {}
-                    Kind::Ack | Kind::Done => return Ok(replies),
-                    Kind::Error { errno, message } => {
-                        return Err(NlError::from_errno(ctx.op, ctx.target, errno, message))
-                    }
-                    Kind::Overrun => return Err(ctx.malformed("NLMSG_OVERRUN")),
-                    Kind::Data { nl_type, payload } => {
-                        if nl_type != self.family_id {
-                            return Err(ctx.malformed(format!(
-                                "message type {nl_type}, expected family id {}",
-                                self.family_id
-                            )));
-                        }
-                        replies.push(Reply::parse(payload).map_err(|e| ctx.reply(e))?);
-                    }
-                }
+        let family_id = self.family_id;
+        exchange(&self.sock, ctx, &msg, seq, |nl_type, payload| {
+            if nl_type != family_id {
+                return Err(ctx.malformed(format!(
+                    "message type {nl_type}, expected family id {family_id}"
+                )));
             }
-        }
+            Reply::parse(payload).map_err(|e| ctx.reply(e))
+        })
     }
 }
 
@@ -215,8 +192,42 @@ pub(super) fn open_socket(family: NlFamily, op: &'static str) -> Result<NlSocket
     Ok(sock)
 }
 
+/// Send the request `msg` (sequence number `seq`) and collect the answers
+/// to it until the kernel's ACK or DONE; `data` turns each data message
+/// (its type and payload) into an item, or fails the request.
+pub(super) fn exchange<M: Size + ToBytes, T>(
+    sock: &NlSocket,
+    ctx: &Ctx<'_>,
+    msg: &M,
+    seq: u32,
+    mut data: impl FnMut(u16, &[u8]) -> Result<T, NlError>,
+) -> Result<Vec<T>, NlError> {
+    let mut buf = Cursor::new(vec![0u8; msg.padded_size()]);
+    msg.to_bytes(&mut buf).map_err(|e| ctx.encode(e))?;
+    sock.send(buf.get_ref(), Msg::empty())
+        .map_err(|e| ctx.io(e))?;
+    let mut out = Vec::new();
+    loop {
+        let datagram = recv_datagram(sock, ctx)?;
+        for m in split_messages(&datagram).map_err(|e| ctx.reply(e))? {
+            if m.seq != seq {
+                continue; // a late answer to an earlier request that timed out
+            }
+            match m.kind {
+                Kind::Noop => {}
+                Kind::Ack | Kind::Done => return Ok(out),
+                Kind::Error { errno, message } => {
+                    return Err(NlError::from_errno(ctx.op, ctx.target, errno, message))
+                }
+                Kind::Overrun => return Err(ctx.malformed("NLMSG_OVERRUN")),
+                Kind::Data { nl_type, payload } => out.push(data(nl_type, payload)?),
+            }
+        }
+    }
+}
+
 /// Read one datagram, sized exactly by peeking first.
-pub(super) fn recv_datagram(sock: &NlSocket, ctx: &Ctx<'_>) -> Result<Vec<u8>, NlError> {
+fn recv_datagram(sock: &NlSocket, ctx: &Ctx<'_>) -> Result<Vec<u8>, NlError> {
     loop {
         let mut empty: [u8; 0] = [];
         let len = match sock.recv(&mut empty[..], Msg::PEEK | Msg::TRUNC) {

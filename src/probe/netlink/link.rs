@@ -9,21 +9,19 @@
 //! the same length-checked parser as the generic netlink replies.
 
 use super::error::NlError;
-use super::genl::{open_socket, recv_datagram, Ctx};
-use super::wire::{split_messages, Attrs, Kind, WireError};
+use super::genl::{exchange, open_socket, Ctx};
+use super::wire::{Attrs, WireError};
 use neli::{
     consts::{
         nl::NlmF,
         rtnl::{Arphrd, Iff, Ifla, RtAddrFamily, Rtm},
-        socket::{Msg, NlFamily},
+        socket::NlFamily,
     },
     nl::{NlPayload, NlmsghdrBuilder},
     rtnl::{IfinfomsgBuilder, RtattrBuilder},
     socket::NlSocket,
     types::RtBuffer,
-    Size, ToBytes,
 };
-use std::io::Cursor;
 
 /// Size of `struct ifinfomsg`.
 const IFINFOMSG_LEN: usize = 16;
@@ -135,29 +133,9 @@ impl LinkNl {
             .nl_payload(NlPayload::Payload(info))
             .build()
             .map_err(|e| ctx.encode(e))?;
-        let mut buf = Cursor::new(vec![0u8; msg.padded_size()]);
-        msg.to_bytes(&mut buf).map_err(|e| ctx.encode(e))?;
-        self.sock
-            .send(buf.get_ref(), Msg::empty())
-            .map_err(|source| NlError::Socket { op, source })?;
-        let mut out = Vec::new();
-        loop {
-            let datagram = recv_datagram(&self.sock, &ctx)?;
-            for m in split_messages(&datagram).map_err(|e| ctx.reply(e))? {
-                if m.seq != seq {
-                    continue;
-                }
-                match m.kind {
-                    Kind::Noop => {}
-                    Kind::Ack | Kind::Done => return Ok(out),
-                    Kind::Error { errno, message } => {
-                        return Err(NlError::from_errno(op, ifname, errno, message))
-                    }
-                    Kind::Overrun => return Err(ctx.malformed("NLMSG_OVERRUN")),
-                    Kind::Data { payload, .. } => out.push(payload.to_vec()),
-                }
-            }
-        }
+        exchange(&self.sock, &ctx, &msg, seq, |_, payload| {
+            Ok(payload.to_vec())
+        })
     }
 }
 

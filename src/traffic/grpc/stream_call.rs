@@ -19,7 +19,7 @@
 //! requests is left alone (it holds no message bytes).
 
 use super::counters::GrpcCounters;
-use super::proto::{body_len_in_payload, EchoStatus, PREFIX_LEN};
+use super::proto::{body_len_in_payload, fill_prefix, EchoStatus, PREFIX_LEN};
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame};
@@ -105,11 +105,7 @@ impl RequestWalker {
     ) -> Result<(), Status> {
         while !data.is_empty() {
             if !self.in_message {
-                let take = (PREFIX_LEN - self.prefix_have).min(data.len());
-                self.prefix[self.prefix_have..self.prefix_have + take]
-                    .copy_from_slice(&data[..take]);
-                self.prefix_have += take;
-                data = &data[take..];
+                fill_prefix(&mut self.prefix, &mut self.prefix_have, &mut data);
                 if self.prefix_have == PREFIX_LEN {
                     self.start_message()?;
                     if self.message_left == 0 {

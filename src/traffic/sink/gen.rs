@@ -64,16 +64,7 @@ pub fn prepare(
     iface: &str,
     paths: &PathOpener,
 ) -> Result<PreparedGenerator, SinkError> {
-    spec.validate()
-        .map_err(|e| SinkError::Unsupported(e.to_string()))?;
-    let info = sys::iface_info(iface)?;
-    if info.ipv4.is_none() {
-        return Err(SinkError::Iface {
-            iface: iface.into(),
-            what: "IPv4 address",
-            reason: "none configured; the test's flows are IPv4/UDP".into(),
-        });
-    }
+    let info = sys::test_iface(spec, iface)?;
     let probe = paths(iface, &info.driver);
     Ok(PreparedGenerator {
         spec: spec.clone(),
@@ -520,10 +511,7 @@ fn xsk_loop(
         let pushed = x.tx_push(&descs);
         debug_assert_eq!(pushed, n, "the tx ring is as large as the UMEM");
         kick(x, c);
-        pacer.sent(n as u64);
-        c.sent.fetch_add(n as u64, Ordering::Relaxed);
-        c.bytes
-            .fetch_add((n * template.len()) as u64, Ordering::Relaxed);
+        count_sent(pacer, c, n as u64, template.len() as u64);
     }
     if ctl.aborted() {
         return Ok(());
@@ -538,6 +526,13 @@ fn xsk_loop(
         c.kernel_drops.store(s.tx_invalid_descs, Ordering::Relaxed);
     }
     Ok(())
+}
+
+/// `n` frames of `len` bytes went out: tell the pacer and the thread's counters.
+fn count_sent(pacer: &mut Pacer, c: &GenThreadCounters, n: u64, len: u64) {
+    pacer.sent(n);
+    c.sent.fetch_add(n, Ordering::Relaxed);
+    c.bytes.fetch_add(n * len, Ordering::Relaxed);
 }
 
 /// Have the kernel process the tx ring: zero-copy when it asks for a
@@ -600,9 +595,7 @@ fn ring_loop(
             }
         }
         flush(r, c);
-        pacer.sent(q as u64);
-        c.sent.fetch_add(q as u64, Ordering::Relaxed);
-        c.bytes.fetch_add(q as u64 * len, Ordering::Relaxed);
+        count_sent(pacer, c, q as u64, len);
         if wrong > 0 {
             c.errors.fetch_add(wrong, Ordering::Relaxed);
             wrong = 0;
@@ -683,10 +676,7 @@ fn udp_loop(
         }
         let sent = r as u64;
         cur.seqs[fi] += sent;
-        pacer.sent(sent);
-        c.sent.fetch_add(sent, Ordering::Relaxed);
-        c.bytes
-            .fetch_add(sent * b.wire_len as u64, Ordering::Relaxed);
+        count_sent(pacer, c, sent, b.wire_len as u64);
     }
     Ok(())
 }

@@ -97,16 +97,7 @@ pub fn prepare(
     iface: &str,
     paths: &PathOpener,
 ) -> Result<PreparedSink, SinkError> {
-    spec.validate()
-        .map_err(|e| SinkError::Unsupported(e.to_string()))?;
-    let info = sys::iface_info(iface)?;
-    if info.ipv4.is_none() {
-        return Err(SinkError::Iface {
-            iface: iface.into(),
-            what: "IPv4 address",
-            reason: "none configured; the test's flows are IPv4/UDP".into(),
-        });
-    }
+    let info = sys::test_iface(spec, iface)?;
     if let Some(why) = too_many_threads(spec, &info) {
         return Err(SinkError::Usage(why));
     }

@@ -8,6 +8,7 @@
 //! each says why it is sound.
 
 use super::frame::Mac;
+use super::spec::SinkSpec;
 use super::SinkError;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -113,6 +114,22 @@ fn ethtool<T>(fd: RawFd, iface: &str, buf: &mut T) -> Result<(), SinkError> {
         what: "ethtool ioctl",
         reason: e.to_string(),
     })
+}
+
+/// Validate `spec` and look up `iface` for a test on it: the facts, or an
+/// error when the interface has no IPv4 address for the test's flows.
+pub fn test_iface(spec: &SinkSpec, iface: &str) -> Result<IfaceInfo, SinkError> {
+    spec.validate()
+        .map_err(|e| SinkError::Unsupported(e.to_string()))?;
+    let info = iface_info(iface)?;
+    if info.ipv4.is_none() {
+        return Err(SinkError::Iface {
+            iface: iface.into(),
+            what: "IPv4 address",
+            reason: "none configured; the test's flows are IPv4/UDP".into(),
+        });
+    }
+    Ok(info)
 }
 
 /// Interface facts, as the calling thread's network namespace sees them.

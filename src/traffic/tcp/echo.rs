@@ -476,29 +476,27 @@ fn maybe_close(c: &mut Conn) {
 }
 
 fn read_full(sock: &TcpStream, buf: &mut [u8], control: &EngineControl) -> std::io::Result<Xfer> {
-    let mut off = 0;
     let mut r = sock;
-    while off < buf.len() {
-        match r.read(&mut buf[off..]) {
-            Ok(0) => return Ok(Xfer::Eof),
-            Ok(n) => off += n,
-            Err(e) if is_timeout(&e) => {
-                if control.aborted() {
-                    return Ok(Xfer::Aborted);
-                }
-            }
-            Err(e) if is_disconnect(&e) => return Ok(Xfer::Eof),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(Xfer::Done)
+    full(buf.len(), control, |off| r.read(&mut buf[off..]))
 }
 
 fn write_full(sock: &TcpStream, buf: &[u8], control: &EngineControl) -> std::io::Result<Xfer> {
-    let mut off = 0;
     let mut w = sock;
-    while off < buf.len() {
-        match w.write(&buf[off..]) {
+    full(buf.len(), control, |off| w.write(&buf[off..]))
+}
+
+/// Move `len` bytes by calls of `step(offset)` (a read or a write): a
+/// timeout only ends it when the test is aborted, the peer going away
+/// (or a call that moves nothing) is [`Xfer::Eof`].
+fn full(
+    len: usize,
+    control: &EngineControl,
+    mut step: impl FnMut(usize) -> std::io::Result<usize>,
+) -> std::io::Result<Xfer> {
+    let mut off = 0;
+    while off < len {
+        match step(off) {
+            Ok(0) => return Ok(Xfer::Eof),
             Ok(n) => off += n,
             Err(e) if is_timeout(&e) => {
                 if control.aborted() {

@@ -2,42 +2,12 @@
 //! words the footer shows, so the footer cannot miss a key and key handling
 //! is testable without a terminal.
 
+use super::super::keys::{action_in, help_in, key, Binding, C, N};
 use super::model::FleetAction;
-use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use crossterm::event::{KeyCode, KeyEvent};
 
-/// One binding.
-#[derive(Debug, Clone)]
-pub struct FleetKey {
-    /// The key.
-    pub code: KeyCode,
-    /// Modifiers that must be held (SHIFT is ignored for characters).
-    pub mods: KeyModifiers,
-    /// What it does.
-    pub action: FleetAction,
-    /// How the footer shows the key (bindings with the same text share one entry).
-    pub keys: &'static str,
-    /// What the footer says it does.
-    pub help: &'static str,
-}
-
-const fn key(
-    code: KeyCode,
-    mods: KeyModifiers,
-    action: FleetAction,
-    keys: &'static str,
-    help: &'static str,
-) -> FleetKey {
-    FleetKey {
-        code,
-        mods,
-        action,
-        keys,
-        help,
-    }
-}
-
-const N: KeyModifiers = KeyModifiers::NONE;
-const C: KeyModifiers = KeyModifiers::CONTROL;
+/// One binding of the fleet view.
+pub type FleetKey = Binding<FleetAction>;
 
 /// Every key of the fleet view, in the order the footer lists them.
 #[rustfmt::skip]
@@ -56,37 +26,12 @@ pub const FLEET_KEYS: &[FleetKey] = &[
     key(KeyCode::End, N, FleetAction::End, "Home/End", "ends"),
 ];
 
-impl FleetKey {
-    /// Does this key event trigger the binding?
-    pub fn matches(&self, ev: &KeyEvent) -> bool {
-        if ev.code != self.code {
-            return false;
-        }
-        match self.code {
-            KeyCode::Char(_) => ev.modifiers - KeyModifiers::SHIFT == self.mods,
-            _ => ev.modifiers == self.mods,
-        }
-    }
-}
-
 /// The action of a key event (presses and repeats; releases do nothing).
 pub fn action_for(ev: &KeyEvent) -> Option<FleetAction> {
-    if ev.kind == KeyEventKind::Release {
-        return None;
-    }
-    FLEET_KEYS
-        .iter()
-        .find(|b| b.matches(ev))
-        .map(|b| b.action.clone())
+    action_in(FLEET_KEYS, ev)
 }
 
 /// Footer entries: each distinct key text once, in table order.
 pub fn footer_entries() -> Vec<(&'static str, &'static str)> {
-    let mut out: Vec<(&'static str, &'static str)> = Vec::new();
-    for b in FLEET_KEYS {
-        if !out.iter().any(|(k, _)| *k == b.keys) {
-            out.push((b.keys, b.help));
-        }
-    }
-    out
+    help_in(FLEET_KEYS)
 }
