@@ -228,6 +228,19 @@ impl SinkTopology {
         }
         out
     }
+
+    /// The chosen cores grouped by L3 domain (list form of the domain → cores).
+    pub fn l3_domains(&self) -> Vec<(String, Vec<CpuId>)> {
+        let mut out: Vec<(String, Vec<CpuId>)> = Vec::new();
+        for p in &self.cpus {
+            let key = p.l3.clone().unwrap_or_else(|| "unknown".into());
+            match out.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, v)) => v.push(p.cpu),
+                None => out.push((key, vec![p.cpu])),
+            }
+        }
+        out
+    }
 }
 
 #[cfg(test)]
@@ -268,6 +281,9 @@ mod tests {
         assert_eq!(t.shared_cores(), vec![(CpuId(0), CpuId(4))]);
         let remote: Vec<CpuId> = t.remote().iter().map(|p| p.cpu).collect();
         assert_eq!(remote, vec![CpuId(0), CpuId(4), CpuId(1)]);
+        let domains = t.l3_domains();
+        assert_eq!(domains.len(), 2);
+        assert_eq!(domains[0].1, vec![CpuId(0), CpuId(4), CpuId(1)]);
     }
 
     #[test]

@@ -268,6 +268,15 @@ impl Checklist {
             .any(|e| e.name() == engine);
         (!known).then(|| format!("checklist {} needs the {engine} engine, which this build of wirescope does not have", self.name))
     }
+
+    /// The checks a finding calls for.
+    pub fn checks_for<'a>(
+        &'a self,
+        rule: &'a str,
+        subject: &'a str,
+    ) -> impl Iterator<Item = &'a Check> + 'a {
+        self.checks.iter().filter(move |c| c.matches(rule, subject))
+    }
 }
 
 fn engine_arg(args: &[String]) -> Option<&str> {
@@ -341,14 +350,8 @@ mod tests {
         .unwrap_err();
         assert!(e.problem.contains("--peer"), "{e}");
         let s = parse("[[check]]\nrule = \"tcp.buffer-limited\"\nsubject = \"receive\"\ntitle = \"x\"\n[check.change.sysctl]\n\"net.ipv4.tcp_rmem\" = \"4096 131072 268435456\"\n").unwrap();
-        let checks_for = |subject| {
-            s.checks
-                .iter()
-                .filter(|c| c.matches("tcp.buffer-limited", subject))
-                .count()
-        };
-        assert!(checks_for("receive") == 1);
-        assert!(checks_for("send") == 0);
+        assert!(s.checks_for("tcp.buffer-limited", "receive").count() == 1);
+        assert!(s.checks_for("tcp.buffer-limited", "send").count() == 0);
     }
 
     #[test]

@@ -304,6 +304,11 @@ impl Profile {
         })
     }
 
+    /// Does any block match by `@route` (then resolving needs the peer's address)?
+    pub fn uses_route(&self) -> bool {
+        self.interfaces().any(|b| b.matcher == Matcher::Route)
+    }
+
     /// Does any block match by `@subject` (checklist fragments)?
     pub fn uses_subject(&self) -> bool {
         self.interfaces().any(|b| b.matcher == Matcher::Subject)
@@ -437,6 +442,7 @@ features = { gro = true, lro = false }
                 IfSetting::Features(vec![("gro".into(), true), ("lro".into(), false)]),
             ]
         );
+        assert!(p.uses_route());
     }
 
     fn err(text: &str) -> ProfileError {

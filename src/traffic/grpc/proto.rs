@@ -132,6 +132,11 @@ impl RequestTemplate {
         [self.head.clone(), self.body.clone()]
     }
 
+    /// Length of the framed message (prefix included).
+    pub fn framed_len(&self) -> usize {
+        self.head.len() + self.body.len()
+    }
+
     /// Payload body bytes per request.
     pub fn payload_len(&self) -> usize {
         self.body.len()
@@ -358,6 +363,7 @@ mod tests {
                 response_status: None,
             };
             assert_eq!(wire, framed(&want), "size {size}");
+            assert_eq!(t.framed_len(), wire.len());
             let back = SimpleRequest::decode(&wire[PREFIX_LEN..]).unwrap();
             assert_eq!(back, want);
         }
