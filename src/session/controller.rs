@@ -129,6 +129,7 @@ impl From<EngineError> for SessionError {
     fn from(e: EngineError) -> Self {
         match e {
             EngineError::Usage(m) => SessionError::Usage(m),
+            EngineError::Preflight(p) => SessionError::Usage(p.to_string()),
             e => SessionError::Engine(e),
         }
     }

@@ -330,6 +330,11 @@ pub enum EngineError {
     /// the command line must change: a usage error (exit 2), said in one line.
     #[error("{0}")]
     Usage(String),
+    /// What an RDMA test needs is missing on this host (the verbs library,
+    /// a device, the port or GID asked for): one line with the fix, a usage
+    /// error (exit 2) like [`Self::Usage`].
+    #[error(transparent)]
+    Preflight(#[from] rdma::preflight::PreflightError),
     /// A worker thread could not be started.
     #[error("cannot start worker thread {name}: {source}")]
     Spawn {

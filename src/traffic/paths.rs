@@ -44,20 +44,6 @@ impl DataPaths {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::DataPaths;
-
-    #[test]
-    fn sets_meet_on_a_shared_path() {
-        let tcp = DataPaths::KERNEL_STACK.and(DataPaths::TCP);
-        assert!(tcp.meets(DataPaths::TCP));
-        assert!(tcp.meets(DataPaths::KERNEL_STACK.and(DataPaths::VERBS)));
-        assert!(!tcp.meets(DataPaths::VERBS));
-        assert!(!DataPaths::HTTP2.meets(DataPaths::PACKET_RINGS));
-    }
-}
-
 /// Where packets can be lost on one interface, read when asked (the host's
 /// counters: `/proc/net/dev`, `ethtool -S`, softnet). The engine is handed an
 /// opener of these by its caller (`probe::packet_path` implements it), so the
@@ -160,5 +146,19 @@ impl PathCounters {
             nic: map(&self.nic, &prev.nic),
             softnet_dropped: d(self.softnet_dropped, prev.softnet_dropped),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DataPaths;
+
+    #[test]
+    fn sets_meet_on_a_shared_path() {
+        let tcp = DataPaths::KERNEL_STACK.and(DataPaths::TCP);
+        assert!(tcp.meets(DataPaths::TCP));
+        assert!(tcp.meets(DataPaths::KERNEL_STACK.and(DataPaths::VERBS)));
+        assert!(!tcp.meets(DataPaths::VERBS));
+        assert!(!DataPaths::HTTP2.meets(DataPaths::PACKET_RINGS));
     }
 }

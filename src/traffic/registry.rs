@@ -5,8 +5,8 @@
 //!   setup, interval figures and totals over the wire and into the log
 //!   ([`EngineSpec`], [`EngineSetup`], [`EngineInterval`],
 //!   [`EngineTotals`]), each engine's section of a point's summary
-//!   ([`Sections`]) and options ([`EngineArgs`]), and the one match on the
-//!   engine that finds its spec's behaviour ([`EngineSpecOps`], through
+//!   ([`Sections`]) and options ([`EngineArgs`]), and the matches on the
+//!   engine that find its spec's behaviour ([`EngineSpecOps`], through
 //!   `EngineSpec`'s `Deref`), its slice ([`slice()`]) and its part of the
 //!   TUI's control view ([`form()`]).
 //! * The contract: what an engine adds to the faces beyond the common
@@ -20,9 +20,10 @@
 //!   slice.
 //!
 //! The layers above (record, the faces, the TUI, the session) call
-//! [`slice()`] with the test's [`EngineKind`], or ask the spec, and never
-//! match on the engine; an engine that adds a figure of its own changes its
-//! folder, not theirs. Each engine implements [`EngineSpecOps`] in its
+//! [`slice()`] with the test's [`EngineKind`], or ask the spec, instead of
+//! matching on the engine (one question is still asked by name:
+//! [`EngineSpec::is_tcp_stream`], the throughput table's layout); an engine
+//! that adds a figure of its own changes its folder, not theirs. Each engine implements [`EngineSpecOps`] in its
 //! folder's `spec` module (gRPC's in `engine.rs`), [`EngineSlice`] in its
 //! `summary` module (TCP's in its `mod.rs`), with its options' checks in its
 //! `args` module. An engine joins by adding its arms here and its `pub mod`
@@ -235,25 +236,7 @@ impl EngineInterval {
             EngineInterval::Grpc(_) | EngineInterval::Rdma(_) => None,
         }
     }
-}
 
-/// An engine's own totals at the end of a point (`SideResult::extra`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(tag = "engine", rename_all = "lowercase")]
-pub enum EngineTotals {
-    /// The gRPC end's figures over the whole point and its peak memory.
-    Grpc(super::grpc::GrpcTotals),
-    /// A packet sink's counters at both ends of the point and what it saw per flow.
-    Sink(Box<SinkEndTotals>),
-    /// A packet generator's counters and what it sent per flow.
-    Generator(Box<GenEndTotals>),
-    /// An RDMA end's perftest-style result.
-    Rdma(Box<RdmaOutcome>),
-}
-
-/// What the layers above ask of one end's own interval figures (the read
-/// side: the report, the views).
-impl EngineInterval {
     /// The change over the interval of the messages the receiving end
     /// finds missing (a packet sink's gaps below the highest sequence seen;
     /// negative when late frames filled more gaps than opened), when the
@@ -280,6 +263,20 @@ impl EngineInterval {
             _ => None,
         }
     }
+}
+
+/// An engine's own totals at the end of a point (`SideResult::extra`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "engine", rename_all = "lowercase")]
+pub enum EngineTotals {
+    /// The gRPC end's figures over the whole point and its peak memory.
+    Grpc(super::grpc::GrpcTotals),
+    /// A packet sink's counters at both ends of the point and what it saw per flow.
+    Sink(Box<SinkEndTotals>),
+    /// A packet generator's counters and what it sent per flow.
+    Generator(Box<GenEndTotals>),
+    /// An RDMA end's perftest-style result.
+    Rdma(Box<RdmaOutcome>),
 }
 
 /// What one host's omitted (warm-up) intervals counted, which the figures
@@ -819,7 +816,7 @@ pub struct Sections {
     pub rdma: Option<Box<super::rdma::summary::RdmaSummary>>,
 }
 
-/// The engine's slice. The one match on the engine for everything above.
+/// The engine's slice: the match on the engine for everything above.
 pub fn slice(kind: EngineKind) -> &'static dyn EngineSlice {
     match kind {
         EngineKind::Tcp => &super::tcp::TcpSlice,

@@ -59,9 +59,10 @@ pub trait EngineSpecOps: Send + Sync {
         _addr: &std::net::SocketAddr,
         _conn: usize,
     ) -> Result<socket2::Socket, EngineError> {
-        Err(EngineError::Unsupported(
-            "packet and rdma tests open no data connections".into(),
-        ))
+        Err(EngineError::Unsupported(format!(
+            "{} tests open no data connections",
+            self.kind().name()
+        )))
     }
 
     /// Apply one point of a sweep to this spec (each engine knows which of
@@ -207,9 +208,9 @@ pub trait EngineSpecOps: Send + Sync {
     /// to aggregate: every message fits in one packet (`mtu` bytes) each way
     /// (rr, pingpong and gRPC with messages ≤ MTU), or the engine moves
     /// frames or work requests, not a byte stream (packet and RDMA tests).
-    fn small_packets_by_design(&self, _mtu: f64) -> bool {
-        true
-    }
+    /// No default: a byte-stream engine that forgot it would silence the
+    /// GRO rule.
+    fn small_packets_by_design(&self, mtu: f64) -> bool;
 
     /// True when the engine's own rules judge where `side`'s cores sit
     /// relative to the NIC (a packet sink's), so the host-wide NUMA rule

@@ -4,7 +4,8 @@
 //! sysfs, independently of the code under test.
 
 use wirescope::probe::live_host::LiveHost as Live;
-use wirescope::probe::rdma::preflight::{preflight, INSTALL_LIBIBVERBS};
+use wirescope::probe::rdma::preflight::preflight;
+use wirescope::traffic::rdma::preflight::INSTALL_LIBIBVERBS;
 use wirescope::traffic::rdma::sideway::SidewayProvider;
 use wirescope::traffic::rdma::verbs::VerbsProvider;
 

@@ -552,7 +552,7 @@ fn tso_off_iface(facts: Option<&crate::probe::facts::HostFacts>) -> Option<&str>
 /// True when the test's messages fit in one packet each way (rr, pingpong
 /// and gRPC with messages ≤ MTU, packet and RDMA tests): small packets are
 /// the workload, and GRO has nothing to aggregate. The test's engine
-/// answers ([`crate::traffic::EngineSpec::small_packets_by_design`]).
+/// answers ([`crate::traffic::EngineSpecOps::small_packets_by_design`]).
 pub(crate) fn small_messages(spec: Option<&crate::traffic::EngineSpec>, mtu: f64) -> bool {
     spec.is_some_and(|s| s.small_packets_by_design(mtu))
 }

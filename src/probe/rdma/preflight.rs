@@ -8,7 +8,7 @@
 
 use super::{read_rdma_facts, RdmaFacts, SYSFS_ROOT};
 use crate::probe::source::HostSource;
-pub use crate::traffic::rdma::preflight::{load_device_fix, PreflightError, INSTALL_LIBIBVERBS};
+use crate::traffic::rdma::preflight::PreflightError;
 use crate::traffic::rdma::spec::RdmaEndpoint;
 use crate::traffic::rdma::verbs::{VerbsError, VerbsProvider};
 use crate::traffic::rdma::Chosen;
@@ -38,11 +38,12 @@ pub fn preflight(
     });
     let facts = read_rdma_facts(src);
     let kernel: Vec<String> = facts.devices.iter().map(|d| d.name.clone()).collect();
-    let sysfs = if src.list(SYSFS_ROOT).is_ok() {
-        format!("{SYSFS_ROOT} empty")
+    let state = if src.list(SYSFS_ROOT).is_ok() {
+        "empty"
     } else {
-        format!("{SYSFS_ROOT} absent")
+        "absent"
     };
+    let sysfs = format!("{SYSFS_ROOT} {state}");
     let host = host.to_string();
     match (lib, kernel.is_empty()) {
         (Err(why), true) => Err(PreflightError::NothingThere {
@@ -178,6 +179,7 @@ mod tests {
     use super::super::testdata;
     use super::*;
     use crate::probe::capture_dir::CaptureDir as Dir;
+    use crate::traffic::rdma::preflight::INSTALL_LIBIBVERBS;
     use crate::traffic::rdma::verbs::{Verbs, VerbsError};
 
     /// TEST DOUBLE of the verbs library's presence (this machine can show

@@ -248,7 +248,8 @@ async fn prepare(
     match prepared {
         Ok(Ok(e)) => Ok(Some(e)),
         Ok(Err(e)) => {
-            let usage = matches!(e, crate::traffic::EngineError::Usage(_));
+            use crate::traffic::EngineError;
+            let usage = matches!(e, EngineError::Usage(_) | EngineError::Preflight(_));
             let error = format!("agent engine: {e}");
             Err(Failure { error, usage })
         }

@@ -9,8 +9,10 @@
 //! * [`setup`]: the connection-setup message (QPN, PSN, LID/GID, rkey,
 //!   address, length, MTU) that travels as the `setup` of `Start` /
 //!   `Accepting` over the authenticated control channel, and its checks;
-//! * `probe::rdma::preflight`: is libibverbs there, is there a device, which device,
-//!   port and GID (one-line errors with the fix);
+//! * [`preflight`]: why a test cannot start on a host (no libibverbs, no
+//!   device, not the device, port or GID asked for), one line with the fix;
+//!   `probe::rdma::preflight` reads the host and chooses the device, port
+//!   and GID;
 //! * [`engine`]: prepare → connect → start, the bandwidth and latency loops,
 //!   per-interval figures, the end-of-point outcome;
 //! * [`report`]: perftest's formulas as pure functions over timestamps;

@@ -2,8 +2,9 @@
 //! limits, the values derived from it (CQ moderation, buffer layout,
 //! timestamps kept) and the bound on what it makes a host allocate.
 //!
-//! Plain data: an agent runs [`RdmaSpec::validate`] on a spec received from
-//! the network before it allocates anything.
+//! Plain data (its [`EngineSpecOps`] answers hand `prepare` and `preflight`
+//! to `session.rs`): an agent runs [`EngineSpecOps::validate`] on a spec
+//! received from the network before it allocates anything.
 
 use crate::traffic::limits::{MemoryNeed, SpecError};
 use crate::traffic::options::{SweepParam, SweepPoint};
@@ -371,6 +372,11 @@ impl EngineSpecOps for RdmaSpec {
         }
     }
 
+    /// Work requests over queue pairs, not a byte stream through the stack.
+    fn small_packets_by_design(&self, _mtu: f64) -> bool {
+        true
+    }
+
     fn prepare(
         &self,
         side: Side,
@@ -381,8 +387,7 @@ impl EngineSpecOps for RdmaSpec {
     }
 
     fn preflight(&self, host: &dyn EngineHost, toward: Option<IpAddr>) -> Result<(), EngineError> {
-        super::session::preflight_on_host(host, toward)
-            .map_err(|e| EngineError::Usage(e.to_string()))
+        Ok(super::session::preflight_on_host(host, toward)?)
     }
 
     /// Apply one sweep point: RDMA sweeps the message size only.

@@ -31,11 +31,12 @@
 //! [`EngineHost`]: crate::traffic::EngineHost
 
 use super::figures::{gen_interval, sink_interval, GenInterval, GenSnapshot, GenTotals};
-use super::figures::{PathOpener, SinkInterval, SinkSnapshot};
+use super::figures::{SinkInterval, SinkSnapshot};
 use super::gen::{self, OpenedGenerator, PreparedGenerator, RunningGenerator};
 use super::rx::{self, RunningSink, SinkTotals};
 use super::spec::{default_cpus, GeneratorEnd, SinkEnd, SinkMode, SinkSpec};
 use crate::traffic::limits::SpecError;
+use crate::traffic::paths::PathOpener;
 use crate::traffic::EngineSpecOps;
 use crate::traffic::{
     spawn_worker, ConnRole, ConnSnapshot, Engine, EngineControl, EngineCounters, EngineError,

@@ -14,7 +14,7 @@ use super::counters::{GenThreadSnap, SinkQueueSnap};
 use super::flow::FlowSeen;
 use super::frame::ports;
 use super::spec::{SinkMode, TxPath, L1_OVERHEAD};
-pub use crate::traffic::paths::{PathCounters, PathOpener, PathSource, NIC_LOSS_COUNTERS};
+use crate::traffic::paths::PathCounters;
 use crate::traffic::EngineSpecOps;
 use crate::units::{BitsPerSec, CpuId};
 use serde::{Deserialize, Serialize};

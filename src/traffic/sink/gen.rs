@@ -30,8 +30,7 @@
 //! at the sink — which is where the loss accounting attributes it.
 
 use super::counters::{current_tid, GenThreadCounters, GenThreadSnap};
-use super::figures::{GenSnapshot, GenTotals, PathCounters};
-use super::figures::{PathOpener, PathSource};
+use super::figures::{GenSnapshot, GenTotals};
 use super::frame::{ports, stamp_frame, stamp_payload, write_stamp_header, FrameBuilder, Mac};
 use super::pace::Pacer;
 use super::ring::TxRing;
@@ -40,6 +39,7 @@ use super::sys::{self, IfaceInfo};
 use super::workers::Workers;
 use super::xsk::{XdpDesc, Xsk, XskConfig};
 use super::SinkError;
+use crate::traffic::paths::{PathCounters, PathOpener, PathSource};
 use crate::traffic::EngineSpecOps;
 use crate::traffic::{EngineControl, EngineError, Side};
 use crate::units::CpuId;

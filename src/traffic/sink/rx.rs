@@ -21,7 +21,6 @@
 
 use super::counters::{current_tid, SinkQueueCounters, SinkQueueSnap};
 use super::figures::SinkSnapshot;
-use super::figures::{PathOpener, PathSource};
 use super::flow::{merge, FlowSeen, FlowTable};
 use super::frame::{parse_frame, parse_payload};
 use super::ring::{fanout_group_id, RingError, RxRing, PACKET_FANOUT_QM};
@@ -31,6 +30,7 @@ use super::workers::Workers;
 use super::xdp::{Filter, Program, SinkXdp};
 use super::xsk::{XdpDesc, Xsk, XskConfig, XskError, XDP_PACKET_HEADROOM};
 use super::SinkError;
+use crate::traffic::paths::{PathOpener, PathSource};
 use crate::traffic::EngineSpecOps;
 use crate::traffic::{EngineControl, EngineError, Side};
 use crate::units::CpuId;

@@ -1,8 +1,9 @@
 //! What a packet test point is ([`SinkSpec`]) and what the two ends tell each
 //! other before it starts ([`SinkEnd`], [`GeneratorEnd`]).
 //!
-//! Plain serde data, no I/O: the controller's CLI builds a spec, the agent
-//! runs [`SinkSpec::validate`] on the copy it received from the network
+//! Plain serde data, no I/O (its [`EngineSpecOps`] answers hand `prepare`
+//! to `engine.rs`): the controller's CLI builds a spec, the agent runs
+//! [`EngineSpecOps::validate`] on the copy it received from the network
 //! before it allocates anything, and both ends derive the same flows, ports
 //! and frame layout from it with the helpers here, so they cannot disagree.
 
@@ -327,6 +328,11 @@ impl EngineSpecOps for SinkSpec {
         super::engine::prepare_on_host(self, side, toward, host)
     }
 
+    /// Frames, not a byte stream: nothing for GRO to aggregate.
+    fn small_packets_by_design(&self, _mtu: f64) -> bool {
+        true
+    }
+
     fn cores_sweep_side(&self) -> Option<Side> {
         Some(self.sink_side())
     }
@@ -458,9 +464,7 @@ impl SinkSpec {
     pub fn ip_mtu(&self) -> u32 {
         self.frame_size.saturating_sub(18)
     }
-}
 
-impl SinkSpec {
     /// Flows when `--flows` is not given: 16 per queue, at least 64 (at
     /// most [`MAX_FLOWS`]). With a hash that spreads flows uniformly over Q
     /// queues, some queue stays empty with probability Q·(1 − 1/Q)^F ≈

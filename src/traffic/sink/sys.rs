@@ -10,6 +10,7 @@
 use super::frame::Mac;
 use super::spec::SinkSpec;
 use super::SinkError;
+use crate::traffic::EngineSpecOps;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 

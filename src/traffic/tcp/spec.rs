@@ -1,5 +1,7 @@
 //! The TCP engine's test description: [`TcpMode`] and [`TcpSpec`], plain
-//! data that both ends agree on. Nothing here touches a socket.
+//! data that both ends agree on, and its answers to what the layers above
+//! ask of a test ([`EngineSpecOps`]). The data socket and the engine those
+//! answers make are the engine's (`mod.rs`); nothing here does I/O.
 
 use crate::traffic::limits::{MemoryNeed, SpecError};
 use crate::traffic::options::{SweepParam, SweepPoint};
