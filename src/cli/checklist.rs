@@ -21,7 +21,7 @@ pub fn check_run_args(step: &TestStep) -> Result<(), UsageError> {
             "--sweep makes several points; a checklist compares one".into(),
         ));
     }
-    let stream = plan.spec.is_tcp_stream();
+    let stream = plan.spec.bulk_transfer();
     match step.metric {
         Metric::Throughput => Ok(()),
         Metric::Rate | Metric::P99 if stream => Err(UsageError(

@@ -63,7 +63,7 @@ pub fn build(d: &PointData<'_>) -> Summary {
     let o = d.outcome;
     let spec = d.spec;
     let mode = spec.mode_name();
-    let stream = spec.is_tcp_stream();
+    let stream = spec.bulk_transfer();
     let slice = crate::traffic::slice(spec.kind());
     // Request/response engines whose client measured latency.
     let has_latency = slice.measures_latency(spec);
@@ -230,7 +230,7 @@ fn counted_span(
     at_local: &Received,
     at_peer: &Received,
 ) -> (f64, Option<String>) {
-    let stream = d.spec.is_tcp_stream();
+    let stream = d.spec.bulk_transfer();
     let roles = d.spec.conn_roles(Side::Controller);
     let forward = roles.contains(&ConnRole::Sender);
     let backward = roles.contains(&ConnRole::Receiver);

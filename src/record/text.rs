@@ -45,7 +45,7 @@ pub fn interval_header(spec: &EngineSpec) -> String {
     if let Some(h) = crate::traffic::slice(spec.kind()).interval_header() {
         return h;
     }
-    match spec.is_tcp_stream() {
+    match spec.bulk_transfer() {
         true => format!(
             "{:<5} {:>14}  {:>11}  {:>14}  {:>5}  {:>9}  {:>8}  | {:<20} | {:<20}",
             "[ ID]",
@@ -210,7 +210,7 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
         return out;
     }
     let n = spec.connection_count();
-    match spec.is_tcp_stream() {
+    match spec.bulk_transfer() {
         true => out.push_str(&stream_rows(spec, local, peer, &span, omit, &cpu)),
         false => {
             let l = local.map(|s| &s.engine);

@@ -20,10 +20,9 @@
 //!   slice.
 //!
 //! The layers above (record, the faces, the TUI, the session) call
-//! [`slice()`] with the test's [`EngineKind`], or ask the spec, instead of
-//! matching on the engine (one question is still asked by name:
-//! [`EngineSpec::is_tcp_stream`], the throughput table's layout); an engine
-//! that adds a figure of its own changes its folder, not theirs. Each engine implements [`EngineSpecOps`] in its
+//! [`slice()`] with the test's [`EngineKind`], or ask the spec, and never
+//! match on the engine; an engine that adds a figure of its own changes its
+//! folder, not theirs. Each engine implements [`EngineSpecOps`] in its
 //! folder's `spec` module (gRPC's in `engine.rs`), [`EngineSlice`] in its
 //! `summary` module (TCP's in its `mod.rs`), with its options' checks in its
 //! `args` module. An engine joins by adding its arms here and its `pub mod`
@@ -43,7 +42,7 @@ use super::sink::args::SinkArgs;
 use super::sink::engine::{GenEndTotals, GenLive, SinkEndTotals, SinkLive};
 use super::sink::{GeneratorEnd, SinkEnd, SinkSpec};
 use super::spec::EngineSpecOps;
-use super::tcp::{TcpMode, TcpSpec};
+use super::tcp::TcpSpec;
 use super::DataPaths;
 use crate::units::{first_given, Bytes, CpuId};
 use serde::{Deserialize, Serialize};
@@ -164,11 +163,6 @@ impl EngineSpec {
             EngineSpec::Tcp(t) => Some(t),
             _ => None,
         }
-    }
-
-    /// True for a bulk-transfer TCP test (the throughput table's layout).
-    pub fn is_tcp_stream(&self) -> bool {
-        self.as_tcp().is_some_and(|t| t.mode == TcpMode::Stream)
     }
 }
 

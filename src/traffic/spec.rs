@@ -212,6 +212,20 @@ pub trait EngineSpecOps: Send + Sync {
     /// GRO rule.
     fn small_packets_by_design(&self, mtu: f64) -> bool;
 
+    /// True when the test moves one byte stream per connection in bulk
+    /// (TCP stream): its figures are iperf3's (bit/s, retransmits, no
+    /// message rate), and the closing table and the views are laid out so.
+    fn bulk_transfer(&self) -> bool {
+        false
+    }
+
+    /// The fix that saves the kernel's send copy when a test is bound by
+    /// system time, when the engine has an option for it (TCP stream:
+    /// `--zerocopy`).
+    fn send_copy_fix(&self) -> Option<&'static str> {
+        None
+    }
+
     /// True when the engine's own rules judge where `side`'s cores sit
     /// relative to the NIC (a packet sink's), so the host-wide NUMA rule
     /// leaves them be: one cause, one finding.

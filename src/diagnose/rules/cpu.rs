@@ -81,8 +81,12 @@ fn all_cores(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     if soft >= sys && gro_off {
         f = f.fix("ethtool -K IFACE gro on  # fewer, larger packets through the stack");
     }
-    if sys > soft && ctx.spec.is_some_and(|s| s.is_tcp_stream()) {
-        f = f.fix("wirescope run --zerocopy  # MSG_ZEROCOPY saves the send copy (large writes)");
+    if let Some(fix) = ctx
+        .spec
+        .and_then(|s| s.send_copy_fix())
+        .filter(|_| sys > soft)
+    {
+        f = f.fix(fix);
     }
     Some(f)
 }

@@ -286,6 +286,17 @@ impl EngineSpecOps for TcpSpec {
         self.mode == TcpMode::Pingpong
     }
 
+    fn bulk_transfer(&self) -> bool {
+        self.mode == TcpMode::Stream
+    }
+
+    /// MSG_ZEROCOPY, for large writes of a stream.
+    fn send_copy_fix(&self) -> Option<&'static str> {
+        (self.mode == TcpMode::Stream).then_some(
+            "wirescope run --zerocopy  # MSG_ZEROCOPY saves the send copy (large writes)",
+        )
+    }
+
     fn sends_zerocopy(&self) -> bool {
         self.zerocopy
     }

@@ -18,7 +18,7 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
     ));
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let msg_mode = m.spec.as_ref().is_some_and(|s| !s.is_tcp_stream());
+    let msg_mode = m.spec.as_ref().is_some_and(|s| !s.bulk_transfer());
     let [chart_area, stats_area] =
         Layout::vertical([Constraint::Min(2), Constraint::Length(u16::from(msg_mode))])
             .areas(inner);
