@@ -113,13 +113,6 @@ impl Rows {
     }
 }
 
-/// `a.f = a.f + b.f` (saturating) for each named counter field `f`.
-macro_rules! add_fields {
-    ($a:ident, $b:ident: $($f:ident),+) => {{
-        $($a.$f = $a.$f.saturating_add($b.$f);)+
-    }};
-}
-
 /// Add each row of `xs` into the row of `acc` that `same` matches, else
 /// append it. Rows come in the same order every interval, so the row at
 /// the same position is tried first (1,024 queue rows: no quadratic search).
@@ -178,7 +171,8 @@ impl Rows {
             &r.softirqs,
             |a, b| a.cpu == b.cpu,
             |a, b| {
-                add_fields!(a, b: net_rx, net_tx);
+                a.net_rx = a.net_rx.saturating_add(b.net_rx);
+                a.net_tx = a.net_tx.saturating_add(b.net_tx);
                 add_named(&mut a.other, &b.other);
             },
         );
@@ -188,7 +182,11 @@ impl Rows {
             |a, b| a.cpu == b.cpu,
             |a, b| {
                 let (x, y) = (&mut a.delta, &b.delta);
-                add_fields!(x, y: processed, dropped, time_squeeze, received_rps, flow_limit);
+                x.processed = x.processed.saturating_add(y.processed);
+                x.dropped = x.dropped.saturating_add(y.dropped);
+                x.time_squeeze = x.time_squeeze.saturating_add(y.time_squeeze);
+                x.received_rps = x.received_rps.saturating_add(y.received_rps);
+                x.flow_limit = x.flow_limit.saturating_add(y.flow_limit);
             },
         );
     }
@@ -212,32 +210,37 @@ impl Rows {
             &mut acc.nic_counters,
             &r.nic_counters,
             |a, b| a.name == b.name && a.iface == b.iface,
-            |a, b| add_fields!(a, b: delta),
+            |a, b| {
+                a.delta = a.delta.saturating_add(b.delta);
+            },
         );
         add_rows(
             &mut acc.softirq_time,
             &r.softirq_time,
             |a, b| a.cpu == b.cpu,
-            |a, b| add_fields!(a, b: net_rx_ns, net_tx_ns, net_rx_count, net_tx_count, all_ns),
+            |a, b| {
+                a.net_rx_ns = a.net_rx_ns.saturating_add(b.net_rx_ns);
+                a.net_tx_ns = a.net_tx_ns.saturating_add(b.net_tx_ns);
+                a.net_rx_count = a.net_rx_count.saturating_add(b.net_rx_count);
+                a.net_tx_count = a.net_tx_count.saturating_add(b.net_tx_count);
+                a.all_ns = a.all_ns.saturating_add(b.all_ns);
+            },
         );
         let same = |a: &QueueCpu, b: &QueueCpu| {
             a.cpu == b.cpu && a.queue == b.queue && a.dir == b.dir && a.iface == b.iface
         };
-        add_rows(
-            &mut acc.queue_cpus,
-            &r.queue_cpus,
-            same,
-            |a, b| add_fields!(a, b: packets, bytes),
-        );
+        add_rows(&mut acc.queue_cpus, &r.queue_cpus, same, |a, b| {
+            a.packets = a.packets.saturating_add(b.packets);
+            a.bytes = a.bytes.saturating_add(b.bytes);
+        });
         let same = |a: &NapiSample, b: &NapiSample| {
             a.napi_id == b.napi_id && a.cpu == b.cpu && a.iface == b.iface
         };
-        add_rows(
-            &mut acc.napi,
-            &r.napi,
-            same,
-            |a, b| add_fields!(a, b: polls, work, exhausted),
-        );
+        add_rows(&mut acc.napi, &r.napi, same, |a, b| {
+            a.polls = a.polls.saturating_add(b.polls);
+            a.work = a.work.saturating_add(b.work);
+            a.exhausted = a.exhausted.saturating_add(b.exhausted);
+        });
     }
 }
 
