@@ -275,23 +275,28 @@ impl SyntheticHost {
             };
             out.push(((*name).to_string(), v));
         }
-        // Per direction: its fields, the one that counts every packet too,
-        // and the one that counts a share (1/div) of them.
-        for (dir, pre, fields, every, share, div) in [
-            (Dir::Rx, "rx", MLX5_RX, "csum_complete", "cache_reuse", 2),
-            (Dir::Tx, "tx", MLX5_TX, "csum_partial", "xmit_more", 4),
-        ] {
-            for q in 0..l.queues {
-                let r = self.queue_rate(n, dir, q);
-                for f in fields {
-                    let v = match *f {
-                        "bytes" => r.pps * r.bytes_per_packet * now,
-                        f if f == "packets" || f == every => r.pps * now,
-                        f if f == share => r.pps / div * now,
-                        _ => 0,
-                    };
-                    out.push((format!("{pre}{q}_{f}"), v));
-                }
+        for q in 0..l.queues {
+            let r = self.queue_rate(n, Dir::Rx, q);
+            for f in MLX5_RX {
+                let v = match *f {
+                    "packets" | "csum_complete" => r.pps * now,
+                    "bytes" => r.pps * r.bytes_per_packet * now,
+                    "cache_reuse" => r.pps / 2 * now,
+                    _ => 0,
+                };
+                out.push((format!("rx{q}_{f}"), v));
+            }
+        }
+        for q in 0..l.queues {
+            let r = self.queue_rate(n, Dir::Tx, q);
+            for f in MLX5_TX {
+                let v = match *f {
+                    "packets" | "csum_partial" => r.pps * now,
+                    "bytes" => r.pps * r.bytes_per_packet * now,
+                    "xmit_more" => r.pps / 4 * now,
+                    _ => 0,
+                };
+                out.push((format!("tx{q}_{f}"), v));
             }
         }
         out
