@@ -280,7 +280,7 @@ impl Serving {
     }
 }
 
-/// What a test asked for after the user stopped the checklist answers.
+/// The answer to a test asked for after the user stopped the checklist.
 const STOPPED: &str = "the checklist was stopped";
 
 /// One test the checklist asked for, run on the session.

@@ -40,8 +40,9 @@ mod msg {
 const FLAG_OMIT_REPLY: u32 = 1 << 1;
 
 /// One kind enum of an ethtool parameter: its variants, `ALL` in ethtool's
-/// order, the word ethtool takes (also the serde name) and the attribute the
-/// `*_SET` request carries for it.
+/// order, the word ethtool takes and the attribute the `*_SET` request
+/// carries for it. The serde name comes from `rename_all = "kebab-case"`;
+/// a test keeps it equal to the word.
 macro_rules! ethtool_kind {
     ($(#[$doc:meta])* $name:ident, $tool:literal, $attrs:ident {
         $($(#[$vdoc:meta])* $v:ident = $word:literal => $attr:ident,)+

@@ -187,7 +187,7 @@ pub struct ResponseScanner {
 
 /// Move bytes from the front of `data` into a message prefix of which `have`
 /// bytes are there, until it is complete or `data` is used up.
-pub fn fill_prefix(prefix: &mut [u8; PREFIX_LEN], have: &mut usize, data: &mut &[u8]) {
+pub(super) fn fill_prefix(prefix: &mut [u8; PREFIX_LEN], have: &mut usize, data: &mut &[u8]) {
     let take = (PREFIX_LEN - *have).min(data.len());
     prefix[*have..*have + take].copy_from_slice(&data[..take]);
     *have += take;

@@ -64,7 +64,7 @@ pub fn prepare(
     iface: &str,
     paths: &PathOpener,
 ) -> Result<PreparedGenerator, SinkError> {
-    let info = sys::test_iface(spec, iface)?;
+    let info = sys::checked_iface(spec, iface)?;
     let probe = paths(iface, &info.driver);
     Ok(PreparedGenerator {
         spec: spec.clone(),

@@ -97,7 +97,7 @@ pub fn prepare(
     iface: &str,
     paths: &PathOpener,
 ) -> Result<PreparedSink, SinkError> {
-    let info = sys::test_iface(spec, iface)?;
+    let info = sys::checked_iface(spec, iface)?;
     if let Some(why) = too_many_threads(spec, &info) {
         return Err(SinkError::Usage(why));
     }

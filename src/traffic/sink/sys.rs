@@ -1,8 +1,9 @@
 //! The few kernel calls the packet engine needs besides its sockets:
 //! interface facts by ioctl and getifaddrs (they answer for the calling
-//! thread's network namespace, unlike a sysfs mounted for another one),
-//! memory mappings that unmap themselves, capability checks, and entering
-//! a named network namespace from one thread.
+//! thread's network namespace, unlike a sysfs mounted for another one) and
+//! the check, shared by the sink and the generator, that a spec can run on
+//! an interface; memory mappings that unmap themselves, capability checks,
+//! and entering a named network namespace from one thread.
 //!
 //! Every `unsafe` block here is a plain syscall on memory this module owns;
 //! each says why it is sound.
@@ -119,7 +120,7 @@ fn ethtool<T>(fd: RawFd, iface: &str, buf: &mut T) -> Result<(), SinkError> {
 
 /// Validate `spec` and look up `iface` for a test on it: the facts, or an
 /// error when the interface has no IPv4 address for the test's flows.
-pub fn test_iface(spec: &SinkSpec, iface: &str) -> Result<IfaceInfo, SinkError> {
+pub fn checked_iface(spec: &SinkSpec, iface: &str) -> Result<IfaceInfo, SinkError> {
     spec.validate()
         .map_err(|e| SinkError::Unsupported(e.to_string()))?;
     let info = iface_info(iface)?;

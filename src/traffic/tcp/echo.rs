@@ -482,12 +482,17 @@ fn read_full(sock: &TcpStream, buf: &mut [u8], control: &EngineControl) -> std::
 
 fn write_full(sock: &TcpStream, buf: &[u8], control: &EngineControl) -> std::io::Result<Xfer> {
     let mut w = sock;
-    full(buf.len(), control, |off| w.write(&buf[off..]))
+    // A write that takes nothing is an error (as in `write_all`), not the
+    // peer's end: only a read of 0 bytes is.
+    full(buf.len(), control, |off| match w.write(&buf[off..]) {
+        Ok(0) => Err(std::io::ErrorKind::WriteZero.into()),
+        r => r,
+    })
 }
 
 /// Move `len` bytes by calls of `step(offset)` (a read or a write): a
 /// timeout only ends it when the test is aborted, the peer going away
-/// (or a call that moves nothing) is [`Xfer::Eof`].
+/// (a read of 0 bytes) is [`Xfer::Eof`].
 fn full(
     len: usize,
     control: &EngineControl,
