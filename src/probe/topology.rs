@@ -1,6 +1,6 @@
 //! Where cores sit: NUMA node, L3 domain (an AMD CCX, an Intel socket's
-//! LLC), SMT siblings — and a NIC's NUMA node — for the cores a packet
-//! sink runs on. Read through [`HostSource`], so a captured directory or a
+//! LLC), SMT siblings — and a NIC's NUMA node — for the cores a test pins
+//! its busiest threads to (a packet sink's). Read through [`HostSource`], so a captured directory or a
 //! sosreport gives the same answer as the live host.
 //!
 //! Sources (sysfs): `cpu/cpuN/topology/thread_siblings_list`, `core_id`,
@@ -16,9 +16,9 @@ use serde::{Deserialize, Serialize};
 
 pub use super::facts::CpuPlace;
 
-/// The sink's cores and its NIC.
+/// The cores a test pins its busiest threads to, and the NIC they serve.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct SinkTopology {
+pub struct CoreTopology {
     /// The chosen cores, in the order given.
     pub cpus: Vec<CpuPlace>,
     /// The NIC.
@@ -110,8 +110,8 @@ pub fn nic_node_cpus(src: &dyn HostSource, nic: &str) -> Option<Vec<CpuId>> {
 }
 
 /// The places of `cpus` and the NUMA node of `nic`.
-pub fn read(src: &dyn HostSource, cpus: &[CpuId], nic: Option<&str>) -> SinkTopology {
-    let mut t = SinkTopology {
+pub fn read(src: &dyn HostSource, cpus: &[CpuId], nic: Option<&str>) -> CoreTopology {
+    let mut t = CoreTopology {
         cpus: cpus.iter().map(|c| cpu_place(src, *c)).collect(),
         nic: nic.map(String::from),
         ..Default::default()
@@ -141,11 +141,11 @@ pub fn read(src: &dyn HostSource, cpus: &[CpuId], nic: Option<&str>) -> SinkTopo
     t
 }
 
-impl SinkTopology {
+impl CoreTopology {
     /// The topology of `cpus` and `nic` from a host's facts (what the
     /// rules and the views read; [`read`] is the same from the sysfs files).
     pub fn from_facts(f: &super::facts::HostFacts, cpus: &[CpuId], nic: Option<&str>) -> Self {
-        let mut t = SinkTopology {
+        let mut t = CoreTopology {
             nic: nic.map(String::from),
             ..Default::default()
         };
@@ -322,7 +322,7 @@ mod tests {
         assert!(t.cpus[0].core_id.is_some());
         assert!(t.nic_numa_node.is_none(), "lo has no device");
         let j = serde_json::to_string(&t).unwrap();
-        assert_eq!(serde_json::from_str::<SinkTopology>(&j).unwrap(), t);
+        assert_eq!(serde_json::from_str::<CoreTopology>(&j).unwrap(), t);
     }
 
     #[test]
@@ -348,7 +348,7 @@ mod tests {
             ..HostFacts::default()
         };
         let t =
-            SinkTopology::from_facts(&f, &[CpuId(0), CpuId(2), CpuId(1), CpuId(9)], Some("eth0"));
+            CoreTopology::from_facts(&f, &[CpuId(0), CpuId(2), CpuId(1), CpuId(9)], Some("eth0"));
         assert_eq!(t.nic_numa_node, Some(0));
         assert_eq!(t.remote().len(), 1, "cpu1 is on node 1");
         assert_eq!(t.shared_cores(), vec![(CpuId(0), CpuId(2))]);

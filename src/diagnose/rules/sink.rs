@@ -3,7 +3,7 @@
 //!
 //! Pure functions over the packet engine's own figures
 //! ([`SinkInterval`], [`GenInterval`]) and the sink cores' topology
-//! ([`SinkTopology`]), plus the sink host's per-core busy share over the
+//! ([`CoreTopology`]), plus the sink host's per-core busy share over the
 //! window (from its Samples' `/proc/stat`). [`session_rules`] builds a
 //! [`SinkRuleInput`] from a window of both hosts' Samples of a packet test;
 //! nothing here reads a file or a clock.
@@ -11,7 +11,7 @@
 use crate::diagnose::finding::{Evidence, Finding, Severity};
 use crate::diagnose::thresholds::Thresholds;
 use crate::probe::sample::HostRole;
-use crate::probe::topology::SinkTopology;
+use crate::probe::topology::CoreTopology;
 use crate::traffic::sink::figures::{GenInterval, QueueFigures, SinkInterval};
 use crate::traffic::sink::SinkMode;
 use crate::traffic::EngineSpecOps;
@@ -53,7 +53,7 @@ pub struct SinkRuleInput<'a> {
     /// The generator's intervals of the same window.
     pub gen: &'a [GenInterval],
     /// The sink cores' topology.
-    pub topology: Option<&'a SinkTopology>,
+    pub topology: Option<&'a CoreTopology>,
     /// Mean busy % per core of the sink host over the window (/proc/stat).
     pub core_busy: &'a [(CpuId, f64)],
 }
@@ -155,7 +155,7 @@ pub fn session_rules(
     let topology = window(host)
         .facts()
         .filter(|_| !cpus.is_empty())
-        .map(|f| SinkTopology::from_facts(f, cpus, Some(&iface)));
+        .map(|f| CoreTopology::from_facts(f, cpus, Some(&iface)));
     let busy = active_core_busy(window(host).samples);
     let i = SinkRuleInput {
         host,
@@ -185,7 +185,7 @@ pub fn rules(i: &SinkRuleInput, t: &Thresholds, st: &SinkThresholds) -> Vec<Find
 }
 
 /// sink.remote-numa: sink cores on another NUMA node than the NIC.
-pub fn remote_numa(i: &SinkRuleInput, topo: &SinkTopology) -> Option<Finding> {
+pub fn remote_numa(i: &SinkRuleInput, topo: &CoreTopology) -> Option<Finding> {
     let remote = topo.remote();
     let nic_node = topo.nic_numa_node?;
     if remote.is_empty() {
@@ -239,7 +239,7 @@ pub fn remote_numa(i: &SinkRuleInput, topo: &SinkTopology) -> Option<Finding> {
 }
 
 /// sink.smt-siblings: two sink threads on one physical core.
-pub fn smt_siblings(i: &SinkRuleInput, topo: &SinkTopology) -> Option<Finding> {
+pub fn smt_siblings(i: &SinkRuleInput, topo: &CoreTopology) -> Option<Finding> {
     let pairs = topo.shared_cores();
     if pairs.is_empty() {
         return None;
@@ -738,7 +738,7 @@ mod tests {
     fn input<'a>(
         s: &'a [SinkInterval],
         g: &'a [GenInterval],
-        topo: Option<&'a SinkTopology>,
+        topo: Option<&'a CoreTopology>,
         rate: u64,
         busy: &'a [(CpuId, f64)],
     ) -> SinkRuleInput<'a> {
@@ -767,8 +767,8 @@ mod tests {
         }
     }
 
-    fn topo(cpus: Vec<CpuPlace>, nic_node: Option<u32>) -> SinkTopology {
-        SinkTopology {
+    fn topo(cpus: Vec<CpuPlace>, nic_node: Option<u32>) -> CoreTopology {
+        CoreTopology {
             cpus,
             nic: Some("eth0".into()),
             nic_numa_node: nic_node,

@@ -63,7 +63,7 @@ fn placed_cores(m: &Model) -> Option<(String, String, String)> {
         .iface
         .as_deref()
         .or_else(|| host.nics.first().map(|n| n.name.as_str()));
-    let line = crate::probe::topology::SinkTopology::from_facts(host, &placed.cpus, nic).describe();
+    let line = crate::probe::topology::CoreTopology::from_facts(host, &placed.cpus, nic).describe();
     let (l, p) = if on_local {
         (line, "-".to_string())
     } else {
