@@ -24,14 +24,17 @@ pub fn rules(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
 }
 
 fn affinity_fixes(facts: &HostFacts, nic: &NicFacts) -> Vec<String> {
+    affinity_commands(&spread_over(nic, &local_cpus(nic, facts)))
+}
+
+/// Each data IRQ of `nic` with the CPU of `local` it should move to (spread
+/// one per core, in IRQ order).
+fn spread_over(nic: &NicFacts, local: &[u32]) -> Vec<(u32, u32)> {
     let irqs = data_irqs(nic);
-    let local = local_cpus(nic, facts);
-    let moves: Vec<(u32, u32)> = irqs
-        .iter()
-        .zip(spread(irqs.len(), &local))
+    irqs.iter()
+        .zip(spread(irqs.len(), local))
         .map(|((i, _), c)| (i.irq, c))
-        .collect();
-    affinity_commands(&moves)
+        .collect()
 }
 
 /// More IRQs than this are moved by one command (a big host's NIC has 64).
@@ -188,12 +191,9 @@ pub fn remote_numa(
                 nic.local_cpulist.clone().unwrap_or_default()
             ));
     }
-    let irqs = data_irqs(nic);
-    let moves: Vec<(u32, u32)> = irqs
-        .iter()
-        .zip(spread(irqs.len(), &local))
-        .filter(|((i, _), _)| remote_irqs.iter().any(|r| r.0 == i.irq))
-        .map(|((i, _), c)| (i.irq, c))
+    let moves: Vec<(u32, u32)> = spread_over(nic, &local)
+        .into_iter()
+        .filter(|(irq, _)| remote_irqs.iter().any(|r| r.0 == *irq))
         .collect();
     for x in affinity_commands(&moves) {
         f = f.fix(x);
