@@ -8,162 +8,47 @@
 //! outside RDMA) are left alone. The decisions are listed in
 //! docs/options.md ("Habits of other tools").
 //!
+//! The tables are each engine's ([`crate::traffic::EngineSlice::habits`]:
+//! perftest's letters are RDMA's, ghz's gRPC's, iperf3's `-u` the packet
+//! sink's); this file keeps the ones that belong to no engine.
+//!
 //! This reads the raw arguments, because clap does not say whether an
 //! option was given by its short or its long name.
 
 use super::UsageError;
+use crate::traffic::habits::{Habit, LongHabit};
+use crate::traffic::{slice, EngineKind};
 
-/// One refused letter: the tool it comes from, the engines it is refused
-/// under (empty: every engine) and what to write instead.
-struct Habit {
-    letter: char,
-    engines: &'static [&'static str],
-    tool: &'static str,
-    meaning: &'static str,
-    instead: &'static str,
-}
-
+/// iperf3's letters wirescope does not have, under any engine. Each engine adds its own (`EngineSlice::habits`).
 const HABITS: &[Habit] = &[
-    // perftest (ib_write_bw & co.) under --engine rdma.
-    Habit {
-        letter: 't',
-        engines: &["rdma"],
-        tool: "perftest",
-        meaning: "the tx depth",
-        instead: "--tx-depth N (wirescope's -t is the test length: --time DURATION)",
-    },
-    Habit {
-        letter: 'n',
-        engines: &["rdma"],
-        tool: "perftest",
-        meaning: "the iterations",
-        instead: "--iters N (wirescope's -n is a byte count for tcp streams)",
-    },
-    Habit {
-        letter: 'i',
-        engines: &["rdma"],
-        tool: "perftest",
-        meaning: "the IB port",
-        instead: "--ib-port N (wirescope's -i is the sampling interval: --interval DURATION)",
-    },
-    Habit {
-        letter: 's',
-        engines: &["rdma"],
-        tool: "perftest",
-        meaning: "the message size",
-        instead: "--size SIZE",
-    },
-    Habit {
-        letter: 'q',
-        engines: &["rdma"],
-        tool: "perftest",
-        meaning: "the queue pairs",
-        instead: "--qps N (wirescope's -q is --quiet)",
-    },
-    Habit {
-        letter: 'a',
-        engines: &["rdma"],
-        tool: "perftest",
-        meaning: "every size from 2 B to 8 MiB",
-        instead: "--sweep size=all",
-    },
-    Habit {
-        letter: 'd',
-        engines: &["rdma"],
-        tool: "perftest",
-        meaning: "the device",
-        instead: "--ib-dev DEV (and --peer-ib-dev DEV for the agent's)",
-    },
-    Habit {
-        letter: 'x',
-        engines: &["rdma"],
-        tool: "perftest",
-        meaning: "the GID index",
-        instead: "--gid-index N (and --peer-gid-index N for the agent's)",
-    },
-    Habit {
-        letter: 'F',
-        engines: &["rdma"],
-        tool: "perftest",
-        meaning: "not to fail on a CPU frequency warning",
-        instead: "nothing: wirescope times with the monotonic clock, not CPU cycles, so drop -F",
-    },
-    Habit {
-        letter: 'D',
-        engines: &["rdma"],
-        tool: "perftest",
-        meaning: "the test length",
-        instead: "--time DURATION",
-    },
-    // ghz under --engine grpc.
-    Habit {
-        letter: 'n',
-        engines: &["grpc"],
-        tool: "ghz",
-        meaning: "the total number of requests",
-        instead: "--time DURATION (the gRPC engine runs for a time, closed-loop)",
-    },
     Habit {
         letter: 'c',
-        engines: &["grpc"],
-        tool: "ghz",
-        meaning: "the concurrency",
-        instead: "--concurrency N",
-    },
-    Habit {
-        letter: 'z',
-        engines: &["grpc"],
-        tool: "ghz",
-        meaning: "the test length",
-        instead: "--time DURATION",
-    },
-    // iperf3, under any engine.
-    Habit {
-        letter: 'c',
-        engines: &[],
+        anywhere: true,
         tool: "iperf3",
         meaning: "the server to connect to",
         instead: "--peer HOST (run `wirescope agent` there)",
     },
     Habit {
-        letter: 'b',
-        engines: &[],
-        tool: "iperf3",
-        meaning: "a target bitrate",
-        instead: "--engine sink --rate PPS for a paced packet test (the TCP engine does not pace)",
-    },
-    Habit {
         letter: 'J',
-        engines: &[],
+        anywhere: true,
         tool: "iperf3",
         meaning: "JSON output",
         instead: "--json (the summary as JSON) or --log - (JSON lines as they happen, like iperf3's --json-stream)",
     },
-    Habit {
-        letter: 'u',
-        engines: &[],
-        tool: "iperf3",
-        meaning: "UDP",
-        instead: "--engine sink (UDP frames with loss and reordering per flow)",
-    },
 ];
 
-/// Long options of the same tools that wirescope does not have.
-const LONG_HABITS: &[(&str, &str, &str)] = &[
-    (
-        "rps",
-        "ghz's request rate",
-        "--concurrency N (the gRPC engine runs closed-loop)",
-    ),
-    ("connections", "ghz's connections", "--channels N"),
-    ("json-stream", "iperf3's JSON lines", "--log -"),
-    ("udp", "iperf3's UDP test", "--engine sink"),
-    (
-        "bitrate",
-        "iperf3's target bitrate",
-        "--engine sink --rate PPS",
-    ),
-    ("client", "iperf3's server to connect to", "--peer HOST"),
+/// Long options of the same tools that wirescope does not have (each engine adds its own).
+const LONG_HABITS: &[LongHabit] = &[
+    LongHabit {
+        name: "json-stream",
+        what: "iperf3's JSON lines",
+        instead: "--log -",
+    },
+    LongHabit {
+        name: "client",
+        what: "iperf3's server to connect to",
+        instead: "--peer HOST",
+    },
 ];
 
 /// The subcommands whose options are a test's.
@@ -186,24 +71,36 @@ pub fn check(argv: &[String]) -> Result<(), UsageError> {
         .take_while(|a| *a != "--")
         .collect();
     let engine = engine_of(&args);
+    let kind = <EngineKind as clap::ValueEnum>::from_str(engine, false).ok();
+    let engines = || EngineKind::ALL.into_iter().map(slice);
+    // The test's engine's own letters first (ghz's -c under grpc), then
+    // the ones refused under any engine (iperf3's -c).
+    let own = kind.map(|k| slice(k).habits()).unwrap_or_default();
+    let letters_refused: Vec<&Habit> = own
+        .iter()
+        .filter(|h| !h.anywhere)
+        .chain(HABITS)
+        .chain(engines().flat_map(|s| s.habits()).filter(|h| h.anywhere))
+        .collect();
+    let longs_refused: Vec<&LongHabit> = LONG_HABITS
+        .iter()
+        .chain(engines().flat_map(|s| s.long_habits()))
+        .collect();
     let value_shorts = value_shorts(cmd);
     for a in &args {
         if let Some(long) = a.strip_prefix("--") {
             let name = long.split('=').next().unwrap_or(long);
-            if let Some((_, what, instead)) = LONG_HABITS.iter().find(|(n, _, _)| *n == name) {
+            if let Some(h) = longs_refused.iter().find(|h| h.name == name) {
                 return Err(UsageError(format!(
-                    "--{name} is {what}; wirescope has no such option: use {instead}"
+                    "--{name} is {}; wirescope has no such option: use {}",
+                    h.what, h.instead
                 )));
             }
             continue;
         }
         for letter in letters(a, &value_shorts) {
-            let hit = HABITS
-                .iter()
-                .filter(|h| h.letter == letter)
-                .find(|h| h.engines.is_empty() || h.engines.contains(&engine));
-            if let Some(h) = hit {
-                let under = if h.engines.is_empty() {
+            if let Some(h) = letters_refused.iter().find(|h| h.letter == letter) {
+                let under = if h.anywhere {
                     String::new()
                 } else {
                     format!(" under --engine {engine}")

@@ -1,24 +1,22 @@
 //! Value parsers for clap: each names what it expected and gives an example.
 
 use crate::traffic::options::{Sweep, SweepParam};
+use crate::traffic::registry::sweep_example;
 use crate::units::{parse_cpu_list, parse_size, CpuId};
 use std::net::SocketAddr;
-
-/// What a `--sweep` looks like, said after every sweep error.
-const SWEEP_EXAMPLE: &str = "use size=64,1K,64K,1M, streams=1,2,4, for grpc channels=1,2,4,8 or concurrency=1,16,256, for sink frame=64,512,1518 or cores=0;1;0,1";
 
 /// A command-line value that is not what its flag takes. Each message
 /// names what was given and shows the form the flag wants.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(super) enum ValueError {
     /// `--sweep` without `PARAM=`.
-    #[error("'{0}' is not a sweep; {SWEEP_EXAMPLE}")]
+    #[error("'{0}' is not a sweep; {ex}", ex = sweep_example())]
     NotASweep(String),
     /// `--sweep` of a parameter nothing varies.
-    #[error("cannot sweep '{0}'; {SWEEP_EXAMPLE}")]
+    #[error("cannot sweep '{0}'; {ex}", ex = sweep_example())]
     NotSweepable(String),
     /// A `cores` sweep's set that is not a CPU list.
-    #[error("cores: '{part}' is not a CPU list ({reason}); {SWEEP_EXAMPLE}")]
+    #[error("cores: '{part}' is not a CPU list ({reason}); {ex}", ex = sweep_example())]
     SweepCpus {
         /// The set as typed.
         part: String,
@@ -26,13 +24,13 @@ pub(super) enum ValueError {
         reason: String,
     },
     /// A `cores` sweep's empty set.
-    #[error("cores: an empty CPU set; {SWEEP_EXAMPLE}")]
+    #[error("cores: an empty CPU set; {ex}", ex = sweep_example())]
     EmptyCpuSet,
     /// A sweep value that is not a count.
-    #[error("'{0}' is not a count; {SWEEP_EXAMPLE}")]
+    #[error("'{0}' is not a count; {ex}", ex = sweep_example())]
     NotACount(String),
     /// A sweep value of 0.
-    #[error("sweep values must be at least 1; {SWEEP_EXAMPLE}")]
+    #[error("sweep values must be at least 1; {ex}", ex = sweep_example())]
     Zero,
     /// Not an address and port.
     #[error("'{given}' is not an address and port; use e.g. {example}")]

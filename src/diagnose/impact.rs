@@ -76,9 +76,14 @@ pub struct RuleInfo {
     /// The tests the rule judges: any (host-wide conditions), or those
     /// whose engine uses one of its data paths.
     pub judges: Judges,
-    /// The names of the [`crate::diagnose::Thresholds`] (and
-    /// [`crate::diagnose::sink_rules::SinkThresholds`]) fields it reads.
+    /// The names of the threshold fields it reads: of
+    /// [`crate::diagnose::Thresholds`], or of its family's own table beside
+    /// its rules (an engine's rule family keeps its numbers there).
     pub thresholds: &'static [&'static str],
+    /// What held the test back when this rule's finding is the most
+    /// important one: the words of [`crate::diagnose::limited_by`]'s sentence
+    /// (`limited by {limit} on the local host: ...`).
+    pub limit: &'static str,
     /// Impact used when the rule has no measured fraction.
     pub prior: f64,
     /// Kernel doc or vendor guide.
@@ -113,6 +118,7 @@ const GRPC_GUIDE: &str = "grpc.io \"Performance Best Practices\" (one connection
 pub const RULES: &[RuleInfo] = &[
     RuleInfo {
         id: "cpu.single-core-saturated",
+        limit: "one core",
         judges: ALL,
         thresholds: &[
             "sustain_intervals",
@@ -125,6 +131,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "cpu.all-cores-saturated",
+        limit: "the CPU",
         judges: ALL,
         thresholds: &["sustain_intervals", "core_saturated_pct"],
         prior: 0.7,
@@ -132,6 +139,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "softirq.concentrated",
+        limit: "receive processing on one core",
         judges: KERNEL,
         thresholds: &["sustain_intervals", "net_rx_share", "net_rx_group_share", "net_rx_min_per_s", "softirq_heavy_pct", "core_saturated_pct", "others_headroom_pct"],
         prior: 0.6,
@@ -139,6 +147,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "irq.single-cpu",
+        limit: "IRQ placement",
         judges: ALL,
         thresholds: &[],
         prior: 0.5,
@@ -146,6 +155,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "irq.remote-numa",
+        limit: "IRQ placement",
         judges: ALL,
         thresholds: &[],
         prior: 0.4,
@@ -153,6 +163,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "irqbalance.conflict",
+        limit: "IRQ placement",
         judges: ALL,
         thresholds: &[],
         prior: 0.2,
@@ -160,6 +171,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "nic.few-queues",
+        limit: "the NIC's settings",
         judges: KERNEL,
         thresholds: &["fast_link_mbps", "max_useful_channels"],
         prior: 0.4,
@@ -167,6 +179,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "nic.queue-imbalance",
+        limit: "the NIC's settings",
         judges: KERNEL,
         thresholds: &["queue_share", "queue_min_pps"],
         prior: 0.5,
@@ -174,6 +187,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "nic.ring-small",
+        limit: "the NIC's settings",
         judges: KERNEL,
         thresholds: &[],
         prior: 0.5,
@@ -181,6 +195,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "nic.rx-out-of-buffer",
+        limit: "the NIC's settings",
         judges: KERNEL,
         thresholds: &[],
         prior: 0.6,
@@ -188,6 +203,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "nic.discards-phy",
+        limit: "the NIC's settings",
         judges: ALL,
         thresholds: &[],
         prior: 0.6,
@@ -195,6 +211,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "nic.pause-frames",
+        limit: "the NIC's settings",
         judges: ALL,
         thresholds: &[],
         prior: 0.5,
@@ -202,6 +219,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "nic.gro-off",
+        limit: "the NIC's settings",
         judges: TCP_STACK,
         thresholds: &["unaggregated_factor"],
         prior: 0.3,
@@ -209,6 +227,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "nic.tso-off",
+        limit: "the NIC's settings",
         judges: TCP_STACK,
         thresholds: &[],
         prior: 0.4,
@@ -216,6 +235,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "nic.mtu-small",
+        limit: "the NIC's settings",
         judges: ALL,
         thresholds: &["fast_link_mbps", "jumbo_mtu"],
         prior: 0.1,
@@ -223,6 +243,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "softnet.squeeze",
+        limit: "the kernel's receive budget",
         judges: KERNEL,
         thresholds: &["sustain_intervals", "squeeze_per_s"],
         prior: 0.3,
@@ -230,6 +251,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "softnet.backlog-drops",
+        limit: "the kernel's receive budget",
         judges: KERNEL,
         thresholds: &[],
         prior: 0.5,
@@ -237,6 +259,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "tcp.buffer-limited",
+        limit: "a TCP buffer",
         judges: TCP_STACK,
         thresholds: &["limited_share", "assumed_rtt_us", "fast_link_mbps"],
         prior: 0.6,
@@ -244,6 +267,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "tcp.retransmits",
+        limit: "retransmissions",
         judges: TCP_STACK,
         thresholds: &["retrans_ratio", "retrans_min_segs", "loss_bound_share"],
         prior: 0.5,
@@ -251,6 +275,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "qdisc.shaping",
+        limit: "a condition the rules found",
         judges: KERNEL,
         thresholds: &[],
         prior: 0.7,
@@ -258,6 +283,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "pcie.link-downgraded",
+        limit: "the PCIe link",
         judges: ALL,
         thresholds: &[],
         prior: 0.6,
@@ -265,6 +291,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "cpu.governor",
+        limit: "the CPU's settings",
         judges: ALL,
         thresholds: &[],
         prior: 0.1,
@@ -272,6 +299,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "driver.mlx5-outdated",
+        limit: "the driver or firmware",
         judges: ALL,
         thresholds: &[],
         prior: 0.8,
@@ -280,6 +308,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "firmware.outdated",
+        limit: "the driver or firmware",
         judges: ALL,
         thresholds: &[],
         prior: 0.3,
@@ -287,6 +316,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "platform.iommu",
+        limit: "a condition the rules found",
         judges: ALL,
         thresholds: &[],
         prior: 0.3,
@@ -294,6 +324,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "rdma.no-device",
+        limit: "the RDMA path",
         judges: VERBS,
         thresholds: &[],
         prior: 0.0,
@@ -301,6 +332,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "rdma.port-down",
+        limit: "the RDMA path",
         judges: VERBS,
         thresholds: &[],
         prior: 0.9,
@@ -308,6 +340,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "rdma.mtu-small",
+        limit: "the RDMA path",
         judges: VERBS,
         thresholds: &[],
         prior: 0.4,
@@ -315,6 +348,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "rdma.gid-v1",
+        limit: "the RDMA path",
         judges: VERBS,
         thresholds: &[],
         prior: 0.3,
@@ -322,6 +356,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "rdma.out-of-buffer",
+        limit: "the RDMA path",
         judges: VERBS,
         thresholds: &[],
         prior: 0.6,
@@ -329,6 +364,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "rdma.retransmits",
+        limit: "the RDMA path",
         judges: VERBS,
         thresholds: &["sustain_intervals", "rdma_retrans_min"],
         prior: 0.7,
@@ -336,6 +372,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "rdma.congestion",
+        limit: "the RDMA path",
         judges: VERBS,
         thresholds: &["sustain_intervals", "rdma_cnp_per_s"],
         prior: 0.5,
@@ -343,6 +380,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "grpc.connection-bound",
+        limit: "too few gRPC connections",
         judges: HTTP2,
         thresholds: &[
             "grpc_core_saturated_pct",
@@ -355,6 +393,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "grpc.flow-control-limited",
+        limit: "HTTP/2 flow control",
         judges: HTTP2,
         thresholds: &["grpc_window_share"],
         prior: 0.5,
@@ -362,6 +401,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "grpc.errors",
+        limit: "failing RPCs",
         judges: HTTP2,
         thresholds: &["grpc_error_share"],
         prior: 0.8,
@@ -369,6 +409,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "sink.remote-numa",
+        limit: "the packet path",
         judges: PACKET_RINGS,
         thresholds: &[],
         prior: 0.4,
@@ -376,6 +417,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "sink.smt-siblings",
+        limit: "the packet path",
         judges: PACKET_RINGS,
         thresholds: &[],
         prior: 0.3,
@@ -383,6 +425,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "sink.queue-overrun",
+        limit: "a sink queue's ring",
         judges: PACKET_RINGS,
         thresholds: &["sustain_intervals", "core_saturated_pct", "counted_share"],
         prior: 0.8,
@@ -390,6 +433,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "sink.generator-bound",
+        limit: "the generator",
         judges: PACKET_RINGS,
         thresholds: &["counted_share", "sink_idle_pct"],
         prior: 0.5,
@@ -397,6 +441,7 @@ pub const RULES: &[RuleInfo] = &[
     },
     RuleInfo {
         id: "nic.rx-missed",
+        limit: "the NIC's settings",
         judges: PACKET_RINGS,
         thresholds: &["sustain_intervals"],
         prior: 0.6,
@@ -572,9 +617,9 @@ mod tests {
     #[test]
     fn every_threshold_a_rule_names_exists_and_is_read_by_it() {
         let fields = format!(
-            "{:?} {:?}",
+            "{:?} {}",
             crate::diagnose::THRESHOLDS,
-            crate::diagnose::sink_rules::SINK_THRESHOLDS
+            crate::diagnose::rules::family_thresholds()
         );
         let shared = include_str!("rules/mod.rs");
         for r in RULES {

@@ -9,31 +9,10 @@ use super::finding::{Finding, Severity};
 /// Mean busy % at which a host counts as saturated as a whole.
 const HOST_SATURATED_PCT: f64 = 90.0;
 
-/// What held the test back, by rule family (the id before the dot).
+/// What held the test back: the rule table's words for the rule
+/// ([`super::impact::RuleInfo::limit`]).
 fn what(id: &str) -> &'static str {
-    match id {
-        "cpu.single-core-saturated" => "one core",
-        "cpu.all-cores-saturated" => "the CPU",
-        "softirq.concentrated" => "receive processing on one core",
-        "softnet.squeeze" | "softnet.backlog-drops" => "the kernel's receive budget",
-        "tcp.buffer-limited" => "a TCP buffer",
-        "tcp.retransmits" => "retransmissions",
-        "grpc.connection-bound" => "too few gRPC connections",
-        "grpc.flow-control-limited" => "HTTP/2 flow control",
-        "grpc.errors" => "failing RPCs",
-        "sink.queue-overrun" => "a sink queue's ring",
-        "sink.generator-bound" => "the generator",
-        _ => match id.split_once('.').map_or(id, |(f, _)| f) {
-            "irq" | "irqbalance" => "IRQ placement",
-            "nic" => "the NIC's settings",
-            "driver" | "firmware" => "the driver or firmware",
-            "rdma" => "the RDMA path",
-            "sink" => "the packet path",
-            "pcie" => "the PCIe link",
-            "cpu" => "the CPU's settings",
-            _ => "a condition the rules found",
-        },
-    }
+    super::impact::rule(id).map_or("a condition the rules found", |r| r.limit)
 }
 
 /// A fix longer than this is not repeated in the one-sentence summary.

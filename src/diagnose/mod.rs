@@ -32,7 +32,6 @@ mod input;
 mod limited;
 pub mod live;
 mod rules;
-pub use rules::sink as sink_rules;
 mod thresholds;
 mod tracker;
 pub(crate) mod util;

@@ -1,6 +1,9 @@
-//! The one table of numbers the rules use. `assets/rules.md` refers to these names.
+//! The table of numbers the host and stack rules use. An engine's rule
+//! family keeps its own numbers beside its rules (`rules/<engine>.rs`);
+//! `assets/rules.md` refers to all of them by name.
 
-/// Every threshold of every rule. [`THRESHOLDS`] is the shipped table.
+/// Every threshold of the host and stack rules. [`THRESHOLDS`] is the
+/// shipped table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Thresholds {
     /// Intervals a live condition must hold within the window (cpu, softirq, queues,
@@ -62,16 +65,6 @@ pub struct Thresholds {
     pub rdma_retrans_min: u64,
     /// rdma.congestion: CNPs + ECN-marked packets per second that make an interval congested.
     pub rdma_cnp_per_s: f64,
-    /// grpc.connection-bound: the client's busiest core at or above this busy % ...
-    pub grpc_core_saturated_pct: f64,
-    /// ... while the other cores average below this.
-    pub grpc_others_idle_pct: f64,
-    /// grpc.connection-bound: about one HTTP/2 connection per this many busy cores.
-    pub grpc_cores_per_connection: usize,
-    /// grpc.flow-control-limited: rate per connection/stream × RTT at this share of its window.
-    pub grpc_window_share: f64,
-    /// grpc.errors: share of failed RPCs that makes it an error, not a warning.
-    pub grpc_error_share: f64,
 }
 
 /// The shipped thresholds.
@@ -100,11 +93,6 @@ pub const THRESHOLDS: Thresholds = Thresholds {
     assumed_rtt_us: 1000.0,
     rdma_retrans_min: 10,
     rdma_cnp_per_s: 100.0,
-    grpc_core_saturated_pct: 90.0,
-    grpc_others_idle_pct: 50.0,
-    grpc_cores_per_connection: 4,
-    grpc_window_share: 0.8,
-    grpc_error_share: 0.01,
 };
 
 impl Default for Thresholds {

@@ -10,6 +10,7 @@
 
 pub mod bpf;
 pub mod grpc;
+pub mod habits;
 pub mod limits;
 pub mod options;
 pub mod paths;

@@ -420,6 +420,26 @@ pub trait EngineSlice: Sync {
         None
     }
 
+    /// The letters users of other tools type by habit that a test refuses
+    /// (see [`super::habits`]): this engine's users' (under this engine),
+    /// and the ones that mean this engine (under any).
+    fn habits(&self) -> &'static [super::habits::Habit] {
+        &[]
+    }
+
+    /// Long options of other tools that mean this engine; refused under
+    /// any engine.
+    fn long_habits(&self) -> &'static [super::habits::LongHabit] {
+        &[]
+    }
+
+    /// A `--sweep` of each parameter only this engine varies, for the
+    /// errors of `--sweep` (`channels=1,2,4,8 or concurrency=1,16,256`);
+    /// the first engine's are the common ones.
+    fn sweep_example(&self) -> Option<&'static str> {
+        None
+    }
+
     /// Checks a test's options for this engine (what it refuses, the ranges
     /// of its values) and builds its spec with its defaults.
     fn resolve(&self, t: &TestOptions<'_>) -> Result<Resolved, OptionError>;
@@ -865,6 +885,20 @@ pub fn form(kind: EngineKind) -> &'static dyn EngineForm {
     }
 }
 
+/// What a `--sweep` looks like, said after every sweep error: the first
+/// engine's parameters, then each engine's own (`for grpc channels=...`).
+pub fn sweep_example() -> String {
+    let mut parts = Vec::new();
+    for (i, k) in EngineKind::ALL.into_iter().enumerate() {
+        match slice(k).sweep_example() {
+            Some(ex) if i == 0 => parts.push(ex.to_string()),
+            Some(ex) => parts.push(format!("for {} {ex}", k.name())),
+            None => {}
+        }
+    }
+    format!("use {}", parts.join(", "))
+}
+
 /// The values of a named sweep list (`--sweep size=all`, perftest's `-a`),
 /// when an engine names one.
 pub fn named_sweep(param: SweepParam, name: &str) -> Option<Vec<u64>> {
@@ -886,6 +920,14 @@ pub fn resolve(kind: EngineKind, t: &TestOptions<'_>) -> Result<Resolved, Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sweep_example_names_each_engines_own_parameters() {
+        assert_eq!(
+            sweep_example(),
+            "use size=64,1K,64K,1M, streams=1,2,4, for grpc channels=1,2,4,8 or concurrency=1,16,256, for sink frame=64,512,1518 or cores=0;1;0,1"
+        );
+    }
 
     #[test]
     fn every_engine_has_its_slice() {

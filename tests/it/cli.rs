@@ -133,6 +133,44 @@ fn impossible_combinations_are_usage_errors() {
     }
 }
 
+/// Each engine refuses the others' options and sweeps, whichever engine
+/// runs: nothing is silently ignored. `--peer` to a closed port: an option
+/// that got through would fail later, with another exit code.
+#[test]
+fn every_engine_refuses_the_options_of_the_others() {
+    let own: [(&str, &[&str], &str); 4] = [
+        (
+            "grpc",
+            &["--channels", "2"],
+            "--channels applies to --engine grpc",
+        ),
+        (
+            "grpc",
+            &["--sweep", "concurrency=1,2"],
+            "sweeps are for --engine grpc",
+        ),
+        (
+            "sink",
+            &["--frame-size", "128"],
+            "--frame-size applies to --engine sink",
+        ),
+        ("rdma", &["--qps", "2"], "--qps applies to --engine rdma"),
+    ];
+    for (owner, flag, says) in own {
+        for engine in ["tcp", "grpc", "sink", "rdma"]
+            .into_iter()
+            .filter(|e| *e != owner)
+        {
+            let mut args = vec!["run", "--peer", "127.0.0.1:1", "--engine", engine];
+            args.extend_from_slice(flag);
+            let o = wirescope(&args);
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+            assert!(err.contains(says), "{args:?}: {err}");
+        }
+    }
+}
+
 #[test]
 fn unreachable_peer_is_a_test_failure_with_a_hint() {
     // Port 1 on loopback: nothing listens, connection refused at once.

@@ -15,6 +15,30 @@ use crate::traffic::grpc::{GrpcSpec, Windows};
 use crate::traffic::EngineInterval;
 use std::collections::BTreeMap;
 
+/// The gRPC rules' own numbers (documented in `assets/rules.md`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrpcThresholds {
+    /// grpc.connection-bound: the client's busiest core at or above this busy % ...
+    pub grpc_core_saturated_pct: f64,
+    /// ... while the other cores average below this.
+    pub grpc_others_idle_pct: f64,
+    /// grpc.connection-bound: about one HTTP/2 connection per this many busy cores.
+    pub grpc_cores_per_connection: usize,
+    /// grpc.flow-control-limited: rate per connection/stream × RTT at this share of its window.
+    pub grpc_window_share: f64,
+    /// grpc.errors: share of failed RPCs that makes it an error, not a warning.
+    pub grpc_error_share: f64,
+}
+
+/// The shipped table.
+pub const GRPC_THRESHOLDS: GrpcThresholds = GrpcThresholds {
+    grpc_core_saturated_pct: 90.0,
+    grpc_others_idle_pct: 50.0,
+    grpc_cores_per_connection: 4,
+    grpc_window_share: 0.8,
+    grpc_error_share: 0.01,
+};
+
 /// gRPC's entry of the engines' rules (see `rules::engine_rules`): on a
 /// gRPC test, the gRPC rules on the client's window (the controller runs
 /// the client). Nothing on other tests.
@@ -23,7 +47,7 @@ pub fn test_rules(input: &crate::diagnose::Input, t: &Thresholds, out: &mut Vec<
         return;
     };
     if let Some(w) = window(g, input.local.samples) {
-        out.extend(rules(&w, t));
+        out.extend(rules(&w, t, &GRPC_THRESHOLDS));
     }
 }
 
@@ -107,17 +131,17 @@ impl GrpcWindow {
 }
 
 /// All gRPC rules.
-pub fn rules(w: &GrpcWindow, t: &Thresholds) -> Vec<Finding> {
+pub fn rules(w: &GrpcWindow, t: &Thresholds, g: &GrpcThresholds) -> Vec<Finding> {
     let mut out = Vec::new();
-    out.extend(connection_bound(w, t));
-    out.extend(flow_control_limited(w, t));
-    out.extend(errors(w, t));
+    out.extend(connection_bound(w, t, g));
+    out.extend(flow_control_limited(w, g));
+    out.extend(errors(w, g));
     out
 }
 
 /// One core saturated while the others idle, with fewer connections than cores:
 /// each HTTP/2 connection's reads, writes and framing run on one thread at a time.
-pub fn connection_bound(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
+pub fn connection_bound(w: &GrpcWindow, t: &Thresholds, g: &GrpcThresholds) -> Option<Finding> {
     let cores = w.core_busy.len();
     if cores < 2 || w.intervals.is_empty() || w.channels as usize >= cores {
         return None;
@@ -139,11 +163,11 @@ pub fn connection_bound(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
         .sum::<f64>()
         / (cores - 1) as f64;
     let rps = w.mean(|i| i.rpcs_per_sec);
-    if top < t.grpc_core_saturated_pct || others >= t.grpc_others_idle_pct || rps <= 0.0 {
+    if top < g.grpc_core_saturated_pct || others >= g.grpc_others_idle_pct || rps <= 0.0 {
         return None;
     }
     let suggest = (w.channels as usize * 2)
-        .max(cores.div_ceil(t.grpc_cores_per_connection))
+        .max(cores.div_ceil(g.grpc_cores_per_connection))
         .min(cores);
     let impact = ((top - others) / 100.0).clamp(0.0, 1.0);
     Some(
@@ -165,7 +189,7 @@ pub fn connection_bound(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
         .ev(Evidence::num("RPCs", rps, "/s", "gRPC client counters"))
         .why(format!(
             "A gRPC stack handles each HTTP/2 connection on one thread at a time (framing, HPACK, socket reads and writes), so more RPCs in flight on the same connections only queue on that core. Rule of thumb: about one connection per {} busy cores, and at least one per core that should work.",
-            t.grpc_cores_per_connection
+            g.grpc_cores_per_connection
         ))
         .fix(format!("--channels {suggest}")),
     )
@@ -173,7 +197,7 @@ pub fn connection_bound(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
 
 /// A connection or stream moves close to window / RTT: HTTP/2 flow control,
 /// not the network or the CPU, sets the rate.
-pub fn flow_control_limited(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
+pub fn flow_control_limited(w: &GrpcWindow, g: &GrpcThresholds) -> Option<Finding> {
     let rtt_us = w.rtt_us.filter(|r| *r > 0.0)?;
     let rtt = rtt_us / 1e6;
     let channels = f64::from(w.channels.max(1));
@@ -204,7 +228,7 @@ pub fn flow_control_limited(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
                 continue;
             }
             let share = per * rtt / f64::from(window);
-            if share >= t.grpc_window_share && worst.is_none_or(|x| share > x.0) {
+            if share >= g.grpc_window_share && worst.is_none_or(|x| share > x.0) {
                 worst = Some((share, dir, per, window, level, whose));
             }
         }
@@ -225,7 +249,7 @@ pub fn flow_control_limited(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
                 window / 1024,
                 rtt_us
             ),
-            (share - t.grpc_window_share).clamp(0.0, 1.0) * 5.0,
+            (share - g.grpc_window_share).clamp(0.0, 1.0) * 5.0,
         )
         .ev(Evidence::num(format!("{level} window ({whose})"), f64::from(window), "B", "HTTP/2 SETTINGS / WINDOW_UPDATE in force"))
         .ev(Evidence::num("RTT", rtt_us, "us", "TCP_INFO of the data connections"))
@@ -238,7 +262,7 @@ pub fn flow_control_limited(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
 }
 
 /// Non-OK statuses over the window, by code.
-pub fn errors(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
+pub fn errors(w: &GrpcWindow, g: &GrpcThresholds) -> Option<Finding> {
     let mut by_code: BTreeMap<&str, u64> = BTreeMap::new();
     for i in &w.intervals {
         for (code, n) in &i.errors {
@@ -251,7 +275,7 @@ pub fn errors(w: &GrpcWindow, t: &Thresholds) -> Option<Finding> {
     }
     let ok: f64 = w.intervals.iter().map(|i| i.rpcs_per_sec * i.secs).sum();
     let share = failed as f64 / (failed as f64 + ok).max(1.0);
-    let severity = if share >= t.grpc_error_share {
+    let severity = if share >= g.grpc_error_share {
         Severity::Error
     } else {
         Severity::Warn
@@ -350,29 +374,31 @@ mod tests {
     #[test]
     fn one_connection_on_one_saturated_core_is_connection_bound() {
         let w = window(1, 64, &[100.0, 4.0]);
-        let f = connection_bound(&w, &THRESHOLDS).unwrap();
+        let f = connection_bound(&w, &THRESHOLDS, &GRPC_THRESHOLDS).unwrap();
         assert_eq!(f.id, "grpc.connection-bound");
         assert_eq!(f.fix, vec!["--channels 2"]);
         assert!(f.title.contains("1 HTTP/2 connection"), "{}", f.title);
         let w = window(2, 64, &[100.0, 60.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0]);
         assert_eq!(
-            connection_bound(&w, &THRESHOLDS).unwrap().fix,
+            connection_bound(&w, &THRESHOLDS, &GRPC_THRESHOLDS)
+                .unwrap()
+                .fix,
             vec!["--channels 4"]
         );
         // The saturated core runs user time alone (another process's, e.g.
         // a CPU hog): not the client's connection.
         let mut hog = window(1, 64, &[100.0, 10.0, 10.0, 10.0]);
         hog.core_kernel[0].1 = 0.5;
-        assert!(connection_bound(&hog, &THRESHOLDS).is_none());
+        assert!(connection_bound(&hog, &THRESHOLDS, &GRPC_THRESHOLDS).is_none());
     }
 
     #[test]
     fn a_healthy_eight_by_64_run_raises_nothing() {
         let w = window(8, 64, &[70.0, 65.0]);
         assert!(
-            serious(&rules(&w, &THRESHOLDS)).is_empty(),
+            serious(&rules(&w, &THRESHOLDS, &GRPC_THRESHOLDS)).is_empty(),
             "{:?}",
-            rules(&w, &THRESHOLDS)
+            rules(&w, &THRESHOLDS, &GRPC_THRESHOLDS)
         );
     }
 
@@ -382,13 +408,13 @@ mod tests {
         // 64 KiB stream window at 1 ms allows 65.5 MB/s; the stream moves 60 MB/s.
         w.rtt_us = Some(1000.0);
         w.intervals = vec![interval(14.0, 60e6, &[]); 2];
-        let f = flow_control_limited(&w, &THRESHOLDS).unwrap();
+        let f = flow_control_limited(&w, &GRPC_THRESHOLDS).unwrap();
         assert_eq!(f.subject, "receive stream window");
         assert!(f.fix[1].contains("client's"), "{:?}", f.fix);
         w.intervals = vec![interval(2.0, 10e6, &[]); 2];
-        assert!(flow_control_limited(&w, &THRESHOLDS).is_none());
+        assert!(flow_control_limited(&w, &GRPC_THRESHOLDS).is_none());
         w.rtt_us = None;
-        assert!(flow_control_limited(&w, &THRESHOLDS).is_none());
+        assert!(flow_control_limited(&w, &GRPC_THRESHOLDS).is_none());
     }
 
     #[test]
@@ -402,13 +428,16 @@ mod tests {
                 &[("UNAVAILABLE", 10), ("RESOURCE_EXHAUSTED", 1)],
             ),
         ];
-        let f = errors(&w, &THRESHOLDS).unwrap();
+        let f = errors(&w, &GRPC_THRESHOLDS).unwrap();
         assert_eq!(f.severity, Severity::Error);
         assert!(f.title.starts_with("31 RPCs failed"), "{}", f.title);
         assert_eq!(f.fix.len(), 2);
         w.intervals = vec![interval(100_000.0, 0.0, &[("CANCELLED", 3)])];
-        assert_eq!(errors(&w, &THRESHOLDS).unwrap().severity, Severity::Warn);
+        assert_eq!(
+            errors(&w, &GRPC_THRESHOLDS).unwrap().severity,
+            Severity::Warn
+        );
         w.intervals = vec![interval(100.0, 0.0, &[])];
-        assert!(errors(&w, &THRESHOLDS).is_none());
+        assert!(errors(&w, &GRPC_THRESHOLDS).is_none());
     }
 }

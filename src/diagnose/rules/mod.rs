@@ -314,6 +314,14 @@ pub fn window_rules(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
 const ENGINE_RULES: &[fn(&Input, &Thresholds, &mut Vec<Finding>)] =
     &[grpc::test_rules, sink::test_rules];
 
+/// The engine rule families' own threshold tables, printed: the rule
+/// table's test finds every threshold a rule names in them or in
+/// [`Thresholds`].
+#[cfg(test)]
+pub fn family_thresholds() -> String {
+    format!("{:?} {:?}", grpc::GRPC_THRESHOLDS, sink::SINK_THRESHOLDS)
+}
+
 /// The engines' own rules on the window of a test (see [`ENGINE_RULES`]),
 /// after every other rule ran into `out`.
 pub fn engine_rules(input: &Input, t: &Thresholds, out: &mut Vec<Finding>) {

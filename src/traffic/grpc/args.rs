@@ -3,6 +3,7 @@
 //! and the validation of a gRPC test into its [`GrpcSpec`].
 
 use super::{GrpcMode, GrpcSpec, MAX_CONCURRENCY, MAX_MESSAGE, MESSAGE_OVERHEAD};
+use crate::traffic::habits::{Habit, LongHabit};
 use crate::traffic::options::{exact_bytes, refuse, OptionError, Resolved, SweepParam};
 use crate::traffic::EngineSpec;
 use crate::traffic::EngineSpecOps;
@@ -46,6 +47,59 @@ impl GrpcMode {
             )),
         }
     }
+}
+
+/// ghz's letters that wirescope would misread or does not have under `--engine grpc` (see `traffic::habits`).
+pub const HABITS: &[Habit] = &[
+    Habit {
+        letter: 'n',
+        anywhere: false,
+        tool: "ghz",
+        meaning: "the total number of requests",
+        instead: "--time DURATION (the gRPC engine runs for a time, closed-loop)",
+    },
+    Habit {
+        letter: 'c',
+        anywhere: false,
+        tool: "ghz",
+        meaning: "the concurrency",
+        instead: "--concurrency N",
+    },
+    Habit {
+        letter: 'z',
+        anywhere: false,
+        tool: "ghz",
+        meaning: "the test length",
+        instead: "--time DURATION",
+    },
+];
+
+/// ghz's long options that wirescope does not have.
+pub const LONG_HABITS: &[LongHabit] = &[
+    LongHabit {
+        name: "rps",
+        what: "ghz's request rate",
+        instead: "--concurrency N (the gRPC engine runs closed-loop)",
+    },
+    LongHabit {
+        name: "connections",
+        what: "ghz's connections",
+        instead: "--channels N",
+    },
+];
+
+/// Refuse gRPC's options (and its sweeps) in another engine's test.
+pub fn refuse_elsewhere(t: &TestOptions<'_>) -> Result<(), OptionError> {
+    if let Some(flag) = t.engines.grpc.given() {
+        return refuse(format!("{flag} applies to --engine grpc (gRPC tests)"));
+    }
+    if matches!(
+        t.sweep_param(),
+        Some(SweepParam::Channels | SweepParam::Concurrency)
+    ) {
+        return refuse("channels and concurrency sweeps are for --engine grpc");
+    }
+    Ok(())
 }
 
 /// Check the options of a gRPC test and build its spec.

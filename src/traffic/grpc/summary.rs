@@ -44,12 +44,28 @@ fn status_list(errors: &BTreeMap<String, u64>) -> String {
 }
 
 impl EngineSlice for GrpcSlice {
+    fn habits(&self) -> &'static [crate::traffic::habits::Habit] {
+        super::args::HABITS
+    }
+
+    fn long_habits(&self) -> &'static [crate::traffic::habits::LongHabit] {
+        super::args::LONG_HABITS
+    }
+
+    fn sweep_example(&self) -> Option<&'static str> {
+        Some("channels=1,2,4,8 or concurrency=1,16,256")
+    }
+
     fn kind(&self) -> EngineKind {
         EngineKind::Grpc
     }
 
     fn resolve(&self, t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
         super::args::resolve(t)
+    }
+
+    fn refuse_elsewhere(&self, t: &TestOptions<'_>) -> Result<(), OptionError> {
+        super::args::refuse_elsewhere(t)
     }
 
     /// RPC rate and payload goodput both ways over the measured span (the

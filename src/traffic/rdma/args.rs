@@ -5,6 +5,7 @@
 
 use super::spec::limits;
 use super::{RdmaEndpoint, RdmaMode, RdmaOp, RdmaSpec};
+use crate::traffic::habits::Habit;
 use crate::traffic::options::{refuse, OptionError, Resolved, SweepParam};
 use crate::traffic::EngineSpec;
 use crate::traffic::TestOptions;
@@ -110,6 +111,80 @@ pub fn refuse_elsewhere(t: &TestOptions<'_>) -> Result<(), OptionError> {
     }
 }
 
+/// perftest's letters (ib_write_bw & co.) that wirescope would misread under `--engine rdma` (see `traffic::habits`).
+pub const HABITS: &[Habit] = &[
+    Habit {
+        letter: 't',
+        anywhere: false,
+        tool: "perftest",
+        meaning: "the tx depth",
+        instead: "--tx-depth N (wirescope's -t is the test length: --time DURATION)",
+    },
+    Habit {
+        letter: 'n',
+        anywhere: false,
+        tool: "perftest",
+        meaning: "the iterations",
+        instead: "--iters N (wirescope's -n is a byte count for tcp streams)",
+    },
+    Habit {
+        letter: 'i',
+        anywhere: false,
+        tool: "perftest",
+        meaning: "the IB port",
+        instead: "--ib-port N (wirescope's -i is the sampling interval: --interval DURATION)",
+    },
+    Habit {
+        letter: 's',
+        anywhere: false,
+        tool: "perftest",
+        meaning: "the message size",
+        instead: "--size SIZE",
+    },
+    Habit {
+        letter: 'q',
+        anywhere: false,
+        tool: "perftest",
+        meaning: "the queue pairs",
+        instead: "--qps N (wirescope's -q is --quiet)",
+    },
+    Habit {
+        letter: 'a',
+        anywhere: false,
+        tool: "perftest",
+        meaning: "every size from 2 B to 8 MiB",
+        instead: "--sweep size=all",
+    },
+    Habit {
+        letter: 'd',
+        anywhere: false,
+        tool: "perftest",
+        meaning: "the device",
+        instead: "--ib-dev DEV (and --peer-ib-dev DEV for the agent's)",
+    },
+    Habit {
+        letter: 'x',
+        anywhere: false,
+        tool: "perftest",
+        meaning: "the GID index",
+        instead: "--gid-index N (and --peer-gid-index N for the agent's)",
+    },
+    Habit {
+        letter: 'F',
+        anywhere: false,
+        tool: "perftest",
+        meaning: "not to fail on a CPU frequency warning",
+        instead: "nothing: wirescope times with the monotonic clock, not CPU cycles, so drop -F",
+    },
+    Habit {
+        letter: 'D',
+        anywhere: false,
+        tool: "perftest",
+        meaning: "the test length",
+        instead: "--time DURATION",
+    },
+];
+
 /// Check the options of an RDMA test and build its spec.
 pub fn resolve(t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
     let mode = match t.mode {
@@ -121,9 +196,6 @@ pub fn resolve(t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
             ))
         }
     };
-    if let Some(flag) = t.engines.sink.given() {
-        return refuse(format!("{flag} applies to --engine sink, not rdma"));
-    }
     refuse_shared(t)?;
     if let Some(sw) = t.sweep {
         if sw.param != SweepParam::Size {

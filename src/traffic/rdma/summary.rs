@@ -37,6 +37,10 @@ pub struct RdmaSummary {
 pub struct RdmaSlice;
 
 impl EngineSlice for RdmaSlice {
+    fn habits(&self) -> &'static [crate::traffic::habits::Habit] {
+        super::args::HABITS
+    }
+
     fn kind(&self) -> EngineKind {
         EngineKind::Rdma
     }

@@ -4,6 +4,7 @@
 
 use super::spec::{DEFAULT_DST_PORT, MAX_FLOWS, MAX_FRAME, MAX_QUEUES, MAX_RATE, MIN_FRAME};
 use super::{SinkMode, SinkSpec, TxPath};
+use crate::traffic::habits::{Habit, LongHabit};
 use crate::traffic::options::{refuse, OptionError, Resolved, SweepParam};
 use crate::traffic::EngineSpec;
 use crate::traffic::TestOptions;
@@ -52,6 +53,38 @@ impl SinkArgs {
         ])
     }
 }
+
+/// iperf3's letters for what the packet sink does (a paced test, UDP), under any engine (see `traffic::habits`).
+pub const HABITS: &[Habit] = &[
+    Habit {
+        letter: 'b',
+        anywhere: true,
+        tool: "iperf3",
+        meaning: "a target bitrate",
+        instead: "--engine sink --rate PPS for a paced packet test (the TCP engine does not pace)",
+    },
+    Habit {
+        letter: 'u',
+        anywhere: true,
+        tool: "iperf3",
+        meaning: "UDP",
+        instead: "--engine sink (UDP frames with loss and reordering per flow)",
+    },
+];
+
+/// iperf3's long options for what the packet sink does.
+pub const LONG_HABITS: &[LongHabit] = &[
+    LongHabit {
+        name: "udp",
+        what: "iperf3's UDP test",
+        instead: "--engine sink",
+    },
+    LongHabit {
+        name: "bitrate",
+        what: "iperf3's target bitrate",
+        instead: "--engine sink --rate PPS",
+    },
+];
 
 /// Refuse the packet tests' options (and their sweeps) in another engine's test.
 pub fn refuse_elsewhere(t: &TestOptions<'_>) -> Result<(), OptionError> {

@@ -16,6 +16,18 @@ use std::fmt::Write;
 pub struct SinkSlice;
 
 impl EngineSlice for SinkSlice {
+    fn habits(&self) -> &'static [crate::traffic::habits::Habit] {
+        super::args::HABITS
+    }
+
+    fn long_habits(&self) -> &'static [crate::traffic::habits::LongHabit] {
+        super::args::LONG_HABITS
+    }
+
+    fn sweep_example(&self) -> Option<&'static str> {
+        Some("frame=64,512,1518 or cores=0;1;0,1")
+    }
+
     fn kind(&self) -> EngineKind {
         EngineKind::Sink
     }

@@ -25,17 +25,6 @@ impl TcpMode {
 
 /// Check the options of a TCP test and build its spec.
 pub fn resolve(t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
-    if let Some(flag) = t.engines.grpc.given() {
-        return refuse(format!(
-            "{flag} applies to --engine grpc; tcp tests take --streams or --conns"
-        ));
-    }
-    if matches!(
-        t.sweep_param(),
-        Some(SweepParam::Channels | SweepParam::Concurrency)
-    ) {
-        return refuse("tcp sweeps size or streams; channels and concurrency are grpc's");
-    }
     let tcp_mode = TcpMode::from_option(t.mode)?;
     let stream = tcp_mode == TcpMode::Stream;
     check_flags(t, tcp_mode)?;

@@ -31,6 +31,10 @@ use std::time::Duration;
 pub struct TcpSlice;
 
 impl super::EngineSlice for TcpSlice {
+    fn sweep_example(&self) -> Option<&'static str> {
+        Some("size=64,1K,64K,1M, streams=1,2,4")
+    }
+
     fn kind(&self) -> super::EngineKind {
         super::EngineKind::Tcp
     }
