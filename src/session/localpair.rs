@@ -40,7 +40,7 @@ pub const NS_PREFIXES: [&str; 2] = ["ws-a-", "ws-b-"];
 /// A packet test that asks for more sink threads than the local pair's veth
 /// has queues.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{asked}: the local pair's veth has {queues} rx queues and the sink runs one thread per queue; use {smaller}{fix}")]
+#[error("{asked}: the local pair's veth has {queues} rx queues and the test runs one receive thread per queue; use {smaller}{fix}")]
 pub struct QueuesError {
     /// The flag or sweep set that asks for the threads.
     pub asked: String,

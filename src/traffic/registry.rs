@@ -544,6 +544,12 @@ pub trait EngineSlice: Sync {
         false
     }
 
+    /// Whether a point of this engine is judged by its rate (frames per
+    /// second), not its throughput in bits, in the report and `compare`.
+    fn judged_by_rate(&self) -> bool {
+        false
+    }
+
     /// The unit of the message rate under the TUI's throughput chart.
     fn chart_rate_unit(&self) -> &'static str {
         "msg/s"

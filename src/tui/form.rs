@@ -114,6 +114,17 @@ pub fn label(f: Field, t: &TestArgs) -> &'static str {
     }
 }
 
+/// What the concurrency field says under an engine without one: the
+/// engines that have it (`n/a (grpc only)`).
+fn concurrency_engines() -> String {
+    let have: Vec<&str> = EngineKind::ALL
+        .into_iter()
+        .filter(|k| form(*k).concurrency(&FormOptions::default()).is_some())
+        .map(EngineKind::name)
+        .collect();
+    format!("n/a ({} only)", have.join(", "))
+}
+
 /// Value of a field as shown.
 pub fn value(f: Field, t: &TestArgs) -> String {
     let c = current(t);
@@ -123,7 +134,7 @@ pub fn value(f: Field, t: &TestArgs) -> String {
         Field::Concurrency => c
             .form
             .concurrency(&c.o)
-            .map_or_else(|| "n/a (grpc only)".into(), |n| n.to_string()),
+            .map_or_else(concurrency_engines, |n| n.to_string()),
         Field::Size if c.form.size_in_bytes() => format!("{} B", c.form.size(&c.o, c.mode).0),
         Field::Size => short_size(c.form.size(&c.o, c.mode)),
         Field::Time => match t.time {

@@ -5,6 +5,7 @@
 use super::charts::{self, Panel, Series, Span};
 use super::data::{Core, HostRow, Point, Run};
 use crate::diagnose::{Change, Finding};
+use crate::traffic::{slice, EngineKind};
 use std::fmt::Write as _;
 
 /// Text as HTML (also inside attributes).
@@ -71,7 +72,9 @@ pub fn point_label(p: &Point) -> String {
 /// The figure a point is judged by: Gbit/s for byte streams, else its rate.
 pub fn headline_value(p: &Point) -> Option<(f64, &'static str)> {
     let s = p.summary.as_ref()?;
-    if s.engine == "sink" || (s.throughput_bps < 1e6 && s.rate_per_s > 0.0) {
+    let by_rate = <EngineKind as clap::ValueEnum>::from_str(&s.engine, false)
+        .is_ok_and(|k| slice(k).judged_by_rate());
+    if by_rate || (s.throughput_bps < 1e6 && s.rate_per_s > 0.0) {
         Some((s.rate_per_s, "per second"))
     } else {
         Some((s.throughput_bps / 1e9, "Gbit/s"))
@@ -278,9 +281,10 @@ fn rates(label: &str, p: &Point) -> Result<String, charts::ChartError> {
         )?);
     }
     if p.rows.iter().any(|r| r.rate > 0.0) {
-        let sink = p.rows.iter().any(|r| r.lost.is_some());
+        // Rows that count lost frames are a packet test's.
+        let frames = p.rows.iter().any(|r| r.lost.is_some());
         let mut series = vec![Series {
-            name: if sink {
+            name: if frames {
                 "frames counted /s"
             } else {
                 "messages /s"
@@ -288,7 +292,7 @@ fn rates(label: &str, p: &Point) -> Result<String, charts::ChartError> {
             .into(),
             points: pts(&|r| Some(r.rate)),
         }];
-        if sink {
+        if frames {
             series.push(Series {
                 name: "frames missing /s".into(),
                 points: pts(&|r| r.lost.map(|l| l.max(0) as f64 / r.span.max(1e-3))),
@@ -297,7 +301,7 @@ fn rates(label: &str, p: &Point) -> Result<String, charts::ChartError> {
         o.push_str(&charts::lines(
             &format!("{label}: rate per interval"),
             "time (s)",
-            if sink {
+            if frames {
                 "frames per second"
             } else {
                 "messages per second"

@@ -107,6 +107,10 @@ impl EngineSlice for SinkSlice {
     fn chart_rate_unit(&self) -> &'static str {
         "pps"
     }
+
+    fn judged_by_rate(&self) -> bool {
+        true
+    }
 }
 
 /// The packet figures of a point, from both ends' totals: the sink's
