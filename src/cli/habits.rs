@@ -115,9 +115,9 @@ pub fn check(argv: &[String]) -> Result<(), UsageError> {
     Ok(())
 }
 
-/// The `--engine` given (the last one wins, as in clap), else tcp.
+/// The `--engine` given (the last one wins, as in clap), else the default.
 fn engine_of<'a>(args: &[&'a str]) -> &'a str {
-    let mut engine = "tcp";
+    let mut engine = EngineKind::DEFAULT.name();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if let Some(v) = a.strip_prefix("--engine=") {

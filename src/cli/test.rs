@@ -19,7 +19,7 @@ use std::time::Duration;
 #[derive(Debug, Args, Clone)]
 pub struct TestArgs {
     /// Traffic engine.
-    #[arg(long, value_enum, default_value = "tcp")]
+    #[arg(long, value_enum, default_value_t = EngineKind::DEFAULT)]
     pub engine: EngineKind,
     /// Engine mode. tcp: stream (bulk, the default), pingpong (echo, MiB/s), rr
     /// (request/response latency); grpc: unary (the default) or stream (ping-pong
@@ -151,7 +151,8 @@ impl TestArgs {
 mod tests {
     use super::*;
     use crate::cli::{resolve_peer, Cli, Command};
-    use crate::traffic::{EngineSpec, TcpMode, TcpSpec};
+    use crate::traffic::tcp::{TcpMode, TcpSpec};
+    use crate::traffic::EngineSpec;
     use crate::units::CpuId;
     use clap::Parser;
 

@@ -53,15 +53,8 @@ pub(super) fn parse_sweep(s: &str) -> Result<Sweep, ValueError> {
     let (k, v) = s
         .split_once('=')
         .ok_or_else(|| ValueError::NotASweep(s.into()))?;
-    let param = match k.trim() {
-        "size" | "len" => SweepParam::Size,
-        "streams" | "conns" => SweepParam::Streams,
-        "channels" => SweepParam::Channels,
-        "concurrency" => SweepParam::Concurrency,
-        "frame" | "frame-size" => SweepParam::Frame,
-        "cores" => SweepParam::Cores,
-        other => return Err(ValueError::NotSweepable(other.into())),
-    };
+    let param = SweepParam::from_name(k.trim())
+        .ok_or_else(|| ValueError::NotSweepable(k.trim().into()))?;
     if param == SweepParam::Cores {
         let mut sets = Vec::new();
         for part in v.split(';') {

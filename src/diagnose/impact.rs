@@ -1,6 +1,7 @@
 //! The rule table: one entry per rule id with what it judges (the host, or
 //! the data paths whose traffic it judges, so the engines that declare them),
-//! the thresholds it reads, its impact prior (for ranking) and its reference.
+//! the thresholds it reads, what it limits (the words of `limited_by`), its
+//! impact prior (for ranking) and its reference.
 //! It names no engine: an engine's [`crate::traffic::EngineSlice::paths`]
 //! decides which rules judge its tests.
 //!

@@ -10,8 +10,10 @@
 //! * [`diagnose`] evaluates every rule on a window (live rules and static ones).
 //! * [`check`] evaluates only the facts-only rules of one host (`wirescope check`).
 //! * [`Tracker`] adds hysteresis for per-interval use, so findings do not flicker.
-//! * [`Thresholds`] is the one table of numbers every rule uses; [`impact::RULES`]
-//!   the one table of rules (engines, thresholds, prior, reference);
+//! * [`Thresholds`] holds the numbers of the host and stack rules (an
+//!   engine's rule family keeps its own table beside its rules:
+//!   `GrpcThresholds`, `SinkThresholds`); [`impact::RULES`] is the one table
+//!   of rules (data paths judged, thresholds, prior, limit words, reference);
 //!   `assets/rules.md` documents each rule id, its condition, evidence, fix
 //!   and reference, and its index is generated from the rule table.
 //!

@@ -39,6 +39,20 @@ pub enum SweepParam {
 }
 
 impl SweepParam {
+    /// The parameter a `--sweep PARAM=...` names, by its name or the flag
+    /// it varies (`len`, `conns`, `frame-size`).
+    pub fn from_name(name: &str) -> Option<SweepParam> {
+        Some(match name {
+            "size" | "len" => SweepParam::Size,
+            "streams" | "conns" => SweepParam::Streams,
+            "channels" => SweepParam::Channels,
+            "concurrency" => SweepParam::Concurrency,
+            "frame" | "frame-size" => SweepParam::Frame,
+            "cores" => SweepParam::Cores,
+            _ => return None,
+        })
+    }
+
     /// Name as typed.
     pub fn name(self) -> &'static str {
         match self {

@@ -73,6 +73,9 @@ impl EngineKind {
         EngineKind::Rdma,
     ];
 
+    /// The engine of a test that names none (`--engine`'s default).
+    pub const DEFAULT: EngineKind = EngineKind::Tcp;
+
     /// Lower-case name as used on the command line and in logs.
     pub fn name(self) -> &'static str {
         match self {
@@ -625,6 +628,10 @@ pub trait EngineForm: Sync {
     fn concurrency(&self, _o: &FormOptions) -> Option<u32> {
         None
     }
+    /// The concurrency field's label, when the engine has the field.
+    fn concurrency_label(&self) -> Option<&'static str> {
+        None
+    }
     /// Step RPCs in flight by one (+1 up, -1 down).
     fn step_concurrency(&self, _o: &mut FormOptions, _step: i32) {}
     /// The size field's label.
@@ -914,8 +921,8 @@ pub fn named_sweep(param: SweepParam, name: &str) -> Option<Vec<u64>> {
 }
 
 /// Checks a test's options for `kind` and builds its spec: first every other
-/// engine refuses its own options (RDMA's, then the packet tests': the
-/// order of [`EngineKind::ALL`] reversed), then `kind` checks the rest.
+/// engine refuses its own options (RDMA's, the packet tests', then gRPC's:
+/// the order of [`EngineKind::ALL`] reversed), then `kind` checks the rest.
 pub fn resolve(kind: EngineKind, t: &TestOptions<'_>) -> Result<Resolved, OptionError> {
     for other in EngineKind::ALL.into_iter().rev().filter(|k| *k != kind) {
         slice(other).refuse_elsewhere(t)?;

@@ -107,21 +107,30 @@ pub fn label(f: Field, t: &TestArgs) -> &'static str {
     match f {
         Field::Mode => c.form.mode_label(),
         Field::Count => c.form.count_label(c.mode),
-        Field::Concurrency => "RPCs in flight (--concurrency)",
+        // Under an engine without the field, the label of one that has it.
+        Field::Concurrency => c
+            .form
+            .concurrency_label()
+            .or_else(|| concurrency_forms().find_map(|f| f.concurrency_label()))
+            .unwrap_or("in flight (--concurrency)"),
         Field::Size => c.form.size_label(c.mode),
         Field::Time => "duration (-t)",
         Field::Direction => c.form.direction_label(),
     }
 }
 
+/// The forms of the engines with a concurrency field.
+fn concurrency_forms() -> impl Iterator<Item = &'static dyn EngineForm> {
+    EngineKind::ALL
+        .into_iter()
+        .map(form)
+        .filter(|f| f.concurrency_label().is_some())
+}
+
 /// What the concurrency field says under an engine without one: the
 /// engines that have it (`n/a (grpc only)`).
 fn concurrency_engines() -> String {
-    let have: Vec<&str> = EngineKind::ALL
-        .into_iter()
-        .filter(|k| form(*k).concurrency(&FormOptions::default()).is_some())
-        .map(EngineKind::name)
-        .collect();
+    let have: Vec<&str> = concurrency_forms().map(|f| f.kind().name()).collect();
     format!("n/a ({} only)", have.join(", "))
 }
 

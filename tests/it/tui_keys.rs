@@ -11,7 +11,7 @@ use wirescope::probe::system::HostInfo;
 use wirescope::record::log::read_log;
 use wirescope::record::pipeline::Output;
 use wirescope::record::schema::Record;
-use wirescope::traffic::TcpMode;
+use wirescope::traffic::tcp::TcpMode;
 use wirescope::tui::action::{update, Action, Effect};
 use wirescope::tui::app::{run_loop, Io};
 use wirescope::tui::event::Event;

@@ -72,6 +72,10 @@ impl EngineForm for GrpcForm {
         Some(concurrency(o))
     }
 
+    fn concurrency_label(&self) -> Option<&'static str> {
+        Some("RPCs in flight (--concurrency)")
+    }
+
     fn step_concurrency(&self, o: &mut FormOptions, step: i32) {
         let channels = o.engines.grpc.channels.unwrap_or(1);
         let n = ladder(&CONCURRENCY, concurrency(o), step).max(channels);

@@ -14,10 +14,10 @@
 //! A worker that owns exactly one rr connection with depth 1 runs a blocking
 //! `write`/`read` loop instead of mio (one syscall less per round trip).
 
-use super::{is_disconnect, is_timeout, WAKE_INTERVAL};
+use super::{is_disconnect, is_timeout, TcpMode, TcpSpec, WAKE_INTERVAL};
 use crate::traffic::{
     alloc_buf, new_latency_histogram, spawn_worker, ConnRole, EngineControl, EngineCounters,
-    EngineError, TcpMode, TcpSpec,
+    EngineError,
 };
 use crate::units::CpuId;
 use hdrhistogram::Histogram;

@@ -5,9 +5,9 @@
 //! [`WAKE_INTERVAL`](super::WAKE_INTERVAL) (SO_SNDTIMEO/SO_RCVTIMEO) so the stop
 //! flags are honoured even when the peer stalls.
 
-use super::{is_disconnect, is_timeout, zerocopy};
+use super::{is_disconnect, is_timeout, zerocopy, TcpSpec};
 use crate::traffic::{
-    spawn_worker, ConnCounters, ConnRole, EngineControl, EngineCounters, EngineError, TcpSpec,
+    spawn_worker, ConnCounters, ConnRole, EngineControl, EngineCounters, EngineError,
 };
 use crate::units::CpuId;
 use std::io::{Read, Write};

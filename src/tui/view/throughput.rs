@@ -3,6 +3,7 @@
 
 use super::super::model::Model;
 use super::{directions, short, short_bps, style, title};
+use crate::traffic::EngineKind;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Color;
 use ratatui::symbols::Marker;
@@ -142,7 +143,10 @@ fn rate_line(m: &Model) -> Line<'static> {
             "  latency p50 {:.1} us  p99 {:.1} us  ({} client, local)",
             l.p50,
             l.p99,
-            m.spec.as_ref().map_or("tcp", |s| s.kind().name())
+            m.spec
+                .as_ref()
+                .map_or(EngineKind::DEFAULT, |s| s.kind())
+                .name()
         )),
         None => text.push_str("  latency: none this interval"),
     }
