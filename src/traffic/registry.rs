@@ -18,6 +18,8 @@
 //!   they hand over. The contract and the list share this file because each
 //!   needs the other: a slice fills [`Sections`], and [`slice()`] returns a
 //!   slice.
+//! * Also here, one variant per engine that has one: the servers engines
+//!   run alone ([`ServeWhat`], `wirescope serve <name>`).
 //!
 //! The layers above (record, the faces, the TUI, the session) call
 //! [`slice()`] with the test's [`EngineKind`], or ask the spec, and never
@@ -903,6 +905,24 @@ pub fn sweep_example() -> String {
         }
     }
     format!("use {}", parts.join(", "))
+}
+
+/// Servers `wirescope serve` can run: one variant per server an engine
+/// runs alone, with its arguments from the engine's folder (see
+/// [`super::serve`]).
+#[derive(Debug, clap::Subcommand)]
+pub enum ServeWhat {
+    /// grpc.testing.BenchmarkService (UnaryCall, StreamingCall) without a token, until Ctrl-C.
+    Grpc(super::grpc::serve::ServeGrpcArgs),
+}
+
+impl ServeWhat {
+    /// The server asked for, ready to bind.
+    pub fn server(self) -> Box<dyn super::serve::LoneServer> {
+        match self {
+            ServeWhat::Grpc(a) => Box::new(a),
+        }
+    }
 }
 
 /// The values of a named sweep list (`--sweep size=all`, perftest's `-a`),
