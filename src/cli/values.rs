@@ -40,9 +40,6 @@ pub(super) enum ValueError {
         /// Two addresses the flag takes.
         example: &'static str,
     },
-    /// A timeout of zero.
-    #[error("a timeout must be above zero (e.g. 10s)")]
-    ZeroTimeout,
     /// A size, duration or CPU list the shared parsers refused (their
     /// message names the value and gives an example).
     #[error("{0}")]
