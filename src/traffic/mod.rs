@@ -33,7 +33,7 @@ pub use registry::{
 pub use registry::{slice, EngineArgs, Sections};
 pub use registry::{EngineInterval, EngineKind, EngineSetup, EngineSpec, EngineTotals};
 pub use sched::{pin_current_thread, raise_priority, Priority};
-pub use spec::{EngineSpecOps, ServerCheckError};
+pub use spec::{EngineSpecOps, ForeignClient, ServerCheckError};
 pub use tcp::{TcpMode, TcpSpec};
 
 use crate::units::CpuId;
