@@ -311,7 +311,7 @@ pub struct RunArgs {
     /// server at HOST:PORT (grpc-go's, grpc-java's, `wirescope serve grpc`)
     /// instead of an agent; only this host is observed.
     #[arg(long = "target", value_name = "HOST:PORT", conflicts_with_all = ["peer", "local_pair"])]
-    pub grpc_target: Option<String>,
+    pub foreign_target: Option<String>,
     /// Print the summary as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,

@@ -40,9 +40,6 @@ pub(super) enum ValueError {
         /// Two addresses the flag takes.
         example: &'static str,
     },
-    /// A timeout of zero.
-    #[error("a timeout must be above zero (e.g. 10s)")]
-    ZeroTimeout,
     /// A size, duration or CPU list the shared parsers refused (their
     /// message names the value and gives an example).
     #[error("{0}")]
@@ -53,8 +50,8 @@ pub(super) fn parse_sweep(s: &str) -> Result<Sweep, ValueError> {
     let (k, v) = s
         .split_once('=')
         .ok_or_else(|| ValueError::NotASweep(s.into()))?;
-    let param = SweepParam::from_name(k.trim())
-        .ok_or_else(|| ValueError::NotSweepable(k.trim().into()))?;
+    let param =
+        SweepParam::from_name(k.trim()).ok_or_else(|| ValueError::NotSweepable(k.trim().into()))?;
     if param == SweepParam::Cores {
         let mut sets = Vec::new();
         for part in v.split(';') {

@@ -187,8 +187,8 @@ pub fn spawn_signal_handler(cancel: CancellationToken) {
     });
 }
 
-/// This host alone: sample it through the same driver (with `target`, a
-/// gRPC plan's client calls that server: `run --engine grpc --target`).
+/// This host alone: sample it through the same driver (with `target`, the
+/// plan's engine's client calls that foreign server: `run --target`).
 pub(crate) async fn local_session(
     plan: crate::session::plan::Plan,
     observe: crate::session::plan::Observe,

@@ -35,7 +35,7 @@ const EVENT_QUEUE: usize = 64;
 /// whatever happened.
 pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
     let plan = args.test.resolve()?;
-    if let Some(t) = args.grpc_target.clone() {
+    if let Some(t) = args.foreign_target.clone() {
         return against_server(args, plan, t, argv);
     }
     let choice = args.target.resolve()?;
@@ -139,21 +139,21 @@ fn preflight(
         .map_err(|e| FaceError::Usage(e.to_string()))
 }
 
-/// `run --engine grpc --target HOST:PORT`: wirescope's client against a
-/// third-party BenchmarkService server, through the same driver, pipeline,
-/// log and summary as a test with an agent; only this host is sampled (the
-/// interface that routes to the server is watched).
+/// `run --target HOST:PORT`: the engine's client against a foreign
+/// (third-party) server, when its engine has one
+/// ([`EngineSpecOps::foreign_client`](crate::traffic::EngineSpecOps::foreign_client)),
+/// through the same driver, pipeline, log and summary as a test with an
+/// agent; only this host is sampled (the interface that routes to the
+/// server is watched).
 fn against_server(
     args: RunArgs,
     plan: crate::session::plan::TestPlan,
     target: String,
     argv: Vec<String>,
 ) -> FaceResult {
-    if !plan.spec.runs_against_servers() {
-        return Err(FaceError::Usage(
-            "--target runs the gRPC client against a BenchmarkService server; add --engine grpc (other engines need an agent: --peer)".into(),
-        ));
-    }
+    let Some(words) = plan.spec.kind().foreign_client() else {
+        return Err(FaceError::Usage(no_foreign_client()));
+    };
     let addr = std::net::ToSocketAddrs::to_socket_addrs(&target)
         .ok()
         .and_then(|mut a| a.next())
@@ -181,13 +181,14 @@ fn against_server(
         }
     }
     eprintln!(
-        "wirescope: gRPC client against {target} (no agent: only this host's telemetry is sampled)"
+        "wirescope: {} against {target} (no agent: only this host's telemetry is sampled)",
+        words.client
     );
     let rt = super::control_runtime("ws-runtime").context("cannot start the async runtime")?;
     let mut pipeline = Pipeline::new(Origin {
         command_line: argv,
         local: HostInfo::current(),
-        pair: format!("gRPC server {target} (no agent)"),
+        pair: format!("{} {target} (no agent)", words.server),
         netns: None,
     });
     if let Some(w) = log {
@@ -207,6 +208,20 @@ fn against_server(
     drop(rt);
     super::stdout_result()?;
     face.exit(pipeline.worst_raised(), args.fail_on)
+}
+
+/// Why `--target` cannot run this test: which engines' clients run against
+/// which servers, and the options that choose them (from the registry).
+fn no_foreign_client() -> String {
+    let runs: Vec<String> = crate::traffic::registry::foreign_clients()
+        .iter()
+        .map(|(_, w)| format!("the {} against {}", w.client, w.any_server))
+        .collect();
+    format!(
+        "--target runs {}; add {} (other engines need an agent: --peer)",
+        runs.join(" or "),
+        crate::traffic::registry::foreign_client_engines()
+    )
 }
 
 /// Feed every event of the session through the pipeline and print what comes
@@ -476,5 +491,16 @@ impl RunFace {
             }
         }
         Ok(EXIT_OK)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn target_without_a_foreign_client_says_which_engines_have_one() {
+        assert_eq!(
+            super::no_foreign_client(),
+            "--target runs the gRPC client against a BenchmarkService server; add --engine grpc (other engines need an agent: --peer)"
+        );
     }
 }

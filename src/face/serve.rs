@@ -1,26 +1,22 @@
-//! `wirescope serve grpc`: the BenchmarkService server alone, for third-party
-//! clients (ghz, grpc-go's benchmark client); wirescope's own client against
-//! any BenchmarkService server is `wirescope run --engine grpc --target`.
+//! `wirescope serve <name>`: a server an engine runs alone, for third-party
+//! clients, until Ctrl-C (SIGINT or SIGTERM).
 //!
-//! Owns this command's plain-text/JSON output (its arguments are in
-//! [`crate::cli::serve`]). The server has no token: anyone who reaches the
-//! port may use it, and it says so when it starts.
+//! Owns this command's terminal output and its exit codes; which servers
+//! exist, their arguments and the text of their figures are the engines'
+//! ([`crate::traffic::serve`], listed in `traffic::registry::ServeWhat`).
+//! This face binds the server, registers the signals before it serves,
+//! prints its banner on stderr, one line of figures per `--interval` and
+//! its totals (a line, or JSON with `--json`) on stdout, and never knows
+//! which engine serves.
 
 use super::{EXIT_FAILED, EXIT_OK, EXIT_USAGE};
-use crate::cli::serve::*;
-use crate::traffic::grpc::counters::{interval, GrpcCounters, GrpcInterval, GrpcSnapshot};
-use crate::traffic::grpc::server::{GrpcServer, Incoming, ServerConfig};
-use crate::traffic::grpc::{memory, threads_or_cores, GrpcError};
-use crate::units::Bytes;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use crate::cli::serve::ServeArgs;
+use crate::traffic::serve::{LoneServer, RunningServer, ServeError};
+use std::time::Duration;
 
 /// Run `wirescope serve ...`; returns the exit code.
 pub fn command(args: ServeArgs) -> anyhow::Result<u8> {
-    let r = match args.what {
-        ServeWhat::Grpc(a) => serve_grpc(a),
-    };
-    match r {
+    match serve(args.what.server()) {
         Ok(code) => Ok(code),
         Err(e) => {
             eprintln!("error: {e}");
@@ -33,76 +29,32 @@ pub fn command(args: ServeArgs) -> anyhow::Result<u8> {
     }
 }
 
-fn serve_grpc(a: ServeGrpcArgs) -> Result<u8, GrpcError> {
-    let cfg = ServerConfig {
-        threads: threads_or_cores(a.threads),
-        cpus: a.cpus.map(|c| c.0).unwrap_or_default(),
-        max_message: a.max_message.as_usize(),
-        memory_budget: a.memory_budget.as_usize(),
-        max_streams: a.max_streams,
-        max_connections: a.max_connections as usize,
-        max_calls: a.max_calls as usize,
-        handshake_timeout: a.handshake_timeout,
-        body_timeout: a.body_timeout,
-        response_timeout: a.response_timeout,
-    };
-    let listener = std::net::TcpListener::bind(a.listen).map_err(|source| GrpcError::Io {
-        op: "binding the gRPC listener",
-        source,
-    })?;
+fn serve(server: Box<dyn LoneServer>) -> Result<u8, ServeError> {
+    let opts = server.options();
+    let bound = server.bind()?;
     // The signal runtime and its handlers first: once clients connect they
     // can take every descriptor (the accept loop waits that out), and a
     // runtime or a signal handler made then could not start.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|source| GrpcError::Io {
+        .map_err(|source| ServeError::Io {
             op: "starting the signal runtime",
             source,
         })?;
     let signals = rt.block_on(async { Signals::watch() })?;
-    let _ = memory::reset_peak();
-    let server = GrpcServer::start(cfg.clone(), Incoming::Listener(listener))?;
-    let addr = server.local_addr().unwrap_or(a.listen);
-    eprintln!(
-        "wirescope serve grpc: grpc.testing.BenchmarkService on {addr}, {} threads, max message {}, memory budget {}, {} streams per connection, {} connections, {} calls",
-        cfg.threads,
-        Bytes(cfg.max_message as u64),
-        Bytes(cfg.memory_budget as u64),
-        cfg.max_streams,
-        cfg.max_connections,
-        cfg.max_calls
-    );
-    eprintln!("wirescope serve grpc: NO TOKEN: anyone who reaches {addr} can use this server; Ctrl-C stops it");
-    let counters = Arc::clone(server.counters());
-    let start = Instant::now();
-    rt.block_on(wait_for_signal(signals, &counters, a.interval));
-    server.stop();
-    // Give clients a moment to finish; then cut.
-    let deadline = Instant::now() + Duration::from_secs(1);
-    while !server.is_finished() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
+    let mut running = bound.start()?;
+    for line in running.banner() {
+        eprintln!("{line}");
     }
-    server.abort();
-    let mut server = server;
-    let joined = server.join();
-    let total = interval(
-        &GrpcSnapshot::default(),
-        &counters.snapshot(),
-        start.elapsed().as_secs_f64(),
-        &counters.take_latency(),
-    );
-    let hwm = memory::peak_resident().ok();
-    if a.json {
-        let totals = serde_json::json!({
-            "totals": counters.snapshot(),
-            "vm_hwm_bytes": hwm.map(|b| b.0),
-        });
-        outln!("{totals}");
+    rt.block_on(wait_for_signal(signals, running.as_mut(), opts.interval));
+    let served = running.stop();
+    if opts.json {
+        outln!("{}", served.json);
     } else {
-        outln!("total    {}", line(&total, hwm));
+        outln!("{}", served.line);
     }
-    joined.map_err(GrpcError::from)?;
+    served.result?;
     Ok(EXIT_OK)
 }
 
@@ -114,9 +66,9 @@ struct Signals {
 
 impl Signals {
     /// Register both (inside the signal runtime).
-    fn watch() -> Result<Signals, GrpcError> {
+    fn watch() -> Result<Signals, ServeError> {
         use tokio::signal::unix::{signal, SignalKind};
-        let io = |source| GrpcError::Io {
+        let io = |source| ServeError::Io {
             op: "watching SIGINT and SIGTERM",
             source,
         };
@@ -127,9 +79,9 @@ impl Signals {
     }
 }
 
-async fn wait_for_signal(mut sig: Signals, counters: &GrpcCounters, every: Duration) {
-    let mut prev = counters.snapshot();
-    let mut at = Instant::now();
+/// Print the server's line of figures every `every` (never when zero)
+/// until a signal comes.
+async fn wait_for_signal(mut sig: Signals, server: &mut dyn RunningServer, every: Duration) {
     let mut tick = tokio::time::interval(if every.is_zero() {
         Duration::from_secs(3600)
     } else {
@@ -142,30 +94,8 @@ async fn wait_for_signal(mut sig: Signals, counters: &GrpcCounters, every: Durat
             _ = sig.term.recv() => return,
             _ = tick.tick() => {
                 if every.is_zero() { continue; }
-                let now = counters.snapshot();
-                let secs = at.elapsed().as_secs_f64();
-                at = Instant::now();
-                let i = interval(&prev, &now, secs, &counters.take_latency());
-                prev = now;
-                outln!("{:7.1}s {}", at.elapsed().as_secs_f64(), line(&i, memory::peak_resident().ok()));
+                outln!("{}", server.interval_line());
             }
         }
     }
-}
-
-/// One line of server figures.
-fn line(i: &GrpcInterval, hwm: Option<Bytes>) -> String {
-    let mut s = format!(
-        "{:>10.0} RPC/s  rx {:>9.2} MB/s  tx {:>9.2} MB/s",
-        i.rpcs_per_sec,
-        i.rx_bytes_per_sec / 1e6,
-        i.tx_bytes_per_sec / 1e6
-    );
-    if let Some(h) = hwm {
-        s.push_str(&format!("  VmHWM {h}"));
-    }
-    for (code, n) in &i.errors {
-        s.push_str(&format!("  {code} {n}"));
-    }
-    s
 }

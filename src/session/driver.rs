@@ -17,7 +17,7 @@ use crate::probe::ebpf::{EbpfHosts, EbpfMode};
 use crate::probe::live_host::LiveHost;
 use crate::probe::sampler::thread::{SamplerError, SamplerThread};
 use crate::probe::system::HostInfo;
-use crate::traffic::{EngineSpec, RunningEngine};
+use crate::traffic::{EngineSpec, ForeignClient, RunningEngine};
 use std::future::Future;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -207,11 +207,12 @@ pub async fn run_plan<R: PointRunner>(
 }
 
 /// This host alone, without an agent: observing without traffic
-/// (`wirescope watch`), or running wirescope's gRPC client against a
-/// third-party BenchmarkService server (`run --engine grpc --target`).
+/// (`wirescope watch`), or running an engine's client against a foreign
+/// server (`run --target`), when the engine has such a client
+/// ([`EngineSpecOps::foreign_client`](crate::traffic::EngineSpecOps::foreign_client)).
 pub struct LocalObserver {
     sampler: SamplerThread,
-    /// `HOST:PORT` of the server a gRPC point's client calls.
+    /// `HOST:PORT` of the foreign server a point's client calls.
     target: Option<String>,
 }
 
@@ -234,7 +235,7 @@ impl LocalObserver {
         ))
     }
 
-    /// Run gRPC points' clients against the server at `target`.
+    /// Run points' clients against the foreign server at `target`.
     pub fn with_target(mut self, target: String) -> Self {
         self.target = Some(target);
         self
@@ -253,7 +254,7 @@ impl PointRunner for LocalObserver {
         events: &mpsc::Sender<RunEvent>,
         cancel: &CancellationToken,
     ) -> Result<PointOutcome, SessionError> {
-        let mut engine = against_target(p, self.target.as_ref()).await?;
+        let (mut engine, words) = against_target(p, self.target.as_ref()).await?.unzip();
         let view = engine
             .as_ref()
             .and_then(crate::probe::sampler::EngineView::of);
@@ -279,15 +280,15 @@ impl PointRunner for LocalObserver {
                 })
                 .await;
         }
-        let local = match engine.as_mut() {
-            Some(e) => {
+        let local = match (engine.as_mut(), words) {
+            (Some(e), Some(words)) => {
                 let r = super::point::finish(e, &self.sampler, t0.elapsed().as_secs_f64()).await;
                 if let (EndReason::Completed, Some(err)) = (&end, &r.error) {
-                    end = EndReason::Failed(format!("gRPC client: {err}"));
+                    end = EndReason::Failed(format!("{}: {err}", words.client));
                 }
                 r
             }
-            None => {
+            _ => {
                 let _ = self.sampler.end().await;
                 SideResult {
                     duration_s: t0.elapsed().as_secs_f64(),
@@ -367,28 +368,76 @@ impl LocalObserver {
     }
 }
 
-/// `run --engine grpc --target HOST:PORT`: the gRPC client against a
-/// third-party server, started once its first RPC proved the server; any
-/// other engine needs an agent. None: observing only.
+/// `run --target HOST:PORT`: the point's engine's client against a foreign
+/// server (with the engine's words for it), started once its first request
+/// proved the server; an engine without such a client needs an agent.
+/// None: observing only.
 async fn against_target(
     p: &PointParams,
     target: Option<&String>,
-) -> Result<Option<RunningEngine>, SessionError> {
-    Ok(match (&p.spec, target) {
-            (Some(spec), Some(addr)) if spec.runs_against_servers() => {
-                let (spec, addr) = (spec.clone(), addr.clone());
-                // Its first RPC proves the server before the clock starts.
-                let started = tokio::task::spawn_blocking(move || spec.start_against_server(addr))
-                    .await
-                    .map_err(|e| SessionError::Local(format!("the gRPC client's task failed: {e}")))?;
-                Some(started?)
-            }
-            (Some(spec), _) => {
-                return Err(SessionError::Local(format!(
-                    "{} needs an agent (--peer or the local pair); only --engine grpc runs against --target",
-                    spec.short()
-                )))
-            }
-            (None, _) => None,
-        })
+) -> Result<Option<(RunningEngine, ForeignClient)>, SessionError> {
+    let (Some(spec), Some(addr)) = (&p.spec, target) else {
+        return match &p.spec {
+            Some(spec) => Err(needs_an_agent(spec)),
+            None => Ok(None),
+        };
+    };
+    let Some(words) = spec.kind().foreign_client() else {
+        return Err(needs_an_agent(spec));
+    };
+    let (spec, addr) = (spec.clone(), addr.clone());
+    // Its first request proves the server before the clock starts.
+    let started = tokio::task::spawn_blocking(move || spec.start_against_server(addr))
+        .await
+        .map_err(|e| SessionError::Local(format!("the {}'s task failed: {e}", words.client)))?;
+    Ok(Some((started?, words)))
+}
+
+/// A point whose engine has no client for a foreign server, or that runs
+/// without one: which engines do (from the registry).
+fn needs_an_agent(spec: &EngineSpec) -> SessionError {
+    SessionError::Local(format!(
+        "{} needs an agent (--peer or the local pair); only {} {} against --target",
+        spec.short(),
+        crate::traffic::registry::foreign_client_engines(),
+        if crate::traffic::registry::foreign_clients().len() == 1 {
+            "runs"
+        } else {
+            "run"
+        }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::traffic::tcp::{TcpMode, TcpSpec};
+    use crate::units::Bytes;
+
+    #[test]
+    fn a_point_without_a_foreign_client_names_the_engines_that_have_one() {
+        let spec = EngineSpec::Tcp(TcpSpec {
+            mode: TcpMode::Stream,
+            streams: 2,
+            threads: 1,
+            len: Bytes(64 * 1024),
+            size: Bytes(64),
+            resp_size: Bytes(64),
+            depth: 1,
+            window: None,
+            mss: None,
+            congestion: None,
+            zerocopy: false,
+            skip_rx_copy: false,
+            reverse: false,
+            bidir: false,
+            cpus: Vec::new(),
+            peer_cpus: Vec::new(),
+            bytes: None,
+        });
+        assert_eq!(
+            needs_an_agent(&spec).to_string(),
+            "this host cannot run the test: tcp stream -P 2 needs an agent (--peer or the local pair); only --engine grpc runs against --target"
+        );
+    }
 }

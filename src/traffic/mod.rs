@@ -3,6 +3,8 @@
 //! An engine owns its worker threads and its data sockets. It counts bytes,
 //! messages and latency into lock-free [`EngineCounters`] and never formats,
 //! logs or draws anything: the sampler reads the counters once per interval.
+//! A server an engine runs alone ([`serve`]) hands its lines to the face
+//! that prints them.
 //!
 //! Both ends of a test run the same engine code; [`Side`] says which end this
 //! process is, and [`EngineSpecOps::conn_roles`] tells each end what to do on each
@@ -17,6 +19,7 @@ pub mod paths;
 pub mod rdma;
 pub mod registry;
 pub mod sched;
+pub mod serve;
 pub mod sink;
 pub mod spec;
 pub mod tcp;
@@ -30,7 +33,7 @@ pub use registry::{
 pub use registry::{slice, EngineArgs, Sections};
 pub use registry::{EngineInterval, EngineKind, EngineSetup, EngineSpec, EngineTotals};
 pub use sched::{pin_current_thread, raise_priority, Priority};
-pub use spec::{EngineSpecOps, ServerCheckError};
+pub use spec::{EngineSpecOps, ForeignClient, ServerCheckError};
 
 use crate::units::CpuId;
 use hdrhistogram::Histogram;

@@ -18,6 +18,10 @@
 //!   they hand over. The contract and the list share this file because each
 //!   needs the other: a slice fills [`Sections`], and [`slice()`] returns a
 //!   slice.
+//! * Also here, one variant or arm per engine that has one: the servers
+//!   engines run alone ([`ServeWhat`], `wirescope serve <name>`), and the
+//!   engines whose client runs against a foreign server
+//!   ([`EngineKind::foreign_client`], [`foreign_clients`], `run --target`).
 //!
 //! The layers above (record, the faces, the TUI, the session) call
 //! [`slice()`] with the test's [`EngineKind`], or ask the spec, and never
@@ -912,6 +916,56 @@ pub fn sweep_example() -> String {
     format!("use {}", parts.join(", "))
 }
 
+/// Servers `wirescope serve` can run: one variant per server an engine
+/// runs alone, with its arguments from the engine's folder (see
+/// [`super::serve`]).
+#[derive(Debug, clap::Subcommand)]
+pub enum ServeWhat {
+    /// grpc.testing.BenchmarkService (UnaryCall, StreamingCall) without a token, until Ctrl-C.
+    Grpc(super::grpc::serve::ServeGrpcArgs),
+}
+
+impl ServeWhat {
+    /// The server asked for, ready to bind.
+    pub fn server(self) -> Box<dyn super::serve::LoneServer> {
+        match self {
+            ServeWhat::Grpc(a) => Box::new(a),
+        }
+    }
+}
+
+/// The words of each engine whose client runs against a foreign server
+/// without an agent (`run --target`), in the order of [`EngineKind::ALL`].
+pub fn foreign_clients() -> Vec<(EngineKind, super::ForeignClient)> {
+    EngineKind::ALL
+        .into_iter()
+        .filter_map(|k| k.foreign_client().map(|w| (k, w)))
+        .collect()
+}
+
+/// The options that choose those engines (`--engine grpc`, joined by
+/// "or"), for the messages that send a user to them.
+pub fn foreign_client_engines() -> String {
+    foreign_clients()
+        .iter()
+        .map(|(k, _)| format!("--engine {}", k.name()))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}
+
+impl EngineKind {
+    /// How this engine's client runs against a foreign server without an
+    /// agent, in its words; None: it needs an agent.
+    pub fn foreign_client(self) -> Option<super::ForeignClient> {
+        match self {
+            EngineKind::Tcp => TcpSpec::foreign_client(),
+            EngineKind::Grpc => GrpcSpec::foreign_client(),
+            EngineKind::Sink => SinkSpec::foreign_client(),
+            EngineKind::Rdma => RdmaSpec::foreign_client(),
+        }
+    }
+}
+
 /// The values of a named sweep list (`--sweep size=all`, perftest's `-a`),
 /// when an engine names one.
 pub fn named_sweep(param: SweepParam, name: &str) -> Option<Vec<u64>> {
@@ -947,6 +1001,13 @@ mod tests {
         for k in EngineKind::ALL {
             assert_eq!(slice(k).kind(), k);
         }
+    }
+
+    #[test]
+    fn only_the_grpc_client_runs_against_foreign_servers() {
+        let kinds: Vec<EngineKind> = foreign_clients().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(kinds, vec![EngineKind::Grpc]);
+        assert_eq!(foreign_client_engines(), "--engine grpc");
     }
 
     #[test]

@@ -115,8 +115,14 @@ impl EngineSpecOps for GrpcSpec {
         Ok(Box::new(GrpcEngine::new(self.clone(), side)))
     }
 
-    fn runs_against_servers(&self) -> bool {
-        true
+    /// Its client runs against any grpc.testing.BenchmarkService server
+    /// (grpc-go's, grpc-java's, `wirescope serve grpc`).
+    fn foreign_client() -> Option<crate::traffic::ForeignClient> {
+        Some(crate::traffic::ForeignClient {
+            client: "gRPC client",
+            server: "gRPC server",
+            any_server: "a BenchmarkService server",
+        })
     }
 
     fn start_against_server(&self, target: String) -> Result<RunningEngine, EngineError> {

@@ -7,7 +7,11 @@
 //! listener, a client ([`client`]) with `channels` HTTP/2 connections x
 //! `concurrency` RPCs in flight (unary, or one ping-pong bidi stream per
 //! slot), the counters and interval figures ([`counters`]) and the peak
-//! resident memory of a point ([`memory`]). It never formats, logs or draws.
+//! resident memory of a point ([`memory`]). `wirescope serve grpc` is this
+//! engine's server run alone ([`serve`]: its arguments, its start from its
+//! own listener, and the text of its figures, which the face prints); its
+//! client against a foreign server is [`engine::GrpcEngine::against`]. It
+//! never prints, logs or draws.
 //!
 //! # Where the memory goes, and how it is bounded
 //!
@@ -67,6 +71,7 @@ pub mod engine;
 pub mod form;
 pub mod memory;
 pub mod proto;
+pub mod serve;
 pub mod server;
 pub mod stream_call;
 pub mod summary;

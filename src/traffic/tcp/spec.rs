@@ -83,6 +83,11 @@ impl EngineSpecOps for TcpSpec {
         EngineKind::Tcp
     }
 
+    /// None: a TCP test runs between wirescope and its agent.
+    fn foreign_client() -> Option<crate::traffic::ForeignClient> {
+        None
+    }
+
     fn mode_name(&self) -> &'static str {
         self.mode.name()
     }
