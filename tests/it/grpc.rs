@@ -250,6 +250,11 @@ fn unimplemented_service_is_named() {
 
 /// `wirescope serve grpc` on a free port; returns the child and its address.
 fn spawn_serve(extra: &[&str]) -> (Child, String) {
+    spawn_serve_every("0", extra)
+}
+
+/// `spawn_serve` printing a line of figures every `interval`.
+fn spawn_serve_every(interval: &str, extra: &[&str]) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_wirescope"))
         .args([
             "serve",
@@ -257,7 +262,7 @@ fn spawn_serve(extra: &[&str]) -> (Child, String) {
             "--listen",
             "127.0.0.1:0",
             "--interval",
-            "0",
+            interval,
         ])
         .args(extra)
         .stdout(Stdio::piped())
@@ -293,6 +298,27 @@ fn sigint(child: &Child) {
         nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
+}
+
+/// Each interval line of `serve grpc` is stamped with the seconds since the
+/// server started, so the stamps grow (they once all read 0.0s).
+#[test]
+fn serve_interval_lines_are_stamped_since_the_start() {
+    let (mut serve, _addr) = spawn_serve_every("200ms", &["--threads", "1"]);
+    let mut lines = BufReader::new(serve.stdout.take().unwrap()).lines();
+    let mut stamps = Vec::new();
+    while stamps.len() < 4 {
+        let line = lines.next().expect("an interval line").unwrap();
+        let stamp = line
+            .split_whitespace()
+            .next()
+            .and_then(|t| t.strip_suffix('s'));
+        stamps.push(stamp.and_then(|t| t.parse::<f64>().ok()).expect(&line));
+    }
+    sigint(&serve);
+    assert!(serve.wait().unwrap().success());
+    assert!(stamps.windows(2).all(|w| w[1] >= w[0]), "{stamps:?}");
+    assert!(stamps[3] > stamps[0], "{stamps:?}");
 }
 
 #[test]

@@ -208,9 +208,11 @@ impl RunningServer for ServingGrpc {
         self.at = Instant::now();
         let i = interval(&self.prev, &now, secs, &self.counters.take_latency());
         self.prev = now;
+        // Stamped with the time since the server started, as iperf3's
+        // interval lines are.
         format!(
             "{:7.1}s {}",
-            self.at.elapsed().as_secs_f64(),
+            self.start.elapsed().as_secs_f64(),
             line(&i, memory::peak_resident().ok())
         )
     }
