@@ -411,30 +411,10 @@ fn needs_an_agent(spec: &EngineSpec) -> SessionError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::traffic::tcp::{TcpMode, TcpSpec};
-    use crate::units::Bytes;
 
     #[test]
     fn a_point_without_a_foreign_client_names_the_engines_that_have_one() {
-        let spec = EngineSpec::Tcp(TcpSpec {
-            mode: TcpMode::Stream,
-            streams: 2,
-            threads: 1,
-            len: Bytes(64 * 1024),
-            size: Bytes(64),
-            resp_size: Bytes(64),
-            depth: 1,
-            window: None,
-            mss: None,
-            congestion: None,
-            zerocopy: false,
-            skip_rx_copy: false,
-            reverse: false,
-            bidir: false,
-            cpus: Vec::new(),
-            peer_cpus: Vec::new(),
-            bytes: None,
-        });
+        let spec = crate::session::tests::stream(2);
         assert_eq!(
             needs_an_agent(&spec).to_string(),
             "this host cannot run the test: tcp stream -P 2 needs an agent (--peer or the local pair); only --engine grpc runs against --target"

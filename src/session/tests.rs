@@ -39,7 +39,9 @@ async fn agent() -> (std::net::SocketAddr, CancellationToken) {
     (addr, stop)
 }
 
-fn stream(streams: u32) -> EngineSpec {
+/// A TCP stream test of `streams` streams, unpinned (also for the
+/// session's other modules' tests).
+pub(super) fn stream(streams: u32) -> EngineSpec {
     EngineSpec::Tcp(TcpSpec {
         mode: TcpMode::Stream,
         streams,

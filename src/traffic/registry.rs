@@ -264,6 +264,23 @@ impl EngineInterval {
             _ => None,
         }
     }
+
+    /// The CPUs this end's engine threads report they ran on (a packet
+    /// sink's queue threads, a generator's threads, which pin themselves
+    /// when the spec names no CPUs); empty when its figures name none.
+    pub fn thread_cores(&self) -> Vec<CpuId> {
+        let cpus: Vec<CpuId> = match self {
+            EngineInterval::Sink(k) => k.figures.queues.iter().filter_map(|q| q.cpu).collect(),
+            EngineInterval::Generator(g) => {
+                g.figures.threads.iter().filter_map(|t| t.cpu).collect()
+            }
+            _ => Vec::new(),
+        };
+        let mut cpus = cpus;
+        cpus.sort_unstable();
+        cpus.dedup();
+        cpus
+    }
 }
 
 /// An engine's own totals at the end of a point (`SideResult::extra`).

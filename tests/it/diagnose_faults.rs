@@ -898,7 +898,7 @@ fn sink_placement_on_a_captured_two_socket_host_ranks_first() {
     let healthy = diagnosed(&[2, 3]);
     assert!(
         healthy.iter().all(|x| x["severity"] == "info"),
-        "{:?}",
+        "{:?}\n{healthy:#?}",
         ids(&healthy)
     );
     let mut wrong = Vec::new();

@@ -423,6 +423,63 @@ fn single_core_saturated() {
 /// hosts. One stream: one core is the limit, ranked first, nothing else
 /// loud, and the sentence says to try more flows. Four streams: no limit
 /// on either host.
+/// A packet test's ends pin their threads themselves when the spec names no
+/// CPUs, and report where (the generator's threads, the sink's queues). A
+/// core one of them busy-polls is the test's own, judged by the packet
+/// rules, however much system time shares it (another process forking on
+/// the same core); until the figures name the core, it is a saturated core
+/// outside the test, and named.
+#[test]
+fn a_packet_tests_self_pinned_core_is_its_own_under_other_load() {
+    use wirescope::traffic::sink::engine::GenLive;
+    use wirescope::traffic::sink::figures::{GenInterval, GenThreadFigures, Rates};
+    use wirescope::traffic::sink::{SinkSpec, TxPath};
+    use wirescope::traffic::EngineInterval;
+    use wirescope::units::CpuId;
+    let mut c = Case::healthy();
+    c.spec = EngineSpec::Sink(SinkSpec::default());
+    // cpu1: a user-space hog, 40 % system time of other processes' forks.
+    let mut busy = [10.0; 16];
+    busy[1] = 100.0;
+    c.local = window("local", 4, &busy);
+    for s in &mut c.local {
+        s.cpus[1].user.0 = 60.0;
+        s.cpus[1].system.0 = 40.0;
+        s.cpus[1].softirq.0 = 0.0;
+        s.softirqs[1].net_rx = 0;
+    }
+    let outside = ids(&c.run(), "cpu.single-core-saturated");
+    assert_eq!(outside.len(), 1, "{outside:#?}");
+    assert_eq!(outside[0].subject, "cpu1");
+    let thread = GenThreadFigures {
+        thread: 0,
+        queue: Some(0),
+        cpu: Some(CpuId(1)),
+        sent: 50_000,
+        rates: Rates::default(),
+        errors: 0,
+        ring_full: 0,
+        cpu_pct: None,
+    };
+    for s in &mut c.local {
+        s.engine.extra = Some(EngineInterval::Generator(Box::new(GenLive {
+            iface: "eth0".into(),
+            figures: GenInterval {
+                secs: 1.0,
+                path: TxPath::AfXdp,
+                sent: 50_000,
+                rates: Rates::default(),
+                errors: 0,
+                tx_dropped: None,
+                cpu_pct: None,
+                threads: vec![thread.clone()],
+            },
+        })));
+    }
+    let own = ids(&c.run(), "cpu.single-core-saturated");
+    assert!(own.is_empty(), "{own:#?}");
+}
+
 #[test]
 fn one_stream_on_one_core_at_23_gbits_is_limited_by_that_core_and_four_are_not() {
     fn at(samples: &mut [Sample], gbits: f64) {

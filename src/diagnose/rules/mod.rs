@@ -42,6 +42,9 @@ pub struct HostCtx<'a> {
     pub active: Vec<&'a Sample>,
     /// The test spec.
     pub spec: Option<&'a EngineSpec>,
+    /// The cores the engine threads of this host ran on, and of the other
+    /// host (see [`HostCtx::test_cpus`]).
+    thread_cores: [Vec<u32>; 2],
     /// What the rules derive from this host's facts alone (its IRQ
     /// steering), kept by the caller while the facts stay the same.
     derived: &'a FactsDerived,
@@ -138,11 +141,14 @@ impl<'a> HostCtx<'a> {
             HostRole::Local => (input.local, input.peer),
             HostRole::Peer => (input.peer, input.local),
         };
+        let active_me = active(me.samples, t);
+        let other_cores = thread_cores(&active(other.samples, t));
         HostCtx {
             host,
             facts: me.facts(),
             other_facts: other.facts(),
-            active: active(me.samples, t),
+            thread_cores: [thread_cores(&active_me), other_cores],
+            active: active_me,
             spec: input.test.spec,
             derived,
             rx_rates: std::cell::OnceCell::new(),
@@ -208,23 +214,47 @@ impl<'a> HostCtx<'a> {
     }
 
     /// CPUs the test's engine threads may run on, on this host's cores:
-    /// this end's pinning, and the other end's too when both share a
-    /// kernel (empty when this end is not pinned).
+    /// this end's pinning (the spec's CPUs, else the ones its threads
+    /// report: a packet test's ends pin themselves), and the other end's
+    /// too when both share a kernel (empty when this end is not pinned).
     pub fn test_cpus(&self) -> Vec<u32> {
-        let mut v = self.engine_cpus();
-        if !v.is_empty() && self.shares_kernel() {
-            let other = match self.side() {
-                Side::Controller => Side::Agent,
-                Side::Agent => Side::Controller,
-            };
-            if let Some(s) = self.spec {
-                v.extend(s.cpus_for(other).iter().map(|c| c.0));
+        let other = match self.side() {
+            Side::Controller => Side::Agent,
+            Side::Agent => Side::Controller,
+        };
+        let pinned = |side: Side, reported: &[u32]| -> Vec<u32> {
+            let given: Vec<u32> = self
+                .spec
+                .map(|s| s.cpus_for(side).iter().map(|c| c.0).collect())
+                .unwrap_or_default();
+            if given.is_empty() {
+                reported.to_vec()
+            } else {
+                given
             }
+        };
+        let mut v = pinned(self.side(), &self.thread_cores[0]);
+        if !v.is_empty() && self.shares_kernel() {
+            v.extend(pinned(other, &self.thread_cores[1]));
             v.sort_unstable();
             v.dedup();
         }
         v
     }
+}
+
+/// The cores a host's engine threads reported over the window
+/// ([`crate::traffic::EngineInterval::thread_cores`]).
+fn thread_cores(samples: &[&Sample]) -> Vec<u32> {
+    let mut v: Vec<u32> = samples
+        .iter()
+        .filter_map(|s| s.engine.extra.as_ref())
+        .flat_map(|e| e.thread_cores())
+        .map(|c| c.0)
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// Facts-only rules of one host.
