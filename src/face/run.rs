@@ -162,10 +162,10 @@ fn against_server(
                 "--target {target} is not a HOST:PORT that resolves; e.g. --target 10.0.0.2:50051"
             ))
         })?;
-    // One RPC with the test's sizes before anything starts: a server that is
-    // not there is a failed test (exit 1); one that is not a BenchmarkService,
-    // answers UNIMPLEMENTED or refuses the message size is a usage error
-    // (exit 2), said in one line.
+    // The engine checks the server with the test's sizes before anything
+    // starts (gRPC: one RPC): a server that is not there is a failed test
+    // (exit 1); one that is not the engine's kind of server, or refuses the
+    // test's sizes, is a usage error (exit 2), said in one line.
     match plan.spec.check_server(&target) {
         Ok(()) => {}
         Err(e @ ServerCheckError::Usage(_)) => return Err(FaceError::Usage(e.to_string())),

@@ -24,6 +24,7 @@
 use super::auth::{Token, TOKEN_ENV};
 use super::controller::Target;
 use super::netns::{self, NetnsError, NetnsGuard, VethPair};
+use crate::traffic::RxQueues;
 use std::net::{IpAddr, Ipv4Addr};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -61,7 +62,7 @@ pub fn check_plan_queues(
     queues: u32,
 ) -> Result<(), QueuesError> {
     for p in plan.points() {
-        let Some(threads) = p.spec.rx_queues_needed() else {
+        let Some(RxQueues { threads, flag }) = p.spec.rx_queues_needed() else {
             continue;
         };
         if threads <= queues {
@@ -73,8 +74,8 @@ pub fn check_plan_queues(
                 format!("sets of at most {queues} CPUs"),
             ),
             None => (
-                format!("--queues {threads}"),
-                format!("--queues {queues} or fewer"),
+                format!("{flag} {threads}"),
+                format!("{flag} {queues} or fewer"),
             ),
         };
         let fix = if threads <= 64 {

@@ -1,10 +1,10 @@
 //! The data plane: engines that generate and sink traffic.
 //!
 //! An engine owns its worker threads and its data sockets. It counts bytes,
-//! messages and latency into lock-free [`EngineCounters`] and never formats,
+//! messages and latency into lock-free [`EngineCounters`] and never prints,
 //! logs or draws anything: the sampler reads the counters once per interval.
-//! A server an engine runs alone ([`serve`]) hands its lines to the face
-//! that prints them.
+//! An engine's slice words its own figures (summary rows, a server's lines,
+//! [`serve`]) and hands the text to the face that prints it.
 //!
 //! Both ends of a test run the same engine code; [`Side`] says which end this
 //! process is, and [`EngineSpecOps::conn_roles`] tells each end what to do on each
@@ -33,7 +33,7 @@ pub use registry::{
 pub use registry::{slice, EngineArgs, Sections};
 pub use registry::{EngineInterval, EngineKind, EngineSetup, EngineSpec, EngineTotals};
 pub use sched::{pin_current_thread, raise_priority, Priority};
-pub use spec::{EngineSpecOps, ForeignClient, ServerCheckError};
+pub use spec::{EngineSpecOps, ForeignClient, RxQueues, ServerCheckError};
 
 use crate::units::CpuId;
 use hdrhistogram::Histogram;

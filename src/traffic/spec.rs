@@ -29,6 +29,15 @@ use super::{
 use crate::units::CpuId;
 use std::net::IpAddr;
 
+/// Receive threads of a test that each need an rx queue of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxQueues {
+    /// The threads.
+    pub threads: u32,
+    /// The option that sets their number (`--queues`).
+    pub flag: &'static str,
+}
+
 /// What the session, the plan, the faces and the diagnosis ask of a test's
 /// spec, answered by its engine in its folder. The callers ask what the
 /// answer means for them, never which engine runs.
@@ -171,7 +180,7 @@ pub trait EngineSpecOps: Send + Sync {
 
     /// Receive threads that each need an rx queue of their own, when the
     /// engine runs one thread per queue.
-    fn rx_queues_needed(&self) -> Option<u32> {
+    fn rx_queues_needed(&self) -> Option<RxQueues> {
         None
     }
 

@@ -11,6 +11,7 @@ fn wirescope(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn help_exits_zero_for_every_subcommand() {
+    let _share = crate::common::traffic();
     for args in [
         &["--help"][..],
         &["tui", "--help"],
@@ -47,6 +48,7 @@ fn help_exits_zero_for_every_subcommand() {
 /// the subcommands and their options; an unknown shell is a usage error.
 #[test]
 fn completions_print_a_script_for_each_shell() {
+    let _share = crate::common::traffic();
     for (shell, marker) in [
         ("bash", "complete -F _wirescope"),
         ("zsh", "#compdef wirescope"),
@@ -80,6 +82,7 @@ fn completions_print_a_script_for_each_shell() {
 /// `-p PORT` (iperf3's) needs a peer, and a port given twice must agree.
 #[test]
 fn dash_p_is_the_port_once() {
+    let _share = crate::common::traffic();
     assert_eq!(wirescope(&["run", "-p", "5999"]).status.code(), Some(2));
     let o = wirescope(&["run", "--peer", "127.0.0.1:5310", "-p", "5999"]);
     assert_eq!(o.status.code(), Some(2));
@@ -90,6 +93,7 @@ fn dash_p_is_the_port_once() {
 
 #[test]
 fn bad_values_name_the_flag_and_give_an_example() {
+    let _share = crate::common::traffic();
     for (args, flag, example) in [
         (&["run", "--time", "ten"][..], "--time", "10s"),
         (&["run", "--interval", "5q"], "--interval", "500ms"),
@@ -116,6 +120,7 @@ fn bad_values_name_the_flag_and_give_an_example() {
 
 #[test]
 fn impossible_combinations_are_usage_errors() {
+    let _share = crate::common::traffic();
     for (args, says) in [
         (&["run", "-m", "rr", "--reverse"][..], "--reverse"),
         (&["run", "-m", "pingpong", "--streams", "2"], "--conns"),
@@ -138,6 +143,7 @@ fn impossible_combinations_are_usage_errors() {
 /// that got through would fail later, with another exit code.
 #[test]
 fn every_engine_refuses_the_options_of_the_others() {
+    let _share = crate::common::traffic();
     let own: [(&str, &[&str], &str); 4] = [
         (
             "grpc",
@@ -173,6 +179,7 @@ fn every_engine_refuses_the_options_of_the_others() {
 
 #[test]
 fn unreachable_peer_is_a_test_failure_with_a_hint() {
+    let _share = crate::common::traffic();
     // Port 1 on loopback: nothing listens, connection refused at once.
     let o = Command::new(env!("CARGO_BIN_EXE_wirescope"))
         .args(["run", "--peer", "127.0.0.1:1", "-t", "1s"])
@@ -189,6 +196,7 @@ fn unreachable_peer_is_a_test_failure_with_a_hint() {
 
 #[test]
 fn check_audits_a_capture_offline() {
+    let _share = crate::common::traffic();
     let dir = |d: &str| format!("{}/tests/fixtures/diagnose/{d}", env!("CARGO_MANIFEST_DIR"));
     let o = wirescope(&[
         "check",
@@ -259,6 +267,7 @@ fn wirescope_within(secs: u64, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn a_hostile_capture_cannot_leak_files_or_hang_the_reader() {
+    let _share = crate::common::traffic();
     let fixture = format!(
         "{}/tests/fixtures/diagnose/inbox-2015",
         env!("CARGO_MANIFEST_DIR")
@@ -335,6 +344,7 @@ fn a_hostile_capture_cannot_leak_files_or_hang_the_reader() {
 
 #[test]
 fn an_unwritable_log_fails_before_any_traffic() {
+    let _share = crate::common::traffic();
     // The peer does not exist: were the log opened after connecting, the
     // error would name the peer instead of the log.
     let o = Command::new(env!("CARGO_BIN_EXE_wirescope"))
@@ -361,6 +371,7 @@ fn an_unwritable_log_fails_before_any_traffic() {
 /// instead of being taken for a flag, and a size limit is said exactly.
 #[test]
 fn numeric_flags_say_their_real_range() {
+    let _share = crate::common::traffic();
     for (args, says) in [
         (
             &["run", "--engine", "sink", "--queues", "4294967296"][..],
@@ -409,6 +420,7 @@ fn numeric_flags_say_their_real_range() {
 
 #[test]
 fn the_state_dir_variable_shows_in_help_and_an_empty_one_is_unset() {
+    let _share = crate::common::traffic();
     let run = |value: &str, args: &[&str]| {
         let o = Command::new(env!("CARGO_BIN_EXE_wirescope"))
             .args(args)
@@ -452,6 +464,7 @@ fn the_state_dir_variable_shows_in_help_and_an_empty_one_is_unset() {
 /// become another user (setpriv from util-linux).
 #[test]
 fn profile_save_as_a_user_goes_to_the_xdg_state_directory() {
+    let _share = crate::common::traffic();
     assert!(
         nix::unistd::geteuid().is_root(),
         "run the tests as root (this one becomes user 65534 with setpriv)"

@@ -162,6 +162,7 @@ fn huge_durations_are_usage_errors_not_panics() {
 
 #[test]
 fn a_non_utf8_argument_is_a_usage_error_of_the_real_binary() {
+    let _share = crate::common::traffic();
     use std::os::unix::ffi::OsStrExt;
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_wirescope"))
         .args(["watch", "--iface"])

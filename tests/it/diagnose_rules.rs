@@ -418,11 +418,6 @@ fn single_core_saturated() {
     assert!(ids(&once.run(), "cpu.single-core-saturated").is_empty());
 }
 
-/// The seed case: one stream is CPU-bound on one core of the receiver at
-/// 23 Gb/s (softirq 62 % of it) while 4 streams reach 90 Gb/s on the same
-/// hosts. One stream: one core is the limit, ranked first, nothing else
-/// loud, and the sentence says to try more flows. Four streams: no limit
-/// on either host.
 /// A packet test's ends pin their threads themselves when the spec names no
 /// CPUs, and report where (the generator's threads, the sink's queues). A
 /// core one of them busy-polls is the test's own, judged by the packet
@@ -478,8 +473,33 @@ fn a_packet_tests_self_pinned_core_is_its_own_under_other_load() {
     }
     let own = ids(&c.run(), "cpu.single-core-saturated");
     assert!(own.is_empty(), "{own:#?}");
+    // The busy-polled cores (saturated by design) do not hide another
+    // core: cpu5 saturated with receive softirqs is named, whether the
+    // generator pinned itself or --cpus pinned it.
+    for s in &mut c.local {
+        s.cpus[5].user.0 = 0.0;
+        s.cpus[5].system.0 = 0.0;
+        s.cpus[5].softirq.0 = 100.0;
+        s.cpus[5].idle.0 = 0.0;
+        s.softirqs[5].net_rx = 900_000;
+    }
+    let named = ids(&c.run(), "cpu.single-core-saturated");
+    assert_eq!(named.len(), 1, "{named:#?}");
+    assert_eq!(named[0].subject, "cpu5");
+    c.spec = EngineSpec::Sink(SinkSpec {
+        cpus: vec![CpuId(1)],
+        ..SinkSpec::default()
+    });
+    let named = ids(&c.run(), "cpu.single-core-saturated");
+    assert_eq!(named.len(), 1, "{named:#?}");
+    assert_eq!(named[0].subject, "cpu5");
 }
 
+/// The seed case: one stream is CPU-bound on one core of the receiver at
+/// 23 Gb/s (softirq 62 % of it) while 4 streams reach 90 Gb/s on the same
+/// hosts. One stream: one core is the limit, ranked first, nothing else
+/// loud, and the sentence says to try more flows. Four streams: no limit
+/// on either host.
 #[test]
 fn one_stream_on_one_core_at_23_gbits_is_limited_by_that_core_and_four_are_not() {
     fn at(samples: &mut [Sample], gbits: f64) {

@@ -86,6 +86,7 @@ fn libibverbs_installed() -> bool {
 #[test]
 #[cfg(feature = "rdma")]
 fn run_engine_rdma_without_rdma_fails_at_once_with_the_fix() {
+    let _share = crate::common::traffic();
     let (dev, lib) = (has_rdma(), libibverbs_installed());
     if dev && lib {
         // Nothing is missing: the test then needs a peer and runs (rdma_device).
@@ -129,6 +130,7 @@ fn run_engine_rdma_without_rdma_fails_at_once_with_the_fix() {
 #[test]
 #[cfg(not(feature = "rdma"))]
 fn run_engine_rdma_in_a_build_without_rdma_says_so() {
+    let _share = crate::common::traffic();
     for args in [
         vec!["run", "--engine", "rdma"],
         vec!["run", "--engine", "rdma", "--peer", "192.0.2.1"],
@@ -150,6 +152,7 @@ fn run_engine_rdma_in_a_build_without_rdma_says_so() {
 #[test]
 #[cfg(not(feature = "rdma"))]
 fn an_agent_built_without_rdma_refuses_an_rdma_point() {
+    let _share = crate::common::traffic();
     use wirescope::traffic::rdma::{RdmaMode, RdmaOp, RdmaSpec, BUILT_WITHOUT_RDMA};
     use wirescope::traffic::{EngineSpec, Side};
     let spec = EngineSpec::Rdma(RdmaSpec::perftest_defaults(RdmaOp::Write, RdmaMode::Bw));
@@ -171,6 +174,7 @@ fn an_agent_built_without_rdma_refuses_an_rdma_point() {
 
 #[test]
 fn rdma_usage_errors_name_the_flag() {
+    let _share = crate::common::traffic();
     for (args, says) in [
         (
             vec!["run", "--engine", "tcp", "--qps", "2"],
@@ -205,6 +209,7 @@ fn rdma_usage_errors_name_the_flag() {
 
 #[test]
 fn watch_from_shows_devices_ports_and_counters() {
+    let _share = crate::common::traffic();
     let (code, out, err) = wirescope(&["watch", "--from", fixture().to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     for want in [
@@ -227,6 +232,7 @@ fn watch_from_shows_devices_ports_and_counters() {
 
 #[test]
 fn the_rules_fire_on_modified_captures() {
+    let _share = crate::common::traffic();
     let base = check_ids(&["--from", fixture().to_str().unwrap()]);
     assert!(
         !base.iter().any(|f| f.starts_with("rdma.")),
@@ -307,6 +313,7 @@ fn since(new: &Path, old: &Path) -> Vec<String> {
 
 #[test]
 fn check_since_finds_counters_that_grew_between_two_captures() {
+    let _share = crate::common::traffic();
     let (before, after) = two_captures(100.0);
     put(before.path(), &format!("{HW}/out_of_buffer"), "100\n");
     put(after.path(), &format!("{HW}/out_of_buffer"), "5100\n");
@@ -341,6 +348,7 @@ fn check_since_finds_counters_that_grew_between_two_captures() {
 
 #[test]
 fn check_since_refuses_captures_it_cannot_compare() {
+    let _share = crate::common::traffic();
     let refused = |new: &Path, old: &Path, want: &str| {
         let (code, out, err) = wirescope(&[
             "check",
@@ -390,6 +398,7 @@ fn check_since_refuses_captures_it_cannot_compare() {
 
 #[test]
 fn check_since_says_which_counters_went_down() {
+    let _share = crate::common::traffic();
     let (before, after) = two_captures(30.0);
     put(before.path(), &format!("{HW}/out_of_sequence"), "900000\n");
     put(after.path(), &format!("{HW}/out_of_sequence"), "12\n");
@@ -410,6 +419,7 @@ fn check_since_says_which_counters_went_down() {
 
 #[test]
 fn a_capture_of_this_host_says_whether_it_has_rdma() {
+    let _share = crate::common::traffic();
     let d = tempfile::tempdir().unwrap();
     let cap = d.path().join("cap");
     let (code, _, err) = wirescope(&["capture", cap.to_str().unwrap()]);

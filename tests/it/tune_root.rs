@@ -72,6 +72,7 @@ irq_affinity = "local"
 
 #[test]
 fn irq_affinity_and_governor_apply_and_roll_back_exactly() {
+    let _share = crate::common::traffic();
     let r = root();
     let st = tempfile::tempdir().unwrap();
     let host = Host::at_root(r.path());
@@ -116,6 +117,7 @@ fn irq_affinity_and_governor_apply_and_roll_back_exactly() {
 
 #[test]
 fn unsupported_host_settings_are_reported_before_anything_changes() {
+    let _share = crate::common::traffic();
     let r = root();
     let st = tempfile::tempdir().unwrap();
     let host = Host::at_root(r.path());
@@ -139,6 +141,7 @@ fn unsupported_host_settings_are_reported_before_anything_changes() {
 
 #[test]
 fn dry_run_against_a_capture_prints_the_commands() {
+    let _share = crate::common::traffic();
     let r = root();
     let st = tempfile::tempdir().unwrap();
     let file = st.path().join("host-wide.toml");
@@ -172,6 +175,7 @@ fn dry_run_against_a_capture_prints_the_commands() {
 
 #[test]
 fn save_of_a_capture_then_diff_shows_no_difference() {
+    let _share = crate::common::traffic();
     let r = root();
     let st = tempfile::tempdir().unwrap();
     let bin = env!("CARGO_BIN_EXE_wirescope");

@@ -101,16 +101,21 @@ pub(super) fn few_cores(n: usize) -> usize {
 /// The saturated cores of a sample: the few cores (see [`few_cores`]) at
 /// or above the threshold that run some of the network path while the
 /// others have headroom — or, when the test's engine threads are pinned
-/// (`--cpus`) and every core they may use is saturated, the busiest of
-/// those: the test cannot use the others, whatever else keeps them busy.
-/// Too many saturated cores for "a few": the busiest one alone, judged
-/// against all the others (as on a small host).
-fn saturated_cores(s: &Sample, t: &Thresholds, pinned: &[u32]) -> Vec<u32> {
+/// (`--cpus`, or by a packet test's ends themselves) and every core they
+/// may use is saturated, the busiest of those: the test cannot use the
+/// others, whatever else keeps them busy. An engine that busy-polls its
+/// pinned cores saturates them by design: they are left out, and the
+/// other cores are judged as usual. Too many saturated cores for "a few":
+/// the busiest one alone, judged against all the others (as on a small
+/// host).
+fn saturated_cores(s: &Sample, t: &Thresholds, pinned: &[u32], busy_polls: bool) -> Vec<u32> {
     if s.cpus.len() < 2 {
         return Vec::new();
     }
     let busy = |cpu: u32| s.cpus.iter().find(|c| c.cpu.0 == cpu).map(|c| c.busy().0);
-    if !pinned.is_empty()
+    let candidate = |c: &&crate::probe::cpu::CpuSample| !(busy_polls && pinned.contains(&c.cpu.0));
+    if !busy_polls
+        && !pinned.is_empty()
         && pinned.len() < s.cpus.len()
         && pinned
             .iter()
@@ -126,6 +131,7 @@ fn saturated_cores(s: &Sample, t: &Thresholds, pinned: &[u32]) -> Vec<u32> {
     let hot: Vec<u32> = s
         .cpus
         .iter()
+        .filter(candidate)
         .filter(|c| c.kernel().0 >= t.kernel_path_min_pct && c.busy().0 >= t.core_saturated_pct)
         .map(|c| c.cpu.0)
         .collect();
@@ -148,6 +154,7 @@ fn saturated_cores(s: &Sample, t: &Thresholds, pinned: &[u32]) -> Vec<u32> {
     let Some(top) = s
         .cpus
         .iter()
+        .filter(candidate)
         .filter(|c| c.kernel().0 >= t.kernel_path_min_pct)
         .max_by(|a, b| a.busy().0.total_cmp(&b.busy().0))
     else {
@@ -207,10 +214,13 @@ fn saturated_windows<'a>(ctx: &'a HostCtx, t: &Thresholds) -> Vec<SaturatedWindo
             .sum::<f64>()
     };
     pinned.sort_by(|a, b| mean_busy(*b).total_cmp(&mean_busy(*a)));
+    let busy_polls = ctx
+        .spec
+        .is_some_and(|s| crate::traffic::slice(s.kind()).busy_polls());
     let per: Vec<Vec<u32>> = ctx
         .active
         .iter()
-        .map(|s| saturated_cores(s, t, &pinned))
+        .map(|s| saturated_cores(s, t, &pinned, busy_polls))
         .collect();
     let mut count: BTreeMap<u32, usize> = BTreeMap::new();
     for c in per.iter().flatten() {

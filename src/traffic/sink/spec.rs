@@ -9,6 +9,7 @@
 
 use crate::traffic::limits::{MemoryNeed, SpecError};
 use crate::traffic::options::{SweepParam, SweepPoint};
+use crate::traffic::RxQueues;
 use crate::traffic::{
     Engine, EngineError, EngineHost, EngineInterval, EngineKind, EngineSpec, EngineSpecOps,
     EngineTotals, PlacedCores, Side,
@@ -383,8 +384,11 @@ impl EngineSpecOps for SinkSpec {
 
     /// The sink's threads, one per rx queue (every mode but `udp`, which
     /// reads sockets).
-    fn rx_queues_needed(&self) -> Option<u32> {
-        (self.mode != SinkMode::Udp).then_some(self.queues)
+    fn rx_queues_needed(&self) -> Option<RxQueues> {
+        (self.mode != SinkMode::Udp).then_some(RxQueues {
+            threads: self.queues,
+            flag: "--queues",
+        })
     }
 
     /// Apply one sweep point: the frame size, or the sink's CPU set (one

@@ -65,8 +65,10 @@ pub fn cores() -> Cores {
     Cores(guard)
 }
 
-/// A share of the cores for a test that sends traffic: many tests hold one
-/// at once, none while a test holds [`cores`]. Within one test's thread the
+/// A share of the cores for a test that loads them — sends traffic, or
+/// starts the binary (each start costs system time, which the fault suite's
+/// CPU rules would see on its hog's core): many tests hold one at once,
+/// none while a test holds [`cores`]. Within one test's thread the
 /// share is taken once and kept while any holder lives; `None` inside a test
 /// that holds the cores alone.
 pub type Traffic = Option<Rc<RwLockReadGuard<'static, ()>>>;
