@@ -24,6 +24,13 @@ pub struct Thresholds {
     /// its packets raise softirqs; a core busy with user time alone runs
     /// another process's work, which the test does not wait for.
     pub kernel_path_min_pct: f64,
+    /// cpu.single-core-saturated and grpc.connection-bound: a test whose
+    /// processes used less than this % of one core in all (user + system of
+    /// every thread, both ends' on one kernel) can account for less than
+    /// half of a saturated core's time: the rest is another process's, and
+    /// only its packets' softirq and IRQ work (at least `softirq_heavy_pct`
+    /// of the core) make that core its own.
+    pub test_cpu_min_pct: f64,
     /// softirq.concentrated: share of all NET_RX softirqs raised on one CPU.
     pub net_rx_share: f64,
     /// softirq.concentrated on a big host: share of all NET_RX softirqs on
@@ -75,6 +82,7 @@ pub const THRESHOLDS: Thresholds = Thresholds {
     core_saturated_pct: 95.0,
     others_headroom_pct: 75.0,
     kernel_path_min_pct: 5.0,
+    test_cpu_min_pct: 50.0,
     net_rx_share: 0.90,
     net_rx_group_share: 0.5,
     net_rx_min_per_s: 1000.0,

@@ -199,6 +199,17 @@ pub fn mean_core_busy<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<
     mean_per_core(samples, |c| c.busy().0)
 }
 
+/// Mean CPU % of one core that the engine's process used over the samples
+/// that say ([`crate::probe::sample::EngineSample::process_cpu_pct`]); None
+/// when none does (older logs, captures).
+pub fn mean_process_cpu<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Option<f64> {
+    let v: Vec<f64> = samples
+        .into_iter()
+        .filter_map(|s| s.engine.process_cpu_pct)
+        .collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
 /// Mean kernel % (system+irq+softirq) per core over the samples (warm-up left out).
 pub fn mean_core_kernel<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<(u32, f64)> {
     mean_per_core(samples, |c| c.kernel().0)

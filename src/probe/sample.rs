@@ -184,6 +184,12 @@ pub struct EngineSample {
     /// completions, sink losses...), when it has any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extra: Option<crate::traffic::EngineInterval>,
+    /// CPU time of the process that runs this end's engine over the
+    /// interval, all its threads (the engine's, the sampler's, a face's), %
+    /// of one core (CLOCK_PROCESS_CPUTIME_ID). The diagnosis judges with it
+    /// whether a saturated core can be the test's; absent without an engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_cpu_pct: Option<f64>,
 }
 
 /// One interface for one interval.

@@ -418,6 +418,52 @@ fn single_core_saturated() {
     assert!(ids(&once.run(), "cpu.single-core-saturated").is_empty());
 }
 
+/// A shaped test on a busy machine: one core saturated, mostly with system
+/// time from another process's calls, while the test's processes used 3 %
+/// of one core in all. Not the test's; at a core's worth of CPU, or with the
+/// core's softirq at the packet path's share, it is.
+#[test]
+fn a_core_the_tests_processes_could_not_have_saturated_is_not_its_limit() {
+    let mut c = Case::healthy();
+    let mut busy = [10.0; 16];
+    busy[1] = 100.0;
+    c.local = window("local", 4, &busy);
+    for s in &mut c.local {
+        s.cpus[1].user.0 = 30.0;
+        s.cpus[1].system.0 = 70.0;
+        s.cpus[1].softirq.0 = 0.0;
+        s.engine.process_cpu_pct = Some(3.0);
+    }
+    let found = ids(&c.run(), "cpu.single-core-saturated");
+    assert!(found.is_empty(), "{found:#?}");
+    let mut busy_test = c.clone();
+    for s in &mut busy_test.local {
+        s.engine.process_cpu_pct = Some(90.0);
+    }
+    let found = ids(&busy_test.run(), "cpu.single-core-saturated");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert_eq!(found[0].subject, "cpu1");
+    let mut softirq = c.clone();
+    for s in &mut softirq.local {
+        s.cpus[1].system.0 = 40.0;
+        s.cpus[1].softirq.0 = 30.0;
+    }
+    let found = ids(&softirq.run(), "cpu.single-core-saturated");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    // Both ends on one kernel: the other end's process counts too.
+    let mut pair = c.clone();
+    pair.lf.boot_id = "b7f3".into();
+    pair.pf.boot_id = "b7f3".into();
+    for s in &mut pair.peer {
+        s.engine.process_cpu_pct = Some(80.0);
+    }
+    let found = ids(&pair.run(), "cpu.single-core-saturated");
+    assert!(
+        found.iter().any(|f| f.host == HostRole::Local),
+        "{found:#?}"
+    );
+}
+
 /// A packet test's ends pin their threads themselves when the spec names no
 /// CPUs, and report where (the generator's threads, the sink's queues). A
 /// core one of them busy-polls is the test's own, judged by the packet

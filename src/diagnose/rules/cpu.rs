@@ -302,6 +302,17 @@ fn saturated_by_the_test(
     time: &CoreTime,
 ) -> bool {
     let (cpu, kernel) = (sat.cpu, time.sys + time.si + time.irq);
+    // A test whose processes used little CPU in all saturated no core with
+    // its threads (a shaped or paced test on a busy machine: another
+    // process's system calls make the kernel time); only its packets'
+    // softirq and IRQ work could have.
+    if ctx
+        .test_process_cpu()
+        .is_some_and(|p| p < t.test_cpu_min_pct)
+        && time.si + time.irq < t.softirq_heavy_pct
+    {
+        return false;
+    }
     // An engine that busy-polls its cores by design (a packet test's sink
     // and generator; its own rules judge those: generator-bound,
     // queue-overrun) leaves the other cores only the kernel's packet

@@ -70,6 +70,7 @@ pub fn window(spec: &GrpcSpec, samples: &[Sample]) -> Option<GrpcWindow> {
     }
     let core_busy = crate::diagnose::util::mean_core_busy(counted.iter().copied());
     let core_kernel = crate::diagnose::util::mean_core_kernel(counted.iter().copied());
+    let process_cpu = crate::diagnose::util::mean_process_cpu(counted.iter().copied());
     let rtts: Vec<f64> = counted
         .iter()
         .flat_map(|s| s.conns.iter())
@@ -85,6 +86,7 @@ pub fn window(spec: &GrpcSpec, samples: &[Sample]) -> Option<GrpcWindow> {
         intervals,
         core_busy,
         core_kernel,
+        process_cpu,
         rtt_us,
         recv_stream_window: recv.stream,
         recv_conn_window: recv.connection,
@@ -108,6 +110,8 @@ pub struct GrpcWindow {
     pub core_busy: Vec<(u32, f64)>,
     /// Mean kernel % (system+irq+softirq) per core over the window.
     pub core_kernel: Vec<(u32, f64)>,
+    /// Mean CPU of the client's process, % of one core, when its Samples say.
+    pub process_cpu: Option<f64>,
     /// Mean smoothed RTT of the data connections (TCP_INFO), µs.
     pub rtt_us: Option<f64>,
     /// Receive windows the client advertised (bound what it can receive).
@@ -144,6 +148,11 @@ pub fn rules(w: &GrpcWindow, t: &Thresholds, g: &GrpcThresholds) -> Vec<Finding>
 pub fn connection_bound(w: &GrpcWindow, t: &Thresholds, g: &GrpcThresholds) -> Option<Finding> {
     let cores = w.core_busy.len();
     if cores < 2 || w.intervals.is_empty() || w.channels as usize >= cores {
+        return None;
+    }
+    // A client that used little CPU in all saturated no core: the busy
+    // core is another process's.
+    if w.process_cpu.is_some_and(|p| p < t.test_cpu_min_pct) {
         return None;
     }
     // The busiest core that runs some of the client's network path: one
@@ -356,6 +365,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, b)| (i as u32, *b / 2.0))
                 .collect(),
+            process_cpu: None,
             rtt_us: Some(50.0),
             recv_stream_window: 64 * 1024,
             recv_conn_window: 8 << 20,
@@ -390,6 +400,14 @@ mod tests {
         let mut hog = window(1, 64, &[100.0, 10.0, 10.0, 10.0]);
         hog.core_kernel[0].1 = 0.5;
         assert!(connection_bound(&hog, &THRESHOLDS, &GRPC_THRESHOLDS).is_none());
+        // The saturated core has kernel time, but the client's process used
+        // 4 % of one core in all (a shaped test; another process's system
+        // calls): not the client's. At a core's worth, it is.
+        let mut shaped = window(1, 64, &[100.0, 10.0, 10.0, 10.0]);
+        shaped.process_cpu = Some(4.0);
+        assert!(connection_bound(&shaped, &THRESHOLDS, &GRPC_THRESHOLDS).is_none());
+        shaped.process_cpu = Some(95.0);
+        assert!(connection_bound(&shaped, &THRESHOLDS, &GRPC_THRESHOLDS).is_some());
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub struct HostCtx<'a> {
     /// The cores the engine threads of this host ran on, and of the other
     /// host (see [`HostCtx::test_cpus`]).
     thread_cores: [Vec<u32>; 2],
+    /// The engine process's mean CPU (% of one core) on this host and on
+    /// the other (see [`HostCtx::test_process_cpu`]).
+    process_cpu: [Option<f64>; 2],
     /// What the rules derive from this host's facts alone (its IRQ
     /// steering), kept by the caller while the facts stay the same.
     derived: &'a FactsDerived,
@@ -142,12 +145,18 @@ impl<'a> HostCtx<'a> {
             HostRole::Peer => (input.peer, input.local),
         };
         let active_me = active(me.samples, t);
-        let other_cores = thread_cores(&active(other.samples, t));
+        let active_other = active(other.samples, t);
+        let other_cores = thread_cores(&active_other);
+        let process_cpu = [
+            crate::diagnose::util::mean_process_cpu(active_me.iter().copied()),
+            crate::diagnose::util::mean_process_cpu(active_other.iter().copied()),
+        ];
         HostCtx {
             host,
             facts: me.facts(),
             other_facts: other.facts(),
             thread_cores: [thread_cores(&active_me), other_cores],
+            process_cpu,
             active: active_me,
             spec: input.test.spec,
             derived,
@@ -211,6 +220,18 @@ impl<'a> HostCtx<'a> {
             (Some(a), Some(b)) => !a.boot_id.is_empty() && a.boot_id == b.boot_id,
             _ => false,
         }
+    }
+
+    /// The CPU the test's processes used on this host's cores, % of one
+    /// core: this end's engine process, plus the other end's when both
+    /// share a kernel; None when this end's Samples do not say.
+    pub fn test_process_cpu(&self) -> Option<f64> {
+        let mine = self.process_cpu[0]?;
+        Some(if self.shares_kernel() {
+            mine + self.process_cpu[1].unwrap_or(0.0)
+        } else {
+            mine
+        })
     }
 
     /// CPUs the test's engine threads may run on, on this host's cores:

@@ -61,12 +61,22 @@ use std::time::{Duration, Instant};
 
 /// CPU time consumed by the calling thread (µs).
 fn thread_cpu_us() -> u64 {
+    cpu_clock_us(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time consumed by this process, all its threads (µs).
+fn process_cpu_us() -> u64 {
+    cpu_clock_us(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// A CPU-time clock's reading (µs); 0 if it cannot be read.
+fn cpu_clock_us(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
-    // SAFETY: ts is a valid timespec; CLOCK_THREAD_CPUTIME_ID needs nothing else.
-    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+    // SAFETY: ts is a valid timespec; the CPU-time clocks need nothing else.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
         return 0;
     }
     u64::try_from(ts.tv_sec).unwrap_or(0) * 1_000_000
@@ -221,6 +231,8 @@ pub struct Sampler {
     t0: Instant,
     /// When the engine counters were last read (an interval's boundary).
     last_engine: Instant,
+    /// This process's CPU time then (µs), for the interval's share.
+    last_process_cpu_us: u64,
     /// When /proc/net/dev and the queue counters were last read.
     last_ifaces: Instant,
     /// When the eBPF maps were last read.
@@ -273,6 +285,7 @@ impl Sampler {
             index: 0,
             t0: now,
             last_engine: now,
+            last_process_cpu_us: process_cpu_us(),
             last_ifaces: now,
             last_ebpf: now,
             omit_intervals: 0,
@@ -449,6 +462,7 @@ impl Sampler {
         let now = Instant::now();
         self.t0 = now;
         self.last_engine = now;
+        self.last_process_cpu_us = process_cpu_us();
         self.index = 0;
         self.omit_intervals =
             u64::try_from(omit.as_nanos() / interval.as_nanos().max(1)).unwrap_or(u64::MAX);
@@ -478,6 +492,10 @@ impl Sampler {
         let start_s = self.last_engine.duration_since(self.t0).as_secs_f64();
         let end_s = now.duration_since(self.t0).as_secs_f64();
         self.last_engine = now;
+        let process_cpu = process_cpu_us();
+        let process_cpu_pct = (secs > 0.0)
+            .then(|| process_cpu.saturating_sub(self.last_process_cpu_us) as f64 / (secs * 1e4));
+        self.last_process_cpu_us = process_cpu;
         let omitted = u64::from(self.index) < self.omit_intervals;
         let mut errors = Vec::new();
         let (cpus, softirqs, softnet, nstat) = self.read_host(&mut errors);
@@ -489,7 +507,11 @@ impl Sampler {
         let ifaces = self.read_ifaces(&mut nic_counters, &mut queues, &mut errors);
         queues.extend(ebpf.queues);
         let (engine, conns) = match (self.engine.as_mut(), engine_read) {
-            (Some(v), Some(r)) => v.interval(r, secs, omitted, &mut self.latency_total),
+            (Some(v), Some(r)) => {
+                let (mut e, conns) = v.interval(r, secs, omitted, &mut self.latency_total);
+                e.process_cpu_pct = process_cpu_pct;
+                (e, conns)
+            }
             _ => (EngineSample::default(), Vec::new()),
         };
         let facts = self.facts_if_changed();
