@@ -187,7 +187,8 @@ pub struct EngineSample {
     /// CPU time of the process that runs this end's engine over the
     /// interval, all its threads (the engine's, the sampler's, a face's), %
     /// of one core (CLOCK_PROCESS_CPUTIME_ID). The diagnosis judges with it
-    /// whether a saturated core can be the test's; absent without an engine.
+    /// whether a saturated core can be the test's; absent when the sampler
+    /// watches no engine (`watch` of this host alone, captures).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_cpu_pct: Option<f64>,
 }

@@ -302,14 +302,18 @@ fn saturated_by_the_test(
     time: &CoreTime,
 ) -> bool {
     let (cpu, kernel) = (sat.cpu, time.sys + time.si + time.irq);
-    // A test whose processes used little CPU in all saturated no core with
-    // its threads (a shaped or paced test on a busy machine: another
-    // process's system calls make the kernel time); only its packets'
-    // softirq and IRQ work could have.
-    if ctx
-        .test_process_cpu()
-        .is_some_and(|p| p < t.test_cpu_min_pct)
+    // A core the test's processes could not have kept busy: in the
+    // intervals it was saturated they used less than half a core in all (a
+    // shaped or paced test on a busy machine), and its time is mostly user
+    // time — another process's, not the packet path's softirq and IRQ work
+    // nor kernel threads' (threaded NAPI, crypto), which show as system
+    // time. A core the test is pinned to stays the test's: it waits for it.
+    if !sat.pinned.contains(&cpu)
+        && time.user >= kernel
         && time.si + time.irq < t.softirq_heavy_pct
+        && ctx
+            .test_process_cpu(&sat.on)
+            .is_some_and(|p| p < t.test_cpu_min_pct)
     {
         return false;
     }

@@ -45,9 +45,9 @@ pub struct HostCtx<'a> {
     /// The cores the engine threads of this host ran on, and of the other
     /// host (see [`HostCtx::test_cpus`]).
     thread_cores: [Vec<u32>; 2],
-    /// The engine process's mean CPU (% of one core) on this host and on
-    /// the other (see [`HostCtx::test_process_cpu`]).
-    process_cpu: [Option<f64>; 2],
+    /// The other host's engine process CPU (% of one core) by interval
+    /// index (see [`HostCtx::test_process_cpu`]).
+    other_process_cpu: std::collections::BTreeMap<u32, f64>,
     /// What the rules derive from this host's facts alone (its IRQ
     /// steering), kept by the caller while the facts stay the same.
     derived: &'a FactsDerived,
@@ -147,16 +147,16 @@ impl<'a> HostCtx<'a> {
         let active_me = active(me.samples, t);
         let active_other = active(other.samples, t);
         let other_cores = thread_cores(&active_other);
-        let process_cpu = [
-            crate::diagnose::util::mean_process_cpu(active_me.iter().copied()),
-            crate::diagnose::util::mean_process_cpu(active_other.iter().copied()),
-        ];
+        let other_process_cpu = active_other
+            .iter()
+            .filter_map(|s| Some((s.index, s.engine.process_cpu_pct?)))
+            .collect();
         HostCtx {
             host,
             facts: me.facts(),
             other_facts: other.facts(),
             thread_cores: [thread_cores(&active_me), other_cores],
-            process_cpu,
+            other_process_cpu,
             active: active_me,
             spec: input.test.spec,
             derived,
@@ -222,16 +222,22 @@ impl<'a> HostCtx<'a> {
         }
     }
 
-    /// The CPU the test's processes used on this host's cores, % of one
-    /// core: this end's engine process, plus the other end's when both
-    /// share a kernel; None when this end's Samples do not say.
-    pub fn test_process_cpu(&self) -> Option<f64> {
-        let mine = self.process_cpu[0]?;
-        Some(if self.shares_kernel() {
-            mine + self.process_cpu[1].unwrap_or(0.0)
-        } else {
-            mine
-        })
+    /// The CPU the test's processes used on this host's cores over the
+    /// intervals `on` (% of one core, their mean): this end's engine
+    /// process, plus the other end's in the same interval when both share a
+    /// kernel. None when a Sample does not say (an older log, an older
+    /// agent), or `on` is empty.
+    pub fn test_process_cpu(&self, on: &[&&Sample]) -> Option<f64> {
+        let shared = self.shares_kernel();
+        let mut sum = 0.0;
+        for s in on {
+            let other = match shared {
+                true => *self.other_process_cpu.get(&s.index)?,
+                false => 0.0,
+            };
+            sum += s.engine.process_cpu_pct? + other;
+        }
+        (!on.is_empty()).then(|| sum / on.len() as f64)
     }
 
     /// CPUs the test's engine threads may run on, on this host's cores:

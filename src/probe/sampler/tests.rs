@@ -198,6 +198,10 @@ fn two_recorded_snapshots_become_one_interval_of_deltas_and_rates() {
     assert!(span > 0.0 && x.start_s == 0.0, "{x:?}");
     let want = 125_000_000.0 * 8.0 / span;
     assert!((x.engine.tx_bps.0 - want).abs() / want < 1e-9);
+    // This process's CPU over the interval, % of one core (a test process
+    // of several threads may use more than one).
+    let cpu = x.engine.process_cpu_pct.expect("the engine's process CPU");
+    assert!(cpu >= 0.0, "{cpu}");
     assert_eq!(x.conns.len(), 1);
     assert!(x.conns[0].tcp.is_some(), "TCP_INFO of the engine's socket");
 
