@@ -141,7 +141,7 @@ fn preflight(
 
 /// `run --target HOST:PORT`: the engine's client against a foreign
 /// (third-party) server, when its engine has one
-/// ([`EngineSpecOps::foreign_client`](crate::traffic::EngineSpecOps::foreign_client)),
+/// ([`EngineSlice::foreign_client`](crate::traffic::EngineSlice::foreign_client)),
 /// through the same driver, pipeline, log and summary as a test with an
 /// agent; only this host is sampled (the interface that routes to the
 /// server is watched).
@@ -151,7 +151,7 @@ fn against_server(
     target: String,
     argv: Vec<String>,
 ) -> FaceResult {
-    let Some(words) = plan.spec.kind().foreign_client() else {
+    let Some(words) = crate::traffic::slice(plan.spec.kind()).foreign_client() else {
         return Err(FaceError::Usage(no_foreign_client()));
     };
     let addr = std::net::ToSocketAddrs::to_socket_addrs(&target)

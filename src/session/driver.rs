@@ -209,7 +209,7 @@ pub async fn run_plan<R: PointRunner>(
 /// This host alone, without an agent: observing without traffic
 /// (`wirescope watch`), or running an engine's client against a foreign
 /// server (`run --target`), when the engine has such a client
-/// ([`EngineSpecOps::foreign_client`](crate::traffic::EngineSpecOps::foreign_client)).
+/// ([`EngineSlice::foreign_client`](crate::traffic::EngineSlice::foreign_client)).
 pub struct LocalObserver {
     sampler: SamplerThread,
     /// `HOST:PORT` of the foreign server a point's client calls.
@@ -382,7 +382,7 @@ async fn against_target(
             None => Ok(None),
         };
     };
-    let Some(words) = spec.kind().foreign_client() else {
+    let Some(words) = crate::traffic::slice(spec.kind()).foreign_client() else {
         return Err(needs_an_agent(spec));
     };
     let (spec, addr) = (spec.clone(), addr.clone());

@@ -42,16 +42,23 @@ impl SweepParam {
     /// The parameter a `--sweep PARAM=...` names, by its name or the flag
     /// it varies (`len`, `conns`, `frame-size`).
     pub fn from_name(name: &str) -> Option<SweepParam> {
-        Some(match name {
-            "size" | "len" => SweepParam::Size,
-            "streams" | "conns" => SweepParam::Streams,
-            "channels" => SweepParam::Channels,
-            "concurrency" => SweepParam::Concurrency,
-            "frame" | "frame-size" => SweepParam::Frame,
-            "cores" => SweepParam::Cores,
-            _ => return None,
-        })
+        match name {
+            "len" => Some(SweepParam::Size),
+            "conns" => Some(SweepParam::Streams),
+            "frame-size" => Some(SweepParam::Frame),
+            _ => SweepParam::ALL.into_iter().find(|p| p.name() == name),
+        }
     }
+
+    /// Every parameter.
+    pub const ALL: [SweepParam; 6] = [
+        SweepParam::Size,
+        SweepParam::Streams,
+        SweepParam::Channels,
+        SweepParam::Concurrency,
+        SweepParam::Frame,
+        SweepParam::Cores,
+    ];
 
     /// Name as typed.
     pub fn name(self) -> &'static str {

@@ -19,9 +19,10 @@
 //!   needs the other: a slice fills [`Sections`], and [`slice()`] returns a
 //!   slice.
 //! * Also here, one variant or arm per engine that has one: the servers
-//!   engines run alone ([`ServeWhat`], `wirescope serve <name>`), and the
-//!   engines whose client runs against a foreign server
-//!   ([`EngineKind::foreign_client`], [`foreign_clients`], `run --target`).
+//!   engines run alone ([`ServeWhat`], `wirescope serve <name>`); and the
+//!   list of the engines whose client runs against a foreign server
+//!   ([`foreign_clients`], `run --target`, from each slice's
+//!   [`EngineSlice::foreign_client`]).
 //!
 //! The layers above (record, the faces, the TUI, the session) call
 //! [`slice()`] with the test's [`EngineKind`], or ask the spec, and never
@@ -267,19 +268,16 @@ impl EngineInterval {
 
     /// The CPUs this end's engine threads report they ran on (a packet
     /// sink's queue threads, a generator's threads, which pin themselves
-    /// when the spec names no CPUs); empty when its figures name none.
+    /// when the spec names no CPUs), one per thread; empty when its
+    /// figures name none.
     pub fn thread_cores(&self) -> Vec<CpuId> {
-        let cpus: Vec<CpuId> = match self {
+        match self {
             EngineInterval::Sink(k) => k.figures.queues.iter().filter_map(|q| q.cpu).collect(),
             EngineInterval::Generator(g) => {
                 g.figures.threads.iter().filter_map(|t| t.cpu).collect()
             }
             _ => Vec::new(),
-        };
-        let mut cpus = cpus;
-        cpus.sort_unstable();
-        cpus.dedup();
-        cpus
+        }
     }
 }
 
@@ -566,6 +564,13 @@ pub trait EngineSlice: Sync {
     /// process's work.
     fn works_in_kernel(&self) -> bool {
         false
+    }
+
+    /// Whether this engine's client can run against a foreign
+    /// (third-party) server without an agent (`run --target`), and how
+    /// messages name that client and server; None: it needs an agent.
+    fn foreign_client(&self) -> Option<super::ForeignClient> {
+        None
     }
 
     /// Whether a point of this engine is judged by its rate (frames per
@@ -956,7 +961,7 @@ impl ServeWhat {
 pub fn foreign_clients() -> Vec<(EngineKind, super::ForeignClient)> {
     EngineKind::ALL
         .into_iter()
-        .filter_map(|k| k.foreign_client().map(|w| (k, w)))
+        .filter_map(|k| slice(k).foreign_client().map(|w| (k, w)))
         .collect()
 }
 
@@ -968,19 +973,6 @@ pub fn foreign_client_engines() -> String {
         .map(|(k, _)| format!("--engine {}", k.name()))
         .collect::<Vec<_>>()
         .join(" or ")
-}
-
-impl EngineKind {
-    /// How this engine's client runs against a foreign server without an
-    /// agent, in its words; None: it needs an agent.
-    pub fn foreign_client(self) -> Option<super::ForeignClient> {
-        match self {
-            EngineKind::Tcp => TcpSpec::foreign_client(),
-            EngineKind::Grpc => GrpcSpec::foreign_client(),
-            EngineKind::Sink => SinkSpec::foreign_client(),
-            EngineKind::Rdma => RdmaSpec::foreign_client(),
-        }
-    }
 }
 
 /// The values of a named sweep list (`--sweep size=all`, perftest's `-a`),

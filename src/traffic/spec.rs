@@ -14,11 +14,6 @@
 //! `spec.frame_mtu()`, `spec.prepare(..)` and never match on the engine.
 //! Every method with a default has the answer of an engine that has nothing
 //! of its own to say, so an engine implements only what it has.
-//!
-//! What is asked of an engine before a test names it (whether its client
-//! runs against a foreign server: [`EngineSpecOps::foreign_client`]) is an
-//! associated function without a default, reached through
-//! `EngineKind::foreign_client` in the registry, so every engine answers.
 
 use super::limits::{MemoryNeed, SpecError};
 use super::options::SweepPoint;
@@ -190,15 +185,6 @@ pub trait EngineSpecOps: Send + Sync {
         None
     }
 
-    /// Whether this engine's client can run against a foreign
-    /// (third-party) server without an agent (`run --target`), and how
-    /// messages name that client and server; None: it needs an agent. The
-    /// registry asks it of every engine (`EngineKind::foreign_client`), so
-    /// no default: each engine answers.
-    fn foreign_client() -> Option<ForeignClient>
-    where
-        Self: Sized;
-
     /// One request with the test's sizes to the server at `target`, before
     /// anything starts: whether it is there and serves this test.
     fn check_server(&self, _target: &str) -> Result<(), ServerCheckError> {
@@ -209,7 +195,7 @@ pub trait EngineSpecOps: Send + Sync {
     }
 
     /// Start this engine's client against the server at `target` (see
-    /// [`Self::foreign_client`]), once its first request proved the
+    /// [`crate::traffic::EngineSlice::foreign_client`]), once its first request proved the
     /// server. Blocks the calling thread.
     fn start_against_server(&self, _target: String) -> Result<RunningEngine, EngineError> {
         Err(EngineError::Unsupported(format!(
@@ -301,7 +287,7 @@ pub enum ServerCheckError {
 }
 
 /// How an engine's client that runs against a foreign server without an
-/// agent ([`EngineSpecOps::foreign_client`]) and that server are named in
+/// agent ([`crate::traffic::EngineSlice::foreign_client`]) and that server are named in
 /// messages (`wirescope: gRPC client against 10.0.0.2:50051`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ForeignClient {

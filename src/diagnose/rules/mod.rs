@@ -42,12 +42,10 @@ pub struct HostCtx<'a> {
     pub active: Vec<&'a Sample>,
     /// The test spec.
     pub spec: Option<&'a EngineSpec>,
-    /// The cores the engine threads of this host ran on, and of the other
-    /// host (see [`HostCtx::test_cpus`]).
-    thread_cores: [Vec<u32>; 2],
-    /// The other host's engine process CPU (% of one core) by interval
-    /// index (see [`HostCtx::test_process_cpu`]).
-    other_process_cpu: std::collections::BTreeMap<u32, f64>,
+    /// The other host's Samples of the window while traffic ran: its
+    /// engine's cores and process CPU when both share a kernel (see
+    /// [`HostCtx::test_cpus`], [`HostCtx::test_process_cpu`]).
+    other_active: Vec<&'a Sample>,
     /// What the rules derive from this host's facts alone (its IRQ
     /// steering), kept by the caller while the facts stay the same.
     derived: &'a FactsDerived,
@@ -144,20 +142,12 @@ impl<'a> HostCtx<'a> {
             HostRole::Local => (input.local, input.peer),
             HostRole::Peer => (input.peer, input.local),
         };
-        let active_me = active(me.samples, t);
-        let active_other = active(other.samples, t);
-        let other_cores = thread_cores(&active_other);
-        let other_process_cpu = active_other
-            .iter()
-            .filter_map(|s| Some((s.index, s.engine.process_cpu_pct?)))
-            .collect();
         HostCtx {
             host,
             facts: me.facts(),
             other_facts: other.facts(),
-            thread_cores: [thread_cores(&active_me), other_cores],
-            other_process_cpu,
-            active: active_me,
+            active: active(me.samples, t),
+            other_active: active(other.samples, t),
             spec: input.test.spec,
             derived,
             rx_rates: std::cell::OnceCell::new(),
@@ -232,7 +222,10 @@ impl<'a> HostCtx<'a> {
         let mut sum = 0.0;
         for s in on {
             let other = match shared {
-                true => *self.other_process_cpu.get(&s.index)?,
+                true => {
+                    let o = self.other_active.iter().find(|o| o.index == s.index)?;
+                    o.engine.process_cpu_pct?
+                }
                 false => 0.0,
             };
             sum += s.engine.process_cpu_pct? + other;
@@ -249,20 +242,20 @@ impl<'a> HostCtx<'a> {
             Side::Controller => Side::Agent,
             Side::Agent => Side::Controller,
         };
-        let pinned = |side: Side, reported: &[u32]| -> Vec<u32> {
+        let pinned = |side: Side, samples: &[&Sample]| -> Vec<u32> {
             let given: Vec<u32> = self
                 .spec
                 .map(|s| s.cpus_for(side).iter().map(|c| c.0).collect())
                 .unwrap_or_default();
             if given.is_empty() {
-                reported.to_vec()
+                thread_cores(samples)
             } else {
                 given
             }
         };
-        let mut v = pinned(self.side(), &self.thread_cores[0]);
+        let mut v = pinned(self.side(), &self.active);
         if !v.is_empty() && self.shares_kernel() {
-            v.extend(pinned(other, &self.thread_cores[1]));
+            v.extend(pinned(other, &self.other_active));
             v.sort_unstable();
             v.dedup();
         }

@@ -115,16 +115,6 @@ impl EngineSpecOps for GrpcSpec {
         Ok(Box::new(GrpcEngine::new(self.clone(), side)))
     }
 
-    /// Its client runs against any grpc.testing.BenchmarkService server
-    /// (grpc-go's, grpc-java's, `wirescope serve grpc`).
-    fn foreign_client() -> Option<crate::traffic::ForeignClient> {
-        Some(crate::traffic::ForeignClient {
-            client: "gRPC client",
-            server: "gRPC server",
-            any_server: "a BenchmarkService server",
-        })
-    }
-
     fn start_against_server(&self, target: String) -> Result<RunningEngine, EngineError> {
         GrpcEngine::against(self.clone(), target).start_ready()
     }

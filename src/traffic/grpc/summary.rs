@@ -68,6 +68,16 @@ impl EngineSlice for GrpcSlice {
         super::args::refuse_elsewhere(t)
     }
 
+    /// Its client runs against any grpc.testing.BenchmarkService server
+    /// (grpc-go's, grpc-java's, `wirescope serve grpc`).
+    fn foreign_client(&self) -> Option<crate::traffic::ForeignClient> {
+        Some(crate::traffic::ForeignClient {
+            client: "gRPC client",
+            server: "gRPC server",
+            any_server: "a BenchmarkService server",
+        })
+    }
+
     /// RPC rate and payload goodput both ways over the measured span (the
     /// client's counts less its warm-up), non-OK statuses, and each end's
     /// peak memory.

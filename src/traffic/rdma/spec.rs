@@ -311,11 +311,6 @@ impl EngineSpecOps for RdmaSpec {
         EngineKind::Rdma
     }
 
-    /// None: an RDMA test sets up its queue pairs with an agent.
-    fn foreign_client() -> Option<crate::traffic::ForeignClient> {
-        None
-    }
-
     fn mode_name(&self) -> &'static str {
         self.mode.name()
     }

@@ -261,11 +261,6 @@ impl EngineSpecOps for SinkSpec {
         EngineKind::Sink
     }
 
-    /// None: a packet test runs between wirescope and its agent.
-    fn foreign_client() -> Option<crate::traffic::ForeignClient> {
-        None
-    }
-
     fn mode_name(&self) -> &'static str {
         self.mode.name()
     }

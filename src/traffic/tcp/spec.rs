@@ -83,11 +83,6 @@ impl EngineSpecOps for TcpSpec {
         EngineKind::Tcp
     }
 
-    /// None: a TCP test runs between wirescope and its agent.
-    fn foreign_client() -> Option<crate::traffic::ForeignClient> {
-        None
-    }
-
     fn mode_name(&self) -> &'static str {
         self.mode.name()
     }
