@@ -3,11 +3,11 @@
 //! Every number a user sees carries its unit; these types make the unit part
 //! of the type so a byte count cannot be passed where bits per second are
 //! expected. The parsers accept what network engineers type (`10s`, `500ms`,
-//! `64K`, `8MiB`, `10G`, `0-3,8`) and return an error that shows an example,
+//! `64K`, `8MiB`, `0-3,8`) and return an error that shows an example,
 //! because clap prints that message next to the flag's name.
 //!
 //! Conventions: sizes are binary (`64K` = 65536 bytes, like iperf3 and
-//! ethtool), rates are decimal (`10G` = 10^10 bit/s, like link speeds).
+//! ethtool), rates are decimal (`10 Gbit/s` = 10^10 bit/s, like link speeds).
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -194,12 +194,6 @@ pub enum UnitError {
         /// The text as typed.
         text: String,
     },
-    /// Not a rate in bits per second.
-    #[error("'{text}' is not a rate; use bits per second with an optional unit, e.g. 10G, 25Gbit or 800M")]
-    Rate {
-        /// The text as typed.
-        text: String,
-    },
     /// Not a CPU list.
     #[error("'{text}' is not a CPU list ({why}); use numbers and ranges, e.g. 0-3,8")]
     CpuList {
@@ -299,31 +293,6 @@ pub fn parse_size(s: &str) -> Result<Bytes, UnitError> {
         .map_err(|_| UnitError::Size {
             text: s.to_string(),
         })
-}
-
-/// Parse a rate in bits per second: `10G`, `25Gbit`, `100M`, `1e9`. Prefixes are decimal.
-pub fn parse_rate(s: &str) -> Result<BitsPerSec, UnitError> {
-    let err = || UnitError::Rate {
-        text: s.to_string(),
-    };
-    let t = s.trim();
-    let lower = t.to_ascii_lowercase();
-    let body = ["bit/s", "bits/s", "bps", "bit", "b/s", "b"]
-        .iter()
-        .find_map(|suf| lower.strip_suffix(suf))
-        .unwrap_or(&lower);
-    let (num, mult) = match body.chars().last() {
-        Some('k') => (&body[..body.len() - 1], 1e3),
-        Some('m') => (&body[..body.len() - 1], 1e6),
-        Some('g') => (&body[..body.len() - 1], 1e9),
-        Some('t') => (&body[..body.len() - 1], 1e12),
-        _ => (body, 1.0),
-    };
-    let v: f64 = num.trim().parse().map_err(|_| err())?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(err());
-    }
-    Ok(BitsPerSec(v * mult))
 }
 
 /// Parse a CPU list as the kernel prints it: `0-3,8,10-11`.
@@ -467,15 +436,6 @@ mod tests {
         assert_eq!(parse_size("1500").unwrap(), Bytes(1500));
         let e = parse_size("lots").unwrap_err().to_string();
         assert!(e.contains("64K"), "{e}");
-    }
-
-    #[test]
-    fn rates_are_decimal() {
-        assert_eq!(parse_rate("10G").unwrap(), BitsPerSec(10e9));
-        assert_eq!(parse_rate("25Gbit").unwrap(), BitsPerSec(25e9));
-        assert_eq!(parse_rate("800M").unwrap(), BitsPerSec(800e6));
-        assert_eq!(parse_rate("1000").unwrap(), BitsPerSec(1000.0));
-        assert!(parse_rate("fast").unwrap_err().to_string().contains("10G"));
     }
 
     #[test]
