@@ -562,12 +562,7 @@ pub fn rollback(host: &Host, state: &StateDir) -> Result<RollbackReport, TuneErr
     let entry = state
         .entries()?
         .into_iter()
-        .find(|e| {
-            matches!(
-                e.status(),
-                Status::Applied | Status::Incomplete | Status::Interrupted { .. }
-            )
-        })
+        .find(|e| e.status().in_effect())
         .ok_or_else(|| TuneError::NothingToRollBack {
             dir: state.path().display().to_string(),
         })?;

@@ -449,34 +449,20 @@ impl Resolver<'_> {
         iface: &str,
         driver: &str,
     ) -> Option<T> {
-        match part {
-            Support::Value(v) => Some(v.clone()),
+        let (why, allowed) = match part {
+            Support::Value(v) => return Some(v.clone()),
             Support::NotSupported { .. } => {
                 let d = if driver.is_empty() { "?" } else { driver };
-                self.fail(unsupported(
-                    format!("{iface} {what}"),
+                (
                     format!("driver {d} does not support {what}"),
                     format!("remove {what} for {iface} from the profile"),
-                ));
-                None
+                )
             }
-            Support::Error(e) => {
-                self.fail(unsupported(
-                    format!("{iface} {what}"),
-                    format!("cannot read: {e}"),
-                    "",
-                ));
-                None
-            }
-            Support::Unknown => {
-                self.fail(unsupported(
-                    format!("{iface} {what}"),
-                    "not known for this host",
-                    "",
-                ));
-                None
-            }
-        }
+            Support::Error(e) => (format!("cannot read: {e}"), String::new()),
+            Support::Unknown => ("not known for this host".to_string(), String::new()),
+        };
+        self.fail(unsupported(format!("{iface} {what}"), why, allowed));
+        None
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -647,22 +633,7 @@ impl Resolver<'_> {
             return;
         }
         // The queue does not exist yet: queue 0's file tells whether the kernel has the feature.
-        let proxy = match &key {
-            Key::Rps { iface, .. } => Key::Rps {
-                iface: iface.clone(),
-                queue: 0,
-            },
-            Key::RpsFlowCnt { iface, .. } => Key::RpsFlowCnt {
-                iface: iface.clone(),
-                queue: 0,
-            },
-            Key::Xps { iface, .. } => Key::Xps {
-                iface: iface.clone(),
-                queue: 0,
-            },
-            other => other.clone(),
-        };
-        if !self.file_ok(&proxy) {
+        if !self.file_ok(&key.on_queue(0)) {
             return;
         }
         self.push_planned(key, target, String::new(), origin.to_string(), true);
@@ -733,8 +704,7 @@ impl Resolver<'_> {
 
     /// Channel counts (`max`: combined when the driver has them, else rx and tx).
     fn if_channels(&mut self, iface: &str, nic: &NicState, c: &Counts<ChannelKind>, origin: &str) {
-        let driver = nic.driver.clone();
-        let Some(ch) = self.nic_value(&nic.channels, "channels", iface, &driver) else {
+        let Some(ch) = self.nic_value(&nic.channels, "channels", iface, &nic.driver) else {
             return;
         };
         let fields = |k| channel(&ch, k);
@@ -766,8 +736,7 @@ impl Resolver<'_> {
 
     /// Ring sizes.
     fn if_rings(&mut self, iface: &str, nic: &NicState, c: &Counts<RingKind>, origin: &str) {
-        let driver = nic.driver.clone();
-        let Some(r) = self.nic_value(&nic.rings, "rings", iface, &driver) else {
+        let Some(r) = self.nic_value(&nic.rings, "rings", iface, &nic.driver) else {
             return;
         };
         let fields = |k| ring(&r, k);
@@ -874,8 +843,7 @@ impl Resolver<'_> {
 
     /// Pause frames (flow control).
     fn if_pause(&mut self, iface: &str, nic: &NicState, list: &[(PauseKind, bool)], origin: &str) {
-        let driver = nic.driver.clone();
-        let Some(p) = self.nic_value(&nic.pause, "pause (flow control)", iface, &driver) else {
+        let Some(p) = self.nic_value(&nic.pause, "pause (flow control)", iface, &nic.driver) else {
             return;
         };
         for (kind, on) in list {
