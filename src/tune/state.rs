@@ -398,19 +398,14 @@ impl Entry {
                 _ => {}
             }
         }
-        match (last_end, phase) {
-            (Some(Outcome::Applied), _) => Status::Applied,
-            (Some(Outcome::Restored), _) => Status::Restored,
-            (Some(Outcome::RolledBack), _) => Status::RolledBack,
-            (Some(Outcome::Incomplete), _) => Status::Incomplete,
-            (None, Some(phase)) => Status::Interrupted {
-                phase,
-                started,
-                done,
-            },
-            // A backup without any journal line: written, nothing touched yet.
-            (None, None) => Status::Interrupted {
-                phase: Phase::Apply,
+        match last_end {
+            Some(Outcome::Applied) => Status::Applied,
+            Some(Outcome::Restored) => Status::Restored,
+            Some(Outcome::RolledBack) => Status::RolledBack,
+            Some(Outcome::Incomplete) => Status::Incomplete,
+            None => Status::Interrupted {
+                // A backup without any journal line: written, nothing touched yet.
+                phase: phase.unwrap_or(Phase::Apply),
                 started,
                 done,
             },
