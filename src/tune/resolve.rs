@@ -300,20 +300,11 @@ impl Resolver<'_> {
     }
 
     fn interfaces(&mut self, block: &InterfaceBlock) -> Vec<String> {
-        let what = format!("[[interface]] #{} (match {})", block.index, block.matcher);
-        match &block.matcher {
-            Matcher::Name(n) => {
-                if self.host.has_interface(n) {
-                    vec![n.clone()]
-                } else {
-                    self.fail(problem(
-                        what,
-                        format!("interface {n} missing on {}", self.host.describe()),
-                        format!("one of: {}", self.host.interfaces().join(", ")),
-                    ));
-                    Vec::new()
-                }
-            }
+        let on = self.host.describe();
+        let one_of = || format!("one of: {}", self.host.interfaces().join(", "));
+        let found = match &block.matcher {
+            Matcher::Name(n) if self.host.has_interface(n) => Ok(vec![n.clone()]),
+            Matcher::Name(n) => Err((format!("interface {n} missing on {on}"), one_of())),
             Matcher::Glob(g) => {
                 let v: Vec<String> = self
                     .host
@@ -321,59 +312,41 @@ impl Resolver<'_> {
                     .into_iter()
                     .filter(|i| i != "lo" && glob_match(g, i).unwrap_or(false))
                     .collect();
-                if v.is_empty() {
-                    self.fail(problem(
-                        what,
-                        format!(
-                            "the pattern matches no interface on {}",
-                            self.host.describe()
-                        ),
-                        format!("one of: {}", self.host.interfaces().join(", ")),
-                    ));
-                }
-                v
-            }
-            Matcher::Route => {
-                let Some(addr) = self.opts.route_to else {
-                    self.fail(problem(
-                        what,
-                        "@route needs the peer's address",
-                        "give it with --route-to ADDR",
-                    ));
-                    return Vec::new();
-                };
-                match self.host.route_iface(addr) {
-                    Some(i) => vec![i],
-                    None => {
-                        self.fail(problem(
-                            what,
-                            format!("no interface routes to {addr} on {}", self.host.describe()),
-                            "check the address (`ip route get ADDR`)",
-                        ));
-                        Vec::new()
-                    }
+                match v.is_empty() {
+                    true => Err((
+                        format!("the pattern matches no interface on {on}"),
+                        one_of(),
+                    )),
+                    false => Ok(v),
                 }
             }
-            Matcher::Subject => match &self.opts.subject {
-                Some(s) if self.host.has_interface(s) => vec![s.clone()],
-                Some(s) => {
-                    self.fail(problem(
-                        what,
-                        format!("the finding's interface {s} is missing"),
-                        "",
-                    ));
-                    Vec::new()
-                }
-                None => {
-                    self.fail(problem(
-                        what,
-                        "@subject is only meaningful in a checklist step",
-                        "match by name, glob or @route",
-                    ));
-                    Vec::new()
-                }
+            Matcher::Route => match self.opts.route_to {
+                None => Err((
+                    "@route needs the peer's address".into(),
+                    "give it with --route-to ADDR".into(),
+                )),
+                Some(addr) => self.host.route_iface(addr).map(|i| vec![i]).ok_or_else(|| {
+                    let why = format!("no interface routes to {addr} on {on}");
+                    (why, "check the address (`ip route get ADDR`)".into())
+                }),
             },
-        }
+            Matcher::Subject => match &self.opts.subject {
+                Some(s) if self.host.has_interface(s) => Ok(vec![s.clone()]),
+                Some(s) => Err((
+                    format!("the finding's interface {s} is missing"),
+                    String::new(),
+                )),
+                None => Err((
+                    "@subject is only meaningful in a checklist step".into(),
+                    "match by name, glob or @route".into(),
+                )),
+            },
+        };
+        found.unwrap_or_else(|(why, allowed)| {
+            let what = format!("[[interface]] #{} (match {})", block.index, block.matcher);
+            self.fail(problem(what, why, allowed));
+            Vec::new()
+        })
     }
 
     fn block(&mut self, block: &InterfaceBlock) {
