@@ -126,25 +126,21 @@ fn host_name(host: &Host) -> String {
 
 /// The error for a pending interrupted apply, if there is one.
 pub fn check_interrupted(state: &StateDir) -> Result<(), TuneError> {
-    match state.interrupted()? {
-        Some(e) => Err(interrupted_error(&e)),
-        None => Ok(()),
-    }
-}
-
-fn interrupted_error(e: &Entry) -> TuneError {
+    let Some(e) = state.interrupted()? else {
+        return Ok(());
+    };
     let (phase, done) = match e.status() {
         Status::Interrupted { phase, done, .. } => (phase, done.len()),
         _ => (Phase::Apply, 0),
     };
-    TuneError::Interrupted {
-        id: e.backup.id.clone(),
-        profile: e.backup.profile.clone(),
-        created: e.backup.created.clone(),
+    Err(TuneError::Interrupted {
+        total: e.backup.steps.len(),
+        id: e.backup.id,
+        profile: e.backup.profile,
+        created: e.backup.created,
         phase,
         done,
-        total: e.backup.steps.len(),
-    }
+    })
 }
 
 /// Apply a profile (see the module docs).
