@@ -554,15 +554,9 @@ impl Resolver<'_> {
         let queues = self.queue_files(iface, rx, pq);
         let local = self.host.local_cpus(iface);
         for (i, q) in queues.iter().enumerate() {
-            let spec = match pq {
-                PerQueue::All(s) => s.clone(),
-                PerQueue::Each(v) => match v.iter().rev().find(|(x, _)| x == q) {
-                    Some((_, s)) => s.clone(),
-                    None => continue,
-                },
-            };
+            let Some(spec) = pq.get(*q) else { continue };
             let cpus = match spec {
-                MaskSpec::Cpus(c) => c,
+                MaskSpec::Cpus(c) => c.clone(),
                 MaskSpec::All => self.online.clone(),
                 MaskSpec::Local => local.clone(),
                 MaskSpec::Spread => local
@@ -592,24 +586,20 @@ impl Resolver<'_> {
     /// creates, planned to be read when it is written.
     fn queue_setting(&mut self, iface: &str, key: Key, target: String, origin: &str) {
         let (rx_now, tx_now) = self.host.queues(iface);
-        let exists = match &key {
-            Key::Rps { queue, .. } | Key::RpsFlowCnt { queue, .. } => rx_now.contains(queue),
-            Key::Xps { queue, .. } => tx_now.contains(queue),
-            _ => true,
+        let new_queue = match &key {
+            Key::Rps { queue, .. } | Key::RpsFlowCnt { queue, .. } => !rx_now.contains(queue),
+            Key::Xps { queue, .. } => !tx_now.contains(queue),
+            _ => false,
         };
-        if exists {
-            if !self.file_ok(&key) {
-                return;
-            }
-            let Some(cur) = self.read(&key) else { return };
-            self.push(key, target, cur, origin.to_string());
+        // A queue that does not exist yet: queue 0's file tells whether the kernel has the feature.
+        let proxy = new_queue.then(|| key.on_queue(0));
+        if !self.file_ok(proxy.as_ref().unwrap_or(&key)) {
             return;
         }
-        // The queue does not exist yet: queue 0's file tells whether the kernel has the feature.
-        if !self.file_ok(&key.on_queue(0)) {
+        let Some(current) = new_queue.then(String::new).or_else(|| self.read(&key)) else {
             return;
-        }
-        self.push_planned(key, target, String::new(), origin.to_string(), true);
+        };
+        self.push_planned(key, target, current, origin.to_string(), new_queue);
     }
 
     /// The key's file exists and is writable; otherwise a problem.
@@ -649,7 +639,6 @@ impl Resolver<'_> {
 
     /// A new MTU, within the range the driver takes.
     fn if_mtu(&mut self, iface: &str, nic: &NicState, m: &u32, origin: &str) {
-        let driver = nic.driver.clone();
         let key = Key::Mtu {
             iface: iface.into(),
         };
@@ -659,19 +648,16 @@ impl Resolver<'_> {
                 if *m < lo || *m > hi {
                     return self.fail(problem(
                         key.to_string(),
-                        format!("{m} is outside what driver {driver} takes"),
+                        format!("{m} is outside what driver {} takes", nic.driver),
                         format!("{lo} to {hi}"),
                     ));
                 }
                 self.push(key, m.to_string(), info.mtu.to_string(), origin.into());
             }
-            Err(e) => {
-                let unsup = e.is_unsupported();
-                self.fail(Problem {
-                    unsupported: unsup,
-                    ..problem(key.to_string(), format!("cannot read: {e}"), "")
-                });
-            }
+            Err(e) => self.fail(Problem {
+                unsupported: e.is_unsupported(),
+                ..problem(key.to_string(), format!("cannot read: {e}"), "")
+            }),
         }
     }
 
@@ -836,13 +822,7 @@ impl Resolver<'_> {
     /// rps_flow_cnt per rx queue: 0 or a power of two.
     fn if_rps_flow_cnt(&mut self, iface: &str, pq: &PerQueue<u32>, origin: &str) {
         for q in self.queue_files(iface, true, pq) {
-            let n = match pq {
-                PerQueue::All(n) => *n,
-                PerQueue::Each(v) => match v.iter().rev().find(|(x, _)| *x == q) {
-                    Some((_, n)) => *n,
-                    None => continue,
-                },
-            };
+            let Some(&n) = pq.get(q) else { continue };
             let key = Key::RpsFlowCnt {
                 iface: iface.into(),
                 queue: q,
