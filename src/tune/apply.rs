@@ -386,23 +386,9 @@ fn fail(
         step: i,
         error: error.clone(),
     })?;
-    journal.append(&Event::Begin {
-        phase: Phase::Restore,
-        at: now_rfc3339(),
-    })?;
     // Earlier steps, and this one in case the driver half-took it.
     let back: Vec<usize> = (0..=last).rev().collect();
-    let Restoration {
-        restored, failures, ..
-    } = restore(backup, &back, befores, host, journal)?;
-    journal.append(&Event::End {
-        outcome: if failures.is_empty() {
-            Outcome::Restored
-        } else {
-            Outcome::Incomplete
-        },
-        at: now_rfc3339(),
-    })?;
+    let (restored, failures, _) = restore(Phase::Restore, backup, &back, befores, host, journal)?;
     Err(TuneError::SettingFailed(Box::new(SettingFailure {
         index: i + 1,
         total: backup.steps.len(),
@@ -420,24 +406,22 @@ fn fail(
     })))
 }
 
-/// What restoring did.
-struct Restoration {
-    /// Settings written back.
-    restored: Vec<Change>,
-    /// Settings that could not be, with the error.
-    failures: Vec<String>,
-    /// Settings found neither at the value before nor at the value the apply set.
-    drifted: Vec<String>,
-}
-
-/// Restore `steps` (in the order given) to their values before.
+/// Restore `steps` (in the order given) to their values before, journaled
+/// as `phase`. Returns the settings written back, those that could not be
+/// (with the error), and those found neither at the value before nor at the
+/// value the apply set.
 fn restore(
+    phase: Phase,
     backup: &Backup,
     steps: &[usize],
     befores: &BTreeMap<usize, String>,
     host: &Host,
     journal: &mut Journal,
-) -> Result<Restoration, TuneError> {
+) -> Result<(Vec<Change>, Vec<String>, Vec<String>), TuneError> {
+    journal.append(&Event::Begin {
+        phase,
+        at: now_rfc3339(),
+    })?;
     let mut restored = Vec::new();
     let mut failures = Vec::new();
     let mut drifted = Vec::new();
@@ -521,11 +505,15 @@ fn restore(
             })?,
         }
     }
-    Ok(Restoration {
-        restored,
-        failures,
-        drifted,
-    })
+    journal.append(&Event::End {
+        outcome: match (failures.is_empty(), phase) {
+            (false, _) => Outcome::Incomplete,
+            (true, Phase::Restore) => Outcome::Restored,
+            (true, _) => Outcome::RolledBack,
+        },
+        at: now_rfc3339(),
+    })?;
+    Ok((restored, failures, drifted))
 }
 
 /// Is this process where the backup was taken? With the namespace's
@@ -577,24 +565,15 @@ pub fn rollback(host: &Host, state: &StateDir) -> Result<RollbackReport, TuneErr
         _ => (0..entry.backup.steps.len()).rev().collect(),
     };
     let mut journal = state.journal(&entry)?;
-    journal.append(&Event::Begin {
-        phase: Phase::Rollback,
-        at: now_rfc3339(),
-    })?;
-    let Restoration {
-        restored,
-        failures,
-        drifted,
-    } = restore(&entry.backup, &steps, &entry.befores(), host, &mut journal)?;
-    let outcome = if failures.is_empty() {
-        Outcome::RolledBack
-    } else {
-        Outcome::Incomplete
-    };
-    journal.append(&Event::End {
-        outcome,
-        at: now_rfc3339(),
-    })?;
+    let befores = entry.befores();
+    let (restored, failures, drifted) = restore(
+        Phase::Rollback,
+        &entry.backup,
+        &steps,
+        &befores,
+        host,
+        &mut journal,
+    )?;
     if !failures.is_empty() {
         return Err(TuneError::RollbackIncomplete {
             id: entry.backup.id,
