@@ -129,10 +129,7 @@ fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
         state,
         yes: a.yes,
         json: a.json,
-        report: match &a.report {
-            Some(out) => Some(ReportLogs::new(out)?),
-            None => None,
-        },
+        report: a.report.as_deref().map(ReportLogs::new).transpose()?,
         origin: Origin {
             command_line: argv,
             local: HostInfo::current(),

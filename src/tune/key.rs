@@ -198,13 +198,10 @@ impl Key {
             Key::Pause { iface, which } => {
                 format!("ethtool -A {} {} {}", q(iface), which.name(), onoff(value))
             }
-            Key::Irqbalance => {
-                if value == "running" {
-                    "systemctl start irqbalance".into()
-                } else {
-                    "systemctl stop irqbalance".into()
-                }
-            }
+            Key::Irqbalance => format!(
+                "systemctl {} irqbalance",
+                if value == "running" { "start" } else { "stop" }
+            ),
             Key::Rps { .. }
             | Key::RpsFlowCnt { .. }
             | Key::Xps { .. }
