@@ -406,10 +406,12 @@ fn fail(
     })))
 }
 
-/// Restore `steps` (in the order given) to their values before, journaled
-/// as `phase`. Returns the settings written back, those that could not be
+/// What restoring did: the settings written back, those that could not be
 /// (with the error), and those found neither at the value before nor at the
 /// value the apply set.
+type Restoration = (Vec<Change>, Vec<String>, Vec<String>);
+
+/// Restore `steps` (in the order given) to their values before, journaled as `phase`.
 fn restore(
     phase: Phase,
     backup: &Backup,
@@ -417,7 +419,7 @@ fn restore(
     befores: &BTreeMap<usize, String>,
     host: &Host,
     journal: &mut Journal,
-) -> Result<(Vec<Change>, Vec<String>, Vec<String>), TuneError> {
+) -> Result<Restoration, TuneError> {
     journal.append(&Event::Begin {
         phase,
         at: now_rfc3339(),
