@@ -529,9 +529,8 @@ fn same_namespace(e: &Entry, host: &Host) -> Result<(), TuneError> {
         _ => e.backup.namespace == ours,
     };
     if !same {
-        let describe = |n: Option<&super::origin::NetnsId>, text: &str| match n {
-            Some(n) => n.describe(),
-            None => text.to_string(),
+        let describe = |n: Option<&super::origin::NetnsId>, text: &str| {
+            n.map_or_else(|| text.to_string(), |n| n.describe())
         };
         return Err(TuneError::WrongNamespace {
             id: e.backup.id.clone(),

@@ -419,12 +419,6 @@ pub struct StateDir {
     root: PathBuf,
 }
 
-/// Held while applying or rolling back; released on drop.
-#[derive(Debug)]
-pub struct Lock {
-    _flock: nix::fcntl::Flock<File>,
-}
-
 fn invalid(path: &Path) -> impl FnOnce(RecordError) -> StateError + '_ {
     move |source| StateError::Invalid {
         path: path.to_path_buf(),
@@ -517,8 +511,9 @@ impl StateDir {
         Ok(true)
     }
 
-    /// Take the lock without waiting.
-    pub fn lock(&self) -> Result<Lock, StateError> {
+    /// Take the lock without waiting: held while applying or rolling back,
+    /// released on drop.
+    pub fn lock(&self) -> Result<nix::fcntl::Flock<File>, StateError> {
         self.ensure(&self.root)?;
         self.trusted(&self.root)?;
         let path = self.root.join("lock");
@@ -528,15 +523,15 @@ impl StateDir {
             .write(true)
             .open(&path)
             .map_err(io_err("open", &path))?;
-        match nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-            Ok(l) => Ok(Lock { _flock: l }),
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(StateError::Locked { path }),
-            Err((_, e)) => Err(StateError::Io {
+        let how = nix::fcntl::FlockArg::LockExclusiveNonblock;
+        nix::fcntl::Flock::lock(f, how).map_err(|(_, e)| match e {
+            nix::errno::Errno::EWOULDBLOCK => StateError::Locked { path },
+            e => StateError::Io {
                 op: "lock",
                 path,
                 source: io::Error::from(e),
-            }),
-        }
+            },
+        })
     }
 
     /// A new backup ID: the time and this process.
