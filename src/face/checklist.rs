@@ -63,11 +63,8 @@ fn list() -> FaceResult {
 
 /// A shipped checklist by name, or a TOML file; its test checked with `run`'s parser.
 fn load(name: &str) -> Result<Checklist, FaceError> {
-    let (c, file) = match checklist::shipped(name) {
-        Some(r) => (
-            r.map_err(|e| FaceError::Usage(e.to_string()))?,
-            name.to_string(),
-        ),
+    let c = match checklist::shipped(name) {
+        Some(r) => r.map_err(|e| FaceError::Usage(e.to_string()))?,
         None => {
             // Bounded and regular files only: `/dev/zero` or a FIFO would never end.
             let max = crate::tune::profile::MAX_TEXT as u64;
@@ -82,11 +79,10 @@ fn load(name: &str) -> Result<Checklist, FaceError> {
                         None => FaceError::Usage(format!("checklist {e}")),
                     }
                 })?;
-            let c = Checklist::parse(&text, name).map_err(|e| FaceError::Usage(e.to_string()))?;
-            (c, name.to_string())
+            Checklist::parse(&text, name).map_err(|e| FaceError::Usage(e.to_string()))?
         }
     };
-    c.check_run(&file, &check_run_args)
+    c.check_run(name, &check_run_args)
         .map_err(|e| FaceError::Usage(e.to_string()))?;
     if let Some(why) = c.unavailable() {
         return Err(FaceError::Usage(format!("checklist {name}: {why}")));
@@ -133,10 +129,7 @@ fn run(a: ChecklistRunArgs, argv: Vec<String>) -> FaceResult {
         state,
         yes: a.yes,
         json: a.json,
-        report: match &a.report {
-            Some(out) => Some(ReportLogs::new(out)?),
-            None => None,
-        },
+        report: a.report.as_deref().map(ReportLogs::new).transpose()?,
         origin: Origin {
             command_line: argv,
             local: HostInfo::current(),
@@ -332,19 +325,24 @@ impl<T: TuneOps> Driver for T {
     }
 
     fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError> {
-        Ok(self
-            .op(host, TuneOp::Preview(profile.to_string()))?
-            .commands()?)
+        match self.op(host, TuneOp::Preview(profile.to_string()))? {
+            TuneDone::Commands(c) => Ok(c),
+            other => Err(other.unexpected().into()),
+        }
     }
 
     fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError> {
-        Ok(self
-            .op(host, TuneOp::Apply(profile.to_string()))?
-            .applied()?)
+        match self.op(host, TuneOp::Apply(profile.to_string()))? {
+            TuneDone::Applied(r) => Ok(r),
+            other => Err(other.unexpected().into()),
+        }
     }
 
     fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, StepError> {
-        Ok(self.op(host, TuneOp::Rollback)?.rolled_back()?)
+        match self.op(host, TuneOp::Rollback)? {
+            TuneDone::RolledBack(r) => Ok(r),
+            other => Err(other.unexpected().into()),
+        }
     }
 
     fn confirm(&mut self, q: &Question) -> bool {
@@ -359,30 +357,6 @@ impl<T: TuneOps> Driver for T {
 impl TuneDone {
     fn unexpected(self) -> ChecklistError {
         ChecklistError::Unexpected(Box::new(self))
-    }
-
-    /// The commands of a [`TuneOp::Preview`].
-    pub fn commands(self) -> Result<Vec<String>, ChecklistError> {
-        match self {
-            TuneDone::Commands(c) => Ok(c),
-            other => Err(other.unexpected()),
-        }
-    }
-
-    /// The report of a [`TuneOp::Apply`].
-    pub fn applied(self) -> Result<ApplyReport, ChecklistError> {
-        match self {
-            TuneDone::Applied(r) => Ok(r),
-            other => Err(other.unexpected()),
-        }
-    }
-
-    /// The report of a [`TuneOp::Rollback`].
-    pub fn rolled_back(self) -> Result<RollbackReport, ChecklistError> {
-        match self {
-            TuneDone::RolledBack(r) => Ok(r),
-            other => Err(other.unexpected()),
-        }
     }
 }
 
@@ -819,8 +793,8 @@ pub fn record_lines(r: &Record) -> Vec<String> {
         }
         Record::Step(s) => {
             let on = match s.host {
-                Some(h) if s.host_why.is_empty() => format!(" on the {}", h.name()),
-                Some(h) => format!(" on the {}: {}", h.name(), s.host_why),
+                Some(h) if s.host_why.is_empty() => format!(" — on the {}", h.name()),
+                Some(h) => format!(" — on the {}: {}", h.name(), s.host_why),
                 None => String::new(),
             };
             if let (Some(h), StepStatus::Skipped(w)) = (s.refused_by, &s.status) {
@@ -836,15 +810,10 @@ pub fn record_lines(r: &Record) -> Vec<String> {
                 _ => String::new(),
             };
             let mut out = vec![format!(
-                "step {} {}: {}{why}{}",
+                "step {} {}: {}{why}{on}",
                 s.step,
                 s.rule,
-                s.status.word(),
-                if on.is_empty() {
-                    String::new()
-                } else {
-                    format!(" —{on}")
-                }
+                s.status.word()
             )];
             // Once rolled back, only what was put back: never the change
             // itself, which would read as one just made.

@@ -15,13 +15,14 @@
 //! settings at a known point.
 
 use crate::cli::profile::*;
-use crate::tune::apply::{self, ApplyOptions, ApplyReport, RollbackReport};
+use crate::tune::apply::{self, ApplyOptions, ApplyReport, Change, RollbackReport};
 use crate::tune::diff::{self, Side};
 use crate::tune::error::TuneError;
 use crate::tune::host::Host;
 use crate::tune::library;
+use crate::tune::peer::{TuneRequest, TuneResponse};
 use crate::tune::resolve::ResolveOpts;
-use crate::tune::snapshot::snapshot;
+use crate::tune::snapshot::{snapshot, Snapshot};
 use crate::tune::state::StateDir;
 use std::io::{BufRead, IsTerminal, Write as _};
 use std::path::PathBuf;
@@ -90,17 +91,15 @@ fn show(state: &StateDir, a: &ShowArgs) -> anyhow::Result<u8> {
 fn save(state: &StateDir, a: &SaveArgs) -> anyhow::Result<u8> {
     let snap = match &a.peer {
         Some(peer) => {
-            let req = crate::tune::peer::TuneRequest::Save {
+            let req = TuneRequest::Save {
                 name: a.name.clone(),
                 ifaces: a.ifaces.clone(),
             };
             match peer_request(peer, a.token_file.as_deref(), req)? {
-                crate::tune::peer::TuneResponse::Saved { profile, notes } => {
-                    crate::tune::snapshot::Snapshot {
-                        text: profile,
-                        notes,
-                    }
-                }
+                TuneResponse::Saved { profile, notes } => Snapshot {
+                    text: profile,
+                    notes,
+                },
                 other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
             }
         }
@@ -130,27 +129,22 @@ fn save(state: &StateDir, a: &SaveArgs) -> anyhow::Result<u8> {
     Ok(EXIT_OK)
 }
 
-fn side(arg: &str, state: &StateDir) -> Result<Side, TuneError> {
-    if arg == "live" {
-        return Ok(Side::Live);
-    }
-    Ok(Side::Profile(Box::new(library::find(arg, state)?.profile)))
-}
-
 /// A diff side; `peer` is the agent host's current values (read through the agent).
 fn side_or_peer(arg: &str, state: &StateDir, a: &DiffArgs) -> anyhow::Result<Side> {
-    if arg != "peer" {
-        return Ok(side(arg, state)?);
+    match arg {
+        "live" => return Ok(Side::Live),
+        "peer" => {}
+        _ => return Ok(Side::Profile(Box::new(library::find(arg, state)?.profile))),
     }
     let Some(peer) = &a.peer else {
         anyhow::bail!("`peer` needs --peer HOST (the agent whose host it means)");
     };
-    let req = crate::tune::peer::TuneRequest::Save {
+    let req = TuneRequest::Save {
         name: "peer".into(),
         ifaces: Vec::new(),
     };
     match peer_request(peer, a.token_file.as_deref(), req)? {
-        crate::tune::peer::TuneResponse::Saved { profile, .. } => Ok(Side::Profile(Box::new(
+        TuneResponse::Saved { profile, .. } => Ok(Side::Profile(Box::new(
             crate::tune::profile::Profile::parse(&profile, &format!("peer {peer}"))?,
         ))),
         other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
@@ -178,11 +172,6 @@ fn diff_cmd(state: &StateDir, a: &DiffArgs) -> anyhow::Result<u8> {
     })
 }
 
-/// Ask a yes/no question on the terminal.
-fn confirm(question: &str) -> anyhow::Result<bool> {
-    Ok(ask(&format!("{question} [y/N] "))?.eq_ignore_ascii_case("y"))
-}
-
 fn ask(prompt: &str) -> anyhow::Result<String> {
     eprint!("{prompt}");
     std::io::stderr().flush()?;
@@ -196,17 +185,15 @@ fn interactive() -> bool {
 }
 
 /// The test hook (module docs): pause after N settings until killed.
-fn test_hook() -> Option<usize> {
-    std::env::var(TEST_PAUSE_ENV).ok()?.parse().ok()
-}
-
-fn pause_hook(n: usize) -> impl Fn(usize, usize) {
-    move |done, total| {
-        if done == n {
-            eprintln!("wirescope: test hook: paused after {done} of {total} settings");
-            loop {
-                std::thread::park();
-            }
+fn pause_hook(done: usize, total: usize) {
+    if std::env::var(TEST_PAUSE_ENV)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        == Some(done)
+    {
+        eprintln!("wirescope: test hook: paused after {done} of {total} settings");
+        loop {
+            std::thread::park();
         }
     }
 }
@@ -285,10 +272,9 @@ fn apply_cmd(state: &StateDir, a: &ApplyArgs) -> anyhow::Result<u8> {
             "",
         )?;
     }
-    let hook = test_hook().map(pause_hook);
     let aopts = ApplyOptions {
         skip_unsupported: a.skip_unsupported,
-        after_step: hook.as_ref().map(|h| h as &dyn Fn(usize, usize)),
+        after_step: Some(&pause_hook),
     };
     let report = apply::apply_plan(&plan, &found.profile.source, skipped, &host, state, &aopts)?;
     json_or_text(a.json, &report, |r| print_apply(r, "applied"))
@@ -298,7 +284,6 @@ fn apply_cmd(state: &StateDir, a: &ApplyArgs) -> anyhow::Result<u8> {
 /// plan is shown, or printed with --dry-run), then applies it all-or-nothing
 /// with a backup there.
 fn apply_peer(peer: &str, source: &str, a: &ApplyArgs) -> anyhow::Result<u8> {
-    use crate::tune::peer::{TuneRequest, TuneResponse};
     let plan = TuneRequest::Plan {
         profile: source.to_string(),
         skip_unsupported: a.skip_unsupported,
@@ -369,7 +354,8 @@ fn confirm_changes(
     for c in changes {
         eprintln!("  {}: {} -> {}", c.key, c.current_text(), c.target);
     }
-    if !confirm(&format!("apply these {} change(s){there}?", changes.len()))? {
+    let question = format!("apply these {} change(s){there}? [y/N] ", changes.len());
+    if !ask(&question)?.eq_ignore_ascii_case("y") {
         anyhow::bail!("cancelled; nothing was changed");
     }
     Ok(())
@@ -379,10 +365,9 @@ fn confirm_changes(
 fn peer_request(
     peer: &str,
     token_file: Option<&std::path::Path>,
-    req: crate::tune::peer::TuneRequest,
-) -> anyhow::Result<crate::tune::peer::TuneResponse> {
+    req: TuneRequest,
+) -> anyhow::Result<TuneResponse> {
     use crate::session::controller::{Controller, Target};
-    use crate::tune::peer::TuneResponse;
     let addr = crate::cli::resolve_peer(peer).map_err(|e| anyhow::anyhow!(e.0))?;
     let (token, _) = crate::session::auth::load_token(token_file, false)?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -415,12 +400,17 @@ fn json_or_text<T: serde::Serialize>(
     Ok(EXIT_OK)
 }
 
-fn print_apply(r: &ApplyReport, verb: &str) {
-    let w = r.changes.iter().map(|c| c.setting.len()).max().unwrap_or(0);
-    outln!("profile {} on {}:", r.profile, r.host);
-    for c in &r.changes {
+/// One line per change, the settings' names aligned.
+fn print_changes(changes: &[Change]) {
+    let w = changes.iter().map(|c| c.setting.len()).max().unwrap_or(0);
+    for c in changes {
         outln!("  {:w$}  {}  ->  {}", c.setting, c.before, c.after);
     }
+}
+
+fn print_apply(r: &ApplyReport, verb: &str) {
+    outln!("profile {} on {}:", r.profile, r.host);
+    print_changes(&r.changes);
     outln!(
         "{verb} {} setting(s) ({} already set); backup {}; undo with `wirescope profile rollback`",
         r.changes.len(),
@@ -430,21 +420,13 @@ fn print_apply(r: &ApplyReport, verb: &str) {
 }
 
 fn print_rollback(r: &RollbackReport) {
-    let w = r
-        .restored
-        .iter()
-        .map(|c| c.setting.len())
-        .max()
-        .unwrap_or(0);
     outln!(
         "rolled back profile {} (backup {}) on {}:",
         r.profile,
         r.backup,
         r.host
     );
-    for c in &r.restored {
-        outln!("  {:w$}  {}  ->  {}", c.setting, c.before, c.after);
-    }
+    print_changes(&r.restored);
     for d in &r.drifted {
         outln!("  note: {d} had been changed by something else since; restored anyway");
     }
@@ -483,12 +465,8 @@ fn rollback_cmd(state: &StateDir, a: &RollbackArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_OK);
     }
     if let Some(peer) = &a.peer {
-        let r = match peer_request(
-            peer,
-            a.token_file.as_deref(),
-            crate::tune::peer::TuneRequest::Rollback,
-        )? {
-            crate::tune::peer::TuneResponse::RolledBack(r) => r,
+        let r = match peer_request(peer, a.token_file.as_deref(), TuneRequest::Rollback)? {
+            TuneResponse::RolledBack(r) => r,
             other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
         };
         return json_or_text(a.json, &r, print_rollback);
@@ -557,20 +535,15 @@ fn list_backups(state: &StateDir, json: bool) -> anyhow::Result<u8> {
 
 fn finish_cmd(state: &StateDir, a: &FinishArgs) -> anyhow::Result<u8> {
     let r = match &a.peer {
-        Some(peer) => match peer_request(
-            peer,
-            a.token_file.as_deref(),
-            crate::tune::peer::TuneRequest::Finish,
-        )? {
-            crate::tune::peer::TuneResponse::Applied(r) => r,
+        Some(peer) => match peer_request(peer, a.token_file.as_deref(), TuneRequest::Finish)? {
+            TuneResponse::Applied(r) => r,
             other => anyhow::bail!("unexpected answer from the agent: {other:?}"),
         },
         None => {
             let host = Host::live();
-            let hook = test_hook().map(pause_hook);
             let aopts = ApplyOptions {
                 skip_unsupported: false,
-                after_step: hook.as_ref().map(|h| h as &dyn Fn(usize, usize)),
+                after_step: Some(&pause_hook),
             };
             apply::finish(&host, state, &aopts)?
         }

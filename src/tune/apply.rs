@@ -126,25 +126,21 @@ fn host_name(host: &Host) -> String {
 
 /// The error for a pending interrupted apply, if there is one.
 pub fn check_interrupted(state: &StateDir) -> Result<(), TuneError> {
-    match state.interrupted()? {
-        Some(e) => Err(interrupted_error(&e)),
-        None => Ok(()),
-    }
-}
-
-fn interrupted_error(e: &Entry) -> TuneError {
+    let Some(e) = state.interrupted()? else {
+        return Ok(());
+    };
     let (phase, done) = match e.status() {
         Status::Interrupted { phase, done, .. } => (phase, done.len()),
         _ => (Phase::Apply, 0),
     };
-    TuneError::Interrupted {
-        id: e.backup.id.clone(),
-        profile: e.backup.profile.clone(),
-        created: e.backup.created.clone(),
+    Err(TuneError::Interrupted {
+        total: e.backup.steps.len(),
+        id: e.backup.id,
+        profile: e.backup.profile,
+        created: e.backup.created,
         phase,
         done,
-        total: e.backup.steps.len(),
-    }
+    })
 }
 
 /// Apply a profile (see the module docs).
@@ -390,23 +386,9 @@ fn fail(
         step: i,
         error: error.clone(),
     })?;
-    journal.append(&Event::Begin {
-        phase: Phase::Restore,
-        at: now_rfc3339(),
-    })?;
     // Earlier steps, and this one in case the driver half-took it.
     let back: Vec<usize> = (0..=last).rev().collect();
-    let Restoration {
-        restored, failures, ..
-    } = restore(backup, &back, befores, host, journal)?;
-    journal.append(&Event::End {
-        outcome: if failures.is_empty() {
-            Outcome::Restored
-        } else {
-            Outcome::Incomplete
-        },
-        at: now_rfc3339(),
-    })?;
+    let (restored, failures, _) = restore(Phase::Restore, backup, &back, befores, host, journal)?;
     Err(TuneError::SettingFailed(Box::new(SettingFailure {
         index: i + 1,
         total: backup.steps.len(),
@@ -424,24 +406,24 @@ fn fail(
     })))
 }
 
-/// What restoring did.
-struct Restoration {
-    /// Settings written back.
-    restored: Vec<Change>,
-    /// Settings that could not be, with the error.
-    failures: Vec<String>,
-    /// Settings found neither at the value before nor at the value the apply set.
-    drifted: Vec<String>,
-}
+/// What restoring did: the settings written back, those that could not be
+/// (with the error), and those found neither at the value before nor at the
+/// value the apply set.
+type Restoration = (Vec<Change>, Vec<String>, Vec<String>);
 
-/// Restore `steps` (in the order given) to their values before.
+/// Restore `steps` (in the order given) to their values before, journaled as `phase`.
 fn restore(
+    phase: Phase,
     backup: &Backup,
     steps: &[usize],
     befores: &BTreeMap<usize, String>,
     host: &Host,
     journal: &mut Journal,
 ) -> Result<Restoration, TuneError> {
+    journal.append(&Event::Begin {
+        phase,
+        at: now_rfc3339(),
+    })?;
     let mut restored = Vec::new();
     let mut failures = Vec::new();
     let mut drifted = Vec::new();
@@ -525,11 +507,15 @@ fn restore(
             })?,
         }
     }
-    Ok(Restoration {
-        restored,
-        failures,
-        drifted,
-    })
+    journal.append(&Event::End {
+        outcome: match (failures.is_empty(), phase) {
+            (false, _) => Outcome::Incomplete,
+            (true, Phase::Restore) => Outcome::Restored,
+            (true, _) => Outcome::RolledBack,
+        },
+        at: now_rfc3339(),
+    })?;
+    Ok((restored, failures, drifted))
 }
 
 /// Is this process where the backup was taken? With the namespace's
@@ -543,9 +529,8 @@ fn same_namespace(e: &Entry, host: &Host) -> Result<(), TuneError> {
         _ => e.backup.namespace == ours,
     };
     if !same {
-        let describe = |n: Option<&super::origin::NetnsId>, text: &str| match n {
-            Some(n) => n.describe(),
-            None => text.to_string(),
+        let describe = |n: Option<&super::origin::NetnsId>, text: &str| {
+            n.map_or_else(|| text.to_string(), |n| n.describe())
         };
         return Err(TuneError::WrongNamespace {
             id: e.backup.id.clone(),
@@ -562,12 +547,7 @@ pub fn rollback(host: &Host, state: &StateDir) -> Result<RollbackReport, TuneErr
     let entry = state
         .entries()?
         .into_iter()
-        .find(|e| {
-            matches!(
-                e.status(),
-                Status::Applied | Status::Incomplete | Status::Interrupted { .. }
-            )
-        })
+        .find(|e| e.status().in_effect())
         .ok_or_else(|| TuneError::NothingToRollBack {
             dir: state.path().display().to_string(),
         })?;
@@ -586,24 +566,15 @@ pub fn rollback(host: &Host, state: &StateDir) -> Result<RollbackReport, TuneErr
         _ => (0..entry.backup.steps.len()).rev().collect(),
     };
     let mut journal = state.journal(&entry)?;
-    journal.append(&Event::Begin {
-        phase: Phase::Rollback,
-        at: now_rfc3339(),
-    })?;
-    let Restoration {
-        restored,
-        failures,
-        drifted,
-    } = restore(&entry.backup, &steps, &entry.befores(), host, &mut journal)?;
-    let outcome = if failures.is_empty() {
-        Outcome::RolledBack
-    } else {
-        Outcome::Incomplete
-    };
-    journal.append(&Event::End {
-        outcome,
-        at: now_rfc3339(),
-    })?;
+    let befores = entry.befores();
+    let (restored, failures, drifted) = restore(
+        Phase::Rollback,
+        &entry.backup,
+        &steps,
+        &befores,
+        host,
+        &mut journal,
+    )?;
     if !failures.is_empty() {
         return Err(TuneError::RollbackIncomplete {
             id: entry.backup.id,

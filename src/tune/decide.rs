@@ -312,45 +312,24 @@ pub fn summary_table(metric: Metric, steps: &[StepRecord]) -> String {
 /// One line counting how the steps ended: `3 kept, 1 rolled back, 1 skipped
 /// (refused by the peer), 4 not found`; outcomes with no step are left out.
 pub fn summary_counts(steps: &[StepRecord]) -> String {
-    let count = |f: &dyn Fn(&StepRecord) -> bool| steps.iter().filter(|s| f(s)).count();
-    let refused = |h: HostRole| {
-        count(&|s| matches!(s.status, StepStatus::Skipped(_)) && s.refused_by == Some(h))
+    let label = |s: &StepRecord| match (&s.status, s.refused_by) {
+        (StepStatus::KeptAnyway, _) => "kept when asked",
+        (StepStatus::Skipped(_), Some(HostRole::Peer)) => "skipped (refused by the peer)",
+        (StepStatus::Skipped(_), Some(HostRole::Local)) => "skipped (refused by the local host)",
+        (status, _) => status.word(),
     };
-    let parts = [
-        (count(&|s| s.status == StepStatus::Kept), "kept".to_string()),
-        (
-            count(&|s| s.status == StepStatus::KeptAnyway),
-            "kept when asked".into(),
-        ),
-        (
-            count(&|s| s.status == StepStatus::RolledBack),
-            "rolled back".into(),
-        ),
-        (
-            refused(HostRole::Peer),
-            "skipped (refused by the peer)".into(),
-        ),
-        (
-            refused(HostRole::Local),
-            "skipped (refused by the local host)".into(),
-        ),
-        (
-            count(&|s| matches!(s.status, StepStatus::Skipped(_)) && s.refused_by.is_none()),
-            "skipped".into(),
-        ),
-        (
-            count(&|s| s.status == StepStatus::Declined),
-            "declined".into(),
-        ),
-        (
-            count(&|s| matches!(s.status, StepStatus::Failed(_))),
-            "failed".into(),
-        ),
-        (
-            count(&|s| s.status == StepStatus::NotFound),
-            "not found".into(),
-        ),
+    let order = [
+        "kept",
+        "kept when asked",
+        "rolled back",
+        "skipped (refused by the peer)",
+        "skipped (refused by the local host)",
+        "skipped",
+        "declined",
+        "failed",
+        "not found",
     ];
+    let parts = order.map(|w| (steps.iter().filter(|s| label(s) == w).count(), w));
     let v: Vec<String> = parts
         .iter()
         .filter(|(n, _)| *n > 0)
@@ -409,17 +388,13 @@ pub fn kept_profile(
             source,
         })?;
         if let Some(toml::Value::Table(x)) = t.get("sysctl") {
-            for (k, v) in x {
-                sysctl.insert(k.clone(), v.clone());
-            }
+            sysctl.extend(x.clone());
         }
         if let Some(toml::Value::Array(x)) = t.get("interface") {
             interfaces.extend(x.iter().cloned());
         }
         if let Some(toml::Value::Table(x)) = t.get("host") {
-            for (k, v) in x {
-                host_t.insert(k.clone(), v.clone());
-            }
+            host_t.extend(x.clone());
         }
         kept.push(format!("{} {}", s.step, s.rule));
     }

@@ -27,20 +27,24 @@ pub const SHORT_NAMES: &[(&str, &str)] = &[
     ("rxhash", "receive-hashing"),
 ];
 
-/// Kernel names a profile's feature name stands for (one name, or a group's members).
-pub fn kernel_names(name: &str) -> Vec<&str> {
-    let long = SHORT_NAMES
+/// The `ethtool -k` line of a short word (`gro`), else the name as it is.
+fn long_name(name: &str) -> &str {
+    SHORT_NAMES
         .iter()
         .find(|(s, _)| *s == name)
-        .map(|(_, l)| *l)
-        .unwrap_or(name);
+        .map_or(name, |(_, l)| *l)
+}
+
+/// Kernel names a profile's feature name stands for (one name, or a group's members).
+pub fn kernel_names(name: &str) -> Vec<&str> {
+    let long = long_name(name);
     let members: Vec<&str> = FEATURE_ALIASES
         .iter()
         .filter(|(k, l)| *l == long && *k != long)
         .map(|(k, _)| *k)
         .collect();
     if members.is_empty() {
-        vec![if long == name { name } else { long }]
+        vec![long]
     } else {
         members
     }
@@ -51,11 +55,7 @@ pub fn kernel_names(name: &str) -> Vec<&str> {
 pub fn canonical_name(name: &str) -> String {
     match kernel_names(name).as_slice() {
         [one] => (*one).to_string(),
-        _ => SHORT_NAMES
-            .iter()
-            .find(|(s, _)| *s == name)
-            .map(|(_, l)| (*l).to_string())
-            .unwrap_or_else(|| name.to_string()),
+        _ => long_name(name).to_string(),
     }
 }
 
@@ -70,15 +70,12 @@ pub fn kernel_from_shown(shown: &Features) -> Features {
             .filter(|(_, l)| *l == name)
             .map(|(k, _)| *k)
             .collect();
-        match members.as_slice() {
-            [] => {
-                out.insert(name.clone(), *f);
-            }
-            [one] => {
-                out.insert((*one).to_string(), *f);
-            }
-            _ => {}
-        }
+        let kernel = match members.as_slice() {
+            [] => name.clone(),
+            [one] => (*one).to_string(),
+            _ => continue,
+        };
+        out.insert(kernel, *f);
     }
     Features(out)
 }

@@ -333,18 +333,16 @@ impl Host {
 
     /// Indices of the rx and tx queues sysfs shows.
     pub fn queues(&self, iface: &str) -> (Vec<u32>, Vec<u32>) {
-        let mut rx = Vec::new();
-        let mut tx = Vec::new();
-        for q in self.list(&format!("/sys/class/net/{iface}/queues")) {
-            if let Some(i) = q.strip_prefix("rx-").and_then(|x| x.parse().ok()) {
-                rx.push(i);
-            } else if let Some(i) = q.strip_prefix("tx-").and_then(|x| x.parse().ok()) {
-                tx.push(i);
-            }
-        }
-        rx.sort_unstable();
-        tx.sort_unstable();
-        (rx, tx)
+        let names = self.list(&format!("/sys/class/net/{iface}/queues"));
+        let indices = |dir: &str| {
+            let mut v: Vec<u32> = names
+                .iter()
+                .filter_map(|q| q.strip_prefix(dir)?.parse().ok())
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        (indices("rx-"), indices("tx-"))
     }
 
     /// Online CPUs.

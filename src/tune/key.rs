@@ -142,6 +142,18 @@ impl Key {
         }
     }
 
+    /// The same per-queue setting on queue `queue` (any other key as it is).
+    pub fn on_queue(&self, queue: u32) -> Key {
+        let mut k = self.clone();
+        if let Key::Rps { queue: q, .. }
+        | Key::RpsFlowCnt { queue: q, .. }
+        | Key::Xps { queue: q, .. } = &mut k
+        {
+            *q = queue;
+        }
+        k
+    }
+
     /// The file behind a file-backed key, as the kernel exposes it.
     pub fn path(&self) -> Option<String> {
         match self {
@@ -186,13 +198,10 @@ impl Key {
             Key::Pause { iface, which } => {
                 format!("ethtool -A {} {} {}", q(iface), which.name(), onoff(value))
             }
-            Key::Irqbalance => {
-                if value == "running" {
-                    "systemctl start irqbalance".into()
-                } else {
-                    "systemctl stop irqbalance".into()
-                }
-            }
+            Key::Irqbalance => format!(
+                "systemctl {} irqbalance",
+                if value == "running" { "start" } else { "stop" }
+            ),
             Key::Rps { .. }
             | Key::RpsFlowCnt { .. }
             | Key::Xps { .. }
@@ -214,18 +223,19 @@ impl Key {
             Key::Sysctl { .. } => normalize_sysctl(t),
             Key::Rps { .. } | Key::Xps { .. } => cpuset::canonical_mask(t),
             Key::IrqAffinity { .. } => cpuset::canonical_list(t),
-            Key::Feature { .. } | Key::Pause { .. } => match t {
-                "on" | "true" | "1" => "on".into(),
-                "off" | "false" | "0" => "off".into(),
-                other => other.into(),
-            },
-            Key::Coalesce { param, .. } if param.starts_with("adaptive-") => match t {
-                "on" | "true" | "1" => "on".into(),
-                "off" | "false" | "0" => "off".into(),
-                other => other.into(),
-            },
+            Key::Feature { .. } | Key::Pause { .. } => canonical_bool(t),
+            Key::Coalesce { param, .. } if param.starts_with("adaptive-") => canonical_bool(t),
             _ => t.to_string(),
         }
+    }
+}
+
+/// A boolean value as `on` / `off` (anything else as it is).
+fn canonical_bool(t: &str) -> String {
+    match t {
+        "on" | "true" | "1" => "on".into(),
+        "off" | "false" | "0" => "off".into(),
+        other => other.into(),
     }
 }
 

@@ -140,7 +140,22 @@ pub struct Listed {
 
 /// Saved profiles, then shipped ones.
 pub fn list(state: &StateDir) -> Vec<Listed> {
-    let mut out = Vec::new();
+    let listed = |found: Result<Found, TuneError>, name: String, origin: String| match found {
+        Ok(f) => Listed {
+            name: f.profile.name,
+            purpose: f.profile.purpose,
+            description: f.profile.description,
+            origin: f.origin.to_string(),
+            error: None,
+        },
+        Err(e) => Listed {
+            name,
+            purpose: String::new(),
+            description: String::new(),
+            origin,
+            error: Some(e.to_string()),
+        },
+    };
     let mut files: Vec<PathBuf> = std::fs::read_dir(state.profiles_dir())
         .map(|rd| {
             rd.flatten()
@@ -150,46 +165,22 @@ pub fn list(state: &StateDir) -> Vec<Listed> {
         })
         .unwrap_or_default();
     files.sort();
-    for p in files {
-        let name = p
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        out.push(match load_file(&p) {
-            Ok(f) => listed(&f),
-            Err(e) => Listed {
-                name,
-                purpose: String::new(),
-                description: String::new(),
-                origin: p.display().to_string(),
-                error: Some(e.to_string()),
-            },
-        });
-    }
+    let mut out: Vec<Listed> = files
+        .into_iter()
+        .map(|p| {
+            let name = p
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            listed(load_file(&p), name, p.display().to_string())
+        })
+        .collect();
     for (name, _) in SHIPPED {
-        match shipped(name) {
-            Some(Ok(f)) => out.push(listed(&f)),
-            Some(Err(e)) => out.push(Listed {
-                name: (*name).to_string(),
-                purpose: String::new(),
-                description: String::new(),
-                origin: "shipped".into(),
-                error: Some(e.to_string()),
-            }),
-            None => {}
+        if let Some(found) = shipped(name) {
+            out.push(listed(found, name.to_string(), "shipped".into()));
         }
     }
     out
-}
-
-fn listed(f: &Found) -> Listed {
-    Listed {
-        name: f.profile.name.clone(),
-        purpose: f.profile.purpose.clone(),
-        description: f.profile.description.clone(),
-        origin: f.origin.to_string(),
-        error: None,
-    }
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@
 //! these two types and runs `serve` on a blocking thread.
 
 use super::apply::{self, ApplyOptions, ApplyReport, Pending, RollbackReport};
+use super::error::TuneError;
 use super::host::Host;
 use super::profile::MAX_TEXT;
 use super::profile::{check_interface_name, check_profile_name, NameError, Profile, ProfileError};
@@ -184,69 +185,50 @@ pub fn serve(
         route_to: controller,
         subject: None,
     };
-    let failed = |e: &dyn std::fmt::Display| TuneResponse::Failed {
-        error: e.to_string(),
-    };
-    let profile = match req {
-        TuneRequest::Plan { profile, .. } | TuneRequest::Apply { profile, .. } => {
-            match Profile::parse(profile, "profile from the controller") {
-                Ok(p) => Some(p),
-                Err(e) => return failed(&e),
+    let parse = |text: &str| Profile::parse(text, "profile from the controller");
+    let answer = || -> Result<TuneResponse, TuneError> {
+        Ok(match req {
+            TuneRequest::Save { name, ifaces } => {
+                let s = snapshot(host, name, ifaces)?;
+                TuneResponse::Saved {
+                    profile: s.text,
+                    notes: s.notes,
+                }
             }
-        }
-        _ => None,
-    };
-    match (req, profile) {
-        (TuneRequest::Save { name, ifaces }, _) => match snapshot(host, name, ifaces) {
-            Ok(s) => TuneResponse::Saved {
-                profile: s.text,
-                notes: s.notes,
-            },
-            Err(e) => failed(&e),
-        },
-        (
             TuneRequest::Plan {
-                skip_unsupported, ..
-            },
-            Some(p),
-        ) => {
-            let mut plan = super::resolve::resolve(&p, host, &opts);
-            let skipped = if *skip_unsupported {
-                plan.skip_unsupported()
-            } else {
-                Vec::new()
-            };
-            TuneResponse::Planned { plan, skipped }
-        }
-        (
-            TuneRequest::Apply {
-                skip_unsupported, ..
-            },
-            Some(p),
-        ) => {
-            let aopts = ApplyOptions {
-                skip_unsupported: *skip_unsupported,
-                after_step: None,
-            };
-            match apply::apply(&p, host, state, &opts, &aopts) {
-                Ok(r) => TuneResponse::Applied(r),
-                Err(e) => failed(&e),
+                profile,
+                skip_unsupported,
+            } => {
+                let mut plan = super::resolve::resolve(&parse(profile)?, host, &opts);
+                let skipped = if *skip_unsupported {
+                    plan.skip_unsupported()
+                } else {
+                    Vec::new()
+                };
+                TuneResponse::Planned { plan, skipped }
             }
-        }
-        (TuneRequest::Plan { .. } | TuneRequest::Apply { .. }, None) => failed(&"no profile"),
-        (TuneRequest::Rollback, _) => match apply::rollback(host, state) {
-            Ok(r) => TuneResponse::RolledBack(r),
-            Err(e) => failed(&e),
-        },
-        (TuneRequest::Finish, _) => match apply::finish(host, state, &ApplyOptions::default()) {
-            Ok(r) => TuneResponse::Applied(r),
-            Err(e) => failed(&e),
-        },
-        (TuneRequest::Status, _) => match apply::pending(state) {
-            Ok(pending) => TuneResponse::Status { pending },
-            Err(e) => failed(&e),
-        },
-    }
+            TuneRequest::Apply {
+                profile,
+                skip_unsupported,
+            } => {
+                let aopts = ApplyOptions {
+                    skip_unsupported: *skip_unsupported,
+                    after_step: None,
+                };
+                TuneResponse::Applied(apply::apply(&parse(profile)?, host, state, &opts, &aopts)?)
+            }
+            TuneRequest::Rollback => TuneResponse::RolledBack(apply::rollback(host, state)?),
+            TuneRequest::Finish => {
+                TuneResponse::Applied(apply::finish(host, state, &ApplyOptions::default())?)
+            }
+            TuneRequest::Status => TuneResponse::Status {
+                pending: apply::pending(state)?,
+            },
+        })
+    };
+    answer().unwrap_or_else(|e| TuneResponse::Failed {
+        error: e.to_string(),
+    })
 }
 
 #[cfg(test)]

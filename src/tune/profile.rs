@@ -172,6 +172,16 @@ pub enum PerQueue<T> {
     Each(Vec<(u32, T)>),
 }
 
+impl<T> PerQueue<T> {
+    /// The value for queue `q`: the one for every queue, or the last one given for `q`.
+    pub fn get(&self, q: u32) -> Option<&T> {
+        match self {
+            PerQueue::All(v) => Some(v),
+            PerQueue::Each(v) => v.iter().rev().find(|(x, _)| *x == q).map(|(_, v)| v),
+        }
+    }
+}
+
 /// An RPS/XPS CPU set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MaskSpec {

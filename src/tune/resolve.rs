@@ -300,20 +300,11 @@ impl Resolver<'_> {
     }
 
     fn interfaces(&mut self, block: &InterfaceBlock) -> Vec<String> {
-        let what = format!("[[interface]] #{} (match {})", block.index, block.matcher);
-        match &block.matcher {
-            Matcher::Name(n) => {
-                if self.host.has_interface(n) {
-                    vec![n.clone()]
-                } else {
-                    self.fail(problem(
-                        what,
-                        format!("interface {n} missing on {}", self.host.describe()),
-                        format!("one of: {}", self.host.interfaces().join(", ")),
-                    ));
-                    Vec::new()
-                }
-            }
+        let on = self.host.describe();
+        let one_of = || format!("one of: {}", self.host.interfaces().join(", "));
+        let found = match &block.matcher {
+            Matcher::Name(n) if self.host.has_interface(n) => Ok(vec![n.clone()]),
+            Matcher::Name(n) => Err((format!("interface {n} missing on {on}"), one_of())),
             Matcher::Glob(g) => {
                 let v: Vec<String> = self
                     .host
@@ -321,59 +312,41 @@ impl Resolver<'_> {
                     .into_iter()
                     .filter(|i| i != "lo" && glob_match(g, i).unwrap_or(false))
                     .collect();
-                if v.is_empty() {
-                    self.fail(problem(
-                        what,
-                        format!(
-                            "the pattern matches no interface on {}",
-                            self.host.describe()
-                        ),
-                        format!("one of: {}", self.host.interfaces().join(", ")),
-                    ));
-                }
-                v
-            }
-            Matcher::Route => {
-                let Some(addr) = self.opts.route_to else {
-                    self.fail(problem(
-                        what,
-                        "@route needs the peer's address",
-                        "give it with --route-to ADDR",
-                    ));
-                    return Vec::new();
-                };
-                match self.host.route_iface(addr) {
-                    Some(i) => vec![i],
-                    None => {
-                        self.fail(problem(
-                            what,
-                            format!("no interface routes to {addr} on {}", self.host.describe()),
-                            "check the address (`ip route get ADDR`)",
-                        ));
-                        Vec::new()
-                    }
+                match v.is_empty() {
+                    true => Err((
+                        format!("the pattern matches no interface on {on}"),
+                        one_of(),
+                    )),
+                    false => Ok(v),
                 }
             }
-            Matcher::Subject => match &self.opts.subject {
-                Some(s) if self.host.has_interface(s) => vec![s.clone()],
-                Some(s) => {
-                    self.fail(problem(
-                        what,
-                        format!("the finding's interface {s} is missing"),
-                        "",
-                    ));
-                    Vec::new()
-                }
-                None => {
-                    self.fail(problem(
-                        what,
-                        "@subject is only meaningful in a checklist step",
-                        "match by name, glob or @route",
-                    ));
-                    Vec::new()
-                }
+            Matcher::Route => match self.opts.route_to {
+                None => Err((
+                    "@route needs the peer's address".into(),
+                    "give it with --route-to ADDR".into(),
+                )),
+                Some(addr) => self.host.route_iface(addr).map(|i| vec![i]).ok_or_else(|| {
+                    let why = format!("no interface routes to {addr} on {on}");
+                    (why, "check the address (`ip route get ADDR`)".into())
+                }),
             },
-        }
+            Matcher::Subject => match &self.opts.subject {
+                Some(s) if self.host.has_interface(s) => Ok(vec![s.clone()]),
+                Some(s) => Err((
+                    format!("the finding's interface {s} is missing"),
+                    String::new(),
+                )),
+                None => Err((
+                    "@subject is only meaningful in a checklist step".into(),
+                    "match by name, glob or @route".into(),
+                )),
+            },
+        };
+        found.unwrap_or_else(|(why, allowed)| {
+            let what = format!("[[interface]] #{} (match {})", block.index, block.matcher);
+            self.fail(problem(what, why, allowed));
+            Vec::new()
+        })
     }
 
     fn block(&mut self, block: &InterfaceBlock) {
@@ -449,34 +422,20 @@ impl Resolver<'_> {
         iface: &str,
         driver: &str,
     ) -> Option<T> {
-        match part {
-            Support::Value(v) => Some(v.clone()),
+        let (why, allowed) = match part {
+            Support::Value(v) => return Some(v.clone()),
             Support::NotSupported { .. } => {
                 let d = if driver.is_empty() { "?" } else { driver };
-                self.fail(unsupported(
-                    format!("{iface} {what}"),
+                (
                     format!("driver {d} does not support {what}"),
                     format!("remove {what} for {iface} from the profile"),
-                ));
-                None
+                )
             }
-            Support::Error(e) => {
-                self.fail(unsupported(
-                    format!("{iface} {what}"),
-                    format!("cannot read: {e}"),
-                    "",
-                ));
-                None
-            }
-            Support::Unknown => {
-                self.fail(unsupported(
-                    format!("{iface} {what}"),
-                    "not known for this host",
-                    "",
-                ));
-                None
-            }
-        }
+            Support::Error(e) => (format!("cannot read: {e}"), String::new()),
+            Support::Unknown => ("not known for this host".to_string(), String::new()),
+        };
+        self.fail(unsupported(format!("{iface} {what}"), why, allowed));
+        None
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -595,15 +554,9 @@ impl Resolver<'_> {
         let queues = self.queue_files(iface, rx, pq);
         let local = self.host.local_cpus(iface);
         for (i, q) in queues.iter().enumerate() {
-            let spec = match pq {
-                PerQueue::All(s) => s.clone(),
-                PerQueue::Each(v) => match v.iter().rev().find(|(x, _)| x == q) {
-                    Some((_, s)) => s.clone(),
-                    None => continue,
-                },
-            };
+            let Some(spec) = pq.get(*q) else { continue };
             let cpus = match spec {
-                MaskSpec::Cpus(c) => c,
+                MaskSpec::Cpus(c) => c.clone(),
                 MaskSpec::All => self.online.clone(),
                 MaskSpec::Local => local.clone(),
                 MaskSpec::Spread => local
@@ -633,39 +586,20 @@ impl Resolver<'_> {
     /// creates, planned to be read when it is written.
     fn queue_setting(&mut self, iface: &str, key: Key, target: String, origin: &str) {
         let (rx_now, tx_now) = self.host.queues(iface);
-        let exists = match &key {
-            Key::Rps { queue, .. } | Key::RpsFlowCnt { queue, .. } => rx_now.contains(queue),
-            Key::Xps { queue, .. } => tx_now.contains(queue),
-            _ => true,
+        let new_queue = match &key {
+            Key::Rps { queue, .. } | Key::RpsFlowCnt { queue, .. } => !rx_now.contains(queue),
+            Key::Xps { queue, .. } => !tx_now.contains(queue),
+            _ => false,
         };
-        if exists {
-            if !self.file_ok(&key) {
-                return;
-            }
-            let Some(cur) = self.read(&key) else { return };
-            self.push(key, target, cur, origin.to_string());
+        // A queue that does not exist yet: queue 0's file tells whether the kernel has the feature.
+        let proxy = new_queue.then(|| key.on_queue(0));
+        if !self.file_ok(proxy.as_ref().unwrap_or(&key)) {
             return;
         }
-        // The queue does not exist yet: queue 0's file tells whether the kernel has the feature.
-        let proxy = match &key {
-            Key::Rps { iface, .. } => Key::Rps {
-                iface: iface.clone(),
-                queue: 0,
-            },
-            Key::RpsFlowCnt { iface, .. } => Key::RpsFlowCnt {
-                iface: iface.clone(),
-                queue: 0,
-            },
-            Key::Xps { iface, .. } => Key::Xps {
-                iface: iface.clone(),
-                queue: 0,
-            },
-            other => other.clone(),
-        };
-        if !self.file_ok(&proxy) {
+        let Some(current) = new_queue.then(String::new).or_else(|| self.read(&key)) else {
             return;
-        }
-        self.push_planned(key, target, String::new(), origin.to_string(), true);
+        };
+        self.push_planned(key, target, current, origin.to_string(), new_queue);
     }
 
     /// The key's file exists and is writable; otherwise a problem.
@@ -705,7 +639,6 @@ impl Resolver<'_> {
 
     /// A new MTU, within the range the driver takes.
     fn if_mtu(&mut self, iface: &str, nic: &NicState, m: &u32, origin: &str) {
-        let driver = nic.driver.clone();
         let key = Key::Mtu {
             iface: iface.into(),
         };
@@ -715,26 +648,22 @@ impl Resolver<'_> {
                 if *m < lo || *m > hi {
                     return self.fail(problem(
                         key.to_string(),
-                        format!("{m} is outside what driver {driver} takes"),
+                        format!("{m} is outside what driver {} takes", nic.driver),
                         format!("{lo} to {hi}"),
                     ));
                 }
                 self.push(key, m.to_string(), info.mtu.to_string(), origin.into());
             }
-            Err(e) => {
-                let unsup = e.is_unsupported();
-                self.fail(Problem {
-                    unsupported: unsup,
-                    ..problem(key.to_string(), format!("cannot read: {e}"), "")
-                });
-            }
+            Err(e) => self.fail(Problem {
+                unsupported: e.is_unsupported(),
+                ..problem(key.to_string(), format!("cannot read: {e}"), "")
+            }),
         }
     }
 
     /// Channel counts (`max`: combined when the driver has them, else rx and tx).
     fn if_channels(&mut self, iface: &str, nic: &NicState, c: &Counts<ChannelKind>, origin: &str) {
-        let driver = nic.driver.clone();
-        let Some(ch) = self.nic_value(&nic.channels, "channels", iface, &driver) else {
+        let Some(ch) = self.nic_value(&nic.channels, "channels", iface, &nic.driver) else {
             return;
         };
         let fields = |k| channel(&ch, k);
@@ -766,8 +695,7 @@ impl Resolver<'_> {
 
     /// Ring sizes.
     fn if_rings(&mut self, iface: &str, nic: &NicState, c: &Counts<RingKind>, origin: &str) {
-        let driver = nic.driver.clone();
-        let Some(r) = self.nic_value(&nic.rings, "rings", iface, &driver) else {
+        let Some(r) = self.nic_value(&nic.rings, "rings", iface, &nic.driver) else {
             return;
         };
         let fields = |k| ring(&r, k);
@@ -874,8 +802,7 @@ impl Resolver<'_> {
 
     /// Pause frames (flow control).
     fn if_pause(&mut self, iface: &str, nic: &NicState, list: &[(PauseKind, bool)], origin: &str) {
-        let driver = nic.driver.clone();
-        let Some(p) = self.nic_value(&nic.pause, "pause (flow control)", iface, &driver) else {
+        let Some(p) = self.nic_value(&nic.pause, "pause (flow control)", iface, &nic.driver) else {
             return;
         };
         for (kind, on) in list {
@@ -895,13 +822,7 @@ impl Resolver<'_> {
     /// rps_flow_cnt per rx queue: 0 or a power of two.
     fn if_rps_flow_cnt(&mut self, iface: &str, pq: &PerQueue<u32>, origin: &str) {
         for q in self.queue_files(iface, true, pq) {
-            let n = match pq {
-                PerQueue::All(n) => *n,
-                PerQueue::Each(v) => match v.iter().rev().find(|(x, _)| *x == q) {
-                    Some((_, n)) => *n,
-                    None => continue,
-                },
-            };
+            let Some(&n) = pq.get(q) else { continue };
             let key = Key::RpsFlowCnt {
                 iface: iface.into(),
                 queue: q,

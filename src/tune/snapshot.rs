@@ -104,23 +104,14 @@ fn header(host: &Host, name: &str) -> String {
     } else {
         host.describe()
     };
-    let mut t = String::new();
-    t.push_str(&format!(
-        "# Saved by wirescope {} from {who} ({}) at {when}.\n\n",
+    format!(
+        "# Saved by wirescope {} from {who} ({}) at {when}.\n\nname = {}\ndescription = {}\nfor = {}\n",
         env!("CARGO_PKG_VERSION"),
-        host.namespace()
-    ));
-    t.push_str(&format!("name = {}\n", q(name)));
-    t.push_str(&format!(
-        "description = {}\n",
-        q(&format!("Values on {who} at {when}"))
-    ));
-    t.push_str(&format!(
-        "for = {}\n",
+        host.namespace(),
+        q(name),
+        q(&format!("Values on {who} at {when}")),
         q(&format!("going back to the values of {when}"))
-    ));
-
-    t
+    )
 }
 
 /// `[sysctl]`: every sysctl wirescope tunes that this host has and lets write.

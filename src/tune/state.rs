@@ -398,19 +398,14 @@ impl Entry {
                 _ => {}
             }
         }
-        match (last_end, phase) {
-            (Some(Outcome::Applied), _) => Status::Applied,
-            (Some(Outcome::Restored), _) => Status::Restored,
-            (Some(Outcome::RolledBack), _) => Status::RolledBack,
-            (Some(Outcome::Incomplete), _) => Status::Incomplete,
-            (None, Some(phase)) => Status::Interrupted {
-                phase,
-                started,
-                done,
-            },
-            // A backup without any journal line: written, nothing touched yet.
-            (None, None) => Status::Interrupted {
-                phase: Phase::Apply,
+        match last_end {
+            Some(Outcome::Applied) => Status::Applied,
+            Some(Outcome::Restored) => Status::Restored,
+            Some(Outcome::RolledBack) => Status::RolledBack,
+            Some(Outcome::Incomplete) => Status::Incomplete,
+            None => Status::Interrupted {
+                // A backup without any journal line: written, nothing touched yet.
+                phase: phase.unwrap_or(Phase::Apply),
                 started,
                 done,
             },
@@ -422,12 +417,6 @@ impl Entry {
 #[derive(Debug, Clone)]
 pub struct StateDir {
     root: PathBuf,
-}
-
-/// Held while applying or rolling back; released on drop.
-#[derive(Debug)]
-pub struct Lock {
-    _flock: nix::fcntl::Flock<File>,
 }
 
 fn invalid(path: &Path) -> impl FnOnce(RecordError) -> StateError + '_ {
@@ -522,8 +511,9 @@ impl StateDir {
         Ok(true)
     }
 
-    /// Take the lock without waiting.
-    pub fn lock(&self) -> Result<Lock, StateError> {
+    /// Take the lock without waiting: held while applying or rolling back,
+    /// released on drop.
+    pub fn lock(&self) -> Result<nix::fcntl::Flock<File>, StateError> {
         self.ensure(&self.root)?;
         self.trusted(&self.root)?;
         let path = self.root.join("lock");
@@ -533,15 +523,15 @@ impl StateDir {
             .write(true)
             .open(&path)
             .map_err(io_err("open", &path))?;
-        match nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-            Ok(l) => Ok(Lock { _flock: l }),
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Err(StateError::Locked { path }),
-            Err((_, e)) => Err(StateError::Io {
+        let how = nix::fcntl::FlockArg::LockExclusiveNonblock;
+        nix::fcntl::Flock::lock(f, how).map_err(|(_, e)| match e {
+            nix::errno::Errno::EWOULDBLOCK => StateError::Locked { path },
+            e => StateError::Io {
                 op: "lock",
                 path,
                 source: io::Error::from(e),
-            }),
-        }
+            },
+        })
     }
 
     /// A new backup ID: the time and this process.

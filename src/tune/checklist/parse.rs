@@ -320,13 +320,6 @@ fn change(
     };
     let cx = cx.at(raw.span());
     let raw = raw.get_ref();
-    if raw.sections().is_empty()
-        && raw.name.is_none()
-        && raw.description.is_none()
-        && raw.purpose.is_none()
-    {
-        return Err(cx.err(key, "empty", "at least one setting"));
-    }
     for (k, set) in [
         ("name", raw.name.as_ref()),
         ("description", raw.description.as_ref()),
@@ -340,6 +333,9 @@ fn change(
                 "only settings go in a change",
             ));
         }
+    }
+    if raw.sections().is_empty() {
+        return Err(cx.err(key, "empty", "at least one setting"));
     }
     let prefix = format!("{key}: ");
     let profile = Profile {

@@ -239,16 +239,14 @@ fn check_known_sysctl(name: &str, v: &str) -> Result<(), (String, String)> {
         "net.ipv4.udp_mem",
     ];
     if triple.contains(&name) {
-        let nums: Vec<Option<u64>> = v.split(' ').map(|w| w.parse().ok()).collect();
-        let ok = nums.len() == 3 && nums.iter().all(Option::is_some);
-        let n: Vec<u64> = nums.into_iter().flatten().collect();
-        if !ok {
+        let nums: Option<Vec<u64>> = v.split(' ').map(|w| w.parse().ok()).collect();
+        let Some([min, default, max]) = nums.and_then(|n| <[u64; 3]>::try_from(n).ok()) else {
             return Err((
                 format!("'{v}' is not three numbers"),
                 "min default max, e.g. \"4096 131072 268435456\"".into(),
             ));
-        }
-        if !(n[0] <= n[1] && n[1] <= n[2]) {
+        };
+        if !(min <= default && default <= max) {
             return Err((
                 format!("'{v}' is not ordered"),
                 "min ≤ default ≤ max".into(),

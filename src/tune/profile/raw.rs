@@ -355,10 +355,7 @@ pub fn dotted(path: &[Step]) -> String {
     for p in path {
         match p {
             Step::Key(k) if s.is_empty() => s.push_str(k),
-            Step::Key(k) => {
-                s.push('.');
-                s.push_str(k);
-            }
+            Step::Key(k) => s.push_str(&format!(".{k}")),
             Step::Index(i) => s.push_str(&format!("[{i}]")),
         }
     }
