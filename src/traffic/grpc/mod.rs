@@ -76,11 +76,9 @@ pub mod server;
 pub mod stream_call;
 pub mod summary;
 
-use crate::traffic::{join_all, spawn_worker, EngineControl, EngineError};
+use crate::traffic::EngineError;
 use crate::units::{Bytes, CpuId};
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::Ordering;
-use std::thread::JoinHandle;
 
 pub use client::{ClientConfig, GrpcClient, Target, Windows};
 pub use counters::{interval, GrpcCounters, GrpcInterval, GrpcSnapshot};
@@ -167,62 +165,6 @@ impl GrpcSpec {
             threads: threads_or_cores(self.threads),
             cpus: self.cpus.clone(),
             response_status: None,
-        }
-    }
-}
-
-/// The supervising thread of a running client or server and its stop flags.
-/// Dropped, it aborts and joins: no thread or socket outlives its owner.
-pub struct Supervisor {
-    control: EngineControl,
-    thread: Option<JoinHandle<Result<(), EngineError>>>,
-}
-
-impl Supervisor {
-    /// Start `f` on a named thread counted in a fresh [`EngineControl`].
-    fn spawn<F>(name: &str, f: F) -> Result<Self, EngineError>
-    where
-        F: FnOnce(EngineControl) -> Result<(), EngineError> + Send + 'static,
-    {
-        let control = EngineControl::default();
-        let ctl = control.clone();
-        let thread = spawn_worker(name.to_string(), None, &control, move || f(ctl))?;
-        Ok(Supervisor {
-            control,
-            thread: Some(thread),
-        })
-    }
-    /// Stop flags and completion signal.
-    pub fn control(&self) -> &EngineControl {
-        &self.control
-    }
-    /// Graceful end.
-    pub fn stop(&self) {
-        self.control.stop.store(true, Ordering::Relaxed);
-    }
-    /// Immediate end.
-    pub fn abort(&self) {
-        self.control.abort.store(true, Ordering::Relaxed);
-        self.stop();
-    }
-    /// True once the thread has returned.
-    pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
-    }
-    /// Wait for the thread (once; later calls return Ok).
-    pub fn join(&mut self) -> Result<(), EngineError> {
-        match self.thread.take() {
-            Some(t) => join_all(vec![t]),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Drop for Supervisor {
-    fn drop(&mut self) {
-        if self.thread.is_some() {
-            self.abort();
-            let _ = self.join();
         }
     }
 }

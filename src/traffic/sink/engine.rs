@@ -172,14 +172,6 @@ impl PacketEngine {
             end,
         })
     }
-
-    /// The kernel id of the sink's XDP program, while attached.
-    pub fn program_id(&self) -> Option<u32> {
-        match &self.end {
-            PreparedEnd::Sink(sink) => sink.program_id(),
-            _ => None,
-        }
-    }
 }
 
 /// `spec` with `side`'s CPUs chosen on this host when it has none and

@@ -511,13 +511,6 @@ pub struct GenTotals {
     pub errors: u64,
 }
 
-impl GenTotals {
-    /// Frames sent in all.
-    pub fn sent(&self) -> u64 {
-        self.sent_per_flow.iter().sum()
-    }
-}
-
 /// One flow at the end of a point.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FlowRow {

@@ -351,11 +351,6 @@ fn udp_socket(ip: std::net::Ipv4Addr, port: u16) -> std::io::Result<OwnedFd> {
 }
 
 impl PreparedSink {
-    /// The mode that will run.
-    pub fn mode(&self) -> SinkMode {
-        self.mode
-    }
-
     /// The setup message for the generator's end.
     pub fn end(&self) -> SinkEnd {
         SinkEnd {
@@ -373,11 +368,6 @@ impl PreparedSink {
             zero_copy: self.zero_copy,
             cpus: self.spec.cpus_for(self.side).to_vec(),
         }
-    }
-
-    /// The kernel id of the attached XDP program, if any.
-    pub fn program_id(&self) -> Option<u32> {
-        self.xdp.as_ref().and_then(SinkXdp::program_id)
     }
 
     /// Start the threads.
@@ -715,10 +705,6 @@ impl RunningSink {
     /// Stop flags and the done signal.
     pub fn control(&self) -> &EngineControl {
         self.workers.control()
-    }
-    /// The kernel id of the attached XDP program, if any.
-    pub fn program_id(&self) -> Option<u32> {
-        self.xdp.as_ref().and_then(SinkXdp::program_id)
     }
 
     /// The generator's setup arrived: its address is the source the XDP

@@ -223,11 +223,6 @@ impl SinkXdp {
         self.native_refused.as_deref()
     }
 
-    /// The kernel's id of the attached program (to check it is gone later).
-    pub fn program_id(&self) -> Option<u32> {
-        self.prog_id
-    }
-
     /// The test's generator sends from `ip` (its setup said so): from now
     /// on its stamped frames are counted (and dropped or redirected);
     /// before, every frame passes. `ip` must be a unicast address.
