@@ -30,11 +30,11 @@
 //!
 //! [`EngineHost`]: crate::traffic::EngineHost
 
+use super::figures::{counted, SinkInterval, SinkSnapshot};
 use super::figures::{gen_interval, sink_interval, GenInterval, GenSnapshot, GenTotals};
-use super::figures::{SinkInterval, SinkSnapshot};
 use super::gen::{self, OpenedGenerator, PreparedGenerator, RunningGenerator};
 use super::rx::{self, RunningSink, SinkTotals};
-use super::spec::{default_cpus, GeneratorEnd, SinkEnd, SinkMode, SinkSpec};
+use super::spec::{default_cpus, GeneratorEnd, SinkEnd, SinkSpec};
 use crate::traffic::limits::SpecError;
 use crate::traffic::paths::PathOpener;
 use crate::traffic::EngineSpecOps;
@@ -448,10 +448,7 @@ fn conn_rows(snap: &Snap, spec: &SinkSpec) -> Vec<ConnSnapshot> {
             .queues
             .iter()
             .map(|q| {
-                let n = match s.mode {
-                    SinkMode::Xdp => q.xdp.map_or(0, |x| x.packets),
-                    _ => q.received,
-                };
+                let n = counted(q, s.mode);
                 ConnSnapshot {
                     rx_bytes: n.saturating_mul(fs),
                     messages: n,

@@ -284,7 +284,9 @@ pub struct GenInterval {
     pub threads: Vec<GenThreadFigures>,
 }
 
-fn counted(q: &SinkQueueSnap, mode: SinkMode) -> u64 {
+/// Frames a queue counted: the XDP program's count in `xdp` mode, else
+/// the unique frames user space read.
+pub(crate) fn counted(q: &SinkQueueSnap, mode: SinkMode) -> u64 {
     match mode {
         SinkMode::Xdp => q.xdp.map_or(0, |x| x.packets),
         _ => q.received,
