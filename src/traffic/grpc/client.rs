@@ -134,20 +134,12 @@ impl GrpcClient {
             counters,
             failure,
         };
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(client),
-            Ok(Err(e)) => {
-                let _ = client.join();
-                Err(e)
-            }
-            // The thread ended without a word: its own error (or panic) says why.
-            Err(_) => match client.join() {
-                Err(e) => Err(e),
-                Ok(()) => Err(GrpcError::Usage(
-                    "the gRPC client ended before it started".into(),
-                )),
-            },
-        }
+        super::await_ready(
+            &ready_rx,
+            || client.join(),
+            || GrpcError::Usage("the gRPC client ended before it started".into()),
+        )?;
+        Ok(client)
     }
 
     /// Counters (for the sampler).

@@ -410,19 +410,12 @@ impl GrpcEngine {
     /// Blocks the calling thread.
     pub fn start_ready(self) -> Result<RunningEngine, EngineError> {
         let (mut engine, ready) = self.launch(Vec::new())?;
-        match ready.recv() {
-            Ok(Ok(())) => Ok(engine),
-            Ok(Err(e)) => {
-                let _ = engine.join();
-                Err(e)
-            }
-            Err(_) => match engine.join() {
-                Err(e) => Err(e),
-                Ok(()) => Err(EngineError::Unsupported(
-                    "the gRPC client ended before it started".into(),
-                )),
-            },
-        }
+        super::await_ready(
+            &ready,
+            || engine.join(),
+            || EngineError::Unsupported("the gRPC client ended before it started".into()),
+        )?;
+        Ok(engine)
     }
 
     /// Start the thread that runs the client or server; the receiver says

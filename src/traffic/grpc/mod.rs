@@ -169,6 +169,25 @@ impl GrpcSpec {
     }
 }
 
+/// Wait for a started thread's word that it runs: its error (after
+/// `join`), or — when it ended without a word — what `join` says, `ended`
+/// when that is nothing.
+fn await_ready<E>(
+    ready: &std::sync::mpsc::Receiver<Result<(), E>>,
+    join: impl FnOnce() -> Result<(), E>,
+    ended: impl FnOnce() -> E,
+) -> Result<(), E> {
+    match ready.recv() {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => {
+            let _ = join();
+            Err(e)
+        }
+        // The thread ended without a word: its own error (or panic) says why.
+        Err(_) => join().and_then(|()| Err(ended())),
+    }
+}
+
 /// `n`, or the number of cores this process may run on when `n` is 0.
 pub fn threads_or_cores(n: u32) -> usize {
     if n > 0 {
