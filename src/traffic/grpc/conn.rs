@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tonic::transport::server::Connected;
 
 /// Length of the HTTP/2 client connection preface (`PRI * HTTP/2.0...`).
 pub const PREFACE_LEN: usize = 24;
@@ -75,8 +75,6 @@ impl Live {
 /// What one request knows of its connection (a request extension, put there by tonic).
 #[derive(Debug, Clone)]
 pub struct ConnInfo {
-    /// Addresses.
-    pub tcp: TcpConnectInfo,
     /// The connection's part of the memory budget.
     pub share: Arc<ConnShare>,
 }
@@ -173,7 +171,6 @@ impl Connected for Guarded {
     type ConnectInfo = ConnInfo;
     fn connect_info(&self) -> ConnInfo {
         ConnInfo {
-            tcp: self.inner.connect_info(),
             share: Arc::clone(&self.guard.share),
         }
     }
