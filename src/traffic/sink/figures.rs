@@ -724,11 +724,7 @@ pub fn summarize(spec: &super::spec::SinkSpec, i: PointInputs) -> SinkSummary {
         flows: spec.flow_count(),
         sink_cpus: spec.cpus_for(spec.sink_side()).to_vec(),
         duration_s: secs,
-        rate_per_s: if secs > 0.0 {
-            s.counted as f64 / secs
-        } else {
-            0.0
-        },
+        rate_per_s: rates.pps,
         messages: s.counted,
         l2_bps: rates.l2_bps,
         l1_bps: rates.l1_bps,
