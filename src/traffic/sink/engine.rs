@@ -430,13 +430,6 @@ impl Shared {
         }
         done
     }
-
-    fn speed(st: &State) -> Option<u32> {
-        match &st.end {
-            Some(EndInfo::Sink(s)) => s.speed_mbps,
-            _ => None,
-        }
-    }
 }
 
 /// The sink counts L2 bytes of frames as received bytes, the generator as
@@ -483,7 +476,10 @@ impl EngineProbe for Shared {
             None => self.snap()?,
         };
         let mut st = self.lock();
-        let speed = Self::speed(&st);
+        let speed = match &st.end {
+            Some(EndInfo::Sink(s)) => s.speed_mbps,
+            _ => None,
+        };
         let iface = st.iface.clone();
         let prev = st.prev.replace(cur.clone())?;
         drop(st);

@@ -294,18 +294,14 @@ pub(crate) fn counted(q: &SinkQueueSnap, mode: SinkMode) -> u64 {
 }
 
 fn cpu_pct(a: Option<u64>, b: Option<u64>, secs: f64) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) if secs > 0.0 => Some(b.saturating_sub(a) as f64 / 1e9 / secs * 100.0),
-        _ => None,
-    }
+    a.zip(b)
+        .filter(|_| secs > 0.0)
+        .map(|(a, b)| b.saturating_sub(a) as f64 / 1e9 / secs * 100.0)
 }
 
+/// The sum of the values given; None when none is.
 fn sum_opt(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
-    v.fold(None, |acc, x| match (acc, x) {
-        (None, x) => x,
-        (Some(a), Some(b)) => Some(a + b),
-        (a, None) => a,
-    })
+    v.flatten().reduce(|a, b| a + b)
 }
 
 /// Σ CPU % over the sink's threads (each on one row only).
@@ -322,10 +318,11 @@ pub fn sink_interval(
 ) -> SinkInterval {
     let secs = cur.elapsed_s - prev.elapsed_s;
     let mode = cur.mode;
-    let path = match (&prev.path, &cur.path) {
-        (Some(p), Some(c)) => Some(c.delta(p)),
-        _ => None,
-    };
+    let path = prev
+        .path
+        .as_ref()
+        .zip(cur.path.as_ref())
+        .map(|(p, c)| c.delta(p));
     let span = QueueSpan {
         mode,
         secs,
@@ -487,10 +484,11 @@ pub fn gen_interval(
         sent,
         rates: Rates::of(sent, secs, frame_size, speed_mbps),
         errors: threads.iter().map(|t| t.errors).sum(),
-        tx_dropped: match (&prev.host, &cur.host) {
-            (Some(p), Some(c)) => Some(c.tx_dropped.saturating_sub(p.tx_dropped)),
-            _ => None,
-        },
+        tx_dropped: prev
+            .host
+            .as_ref()
+            .zip(cur.host.as_ref())
+            .map(|(p, c)| c.tx_dropped.saturating_sub(p.tx_dropped)),
         cpu_pct: sum_opt(threads.iter().map(|t| t.cpu_pct)),
         threads,
     }
