@@ -97,7 +97,7 @@ impl Windows {
 
 /// A running client.
 pub struct GrpcClient {
-    sup: Workers,
+    pub(super) sup: Workers,
     counters: Arc<GrpcCounters>,
     failure: Arc<Mutex<Option<GrpcError>>>,
 }

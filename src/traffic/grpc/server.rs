@@ -130,7 +130,7 @@ pub enum Incoming {
 
 /// A running server.
 pub struct GrpcServer {
-    sup: Workers,
+    pub(super) sup: Workers,
     counters: Arc<GrpcCounters>,
     budget: Budget,
     local_addr: Option<SocketAddr>,
