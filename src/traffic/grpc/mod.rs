@@ -294,23 +294,16 @@ impl GrpcError {
 
 /// Every CPU in `cpus` must be one this process may run on.
 pub fn check_cpus(cpus: &[CpuId]) -> Result<(), GrpcError> {
-    if cpus.is_empty() {
-        return Ok(());
-    }
-    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).map_err(|e| {
-        GrpcError::Io {
-            op: "reading this process's CPU affinity",
-            source: std::io::Error::from(e),
-        }
+    let unusable = crate::traffic::sched::unusable_cpus(cpus).map_err(|source| GrpcError::Io {
+        op: "reading this process's CPU affinity",
+        source,
     })?;
-    for c in cpus {
-        if !allowed.is_set(c.0 as usize).unwrap_or(false) {
-            return Err(GrpcError::Usage(format!(
-                "{c} is not a CPU this process may run on; pick CPUs from /sys/devices/system/cpu/online (and the cgroup's cpuset)"
-            )));
-        }
+    match unusable.first() {
+        Some(c) => Err(GrpcError::Usage(format!(
+            "{c} is not a CPU this process may run on; pick CPUs from /sys/devices/system/cpu/online (and the cgroup's cpuset)"
+        ))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]
