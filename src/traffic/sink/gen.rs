@@ -278,14 +278,10 @@ impl PreparedGenerator {
                     return Ok((path, txs, refused, zc));
                 }
                 Err(why) => {
-                    let mode = if path == TxPath::AfXdp {
-                        if strict {
-                            "af-xdp zero-copy"
-                        } else {
-                            "af-xdp copy mode"
-                        }
-                    } else {
-                        path.name()
+                    let mode = match (path, strict) {
+                        (TxPath::AfXdp, true) => "af-xdp zero-copy",
+                        (TxPath::AfXdp, false) => "af-xdp copy mode",
+                        _ => path.name(),
                     };
                     refused.push(format!("{mode} refused on {}: {why}", self.info.name));
                 }
