@@ -16,7 +16,8 @@ use super::proto::{
     STREAMING_PATH, UNARY_PATH,
 };
 use super::server::{flag_set, runtime};
-use super::{GrpcError, GrpcMode, Supervisor};
+use super::{GrpcError, GrpcMode};
+use crate::traffic::sink::workers::Workers;
 use crate::traffic::{EngineControl, EngineError};
 use crate::units::CpuId;
 use bytes::Bytes;
@@ -96,10 +97,9 @@ impl Windows {
 
 /// A running client.
 pub struct GrpcClient {
-    sup: Supervisor,
+    pub(super) sup: Workers,
     counters: Arc<GrpcCounters>,
     failure: Arc<Mutex<Option<GrpcError>>>,
-    windows: Windows,
 }
 
 impl GrpcClient {
@@ -124,42 +124,27 @@ impl GrpcClient {
         let windows = Windows::for_point(cfg.channels, cfg.resp_size);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let (c, f) = (Arc::clone(&counters), Arc::clone(&failure));
-        let sup = Supervisor::spawn("grpc-client", move |ctl| {
+        let mut sup = Workers::default();
+        let ctl = sup.control().clone();
+        sup.spawn("grpc-client".into(), None, move || {
             run(cfg, target, windows, ctl, c, f, ready_tx)
         })?;
         let mut client = GrpcClient {
             sup,
             counters,
             failure,
-            windows,
         };
-        match ready_rx.recv() {
-            Ok(Ok(())) => Ok(client),
-            Ok(Err(e)) => {
-                let _ = client.join();
-                Err(e)
-            }
-            // The thread ended without a word: its own error (or panic) says why.
-            Err(_) => match client.join() {
-                Err(e) => Err(e),
-                Ok(()) => Err(GrpcError::Usage(
-                    "the gRPC client ended before it started".into(),
-                )),
-            },
-        }
+        super::await_ready(
+            &ready_rx,
+            || client.join(),
+            || GrpcError::Usage("the gRPC client ended before it started".into()),
+        )?;
+        Ok(client)
     }
 
     /// Counters (for the sampler).
     pub fn counters(&self) -> &Arc<GrpcCounters> {
         &self.counters
-    }
-    /// Stop flags and completion signal.
-    pub fn control(&self) -> &EngineControl {
-        self.sup.control()
-    }
-    /// The receive windows advertised.
-    pub fn windows(&self) -> Windows {
-        self.windows
     }
     /// Graceful end: every slot finishes its RPC, streams are closed cleanly.
     pub fn stop(&self) {

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tonic::transport::server::Connected;
 
 /// Length of the HTTP/2 client connection preface (`PRI * HTTP/2.0...`).
 pub const PREFACE_LEN: usize = 24;
@@ -51,8 +51,6 @@ pub struct ConnLimits {
 pub struct Live {
     open: AtomicUsize,
     closed: tokio::sync::Notify,
-    refused: AtomicU64,
-    reset: AtomicU64,
     /// Connections closed so far.
     ended: AtomicU64,
 }
@@ -72,21 +70,11 @@ impl Live {
     pub fn open(&self) -> usize {
         self.open.load(Ordering::Acquire)
     }
-    /// Connections closed on accept because `max_connections` were open.
-    pub fn refused(&self) -> u64 {
-        self.refused.load(Ordering::Relaxed)
-    }
-    /// Connections closed by the handshake or response timeout.
-    pub fn reset(&self) -> u64 {
-        self.reset.load(Ordering::Relaxed)
-    }
 }
 
 /// What one request knows of its connection (a request extension, put there by tonic).
 #[derive(Debug, Clone)]
 pub struct ConnInfo {
-    /// Addresses.
-    pub tcp: TcpConnectInfo,
     /// The connection's part of the memory budget.
     pub share: Arc<ConnShare>,
 }
@@ -133,12 +121,7 @@ impl Guarded {
             write: AtomicWaker::new(),
         });
         let gone = CancellationToken::new();
-        tokio::spawn(watchdog(
-            Arc::clone(&guard),
-            Arc::clone(live),
-            *limits,
-            gone.clone(),
-        ));
+        tokio::spawn(watchdog(Arc::clone(&guard), *limits, gone.clone()));
         Guarded {
             inner,
             live: Arc::clone(live),
@@ -156,7 +139,7 @@ impl Guarded {
 }
 
 /// Checks a connection's deadlines until it closes.
-async fn watchdog(guard: Arc<Guard>, live: Arc<Live>, limits: ConnLimits, gone: CancellationToken) {
+async fn watchdog(guard: Arc<Guard>, limits: ConnLimits, gone: CancellationToken) {
     let shortest = limits.handshake_timeout.min(limits.response_timeout);
     let tick = (shortest / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
     let start = Instant::now();
@@ -168,7 +151,6 @@ async fn watchdog(guard: Arc<Guard>, live: Arc<Live>, limits: ConnLimits, gone: 
         let no_preface = guard.preface_read.load(Ordering::Acquire) < PREFACE_LEN
             && start.elapsed() >= limits.handshake_timeout;
         if no_preface || guard.share.stalled_response(limits.response_timeout) {
-            live.reset.fetch_add(1, Ordering::Relaxed);
             guard.kill();
             return;
         }
@@ -189,7 +171,6 @@ impl Connected for Guarded {
     type ConnectInfo = ConnInfo;
     fn connect_info(&self) -> ConnInfo {
         ConnInfo {
-            tcp: self.inner.connect_info(),
             share: Arc::clone(&self.guard.share),
         }
     }
@@ -346,7 +327,6 @@ pub fn accept(
             match l.accept().await {
                 Ok((s, _)) => {
                     if live.open() >= limits.max_connections {
-                        live.refused.fetch_add(1, Ordering::Relaxed);
                         drop(s);
                         continue;
                     }

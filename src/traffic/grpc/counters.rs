@@ -42,18 +42,14 @@ pub const STATUS_NAMES: [&str; 17] = [
 
 /// Name of a status code; codes outside 0..=16 are counted as UNKNOWN (as gRPC does).
 pub fn status_name(code: i32) -> &'static str {
-    usize::try_from(code)
-        .ok()
-        .and_then(|c| STATUS_NAMES.get(c))
-        .copied()
-        .unwrap_or("UNKNOWN")
+    STATUS_NAMES[status_index(code)]
 }
 
 fn status_index(code: i32) -> usize {
-    match usize::try_from(code) {
-        Ok(c) if c < STATUS_NAMES.len() => c,
-        _ => 2,
-    }
+    usize::try_from(code)
+        .ok()
+        .filter(|c| *c < STATUS_NAMES.len())
+        .unwrap_or(2)
 }
 
 /// How often a thread merges its private latency histogram into its shard.

@@ -28,6 +28,7 @@ use super::server::{GrpcServer, Incoming};
 use super::{memory, GrpcSpec, MAX_CHANNELS, MAX_CONCURRENCY, MAX_MESSAGE, MESSAGE_OVERHEAD};
 use crate::traffic::limits::{MemoryNeed, SpecError};
 use crate::traffic::options::{SweepParam, SweepPoint};
+use crate::traffic::sink::workers::Workers;
 use crate::traffic::{
     spawn_worker, ConnRole, ConnSnapshot, Engine, EngineControl, EngineCounters, EngineError,
     EngineHost, EngineInterval, EngineKind, EngineProbe, EngineSpecOps, EngineTotals,
@@ -369,22 +370,11 @@ enum Running {
 }
 
 impl Running {
-    fn stop(&self) {
+    /// Its thread and stop flags.
+    fn workers(&self) -> &Workers {
         match self {
-            Running::Client(c) => c.stop(),
-            Running::Server(s) => s.stop(),
-        }
-    }
-    fn abort(&self) {
-        match self {
-            Running::Client(c) => c.abort(),
-            Running::Server(s) => s.abort(),
-        }
-    }
-    fn is_finished(&self) -> bool {
-        match self {
-            Running::Client(c) => c.is_finished(),
-            Running::Server(s) => s.is_finished(),
+            Running::Client(c) => &c.sup,
+            Running::Server(s) => &s.sup,
         }
     }
     fn join(&mut self) -> Result<(), EngineError> {
@@ -410,19 +400,12 @@ impl GrpcEngine {
     /// Blocks the calling thread.
     pub fn start_ready(self) -> Result<RunningEngine, EngineError> {
         let (mut engine, ready) = self.launch(Vec::new())?;
-        match ready.recv() {
-            Ok(Ok(())) => Ok(engine),
-            Ok(Err(e)) => {
-                let _ = engine.join();
-                Err(e)
-            }
-            Err(_) => match engine.join() {
-                Err(e) => Err(e),
-                Ok(()) => Err(EngineError::Unsupported(
-                    "the gRPC client ended before it started".into(),
-                )),
-            },
-        }
+        super::await_ready(
+            &ready,
+            || engine.join(),
+            || EngineError::Unsupported("the gRPC client ended before it started".into()),
+        )?;
+        Ok(engine)
     }
 
     /// Start the thread that runs the client or server; the receiver says
@@ -551,27 +534,28 @@ fn shut_down(shut: &[TcpStream]) {
 /// waits for ("operation was canceled"). Only if the client never closes
 /// does the server stop itself.
 fn watch(running: &Running, ctl: &EngineControl) {
+    let workers = running.workers();
     let mut stop_seen: Option<std::time::Instant> = None;
     loop {
         if ctl.abort.load(Ordering::Relaxed) {
-            running.abort();
+            workers.abort();
             break;
         }
         if ctl.stop.load(Ordering::Relaxed) {
             match (running, stop_seen) {
                 (Running::Client(_), _) => {
-                    running.stop();
+                    workers.stop();
                     break;
                 }
                 (Running::Server(_), None) => stop_seen = Some(std::time::Instant::now()),
                 (Running::Server(_), Some(t)) if t.elapsed() > SERVER_GRACE => {
-                    running.stop();
+                    workers.stop();
                     break;
                 }
                 (Running::Server(_), Some(_)) => {}
             }
         }
-        if running.is_finished() {
+        if workers.is_finished() {
             break;
         }
         std::thread::sleep(WATCH_EVERY);

@@ -76,11 +76,9 @@ pub mod server;
 pub mod stream_call;
 pub mod summary;
 
-use crate::traffic::{join_all, spawn_worker, EngineControl, EngineError};
+use crate::traffic::EngineError;
 use crate::units::{Bytes, CpuId};
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::Ordering;
-use std::thread::JoinHandle;
 
 pub use client::{ClientConfig, GrpcClient, Target, Windows};
 pub use counters::{interval, GrpcCounters, GrpcInterval, GrpcSnapshot};
@@ -171,59 +169,22 @@ impl GrpcSpec {
     }
 }
 
-/// The supervising thread of a running client or server and its stop flags.
-/// Dropped, it aborts and joins: no thread or socket outlives its owner.
-pub struct Supervisor {
-    control: EngineControl,
-    thread: Option<JoinHandle<Result<(), EngineError>>>,
-}
-
-impl Supervisor {
-    /// Start `f` on a named thread counted in a fresh [`EngineControl`].
-    fn spawn<F>(name: &str, f: F) -> Result<Self, EngineError>
-    where
-        F: FnOnce(EngineControl) -> Result<(), EngineError> + Send + 'static,
-    {
-        let control = EngineControl::default();
-        let ctl = control.clone();
-        let thread = spawn_worker(name.to_string(), None, &control, move || f(ctl))?;
-        Ok(Supervisor {
-            control,
-            thread: Some(thread),
-        })
-    }
-    /// Stop flags and completion signal.
-    pub fn control(&self) -> &EngineControl {
-        &self.control
-    }
-    /// Graceful end.
-    pub fn stop(&self) {
-        self.control.stop.store(true, Ordering::Relaxed);
-    }
-    /// Immediate end.
-    pub fn abort(&self) {
-        self.control.abort.store(true, Ordering::Relaxed);
-        self.stop();
-    }
-    /// True once the thread has returned.
-    pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().is_none_or(JoinHandle::is_finished)
-    }
-    /// Wait for the thread (once; later calls return Ok).
-    pub fn join(&mut self) -> Result<(), EngineError> {
-        match self.thread.take() {
-            Some(t) => join_all(vec![t]),
-            None => Ok(()),
+/// Wait for a started thread's word that it runs: its error (after
+/// `join`), or — when it ended without a word — what `join` says, `ended`
+/// when that is nothing.
+fn await_ready<E>(
+    ready: &std::sync::mpsc::Receiver<Result<(), E>>,
+    join: impl FnOnce() -> Result<(), E>,
+    ended: impl FnOnce() -> E,
+) -> Result<(), E> {
+    match ready.recv() {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => {
+            let _ = join();
+            Err(e)
         }
-    }
-}
-
-impl Drop for Supervisor {
-    fn drop(&mut self) {
-        if self.thread.is_some() {
-            self.abort();
-            let _ = self.join();
-        }
+        // The thread ended without a word: its own error (or panic) says why.
+        Err(_) => join().and_then(|()| Err(ended())),
     }
 }
 
@@ -333,23 +294,16 @@ impl GrpcError {
 
 /// Every CPU in `cpus` must be one this process may run on.
 pub fn check_cpus(cpus: &[CpuId]) -> Result<(), GrpcError> {
-    if cpus.is_empty() {
-        return Ok(());
-    }
-    let allowed = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)).map_err(|e| {
-        GrpcError::Io {
-            op: "reading this process's CPU affinity",
-            source: std::io::Error::from(e),
-        }
+    let unusable = crate::traffic::sched::unusable_cpus(cpus).map_err(|source| GrpcError::Io {
+        op: "reading this process's CPU affinity",
+        source,
     })?;
-    for c in cpus {
-        if !allowed.is_set(c.0 as usize).unwrap_or(false) {
-            return Err(GrpcError::Usage(format!(
-                "{c} is not a CPU this process may run on; pick CPUs from /sys/devices/system/cpu/online (and the cgroup's cpuset)"
-            )));
-        }
+    match unusable.first() {
+        Some(c) => Err(GrpcError::Usage(format!(
+            "{c} is not a CPU this process may run on; pick CPUs from /sys/devices/system/cpu/online (and the cgroup's cpuset)"
+        ))),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]

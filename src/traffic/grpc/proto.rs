@@ -136,11 +136,6 @@ impl RequestTemplate {
     pub fn framed_len(&self) -> usize {
         self.head.len() + self.body.len()
     }
-
-    /// Payload body bytes per request.
-    pub fn payload_len(&self) -> usize {
-        self.body.len()
-    }
 }
 
 /// `msg` as one length-prefixed gRPC message (uncompressed).

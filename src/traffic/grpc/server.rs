@@ -28,7 +28,8 @@ use super::proto::{
     UNARY_PATH,
 };
 use super::stream_call::{Answer, ParsedRequest, StreamCallBody};
-use super::{GrpcError, Supervisor};
+use super::GrpcError;
+use crate::traffic::sink::workers::Workers;
 use crate::traffic::{pin_current_thread, EngineControl, EngineError};
 use crate::units::CpuId;
 use bytes::Bytes;
@@ -129,7 +130,7 @@ pub enum Incoming {
 
 /// A running server.
 pub struct GrpcServer {
-    sup: Supervisor,
+    pub(super) sup: Workers,
     counters: Arc<GrpcCounters>,
     budget: Budget,
     local_addr: Option<SocketAddr>,
@@ -165,7 +166,11 @@ impl GrpcServer {
         let c = Arc::clone(&counters);
         let budget = Budget::new(cfg.memory_budget);
         let b = budget.clone();
-        let sup = Supervisor::spawn("grpc-server", move |ctl| run(cfg, incoming, ctl, c, b))?;
+        let mut sup = Workers::default();
+        let ctl = sup.control().clone();
+        sup.spawn("grpc-server".into(), None, move || {
+            run(cfg, incoming, ctl, c, b)
+        })?;
         Ok(GrpcServer {
             sup,
             counters,
@@ -185,10 +190,6 @@ impl GrpcServer {
     /// Bytes of the memory budget held by messages now.
     pub fn budget_held(&self) -> usize {
         self.budget.held()
-    }
-    /// Stop flags and completion signal.
-    pub fn control(&self) -> &EngineControl {
-        self.sup.control()
     }
     /// Graceful end: GOAWAY, in-flight RPCs finish.
     pub fn stop(&self) {

@@ -2,7 +2,7 @@
 //! options of `run` and the TUI (shown under their own heading in `--help`),
 //! and the validation of a packet test into its [`SinkSpec`].
 
-use super::spec::{DEFAULT_DST_PORT, MAX_FLOWS, MAX_FRAME, MAX_QUEUES, MAX_RATE, MIN_FRAME};
+use super::spec::{MAX_FLOWS, MAX_FRAME, MAX_QUEUES, MAX_RATE, MIN_FRAME};
 use super::{SinkMode, SinkSpec, TxPath};
 use crate::traffic::habits::{Habit, LongHabit};
 use crate::traffic::options::{refuse, OptionError, Resolved, SweepParam};
@@ -181,11 +181,9 @@ fn spec(t: &TestOptions<'_>) -> Result<SinkSpec, OptionError> {
         queues,
         flows: t.engines.sink.flows,
         rate: t.engines.sink.rate.unwrap_or(0),
-        dst_port: DEFAULT_DST_PORT,
         reverse: t.reverse,
         cpus,
         peer_cpus,
-        default_pinning: true,
-        one_host: false,
+        ..SinkSpec::default()
     })
 }

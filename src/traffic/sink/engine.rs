@@ -30,11 +30,11 @@
 //!
 //! [`EngineHost`]: crate::traffic::EngineHost
 
+use super::figures::{counted, SinkInterval, SinkSnapshot};
 use super::figures::{gen_interval, sink_interval, GenInterval, GenSnapshot, GenTotals};
-use super::figures::{SinkInterval, SinkSnapshot};
 use super::gen::{self, OpenedGenerator, PreparedGenerator, RunningGenerator};
 use super::rx::{self, RunningSink, SinkTotals};
-use super::spec::{default_cpus, GeneratorEnd, SinkEnd, SinkMode, SinkSpec};
+use super::spec::{default_cpus, GeneratorEnd, SinkEnd, SinkSpec};
 use crate::traffic::limits::SpecError;
 use crate::traffic::paths::PathOpener;
 use crate::traffic::EngineSpecOps;
@@ -171,14 +171,6 @@ impl PacketEngine {
             spec: spec.clone(),
             end,
         })
-    }
-
-    /// The kernel id of the sink's XDP program, while attached.
-    pub fn program_id(&self) -> Option<u32> {
-        match &self.end {
-            PreparedEnd::Sink(sink) => sink.program_id(),
-            _ => None,
-        }
     }
 }
 
@@ -438,13 +430,6 @@ impl Shared {
         }
         done
     }
-
-    fn speed(st: &State) -> Option<u32> {
-        match &st.end {
-            Some(EndInfo::Sink(s)) => s.speed_mbps,
-            _ => None,
-        }
-    }
 }
 
 /// The sink counts L2 bytes of frames as received bytes, the generator as
@@ -456,10 +441,7 @@ fn conn_rows(snap: &Snap, spec: &SinkSpec) -> Vec<ConnSnapshot> {
             .queues
             .iter()
             .map(|q| {
-                let n = match s.mode {
-                    SinkMode::Xdp => q.xdp.map_or(0, |x| x.packets),
-                    _ => q.received,
-                };
+                let n = counted(q, s.mode);
                 ConnSnapshot {
                     rx_bytes: n.saturating_mul(fs),
                     messages: n,
@@ -494,7 +476,10 @@ impl EngineProbe for Shared {
             None => self.snap()?,
         };
         let mut st = self.lock();
-        let speed = Self::speed(&st);
+        let speed = match &st.end {
+            Some(EndInfo::Sink(s)) => s.speed_mbps,
+            _ => None,
+        };
         let iface = st.iface.clone();
         let prev = st.prev.replace(cur.clone())?;
         drop(st);

@@ -284,7 +284,9 @@ pub struct GenInterval {
     pub threads: Vec<GenThreadFigures>,
 }
 
-fn counted(q: &SinkQueueSnap, mode: SinkMode) -> u64 {
+/// Frames a queue counted: the XDP program's count in `xdp` mode, else
+/// the unique frames user space read.
+pub(crate) fn counted(q: &SinkQueueSnap, mode: SinkMode) -> u64 {
     match mode {
         SinkMode::Xdp => q.xdp.map_or(0, |x| x.packets),
         _ => q.received,
@@ -292,18 +294,14 @@ fn counted(q: &SinkQueueSnap, mode: SinkMode) -> u64 {
 }
 
 fn cpu_pct(a: Option<u64>, b: Option<u64>, secs: f64) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) if secs > 0.0 => Some(b.saturating_sub(a) as f64 / 1e9 / secs * 100.0),
-        _ => None,
-    }
+    a.zip(b)
+        .filter(|_| secs > 0.0)
+        .map(|(a, b)| b.saturating_sub(a) as f64 / 1e9 / secs * 100.0)
 }
 
+/// The sum of the values given; None when none is.
 fn sum_opt(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
-    v.fold(None, |acc, x| match (acc, x) {
-        (None, x) => x,
-        (Some(a), Some(b)) => Some(a + b),
-        (a, None) => a,
-    })
+    v.flatten().reduce(|a, b| a + b)
 }
 
 /// Σ CPU % over the sink's threads (each on one row only).
@@ -320,10 +318,11 @@ pub fn sink_interval(
 ) -> SinkInterval {
     let secs = cur.elapsed_s - prev.elapsed_s;
     let mode = cur.mode;
-    let path = match (&prev.path, &cur.path) {
-        (Some(p), Some(c)) => Some(c.delta(p)),
-        _ => None,
-    };
+    let path = prev
+        .path
+        .as_ref()
+        .zip(cur.path.as_ref())
+        .map(|(p, c)| c.delta(p));
     let span = QueueSpan {
         mode,
         secs,
@@ -485,10 +484,11 @@ pub fn gen_interval(
         sent,
         rates: Rates::of(sent, secs, frame_size, speed_mbps),
         errors: threads.iter().map(|t| t.errors).sum(),
-        tx_dropped: match (&prev.host, &cur.host) {
-            (Some(p), Some(c)) => Some(c.tx_dropped.saturating_sub(p.tx_dropped)),
-            _ => None,
-        },
+        tx_dropped: prev
+            .host
+            .as_ref()
+            .zip(cur.host.as_ref())
+            .map(|(p, c)| c.tx_dropped.saturating_sub(p.tx_dropped)),
         cpu_pct: sum_opt(threads.iter().map(|t| t.cpu_pct)),
         threads,
     }
@@ -509,13 +509,6 @@ pub struct GenTotals {
     pub sent_per_flow: Vec<u64>,
     /// Failed send calls.
     pub errors: u64,
-}
-
-impl GenTotals {
-    /// Frames sent in all.
-    pub fn sent(&self) -> u64 {
-        self.sent_per_flow.iter().sum()
-    }
 }
 
 /// One flow at the end of a point.
@@ -729,11 +722,7 @@ pub fn summarize(spec: &super::spec::SinkSpec, i: PointInputs) -> SinkSummary {
         flows: spec.flow_count(),
         sink_cpus: spec.cpus_for(spec.sink_side()).to_vec(),
         duration_s: secs,
-        rate_per_s: if secs > 0.0 {
-            s.counted as f64 / secs
-        } else {
-            0.0
-        },
+        rate_per_s: rates.pps,
         messages: s.counted,
         l2_bps: rates.l2_bps,
         l1_bps: rates.l1_bps,

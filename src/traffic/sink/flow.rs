@@ -116,15 +116,6 @@ impl FlowState {
         self.received += 1;
         (0, Verdict::Reordered)
     }
-
-    /// Highest sequence seen + 1 (0: none).
-    pub fn next(&self) -> u64 {
-        self.next
-    }
-    /// Unique frames received.
-    pub fn received(&self) -> u64 {
-        self.received
-    }
 }
 
 /// Running sums of one thread's table, published to its counters.

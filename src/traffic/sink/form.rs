@@ -17,15 +17,7 @@ const FRAMES: [u64; 8] = [64, 128, 256, 512, 1024, 1280, 1518, 9000];
 
 /// The mode a name stands for (af-xdp otherwise).
 fn mode_of(name: &str) -> SinkMode {
-    [
-        SinkMode::AfXdp,
-        SinkMode::Xdp,
-        SinkMode::Tpacket,
-        SinkMode::Udp,
-    ]
-    .into_iter()
-    .find(|m| m.name() == name)
-    .unwrap_or(SinkMode::AfXdp)
+    clap::ValueEnum::from_str(name, false).unwrap_or(SinkMode::AfXdp)
 }
 
 impl EngineForm for SinkForm {

@@ -41,12 +41,7 @@ pub struct Mac(pub [u8; 6]);
 
 impl std::fmt::Display for Mac {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let m = self.0;
-        write!(
-            f,
-            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-            m[0], m[1], m[2], m[3], m[4], m[5]
-        )
+        f.write_str(&self.0.map(|b| format!("{b:02x}")).join(":"))
     }
 }
 
@@ -54,19 +49,14 @@ impl std::str::FromStr for Mac {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = || format!("'{s}' is not a MAC address (e.g. 02:00:00:00:00:01)");
-        let mut out = [0u8; 6];
-        let mut parts = s.split(':');
-        for b in &mut out {
-            let p = parts.next().ok_or_else(err)?;
-            if p.len() != 2 {
-                return Err(err());
-            }
-            *b = u8::from_str_radix(p, 16).map_err(|_| err())?;
-        }
-        if parts.next().is_some() {
-            return Err(err());
-        }
-        Ok(Mac(out))
+        let bytes: Option<Vec<u8>> = s
+            .split(':')
+            .map(|p| u8::from_str_radix(p, 16).ok().filter(|_| p.len() == 2))
+            .collect();
+        bytes
+            .and_then(|b| b.try_into().ok())
+            .map(Mac)
+            .ok_or_else(err)
     }
 }
 

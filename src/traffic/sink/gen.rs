@@ -97,11 +97,6 @@ impl PreparedGenerator {
         }
     }
 
-    /// Open every thread's socket (falling back as allowed) and start sending to `sink`.
-    pub fn start(self, sink: &SinkEnd) -> Result<RunningGenerator, SinkError> {
-        self.open(sink)?.start()
-    }
-
     /// Open every thread's socket for `sink` (falling back as allowed),
     /// sending nothing yet: a refused path or a link the frames cannot
     /// cross is an error here, before any clock runs.
@@ -139,11 +134,6 @@ impl std::fmt::Debug for OpenedGenerator {
 }
 
 impl OpenedGenerator {
-    /// The path that will run.
-    pub fn path(&self) -> TxPath {
-        self.path
-    }
-
     /// Start one pinned thread per queue, sending.
     pub fn start(self) -> Result<RunningGenerator, SinkError> {
         let OpenedGenerator {
@@ -288,14 +278,10 @@ impl PreparedGenerator {
                     return Ok((path, txs, refused, zc));
                 }
                 Err(why) => {
-                    let mode = if path == TxPath::AfXdp {
-                        if strict {
-                            "af-xdp zero-copy"
-                        } else {
-                            "af-xdp copy mode"
-                        }
-                    } else {
-                        path.name()
+                    let mode = match (path, strict) {
+                        (TxPath::AfXdp, true) => "af-xdp zero-copy",
+                        (TxPath::AfXdp, false) => "af-xdp copy mode",
+                        _ => path.name(),
                     };
                     refused.push(format!("{mode} refused on {}: {why}", self.info.name));
                 }
@@ -696,18 +682,6 @@ pub struct RunningGenerator {
 }
 
 impl RunningGenerator {
-    /// The path that runs.
-    pub fn path(&self) -> TxPath {
-        self.path
-    }
-    /// Why faster paths were refused, one line each.
-    pub fn refused(&self) -> &[String] {
-        &self.refused
-    }
-    /// AF_XDP: bound zero-copy (true) or copy mode (false).
-    pub fn zero_copy(&self) -> Option<bool> {
-        self.zero_copy
-    }
     /// Stop flags and the done signal.
     pub fn control(&self) -> &EngineControl {
         self.workers.control()

@@ -46,7 +46,7 @@ pub mod spec;
 pub mod summary;
 pub mod sys;
 pub mod views;
-mod workers;
+pub(crate) mod workers;
 pub mod xdp;
 mod xsk;
 

@@ -63,6 +63,17 @@ pub struct RingError {
     pub source: std::io::Error,
 }
 
+impl RingError {
+    /// The error of `step` failing on `ifindex`.
+    fn at(ifindex: u32, step: &'static str) -> impl Fn(std::io::Error) -> RingError {
+        move |source| RingError {
+            step,
+            ifindex,
+            source,
+        }
+    }
+}
+
 fn bind_ll(fd: RawFd, ifindex: u32, proto: u16) -> std::io::Result<()> {
     // SAFETY: sockaddr_ll is plain data; all-zero is valid.
     let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
@@ -112,13 +123,7 @@ impl TxRing {
         template: &[u8],
         bypass: bool,
     ) -> Result<TxRing, RingError> {
-        let err = |step: &'static str| {
-            move |source| RingError {
-                step,
-                ifindex,
-                source,
-            }
-        };
+        let err = |step| RingError::at(ifindex, step);
         // Protocol 0: this socket never receives.
         let fd = socket(libc::AF_PACKET, libc::SOCK_RAW, 0).map_err(err("socket"))?;
         let raw = fd.as_raw_fd();
@@ -276,13 +281,7 @@ impl RxRing {
         group: u16,
         mode: u32,
     ) -> Result<RxRing, RingError> {
-        let err = |step: &'static str| {
-            move |source| RingError {
-                step,
-                ifindex,
-                source,
-            }
-        };
+        let err = |step| RingError::at(ifindex, step);
         let fd = socket(libc::AF_PACKET, libc::SOCK_RAW, i32::from(ETH_P_IP.to_be()))
             .map_err(err("socket"))?;
         let raw = fd.as_raw_fd();

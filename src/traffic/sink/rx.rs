@@ -82,6 +82,7 @@ impl std::fmt::Debug for PreparedSink {
 }
 
 /// What a mode opened.
+#[derive(Default)]
 struct Opened {
     rxs: Vec<Rx>,
     labels: Vec<u32>,
@@ -209,6 +210,12 @@ enum ModeRefused {
     },
 }
 
+impl From<SinkError> for ModeRefused {
+    fn from(e: SinkError) -> Self {
+        ModeRefused::Xdp(Box::new(e))
+    }
+}
+
 fn open_mode(spec: &SinkSpec, info: &IfaceInfo, mode: SinkMode) -> Result<Opened, ModeRefused> {
     let n = info.rx_queues;
     match mode {
@@ -218,13 +225,11 @@ fn open_mode(spec: &SinkSpec, info: &IfaceInfo, mode: SinkMode) -> Result<Opened
                 info.ifindex,
                 Program::Drop,
                 filter(spec, info, true),
-            )
-            .map_err(|e| ModeRefused::Xdp(Box::new(e)))?;
+            )?;
             Ok(Opened {
-                rxs: Vec::new(),
                 labels: (0..n).collect(),
                 xdp: Some(x),
-                zero_copy: None,
+                ..Opened::default()
             })
         }
         SinkMode::AfXdp => open_xsks(spec, info),
@@ -247,8 +252,7 @@ fn open_mode(spec: &SinkSpec, info: &IfaceInfo, mode: SinkMode) -> Result<Opened
             Ok(Opened {
                 rxs,
                 labels: fanout_labels(n),
-                xdp: None,
-                zero_copy: None,
+                ..Opened::default()
             })
         }
         SinkMode::Udp => {
@@ -266,8 +270,7 @@ fn open_mode(spec: &SinkSpec, info: &IfaceInfo, mode: SinkMode) -> Result<Opened
             Ok(Opened {
                 rxs,
                 labels: (0..spec.queues).collect(),
-                xdp: None,
-                zero_copy: None,
+                ..Opened::default()
             })
         }
     }
@@ -298,8 +301,7 @@ fn open_xsks(spec: &SinkSpec, info: &IfaceInfo) -> Result<Opened, ModeRefused> {
         info.ifindex,
         Program::Redirect,
         filter(spec, info, false),
-    )
-    .map_err(|e| ModeRefused::Xdp(Box::new(e)))?;
+    )?;
     let mut rxs = Vec::new();
     let mut zero_copy = xdp.native();
     // The previous point's sockets may still hold these queues for a moment
@@ -329,8 +331,7 @@ fn open_xsks(spec: &SinkSpec, info: &IfaceInfo) -> Result<Opened, ModeRefused> {
             .map(|i| i * u64::from(chunk))
             .collect();
         x.fill(&addrs);
-        xdp.add_socket(q, x.fd())
-            .map_err(|e| ModeRefused::Xdp(Box::new(e)))?;
+        xdp.add_socket(q, x.fd())?;
         rxs.push(Rx::Xsk(x));
     }
     Ok(Opened {
@@ -351,11 +352,6 @@ fn udp_socket(ip: std::net::Ipv4Addr, port: u16) -> std::io::Result<OwnedFd> {
 }
 
 impl PreparedSink {
-    /// The mode that will run.
-    pub fn mode(&self) -> SinkMode {
-        self.mode
-    }
-
     /// The setup message for the generator's end.
     pub fn end(&self) -> SinkEnd {
         SinkEnd {
@@ -373,11 +369,6 @@ impl PreparedSink {
             zero_copy: self.zero_copy,
             cpus: self.spec.cpus_for(self.side).to_vec(),
         }
-    }
-
-    /// The kernel id of the attached XDP program, if any.
-    pub fn program_id(&self) -> Option<u32> {
-        self.xdp.as_ref().and_then(SinkXdp::program_id)
     }
 
     /// Start the threads.
@@ -715,10 +706,6 @@ impl RunningSink {
     /// Stop flags and the done signal.
     pub fn control(&self) -> &EngineControl {
         self.workers.control()
-    }
-    /// The kernel id of the attached XDP program, if any.
-    pub fn program_id(&self) -> Option<u32> {
-        self.xdp.as_ref().and_then(SinkXdp::program_id)
     }
 
     /// The generator's setup arrived: its address is the source the XDP

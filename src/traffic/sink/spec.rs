@@ -394,10 +394,7 @@ impl EngineSpecOps for SinkSpec {
             SweepParam::Cores => {
                 if let Some(cpus) = p.cpus {
                     self.queues = u32::try_from(cpus.len()).unwrap_or(u32::MAX);
-                    match self.sink_side() {
-                        Side::Controller => self.cpus = cpus.to_vec(),
-                        Side::Agent => self.peer_cpus = cpus.to_vec(),
-                    }
+                    self.set_cpus(self.sink_side(), cpus.to_vec());
                 }
             }
             // Refused for sink tests by their validation.

@@ -88,16 +88,6 @@ fn ifreq(iface: &str) -> Result<IfReq, SinkError> {
     Ok(r)
 }
 
-fn dgram() -> std::io::Result<OwnedFd> {
-    // SAFETY: plain socket(2); the result is checked and owned at once.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fd is a fresh descriptor nobody else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
 fn ioctl(fd: RawFd, req: libc::c_ulong, r: &mut IfReq) -> std::io::Result<()> {
     // SAFETY: r is a valid, writable ifreq-sized buffer for the whole call.
     if unsafe { libc::ioctl(fd, req, r as *mut IfReq) } < 0 {
@@ -143,7 +133,7 @@ pub fn iface_info(iface: &str) -> Result<IfaceInfo, SinkError> {
     };
     let ifindex = nix::net::if_::if_nametoindex(iface)
         .map_err(|e| err("index", std::io::Error::from_raw_os_error(e as i32)))?;
-    let fd = dgram().map_err(|e| err("ioctl socket", e))?;
+    let fd = socket(libc::AF_INET, libc::SOCK_DGRAM, 0).map_err(|e| err("ioctl socket", e))?;
     let mut r = ifreq(iface)?;
     ioctl(fd.as_raw_fd(), SIOCGIFHWADDR, &mut r).map_err(|e| err("MAC address", e))?;
     let mut mac = [0u8; 6];
@@ -252,32 +242,24 @@ unsafe impl Sync for Mmap {}
 impl Mmap {
     /// Private anonymous memory of `len` bytes (zeroed, page-aligned).
     pub fn anonymous(len: usize) -> std::io::Result<Mmap> {
-        // SAFETY: a fresh anonymous mapping; checked against MAP_FAILED.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Mmap { ptr: p.cast(), len })
+        Self::map(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
     }
 
     /// A shared mapping of `fd` at `offset` (a socket's ring).
     pub fn socket(fd: RawFd, len: usize, offset: u64) -> std::io::Result<Mmap> {
-        // SAFETY: maps a kernel ring of `len` bytes; checked against MAP_FAILED.
+        Self::map(len, libc::MAP_SHARED, fd, offset)
+    }
+
+    /// mmap(2) of `len` bytes, read-write and populated, with `flags`.
+    fn map(len: usize, flags: libc::c_int, fd: RawFd, offset: u64) -> std::io::Result<Mmap> {
+        // SAFETY: a fresh mapping (anonymous, or a kernel ring of `len`
+        // bytes); checked against MAP_FAILED.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
                 libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_POPULATE,
+                flags | libc::MAP_POPULATE,
                 fd,
                 offset as libc::off_t,
             )
@@ -381,15 +363,12 @@ pub fn tight_timer_slack() {
 /// Move the calling thread (only) into the network namespace `/run/netns/NAME`.
 /// Sockets it opens and threads it spawns afterwards live there.
 pub fn enter_netns_thread(name: &str) -> Result<(), SinkError> {
-    let path = format!("/run/netns/{name}");
-    let f = std::fs::File::open(&path).map_err(|e| SinkError::Netns {
+    let err = |reason: String| SinkError::Netns {
         name: name.into(),
-        reason: e.to_string(),
-    })?;
-    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| SinkError::Netns {
-        name: name.into(),
-        reason: e.to_string(),
-    })
+        reason,
+    };
+    let f = std::fs::File::open(format!("/run/netns/{name}")).map_err(|e| err(e.to_string()))?;
+    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|e| err(e.to_string()))
 }
 
 /// Raise the soft open-files limit to the hard one when `need` more are wanted.

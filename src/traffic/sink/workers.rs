@@ -3,7 +3,6 @@
 //! set aborts and joins them, so no path leaves a thread (or the sockets it
 //! owns) behind.
 
-use super::SinkError;
 use crate::traffic::{join_all, spawn_worker, EngineControl, EngineError};
 use crate::units::CpuId;
 use std::sync::atomic::Ordering;
@@ -19,7 +18,7 @@ pub struct Workers {
 impl Workers {
     /// Start `f` on a thread named `name`, pinned to `cpu`. On failure the
     /// threads already started are aborted and joined.
-    pub fn spawn<F>(&mut self, name: String, cpu: Option<CpuId>, f: F) -> Result<(), SinkError>
+    pub fn spawn<F>(&mut self, name: String, cpu: Option<CpuId>, f: F) -> Result<(), EngineError>
     where
         F: FnOnce() -> Result<(), EngineError> + Send + 'static,
     {
@@ -31,7 +30,7 @@ impl Workers {
             Err(e) => {
                 self.abort();
                 let _ = join_all(std::mem::take(&mut self.threads));
-                Err(SinkError::Engine(e))
+                Err(e)
             }
         }
     }
@@ -39,6 +38,10 @@ impl Workers {
     /// Threads started.
     pub fn len(&self) -> usize {
         self.threads.len()
+    }
+    /// True once every thread has returned (or was joined).
+    pub fn is_finished(&self) -> bool {
+        self.threads.iter().all(JoinHandle::is_finished)
     }
     /// The flags and the done signal.
     pub fn control(&self) -> &EngineControl {

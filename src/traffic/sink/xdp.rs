@@ -109,7 +109,6 @@ pub struct SinkXdp {
     gen: Array<MapData, u32>,
     xsks: Option<XskMap<MapData>>,
     program: Program,
-    native: bool,
     /// Why driver mode was refused, when it was (generic mode runs).
     native_refused: Option<String>,
     prog_id: Option<u32>,
@@ -121,7 +120,7 @@ impl std::fmt::Debug for SinkXdp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SinkXdp")
             .field("program", &self.program)
-            .field("native", &self.native)
+            .field("native", &self.native())
             .field("prog_id", &self.prog_id)
             .finish()
     }
@@ -132,6 +131,17 @@ fn refused(iface: &str, e: impl std::fmt::Display) -> SinkError {
         iface: iface.into(),
         reason: e.to_string(),
     }
+}
+
+/// Map `m` of the loaded object, typed.
+fn take_map<T>(bpf: &mut aya::Ebpf, iface: &str, m: &str) -> Result<T, SinkError>
+where
+    T: TryFrom<aya::maps::Map, Error: std::fmt::Display>,
+{
+    let map = bpf
+        .take_map(m)
+        .ok_or_else(|| refused(iface, format!("map {m} missing from the object")))?;
+    T::try_from(map).map_err(|e| refused(iface, e))
 }
 
 impl SinkXdp {
@@ -182,21 +192,12 @@ impl SinkXdp {
                 Some(native_err.to_string())
             }
         };
-        let native = native_refused.is_none();
         let prog_id = p.info().ok().map(|i| i.id());
-        let take = |bpf: &mut aya::Ebpf, m: &str| {
-            bpf.take_map(m)
-                .ok_or_else(|| refused(iface, format!("map {m} missing from the object")))
-        };
-        let counts = PerCpuArray::try_from(take(&mut bpf, "ws_sink_counts")?)
-            .map_err(|e| refused(iface, e))?;
-        let flows = PerCpuArray::try_from(take(&mut bpf, "ws_sink_flows")?)
-            .map_err(|e| refused(iface, e))?;
-        let gen = Array::try_from(take(&mut bpf, "ws_sink_gen")?).map_err(|e| refused(iface, e))?;
+        let counts = take_map(&mut bpf, iface, "ws_sink_counts")?;
+        let flows = take_map(&mut bpf, iface, "ws_sink_flows")?;
+        let gen = take_map(&mut bpf, iface, "ws_sink_gen")?;
         let xsks = match program {
-            Program::Redirect => Some(
-                XskMap::try_from(take(&mut bpf, "ws_sink_xsks")?).map_err(|e| refused(iface, e))?,
-            ),
+            Program::Redirect => Some(take_map(&mut bpf, iface, "ws_sink_xsks")?),
             Program::Drop => None,
         };
         Ok(SinkXdp {
@@ -205,7 +206,6 @@ impl SinkXdp {
             gen,
             xsks,
             program,
-            native,
             native_refused,
             prog_id,
             _bpf: bpf,
@@ -214,18 +214,13 @@ impl SinkXdp {
 
     /// True when attached in driver (native) mode, false for generic (skb) mode.
     pub fn native(&self) -> bool {
-        self.native
+        self.native_refused.is_none()
     }
 
     /// Why the driver refused native mode, when the program runs in
     /// generic mode (veth: an MTU above what its XDP takes, about 3.5 KiB).
     pub fn native_refused(&self) -> Option<&str> {
         self.native_refused.as_deref()
-    }
-
-    /// The kernel's id of the attached program (to check it is gone later).
-    pub fn program_id(&self) -> Option<u32> {
-        self.prog_id
     }
 
     /// The test's generator sends from `ip` (its setup said so): from now

@@ -197,6 +197,8 @@ impl<T: Copy> Ring<T> {
                 (*consumer).load(Ordering::Acquire),
             )
         };
+        // A fresh ring starts at 0/0; take whatever the kernel says anyway.
+        let (local, cached) = if ours_is_producer { (p, c) } else { (c, p) };
         Ok(Ring {
             _map: map,
             producer,
@@ -205,17 +207,9 @@ impl<T: Copy> Ring<T> {
             desc,
             mask: size - 1,
             size,
-            local: 0,
-            cached: 0,
-        }
-        .with_indices(if ours_is_producer { (p, c) } else { (c, p) }))
-    }
-
-    fn with_indices(mut self, (local, cached): (u32, u32)) -> Self {
-        // A fresh ring starts at 0/0; take whatever the kernel says anyway.
-        self.local = local;
-        self.cached = cached;
-        self
+            local,
+            cached,
+        })
     }
 
     fn needs_wakeup(&self) -> bool {
@@ -238,16 +232,19 @@ impl<T: Copy> Ring<T> {
         self.local.wrapping_sub(c)
     }
 
-    fn write(&mut self, v: T) {
-        let i = (self.local & self.mask) as usize;
-        // SAFETY: i < size, within the descriptor array; the caller checked free().
-        unsafe { self.desc.add(i).write(v) };
-        self.local = self.local.wrapping_add(1);
-    }
-
-    fn submit(&self) {
+    /// Write as many of `items` as there is room for and publish them;
+    /// returns how many.
+    fn produce(&mut self, items: &[T]) -> usize {
+        let n = (self.free() as usize).min(items.len());
+        for v in &items[..n] {
+            let i = (self.local & self.mask) as usize;
+            // SAFETY: i < size, within the descriptor array; free() made room.
+            unsafe { self.desc.add(i).write(*v) };
+            self.local = self.local.wrapping_add(1);
+        }
         // SAFETY: the producer index lies in the mapping; Release publishes the writes.
         unsafe { (*self.producer).store(self.local, Ordering::Release) };
+        n
     }
 
     // ---- consumer side (rx, completion): `local` = our consumer, `cached` = kernel producer ----
@@ -258,10 +255,16 @@ impl<T: Copy> Ring<T> {
         self.cached.wrapping_sub(self.local)
     }
 
-    fn read(&self, k: u32) -> T {
-        let i = (self.local.wrapping_add(k) & self.mask) as usize;
-        // SAFETY: i < size; the entry was published by the kernel (available()).
-        unsafe { self.desc.add(i).read() }
+    /// Append up to `max` published entries to `out`, still ours to
+    /// release; returns how many.
+    fn peek(&mut self, out: &mut Vec<T>, max: u32) -> u32 {
+        let n = self.available().min(max);
+        for k in 0..n {
+            let i = (self.local.wrapping_add(k) & self.mask) as usize;
+            // SAFETY: i < size; the entry was published by the kernel (available()).
+            out.push(unsafe { self.desc.add(i).read() });
+        }
+        n
     }
 
     fn release(&mut self, n: u32) {
@@ -288,10 +291,9 @@ pub struct XskConfig {
 
 /// One AF_XDP socket with its UMEM and rings.
 pub struct Xsk {
-    rx: Option<Ring<XdpDesc>>,
-    tx: Option<Ring<XdpDesc>>,
-    fill: Option<Ring<u64>>,
-    comp: Option<Ring<u64>>,
+    /// First: fields drop in declaration order, and the rings' mappings
+    /// reference the socket, which goes before the UMEM.
+    rings: Rings,
     fd: OwnedFd,
     umem: Mmap,
     chunk: u32,
@@ -506,10 +508,7 @@ impl Xsk {
         let zero_copy = getsockopt(raw, SOL_XDP, XDP_OPTIONS, &mut opts).is_ok()
             && opts & XDP_OPTIONS_ZEROCOPY != 0;
         Ok(Xsk {
-            rx: rings.rx,
-            tx: rings.tx,
-            fill: rings.fill,
-            comp: rings.comp,
+            rings,
             fd,
             umem,
             chunk: cfg.chunk,
@@ -557,58 +556,35 @@ impl Xsk {
 
     /// Put chunk addresses on the fill ring (as many as fit); returns how many.
     pub fn fill(&mut self, addrs: &[u64]) -> usize {
-        let Some(f) = self.fill.as_mut() else {
-            return 0;
-        };
-        let n = (f.free() as usize).min(addrs.len());
-        for a in &addrs[..n] {
-            f.write(*a);
-        }
-        f.submit();
-        n
+        self.rings.fill.as_mut().map_or(0, |f| f.produce(addrs))
     }
 
     /// Up to `max` received descriptors; call [`Xsk::rx_release`] with the count after use.
     pub fn rx_peek(&mut self, out: &mut Vec<XdpDesc>, max: u32) -> u32 {
         out.clear();
-        let Some(r) = self.rx.as_mut() else {
-            return 0;
-        };
-        let n = r.available().min(max);
-        for k in 0..n {
-            out.push(r.read(k));
-        }
-        n
+        self.rings.rx.as_mut().map_or(0, |r| r.peek(out, max))
     }
 
     /// Hand `n` rx descriptors back.
     pub fn rx_release(&mut self, n: u32) {
-        if let Some(r) = self.rx.as_mut() {
+        if let Some(r) = self.rings.rx.as_mut() {
             r.release(n);
         }
     }
 
     /// Queue frames for transmission (as many as fit); returns how many.
     pub fn tx_push(&mut self, descs: &[XdpDesc]) -> usize {
-        let Some(t) = self.tx.as_mut() else {
-            return 0;
-        };
-        let n = (t.free() as usize).min(descs.len());
-        for d in &descs[..n] {
-            t.write(*d);
-        }
-        t.submit();
-        n
+        self.rings.tx.as_mut().map_or(0, |t| t.produce(descs))
     }
 
     /// Frames on the tx ring the kernel has not taken yet.
     pub fn tx_pending(&self) -> u32 {
-        self.tx.as_ref().map_or(0, |t| t.pending())
+        self.rings.tx.as_ref().map_or(0, |t| t.pending())
     }
 
     /// True when the kernel asks for a sendto() to process the tx ring.
     pub fn tx_needs_wakeup(&self) -> bool {
-        self.tx.as_ref().is_some_and(|t| t.needs_wakeup())
+        self.rings.tx.as_ref().is_some_and(|t| t.needs_wakeup())
     }
 
     /// Kick the kernel to transmit. An error of EAGAIN/EBUSY means "busy,
@@ -634,13 +610,10 @@ impl Xsk {
 
     /// Completed tx chunk addresses (appended to `out`).
     pub fn completions(&mut self, out: &mut Vec<u64>) -> u32 {
-        let Some(c) = self.comp.as_mut() else {
+        let Some(c) = self.rings.comp.as_mut() else {
             return 0;
         };
-        let n = c.available();
-        for k in 0..n {
-            out.push(c.read(k));
-        }
+        let n = c.peek(out, u32::MAX);
         c.release(n);
         n
     }
@@ -650,17 +623,6 @@ impl Xsk {
         let mut s = XskStats::default();
         getsockopt(self.fd.as_raw_fd(), SOL_XDP, XDP_STATISTICS, &mut s)?;
         Ok(s)
-    }
-}
-
-impl Drop for Xsk {
-    fn drop(&mut self) {
-        // Rings first (their mappings reference the socket), then the socket
-        // (fields drop in declaration order), then the UMEM.
-        self.rx.take();
-        self.tx.take();
-        self.fill.take();
-        self.comp.take();
     }
 }
 
