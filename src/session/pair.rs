@@ -202,9 +202,7 @@ impl Controller {
                 }
             };
             let ev = match m {
-                Err(_) => {
-                    return Err(self.proto_error(ProtoError::Timeout("the pair test's next event")))
-                }
+                Err(_) => return Err(self.proto(ProtoError::Timeout("the pair test's next event"))),
                 Ok(Err(e)) => return Err(e),
                 Ok(Ok(Msg::PairEvent { event })) => *event,
                 // The agent refused the request itself (an older agent
@@ -222,7 +220,7 @@ impl Controller {
                     break;
                 }
                 Ok(Ok(other)) => {
-                    return Err(self.proto_error(ProtoError::Unexpected {
+                    return Err(self.proto(ProtoError::Unexpected {
                         expected: "pair_event",
                         got: other.kind(),
                     }))
