@@ -538,7 +538,8 @@ mod tests {
     }
 
     fn key(code: KeyCode, mods: KeyModifiers) -> FleetAction {
-        super::super::keys::action_for(&KeyEvent::new(code, mods)).expect("a bound key")
+        crate::tui::keys::action_in(super::super::keys::FLEET_KEYS, &KeyEvent::new(code, mods))
+            .expect("a bound key")
     }
 
     fn press(m: &mut FleetModel, code: KeyCode) -> Vec<FleetEffect> {

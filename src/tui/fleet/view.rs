@@ -9,7 +9,7 @@
 //! keys. 8 hosts fit 80x24; more scroll with the cursor (columns are then
 //! numbered, rows keep a truncated name after their number).
 
-use super::keys::footer_entries;
+use super::keys::FLEET_KEYS;
 use super::model::{Cell, FleetModel, RunState, Screen};
 use crate::face::fleet::{outlier_lines, OutlierLine};
 use crate::fleet::analyze::SLOW;
@@ -116,7 +116,7 @@ fn header(frame: &mut Frame, area: Rect, m: &FleetModel) {
 
 fn footer(frame: &mut Frame, area: Rect, m: &FleetModel) {
     let mut spans = Vec::new();
-    for (k, h) in footer_entries() {
+    for (k, h) in crate::tui::keys::help_in(FLEET_KEYS) {
         spans.push(Span::styled(
             k,
             st(m, Style::default().add_modifier(Modifier::BOLD)),
