@@ -454,20 +454,6 @@ impl PairSpec {
     }
 }
 
-/// How a pair test's point ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(tag = "end", content = "why", rename_all = "snake_case")]
-pub enum PairEnd {
-    /// Time or byte limit reached.
-    Completed,
-    /// Stopped by the coordinator.
-    Interrupted,
-    /// Y vanished.
-    PeerLost(String),
-    /// Something failed.
-    Failed(String),
-}
-
 /// What X's controller published, as it travels to the coordinator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -496,7 +482,7 @@ pub enum PairEvent {
         peer: Option<Box<SideResult>>,
         /// How it ended.
         #[serde(flatten)]
-        end: PairEnd,
+        end: super::outcome::EndReason,
     },
     /// The test could not run (connection to Y, setup); `usage` when the
     /// options cannot run on these hosts.
