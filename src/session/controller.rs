@@ -860,22 +860,15 @@ fn connect_data(
 /// This host's CPUs for this point and the later ones (the agent checks its
 /// own when the first point starts): a usage error; then its limits and memory.
 fn check_local(p: &PointParams) -> Result<(), SessionError> {
-    let cpus = p
-        .spec
+    p.spec
         .iter()
         .chain(&p.later)
-        .try_for_each(|s| super::engines::check_cpus(s, Side::Controller, None));
-    if let Err(e) = cpus {
-        return Err(SessionError::Usage(e.to_string()));
-    }
-    if let Some(Err(e)) = p
-        .spec
-        .as_ref()
-        .map(|s| super::engines::admit(s, Side::Controller))
-    {
-        return Err(SessionError::Local(e.to_string()));
-    }
-    Ok(())
+        .try_for_each(|s| super::engines::check_cpus(s, Side::Controller, None))
+        .map_err(|e| SessionError::Usage(e.to_string()))?;
+    p.spec
+        .iter()
+        .try_for_each(|s| super::engines::admit(s, Side::Controller))
+        .map_err(|e| SessionError::Local(e.to_string()))
 }
 
 /// Prepare this side's engine (buffers, devices) off the async threads.

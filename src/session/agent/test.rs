@@ -191,8 +191,7 @@ fn publish(ctx: &Ctx<'_>, s: &crate::probe::sample::Sample) {
 fn admit(test: &TestParams) -> Result<Duration, Failure> {
     // CPUs this host does not have are the command line's mistake (a usage
     // error), for this point and for the later points the first one lists.
-    let cpus = test
-        .spec
+    test.spec
         .iter()
         .chain(&test.later)
         .enumerate()
@@ -201,18 +200,15 @@ fn admit(test: &TestParams) -> Result<Duration, Failure> {
                 0 => e.to_string(),
                 i => format!("point {} of the plan: {e}", i + 1),
             })
-        });
-    if let Err(e) = cpus {
-        let error = format!("the agent refuses this test: {e}");
-        return Err(Failure { error, usage: true });
-    }
-    if let Some(Err(e)) = test
-        .spec
-        .as_ref()
-        .map(|s| crate::session::engines::admit(s, Side::Agent))
-    {
-        return Err(failure(format!("the agent refuses this test: {e}")));
-    }
+        })
+        .map_err(|e| Failure {
+            error: format!("the agent refuses this test: {e}"),
+            usage: true,
+        })?;
+    test.spec
+        .iter()
+        .try_for_each(|s| crate::session::engines::admit(s, Side::Agent))
+        .map_err(|e| failure(format!("the agent refuses this test: {e}")))?;
     Some(Duration::from_millis(test.interval_ms.max(10)))
         .filter(|i| *i <= MAX_DURATION)
         .ok_or_else(|| {
