@@ -237,34 +237,56 @@ pub fn flatten(f: &HostFacts) -> BTreeMap<String, String> {
     let Some(nic) = f.nics.first() else {
         return out;
     };
-    if let Some(m) = nic.mtu {
-        put("nic.mtu", m.to_string());
-    }
-    if let Some(d) = nic.drvinfo.value() {
-        put("nic.driver", d.driver.clone());
-        if !d.version.is_empty() {
-            put("nic.driver_version", d.version.clone());
-        }
-        if !d.firmware.is_empty() {
-            put("nic.firmware", d.firmware.clone());
-        }
-    }
-    if let Some(c) = nic.channels.value() {
-        let v = [("rx", c.rx), ("tx", c.tx), ("combined", c.combined)]
+    let drv = nic.drvinfo.value();
+    let rings = nic.rings.value();
+    let text = |s: &String| (!s.is_empty()).then(|| s.clone());
+    let channels = nic.channels.value().map(|c| {
+        [("rx", c.rx), ("tx", c.tx), ("combined", c.combined)]
             .iter()
             .filter_map(|(n, v)| v.filter(|x| *x > 0).map(|x| format!("{n} {x}")))
             .collect::<Vec<_>>()
-            .join(", ");
-        if !v.is_empty() {
-            put("nic.channels", v);
-        }
-    }
-    if let Some(r) = nic.rings.value() {
-        if let Some(rx) = r.rx {
-            put("nic.ring_rx", rx.to_string());
-        }
-        if let Some(tx) = r.tx {
-            put("nic.ring_tx", tx.to_string());
+            .join(", ")
+    });
+    let nic_facts = [
+        ("nic.mtu", nic.mtu.map(|m| m.to_string())),
+        ("nic.driver", drv.map(|d| d.driver.clone())),
+        ("nic.driver_version", drv.and_then(|d| text(&d.version))),
+        ("nic.firmware", drv.and_then(|d| text(&d.firmware))),
+        ("nic.channels", channels.as_ref().and_then(text)),
+        (
+            "nic.ring_rx",
+            rings.and_then(|r| r.rx).map(|v| v.to_string()),
+        ),
+        (
+            "nic.ring_tx",
+            rings.and_then(|r| r.tx).map(|v| v.to_string()),
+        ),
+        (
+            "nic.speed_mbps",
+            nic.link
+                .value()
+                .and_then(|l| l.speed_mbps)
+                .map(|s| s.to_string()),
+        ),
+        ("nic.qdisc", nic.qdisc.clone()),
+        (
+            "nic.queues",
+            nic.rx_queues
+                .zip(nic.tx_queues)
+                .map(|(rx, tx)| format!("rx {rx}, tx {tx}")),
+        ),
+        (
+            "nic.numa_node",
+            nic.numa_node.filter(|n| *n >= 0).map(|n| n.to_string()),
+        ),
+        (
+            "nic.irqs_off_numa_node",
+            irqs_off_node(f, nic).map(|n| n.to_string()),
+        ),
+    ];
+    for (k, v) in nic_facts {
+        if let Some(v) = v {
+            put(k, v);
         }
     }
     if let Some(feat) = nic.features.value() {
@@ -273,23 +295,6 @@ pub fn flatten(f: &HostFacts) -> BTreeMap<String, String> {
                 put(&format!("nic.{name}"), on_off(on));
             }
         }
-    }
-    if let Some(l) = nic.link.value() {
-        if let Some(s) = l.speed_mbps {
-            put("nic.speed_mbps", s.to_string());
-        }
-    }
-    if let Some(q) = &nic.qdisc {
-        put("nic.qdisc", q.clone());
-    }
-    if let (Some(rx), Some(tx)) = (nic.rx_queues, nic.tx_queues) {
-        put("nic.queues", format!("rx {rx}, tx {tx}"));
-    }
-    if let Some(n) = nic.numa_node.filter(|n| *n >= 0) {
-        put("nic.numa_node", n.to_string());
-    }
-    if let Some(off) = irqs_off_node(f, nic) {
-        put("nic.irqs_off_numa_node", off.to_string());
     }
     out
 }
