@@ -247,26 +247,20 @@ pub fn flatten(f: &HostFacts) -> BTreeMap<String, String> {
             .collect::<Vec<_>>()
             .join(", ")
     });
+    fn shown<T: ToString>(v: Option<T>) -> Option<String> {
+        v.map(|v| v.to_string())
+    }
     let nic_facts = [
-        ("nic.mtu", nic.mtu.map(|m| m.to_string())),
+        ("nic.mtu", shown(nic.mtu)),
         ("nic.driver", drv.map(|d| d.driver.clone())),
         ("nic.driver_version", drv.and_then(|d| text(&d.version))),
         ("nic.firmware", drv.and_then(|d| text(&d.firmware))),
         ("nic.channels", channels.as_ref().and_then(text)),
-        (
-            "nic.ring_rx",
-            rings.and_then(|r| r.rx).map(|v| v.to_string()),
-        ),
-        (
-            "nic.ring_tx",
-            rings.and_then(|r| r.tx).map(|v| v.to_string()),
-        ),
+        ("nic.ring_rx", shown(rings.and_then(|r| r.rx))),
+        ("nic.ring_tx", shown(rings.and_then(|r| r.tx))),
         (
             "nic.speed_mbps",
-            nic.link
-                .value()
-                .and_then(|l| l.speed_mbps)
-                .map(|s| s.to_string()),
+            shown(nic.link.value().and_then(|l| l.speed_mbps)),
         ),
         ("nic.qdisc", nic.qdisc.clone()),
         (
@@ -275,14 +269,8 @@ pub fn flatten(f: &HostFacts) -> BTreeMap<String, String> {
                 .zip(nic.tx_queues)
                 .map(|(rx, tx)| format!("rx {rx}, tx {tx}")),
         ),
-        (
-            "nic.numa_node",
-            nic.numa_node.filter(|n| *n >= 0).map(|n| n.to_string()),
-        ),
-        (
-            "nic.irqs_off_numa_node",
-            irqs_off_node(f, nic).map(|n| n.to_string()),
-        ),
+        ("nic.numa_node", shown(nic.numa_node.filter(|n| *n >= 0))),
+        ("nic.irqs_off_numa_node", shown(irqs_off_node(f, nic))),
     ];
     for (k, v) in nic_facts {
         if let Some(v) = v {
