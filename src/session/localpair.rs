@@ -151,17 +151,6 @@ pub struct LocalPair {
     _netns: NetnsGuard,
 }
 
-impl LocalPair {
-    /// The namespaces of the two ends (controller's, agent's), when the
-    /// pair is built of namespaces.
-    pub fn netns(&self) -> Option<[String; 2]> {
-        match &self.kind {
-            PairKind::Netns { ns_a, ns_b, .. } => Some([ns_a.clone(), ns_b.clone()]),
-            PairKind::Loopback { .. } => None,
-        }
-    }
-}
-
 /// The pair's working directory (control socket, agent log) is
 /// `$TMPDIR/wirescope-PID-XXXXXX`, so the next run can tell whose it was.
 const DIR_PREFIX: &str = "wirescope-";
@@ -200,6 +189,15 @@ pub fn remove_stale_dirs(tmp: &Path) -> Vec<PathBuf> {
 }
 
 impl LocalPair {
+    /// The namespaces of the two ends (controller's, agent's), when the
+    /// pair is built of namespaces.
+    pub fn netns(&self) -> Option<[String; 2]> {
+        match &self.kind {
+            PairKind::Netns { ns_a, ns_b, .. } => Some([ns_a.clone(), ns_b.clone()]),
+            PairKind::Loopback { .. } => None,
+        }
+    }
+
     /// Build the pair and start the agent. Call on the main thread, before
     /// any runtime threads exist (PR_SET_PDEATHSIG follows the spawning thread).
     pub fn create(exe: &Path, queues: u32) -> Result<Self, PairError> {
