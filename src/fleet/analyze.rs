@@ -51,7 +51,7 @@ impl Matrix {
         median(&mut self.links().map(|l| l.2).collect::<Vec<_>>())
     }
 
-    fn links(&self) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
+    pub(crate) fn links(&self) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
         self.cells.iter().enumerate().flat_map(|(i, r)| {
             r.iter()
                 .enumerate()

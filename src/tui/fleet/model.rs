@@ -306,12 +306,7 @@ impl FleetModel {
     }
 
     fn links(&self) -> usize {
-        self.matrix
-            .cells
-            .iter()
-            .flatten()
-            .filter(|c| c.is_some())
-            .count()
+        self.matrix.links().count()
     }
 
     /// The median and the outliers of what ran so far.
