@@ -6,8 +6,6 @@ use super::super::keys::{key, Binding, C, N};
 use super::model::FleetAction;
 use crossterm::event::KeyCode;
 
-/// One binding of the fleet view.
-
 /// Every key of the fleet view, in the order the footer lists them.
 #[rustfmt::skip]
 pub const FLEET_KEYS: &[Binding<FleetAction>] = &[
