@@ -51,7 +51,7 @@ impl Matrix {
         median(&mut self.links().map(|l| l.2).collect::<Vec<_>>())
     }
 
-    fn links(&self) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
+    pub(crate) fn links(&self) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
         self.cells.iter().enumerate().flat_map(|(i, r)| {
             r.iter()
                 .enumerate()
@@ -237,34 +237,44 @@ pub fn flatten(f: &HostFacts) -> BTreeMap<String, String> {
     let Some(nic) = f.nics.first() else {
         return out;
     };
-    if let Some(m) = nic.mtu {
-        put("nic.mtu", m.to_string());
-    }
-    if let Some(d) = nic.drvinfo.value() {
-        put("nic.driver", d.driver.clone());
-        if !d.version.is_empty() {
-            put("nic.driver_version", d.version.clone());
-        }
-        if !d.firmware.is_empty() {
-            put("nic.firmware", d.firmware.clone());
-        }
-    }
-    if let Some(c) = nic.channels.value() {
-        let v = [("rx", c.rx), ("tx", c.tx), ("combined", c.combined)]
+    let drv = nic.drvinfo.value();
+    let rings = nic.rings.value();
+    let text = |s: &String| (!s.is_empty()).then(|| s.clone());
+    let channels = nic.channels.value().map(|c| {
+        [("rx", c.rx), ("tx", c.tx), ("combined", c.combined)]
             .iter()
             .filter_map(|(n, v)| v.filter(|x| *x > 0).map(|x| format!("{n} {x}")))
             .collect::<Vec<_>>()
-            .join(", ");
-        if !v.is_empty() {
-            put("nic.channels", v);
-        }
+            .join(", ")
+    });
+    fn shown<T: ToString>(v: Option<T>) -> Option<String> {
+        v.map(|v| v.to_string())
     }
-    if let Some(r) = nic.rings.value() {
-        if let Some(rx) = r.rx {
-            put("nic.ring_rx", rx.to_string());
-        }
-        if let Some(tx) = r.tx {
-            put("nic.ring_tx", tx.to_string());
+    let nic_facts = [
+        ("nic.mtu", shown(nic.mtu)),
+        ("nic.driver", drv.map(|d| d.driver.clone())),
+        ("nic.driver_version", drv.and_then(|d| text(&d.version))),
+        ("nic.firmware", drv.and_then(|d| text(&d.firmware))),
+        ("nic.channels", channels.as_ref().and_then(text)),
+        ("nic.ring_rx", shown(rings.and_then(|r| r.rx))),
+        ("nic.ring_tx", shown(rings.and_then(|r| r.tx))),
+        (
+            "nic.speed_mbps",
+            shown(nic.link.value().and_then(|l| l.speed_mbps)),
+        ),
+        ("nic.qdisc", nic.qdisc.clone()),
+        (
+            "nic.queues",
+            nic.rx_queues
+                .zip(nic.tx_queues)
+                .map(|(rx, tx)| format!("rx {rx}, tx {tx}")),
+        ),
+        ("nic.numa_node", shown(nic.numa_node.filter(|n| *n >= 0))),
+        ("nic.irqs_off_numa_node", shown(irqs_off_node(f, nic))),
+    ];
+    for (k, v) in nic_facts {
+        if let Some(v) = v {
+            put(k, v);
         }
     }
     if let Some(feat) = nic.features.value() {
@@ -273,23 +283,6 @@ pub fn flatten(f: &HostFacts) -> BTreeMap<String, String> {
                 put(&format!("nic.{name}"), on_off(on));
             }
         }
-    }
-    if let Some(l) = nic.link.value() {
-        if let Some(s) = l.speed_mbps {
-            put("nic.speed_mbps", s.to_string());
-        }
-    }
-    if let Some(q) = &nic.qdisc {
-        put("nic.qdisc", q.clone());
-    }
-    if let (Some(rx), Some(tx)) = (nic.rx_queues, nic.tx_queues) {
-        put("nic.queues", format!("rx {rx}, tx {tx}"));
-    }
-    if let Some(n) = nic.numa_node.filter(|n| *n >= 0) {
-        put("nic.numa_node", n.to_string());
-    }
-    if let Some(off) = irqs_off_node(f, nic) {
-        put("nic.irqs_off_numa_node", off.to_string());
     }
     out
 }

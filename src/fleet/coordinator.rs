@@ -115,7 +115,7 @@ pub enum FleetEvent {
 pub async fn run(
     plan: FleetPlan,
     token: Token,
-    untested: Vec<(String, String)>,
+    mut untested: Vec<(String, String)>,
     events: mpsc::Sender<FleetEvent>,
     cancel: CancellationToken,
 ) -> FleetSummary {
@@ -123,7 +123,6 @@ pub async fn run(
     let n = plan.hosts.len();
     let names: Vec<String> = plan.hosts.iter().map(|h| h.name.clone()).collect();
     let token = Arc::new(token);
-    let mut untested = untested;
     let up = check_all(&plan.hosts, &token).await;
     for (h, r) in plan.hosts.iter().zip(&up) {
         if let Err(why) = r {
@@ -190,20 +189,25 @@ pub async fn run(
         test_s += waves * per_test * tests_per_pair;
     }
     let summary = {
-        let st = match state.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        summarize(
-            &st,
-            &names,
-            &plan,
+        let st = state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let facts: Vec<Option<&HostFacts>> = st.facts.iter().map(|f| f.as_deref()).collect();
+        let (slow_nodes, slow_links, odd) = explain(&st.matrix, &names, &facts, &st.pairs);
+        FleetSummary {
+            matrix: st.matrix.clone(),
+            slow_nodes,
+            slow_links,
+            odd_facts: odd,
             untested,
+            failed: st.failed.clone(),
             rounds_run,
-            started,
+            rounds_planned: plan.rounds.len(),
+            pairs_run: st.pairs.len(),
+            interrupted: cancel.is_cancelled(),
+            wall_s: started.elapsed().as_secs_f64(),
             test_s,
-            cancel.is_cancelled(),
-        )
+        }
     };
     let _ = events
         .send(FleetEvent::Done(Box::new(summary.clone())))
@@ -322,13 +326,8 @@ impl PairCtx {
         let failed = |error: String| DirectionResult {
             from: hx.name.clone(),
             to: hy.name.clone(),
-            bps: None,
-            retransmits: 0,
-            busiest_from: None,
-            busiest_to: None,
-            findings: Vec::new(),
-            limited_by: None,
             error: Some(error),
+            ..DirectionResult::default()
         };
         let mut ctl = match connect_patiently(hx.addr, &self.token).await {
             Ok(c) => c,
@@ -548,33 +547,4 @@ pub fn explain(
         })
         .collect();
     (slow_nodes, slow_links, odd)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn summarize(
-    st: &Collected,
-    names: &[String],
-    plan: &FleetPlan,
-    untested: Vec<(String, String)>,
-    rounds_run: usize,
-    started: Instant,
-    test_s: f64,
-    interrupted: bool,
-) -> FleetSummary {
-    let facts: Vec<Option<&HostFacts>> = st.facts.iter().map(|f| f.as_deref()).collect();
-    let (slow_nodes, slow_links, odd) = explain(&st.matrix, names, &facts, &st.pairs);
-    FleetSummary {
-        matrix: st.matrix.clone(),
-        slow_nodes,
-        slow_links,
-        odd_facts: odd,
-        untested,
-        failed: st.failed.clone(),
-        rounds_run,
-        rounds_planned: plan.rounds.len(),
-        pairs_run: st.pairs.len(),
-        interrupted,
-        wall_s: started.elapsed().as_secs_f64(),
-        test_s,
-    }
 }

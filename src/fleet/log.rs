@@ -66,7 +66,7 @@ pub struct HostRecord {
 }
 
 /// One direction of a pair's test.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DirectionResult {
     /// Sender.
     pub from: String,

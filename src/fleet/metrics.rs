@@ -23,17 +23,15 @@ fn l(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
 
 /// The links measured so far.
 pub fn publish_matrix(hub: &MetricsHub, m: &Matrix) -> Result<(), MetricsError> {
-    let mut series = Vec::new();
-    for (i, row) in m.cells.iter().enumerate() {
-        for (j, c) in row.iter().enumerate() {
-            if let Some(v) = c {
-                series.push((
-                    l(&[("sender", &m.hosts[i]), ("receiver", &m.hosts[j])]),
-                    *v / 8.0,
-                ));
-            }
-        }
-    }
+    let series = m
+        .links()
+        .map(|(i, j, v)| {
+            (
+                l(&[("sender", &m.hosts[i]), ("receiver", &m.hosts[j])]),
+                v / 8.0,
+            )
+        })
+        .collect();
     hub.set_gauges(
         "wirescope_fleet_link_bytes_per_second",
         "Throughput of each tested fleet link (bytes/s; Gb/s = 8e-9 x this).",

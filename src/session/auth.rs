@@ -150,9 +150,8 @@ impl Token {
 
     fn hmac(&self, label: &str, a: &[u8], b: &[u8]) -> HmacSha256 {
         // HMAC accepts keys of any length, so new_from_slice cannot fail.
-        let mut m = match HmacSha256::new_from_slice(&self.0) {
-            Ok(m) => m,
-            Err(_) => unreachable!("HMAC takes any key length"),
+        let Ok(mut m) = HmacSha256::new_from_slice(&self.0) else {
+            unreachable!("HMAC takes any key length")
         };
         m.update(b"wirescope-auth-v1/");
         m.update(label.as_bytes());
@@ -219,11 +218,10 @@ impl Ephemeral {
     /// secret (a low-order point) is refused.
     pub fn agree(self, peer: &[u8; SHARE_LEN]) -> Result<SharedSecret, ShareError> {
         let shared = self.secret.diffie_hellman(&PublicKey::from(*peer));
-        if shared.was_contributory() {
-            Ok(shared)
-        } else {
-            Err(ShareError::NotContributory)
-        }
+        shared
+            .was_contributory()
+            .then_some(shared)
+            .ok_or(ShareError::NotContributory)
     }
 }
 

@@ -134,9 +134,8 @@ impl SessionKeys {
 
     fn data_mac(&self, test: u64, index: u32) -> Hmac<Sha256> {
         // HMAC takes any key length.
-        let mut m = match <Hmac<Sha256> as Mac>::new_from_slice(&self.data) {
-            Ok(m) => m,
-            Err(_) => unreachable!("HMAC takes any key length"),
+        let Ok(mut m) = <Hmac<Sha256> as Mac>::new_from_slice(&self.data) else {
+            unreachable!("HMAC takes any key length")
         };
         m.update(b"wirescope v4 data/");
         m.update(&test.to_be_bytes());
@@ -181,15 +180,7 @@ impl Sealer {
     /// One frame: the length prefix, then `msg` encrypted and authenticated.
     pub fn seal(&mut self, msg: &Msg) -> Result<Vec<u8>, ProtoError> {
         let body = serde_json::to_vec(msg)?;
-        let sealed_len = body.len() + TAG_LEN;
-        let len = u32::try_from(sealed_len)
-            .ok()
-            .filter(|l| *l <= MAX_FRAME)
-            .ok_or(ProtoError::TooLarge {
-                len: u32::try_from(sealed_len).unwrap_or(u32::MAX),
-                max: MAX_FRAME,
-            })?;
-        let prefix = len.to_be_bytes();
+        let prefix = super::proto::frame_len(body.len() + TAG_LEN)?.to_be_bytes();
         let nonce = self.0.next_nonce()?;
         let ct = self
             .0

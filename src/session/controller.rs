@@ -291,14 +291,10 @@ impl Controller {
                 s.ifaces.retain(|i| !peer_names.contains(i));
                 s
             });
-        let mut peer = match self.expect("configured").await? {
-            Msg::Configured { ebpf } => ebpf,
-            other => {
-                return Err(self.proto(ProtoError::Unexpected {
-                    expected: "configured",
-                    got: other.kind(),
-                }))
-            }
+        let Msg::Configured { ebpf: mut peer } =
+            self.expect_kind("configured", SETUP_TIMEOUT).await?
+        else {
+            unreachable!("expect_kind checked the kind")
         };
         self.shared_ebpf.clear();
         self.same_kernel_ifaces = peer_names.clone();
@@ -369,17 +365,10 @@ impl Controller {
             .await
             .map_err(|e| self.proto(e))?;
         // Ring and channel changes can take the driver a while.
-        match tokio::time::timeout(TUNE_TIMEOUT, self.rx.recv()).await {
-            Err(_) => Err(self.proto(ProtoError::Timeout("tuned"))),
-            Ok(None) => Err(self.proto(ProtoError::Closed)),
-            Ok(Some(Err(e))) => Err(self.proto(e)),
-            Ok(Some(Ok(Msg::Tuned { resp }))) => Ok(*resp),
-            Ok(Some(Ok(Msg::Failed { error, usage }))) => Err(peer_failed(error, usage)),
-            Ok(Some(Ok(m))) => Err(self.proto(ProtoError::Unexpected {
-                expected: "tuned",
-                got: m.kind(),
-            })),
-        }
+        let Msg::Tuned { resp } = self.expect_kind("tuned", TUNE_TIMEOUT).await? else {
+            unreachable!("expect_kind checked the kind")
+        };
+        Ok(*resp)
     }
 
     /// Say goodbye and close.
@@ -403,36 +392,30 @@ impl Controller {
     }
 
     /// A protocol error on this connection, naming the agent.
-    pub(super) fn proto_error(&self, source: ProtoError) -> SessionError {
-        self.proto(source)
-    }
-
-    fn proto(&self, source: ProtoError) -> SessionError {
+    pub(super) fn proto(&self, source: ProtoError) -> SessionError {
         SessionError::Proto {
             target: self.target.to_string(),
             source,
         }
     }
 
-    async fn expect(&mut self, what: &'static str) -> Result<Msg, SessionError> {
-        match tokio::time::timeout(SETUP_TIMEOUT, self.rx.recv()).await {
+    /// The agent's next message, which must be a `what` within `limit`
+    /// (its `Failed` is the error it names).
+    async fn expect_kind(
+        &mut self,
+        what: &'static str,
+        limit: Duration,
+    ) -> Result<Msg, SessionError> {
+        match tokio::time::timeout(limit, self.rx.recv()).await {
             Err(_) => Err(self.proto(ProtoError::Timeout(what))),
             Ok(None) => Err(self.proto(ProtoError::Closed)),
             Ok(Some(Err(e))) => Err(self.proto(e)),
             Ok(Some(Ok(Msg::Failed { error, usage }))) => Err(peer_failed(error, usage)),
-            Ok(Some(Ok(m))) => Ok(m),
-        }
-    }
-
-    async fn expect_kind(&mut self, what: &'static str) -> Result<Msg, SessionError> {
-        let m = self.expect(what).await?;
-        if m.kind() == what {
-            Ok(m)
-        } else {
-            Err(self.proto(ProtoError::Unexpected {
+            Ok(Some(Ok(m))) if m.kind() == what => Ok(m),
+            Ok(Some(Ok(m))) => Err(self.proto(ProtoError::Unexpected {
                 expected: what,
                 got: m.kind(),
-            }))
+            })),
         }
     }
 
@@ -501,7 +484,7 @@ impl Controller {
             .send(&Msg::Start { test })
             .await
             .map_err(|e| self.proto(e))?;
-        let accepting = self.expect_kind("accepting").await;
+        let accepting = self.expect_kind("accepting", SETUP_TIMEOUT).await;
         // The agent refused the test as asked before preparing anything:
         // the connection carries nothing of it, and can run the next test.
         if let Err(e) = &accepting {
@@ -545,14 +528,11 @@ impl Controller {
         .await
         .map_err(|e| SessionError::Peer(format!("data connection task failed: {e}")))
         .and_then(|r| r);
-        let conns = match conns {
-            Ok(c) => c,
-            Err(e) => {
-                self.fail(e.to_string()).await;
-                return Err(e);
-            }
-        };
-        self.expect_kind("data_ready").await?;
+        if let Err(e) = &conns {
+            self.fail(e.to_string()).await;
+        }
+        let conns = conns?;
+        self.expect_kind("data_ready", SETUP_TIMEOUT).await?;
         Ok(conns)
     }
 
@@ -561,7 +541,7 @@ impl Controller {
     async fn go(
         &mut self,
         p: &PointParams,
-        mut engine: Option<Box<dyn crate::traffic::Engine>>,
+        engine: Option<Box<dyn crate::traffic::Engine>>,
         conns: Vec<TcpStream>,
     ) -> Result<RunningEngine, SessionError> {
         // Everything slow happens before Go; after it, both ends start their
@@ -570,10 +550,7 @@ impl Controller {
             .set_ifaces(self.local_ifaces(&p.ifaces))
             .await?;
         self.wr.send(&Msg::Go {}).await.map_err(|e| self.proto(e))?;
-        let started = match engine.take() {
-            Some(e) => e.start(conns),
-            None => Ok(RunningEngine::idle()),
-        };
+        let started = engine.map_or_else(|| Ok(RunningEngine::idle()), |e| e.start(conns));
         let engine = match started {
             Ok(e) => e,
             Err(e) => {
@@ -883,22 +860,15 @@ fn connect_data(
 /// This host's CPUs for this point and the later ones (the agent checks its
 /// own when the first point starts): a usage error; then its limits and memory.
 fn check_local(p: &PointParams) -> Result<(), SessionError> {
-    let cpus = p
-        .spec
+    p.spec
         .iter()
         .chain(&p.later)
-        .try_for_each(|s| super::engines::check_cpus(s, Side::Controller, None));
-    if let Err(e) = cpus {
-        return Err(SessionError::Usage(e.to_string()));
-    }
-    if let Some(Err(e)) = p
-        .spec
-        .as_ref()
-        .map(|s| super::engines::admit(s, Side::Controller))
-    {
-        return Err(SessionError::Local(e.to_string()));
-    }
-    Ok(())
+        .try_for_each(|s| super::engines::check_cpus(s, Side::Controller, None))
+        .map_err(|e| SessionError::Usage(e.to_string()))?;
+    p.spec
+        .iter()
+        .try_for_each(|s| super::engines::admit(s, Side::Controller))
+        .map_err(|e| SessionError::Local(e.to_string()))
 }
 
 /// Prepare this side's engine (buffers, devices) off the async threads.

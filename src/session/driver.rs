@@ -98,6 +98,18 @@ pub enum SessionEvent {
     Refused(String),
 }
 
+impl SessionEvent {
+    /// A failure to report: `Refused` when the test as asked cannot run
+    /// (a usage error; the session stays), else `Failed`.
+    pub fn failure(error: String, usage: bool) -> SessionEvent {
+        if usage {
+            SessionEvent::Refused(error)
+        } else {
+            SessionEvent::Failed(error)
+        }
+    }
+}
+
 /// The start of every session with an agent (`run`, `watch --peer`, the
 /// TUI): connect and authenticate, set up both hosts' eBPF probes for the
 /// observed interfaces, and publish [`SessionEvent::Ready`]. The caller
@@ -191,12 +203,9 @@ pub async fn run_plan<R: PointRunner>(
                 }
             }
             Err(e) => {
-                let ev = if e.is_usage() {
-                    SessionEvent::Refused(e.to_string())
-                } else {
-                    SessionEvent::Failed(e.to_string())
-                };
-                let _ = out.send(ev).await;
+                let _ = out
+                    .send(SessionEvent::failure(e.to_string(), e.is_usage()))
+                    .await;
                 let _ = out.send(SessionEvent::PlanDone).await;
                 return Err(e);
             }

@@ -96,10 +96,10 @@ pub enum AdmitError {
 /// (`is_test_address` refuses loopback addresses, so a peer can never point
 /// a generator at a host's own loopback services).
 pub fn check_plan_loopback(plan: &crate::session::plan::TestPlan) -> Result<(), AdmitError> {
-    if let Some(why) = plan.points().iter().find_map(|p| p.spec.loopback_refusal()) {
-        return Err(AdmitError::Loopback(why));
-    }
-    Ok(())
+    plan.points()
+        .iter()
+        .find_map(|p| p.spec.loopback_refusal())
+        .map_or(Ok(()), |why| Err(AdmitError::Loopback(why)))
 }
 
 /// Share of the available memory a test may take (the rest is the host's).

@@ -151,17 +151,6 @@ pub struct LocalPair {
     _netns: NetnsGuard,
 }
 
-impl LocalPair {
-    /// The namespaces of the two ends (controller's, agent's), when the
-    /// pair is built of namespaces.
-    pub fn netns(&self) -> Option<[String; 2]> {
-        match &self.kind {
-            PairKind::Netns { ns_a, ns_b, .. } => Some([ns_a.clone(), ns_b.clone()]),
-            PairKind::Loopback { .. } => None,
-        }
-    }
-}
-
 /// The pair's working directory (control socket, agent log) is
 /// `$TMPDIR/wirescope-PID-XXXXXX`, so the next run can tell whose it was.
 const DIR_PREFIX: &str = "wirescope-";
@@ -200,6 +189,15 @@ pub fn remove_stale_dirs(tmp: &Path) -> Vec<PathBuf> {
 }
 
 impl LocalPair {
+    /// The namespaces of the two ends (controller's, agent's), when the
+    /// pair is built of namespaces.
+    pub fn netns(&self) -> Option<[String; 2]> {
+        match &self.kind {
+            PairKind::Netns { ns_a, ns_b, .. } => Some([ns_a.clone(), ns_b.clone()]),
+            PairKind::Loopback { .. } => None,
+        }
+    }
+
     /// Build the pair and start the agent. Call on the main thread, before
     /// any runtime threads exist (PR_SET_PDEATHSIG follows the spawning thread).
     pub fn create(exe: &Path, queues: u32) -> Result<Self, PairError> {
@@ -233,28 +231,26 @@ impl LocalPair {
                 reason: "not root, so no network namespaces; run as root for a veth pair".into(),
             }
         };
-        let (listen, data_ip, wrapper): (String, IpAddr, Vec<String>) = match &kind {
-            PairKind::Netns { ns_b, .. } => (
-                format!("{ADDR_B}:{}", super::DEFAULT_PORT),
-                IpAddr::V4(ADDR_B),
-                vec!["ip".into(), "netns".into(), "exec".into(), ns_b.clone()],
-            ),
+        let (listen, data_ip, mut cmd, veth) = match &kind {
+            PairKind::Netns { ns_a, ns_b, .. } => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns_b]).arg(exe);
+                let veth = VethPair {
+                    ns_a: ns_a.clone(),
+                    ns_b: ns_b.clone(),
+                };
+                let listen = format!("{ADDR_B}:{}", super::DEFAULT_PORT);
+                (listen, IpAddr::V4(ADDR_B), c, Some(veth))
+            }
             PairKind::Loopback { .. } => (
                 "127.0.0.1:0".into(),
                 IpAddr::V4(Ipv4Addr::LOCALHOST),
-                Vec::new(),
+                Command::new(exe),
+                None,
             ),
         };
         let log =
             std::fs::File::create(dir.path().join("agent.log")).map_err(PairError::TempDir)?;
-        let mut cmd = match wrapper.split_first() {
-            Some((prog, rest)) => {
-                let mut c = Command::new(prog);
-                c.args(rest).arg(exe);
-                c
-            }
-            None => Command::new(exe),
-        };
         cmd.arg("agent")
             .arg("--listen")
             .arg(&listen)
@@ -280,13 +276,6 @@ impl LocalPair {
         let child = cmd
             .spawn()
             .map_err(|e| PairError::Agent(format!("cannot start {}: {e}", exe.display())))?;
-        let veth = match &kind {
-            PairKind::Netns { ns_a, ns_b, .. } => Some(VethPair {
-                ns_a: ns_a.clone(),
-                ns_b: ns_b.clone(),
-            }),
-            PairKind::Loopback { .. } => None,
-        };
         let mut pair = LocalPair {
             kind,
             target: Target::Unix {
@@ -355,48 +344,16 @@ fn build_netns(g: &mut NetnsGuard, a: &str, b: &str, queues: u32) -> Result<(), 
     g.add(a)?;
     g.add(b)?;
     let q = queues.to_string();
-    netns::ip(&[
-        "link",
-        "add",
-        "veth-a",
-        "netns",
-        a,
-        "numtxqueues",
-        &q,
-        "numrxqueues",
-        &q,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "veth-b",
-        "netns",
-        b,
-        "numtxqueues",
-        &q,
-        "numrxqueues",
-        &q,
-    ])?;
-    netns::ip(&[
-        "-n",
-        a,
-        "addr",
-        "add",
-        &format!("{ADDR_A}/30"),
-        "dev",
-        "veth-a",
-    ])?;
-    netns::ip(&[
-        "-n",
-        b,
-        "addr",
-        "add",
-        &format!("{ADDR_B}/30"),
-        "dev",
-        "veth-b",
-    ])?;
-    netns::ip(&["-n", a, "link", "set", "veth-a", "up"])?;
-    netns::ip(&["-n", b, "link", "set", "veth-b", "up"])?;
+    // One `ip` call per line; names and addresses hold no spaces.
+    for call in [
+        format!("link add veth-a netns {a} numtxqueues {q} numrxqueues {q} type veth peer name veth-b netns {b} numtxqueues {q} numrxqueues {q}"),
+        format!("-n {a} addr add {ADDR_A}/30 dev veth-a"),
+        format!("-n {b} addr add {ADDR_B}/30 dev veth-b"),
+        format!("-n {a} link set veth-a up"),
+        format!("-n {b} link set veth-b up"),
+    ] {
+        netns::ip(&call.split(' ').collect::<Vec<_>>())?;
+    }
     Ok(())
 }
 

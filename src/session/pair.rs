@@ -17,33 +17,11 @@ use super::driver::{PointStart, SessionEvent};
 use super::outcome::{EndReason, PointOutcome, RunEvent};
 use super::plan::{Observe, Plan};
 use super::proto::{Msg, ProtoError};
-pub use super::proto::{PairEnd, PairEvent, PairSpec, SweepInFleet};
+pub use super::proto::{PairEvent, PairSpec, SweepInFleet};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-
-impl From<EndReason> for PairEnd {
-    fn from(e: EndReason) -> Self {
-        match e {
-            EndReason::Completed => PairEnd::Completed,
-            EndReason::Interrupted => PairEnd::Interrupted,
-            EndReason::PeerLost(s) => PairEnd::PeerLost(s),
-            EndReason::Failed(s) => PairEnd::Failed(s),
-        }
-    }
-}
-
-impl From<PairEnd> for EndReason {
-    fn from(e: PairEnd) -> Self {
-        match e {
-            PairEnd::Completed => EndReason::Completed,
-            PairEnd::Interrupted => EndReason::Interrupted,
-            PairEnd::PeerLost(s) => EndReason::PeerLost(s),
-            PairEnd::Failed(s) => EndReason::Failed(s),
-        }
-    }
-}
 
 /// The wire form of a driver event (None: nothing to send).
 fn wire(ev: SessionEvent) -> Option<PairEvent> {
@@ -57,7 +35,7 @@ fn wire(ev: SessionEvent) -> Option<PairEvent> {
         SessionEvent::PointDone(o) => PairEvent::Done {
             local: Box::new(o.local),
             peer: o.peer.map(Box::new),
-            end: o.end.into(),
+            end: o.end,
         },
         SessionEvent::Failed(error) => PairEvent::Failed {
             error,
@@ -88,9 +66,16 @@ pub async fn connect_patiently(
     addr: SocketAddr,
     token: &super::auth::Token,
 ) -> Result<Controller, SessionError> {
+    patiently(|| Controller::connect(Target::Tcp(addr), token)).await
+}
+
+/// Try `connect` again while the agent says it is busy, for up to [`BUSY_WAIT`].
+async fn patiently<F: std::future::Future<Output = Result<Controller, SessionError>>>(
+    mut connect: impl FnMut() -> F,
+) -> Result<Controller, SessionError> {
     let started = std::time::Instant::now();
     loop {
-        match Controller::connect(Target::Tcp(addr), token).await {
+        match connect().await {
             Err(e) if e.is_busy() && started.elapsed() < BUSY_WAIT => {
                 tokio::time::sleep(Duration::from_millis(200)).await
             }
@@ -113,30 +98,17 @@ pub async fn serve_pair_test(
     let job = tokio::spawn(async move {
         let observe = observe(&spec);
         let plan = Plan::Test(Box::new(spec.plan()));
-        let started = std::time::Instant::now();
-        let connected = loop {
-            match super::driver::connect_ready(Target::Tcp(peer), &token, &observe, Vec::new(), &tx)
-                .await
-            {
-                Err(e) if e.is_busy() && started.elapsed() < BUSY_WAIT => {
-                    tokio::time::sleep(Duration::from_millis(200)).await
-                }
-                r => break r,
-            }
-        };
-        match connected {
+        let connected = patiently(|| {
+            super::driver::connect_ready(Target::Tcp(peer), &token, &observe, Vec::new(), &tx)
+        });
+        match connected.await {
             Ok(mut ctl) => {
                 let _ = super::driver::run_plan(&mut ctl, &plan, &observe, &tx, &cancel).await;
                 ctl.close().await;
             }
             Err(e) => {
                 let error = format!("cannot test against the agent at {peer}: {e}");
-                let ev = if e.is_usage() {
-                    SessionEvent::Refused(error)
-                } else {
-                    SessionEvent::Failed(error)
-                };
-                let _ = tx.send(ev).await;
+                let _ = tx.send(SessionEvent::failure(error, e.is_usage())).await;
             }
         }
     });
@@ -202,27 +174,19 @@ impl Controller {
                 }
             };
             let ev = match m {
-                Err(_) => {
-                    return Err(self.proto_error(ProtoError::Timeout("the pair test's next event")))
-                }
+                Err(_) => return Err(self.proto(ProtoError::Timeout("the pair test's next event"))),
                 Ok(Err(e)) => return Err(e),
                 Ok(Ok(Msg::PairEvent { event })) => *event,
                 // The agent refused the request itself (an older agent
                 // does not know it): nothing else follows.
                 Ok(Ok(Msg::Failed { error, usage })) => {
                     let error = format!("the agent cannot run fleet tests: {error} (run the same wirescope version on every node)");
-                    let _ = out
-                        .send(if usage {
-                            SessionEvent::Refused(error.clone())
-                        } else {
-                            SessionEvent::Failed(error.clone())
-                        })
-                        .await;
+                    let _ = out.send(SessionEvent::failure(error.clone(), usage)).await;
                     last = EndReason::Failed(error);
                     break;
                 }
                 Ok(Ok(other)) => {
-                    return Err(self.proto_error(ProtoError::Unexpected {
+                    return Err(self.proto(ProtoError::Unexpected {
                         expected: "pair_event",
                         got: other.kind(),
                     }))
@@ -239,20 +203,16 @@ impl Controller {
                     }))
                 }
                 PairEvent::Done { local, peer, end } => {
-                    last = end.clone().into();
+                    last = end.clone();
                     SessionEvent::PointDone(Box::new(PointOutcome {
                         local: *local,
                         peer: peer.map(|p| *p),
-                        end: end.into(),
+                        end,
                     }))
                 }
                 PairEvent::Failed { error, usage } => {
                     last = EndReason::Failed(error.clone());
-                    if usage {
-                        SessionEvent::Refused(error)
-                    } else {
-                        SessionEvent::Failed(error)
-                    }
+                    SessionEvent::failure(error, usage)
                 }
             };
             let _ = out.send(sev).await;

@@ -382,19 +382,24 @@ pub async fn read_msg<R: AsyncRead + Unpin>(r: &mut R) -> Result<Msg, ProtoError
 /// Write one frame and flush it.
 pub async fn write_msg<W: AsyncWrite + Unpin>(w: &mut W, msg: &Msg) -> Result<(), ProtoError> {
     let body = serde_json::to_vec(msg)?;
-    let len = u32::try_from(body.len())
-        .ok()
-        .filter(|l| *l <= MAX_FRAME)
-        .ok_or(ProtoError::TooLarge {
-            len: u32::try_from(body.len()).unwrap_or(u32::MAX),
-            max: MAX_FRAME,
-        })?;
+    let len = frame_len(body.len())?;
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&len.to_be_bytes());
     frame.extend_from_slice(&body);
     w.write_all(&frame).await?;
     w.flush().await?;
     Ok(())
+}
+
+/// A frame's length prefix for `len` bytes of body, at most [`MAX_FRAME`].
+pub(crate) fn frame_len(len: usize) -> Result<u32, ProtoError> {
+    u32::try_from(len)
+        .ok()
+        .filter(|l| *l <= MAX_FRAME)
+        .ok_or(ProtoError::TooLarge {
+            len: u32::try_from(len).unwrap_or(u32::MAX),
+            max: MAX_FRAME,
+        })
 }
 
 pub(crate) fn eof_is_closed(e: std::io::Error) -> ProtoError {
@@ -454,20 +459,6 @@ impl PairSpec {
     }
 }
 
-/// How a pair test's point ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(tag = "end", content = "why", rename_all = "snake_case")]
-pub enum PairEnd {
-    /// Time or byte limit reached.
-    Completed,
-    /// Stopped by the coordinator.
-    Interrupted,
-    /// Y vanished.
-    PeerLost(String),
-    /// Something failed.
-    Failed(String),
-}
-
 /// What X's controller published, as it travels to the coordinator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -496,7 +487,7 @@ pub enum PairEvent {
         peer: Option<Box<SideResult>>,
         /// How it ended.
         #[serde(flatten)]
-        end: PairEnd,
+        end: super::outcome::EndReason,
     },
     /// The test could not run (connection to Y, setup); `usage` when the
     /// options cannot run on these hosts.

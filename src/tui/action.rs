@@ -133,10 +133,9 @@ pub enum Effect {
 
 /// Apply one action. Returns the effects to carry out, in order.
 pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
-    if !is_key(&a) {
-        event(m, a);
+    let Some(a) = event(m, a) else {
         return Vec::new();
-    }
+    };
     if m.modal == Modal::Help && !matches!(a, Action::Quit) {
         m.modal = Modal::None;
         return Vec::new();
@@ -144,7 +143,7 @@ pub fn update(m: &mut Model, a: Action) -> Vec<Effect> {
     key(m, a)
 }
 
-/// A key the user pressed (see [`is_key`]), with no modal over the views.
+/// A key the user pressed (what [`event`] returned), with no modal over the views.
 fn key(m: &mut Model, a: Action) -> Vec<Effect> {
     match a {
         Action::Quit => {
@@ -201,8 +200,9 @@ fn key(m: &mut Model, a: Action) -> Vec<Effect> {
     Vec::new()
 }
 
-/// What the session, the tuning task or the terminal reported.
-fn event(m: &mut Model, a: Action) {
+/// What the session, the tuning task or the terminal reported; a key the
+/// user pressed is returned for [`key`].
+fn event(m: &mut Model, a: Action) -> Option<Action> {
     match a {
         Action::Tune(n) => tune_note(m, *n),
         Action::Tick | Action::Resize => {}
@@ -234,6 +234,7 @@ fn event(m: &mut Model, a: Action) {
         Action::PlanDone if m.history.is_empty() && matches!(m.source, Source::Replay(_)) => {
             m.message = Some("this log holds no interval (an empty or header-only log)".into());
         }
+        Action::PlanDone => {}
         Action::SessionFailed(e) => {
             m.message = Some(e.clone());
             m.state = RunState::Failed(e);
@@ -249,27 +250,9 @@ fn event(m: &mut Model, a: Action) {
             m.log = LogState::Failed(e);
         }
         // Keys: see `key`.
-        _ => {}
+        key => return Some(key),
     }
-}
-
-fn is_key(a: &Action) -> bool {
-    !matches!(
-        a,
-        Action::Tick
-            | Action::Resize
-            | Action::Connected { .. }
-            | Action::Ebpf(_)
-            | Action::PointStarted { .. }
-            | Action::Interval { .. }
-            | Action::PointDone { .. }
-            | Action::PlanDone
-            | Action::SessionFailed(_)
-            | Action::TestRefused(_)
-            | Action::LogOpened(_)
-            | Action::LogFailed(_)
-            | Action::Tune(_)
-    )
+    None
 }
 
 fn show(m: &mut Model, v: View) {

@@ -60,9 +60,7 @@ impl InputThread {
             handle: Some(handle),
         })
     }
-}
 
-impl InputThread {
     /// Ask the thread to end (it notices within one [`TICK`]); `drop` joins it.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -125,27 +123,13 @@ fn wait_tty(fd: std::os::fd::BorrowedFd<'_>, timeout: Duration) -> Tty {
 
 /// The descriptor crossterm reads keys from: stdin when it is a terminal,
 /// else `/dev/tty` (kept open here only to watch it).
-enum TtyFd {
-    Stdin(std::io::Stdin),
-    Opened(std::fs::File),
-}
-
-impl TtyFd {
-    fn open() -> Option<TtyFd> {
-        use std::io::IsTerminal;
-        if std::io::stdin().is_terminal() {
-            return Some(TtyFd::Stdin(std::io::stdin()));
-        }
-        std::fs::File::open("/dev/tty").ok().map(TtyFd::Opened)
+fn open_tty() -> Option<Box<dyn std::os::fd::AsFd>> {
+    use std::io::IsTerminal;
+    if std::io::stdin().is_terminal() {
+        return Some(Box::new(std::io::stdin()));
     }
-
-    fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
-        use std::os::fd::AsFd;
-        match self {
-            TtyFd::Stdin(s) => s.as_fd(),
-            TtyFd::Opened(f) => f.as_fd(),
-        }
-    }
+    let tty = std::fs::File::open("/dev/tty").ok()?;
+    Some(Box::new(tty))
 }
 
 /// Reads the terminal until told to stop. When the terminal is gone (hang-up,
@@ -153,7 +137,8 @@ impl TtyFd {
 /// `q` instead of waiting for keys that never come.
 fn input_loop(tx: &mpsc::Sender<Event>, stop: &AtomicBool) {
     use crossterm::event::{self as ct, Event as Ct};
-    let tty = TtyFd::open();
+    use std::os::fd::AsFd;
+    let tty = open_tty();
     let gone = |tx: &mpsc::Sender<Event>| {
         let _ = tx.blocking_send(Event::Quit);
     };
@@ -162,7 +147,7 @@ fn input_loop(tx: &mpsc::Sender<Event>, stop: &AtomicBool) {
         // only once poll(2) has said it holds bytes and no hang-up.
         let ready = match ct::poll(Duration::ZERO) {
             Ok(true) => true,
-            Ok(false) => match tty.as_ref().map(|t| wait_tty(t.fd(), TICK)) {
+            Ok(false) => match tty.as_ref().map(|t| wait_tty(t.as_fd(), TICK)) {
                 Some(Tty::Gone) => return gone(tx),
                 Some(Tty::Quiet) => false,
                 Some(Tty::Readable) | None => match ct::poll(TICK) {

@@ -242,27 +242,20 @@ pub fn command_line(t: &TestArgs) -> String {
     for k in EngineKind::ALL {
         v.extend(form(k).command_flags(&t.engines));
     }
-    if let Some(n) = t.streams {
-        v.push(format!("-P {n}"));
-    }
-    if let Some(n) = t.conns {
-        v.push(format!("--conns {n}"));
-    }
-    if let Some(n) = t.len {
-        v.push(format!("-l {}", short_size(n)));
-    }
-    if let Some(n) = t.size {
-        v.push(format!("--size {}", short_size(n)));
-    }
-    if t.reverse {
-        v.push("-R".into());
-    }
-    if t.bidir {
-        v.push("--bidir".into());
-    }
-    if let Some(d) = t.time {
-        v.push(format!("-t {}", humantime::format_duration(d)));
-    }
+    v.extend(
+        [
+            t.streams.map(|n| format!("-P {n}")),
+            t.conns.map(|n| format!("--conns {n}")),
+            t.len.map(|n| format!("-l {}", short_size(n))),
+            t.size.map(|n| format!("--size {}", short_size(n))),
+            t.reverse.then(|| "-R".into()),
+            t.bidir.then(|| "--bidir".into()),
+            t.time
+                .map(|d| format!("-t {}", humantime::format_duration(d))),
+        ]
+        .into_iter()
+        .flatten(),
+    );
     v.join(" ")
 }
 

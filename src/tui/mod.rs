@@ -39,6 +39,7 @@ use crate::record::pipeline::Origin;
 use anyhow::Context;
 use model::{Model, ModelConfig, RunState, Source};
 use std::time::Duration;
+use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::mpsc;
 
 /// Colours unless `NO_COLOR` is set to something non-empty (no-color.org).
@@ -111,6 +112,7 @@ fn replay_streaming(
     std::thread::Builder::new()
         .name("ws-replay".into())
         .spawn(move || {
+            // Each batch stops at the first event the UI no longer takes.
             let send = |o| tx.blocking_send(event::Event::Output(Box::new(o))).is_ok();
             let mut r = crate::record::replay::Replayer::default();
             if let Some(h) = first {
@@ -120,28 +122,19 @@ fn replay_streaming(
                 match rec {
                     Ok(rec) => r.push(rec),
                     Err(e) => {
-                        for o in r.finish() {
-                            if !send(o) {
-                                return;
-                            }
+                        if r.finish().into_iter().all(send) {
+                            let _ = send(crate::record::pipeline::Output::Failed(format!(
+                                "the log cannot be read further: {e}"
+                            )));
                         }
-                        let _ = send(crate::record::pipeline::Output::Failed(format!(
-                            "the log cannot be read further: {e}"
-                        )));
                         return;
                     }
                 }
-                for o in r.ready() {
-                    if !send(o) {
-                        return;
-                    }
-                }
-            }
-            for o in r.finish() {
-                if !send(o) {
+                if !r.ready().into_iter().all(send) {
                     return;
                 }
             }
+            let _ = r.finish().into_iter().all(send);
         })
 }
 
@@ -184,7 +177,10 @@ fn live(args: TuiArgs, argv: Vec<String>, cfg: ModelConfig) -> FaceResult {
         cmd_rx,
         pipe_tx.clone(),
     ));
-    rt.spawn(signals(ev_tx.clone()));
+    rt.spawn(signals(
+        ev_tx.clone(),
+        vec![SignalKind::terminate(), SignalKind::hangup()],
+    ));
     let mut io = app::Io {
         session: Some(cmd_tx.clone()),
         pipe: Some(pipe_tx),
@@ -193,10 +189,8 @@ fn live(args: TuiArgs, argv: Vec<String>, cfg: ModelConfig) -> FaceResult {
         ..app::Io::default()
     };
     let input = event::InputThread::spawn(ev_tx).context("cannot start the input thread")?;
-    let result = match terminal::TerminalGuard::enter() {
-        Ok(mut guard) => app::run_loop(&mut guard.terminal, &mut model, &mut ev_rx, &mut io),
-        Err(e) => Err(e),
-    };
+    let result = terminal::TerminalGuard::enter()
+        .and_then(|mut guard| app::run_loop(&mut guard.terminal, &mut model, &mut ev_rx, &mut io));
     // The terminal is back to normal here (the guard dropped); stop the test and close.
     let _ = cmd_tx.send(session_task::SessionCmd::Quit);
     drop(cmd_tx);
@@ -244,18 +238,16 @@ fn stop_session(
     })
 }
 
-/// SIGTERM and SIGHUP (ssh gone) leave like `q`.
-async fn signals(tx: mpsc::Sender<event::Event>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
+/// SIGTERM and SIGHUP (ssh gone) leave like `q`; the fleet view also
+/// passes SIGINT (from another process).
+async fn signals(tx: mpsc::Sender<event::Event>, kinds: Vec<SignalKind>) {
+    let Ok(mut sigs) = kinds
+        .iter()
+        .map(|k| signal(*k))
+        .collect::<std::io::Result<Vec<_>>>()
+    else {
         return;
     };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = hup.recv() => {}
-    }
+    futures_util::future::select_all(sigs.iter_mut().map(|s| Box::pin(s.recv()))).await;
     let _ = tx.send(event::Event::Quit).await;
 }

@@ -137,22 +137,16 @@ async fn session(
                 }
             },
         };
-        match cmd {
+        let next = match cmd {
             SessionCmd::Start(plan) => {
-                match run_one(&mut ctl, Plan::Test(plan), &observe, cmds, tx).await {
-                    Ok(next) => pending = next,
-                    Err(()) => return,
-                }
+                run_one(&mut ctl, Plan::Test(plan), &observe, cmds, tx).await
             }
-            SessionCmd::Checklist(c) => {
-                match run_checklist(&mut ctl, *c, &observe, cmds, tx, out).await {
-                    Ok(next) => pending = next,
-                    Err(()) => return,
-                }
-            }
-            SessionCmd::Stop | SessionCmd::Answer(_) => {}
+            SessionCmd::Checklist(c) => run_checklist(&mut ctl, *c, &observe, cmds, tx, out).await,
+            SessionCmd::Stop | SessionCmd::Answer(_) => Ok(None),
             SessionCmd::Quit => break,
-        }
+        };
+        let Ok(next) = next else { return };
+        pending = next;
     }
     ctl.close().await;
 }
@@ -223,8 +217,7 @@ pub async fn run_checklist(
     let runner = match spawned {
         Ok(t) => t,
         Err(e) => {
-            let why = ChecklistEnd::Spawn(e.to_string());
-            let _ = note(TuneNote::Ended(Err(why))).await;
+            let _ = note(TuneNote::Ended(Err(ChecklistEnd::Spawn(e.to_string())))).await;
             return Ok(None);
         }
     };
@@ -261,9 +254,10 @@ pub async fn run_checklist(
         .and_then(|j| j.unwrap_or(Err(ChecklistEnd::Panicked)));
     let _ = note(TuneNote::Ended(result)).await;
     if st.lost {
-        return Err(());
+        Err(())
+    } else {
+        Ok(st.after)
     }
-    Ok(st.after)
 }
 
 /// Where answering a checklist stands: a command to handle after it (Quit),
@@ -430,12 +424,7 @@ async fn run_test(
         loop {
             tokio::select! {
                 r = &mut run => break r,
-                Some(ev) = mine_rx.recv() => {
-                    let _ = tx.send(ev.clone()).await;
-                    if let Ok(Output::PointDone { summary: Some(s), .. }) = pipeline.handle(ev) {
-                        summary = Some(*s);
-                    }
-                }
+                Some(ev) = mine_rx.recv() => relay(ev, tx, &mut pipeline, &mut summary).await,
                 c = cmds.recv(), if cmds_open => match c {
                     Some(SessionCmd::Quit) | None => {
                         cmds_open = false;
@@ -450,13 +439,7 @@ async fn run_test(
     };
     drop(mine_tx);
     while let Some(ev) = mine_rx.recv().await {
-        let _ = tx.send(ev.clone()).await;
-        if let Ok(Output::PointDone {
-            summary: Some(s), ..
-        }) = pipeline.handle(ev)
-        {
-            summary = Some(*s);
-        }
+        relay(ev, tx, &mut pipeline, &mut summary).await;
     }
     match end {
         Ok(crate::session::outcome::EndReason::PeerLost(w)) => {
@@ -471,6 +454,22 @@ async fn run_test(
                     .and_then(|s| outcome(metric, s).map_err(TestError::from)),
             ),
         },
+    }
+}
+
+/// A checklist test's event: to the UI, and through its own pipeline for the summary.
+async fn relay(
+    ev: SessionEvent,
+    tx: &mpsc::Sender<SessionEvent>,
+    pipeline: &mut Pipeline,
+    summary: &mut Option<crate::record::schema::Summary>,
+) {
+    let _ = tx.send(ev.clone()).await;
+    if let Ok(Output::PointDone {
+        summary: Some(s), ..
+    }) = pipeline.handle(ev)
+    {
+        *summary = Some(*s);
     }
 }
 

@@ -92,17 +92,15 @@ impl RemoteDriver {
     pub fn new(tx: mpsc::Sender<DriverReq>) -> Self {
         RemoteDriver { tx }
     }
-}
 
-const GONE: &str = "the TUI's session ended";
-
-impl RemoteDriver {
     fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> DriverReq) -> Option<T> {
         let (reply, rx) = oneshot::channel();
         self.tx.blocking_send(make(reply)).ok()?;
         rx.blocking_recv().ok()
     }
 }
+
+const GONE: &str = "the TUI's session ended";
 
 impl TuneOps for RemoteDriver {
     fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError> {

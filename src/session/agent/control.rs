@@ -222,15 +222,14 @@ where
     let (nonce_c, mac) = match read_msg_max(rd, MAX_HANDSHAKE_FRAME).await {
         Ok(Msg::Auth { nonce, mac }) => (nonce, mac),
         Err(ProtoError::Closed) => return None,
-        Ok(other) => {
-            let e = ProtoError::Unexpected {
-                expected: "auth",
-                got: other.kind(),
-            };
-            refuse_logged(wr, who, e.to_string()).await;
-            return None;
-        }
-        Err(e) => {
+        other => {
+            let e = other.map_or_else(
+                |e| e,
+                |m| ProtoError::Unexpected {
+                    expected: "auth",
+                    got: m.kind(),
+                },
+            );
             refuse_logged(wr, who, e.to_string()).await;
             return None;
         }
@@ -326,14 +325,11 @@ async fn session<W: AsyncWrite + Unpin>(
     rx: &mut Inbox,
 ) -> String {
     loop {
-        let m = match tokio::time::timeout(IDLE_LIMIT, rx.recv()).await {
-            Err(_) => {
-                return format!(
-                    "the controller sent nothing for {} s between tests (idle limit); the agent is free again",
-                    IDLE_LIMIT.as_secs()
-                )
-            }
-            Ok(m) => m,
+        let Ok(m) = tokio::time::timeout(IDLE_LIMIT, rx.recv()).await else {
+            return format!(
+                "the controller sent nothing for {} s between tests (idle limit); the agent is free again",
+                IDLE_LIMIT.as_secs()
+            );
         };
         let step = match m {
             None | Some(Err(ProtoError::Closed)) => {
@@ -438,20 +434,15 @@ async fn pair_test<W: AsyncWrite + Unpin>(
     spec: crate::session::pair::PairSpec,
 ) -> Result<(), Ended> {
     use crate::session::pair::PairEvent;
-    let send_failed = |error: String| Msg::PairEvent {
-        event: Box::new(PairEvent::Failed { error, usage: true }),
-    };
-    let addr: std::net::SocketAddr = match peer.parse() {
-        Ok(a) => a,
-        Err(_) => {
-            let m = send_failed(format!("pair test: {peer:?} is not an IP:PORT"));
-            wr.send(&m).await?;
+    let Ok(addr) = peer.parse::<std::net::SocketAddr>() else {
+        let error = format!("pair test: {peer:?} is not an IP:PORT");
+        for event in [PairEvent::Failed { error, usage: true }, PairEvent::End] {
             wr.send(&Msg::PairEvent {
-                event: Box::new(PairEvent::End),
+                event: Box::new(event),
             })
             .await?;
-            return Ok(());
         }
+        return Ok(());
     };
     info!(target: "agent", "pair test against {addr} for {}", ctx.who);
     let (tx, mut events) = mpsc::channel(64);
@@ -492,10 +483,7 @@ async fn pair_test<W: AsyncWrite + Unpin>(
     }
     let _ = job.await;
     info!(target: "agent", "pair test against {addr} ended");
-    match gone {
-        Some(why) => Err(why),
-        None => Ok(()),
-    }
+    gone.map_or(Ok(()), Err)
 }
 
 /// Configure: watch the route back to the controller from now on, so the
@@ -511,11 +499,14 @@ async fn configure<W: AsyncWrite + Unpin>(
         .and_then(crate::probe::system::route_iface)
         .into_iter()
         .collect();
-    let status = match ctx.sampler.set_ebpf(ebpf, Vec::new()) {
-        Ok(()) => ctx.sampler.set_ifaces(ifaces).await,
-        Err(e) => Err(e),
-    };
-    let status = status.map_err(Ended::Sampler)?;
+    ctx.sampler
+        .set_ebpf(ebpf, Vec::new())
+        .map_err(Ended::Sampler)?;
+    let status = ctx
+        .sampler
+        .set_ifaces(ifaces)
+        .await
+        .map_err(Ended::Sampler)?;
     if let Some(s) = &status {
         info!(target: "agent", "{}", s.line());
     }

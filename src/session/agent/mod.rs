@@ -135,30 +135,23 @@ pub async fn bind(
     cfg: AgentConfig,
     shutdown: CancellationToken,
 ) -> Result<(SocketAddr, impl std::future::Future<Output = ()>), AgentError> {
+    let bind_err = |addr: String| move |source| AgentError::Bind { addr, source };
     let tcp = TcpListener::bind(cfg.listen)
         .await
-        .map_err(|source| AgentError::Bind {
-            addr: cfg.listen.to_string(),
-            source,
-        })?;
-    let local = tcp.local_addr().map_err(|source| AgentError::Bind {
-        addr: cfg.listen.to_string(),
-        source,
-    })?;
-    let unix = match &cfg.unix {
-        Some(p) => {
+        .map_err(bind_err(cfg.listen.to_string()))?;
+    let local = tcp.local_addr().map_err(bind_err(cfg.listen.to_string()))?;
+    let unix = cfg
+        .unix
+        .as_ref()
+        .map(|p| {
             // Replace a stale socket of an earlier agent, never any other file.
             use std::os::unix::fs::FileTypeExt;
             if std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_socket()) {
                 let _ = std::fs::remove_file(p);
             }
-            Some(UnixListener::bind(p).map_err(|source| AgentError::Bind {
-                addr: p.display().to_string(),
-                source,
-            })?)
-        }
-        None => None,
-    };
+            UnixListener::bind(p).map_err(bind_err(p.display().to_string()))
+        })
+        .transpose()?;
     let (nofile, _) = super::net::nofile_limit();
     let state = Arc::new(State {
         token: cfg.token,
@@ -226,10 +219,9 @@ async fn handle_tcp(
     let _ = s.set_nodelay(true);
     let _ = super::net::keep_alive(&s);
     let mut first = [0u8; 4];
-    match tokio::time::timeout(SETUP_TIMEOUT, s.read_exact(&mut first)).await {
-        Ok(Ok(_)) => {}
-        _ => return, // silent probe or slow client: nothing to answer
-    }
+    let Ok(Ok(_)) = tokio::time::timeout(SETUP_TIMEOUT, s.read_exact(&mut first)).await else {
+        return; // silent probe or slow client: nothing to answer
+    };
     if first == DATA_MAGIC {
         handle_data(&state, s, peer, permit).await;
     } else {

@@ -128,7 +128,7 @@ async fn point<W: AsyncWrite + Unpin>(
         ),
         None => info!(target: "agent", "test {} with {} started: observing only", test.id, ctx.who),
     }
-    let mut engine = prepare(ctx, test).await.map_err(Stop::Fail)?;
+    let engine = prepare(ctx, test).await.map_err(Stop::Fail)?;
     let setup = engine.as_ref().and_then(|e| e.setup());
     let conns = collect(ctx, wr, rx, test, n, setup).await?;
     watch_ifaces(ctx, test, &conns).await.map_err(Stop::Fail)?;
@@ -138,14 +138,9 @@ async fn point<W: AsyncWrite + Unpin>(
         Ok(Some(Ok(_))) => return Err(Stop::Quiet), // controller gave up (Failed/Stop)
         _ => return Err(Stop::Lost(Ended::Closed("before go"))),
     }
-    let started = match engine.take() {
-        Some(e) => e.start(conns),
-        None => Ok(RunningEngine::idle()),
-    };
-    let mut engine = match started {
-        Ok(e) => e,
-        Err(e) => return Err(Stop::Fail(failure(format!("agent engine: {e}")))),
-    };
+    let mut engine = engine
+        .map_or_else(|| Ok(RunningEngine::idle()), |e| e.start(conns))
+        .map_err(|e| Stop::Fail(failure(format!("agent engine: {e}"))))?;
     let omit = Duration::from_millis(test.omit_ms).min(MAX_DURATION);
     if let Err(e) = ctx
         .sampler
@@ -196,8 +191,7 @@ fn publish(ctx: &Ctx<'_>, s: &crate::probe::sample::Sample) {
 fn admit(test: &TestParams) -> Result<Duration, Failure> {
     // CPUs this host does not have are the command line's mistake (a usage
     // error), for this point and for the later points the first one lists.
-    let cpus = test
-        .spec
+    test.spec
         .iter()
         .chain(&test.later)
         .enumerate()
@@ -206,18 +200,15 @@ fn admit(test: &TestParams) -> Result<Duration, Failure> {
                 0 => e.to_string(),
                 i => format!("point {} of the plan: {e}", i + 1),
             })
-        });
-    if let Err(e) = cpus {
-        let error = format!("the agent refuses this test: {e}");
-        return Err(Failure { error, usage: true });
-    }
-    if let Some(Err(e)) = test
-        .spec
-        .as_ref()
-        .map(|s| crate::session::engines::admit(s, Side::Agent))
-    {
-        return Err(failure(format!("the agent refuses this test: {e}")));
-    }
+        })
+        .map_err(|e| Failure {
+            error: format!("the agent refuses this test: {e}"),
+            usage: true,
+        })?;
+    test.spec
+        .iter()
+        .try_for_each(|s| crate::session::engines::admit(s, Side::Agent))
+        .map_err(|e| failure(format!("the agent refuses this test: {e}")))?;
     Some(Duration::from_millis(test.interval_ms.max(10)))
         .filter(|i| *i <= MAX_DURATION)
         .ok_or_else(|| {
@@ -278,14 +269,14 @@ async fn watch_ifaces(
         .and_then(crate::probe::system::route_iface)
         .into_iter()
         .collect();
-    if let Err(e) = crate::probe::system::check_ifaces(&test.ifaces) {
-        return Err(failure(format!("--peer-iface: {e}")));
-    }
+    crate::probe::system::check_ifaces(&test.ifaces)
+        .map_err(|e| failure(format!("--peer-iface: {e}")))?;
     ifaces.extend(test.ifaces.iter().cloned());
-    if let Err(e) = ctx.sampler.set_ifaces(ifaces).await {
-        return Err(failure(format!("agent sampler: {e}")));
-    }
-    Ok(())
+    ctx.sampler
+        .set_ifaces(ifaces)
+        .await
+        .map(|_| ())
+        .map_err(|e| failure(format!("agent sampler: {e}")))
 }
 
 /// Announce the data port (with this side's setup) and wait for every data
@@ -436,10 +427,7 @@ async fn drive<W: AsyncWrite + Unpin>(
         }
     }
     let result = finish(engine, sampler, duration_s).await;
-    if let Some(why) = lost {
-        return Err(why);
-    }
-    Ok(result)
+    lost.map_or(Ok(result), Err)
 }
 
 /// Send to the controller; Err: the control connection is gone.

@@ -2,16 +2,13 @@
 //! words the footer shows, so the footer cannot miss a key and key handling
 //! is testable without a terminal.
 
-use super::super::keys::{action_in, help_in, key, Binding, C, N};
+use super::super::keys::{key, Binding, C, N};
 use super::model::FleetAction;
-use crossterm::event::{KeyCode, KeyEvent};
-
-/// One binding of the fleet view.
-pub type FleetKey = Binding<FleetAction>;
+use crossterm::event::KeyCode;
 
 /// Every key of the fleet view, in the order the footer lists them.
 #[rustfmt::skip]
-pub const FLEET_KEYS: &[FleetKey] = &[
+pub const FLEET_KEYS: &[Binding<FleetAction>] = &[
     key(KeyCode::Char('q'), N, FleetAction::Quit, "q", "quit"),
     key(KeyCode::Char('c'), C, FleetAction::Interrupt, "^C", "stop"),
     key(KeyCode::Up, N, FleetAction::Up, "↑↓←→", "move"),
@@ -25,13 +22,3 @@ pub const FLEET_KEYS: &[FleetKey] = &[
     key(KeyCode::Home, N, FleetAction::Home, "Home/End", "ends"),
     key(KeyCode::End, N, FleetAction::End, "Home/End", "ends"),
 ];
-
-/// The action of a key event (presses and repeats; releases do nothing).
-pub fn action_for(ev: &KeyEvent) -> Option<FleetAction> {
-    action_in(FLEET_KEYS, ev)
-}
-
-/// Footer entries: each distinct key text once, in table order.
-pub fn footer_entries() -> Vec<(&'static str, &'static str)> {
-    help_in(FLEET_KEYS)
-}

@@ -37,6 +37,7 @@ use model::{update, FleetAction, FleetConfig, FleetEffect, FleetModel};
 use ratatui::backend::Backend;
 use ratatui::Terminal;
 use std::time::{Duration, Instant};
+use tokio::signal::unix::SignalKind;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -77,12 +78,17 @@ pub fn run(args: FleetArgs, argv: Vec<String>) -> FaceResult {
         fleet_tx,
         cancel.clone(),
     ));
-    rt.spawn(signals(ev_tx.clone()));
+    rt.spawn(super::signals(
+        ev_tx.clone(),
+        vec![
+            SignalKind::terminate(),
+            SignalKind::hangup(),
+            SignalKind::interrupt(),
+        ],
+    ));
     let input = InputThread::spawn(ev_tx).context("cannot start the input thread")?;
-    let result = match TerminalGuard::enter() {
-        Ok(mut guard) => run_loop(&mut guard.terminal, &mut model, &mut ev_rx, &cancel),
-        Err(e) => Err(e),
-    };
+    let result = TerminalGuard::enter()
+        .and_then(|mut guard| run_loop(&mut guard.terminal, &mut model, &mut ev_rx, &cancel));
     // The terminal is back to normal here (the guard dropped).
     input.stop();
     if model.running() || model.state == model::RunState::Stopping {
@@ -98,33 +104,21 @@ pub fn run(args: FleetArgs, argv: Vec<String>) -> FaceResult {
         .unwrap_or(Some("the fleet log thread panicked".into()));
     drop(input);
     result.context("terminal I/O failed")?;
-    let summary = match summary {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            return Err(FaceError::Failed(anyhow::anyhow!(
-                "the fleet coordinator failed: {e}"
-            )))
-        }
-        Err(_) => {
-            return Err(FaceError::Failed(anyhow::anyhow!(
+    let summary = summary
+        .map_err(|_| {
+            anyhow::anyhow!(
                 "the fleet's tests did not stop within {} s",
                 STOP_LIMIT.as_secs()
-            )))
-        }
-    };
+            )
+        })
+        .and_then(|r| r.map_err(|e| anyhow::anyhow!("the fleet coordinator failed: {e}")))
+        .map_err(FaceError::Failed)?;
     crate::face::out(&summary_text(&summary));
     crate::face::stdout_result()?;
     if let Some(e) = log_error {
         return Err(FaceError::Failed(anyhow::anyhow!(e)));
     }
     Ok(exit_code(&summary))
-}
-
-/// Frames drawn by [`run_loop`] (for tests and the cost report).
-#[derive(Debug, Default)]
-pub struct LoopStats {
-    /// Frames drawn.
-    pub frames: u64,
 }
 
 /// Read events, [`update`] the model, carry out the effects, draw (after
@@ -135,22 +129,20 @@ pub fn run_loop<B: Backend>(
     model: &mut FleetModel,
     events: &mut mpsc::Receiver<Event>,
     cancel: &CancellationToken,
-) -> std::io::Result<LoopStats> {
-    let mut stats = LoopStats::default();
+) -> std::io::Result<()> {
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
     loop {
         if dirty && last_draw.is_none_or(|t| t.elapsed() >= super::app::FRAME) {
             terminal.draw(|f| view::draw(f, model))?;
-            stats.frames += 1;
             last_draw = Some(Instant::now());
             dirty = false;
         }
         if model.quit {
-            return Ok(stats);
+            return Ok(());
         }
         let Some(ev) = events.blocking_recv() else {
-            return Ok(stats);
+            return Ok(());
         };
         dirty |= handle(ev, model, cancel);
         while let Ok(ev) = events.try_recv() {
@@ -162,7 +154,7 @@ pub fn run_loop<B: Backend>(
 /// The action an event means for the fleet view.
 pub fn action_of(ev: Event) -> Option<FleetAction> {
     match ev {
-        Event::Input(k) => keys::action_for(&k),
+        Event::Input(k) => super::keys::action_in(keys::FLEET_KEYS, &k),
         Event::Fleet(e) => Some(FleetAction::Event(e)),
         Event::LogFailed(e) => Some(FleetAction::LogFailed(e)),
         Event::Quit => Some(FleetAction::Quit),
@@ -213,22 +205,4 @@ fn log_thread(
             }
             error
         })
-}
-
-/// SIGTERM, SIGHUP (ssh gone) and SIGINT from another process leave like `q`.
-async fn signals(tx: mpsc::Sender<Event>) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut hup), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = hup.recv() => {}
-        _ = int.recv() => {}
-    }
-    let _ = tx.send(Event::Quit).await;
 }

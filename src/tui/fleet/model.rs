@@ -306,12 +306,7 @@ impl FleetModel {
     }
 
     fn links(&self) -> usize {
-        self.matrix
-            .cells
-            .iter()
-            .flatten()
-            .filter(|c| c.is_some())
-            .count()
+        self.matrix.links().count()
     }
 
     /// The median and the outliers of what ran so far.
@@ -448,22 +443,17 @@ pub fn update(m: &mut FleetModel, a: FleetAction) -> Vec<FleetEffect> {
     match a {
         FleetAction::Event(e) => m.event(*e),
         FleetAction::LogFailed(e) => m.log_error = Some(e),
-        FleetAction::Up | FleetAction::Down if detail => {
-            if let Screen::Detail { scroll, .. } = &mut m.screen {
-                *scroll = if matches!(a, FleetAction::Up) {
-                    scroll.saturating_sub(1)
-                } else {
-                    scroll.saturating_add(1)
-                };
-            }
-        }
-        FleetAction::PageUp | FleetAction::PageDown if detail => {
-            if let Screen::Detail { scroll, .. } = &mut m.screen {
-                *scroll = if matches!(a, FleetAction::PageUp) {
-                    scroll.saturating_sub(PAGE)
-                } else {
-                    scroll.saturating_add(PAGE)
-                };
+        // Up and down scroll the detail, or move the cursor over the matrix.
+        FleetAction::Up | FleetAction::Down | FleetAction::PageUp | FleetAction::PageDown => {
+            let rows = match a {
+                FleetAction::Up => -1,
+                FleetAction::Down => 1,
+                FleetAction::PageUp => -(PAGE as isize),
+                _ => PAGE as isize,
+            };
+            match &mut m.screen {
+                Screen::Detail { scroll, .. } => *scroll = scroll.saturating_add_signed(rows),
+                Screen::Matrix => m.move_cursor(rows, 0),
             }
         }
         _ if detail
@@ -471,12 +461,8 @@ pub fn update(m: &mut FleetModel, a: FleetAction) -> Vec<FleetEffect> {
                 a,
                 FleetAction::Back | FleetAction::Interrupt | FleetAction::Quit
             ) => {}
-        FleetAction::Up => m.move_cursor(-1, 0),
-        FleetAction::Down => m.move_cursor(1, 0),
         FleetAction::Left => m.move_cursor(0, -1),
         FleetAction::Right => m.move_cursor(0, 1),
-        FleetAction::PageUp => m.move_cursor(-(PAGE as isize), 0),
-        FleetAction::PageDown => m.move_cursor(PAGE as isize, 0),
         FleetAction::Home => m.cursor.1 = 0,
         FleetAction::End => m.cursor.1 = m.n().saturating_sub(1),
         FleetAction::Open => m.open(),
@@ -538,7 +524,8 @@ mod tests {
     }
 
     fn key(code: KeyCode, mods: KeyModifiers) -> FleetAction {
-        super::super::keys::action_for(&KeyEvent::new(code, mods)).expect("a bound key")
+        crate::tui::keys::action_in(super::super::keys::FLEET_KEYS, &KeyEvent::new(code, mods))
+            .expect("a bound key")
     }
 
     fn press(m: &mut FleetModel, code: KeyCode) -> Vec<FleetEffect> {

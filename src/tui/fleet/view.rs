@@ -9,7 +9,7 @@
 //! keys. 8 hosts fit 80x24; more scroll with the cursor (columns are then
 //! numbered, rows keep a truncated name after their number).
 
-use super::keys::footer_entries;
+use super::keys::FLEET_KEYS;
 use super::model::{Cell, FleetModel, RunState, Screen};
 use crate::face::fleet::{outlier_lines, OutlierLine};
 use crate::fleet::analyze::SLOW;
@@ -45,7 +45,7 @@ pub fn draw(frame: &mut Frame, m: &FleetModel) {
     match &m.screen {
         Screen::Matrix => matrix_screen(frame, body, m),
         Screen::Detail { from, to, scroll } => match m.record(*from, *to) {
-            Some(p) => detail(frame, body, m, p, *scroll),
+            Some(p) => pair_box(frame, body, m, p, *scroll, "Esc: back"),
             None => matrix_screen(frame, body, m),
         },
     }
@@ -116,7 +116,7 @@ fn header(frame: &mut Frame, area: Rect, m: &FleetModel) {
 
 fn footer(frame: &mut Frame, area: Rect, m: &FleetModel) {
     let mut spans = Vec::new();
-    for (k, h) in footer_entries() {
+    for (k, h) in crate::tui::keys::help_in(FLEET_KEYS) {
         spans.push(Span::styled(
             k,
             st(m, Style::default().add_modifier(Modifier::BOLD)),
@@ -360,35 +360,25 @@ fn cursor_line(frame: &mut Frame, area: Rect, m: &FleetModel) {
     }
     let (i, j) = m.cursor;
     let name = |k: usize| m.cfg.hosts.get(k).cloned().unwrap_or_default();
+    let link = format!("{} → {}", name(i), name(j));
     let what = match m.cell(i, j) {
         Cell::Diagonal => name(i),
-        Cell::Untested => format!("{} → {}: not tested", name(i), name(j)),
+        Cell::Untested => format!("{link}: not tested"),
         Cell::Running(v) => format!(
-            "{} → {}: running, {}",
-            name(i),
-            name(j),
+            "{link}: running, {}",
             v.map_or("no interval yet".into(), |b| format!(
                 "{} Gb/s now",
                 gbps(b)
             ))
         ),
-        Cell::Failed(why) => format!(
-            "{} → {}: failed: {why} · Enter: the pair's test",
-            name(i),
-            name(j)
-        ),
+        Cell::Failed(why) => format!("{link}: failed: {why} · Enter: the pair's test"),
         Cell::Measured(v) => {
             let share = m
                 .median
                 .filter(|x| *x > 0.0)
                 .map(|md| format!(" ({:.0} % of the median)", 100.0 * v / md))
                 .unwrap_or_default();
-            format!(
-                "{} → {}: {} Gb/s{share} · Enter: the pair's test",
-                name(i),
-                name(j),
-                gbps(v)
-            )
+            format!("{link}: {} Gb/s{share} · Enter: the pair's test", gbps(v))
         }
     };
     frame.render_widget(Paragraph::new(Line::from(format!("▸ {what}"))), area);
@@ -401,35 +391,28 @@ fn outlier_view(m: &FleetModel) -> Vec<Line<'static>> {
         Some(s) => s.failed.clone(),
         None => m.failures(),
     };
-    let mut lines: Vec<Line> = Vec::new();
-    for (kind, text) in outlier_lines(&m.slow_nodes, &m.slow_links, &m.odd, &untested, &failed) {
-        let line = match kind {
-            OutlierLine::SlowNode | OutlierLine::SlowLink => Line::from(Span::styled(
-                text,
-                st(
-                    m,
+    outlier_lines(&m.slow_nodes, &m.slow_links, &m.odd, &untested, &failed)
+        .into_iter()
+        .map(|(kind, text)| {
+            let (text, style) = match kind {
+                OutlierLine::SlowNode | OutlierLine::SlowLink => (
+                    text,
                     Style::default().fg(Color::Red).add_modifier(Modifier::BOLD),
                 ),
-            )),
-            OutlierLine::OddSetting => Line::from(Span::styled(
-                text,
-                st(m, Style::default().fg(Color::Yellow)),
-            )),
-            OutlierLine::Evidence => Line::from(Span::styled(format!("    {text}"), dim(m))),
-            OutlierLine::NotTested => Line::from(Span::styled(
-                text,
-                st(m, Style::default().fg(Color::Magenta)),
-            )),
-            OutlierLine::Nothing if m.pairs.is_empty() => {
-                Line::from(Span::styled("no pair done yet", dim(m)))
-            }
-            OutlierLine::Nothing => {
-                Line::from(Span::styled(text, st(m, Style::default().fg(Color::Green))))
-            }
-        };
-        lines.push(line);
-    }
-    lines
+                OutlierLine::OddSetting => (text, Style::default().fg(Color::Yellow)),
+                OutlierLine::Evidence => {
+                    (format!("    {text}"), Style::default().fg(Color::DarkGray))
+                }
+                OutlierLine::NotTested => (text, Style::default().fg(Color::Magenta)),
+                OutlierLine::Nothing if m.pairs.is_empty() => (
+                    "no pair done yet".into(),
+                    Style::default().fg(Color::DarkGray),
+                ),
+                OutlierLine::Nothing => (text, Style::default().fg(Color::Green)),
+            };
+            Line::from(Span::styled(text, st(m, style)))
+        })
+        .collect()
 }
 
 fn outliers(frame: &mut Frame, area: Rect, m: &FleetModel, lines: Vec<Line<'static>>) {
@@ -519,10 +502,6 @@ pub fn detail_lines(m: &FleetModel, p: &PairRecord) -> Vec<Line<'static>> {
         out.push(Line::from(""));
     }
     out
-}
-
-fn detail(frame: &mut Frame, area: Rect, m: &FleetModel, p: &PairRecord, scroll: usize) {
-    pair_box(frame, area, m, p, scroll, "Esc: back");
 }
 
 fn pair_box(

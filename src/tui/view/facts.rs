@@ -5,10 +5,10 @@
 //! fact once per host with the NICs that share its value.
 
 use super::super::model::Model;
-use super::{alert, host_name, style, title};
+use super::{alert_if, host_name, style, title};
 use crate::probe::facts::{HostFacts, NicFacts, Support};
 use ratatui::layout::{Constraint, Rect};
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::{Color, Modifier};
 use ratatui::text::Span;
 use ratatui::widgets::{Block, Borders, Cell, Row, Table};
 use ratatui::Frame;
@@ -94,7 +94,7 @@ fn render_table(
         .map(|(k, l, p)| {
             // Interface names differ by design (veth-a / veth-b); the rest should not.
             let differs = l != p && !k.ends_with("interface");
-            let st = if differs { alert(m) } else { Style::default() };
+            let st = alert_if(m, differs);
             Row::new(vec![
                 Cell::from(format!("{}{k}", if differs { "≠ " } else { "  " })).style(st),
                 Cell::from(l),

@@ -20,10 +20,6 @@ fn sev_style(m: &Model, s: Severity) -> Style {
     style(m, c).add_modifier(Modifier::BOLD)
 }
 
-fn head(m: &Model, f: &Finding) -> Line<'static> {
-    head_with(m, f, f.title.clone())
-}
-
 /// ` [warn] peer id: ` and `title` (all or part of the finding's).
 fn head_with(m: &Model, f: &Finding, title: String) -> Line<'static> {
     Line::from(vec![
@@ -145,7 +141,7 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
         lines.push(Line::raw(" No findings."));
     }
     for f in fs {
-        lines.push(head(m, f));
+        lines.push(head_with(m, f, f.title.clone()));
         for e in &f.evidence {
             lines.extend(wrapped("     ", &e.to_string(), width, Style::default()));
         }

@@ -252,24 +252,22 @@ fn probes(m: &Model) -> (String, String) {
                 v.push(name.to_string());
             }
         };
-        if !s.cpus.is_empty() {
-            add("stat");
-        }
-        if !s.softirqs.is_empty() {
-            add("softirqs");
-        }
-        if !s.softnet.is_empty() {
-            add("softnet");
-        }
-        if !s.ifaces.is_empty() {
-            add("net/dev");
-        }
-        for q in &s.queues {
-            add(q.source.name());
-        }
-        if s.conns.iter().any(|c| c.tcp.is_some()) {
-            add("TCP_INFO");
-        }
+        let have = [
+            (!s.cpus.is_empty()).then_some("stat"),
+            (!s.softirqs.is_empty()).then_some("softirqs"),
+            (!s.softnet.is_empty()).then_some("softnet"),
+            (!s.ifaces.is_empty()).then_some("net/dev"),
+        ];
+        have.into_iter()
+            .flatten()
+            .chain(s.queues.iter().map(|q| q.source.name()))
+            .chain(
+                s.conns
+                    .iter()
+                    .any(|c| c.tcp.is_some())
+                    .then_some("TCP_INFO"),
+            )
+            .for_each(&mut add);
         errors += s.probe_errors.len();
     }
     let words: Vec<&str> = i
@@ -324,15 +322,11 @@ fn tabs(m: &Model) -> Line<'static> {
             let k = m.current().map(|i| i.findings.len()).unwrap_or(0);
             label.push_str(&format!(" ({k})"));
         }
-        let st = if *v == m.view {
-            style(m, Color::Cyan).add_modifier(Modifier::REVERSED | Modifier::BOLD)
+        let (text, st) = if *v == m.view {
+            let st = style(m, Color::Cyan).add_modifier(Modifier::REVERSED | Modifier::BOLD);
+            (format!("[{label}]"), st)
         } else {
-            style(m, Color::Gray)
-        };
-        let text = if *v == m.view {
-            format!("[{label}]")
-        } else {
-            format!(" {label} ")
+            (format!(" {label} "), style(m, Color::Gray))
         };
         spans.push(Span::styled(text, st));
         spans.push(Span::raw(" "));

@@ -116,6 +116,15 @@ pub fn alert(m: &Model) -> Style {
     style(m, Color::Yellow).add_modifier(Modifier::BOLD)
 }
 
+/// [`alert`] where `bad`, else plain.
+pub fn alert_if(m: &Model, bad: bool) -> Style {
+    if bad {
+        alert(m)
+    } else {
+        Style::default()
+    }
+}
+
 /// Title style of blocks.
 pub fn title(m: &Model) -> Style {
     style(m, Color::Cyan).add_modifier(Modifier::BOLD)

@@ -7,7 +7,7 @@
 //! packets, busiest first ("one core does all the work" at a glance).
 
 use super::super::model::Model;
-use super::{alert, short, short_bps, style, title};
+use super::{alert, alert_if, short, short_bps, style, title};
 use crate::probe::ethtool_names::Dir;
 use crate::probe::sample::{QueueSample, QueueSource, Sample};
 use ratatui::layout::Rect;
@@ -41,28 +41,15 @@ pub fn render(frame: &mut Frame, area: Rect, m: &Model) {
     ];
     let mut tail: Vec<Line> = Vec::new();
     // RDMA ports: state and rate (facts), traffic and the counters that moved.
-    for (role, s, f) in [
-        (
-            "local",
-            cur.and_then(|i| i.local.as_ref()),
-            m.facts.local.as_ref(),
-        ),
-        (
-            "peer",
-            cur.and_then(|i| i.peer.as_ref()),
-            m.facts.peer.as_ref(),
-        ),
-    ] {
+    let facts = [m.facts.local.as_ref(), m.facts.peer.as_ref()];
+    for ((role, s), f) in hosts.into_iter().zip(facts) {
         if let Some(r) = f.and_then(|f| f.rdma.as_ref()) {
             rdma_lines(m, role, r, s.and_then(|s| s.rdma.as_ref()), &mut tail);
         }
     }
     // An engine's own count per queue (a packet test's sink), and where
     // it dropped.
-    for (role, s) in [
-        ("local", cur.and_then(|i| i.local.as_ref())),
-        ("peer", cur.and_then(|i| i.peer.as_ref())),
-    ] {
+    for (role, s) in hosts {
         if let Some(q) = s
             .and_then(|s| s.engine.extra.as_ref())
             .and_then(|x| x.own_queues())
@@ -154,10 +141,7 @@ fn host_lines(m: &Model, role: &str, s: &Sample, lines: &mut Vec<Line<'static>>)
     for g in &groups {
         let (iface, dir, source) = *g;
         let mut qs = members(g);
-        let d = match dir {
-            Dir::Rx => "rx",
-            Dir::Tx => "tx",
-        };
+        let d = dir_name(dir);
         if qs.iter().all(|q| idle(q)) {
             quiet.push(format!("{iface} {d} {}", source.name()));
             continue;
@@ -201,11 +185,7 @@ pub(super) fn queue_row(m: &Model, role: &str, s: &Sample, q: &QueueSample) -> L
         short_bps(q.bps.0),
         layer(q.source, q.dir),
     ))];
-    let dstyle = if q.drops.unwrap_or(0) > 0 {
-        alert(m)
-    } else {
-        ratatui::style::Style::default()
-    };
+    let dstyle = alert_if(m, q.drops.unwrap_or(0) > 0);
     spans.push(Span::styled(format!("{drops:>7}"), dstyle));
     spans.push(Span::raw(format!("  {}", q.source.name())));
     if q.source.is_ebpf() {
@@ -268,12 +248,7 @@ fn rdma_lines(
                 short_bps(ps.rx_bps)
             )));
             for c in ps.counters.iter().filter(|c| c.delta > 0) {
-                let bad = crate::diagnose::rdma_counter_is_trouble(&c.name);
-                let st = if bad {
-                    alert(m)
-                } else {
-                    ratatui::style::Style::default()
-                };
+                let st = alert_if(m, crate::diagnose::rdma_counter_is_trouble(&c.name));
                 lines.push(Line::styled(
                     format!(
                         " {role:<6}  {:<28} +{:<10} {}/s",
@@ -319,11 +294,7 @@ fn own_queue_lines(
         style(m, Color::Gray).add_modifier(Modifier::BOLD),
     ));
     for r in &q.rows {
-        let dstyle = if r.drops > 0 {
-            alert(m)
-        } else {
-            ratatui::style::Style::default()
-        };
+        let dstyle = alert_if(m, r.drops > 0);
         lines.push(Line::from(vec![
             Span::raw(format!(
                 " {role:<6}{:<10}{:<4}{:>6} {:>9} {:>9} {:<3}",

@@ -61,12 +61,7 @@ pub fn summaries(s: &Sample) -> Vec<Summary<'_>> {
             ifaces.sort_unstable();
             ifaces.dedup();
             let mut rates: Vec<f64> = qs.iter().filter(|q| !idle(q)).map(|q| q.pps).collect();
-            rates.sort_by(f64::total_cmp);
-            let median_pps = match rates.len() {
-                0 => 0.0,
-                n if n % 2 == 1 => rates[n / 2],
-                n => (rates[n / 2 - 1] + rates[n / 2]) / 2.0,
-            };
+            let median_pps = crate::fleet::analyze::median(&mut rates).unwrap_or(0.0);
             Summary {
                 dir,
                 source,
