@@ -2,7 +2,7 @@
 //! cpu.all-cores-saturated, softirq.concentrated, softnet.squeeze, softnet.backlog-drops.
 
 use super::HostCtx;
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
 use crate::diagnose::util::{cpu_mask, data_irqs, local_cpus, secs, spread};
@@ -70,12 +70,12 @@ fn all_cores(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             "all {cores} cores are {busy:.0} % busy: the host is CPU-bound (user {user:.0} %, sys {sys:.0} %, irq+softirq {soft:.0} %){also}"
         ),
     )
-    .ev(Evidence::num("cores", cores as f64, "", "/proc/stat"))
-    .ev(Evidence::num("mean busy", busy, "%", "/proc/stat"))
-    .ev(Evidence::num("user", user, "%", "/proc/stat"))
-    .ev(Evidence::num("sys", sys, "%", "/proc/stat"))
-    .ev(Evidence::num("irq+softirq", soft, "%", "/proc/stat"))
-    .ev(Evidence::num("saturated intervals", on.len() as f64, "", "window"))
+    .num("cores", cores as f64, "", "/proc/stat")
+    .num("mean busy", busy, "%", "/proc/stat")
+    .num("user", user, "%", "/proc/stat")
+    .num("sys", sys, "%", "/proc/stat")
+    .num("irq+softirq", soft, "%", "/proc/stat")
+    .num("saturated intervals", on.len() as f64, "", "window")
     .why("Every core is busy, so no IRQ or thread placement can help: the work per byte must shrink or more cores must do it. sys time is copies and the TCP stack, irq+softirq is packet processing.")
     .fix("run on a host with more cores, or fewer connections than cores so the stack and the copies do not compete");
     if soft >= sys && gro_off {
@@ -520,29 +520,29 @@ fn single_core_finding(
         },
         (busy / 100.0) * prior("cpu.single-core-saturated") + 0.1 * runs.rx_share.unwrap_or(0.0),
     )
-    .ev(Evidence::num(format!("cpu{cpu} busy"), busy, "%", src))
-    .ev(Evidence::num(format!("cpu{cpu} user"), user, "%", src))
-    .ev(Evidence::num(format!("cpu{cpu} system"), sys, "%", src))
-    .ev(Evidence::num(format!("cpu{cpu} softirq"), si, "%", src))
-    .ev(Evidence::num(format!("cpu{cpu} irq"), irq, "%", src))
-    .ev(Evidence::num("other cores mean busy", others, "%", src))
-    .ev(Evidence::num("intervals saturated", sat.n as f64, "", "window"))
+    .num(format!("cpu{cpu} busy"), busy, "%", src)
+    .num(format!("cpu{cpu} user"), user, "%", src)
+    .num(format!("cpu{cpu} system"), sys, "%", src)
+    .num(format!("cpu{cpu} softirq"), si, "%", src)
+    .num(format!("cpu{cpu} irq"), irq, "%", src)
+    .num("other cores mean busy", others, "%", src)
+    .num("intervals saturated", sat.n as f64, "", "window")
     .why("Work that is serialised on one core (one flow, one queue, one IRQ or a pinned thread) runs at that core's speed, whatever the other cores could do.");
     if let Some(r) = runs.rx_share {
-        f = f.ev(Evidence::num(
+        f = f.num(
             format!("cpu{cpu} share of NET_RX softirqs"),
             r * 100.0,
             "%",
             "/proc/softirqs",
-        ));
+        );
     }
     if let Some(p) = runs.net_rx_time {
-        f = f.ev(Evidence::num(
+        f = f.num(
             format!("cpu{cpu} NET_RX softirq time"),
             p,
             "%",
             "eBPF softirq_entry/exit (exact)",
-        ));
+        );
     }
     let matrix_src = if on.iter().any(|s| s.ebpf_observed.is_some()) {
         "eBPF netif_receive_skb (sampled)"
@@ -550,27 +550,27 @@ fn single_core_finding(
         "eBPF netif_receive_skb"
     };
     for (iface, q, share) in &runs.queues {
-        f = f.ev(Evidence::num(
+        f = f.num(
             format!("{iface} rx queue {q} packets handled on cpu{cpu}"),
             share * 100.0,
             "%",
             matrix_src,
-        ));
+        );
     }
     for (nic, irq) in &runs.irqs {
-        f = f.ev(Evidence::text(
+        f = f.text(
             format!("IRQ {irq} ({nic}) effective affinity"),
             format!("cpu{cpu}"),
             format!("/proc/irq/{irq}/effective_affinity_list"),
-        ));
+        );
     }
     let engine = &runs.engine;
     if !engine.is_empty() {
-        f = f.ev(Evidence::text(
+        f = f.text(
             "engine threads pinned to",
             crate::diagnose::util::cpu_list(engine),
             "test spec --cpus",
-        ));
+        );
     }
     if runs.one_flow {
         f = f.fix(format!(
@@ -746,36 +746,16 @@ fn concentrated_evidence(
     load: &CoresLoad,
     queues: u32,
 ) -> Finding {
-    f.ev(Evidence::num(
+    f.num(
         format!("{on} share of NET_RX"),
         share * 100.0,
         "%",
         "/proc/softirqs",
-    ))
-    .ev(Evidence::num(
-        format!("{on} busy"),
-        load.busy,
-        "%",
-        "/proc/stat",
-    ))
-    .ev(Evidence::num(
-        format!("{on} softirq"),
-        load.softirq,
-        "%",
-        "/proc/stat",
-    ))
-    .ev(Evidence::num(
-        "other cores mean busy",
-        load.others,
-        "%",
-        "/proc/stat",
-    ))
-    .ev(Evidence::num(
-        "rx queues",
-        queues as f64,
-        "",
-        "sysfs queues/",
-    ))
+    )
+    .num(format!("{on} busy"), load.busy, "%", "/proc/stat")
+    .num(format!("{on} softirq"), load.softirq, "%", "/proc/stat")
+    .num("other cores mean busy", load.others, "%", "/proc/stat")
+    .num("rx queues", queues as f64, "", "sysfs queues/")
 }
 
 /// softirq.concentrated's why and fixes: for one core, or for a few.
@@ -932,9 +912,9 @@ fn squeeze(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             "",
             format!("time_squeeze rising: {:.0}/s (netdev_budget {budget})", total as f64 / secs_all),
         )
-        .ev(Evidence::num("time_squeeze", total as f64 / secs_all, "/s", "/proc/net/softnet_stat"))
-        .ev(Evidence::num("net.core.netdev_budget", budget as f64, "packets", "sysctl"))
-        .ev(Evidence::num("net.core.netdev_budget_usecs", usecs as f64, "us", "sysctl"))
+        .num("time_squeeze", total as f64 / secs_all, "/s", "/proc/net/softnet_stat")
+        .num("net.core.netdev_budget", budget as f64, "packets", "sysctl")
+        .num("net.core.netdev_budget_usecs", usecs as f64, "us", "sysctl")
         .why("The receive softirq stopped with work left (budget or time exhausted); packets wait for the next round or for ksoftirqd.")
         .fix(format!("sysctl -w net.core.netdev_budget={} net.core.netdev_budget_usecs={}", budget * 2, usecs * 2)),
     )
@@ -964,16 +944,16 @@ fn backlog_drops(ctx: &HostCtx) -> Option<Finding> {
         "",
         format!("{total} packets dropped at the per-CPU backlog (netdev_max_backlog {backlog})"),
     )
-    .ev(Evidence::num("net.core.netdev_max_backlog", backlog as f64, "packets", "sysctl"))
+    .num("net.core.netdev_max_backlog", backlog as f64, "packets", "sysctl")
     .why("The per-CPU input queue (RPS / non-NAPI / veth path) overflowed: packets are lost before TCP sees them.")
     .fix(format!("sysctl -w net.core.netdev_max_backlog={}", (backlog * 4).max(4096)));
     for (cpu, d) in per.iter().filter(|e| *e.1 > 0) {
-        f = f.ev(Evidence::num(
+        f = f.num(
             format!("cpu{cpu} dropped"),
             *d as f64,
             "packets",
             "/proc/net/softnet_stat",
-        ));
+        );
     }
     Some(f)
 }

@@ -5,7 +5,7 @@
 
 use super::cpu::{net_rx_share, CoreTime, SaturatedWindow};
 use super::HostCtx;
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::util::{cpu_list, cpus_mask, local_cpus, secs};
 use crate::probe::ethtool_names::Dir;
@@ -112,14 +112,14 @@ pub(super) fn many_cores_finding(ctx: &HostCtx, cores: &[(SaturatedWindow, CoreT
         ),
         (busy / 100.0) * prior("cpu.single-core-saturated"),
     )
-    .ev(Evidence::num("saturated cores", k, "", src))
-    .ev(Evidence::num("other cores mean busy", others, "%", src))
-    .ev(Evidence::num(
+    .num("saturated cores", k, "", src)
+    .num("other cores mean busy", others, "%", src)
+    .num(
         "intervals saturated",
         cores.iter().map(|c| c.0.n).max().unwrap_or(0) as f64,
         "",
         "window",
-    ))
+    )
     .why("Each of these cores carries work that is serialised on it (a busy rx queue and its IRQ, a flow, a pinned thread): the traffic runs at the speed of these few cores while the others wait.");
     for (sat, time) in cores {
         f = core_evidence(f, sat, time, &per_core);
@@ -183,23 +183,18 @@ fn core_evidence(
     let src = "/proc/stat";
     let c = sat.cpu;
     f = f
-        .ev(Evidence::num(format!("cpu{c} busy"), time.busy, "%", src))
-        .ev(Evidence::num(format!("cpu{c} softirq"), time.si, "%", src))
-        .ev(Evidence::num(format!("cpu{c} irq"), time.irq, "%", src))
-        .ev(Evidence::num(
-            format!("cpu{c} user+sys"),
-            time.user + time.sys,
-            "%",
-            src,
-        ));
+        .num(format!("cpu{c} busy"), time.busy, "%", src)
+        .num(format!("cpu{c} softirq"), time.si, "%", src)
+        .num(format!("cpu{c} irq"), time.irq, "%", src)
+        .num(format!("cpu{c} user+sys"), time.user + time.sys, "%", src);
     let shares: Vec<f64> = sat.on.iter().filter_map(|s| net_rx_share(s, c)).collect();
     if !shares.is_empty() {
-        f = f.ev(Evidence::num(
+        f = f.num(
             format!("cpu{c} share of NET_RX softirqs"),
             shares.iter().sum::<f64>() / shares.len() as f64 * 100.0,
             "%",
             "/proc/softirqs",
-        ));
+        );
     }
     let mine: Vec<u32> = per_core
         .iter()
@@ -207,14 +202,14 @@ fn core_evidence(
         .map(|p| p.1.iter().map(|i| i.1).collect())
         .unwrap_or_default();
     if !mine.is_empty() {
-        f = f.ev(Evidence::text(
+        f = f.text(
             format!("IRQs with effective affinity cpu{c}"),
             mine.iter()
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
                 .join(","),
             "/proc/irq/N/effective_affinity_list",
-        ));
+        );
     }
     f
 }

@@ -7,7 +7,7 @@
 //! "not in catalog" (info), never "outdated".
 
 use crate::diagnose::catalog::{catalog, Mlx5Version};
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::util::version_numbers;
 use crate::probe::facts::{DrvInfo, HostFacts, NicFacts};
@@ -86,11 +86,11 @@ pub(super) fn not_in_catalog_of(id: &str, subject: &str, host: HostRole, what: S
         format!("{subject}: {what} is not in catalog"),
         0.0,
     )
-    .ev(Evidence::text(
+    .text(
         "catalog date",
         catalog().updated.clone(),
         "assets/catalog.toml",
-    ))
+    )
     .why("wirescope has no minimum version for it; check the vendor's release notes.");
     // Not the rule's own reference (NVIDIA's notes): this device is not in the catalog.
     f.reference =
@@ -114,16 +114,8 @@ fn mlx5_driver(nics: &[NicDrv], host: HostRole) -> Option<Finding> {
             title,
             impact,
         )
-        .ev(Evidence::text(
-            "driver version",
-            d.version.clone(),
-            source.clone(),
-        ))
-        .ev(Evidence::text(
-            "catalog date",
-            cat.updated.clone(),
-            "assets/catalog.toml",
-        ))
+        .text("driver version", d.version.clone(), source.clone())
+        .text("catalog date", cat.updated.clone(), "assets/catalog.toml")
     };
     let verify = if nics.len() > 1 {
         format!(
@@ -140,16 +132,16 @@ fn mlx5_driver(nics: &[NicDrv], host: HostRole) -> Option<Finding> {
     match cat.mlx5_version(&d.version) {
         Mlx5Version::InboxOutdated(i) => Some(
             base(i.severity, format!("{subject}: outdated inbox mlx5_core \"{}\" (not MLNX_OFED)", d.version), prior("driver.mlx5-outdated"))
-                .ev(Evidence::text("kind", "inbox (distribution kernel)", "catalog"))
-                .ev(Evidence::text("catalog source", i.source.clone(), "assets/catalog.toml"))
+                .text("kind", "inbox (distribution kernel)", "catalog")
+                .text("catalog source", i.source.clone(), "assets/catalog.toml")
                 .why(format!("This is {}.", i.note))
                 .fix("install MLNX_OFED / DOCA-OFED (or a kernel with a current mlx5_core), then: modprobe -r mlx5_ib mlx5_core && modprobe mlx5_core")
                 .fix(verify),
         ),
         Mlx5Version::Ofed { outdated: true } => Some(
             base(Severity::Warn, format!("{subject}: MLNX_OFED {} is older than {}", d.version, cat.mlx5.ofed_min), prior("driver.mlx5-outdated") * 0.6)
-                .ev(Evidence::text("kind", "MLNX_OFED", "catalog"))
-                .ev(Evidence::text("catalog minimum", cat.mlx5.ofed_min.clone(), cat.mlx5.ofed_source.clone()))
+                .text("kind", "MLNX_OFED", "catalog")
+                .text("catalog minimum", cat.mlx5.ofed_min.clone(), cat.mlx5.ofed_source.clone())
                 .why("Old MLNX_OFED releases lack performance and stability fixes for ConnectX adapters.")
                 .fix("install a current MLNX_OFED / DOCA-OFED LTS release"),
         ),
@@ -235,9 +227,9 @@ pub(super) fn firmware_of(
             subject.to_string(),
             format!("{subject}: {} firmware {fw} is older than {}", floor.device, floor.floor),
         )
-        .ev(Evidence::text("firmware version", fw_full.to_string(), source.to_string()))
-        .ev(Evidence::text("device family (firmware major)", format!("{} ({})", floor.device, floor.major), "assets/catalog.toml"))
-        .ev(Evidence::text("catalog floor", floor.floor.clone(), floor.source.clone()))
+        .text("firmware version", fw_full.to_string(), source.to_string())
+        .text("device family (firmware major)", format!("{} ({})", floor.device, floor.major), "assets/catalog.toml")
+        .text("catalog floor", floor.floor.clone(), floor.source.clone())
         .why("Old firmware misses performance and stability fixes; NVIDIA supports drivers only with matching firmware.")
         .fix(format!("mlxfwmanager --query -d {}", if bus.is_empty() { subject } else { bus }))
         .fix("mlxfwmanager --online -u  # or flint with the PSID's image from the firmware download page"),

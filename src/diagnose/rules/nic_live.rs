@@ -4,7 +4,7 @@
 
 use super::nic::gro_off;
 use super::HostCtx;
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
 use crate::diagnose::util::{driver, secs};
@@ -339,13 +339,13 @@ fn imbalance_finding(ctx: &HostCtx, t: &Thresholds, iface: &str, hits: &[Hit]) -
     for h in hits {
         let d = name(h.dir);
         f = f
-            .ev(Evidence::num(
+            .num(
                 format!("{d} queue {} share", h.queue),
                 h.share * 100.0,
                 "%",
                 format!("{} {iface}", h.source),
-            ))
-            .ev(Evidence::num(
+            )
+            .num(
                 format!(
                     "{d} intervals with > {:.0} % on one queue",
                     t.queue_share * 100.0
@@ -353,11 +353,11 @@ fn imbalance_finding(ctx: &HostCtx, t: &Thresholds, iface: &str, hits: &[Hit]) -
                 h.intervals as f64,
                 "",
                 "window",
-            ));
+            );
     }
     f = f
-        .ev(Evidence::num("queues", nq as f64, "", format!("{} {iface}", hits[0].source)))
-        .ev(Evidence::num("connections", streams as f64, "", "test spec"))
+        .num("queues", nq as f64, "", format!("{} {iface}", hits[0].source))
+        .num("connections", streams as f64, "", "test spec")
         .why("RSS hashes each flow to one queue and so to one core: with one flow (or a hash that ignores ports) one core does all the work however many queues exist.")
         .fix(format!(
             "wirescope run {}  # more flows spread over the queues",
@@ -398,9 +398,9 @@ fn ring_small(ctx: &HostCtx, nic: &NicFacts, c: &Counters) -> Option<Finding> {
             nic.name.clone(),
             format!("{}: {drops} rx drops with the rx ring at {rx} of {max}", nic.name),
         )
-        .ev(Evidence::num("rx drops", drops as f64, "", format!("/proc/net/dev + ethtool -S {}", nic.name)))
-        .ev(Evidence::num("rx ring", rx as f64, "descriptors", format!("ethtool -g {}", nic.name)))
-        .ev(Evidence::num("rx ring max", max as f64, "descriptors", format!("ethtool -g {}", nic.name)))
+        .num("rx drops", drops as f64, "", format!("/proc/net/dev + ethtool -S {}", nic.name))
+        .num("rx ring", rx as f64, "descriptors", format!("ethtool -g {}", nic.name))
+        .num("rx ring max", max as f64, "descriptors", format!("ethtool -g {}", nic.name))
         .why("A small ring overflows during bursts or short stalls of the core that drains it; each drop costs a TCP retransmission.")
         .fix(format!("ethtool -G {} rx {max}", nic.name)),
     )
@@ -432,18 +432,13 @@ fn counter_rule(ctx: &HostCtx, nic: &NicFacts, c: &Counters, name: &str) -> Opti
         )
     };
     let mut f = Finding::rule(id, Severity::Warn, ctx.host, nic.name.clone(), title)
-        .ev(Evidence::num(
-            name,
-            n as f64,
-            "",
-            format!("ethtool -S {}", nic.name),
-        ))
-        .ev(Evidence::num(
+        .num(name, n as f64, "", format!("ethtool -S {}", nic.name))
+        .num(
             format!("{name} rate"),
             rate,
             "/s",
             format!("ethtool -S {}", nic.name),
-        ))
+        )
         .why(why);
     for x in fixes {
         f = f.fix(x);
@@ -485,8 +480,8 @@ fn pause(ctx: &HostCtx, nic: &NicFacts, c: &Counters) -> Option<Finding> {
             nic.name.clone(),
             format!("{}: pause frames rx {rx} / tx {tx}: {who}", nic.name),
         )
-        .ev(Evidence::num("rx pause frames", rx as f64, "", format!("ethtool -S {}", nic.name)))
-        .ev(Evidence::num("tx pause frames", tx as f64, "", format!("ethtool -S {}", nic.name)))
+        .num("rx pause frames", rx as f64, "", format!("ethtool -S {}", nic.name))
+        .num("tx pause frames", tx as f64, "", format!("ethtool -S {}", nic.name))
         .why("Pause frames stop the sender for a while: the congested side sets the pace of the whole link.")
         .fix(format!("ethtool -S {} | grep -E 'pause|discard|out_of_buffer'", nic.name))
         .fix(format!("ethtool -G {} rx 8192  # on the congested host", nic.name)),
@@ -518,17 +513,17 @@ fn unaggregated_gro(ctx: &HostCtx, nic: &NicFacts, t: &Thresholds) -> Option<Fin
     if driver(nic) == "veth" {
         if let Some(sender) = tso_off_iface(ctx.other_facts) {
             return gro_off(nic, ctx.host, None, false).map(|f| {
-                f.ev(Evidence::num(
+                f.num(
                     "average received packet",
                     avg,
                     "B",
                     "/proc/net/dev rx_bytes/rx_packets",
-                ))
-                .ev(Evidence::text(
+                )
+                .text(
                     "sender's tcp-segmentation-offload",
                     format!("off on {sender}: it sends MTU-sized packets"),
                     format!("ethtool -k {sender} (other host)"),
-                ))
+                )
             });
         }
     }
