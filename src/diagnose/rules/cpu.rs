@@ -5,7 +5,7 @@ use super::HostCtx;
 use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
-use crate::diagnose::util::{cpu_mask, data_irqs, local_cpus, secs, spread};
+use crate::diagnose::util::{cpu_mask, data_irqs, local_cpus, mean, secs, spread};
 use crate::probe::facts::HostFacts;
 use crate::probe::sample::Sample;
 use std::collections::BTreeMap;
@@ -52,11 +52,7 @@ fn all_cores(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     });
     // The local pair's two ends share one kernel and its cores: saturating
     // them is what any fast test there does, not a finding about a host.
-    let shared = ctx
-        .facts
-        .zip(ctx.other_facts)
-        .is_some_and(|(a, b)| !a.boot_id.is_empty() && a.boot_id == b.boot_id);
-    let (sev, also) = if shared {
+    let (sev, also) = if ctx.shares_kernel() {
         (Severity::Info, "; both ends of the pair run on these cores")
     } else {
         (Severity::Warn, "")
@@ -351,10 +347,7 @@ struct RunsThere {
 impl RunsThere {
     fn gather(ctx: &HostCtx, sat: &SaturatedWindow, time: &CoreTime) -> RunsThere {
         let (cpu, on) = (sat.cpu, &sat.on);
-        let rx_share = {
-            let v: Vec<f64> = on.iter().filter_map(|s| net_rx_share(s, cpu)).collect();
-            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-        };
+        let rx_share = mean(on.iter().filter_map(|s| net_rx_share(s, cpu)));
         let mut what = Vec::new();
         let engine = ctx.engine_cpus();
         if engine.contains(&cpu) {
@@ -378,18 +371,10 @@ impl RunsThere {
                     .join(", ")
             ));
         }
-        let net_rx_time = {
-            let v: Vec<f64> = on
-                .iter()
-                .filter_map(|s| {
-                    let t = s.softirq_time.iter().find(|t| t.cpu.0 == cpu)?;
-                    Some(
-                        t.net_rx_ns as f64 / 1e9 / crate::diagnose::util::secs(s).max(1e-9) * 100.0,
-                    )
-                })
-                .collect();
-            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-        };
+        let net_rx_time = mean(on.iter().filter_map(|s| {
+            let t = s.softirq_time.iter().find(|t| t.cpu.0 == cpu)?;
+            Some(t.net_rx_ns as f64 / 1e9 / secs(s).max(1e-9) * 100.0)
+        }));
         let (irqs, rps) = ctx.steering().to(cpu);
         if !irqs.is_empty() {
             what.push(format!(
@@ -656,8 +641,26 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         return None;
     }
     let (cores, share) = net_rx_concentrated_on(ctx, t)?;
-    let load = CoresLoad::over(ctx, &cores);
-    let (busy, softirq, others) = (load.busy, load.softirq, load.others);
+    // The mean load of the cores NET_RX concentrates on (`mine`), and of
+    // the others: per interval over the cores, then over the intervals.
+    let mean_of = |f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64, mine: bool| {
+        ctx.active
+            .iter()
+            .map(|s| {
+                let v: Vec<f64> = s
+                    .cpus
+                    .iter()
+                    .filter(|c| cores.contains(&c.cpu.0) == mine)
+                    .map(f)
+                    .collect();
+                v.iter().sum::<f64>() / v.len().max(1) as f64
+            })
+            .sum::<f64>()
+            / ctx.active.len().max(1) as f64
+    };
+    let busy = mean_of(&|c| c.busy().0, true);
+    let softirq = mean_of(&|c| c.softirq.0, true);
+    let others = mean_of(&|c| c.busy().0, false);
     // It limits the test when that core is saturated, softirq work is a
     // large part of what saturates it, and other cores have room to take
     // some of it (IRQ affinity, RPS). Otherwise it is worth knowing only.
@@ -688,90 +691,33 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             cores.len()
         )
     };
-    let f = Finding::new(
+    let mut f = Finding::new(
         "softirq.concentrated",
         sev,
         ctx.host,
         on.clone(),
         title,
         share * prior("softirq.concentrated") * if sev == Severity::Info { 0.5 } else { 1.0 },
-    );
-    let f = concentrated_evidence(f, &on, share, &load, queues);
-    Some(concentrated_advice(f, ctx, facts, &cores))
-}
-
-/// The mean load of the cores NET_RX concentrates on, and of the others.
-struct CoresLoad {
-    /// Mean busy percentage of the concentrated cores.
-    busy: f64,
-    /// Mean softirq percentage of the concentrated cores.
-    softirq: f64,
-    /// Mean busy percentage of the other cores.
-    others: f64,
-}
-
-impl CoresLoad {
-    /// The means over the window: per interval over the cores, then over
-    /// the intervals.
-    fn over(ctx: &HostCtx, cores: &[u32]) -> Self {
-        let mean_of = |f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64, mine: bool| {
-            ctx.active
-                .iter()
-                .map(|s| {
-                    let v: Vec<f64> = s
-                        .cpus
-                        .iter()
-                        .filter(|c| cores.contains(&c.cpu.0) == mine)
-                        .map(f)
-                        .collect();
-                    v.iter().sum::<f64>() / v.len().max(1) as f64
-                })
-                .sum::<f64>()
-                / ctx.active.len().max(1) as f64
-        };
-        Self {
-            busy: mean_of(&|c| c.busy().0, true),
-            softirq: mean_of(&|c| c.softirq.0, true),
-            others: mean_of(&|c| c.busy().0, false),
-        }
-    }
-}
-
-/// softirq.concentrated's evidence: the share of NET_RX on the cores
-/// (`on`), their load, the others' load and the rx queue count.
-fn concentrated_evidence(
-    f: Finding,
-    on: &str,
-    share: f64,
-    load: &CoresLoad,
-    queues: u32,
-) -> Finding {
-    f.num(
+    )
+    .num(
         format!("{on} share of NET_RX"),
         share * 100.0,
         "%",
         "/proc/softirqs",
     )
-    .num(format!("{on} busy"), load.busy, "%", "/proc/stat")
-    .num(format!("{on} softirq"), load.softirq, "%", "/proc/stat")
-    .num("other cores mean busy", load.others, "%", "/proc/stat")
-    .num("rx queues", queues as f64, "", "sysfs queues/")
-}
-
-/// softirq.concentrated's why and fixes: for one core, or for a few.
-fn concentrated_advice(mut f: Finding, ctx: &HostCtx, facts: &HostFacts, cores: &[u32]) -> Finding {
+    .num(format!("{on} busy"), busy, "%", "/proc/stat")
+    .num(format!("{on} softirq"), softirq, "%", "/proc/stat")
+    .num("other cores mean busy", others, "%", "/proc/stat")
+    .num("rx queues", queues as f64, "", "sysfs queues/");
+    // The why and fixes: for one core, or for a few.
     if cores.len() == 1 {
         f = f.why("Receive processing of every queue lands on one core (IRQs or RPS steer there): that core caps the receive rate.");
-        for x in spread_fixes(facts) {
-            f = f.fix(x);
-        }
+        f.fix.extend(spread_fixes(facts));
     } else {
         f = f.why("The receive traffic reaches only a few queues, whose IRQs and softirqs run on a few cores: those cores cap the receive rate while the others idle.");
-        for x in super::cpu_many::spread_fixes(ctx, cores) {
-            f = f.fix(x);
-        }
+        f.fix.extend(super::cpu_many::spread_fixes(ctx, &cores));
     }
-    f
+    Some(f)
 }
 
 /// The cores NET_RX softirqs concentrate on in enough busy intervals, and
@@ -896,14 +842,8 @@ fn squeeze(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         return None;
     }
     let secs_all: f64 = ctx.active.iter().map(|s| secs(s)).sum::<f64>().max(1e-9);
-    let sysctl = |name: &str, dflt: u64| {
-        ctx.facts
-            .and_then(|f| f.sysctls.get(name))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(dflt)
-    };
-    let budget = sysctl("net.core.netdev_budget", 300);
-    let usecs = sysctl("net.core.netdev_budget_usecs", 2000);
+    let budget = sysctl(ctx, "net.core.netdev_budget", 300);
+    let usecs = sysctl(ctx, "net.core.netdev_budget_usecs", 2000);
     Some(
         Finding::rule(
             "softnet.squeeze",
@@ -920,6 +860,14 @@ fn squeeze(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     )
 }
 
+/// A numeric sysctl of the host, or `dflt` when the facts do not say.
+fn sysctl(ctx: &HostCtx, name: &str, dflt: u64) -> u64 {
+    ctx.facts
+        .and_then(|f| f.sysctls.get(name))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(dflt)
+}
+
 /// softnet.backlog-drops: softnet `dropped` rising (netdev_max_backlog overflow).
 fn backlog_drops(ctx: &HostCtx) -> Option<Finding> {
     let mut per: BTreeMap<u32, u64> = BTreeMap::new();
@@ -932,11 +880,7 @@ fn backlog_drops(ctx: &HostCtx) -> Option<Finding> {
     if total == 0 {
         return None;
     }
-    let backlog = ctx
-        .facts
-        .and_then(|f| f.sysctls.get("net.core.netdev_max_backlog"))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(1000);
+    let backlog = sysctl(ctx, "net.core.netdev_max_backlog", 1000);
     let mut f = Finding::rule(
         "softnet.backlog-drops",
         Severity::Warn,

@@ -7,7 +7,7 @@ use super::cpu::{net_rx_share, CoreTime, SaturatedWindow};
 use super::HostCtx;
 use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
-use crate::diagnose::util::{cpu_list, cpus_mask, local_cpus, secs};
+use crate::diagnose::util::{cpu_list, cpus_mask, local_cpus, mean, secs};
 use crate::probe::ethtool_names::Dir;
 use std::collections::BTreeMap;
 
@@ -187,11 +187,10 @@ fn core_evidence(
         .num(format!("cpu{c} softirq"), time.si, "%", src)
         .num(format!("cpu{c} irq"), time.irq, "%", src)
         .num(format!("cpu{c} user+sys"), time.user + time.sys, "%", src);
-    let shares: Vec<f64> = sat.on.iter().filter_map(|s| net_rx_share(s, c)).collect();
-    if !shares.is_empty() {
+    if let Some(share) = mean(sat.on.iter().filter_map(|s| net_rx_share(s, c))) {
         f = f.num(
             format!("cpu{c} share of NET_RX softirqs"),
-            shares.iter().sum::<f64>() / shares.len() as f64 * 100.0,
+            share * 100.0,
             "%",
             "/proc/softirqs",
         );

@@ -71,12 +71,12 @@ pub fn window(spec: &GrpcSpec, samples: &[Sample]) -> Option<GrpcWindow> {
     let core_busy = crate::diagnose::util::mean_core_busy(counted.iter().copied());
     let core_kernel = crate::diagnose::util::mean_core_kernel(counted.iter().copied());
     let process_cpu = crate::diagnose::util::mean_process_cpu(counted.iter().copied());
-    let rtts: Vec<f64> = counted
-        .iter()
-        .flat_map(|s| s.conns.iter())
-        .filter_map(|c| c.tcp.map(|t| f64::from(t.rtt_us)))
-        .collect();
-    let rtt_us = (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64);
+    let rtt_us = crate::diagnose::util::mean(
+        counted
+            .iter()
+            .flat_map(|s| s.conns.iter())
+            .filter_map(|c| c.tcp.map(|t| f64::from(t.rtt_us))),
+    );
     let recv = Windows::for_point(spec.channels as usize, spec.resp_size.as_usize());
     let server = spec.server_config();
     Some(GrpcWindow {

@@ -361,8 +361,7 @@ impl Overrun {
         st: &SinkThresholds,
         a: &QueueAcc,
     ) -> Option<Overrun> {
-        let thread = (!a.thread_cpu.is_empty())
-            .then(|| a.thread_cpu.iter().sum::<f64>() / a.thread_cpu.len() as f64);
+        let thread = crate::diagnose::util::mean(a.thread_cpu.iter().copied());
         let core = a.cpu.or(a.napi);
         let core_busy = core.and_then(|c| i.busy(c));
         let saturated = thread.is_some_and(|c| c >= t.core_saturated_pct)
