@@ -535,9 +535,5 @@ pub fn outlier_lines(
 }
 
 fn trunc(s: &str, w: usize) -> String {
-    if s.chars().count() <= w {
-        s.to_string()
-    } else {
-        s.chars().take(w).collect()
-    }
+    s.chars().take(w).collect()
 }

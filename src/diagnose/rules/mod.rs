@@ -277,15 +277,10 @@ fn thread_cores(samples: &[&Sample]) -> Vec<u32> {
     v
 }
 
-/// Facts-only rules of one host.
-pub fn static_rules(facts: &HostFacts, host: HostRole, t: &Thresholds) -> Vec<Finding> {
-    static_rules_for(facts, host, t, None)
-}
-
-/// [`static_rules`] for the test `spec` runs: an RDMA test asked of a host
-/// without a device is told what to load, its own port and GID are judged
-/// as the ones in use, and GRO off is only worth knowing when the messages
-/// fit in one packet.
+/// Facts-only rules of one host, for the test `spec` runs (None: no test,
+/// `check`): an RDMA test asked of a host without a device is told what to
+/// load, its own port and GID are judged as the ones in use, and GRO off is
+/// only worth knowing when the messages fit in one packet.
 pub fn static_rules_for(
     facts: &HostFacts,
     host: HostRole,
@@ -378,15 +373,6 @@ pub fn engine_rules(input: &Input, t: &Thresholds, out: &mut Vec<Finding>) {
     for rules in ENGINE_RULES {
         rules(input, t, out);
     }
-}
-
-/// Rules that need both hosts.
-pub fn pair_rules(input: &Input, t: &Thresholds) -> Vec<Finding> {
-    let mut out = Vec::new();
-    if let (Some(l), Some(p)) = (input.local.facts(), input.peer.facts()) {
-        out.extend(pair_facts(l, p, t));
-    }
-    out
 }
 
 /// Facts-only rules that compare the two hosts.
