@@ -4,7 +4,7 @@
 //! work over more cores. The detection lives in [`super::cpu`].
 
 use super::cpu::{net_rx_share, CoreTime, SaturatedWindow};
-use super::HostCtx;
+use super::{HostCtx, QueueTotals};
 use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::util::{cpu_list, cpus_mask, local_cpus, mean, secs};
@@ -33,46 +33,26 @@ fn busy_rx_queues(ctx: &HostCtx, iface: &str) -> Vec<(u32, f64)> {
 /// in a column by queue number (a map per insert was a tenth of a big
 /// host's rules: 512 rx queues × 5 intervals), then made a map once.
 pub(super) fn rx_queue_rates<'a>(ctx: &HostCtx<'a>) -> BTreeMap<&'a str, BTreeMap<u32, f64>> {
-    /// Queue numbers below this are summed in the column; any beyond in a map.
-    const DENSE: u32 = 1 << 12;
-    type Sums = (Vec<Option<f64>>, BTreeMap<u32, f64>);
-    let mut sums: Vec<(&str, Sums)> = Vec::new();
+    let mut sums: Vec<(&str, QueueTotals<f64>)> = Vec::new();
     for (s, runs) in ctx.queue_runs() {
         for run in runs.iter().filter(|r| r.dir == Dir::Rx) {
             // One search per run of an interface's queues.
             let at = match sums.iter().position(|e| e.0 == run.iface) {
                 Some(i) => i,
                 None => {
-                    sums.push((run.iface, Sums::default()));
+                    sums.push((run.iface, QueueTotals::default()));
                     sums.len() - 1
                 }
             };
-            let (dense, sparse) = &mut sums[at].1;
             for q in run.rows {
                 // Packets over the interval's own length (the session's clock).
                 let pps = q.packets.map_or(q.pps, |p| p as f64 / secs(s).max(1e-9));
-                if q.queue < DENSE {
-                    let i = q.queue as usize;
-                    if dense.len() <= i {
-                        dense.resize(i + 1, None);
-                    }
-                    *dense[i].get_or_insert(0.0) += pps;
-                } else {
-                    *sparse.entry(q.queue).or_insert(0.0) += pps;
-                }
+                sums[at].1.add(q.queue, pps);
             }
         }
     }
     sums.into_iter()
-        .map(|(iface, (dense, mut sparse))| {
-            sparse.extend(
-                dense
-                    .into_iter()
-                    .enumerate()
-                    .filter_map(|(q, p)| Some((q as u32, p?))),
-            );
-            (iface, sparse)
-        })
+        .map(|(iface, sums)| (iface, sums.into_map()))
         .collect()
 }
 

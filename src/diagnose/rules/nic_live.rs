@@ -3,7 +3,7 @@
 //! raised to a warning when packets are seen arriving unaggregated.
 
 use super::nic::gro_off;
-use super::HostCtx;
+use super::{HostCtx, QueueTotals};
 use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
@@ -113,46 +113,7 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
 type Sources<'a> = BTreeMap<(&'a str, Dir), QueueSource>;
 
 /// (iface, dir) -> (queue -> intervals it dominated, total packets per queue, queues seen)
-type QueueAcc = (BTreeMap<u32, usize>, QueueTotals, usize);
-
-/// Packets per queue over the window: a dense column for the queue numbers
-/// an interface has (a big host's 64 per NIC), a map for any number beyond.
-/// Summing 1,024 queues × 5 intervals through a map of 64 was a quarter of
-/// a big host's rules.
-#[derive(Default)]
-struct QueueTotals {
-    dense: Vec<u64>,
-    sparse: BTreeMap<u32, u64>,
-}
-
-impl QueueTotals {
-    /// Queue numbers below this are counted in the dense column.
-    const DENSE: u32 = 1 << 12;
-
-    fn add(&mut self, q: u32, p: u64) {
-        if q < Self::DENSE {
-            let i = q as usize;
-            if self.dense.len() <= i {
-                self.dense.resize(i + 1, 0);
-            }
-            self.dense[i] += p;
-        } else {
-            *self.sparse.entry(q).or_insert(0) += p;
-        }
-    }
-
-    fn get(&self, q: u32) -> u64 {
-        if q < Self::DENSE {
-            self.dense.get(q as usize).copied().unwrap_or(0)
-        } else {
-            self.sparse.get(&q).copied().unwrap_or(0)
-        }
-    }
-
-    fn sum(&self) -> u64 {
-        self.dense.iter().sum::<u64>() + self.sparse.values().sum::<u64>()
-    }
-}
+type QueueAcc = (BTreeMap<u32, usize>, QueueTotals<u64>, usize);
 
 /// One sample's queues of one (iface, dir), in the sample's order.
 struct Group<'a> {
@@ -284,8 +245,9 @@ fn imbalanced_queues<'a>(
         if n < ctx.need(t) {
             continue;
         }
-        let total = totals.sum();
-        let share = totals.get(q) as f64 / total.max(1) as f64;
+        let totals = totals.into_map();
+        let total: u64 = totals.values().sum();
+        let share = totals.get(&q).copied().unwrap_or(0) as f64 / total.max(1) as f64;
         let source = best
             .get(&(iface, dir))
             .map_or("per-queue counters", |s| source_label(*s, dir));
@@ -440,9 +402,7 @@ fn counter_rule(ctx: &HostCtx, nic: &NicFacts, c: &Counters, name: &str) -> Opti
             format!("ethtool -S {}", nic.name),
         )
         .why(why);
-    for x in fixes {
-        f = f.fix(x);
-    }
+    f.fix.extend(fixes);
     Some(f)
 }
 
@@ -454,16 +414,13 @@ fn pause(ctx: &HostCtx, nic: &NicFacts, c: &Counters) -> Option<Finding> {
                 .iter()
                 .any(|x| n.contains(x))
     };
-    let rx: u64 = c
-        .iter()
-        .filter(|(n, _)| n.starts_with("rx") && is_pause(n))
-        .map(|e| e.1)
-        .sum();
-    let tx: u64 = c
-        .iter()
-        .filter(|(n, _)| n.starts_with("tx") && is_pause(n))
-        .map(|e| e.1)
-        .sum();
+    let sum = |dir: &str| -> u64 {
+        c.iter()
+            .filter(|(n, _)| n.starts_with(dir) && is_pause(n))
+            .map(|e| e.1)
+            .sum()
+    };
+    let (rx, tx) = (sum("rx"), sum("tx"));
     if rx + tx == 0 {
         return None;
     }
