@@ -23,10 +23,6 @@ pub fn rules(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
     out
 }
 
-fn affinity_fixes(facts: &HostFacts, nic: &NicFacts) -> Vec<String> {
-    affinity_commands(&spread_over(nic, &local_cpus(nic, facts)))
-}
-
 /// Each data IRQ of `nic` with the CPU of `local` it should move to (spread
 /// one per core, in IRQ order).
 fn spread_over(nic: &NicFacts, local: &[u32]) -> Vec<(u32, u32)> {
@@ -76,13 +72,15 @@ fn nodes_of(facts: &HostFacts, own: i32, cpus: &[u32]) -> String {
     let elsewhere = cpus
         .iter()
         .any(|c| !others.iter().any(|(_, on)| on.contains(c)));
-    match (nodes.len(), elsewhere) {
-        (0, _) => String::new(),
-        (1, false) => format!(" of node {}", nodes[0]),
-        (_, false) => format!(" of nodes {}", nodes.join(", ")),
-        (1, true) => format!(" of node {} and elsewhere", nodes[0]),
-        (_, true) => format!(" of nodes {} and elsewhere", nodes.join(", ")),
+    if nodes.is_empty() {
+        return String::new();
     }
+    format!(
+        " of node{} {}{}",
+        if nodes.len() == 1 { "" } else { "s" },
+        nodes.join(", "),
+        if elsewhere { " and elsewhere" } else { "" }
+    )
 }
 
 /// `n one` or `n many`.
@@ -129,9 +127,10 @@ fn irq_single_cpu(facts: &HostFacts, nic: &NicFacts, host: HostRole) -> Option<F
     .num("data IRQs", irqs.len() as f64, "", "/proc/interrupts")
     .text("effective affinity of all of them", format!("cpu{cpu}"), "/proc/irq/N/effective_affinity_list")
     .why("Every queue's interrupt and its NAPI poll run on one core: that core caps the packet rate of the whole NIC.");
-    for x in affinity_fixes(facts, nic) {
-        f = f.fix(x);
-    }
+    f.fix.extend(affinity_commands(&spread_over(
+        nic,
+        &local_cpus(nic, facts),
+    )));
     Some(f)
 }
 
@@ -195,9 +194,7 @@ pub fn remote_numa(
         .into_iter()
         .filter(|(irq, _)| remote_irqs.iter().any(|r| r.0 == *irq))
         .collect();
-    for x in affinity_commands(&moves) {
-        f = f.fix(x);
-    }
+    f.fix.extend(affinity_commands(&moves));
     Some(f)
 }
 
