@@ -105,13 +105,18 @@ fn send_stats(active: &[&Sample], any_role: bool) -> Option<SendStats> {
     Some(st)
 }
 
-/// Buffer cap (B) of a host for one direction: tcp_[rw]mem max, or 2 × min(SO_*BUF, core max).
-fn cap(facts: &HostFacts, recv: bool, window: Option<u64>) -> Option<(u64, String)> {
-    let (tcp, core) = if recv {
+/// The sysctls of a direction's buffers: tcp_[rw]mem and core [rw]mem_max.
+fn buffer_sysctls(recv: bool) -> (&'static str, &'static str) {
+    if recv {
         ("net.ipv4.tcp_rmem", "net.core.rmem_max")
     } else {
         ("net.ipv4.tcp_wmem", "net.core.wmem_max")
-    };
+    }
+}
+
+/// Buffer cap (B) of a host for one direction: tcp_[rw]mem max, or 2 × min(SO_*BUF, core max).
+fn cap(facts: &HostFacts, recv: bool, window: Option<u64>) -> Option<(u64, String)> {
+    let (tcp, core) = buffer_sysctls(recv);
     match window {
         Some(w) => {
             let core_max = sysctl_max(facts, core).unwrap_or(w);
@@ -128,11 +133,7 @@ fn cap(facts: &HostFacts, recv: bool, window: Option<u64>) -> Option<(u64, Strin
 }
 
 fn buffer_fix(f: Finding, facts: &HostFacts, recv: bool, want: u64, window: bool) -> Finding {
-    let (tcp, core) = if recv {
-        ("net.ipv4.tcp_rmem", "net.core.rmem_max")
-    } else {
-        ("net.ipv4.tcp_wmem", "net.core.wmem_max")
-    };
+    let (tcp, core) = buffer_sysctls(recv);
     // With --window the test set SO_SNDBUF/SO_RCVBUF itself: that switches
     // off autotuning, so tcp_[rw]mem does not apply and the option is the
     // fix (the core maximum still caps what it asks for).
