@@ -97,7 +97,7 @@ pub fn diagnose_cached(input: &Input, cache: &FactsCache) -> Vec<Finding> {
     });
     out.extend(statics);
     if let (Some(l), Some(p)) = (input.local.facts(), input.peer.facts()) {
-        out.extend(rules::pair_facts(l, p, t));
+        out.extend(rules::mtu_mismatch(l, p));
     }
     rules::engine_rules(input, t, &mut out);
     // Each rule judges the tests whose data paths the table names (a packet
@@ -139,7 +139,7 @@ pub fn check(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
 
 /// The facts-only rules that compare the two hosts (e.g. MTU differs); ranked.
 pub fn check_pair(local: &HostFacts, peer: &HostFacts) -> Vec<Finding> {
-    rank(rules::pair_facts(local, peer, &THRESHOLDS))
+    rank(rules::mtu_mismatch(local, peer))
 }
 
 /// Sort most important first: score descending, then id, host and subject.

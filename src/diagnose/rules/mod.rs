@@ -13,6 +13,8 @@ mod cpu_many;
 mod driver;
 pub mod grpc;
 mod nic;
+/// The facts-only rule that compares the two hosts.
+pub(super) use nic::mtu_mismatch;
 mod nic_live;
 pub(crate) use nic_live::small_messages;
 mod platform;
@@ -413,11 +415,6 @@ pub fn engine_rules(input: &Input, t: &Thresholds, out: &mut Vec<Finding>) {
     for rules in ENGINE_RULES {
         rules(input, t, out);
     }
-}
-
-/// Facts-only rules that compare the two hosts.
-pub fn pair_facts(local: &HostFacts, peer: &HostFacts, t: &Thresholds) -> Vec<Finding> {
-    nic::mtu_mismatch(local, peer, t)
 }
 
 /// One finding per key (id, host, subject): the highest-scored one. Window rules

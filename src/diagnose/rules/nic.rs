@@ -177,7 +177,7 @@ fn mtu_small(nic: &NicFacts, host: HostRole, t: &Thresholds) -> Option<Finding> 
 }
 
 /// nic.mtu-small (warn): the interfaces under test have different MTUs on the two hosts.
-pub fn mtu_mismatch(local: &HostFacts, peer: &HostFacts, _t: &Thresholds) -> Vec<Finding> {
+pub fn mtu_mismatch(local: &HostFacts, peer: &HostFacts) -> Vec<Finding> {
     let (Some(l), Some(p)) = (local.nics.first(), peer.nics.first()) else {
         return Vec::new();
     };
