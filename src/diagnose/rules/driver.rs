@@ -63,17 +63,20 @@ fn group<'a, K: PartialEq>(groups: &mut Vec<(K, Vec<NicDrv<'a>>)>, key: K, nic: 
 fn group_names(nics: &[NicDrv]) -> (String, String) {
     let names: Vec<&str> = nics.iter().map(|(n, _)| n.name.as_str()).collect();
     let source = format!("ethtool -i {}", names.join(", "));
-    match names.as_slice() {
-        [one] => ((*one).to_string(), source),
-        _ => (
-            format!("{} NICs ({})", names.len(), names.join(", ")),
-            source,
-        ),
-    }
+    let subject = match names.as_slice() {
+        [one] => (*one).to_string(),
+        _ => format!("{} NICs ({})", names.len(), names.join(", ")),
+    };
+    (subject, source)
 }
 
-fn src(nic: &NicFacts) -> String {
-    format!("ethtool -i {}", nic.name)
+/// The PCI address of a NIC for `mlxfwmanager -d`, else its name.
+fn device<'a>((nic, d): &NicDrv<'a>) -> &'a str {
+    if d.bus_info.is_empty() {
+        &nic.name
+    } else {
+        &d.bus_info
+    }
 }
 
 /// "not in catalog" (info) about `subject` (an interface or an RDMA device).
@@ -117,18 +120,14 @@ fn mlx5_driver(nics: &[NicDrv], host: HostRole) -> Option<Finding> {
         .text("driver version", d.version.clone(), source.clone())
         .text("catalog date", cat.updated.clone(), "assets/catalog.toml")
     };
-    let verify = if nics.len() > 1 {
-        format!(
-            "ethtool -i {}  # verify on each of the {} NICs: version like 24.07-0.6.1",
-            nic.name,
-            nics.len()
-        )
-    } else {
-        format!(
-            "ethtool -i {}  # verify: version like 24.07-0.6.1",
-            nic.name
-        )
+    let each = match nics.len() {
+        1 => String::new(),
+        n => format!(" on each of the {n} NICs"),
     };
+    let verify = format!(
+        "ethtool -i {}  # verify{each}: version like 24.07-0.6.1",
+        nic.name
+    );
     match cat.mlx5_version(&d.version) {
         Mlx5Version::InboxOutdated(i) => Some(
             base(i.severity, format!("{subject}: outdated inbox mlx5_core \"{}\" (not MLNX_OFED)", d.version), prior("driver.mlx5-outdated"))
@@ -158,15 +157,11 @@ fn firmware(nics: &[NicDrv], host: HostRole) -> Option<Finding> {
         return None;
     };
     if rest.is_empty() {
-        return firmware_of(&nic.name, &d.firmware, &d.bus_info, &src(nic), host);
+        let source = format!("ethtool -i {}", nic.name);
+        return firmware_of(&nic.name, &d.firmware, &d.bus_info, &source, host);
     }
     let (subject, source) = group_names(nics);
-    let bus = if d.bus_info.is_empty() {
-        &nic.name
-    } else {
-        &d.bus_info
-    };
-    let mut f = firmware_of(&subject, &d.firmware, bus, &source, host)?;
+    let mut f = firmware_of(&subject, &d.firmware, device(&nics[0]), &source, host)?;
     if f.severity == Severity::Info {
         return Some(f);
     }
@@ -178,14 +173,7 @@ fn firmware(nics: &[NicDrv], host: HostRole) -> Option<Finding> {
     // The query fix of each device, after the first one's.
     let queries: Vec<String> = rest
         .iter()
-        .map(|(n, d)| {
-            let dev = if d.bus_info.is_empty() {
-                &n.name
-            } else {
-                &d.bus_info
-            };
-            format!("mlxfwmanager --query -d {dev}")
-        })
+        .map(|n| format!("mlxfwmanager --query -d {}", device(n)))
         .collect();
     let at = f.fix.len().min(1);
     f.fix.splice(at..at, queries);
