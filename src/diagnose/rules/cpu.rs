@@ -587,10 +587,9 @@ fn fixes(
     pinned: bool,
 ) -> Vec<String> {
     let mut out = Vec::new();
-    let all: Vec<u32> = facts
-        .map(|f| (0..f.cpus as u32).collect())
+    let others: Vec<u32> = facts
+        .map(|f| (0..f.cpus as u32).filter(|c| *c != cpu).collect())
         .unwrap_or_default();
-    let others: Vec<u32> = all.iter().copied().filter(|c| *c != cpu).collect();
     if let Some(facts) = facts {
         for nic in &facts.nics {
             let mine: Vec<u32> = irqs

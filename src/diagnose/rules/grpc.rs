@@ -241,7 +241,6 @@ pub fn flow_control_limited(w: &GrpcWindow, g: &GrpcThresholds) -> Option<Findin
                 worst = Some((share, dir, per, window, level, whose));
             }
         }
-        let _ = dir;
     }
     let (share, dir, per, window, level, whose) = worst?;
     let needed = per * rtt;
