@@ -579,9 +579,7 @@ pub fn summary_block(s: &Summary) -> String {
 }
 
 /// Column header of `wirescope watch`.
-pub fn watch_header() -> String {
-    "[  interval   ] host: CPU mean, busiest core | interface rx / tx | NET_RX softirqs/s | softnet drops, squeezes".to_string()
-}
+pub const WATCH_HEADER: &str = "[  interval   ] host: CPU mean, busiest core | interface rx / tx | NET_RX softirqs/s | softnet drops, squeezes";
 
 fn host_cell(s: &Sample) -> String {
     let mut cell = match s.busiest_cpu() {
