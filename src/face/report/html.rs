@@ -495,7 +495,8 @@ fn queues_and_softnet(p: &Point, label: &str) -> Result<String, charts::ChartErr
         )?);
     }
     let mut series = Vec::new();
-    let figures: [(&str, fn(&HostRow) -> f64); 2] = [
+    type HostFigure = fn(&HostRow) -> f64;
+    let figures: [(&str, HostFigure); 2] = [
         ("softnet drops/s", |h| h.softnet_drops),
         ("squeezes/s", |h| h.squeezes),
     ];
