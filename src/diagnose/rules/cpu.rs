@@ -182,10 +182,7 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         .collect();
     match cores.as_slice() {
         [] => None,
-        [(sat, time)] => {
-            let runs = RunsThere::gather(ctx, sat, time);
-            Some(single_core_finding(ctx, t, sat, time, &runs))
-        }
+        [(sat, time)] => Some(single_core_finding(ctx, t, sat, time)),
         _ => Some(super::cpu_many::many_cores_finding(ctx, &cores)),
     }
 }
@@ -481,8 +478,8 @@ fn single_core_finding(
     t: &Thresholds,
     sat: &SaturatedWindow,
     time: &CoreTime,
-    runs: &RunsThere,
 ) -> Finding {
+    let runs = RunsThere::gather(ctx, sat, time);
     let (cpu, on) = (sat.cpu, &sat.on);
     let CoreTime {
         busy,
