@@ -205,6 +205,27 @@ impl Finding {
         self
     }
 
+    /// Add a numeric evidence line ([`Evidence::num`]).
+    pub fn num(
+        self,
+        what: impl Into<String>,
+        value: f64,
+        unit: &str,
+        source: impl Into<String>,
+    ) -> Self {
+        self.ev(Evidence::num(what, value, unit, source))
+    }
+
+    /// Add a textual evidence line ([`Evidence::text`]).
+    pub fn text(
+        self,
+        what: impl Into<String>,
+        value: impl Into<String>,
+        source: impl Into<String>,
+    ) -> Self {
+        self.ev(Evidence::text(what, value, source))
+    }
+
     /// Set why it limits throughput.
     pub fn why(mut self, why: impl Into<String>) -> Self {
         self.why = why.into();

@@ -51,12 +51,7 @@ use crate::probe::sample::Sample;
 
 /// Every rule on a window of both hosts, with the default [`THRESHOLDS`]; ranked.
 pub fn diagnose(input: &Input) -> Vec<Finding> {
-    diagnose_with(input, &THRESHOLDS)
-}
-
-/// [`diagnose`] with explicit thresholds (tests, experiments).
-pub fn diagnose_with(input: &Input, t: &Thresholds) -> Vec<Finding> {
-    diagnose_derived(input, t, &FactsCache::default())
+    diagnose_cached(input, &FactsCache::default())
 }
 
 /// What the rules derive from each host's facts alone (facts-only findings,
@@ -79,10 +74,7 @@ impl FactsCache {
 /// [`diagnose`] reusing what `cache` holds of the facts: the same findings,
 /// as long as the cache's facts and spec are the input's.
 pub fn diagnose_cached(input: &Input, cache: &FactsCache) -> Vec<Finding> {
-    diagnose_derived(input, &THRESHOLDS, cache)
-}
-
-fn diagnose_derived(input: &Input, t: &Thresholds, cache: &FactsCache) -> Vec<Finding> {
+    let t = &THRESHOLDS;
     let mut out = Vec::new();
     let mut statics = Vec::new();
     for host in [HostRole::Local, HostRole::Peer] {
@@ -104,7 +96,9 @@ fn diagnose_derived(input: &Input, t: &Thresholds, cache: &FactsCache) -> Vec<Fi
         f.id != "tcp.buffer-limited" || !out.iter().any(|w: &Finding| w.key() == f.key())
     });
     out.extend(statics);
-    out.extend(rules::pair_rules(input, t));
+    if let (Some(l), Some(p)) = (input.local.facts(), input.peer.facts()) {
+        out.extend(rules::mtu_mismatch(l, p));
+    }
     rules::engine_rules(input, t, &mut out);
     // Each rule judges the tests whose data paths the table names (a packet
     // test has no TCP connection to judge; RDMA bypasses the kernel stack).
@@ -140,17 +134,12 @@ pub fn rdma_window(
 
 /// The facts-only rules of one host (what `wirescope check` runs); ranked.
 pub fn check(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
-    check_with(facts, host, &THRESHOLDS)
-}
-
-/// [`check`] with explicit thresholds.
-pub fn check_with(facts: &HostFacts, host: HostRole, t: &Thresholds) -> Vec<Finding> {
-    rank(rules::static_rules(facts, host, t))
+    rank(rules::static_rules_for(facts, host, &THRESHOLDS, None))
 }
 
 /// The facts-only rules that compare the two hosts (e.g. MTU differs); ranked.
 pub fn check_pair(local: &HostFacts, peer: &HostFacts) -> Vec<Finding> {
-    rank(rules::pair_facts(local, peer, &THRESHOLDS))
+    rank(rules::mtu_mismatch(local, peer))
 }
 
 /// Sort most important first: score descending, then id, host and subject.

@@ -203,10 +203,12 @@ pub fn mean_core_busy<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Vec<
 /// that say ([`crate::probe::sample::EngineSample::process_cpu_pct`]); None
 /// when none does (older logs, captures).
 pub fn mean_process_cpu<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Option<f64> {
-    let v: Vec<f64> = samples
-        .into_iter()
-        .filter_map(|s| s.engine.process_cpu_pct)
-        .collect();
+    mean(samples.into_iter().filter_map(|s| s.engine.process_cpu_pct))
+}
+
+/// The mean of the values; None when there are none.
+pub fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
+    let v: Vec<f64> = values.into_iter().collect();
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 

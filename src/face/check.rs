@@ -84,7 +84,7 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
         .as_deref()
         .map(crate::cli::resolve_peer)
         .transpose()?;
-    let (source, local) = this_side(&args, peer_addr)?;
+    let (mut source, local) = this_side(&args, peer_addr)?;
     let peer = match peer_addr {
         None => None,
         Some(addr) => match peer_facts(addr, args.token_file.as_deref()) {
@@ -99,7 +99,6 @@ pub fn command(args: crate::cli::CheckArgs) -> FaceResult {
         },
     };
     let mut findings = run_check(&local, peer.as_ref());
-    let mut source = source;
     if let (Some(new), Some(old)) = (&args.from, &args.since) {
         findings = since_capture(old, new, &local, &mut source, findings)?;
     }
@@ -147,33 +146,6 @@ fn this_side(
             ("this host".to_string(), read_host_facts(&live, &ifaces))
         }
     })
-}
-
-/// `--since OLD`: the RDMA counters that grew between two captures join the
-/// findings (ranked again), and the source says over what span.
-fn since_capture(
-    old: &std::path::Path,
-    new: &std::path::Path,
-    local: &HostFacts,
-    source: &mut String,
-    mut findings: Vec<Finding>,
-) -> Result<Vec<Finding>, FaceError> {
-    let b = rdma_between(old, new, local)?;
-    if !b.resets.is_empty() {
-        eprintln!(
-            "warning: {} RDMA counter(s) went down between the captures (cleared, or the driver reloaded); they count from zero: {}",
-            b.resets.len(),
-            b.resets.join(", ")
-        );
-    }
-    let _ = write!(
-        *source,
-        ", RDMA counters since {} ({} earlier)",
-        old.display(),
-        super::span_text(b.secs)
-    );
-    findings.extend(b.findings);
-    Ok(crate::diagnose::rank(findings))
 }
 
 /// The findings as JSON or as text, with the interfaces each host's rules
@@ -224,25 +196,19 @@ fn print_check(
     Ok(())
 }
 
-/// What two captures of one host say about the RDMA counters between them.
-struct Between {
-    findings: Vec<Finding>,
-    /// Seconds between the captures (their kernel's uptime difference).
-    secs: f64,
-    /// Counters that went down (cleared or a driver reload), as `dev/port group/name`.
-    resets: Vec<String>,
-}
-
-/// The RDMA rules on what the counters did between two captures of one
-/// host. The span is the difference of the captured kernel's uptimes (one
-/// boot, checked by boot_id), so rates are per second of real time; two
-/// captures of different hosts, boots or adapters, or given in the wrong
-/// order, are refused with what to do instead.
-fn rdma_between(
+/// `--since OLD`: the RDMA rules on what the counters did between two
+/// captures of one host join the findings (ranked again), and the source
+/// says over what span. The span is the difference of the captured
+/// kernel's uptimes (one boot, checked by boot_id), so rates are per second
+/// of real time; two captures of different hosts, boots or adapters, or
+/// given in the wrong order, are refused with what to do instead.
+fn since_capture(
     old: &std::path::Path,
     new: &std::path::Path,
     facts: &HostFacts,
-) -> Result<Between, FaceError> {
+    source: &mut String,
+    mut findings: Vec<Finding>,
+) -> Result<Vec<Finding>, FaceError> {
     let usage = |m: String| Err(FaceError::Usage(m));
     if !old.is_dir() {
         return usage(format!(
@@ -271,16 +237,31 @@ fn rdma_between(
         &crate::probe::rdma::read_snapshot(&nd, rdma),
         secs,
     );
-    let resets = sample
+    // Counters that went down (cleared or a driver reload), as `dev/port group/name`.
+    let resets: Vec<String> = sample
         .ports
         .iter()
         .flat_map(|p| p.resets.iter().map(move |r| format!("{} {r}", p.label())))
         .collect();
-    Ok(Between {
-        findings: crate::diagnose::rdma_window(Some(facts), &[&sample], HostRole::Local),
-        secs,
-        resets,
-    })
+    if !resets.is_empty() {
+        eprintln!(
+            "warning: {} RDMA counter(s) went down between the captures (cleared, or the driver reloaded); they count from zero: {}",
+            resets.len(),
+            resets.join(", ")
+        );
+    }
+    let _ = write!(
+        *source,
+        ", RDMA counters since {} ({} earlier)",
+        old.display(),
+        super::span_text(secs)
+    );
+    findings.extend(crate::diagnose::rdma_window(
+        Some(facts),
+        &[&sample],
+        HostRole::Local,
+    ));
+    Ok(crate::diagnose::rank(findings))
 }
 
 /// `--since` and `--from` must be one boot of one host: the same boot id

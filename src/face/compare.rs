@@ -163,12 +163,8 @@ fn flatten(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, Strin
             }
         }
         Value::Null => {}
-        Value::String(s) => {
-            out.insert(prefix.to_string(), s.clone());
-        }
-        other => {
-            out.insert(prefix.to_string(), other.to_string());
-        }
+        Value::String(s) => _ = out.insert(prefix.to_string(), s.clone()),
+        other => _ = out.insert(prefix.to_string(), other.to_string()),
     }
 }
 

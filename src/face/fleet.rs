@@ -15,6 +15,8 @@ use crate::fleet::log::{
     Explained, FleetHeader, FleetLog, FleetRecord, FleetSummary, HostRecord, FLEET_SCHEMA,
 };
 use crate::fleet::rounds;
+use crate::record::metrics::http::MetricsServer;
+use crate::record::metrics::MetricsHub;
 use anyhow::Context;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -71,29 +73,24 @@ pub fn fleet(args: FleetArgs, argv: Vec<String>) -> FaceResult {
 }
 
 /// `--metrics ADDR`: the hub and its server, started before the first test.
-fn start_metrics(
-    args: &FleetArgs,
-) -> Result<
-    Option<(
-        crate::record::metrics::MetricsHub,
-        crate::record::metrics::http::MetricsServer,
-    )>,
-    FaceError,
-> {
+fn start_metrics(args: &FleetArgs) -> Result<Option<FleetMetrics>, FaceError> {
     let Some(addr) = args.metrics else {
         return Ok(None);
     };
-    let hub = crate::record::metrics::MetricsHub::new("fleet");
-    let server = crate::record::metrics::http::MetricsServer::start(addr, hub.clone())
-        .map_err(|e| FaceError::Usage(e.to_string()))?;
+    let hub = MetricsHub::new("fleet");
+    let server =
+        MetricsServer::start(addr, hub.clone()).map_err(|e| FaceError::Usage(e.to_string()))?;
     Ok(Some((hub, server)))
 }
+
+/// The fleet's metrics hub and the server that serves it.
+type FleetMetrics = (MetricsHub, MetricsServer);
 
 /// What the terminal shows while the fleet runs, and the matrix `--metrics` serves.
 struct Progress<'a> {
     names: &'a [String],
     rounds: usize,
-    metrics: Option<&'a crate::record::metrics::MetricsHub>,
+    metrics: Option<&'a MetricsHub>,
     matrix: crate::fleet::analyze::Matrix,
 }
 
@@ -190,8 +187,8 @@ fn print_summary(summary: &FleetSummary, json: bool) -> Result<(), FaceError> {
 /// keep serving the last matrix until Ctrl-C, for Prometheus to scrape.
 fn serve_last_metrics(
     rt: &tokio::runtime::Runtime,
-    hub: &crate::record::metrics::MetricsHub,
-    server: &crate::record::metrics::http::MetricsServer,
+    hub: &MetricsHub,
+    server: &MetricsServer,
     summary: &FleetSummary,
 ) {
     if let Err(e) = crate::fleet::metrics::publish_summary(hub, summary) {
@@ -535,9 +532,5 @@ pub fn outlier_lines(
 }
 
 fn trunc(s: &str, w: usize) -> String {
-    if s.chars().count() <= w {
-        s.to_string()
-    } else {
-        s.chars().take(w).collect()
-    }
+    s.chars().take(w).collect()
 }

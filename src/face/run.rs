@@ -57,30 +57,24 @@ pub fn run(args: RunArgs, argv: Vec<String>) -> FaceResult {
         description,
         same_kernel,
     } = opened;
-    let rt = super::control_runtime("ws-runtime").context("cannot start the async runtime")?;
-    let mut pipeline = Pipeline::new(Origin {
+    let origin = Origin {
         command_line: argv,
         local: HostInfo::current(),
         pair: description,
         netns: pair.as_ref().and_then(|p| p.netns()),
-    });
-    if let Some(w) = log {
-        pipeline.record_to(w).context("cannot write the log")?;
-    }
-    let (tx, mut rx) = mpsc::channel(EVENT_QUEUE);
-    let cancel = CancellationToken::new();
-    let task = rt.spawn(session(
-        target,
-        token,
-        same_kernel,
-        Plan::Test(Box::new(plan)),
-        args.observe.resolve(),
-        tx,
-        cancel.clone(),
-    ));
-    let face = consume(&mut rx, &mut pipeline, args.json, &cancel);
-    let _ = rt.block_on(task);
-    drop(rt);
+    };
+    let (face, pipeline) = drive(origin, log, args.json, |tx, cancel| {
+        let observe = args.observe.resolve();
+        session(
+            target,
+            token,
+            same_kernel,
+            Plan::Test(Box::new(plan)),
+            observe,
+            tx,
+            cancel,
+        )
+    })?;
     if let (true, Some(p)) = (face.agent_log_helps(), &pair) {
         eprintln!("wirescope: local agent log: {}", p.agent_log_tail());
     }
@@ -184,30 +178,46 @@ fn against_server(
         "wirescope: {} against {target} (no agent: only this host's telemetry is sampled)",
         words.client
     );
-    let rt = super::control_runtime("ws-runtime").context("cannot start the async runtime")?;
-    let mut pipeline = Pipeline::new(Origin {
+    let origin = Origin {
         command_line: argv,
         local: HostInfo::current(),
         pair: format!("{} {target} (no agent)", words.server),
         netns: None,
-    });
+    };
+    let (face, pipeline) = drive(origin, log, args.json, |tx, cancel| {
+        super::local_session(
+            Plan::Test(Box::new(plan)),
+            observe,
+            Some(target),
+            tx,
+            cancel,
+        )
+    })?;
+    super::stdout_result()?;
+    face.exit(pipeline.worst_raised(), args.fail_on)
+}
+
+/// Start the control runtime and on it the `session` that publishes to the
+/// channel it is given (cancelled by the token it is given), then feed its
+/// events through a pipeline from `origin` that records to `log` and show
+/// them ([`consume`]) until it ends.
+fn drive<F: std::future::Future<Output = ()> + Send + 'static>(
+    origin: Origin,
+    log: Option<LogWriter>,
+    json: bool,
+    session: impl FnOnce(mpsc::Sender<SessionEvent>, CancellationToken) -> F,
+) -> Result<(RunFace, Pipeline), FaceError> {
+    let rt = super::control_runtime("ws-runtime").context("cannot start the async runtime")?;
+    let mut pipeline = Pipeline::new(origin);
     if let Some(w) = log {
         pipeline.record_to(w).context("cannot write the log")?;
     }
     let (tx, mut rx) = mpsc::channel(EVENT_QUEUE);
     let cancel = CancellationToken::new();
-    let task = rt.spawn(super::local_session(
-        Plan::Test(Box::new(plan)),
-        observe,
-        Some(target),
-        tx,
-        cancel.clone(),
-    ));
-    let face = consume(&mut rx, &mut pipeline, args.json, &cancel);
+    let task = rt.spawn(session(tx, cancel.clone()));
+    let face = consume(&mut rx, &mut pipeline, json, &cancel);
     let _ = rt.block_on(task);
-    drop(rt);
-    super::stdout_result()?;
-    face.exit(pipeline.worst_raised(), args.fail_on)
+    Ok((face, pipeline))
 }
 
 /// Why `--target` cannot run this test: which engines' clients run against

@@ -184,7 +184,7 @@ fn consume(
 fn show(o: &Output, json: bool, failure: &mut Option<String>) {
     match o {
         Output::Ready { ebpf, .. } if !json => super::report_ebpf(ebpf),
-        Output::PlanStarted(_) if !json => out(&format!("{}\n", text::watch_header())),
+        Output::PlanStarted(_) if !json => out(&format!("{}\n", text::WATCH_HEADER)),
         Output::Interval {
             local,
             peer,

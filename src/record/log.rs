@@ -66,6 +66,16 @@ pub enum LogError {
     },
 }
 
+impl LogError {
+    /// What an I/O error of the log at `path` becomes.
+    fn io(path: &Path) -> impl Fn(std::io::Error) -> LogError + Copy + '_ {
+        move |source| LogError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
 /// The longest line the reader accepts: a Sample of a host with thousands
 /// of CPUs and queues is a few MiB; a line beyond this is not a record.
 pub const MAX_LINE: u64 = 64 << 20;
@@ -179,31 +189,31 @@ struct Stdout {
     closed: bool,
 }
 
-impl Write for Stdout {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.closed {
-            return Ok(buf.len());
-        }
-        match std::io::stdout().lock().write_all(buf) {
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                self.closed = true;
-                Ok(buf.len())
-            }
-            Err(e) => Err(e),
-            Ok(()) => Ok(buf.len()),
-        }
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
+impl Stdout {
+    /// `op` on standard output, nothing once its reader went away.
+    fn unless_closed(
+        &mut self,
+        op: impl FnOnce(&mut std::io::StdoutLock) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
         if self.closed {
             return Ok(());
         }
-        match std::io::stdout().lock().flush() {
+        match op(&mut std::io::stdout().lock()) {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
                 self.closed = true;
                 Ok(())
             }
             r => r,
         }
+    }
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.unless_closed(|o| o.write_all(buf)).map(|()| buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.unless_closed(|o| o.flush())
     }
 }
 
@@ -216,10 +226,7 @@ impl LogWriter {
     /// [`LogWriter::create`], a `.zst` log ending its frames every `every`
     /// (zero: after every record).
     pub fn create_framed(path: &Path, every: Duration) -> Result<Self, LogError> {
-        let io = |source| LogError::Io {
-            path: path.into(),
-            source,
-        };
+        let io = LogError::io(path);
         let f = File::create(path).map_err(io)?;
         let out = if is_zstd_name(path) {
             Out::Zstd(ZstdOut {
@@ -341,10 +348,7 @@ impl LogWriter {
                 if let Record::Sample(line) = &mut rec {
                     rows.put(line);
                 }
-                rest.map_err(|e| LogError::Io {
-                    path: self.path.clone(),
-                    source: e.into(),
-                })?
+                rest.map_err(|e| LogError::io(&self.path)(e.into()))?
             }
             _ => 0,
         };
@@ -362,18 +366,12 @@ impl LogWriter {
             Out::Plain(w) => w.flush(),
             Out::Zstd(_) => Ok(()),
         }
-        .map_err(|source| LogError::Io {
-            path: self.path.clone(),
-            source,
-        })
+        .map_err(LogError::io(&self.path))
     }
 
     /// Write `r` as one line now; its length in bytes.
     fn write_now(&mut self, r: &Record) -> Result<usize, LogError> {
-        let io = |source| LogError::Io {
-            path: self.path.clone(),
-            source,
-        };
+        let io = LogError::io(&self.path);
         self.buf.clear();
         match r {
             Record::Sample(sample) if self.rows => serde_json::to_writer(
@@ -406,10 +404,7 @@ impl Drop for LogWriter {
 
 /// The lines of a log file, decompressed when it starts with zstd's magic.
 fn open_lines(path: &Path) -> Result<Box<dyn BufRead + Send>, LogError> {
-    let io = |source| LogError::Io {
-        path: path.into(),
-        source,
-    };
+    let io = LogError::io(path);
     let mut r = BufReader::new(File::open(path).map_err(io)?);
     if r.fill_buf().map_err(io)?.starts_with(&ZSTD_MAGIC) {
         let d = zstd::stream::read::Decoder::with_buffer(r).map_err(io)?;
@@ -452,12 +447,7 @@ impl LogReader {
                 self.line.clear();
                 0
             }
-            Err(source) => {
-                return Err(LogError::Io {
-                    path: self.path.clone(),
-                    source,
-                })
-            }
+            Err(source) => return Err(LogError::io(&self.path)(source)),
         };
         if got == 0 {
             return Ok(None);

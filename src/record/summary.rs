@@ -192,14 +192,10 @@ fn stream_rows(d: &PointData<'_>, at_local: &Received, at_peer: &Received) -> Ve
                 local_conn,
             ),
         };
-        let zerocopy = zerocopy_on
-            .then(|| {
-                sender.map(|c| ZeroCopy {
-                    completed: c.zc_completed,
-                    copied: c.zc_copied,
-                })
-            })
-            .flatten();
+        let zerocopy = sender.filter(|_| zerocopy_on).map(|c| ZeroCopy {
+            completed: c.zc_completed,
+            copied: c.zc_copied,
+        });
         streams.push(StreamSummary {
             id: i,
             direction,

@@ -85,14 +85,9 @@ fn cpu_cell(s: Option<&Sample>) -> String {
     }
 }
 
-/// Received bytes per connection for one interval: the receiving host's count
-/// when its Sample arrived, else the sender's.
-fn conn_bytes(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sample>, i: usize) -> u64 {
-    counted(spec, local, peer, i).0
-}
-
-/// [`conn_bytes`] with the rate over the span of the host that counted them:
-/// under overload the two hosts' Samples of one interval can cover very
+/// Received bytes per connection for one interval (the receiving host's
+/// count when its Sample arrived, else the sender's), with the rate over the
+/// span of the host that counted them: under overload the two hosts' Samples of one interval can cover very
 /// different spans (seen: 3.1 s against 1.1 s), and dividing one host's
 /// bytes by the other's span gave rates no link carries.
 fn counted(
@@ -133,6 +128,8 @@ fn stream_rows(
     let mut total = 0;
     let mut total_bps = 0.0;
     let mut retr_total = 0;
+    // The congestion window and RTT of a lone stream go on the SUM row.
+    let (mut cwnd, mut rtt) = (String::new(), String::new());
     for (i, role) in roles.iter().enumerate() {
         let (b, bps) = counted(spec, local, peer, i);
         total += b;
@@ -145,14 +142,11 @@ fn stream_rows(
         let c = sender.and_then(|s| s.conns.get(i));
         let retr = c.map(|c| c.retransmits).unwrap_or(0);
         retr_total += retr;
+        if n == 1 && i == 0 {
+            (cwnd, rtt) = cwnd_rtt(c);
+        }
         if n > 1 && n <= 16 {
-            let (cwnd, rtt) = match c.and_then(|c| c.tcp) {
-                Some(t) => (
-                    Bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)).to_string(),
-                    format!("{} us", t.rtt_us),
-                ),
-                None => ("-".into(), "-".into()),
-            };
+            let (cwnd, rtt) = cwnd_rtt(c);
             let _ = writeln!(
                 out,
                 "[{i:>3}] {span}  {:>11}  {:>14}  {retr:>5}  {cwnd:>9}  {rtt:>8}{omit}",
@@ -161,22 +155,6 @@ fn stream_rows(
             );
         }
     }
-    let (cwnd, rtt) = if n == 1 {
-        let sender = if roles[0] == ConnRole::Sender {
-            local
-        } else {
-            peer
-        };
-        match sender.and_then(|s| s.conns.first()).and_then(|c| c.tcp) {
-            Some(t) => (
-                Bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)).to_string(),
-                format!("{} us", t.rtt_us),
-            ),
-            None => ("-".into(), "-".into()),
-        }
-    } else {
-        (String::new(), String::new())
-    };
     let _ = writeln!(
         out,
         "[SUM] {span}  {:>11}  {:>14}  {retr_total:>5}  {cwnd:>9}  {rtt:>8}  | {:<20} | {:<20}{omit}",
@@ -186,6 +164,17 @@ fn stream_rows(
         cpu[1]
     );
     out
+}
+
+/// A connection's congestion window and RTT cells (`-` without TCP_INFO).
+fn cwnd_rtt(c: Option<&crate::probe::sample::ConnSample>) -> (String, String) {
+    match c.and_then(|c| c.tcp) {
+        Some(t) => (
+            Bytes(u64::from(t.snd_cwnd) * u64::from(t.snd_mss)).to_string(),
+            format!("{} us", t.rtt_us),
+        ),
+        None => ("-".into(), "-".into()),
+    }
 }
 
 /// Rows for one interval (per stream when there are several, then SUM).
@@ -214,17 +203,14 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
         true => out.push_str(&stream_rows(spec, local, peer, &span, omit, &cpu)),
         false => {
             let l = local.map(|s| &s.engine);
-            let total: u64 = (0..n).map(|i| conn_bytes(spec, local, peer, i)).sum();
+            let total: u64 = (0..n).map(|i| counted(spec, local, peer, i).0).sum();
             let rate = l.map(|e| e.msgs_per_s).unwrap_or(0.0);
             let unit = slice.rate_unit(spec);
             let figures = l.and_then(|e| e.extra.as_ref());
             // The engine's note after the row (gRPC: the interval's non-OK statuses).
             let errors = slice.interval_note(figures);
-            let (p50, p99) = match l.and_then(|e| e.latency) {
-                // The summary's unit rule: us below 10 ms, ms above.
-                Some(q) => (latency(q.p50), latency(q.p99)),
-                None => ("-".into(), "-".into()),
-            };
+            // The summary's unit rule: us below 10 ms, ms above.
+            let (p50, p99) = p50_p99(l.and_then(|e| e.latency));
             let _ = writeln!(
                 out,
                 "[SUM] {span}  {:>13}  {:>14}  {p50:>10}  {p99:>10}  | {:<20} | {:<20}{omit}{errors}",
@@ -244,6 +230,14 @@ pub fn interval_rows(spec: &EngineSpec, local: Option<&Sample>, peer: Option<&Sa
 /// A latency in microseconds as the summary prints it (us below 10 ms, ms above).
 fn latency(us: f64) -> String {
     Nanos((us * 1000.0).max(0.0) as u64).to_string()
+}
+
+/// The p50 and p99 cells of a latency summary (`-` without one).
+fn p50_p99(l: Option<crate::traffic::LatencySummary>) -> (String, String) {
+    match l {
+        Some(q) => (latency(q.p50), latency(q.p99)),
+        None => ("-".into(), "-".into()),
+    }
 }
 
 /// Up to `n` names joined by ", ", with "… (K more)" when there are more.
@@ -414,25 +408,20 @@ fn cpu_line(name: &str, h: &HostCpu) -> String {
 /// hand from iperf3 or ghz runs). Empty for fewer than two swept points.
 pub fn sweep_table(points: &[Summary]) -> String {
     let swept: Vec<&Summary> = points.iter().filter(|s| s.sweep.is_some()).collect();
-    if swept.len() >= 2 {
-        let sections: Vec<&crate::traffic::Sections> = swept.iter().map(|s| &s.sections).collect();
-        let own = crate::traffic::EngineKind::ALL
-            .iter()
-            .find_map(|&k| crate::traffic::slice(k).sweep_table(&sections));
-        if let Some(table) = own {
-            let param = swept[0].sweep.as_ref().map_or("", |v| v.param.as_str());
-            return format!("\nsweep of {param}: one row per point\n{table}");
-        }
-    }
     let Some(param) = swept
         .first()
         .and_then(|s| s.sweep.as_ref())
         .map(|v| v.param.clone())
+        .filter(|_| swept.len() >= 2)
     else {
         return String::new();
     };
-    if swept.len() < 2 {
-        return String::new();
+    let sections: Vec<&crate::traffic::Sections> = swept.iter().map(|s| &s.sections).collect();
+    let own = crate::traffic::EngineKind::ALL
+        .iter()
+        .find_map(|&k| crate::traffic::slice(k).sweep_table(&sections));
+    if let Some(table) = own {
+        return format!("\nsweep of {param}: one row per point\n{table}");
     }
     let value = |s: &Summary| {
         let v = s.sweep.as_ref().map_or(0, |v| v.value);
@@ -470,10 +459,7 @@ pub fn sweep_table(points: &[Summary]) -> String {
             None if s.mode == "stream" => (mbs(dir("local->peer")), mbs(dir("peer->local"))),
             None => ("-".into(), mbs(s.bytes)),
         };
-        let (p50, p99) = match s.latency_us {
-            Some(l) => (latency(l.p50), latency(l.p99)),
-            None => ("-".into(), "-".into()),
-        };
+        let (p50, p99) = p50_p99(s.latency_us);
         let cpu = |h: &HostCpu| {
             if h.intervals == 0 {
                 "-".to_string()
@@ -593,9 +579,7 @@ pub fn summary_block(s: &Summary) -> String {
 }
 
 /// Column header of `wirescope watch`.
-pub fn watch_header() -> String {
-    "[  interval   ] host: CPU mean, busiest core | interface rx / tx | NET_RX softirqs/s | softnet drops, squeezes".to_string()
-}
+pub const WATCH_HEADER: &str = "[  interval   ] host: CPU mean, busiest core | interface rx / tx | NET_RX softirqs/s | softnet drops, squeezes";
 
 fn host_cell(s: &Sample) -> String {
     let mut cell = match s.busiest_cpu() {
@@ -647,19 +631,6 @@ pub fn watch_row(local: Option<&Sample>, peer: Option<&Sample>) -> String {
     row
 }
 
-fn support_text<T>(v: &crate::probe::facts::Support<T>, f: impl Fn(&T) -> String) -> String {
-    use crate::probe::facts::Support;
-    match v {
-        Support::Value(x) => f(x),
-        Support::NotSupported { driver } if driver.is_empty() => {
-            "not supported by the driver".into()
-        }
-        Support::NotSupported { driver } => format!("not supported by driver {driver}"),
-        Support::Error(e) => format!("unavailable ({e})"),
-        Support::Unknown => "unknown".into(),
-    }
-}
-
 /// `  LABEL: ...` for a NIC fact ethtool may not have.
 fn support_line<T>(
     o: &mut String,
@@ -667,7 +638,17 @@ fn support_line<T>(
     v: &crate::probe::facts::Support<T>,
     f: impl Fn(&T) -> String,
 ) {
-    let _ = writeln!(o, "  {label}: {}", support_text(v, f));
+    use crate::probe::facts::Support;
+    let text = match v {
+        Support::Value(x) => f(x),
+        Support::NotSupported { driver } if driver.is_empty() => {
+            "not supported by the driver".into()
+        }
+        Support::NotSupported { driver } => format!("not supported by driver {driver}"),
+        Support::Error(e) => format!("unavailable ({e})"),
+        Support::Unknown => "unknown".into(),
+    };
+    let _ = writeln!(o, "  {label}: {text}");
 }
 
 /// `current/max`.

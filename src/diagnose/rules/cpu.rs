@@ -2,10 +2,10 @@
 //! cpu.all-cores-saturated, softirq.concentrated, softnet.squeeze, softnet.backlog-drops.
 
 use super::HostCtx;
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
-use crate::diagnose::util::{cpu_mask, data_irqs, local_cpus, secs, spread};
+use crate::diagnose::util::{cpu_mask, data_irqs, local_cpus, mean, secs, spread};
 use crate::probe::facts::HostFacts;
 use crate::probe::sample::Sample;
 use std::collections::BTreeMap;
@@ -52,11 +52,7 @@ fn all_cores(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     });
     // The local pair's two ends share one kernel and its cores: saturating
     // them is what any fast test there does, not a finding about a host.
-    let shared = ctx
-        .facts
-        .zip(ctx.other_facts)
-        .is_some_and(|(a, b)| !a.boot_id.is_empty() && a.boot_id == b.boot_id);
-    let (sev, also) = if shared {
+    let (sev, also) = if ctx.shares_kernel() {
         (Severity::Info, "; both ends of the pair run on these cores")
     } else {
         (Severity::Warn, "")
@@ -70,12 +66,12 @@ fn all_cores(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             "all {cores} cores are {busy:.0} % busy: the host is CPU-bound (user {user:.0} %, sys {sys:.0} %, irq+softirq {soft:.0} %){also}"
         ),
     )
-    .ev(Evidence::num("cores", cores as f64, "", "/proc/stat"))
-    .ev(Evidence::num("mean busy", busy, "%", "/proc/stat"))
-    .ev(Evidence::num("user", user, "%", "/proc/stat"))
-    .ev(Evidence::num("sys", sys, "%", "/proc/stat"))
-    .ev(Evidence::num("irq+softirq", soft, "%", "/proc/stat"))
-    .ev(Evidence::num("saturated intervals", on.len() as f64, "", "window"))
+    .num("cores", cores as f64, "", "/proc/stat")
+    .num("mean busy", busy, "%", "/proc/stat")
+    .num("user", user, "%", "/proc/stat")
+    .num("sys", sys, "%", "/proc/stat")
+    .num("irq+softirq", soft, "%", "/proc/stat")
+    .num("saturated intervals", on.len() as f64, "", "window")
     .why("Every core is busy, so no IRQ or thread placement can help: the work per byte must shrink or more cores must do it. sys time is copies and the TCP stack, irq+softirq is packet processing.")
     .fix("run on a host with more cores, or fewer connections than cores so the stack and the copies do not compete");
     if soft >= sys && gro_off {
@@ -186,10 +182,7 @@ fn single_core(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         .collect();
     match cores.as_slice() {
         [] => None,
-        [(sat, time)] => {
-            let runs = RunsThere::gather(ctx, sat, time);
-            Some(single_core_finding(ctx, t, sat, time, &runs))
-        }
+        [(sat, time)] => Some(single_core_finding(ctx, t, sat, time)),
         _ => Some(super::cpu_many::many_cores_finding(ctx, &cores)),
     }
 }
@@ -351,10 +344,7 @@ struct RunsThere {
 impl RunsThere {
     fn gather(ctx: &HostCtx, sat: &SaturatedWindow, time: &CoreTime) -> RunsThere {
         let (cpu, on) = (sat.cpu, &sat.on);
-        let rx_share = {
-            let v: Vec<f64> = on.iter().filter_map(|s| net_rx_share(s, cpu)).collect();
-            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-        };
+        let rx_share = mean(on.iter().filter_map(|s| net_rx_share(s, cpu)));
         let mut what = Vec::new();
         let engine = ctx.engine_cpus();
         if engine.contains(&cpu) {
@@ -378,18 +368,10 @@ impl RunsThere {
                     .join(", ")
             ));
         }
-        let net_rx_time = {
-            let v: Vec<f64> = on
-                .iter()
-                .filter_map(|s| {
-                    let t = s.softirq_time.iter().find(|t| t.cpu.0 == cpu)?;
-                    Some(
-                        t.net_rx_ns as f64 / 1e9 / crate::diagnose::util::secs(s).max(1e-9) * 100.0,
-                    )
-                })
-                .collect();
-            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-        };
+        let net_rx_time = mean(on.iter().filter_map(|s| {
+            let t = s.softirq_time.iter().find(|t| t.cpu.0 == cpu)?;
+            Some(t.net_rx_ns as f64 / 1e9 / secs(s).max(1e-9) * 100.0)
+        }));
         let (irqs, rps) = ctx.steering().to(cpu);
         if !irqs.is_empty() {
             what.push(format!(
@@ -496,8 +478,8 @@ fn single_core_finding(
     t: &Thresholds,
     sat: &SaturatedWindow,
     time: &CoreTime,
-    runs: &RunsThere,
 ) -> Finding {
+    let runs = RunsThere::gather(ctx, sat, time);
     let (cpu, on) = (sat.cpu, &sat.on);
     let CoreTime {
         busy,
@@ -520,29 +502,29 @@ fn single_core_finding(
         },
         (busy / 100.0) * prior("cpu.single-core-saturated") + 0.1 * runs.rx_share.unwrap_or(0.0),
     )
-    .ev(Evidence::num(format!("cpu{cpu} busy"), busy, "%", src))
-    .ev(Evidence::num(format!("cpu{cpu} user"), user, "%", src))
-    .ev(Evidence::num(format!("cpu{cpu} system"), sys, "%", src))
-    .ev(Evidence::num(format!("cpu{cpu} softirq"), si, "%", src))
-    .ev(Evidence::num(format!("cpu{cpu} irq"), irq, "%", src))
-    .ev(Evidence::num("other cores mean busy", others, "%", src))
-    .ev(Evidence::num("intervals saturated", sat.n as f64, "", "window"))
+    .num(format!("cpu{cpu} busy"), busy, "%", src)
+    .num(format!("cpu{cpu} user"), user, "%", src)
+    .num(format!("cpu{cpu} system"), sys, "%", src)
+    .num(format!("cpu{cpu} softirq"), si, "%", src)
+    .num(format!("cpu{cpu} irq"), irq, "%", src)
+    .num("other cores mean busy", others, "%", src)
+    .num("intervals saturated", sat.n as f64, "", "window")
     .why("Work that is serialised on one core (one flow, one queue, one IRQ or a pinned thread) runs at that core's speed, whatever the other cores could do.");
     if let Some(r) = runs.rx_share {
-        f = f.ev(Evidence::num(
+        f = f.num(
             format!("cpu{cpu} share of NET_RX softirqs"),
             r * 100.0,
             "%",
             "/proc/softirqs",
-        ));
+        );
     }
     if let Some(p) = runs.net_rx_time {
-        f = f.ev(Evidence::num(
+        f = f.num(
             format!("cpu{cpu} NET_RX softirq time"),
             p,
             "%",
             "eBPF softirq_entry/exit (exact)",
-        ));
+        );
     }
     let matrix_src = if on.iter().any(|s| s.ebpf_observed.is_some()) {
         "eBPF netif_receive_skb (sampled)"
@@ -550,27 +532,27 @@ fn single_core_finding(
         "eBPF netif_receive_skb"
     };
     for (iface, q, share) in &runs.queues {
-        f = f.ev(Evidence::num(
+        f = f.num(
             format!("{iface} rx queue {q} packets handled on cpu{cpu}"),
             share * 100.0,
             "%",
             matrix_src,
-        ));
+        );
     }
     for (nic, irq) in &runs.irqs {
-        f = f.ev(Evidence::text(
+        f = f.text(
             format!("IRQ {irq} ({nic}) effective affinity"),
             format!("cpu{cpu}"),
             format!("/proc/irq/{irq}/effective_affinity_list"),
-        ));
+        );
     }
     let engine = &runs.engine;
     if !engine.is_empty() {
-        f = f.ev(Evidence::text(
+        f = f.text(
             "engine threads pinned to",
             crate::diagnose::util::cpu_list(engine),
             "test spec --cpus",
-        ));
+        );
     }
     if runs.one_flow {
         f = f.fix(format!(
@@ -602,10 +584,9 @@ fn fixes(
     pinned: bool,
 ) -> Vec<String> {
     let mut out = Vec::new();
-    let all: Vec<u32> = facts
-        .map(|f| (0..f.cpus as u32).collect())
+    let others: Vec<u32> = facts
+        .map(|f| (0..f.cpus as u32).filter(|c| *c != cpu).collect())
         .unwrap_or_default();
-    let others: Vec<u32> = all.iter().copied().filter(|c| *c != cpu).collect();
     if let Some(facts) = facts {
         for nic in &facts.nics {
             let mine: Vec<u32> = irqs
@@ -656,8 +637,26 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         return None;
     }
     let (cores, share) = net_rx_concentrated_on(ctx, t)?;
-    let load = CoresLoad::over(ctx, &cores);
-    let (busy, softirq, others) = (load.busy, load.softirq, load.others);
+    // The mean load of the cores NET_RX concentrates on (`mine`), and of
+    // the others: per interval over the cores, then over the intervals.
+    let mean_of = |f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64, mine: bool| {
+        ctx.active
+            .iter()
+            .map(|s| {
+                let v: Vec<f64> = s
+                    .cpus
+                    .iter()
+                    .filter(|c| cores.contains(&c.cpu.0) == mine)
+                    .map(f)
+                    .collect();
+                v.iter().sum::<f64>() / v.len().max(1) as f64
+            })
+            .sum::<f64>()
+            / ctx.active.len().max(1) as f64
+    };
+    let busy = mean_of(&|c| c.busy().0, true);
+    let softirq = mean_of(&|c| c.softirq.0, true);
+    let others = mean_of(&|c| c.busy().0, false);
     // It limits the test when that core is saturated, softirq work is a
     // large part of what saturates it, and other cores have room to take
     // some of it (IRQ affinity, RPS). Otherwise it is worth knowing only.
@@ -688,110 +687,33 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             cores.len()
         )
     };
-    let f = Finding::new(
+    let mut f = Finding::new(
         "softirq.concentrated",
         sev,
         ctx.host,
         on.clone(),
         title,
         share * prior("softirq.concentrated") * if sev == Severity::Info { 0.5 } else { 1.0 },
-    );
-    let f = concentrated_evidence(f, &on, share, &load, queues);
-    Some(concentrated_advice(f, ctx, facts, &cores))
-}
-
-/// The mean load of the cores NET_RX concentrates on, and of the others.
-struct CoresLoad {
-    /// Mean busy percentage of the concentrated cores.
-    busy: f64,
-    /// Mean softirq percentage of the concentrated cores.
-    softirq: f64,
-    /// Mean busy percentage of the other cores.
-    others: f64,
-}
-
-impl CoresLoad {
-    /// The means over the window: per interval over the cores, then over
-    /// the intervals.
-    fn over(ctx: &HostCtx, cores: &[u32]) -> Self {
-        let mean_of = |f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64, mine: bool| {
-            ctx.active
-                .iter()
-                .map(|s| {
-                    let v: Vec<f64> = s
-                        .cpus
-                        .iter()
-                        .filter(|c| cores.contains(&c.cpu.0) == mine)
-                        .map(f)
-                        .collect();
-                    v.iter().sum::<f64>() / v.len().max(1) as f64
-                })
-                .sum::<f64>()
-                / ctx.active.len().max(1) as f64
-        };
-        Self {
-            busy: mean_of(&|c| c.busy().0, true),
-            softirq: mean_of(&|c| c.softirq.0, true),
-            others: mean_of(&|c| c.busy().0, false),
-        }
-    }
-}
-
-/// softirq.concentrated's evidence: the share of NET_RX on the cores
-/// (`on`), their load, the others' load and the rx queue count.
-fn concentrated_evidence(
-    f: Finding,
-    on: &str,
-    share: f64,
-    load: &CoresLoad,
-    queues: u32,
-) -> Finding {
-    f.ev(Evidence::num(
+    )
+    .num(
         format!("{on} share of NET_RX"),
         share * 100.0,
         "%",
         "/proc/softirqs",
-    ))
-    .ev(Evidence::num(
-        format!("{on} busy"),
-        load.busy,
-        "%",
-        "/proc/stat",
-    ))
-    .ev(Evidence::num(
-        format!("{on} softirq"),
-        load.softirq,
-        "%",
-        "/proc/stat",
-    ))
-    .ev(Evidence::num(
-        "other cores mean busy",
-        load.others,
-        "%",
-        "/proc/stat",
-    ))
-    .ev(Evidence::num(
-        "rx queues",
-        queues as f64,
-        "",
-        "sysfs queues/",
-    ))
-}
-
-/// softirq.concentrated's why and fixes: for one core, or for a few.
-fn concentrated_advice(mut f: Finding, ctx: &HostCtx, facts: &HostFacts, cores: &[u32]) -> Finding {
+    )
+    .num(format!("{on} busy"), busy, "%", "/proc/stat")
+    .num(format!("{on} softirq"), softirq, "%", "/proc/stat")
+    .num("other cores mean busy", others, "%", "/proc/stat")
+    .num("rx queues", queues as f64, "", "sysfs queues/");
+    // The why and fixes: for one core, or for a few.
     if cores.len() == 1 {
         f = f.why("Receive processing of every queue lands on one core (IRQs or RPS steer there): that core caps the receive rate.");
-        for x in spread_fixes(facts) {
-            f = f.fix(x);
-        }
+        f.fix.extend(spread_fixes(facts));
     } else {
         f = f.why("The receive traffic reaches only a few queues, whose IRQs and softirqs run on a few cores: those cores cap the receive rate while the others idle.");
-        for x in super::cpu_many::spread_fixes(ctx, cores) {
-            f = f.fix(x);
-        }
+        f.fix.extend(super::cpu_many::spread_fixes(ctx, &cores));
     }
-    f
+    Some(f)
 }
 
 /// The cores NET_RX softirqs concentrate on in enough busy intervals, and
@@ -916,14 +838,8 @@ fn squeeze(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
         return None;
     }
     let secs_all: f64 = ctx.active.iter().map(|s| secs(s)).sum::<f64>().max(1e-9);
-    let sysctl = |name: &str, dflt: u64| {
-        ctx.facts
-            .and_then(|f| f.sysctls.get(name))
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(dflt)
-    };
-    let budget = sysctl("net.core.netdev_budget", 300);
-    let usecs = sysctl("net.core.netdev_budget_usecs", 2000);
+    let budget = sysctl(ctx, "net.core.netdev_budget", 300);
+    let usecs = sysctl(ctx, "net.core.netdev_budget_usecs", 2000);
     Some(
         Finding::rule(
             "softnet.squeeze",
@@ -932,12 +848,20 @@ fn squeeze(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
             "",
             format!("time_squeeze rising: {:.0}/s (netdev_budget {budget})", total as f64 / secs_all),
         )
-        .ev(Evidence::num("time_squeeze", total as f64 / secs_all, "/s", "/proc/net/softnet_stat"))
-        .ev(Evidence::num("net.core.netdev_budget", budget as f64, "packets", "sysctl"))
-        .ev(Evidence::num("net.core.netdev_budget_usecs", usecs as f64, "us", "sysctl"))
+        .num("time_squeeze", total as f64 / secs_all, "/s", "/proc/net/softnet_stat")
+        .num("net.core.netdev_budget", budget as f64, "packets", "sysctl")
+        .num("net.core.netdev_budget_usecs", usecs as f64, "us", "sysctl")
         .why("The receive softirq stopped with work left (budget or time exhausted); packets wait for the next round or for ksoftirqd.")
         .fix(format!("sysctl -w net.core.netdev_budget={} net.core.netdev_budget_usecs={}", budget * 2, usecs * 2)),
     )
+}
+
+/// A numeric sysctl of the host, or `dflt` when the facts do not say.
+fn sysctl(ctx: &HostCtx, name: &str, dflt: u64) -> u64 {
+    ctx.facts
+        .and_then(|f| f.sysctls.get(name))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(dflt)
 }
 
 /// softnet.backlog-drops: softnet `dropped` rising (netdev_max_backlog overflow).
@@ -952,11 +876,7 @@ fn backlog_drops(ctx: &HostCtx) -> Option<Finding> {
     if total == 0 {
         return None;
     }
-    let backlog = ctx
-        .facts
-        .and_then(|f| f.sysctls.get("net.core.netdev_max_backlog"))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(1000);
+    let backlog = sysctl(ctx, "net.core.netdev_max_backlog", 1000);
     let mut f = Finding::rule(
         "softnet.backlog-drops",
         Severity::Warn,
@@ -964,16 +884,16 @@ fn backlog_drops(ctx: &HostCtx) -> Option<Finding> {
         "",
         format!("{total} packets dropped at the per-CPU backlog (netdev_max_backlog {backlog})"),
     )
-    .ev(Evidence::num("net.core.netdev_max_backlog", backlog as f64, "packets", "sysctl"))
+    .num("net.core.netdev_max_backlog", backlog as f64, "packets", "sysctl")
     .why("The per-CPU input queue (RPS / non-NAPI / veth path) overflowed: packets are lost before TCP sees them.")
     .fix(format!("sysctl -w net.core.netdev_max_backlog={}", (backlog * 4).max(4096)));
     for (cpu, d) in per.iter().filter(|e| *e.1 > 0) {
-        f = f.ev(Evidence::num(
+        f = f.num(
             format!("cpu{cpu} dropped"),
             *d as f64,
             "packets",
             "/proc/net/softnet_stat",
-        ));
+        );
     }
     Some(f)
 }

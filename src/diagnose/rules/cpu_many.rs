@@ -4,10 +4,10 @@
 //! work over more cores. The detection lives in [`super::cpu`].
 
 use super::cpu::{net_rx_share, CoreTime, SaturatedWindow};
-use super::HostCtx;
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use super::{HostCtx, QueueTotals};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
-use crate::diagnose::util::{cpu_list, cpus_mask, local_cpus, secs};
+use crate::diagnose::util::{cpu_list, cpus_mask, local_cpus, mean, secs};
 use crate::probe::ethtool_names::Dir;
 use std::collections::BTreeMap;
 
@@ -33,46 +33,26 @@ fn busy_rx_queues(ctx: &HostCtx, iface: &str) -> Vec<(u32, f64)> {
 /// in a column by queue number (a map per insert was a tenth of a big
 /// host's rules: 512 rx queues × 5 intervals), then made a map once.
 pub(super) fn rx_queue_rates<'a>(ctx: &HostCtx<'a>) -> BTreeMap<&'a str, BTreeMap<u32, f64>> {
-    /// Queue numbers below this are summed in the column; any beyond in a map.
-    const DENSE: u32 = 1 << 12;
-    type Sums = (Vec<Option<f64>>, BTreeMap<u32, f64>);
-    let mut sums: Vec<(&str, Sums)> = Vec::new();
+    let mut sums: Vec<(&str, QueueTotals<f64>)> = Vec::new();
     for (s, runs) in ctx.queue_runs() {
         for run in runs.iter().filter(|r| r.dir == Dir::Rx) {
             // One search per run of an interface's queues.
             let at = match sums.iter().position(|e| e.0 == run.iface) {
                 Some(i) => i,
                 None => {
-                    sums.push((run.iface, Sums::default()));
+                    sums.push((run.iface, QueueTotals::default()));
                     sums.len() - 1
                 }
             };
-            let (dense, sparse) = &mut sums[at].1;
             for q in run.rows {
                 // Packets over the interval's own length (the session's clock).
                 let pps = q.packets.map_or(q.pps, |p| p as f64 / secs(s).max(1e-9));
-                if q.queue < DENSE {
-                    let i = q.queue as usize;
-                    if dense.len() <= i {
-                        dense.resize(i + 1, None);
-                    }
-                    *dense[i].get_or_insert(0.0) += pps;
-                } else {
-                    *sparse.entry(q.queue).or_insert(0.0) += pps;
-                }
+                sums[at].1.add(q.queue, pps);
             }
         }
     }
     sums.into_iter()
-        .map(|(iface, (dense, mut sparse))| {
-            sparse.extend(
-                dense
-                    .into_iter()
-                    .enumerate()
-                    .filter_map(|(q, p)| Some((q as u32, p?))),
-            );
-            (iface, sparse)
-        })
+        .map(|(iface, sums)| (iface, sums.into_map()))
         .collect()
 }
 
@@ -112,14 +92,14 @@ pub(super) fn many_cores_finding(ctx: &HostCtx, cores: &[(SaturatedWindow, CoreT
         ),
         (busy / 100.0) * prior("cpu.single-core-saturated"),
     )
-    .ev(Evidence::num("saturated cores", k, "", src))
-    .ev(Evidence::num("other cores mean busy", others, "%", src))
-    .ev(Evidence::num(
+    .num("saturated cores", k, "", src)
+    .num("other cores mean busy", others, "%", src)
+    .num(
         "intervals saturated",
         cores.iter().map(|c| c.0.n).max().unwrap_or(0) as f64,
         "",
         "window",
-    ))
+    )
     .why("Each of these cores carries work that is serialised on it (a busy rx queue and its IRQ, a flow, a pinned thread): the traffic runs at the speed of these few cores while the others wait.");
     for (sat, time) in cores {
         f = core_evidence(f, sat, time, &per_core);
@@ -183,23 +163,17 @@ fn core_evidence(
     let src = "/proc/stat";
     let c = sat.cpu;
     f = f
-        .ev(Evidence::num(format!("cpu{c} busy"), time.busy, "%", src))
-        .ev(Evidence::num(format!("cpu{c} softirq"), time.si, "%", src))
-        .ev(Evidence::num(format!("cpu{c} irq"), time.irq, "%", src))
-        .ev(Evidence::num(
-            format!("cpu{c} user+sys"),
-            time.user + time.sys,
-            "%",
-            src,
-        ));
-    let shares: Vec<f64> = sat.on.iter().filter_map(|s| net_rx_share(s, c)).collect();
-    if !shares.is_empty() {
-        f = f.ev(Evidence::num(
+        .num(format!("cpu{c} busy"), time.busy, "%", src)
+        .num(format!("cpu{c} softirq"), time.si, "%", src)
+        .num(format!("cpu{c} irq"), time.irq, "%", src)
+        .num(format!("cpu{c} user+sys"), time.user + time.sys, "%", src);
+    if let Some(share) = mean(sat.on.iter().filter_map(|s| net_rx_share(s, c))) {
+        f = f.num(
             format!("cpu{c} share of NET_RX softirqs"),
-            shares.iter().sum::<f64>() / shares.len() as f64 * 100.0,
+            share * 100.0,
             "%",
             "/proc/softirqs",
-        ));
+        );
     }
     let mine: Vec<u32> = per_core
         .iter()
@@ -207,14 +181,14 @@ fn core_evidence(
         .map(|p| p.1.iter().map(|i| i.1).collect())
         .unwrap_or_default();
     if !mine.is_empty() {
-        f = f.ev(Evidence::text(
+        f = f.text(
             format!("IRQs with effective affinity cpu{c}"),
             mine.iter()
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
                 .join(","),
             "/proc/irq/N/effective_affinity_list",
-        ));
+        );
     }
     f
 }

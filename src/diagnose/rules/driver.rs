@@ -7,7 +7,7 @@
 //! "not in catalog" (info), never "outdated".
 
 use crate::diagnose::catalog::{catalog, Mlx5Version};
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::util::version_numbers;
 use crate::probe::facts::{DrvInfo, HostFacts, NicFacts};
@@ -63,17 +63,20 @@ fn group<'a, K: PartialEq>(groups: &mut Vec<(K, Vec<NicDrv<'a>>)>, key: K, nic: 
 fn group_names(nics: &[NicDrv]) -> (String, String) {
     let names: Vec<&str> = nics.iter().map(|(n, _)| n.name.as_str()).collect();
     let source = format!("ethtool -i {}", names.join(", "));
-    match names.as_slice() {
-        [one] => ((*one).to_string(), source),
-        _ => (
-            format!("{} NICs ({})", names.len(), names.join(", ")),
-            source,
-        ),
-    }
+    let subject = match names.as_slice() {
+        [one] => (*one).to_string(),
+        _ => format!("{} NICs ({})", names.len(), names.join(", ")),
+    };
+    (subject, source)
 }
 
-fn src(nic: &NicFacts) -> String {
-    format!("ethtool -i {}", nic.name)
+/// The PCI address of a NIC for `mlxfwmanager -d`, else its name.
+fn device<'a>((nic, d): &NicDrv<'a>) -> &'a str {
+    if d.bus_info.is_empty() {
+        &nic.name
+    } else {
+        &d.bus_info
+    }
 }
 
 /// "not in catalog" (info) about `subject` (an interface or an RDMA device).
@@ -86,11 +89,11 @@ pub(super) fn not_in_catalog_of(id: &str, subject: &str, host: HostRole, what: S
         format!("{subject}: {what} is not in catalog"),
         0.0,
     )
-    .ev(Evidence::text(
+    .text(
         "catalog date",
         catalog().updated.clone(),
         "assets/catalog.toml",
-    ))
+    )
     .why("wirescope has no minimum version for it; check the vendor's release notes.");
     // Not the rule's own reference (NVIDIA's notes): this device is not in the catalog.
     f.reference =
@@ -114,42 +117,30 @@ fn mlx5_driver(nics: &[NicDrv], host: HostRole) -> Option<Finding> {
             title,
             impact,
         )
-        .ev(Evidence::text(
-            "driver version",
-            d.version.clone(),
-            source.clone(),
-        ))
-        .ev(Evidence::text(
-            "catalog date",
-            cat.updated.clone(),
-            "assets/catalog.toml",
-        ))
+        .text("driver version", d.version.clone(), source.clone())
+        .text("catalog date", cat.updated.clone(), "assets/catalog.toml")
     };
-    let verify = if nics.len() > 1 {
-        format!(
-            "ethtool -i {}  # verify on each of the {} NICs: version like 24.07-0.6.1",
-            nic.name,
-            nics.len()
-        )
-    } else {
-        format!(
-            "ethtool -i {}  # verify: version like 24.07-0.6.1",
-            nic.name
-        )
+    let each = match nics.len() {
+        1 => String::new(),
+        n => format!(" on each of the {n} NICs"),
     };
+    let verify = format!(
+        "ethtool -i {}  # verify{each}: version like 24.07-0.6.1",
+        nic.name
+    );
     match cat.mlx5_version(&d.version) {
         Mlx5Version::InboxOutdated(i) => Some(
             base(i.severity, format!("{subject}: outdated inbox mlx5_core \"{}\" (not MLNX_OFED)", d.version), prior("driver.mlx5-outdated"))
-                .ev(Evidence::text("kind", "inbox (distribution kernel)", "catalog"))
-                .ev(Evidence::text("catalog source", i.source.clone(), "assets/catalog.toml"))
+                .text("kind", "inbox (distribution kernel)", "catalog")
+                .text("catalog source", i.source.clone(), "assets/catalog.toml")
                 .why(format!("This is {}.", i.note))
                 .fix("install MLNX_OFED / DOCA-OFED (or a kernel with a current mlx5_core), then: modprobe -r mlx5_ib mlx5_core && modprobe mlx5_core")
                 .fix(verify),
         ),
         Mlx5Version::Ofed { outdated: true } => Some(
             base(Severity::Warn, format!("{subject}: MLNX_OFED {} is older than {}", d.version, cat.mlx5.ofed_min), prior("driver.mlx5-outdated") * 0.6)
-                .ev(Evidence::text("kind", "MLNX_OFED", "catalog"))
-                .ev(Evidence::text("catalog minimum", cat.mlx5.ofed_min.clone(), cat.mlx5.ofed_source.clone()))
+                .text("kind", "MLNX_OFED", "catalog")
+                .text("catalog minimum", cat.mlx5.ofed_min.clone(), cat.mlx5.ofed_source.clone())
                 .why("Old MLNX_OFED releases lack performance and stability fixes for ConnectX adapters.")
                 .fix("install a current MLNX_OFED / DOCA-OFED LTS release"),
         ),
@@ -166,15 +157,11 @@ fn firmware(nics: &[NicDrv], host: HostRole) -> Option<Finding> {
         return None;
     };
     if rest.is_empty() {
-        return firmware_of(&nic.name, &d.firmware, &d.bus_info, &src(nic), host);
+        let source = format!("ethtool -i {}", nic.name);
+        return firmware_of(&nic.name, &d.firmware, &d.bus_info, &source, host);
     }
     let (subject, source) = group_names(nics);
-    let bus = if d.bus_info.is_empty() {
-        &nic.name
-    } else {
-        &d.bus_info
-    };
-    let mut f = firmware_of(&subject, &d.firmware, bus, &source, host)?;
+    let mut f = firmware_of(&subject, &d.firmware, device(&nics[0]), &source, host)?;
     if f.severity == Severity::Info {
         return Some(f);
     }
@@ -186,14 +173,7 @@ fn firmware(nics: &[NicDrv], host: HostRole) -> Option<Finding> {
     // The query fix of each device, after the first one's.
     let queries: Vec<String> = rest
         .iter()
-        .map(|(n, d)| {
-            let dev = if d.bus_info.is_empty() {
-                &n.name
-            } else {
-                &d.bus_info
-            };
-            format!("mlxfwmanager --query -d {dev}")
-        })
+        .map(|n| format!("mlxfwmanager --query -d {}", device(n)))
         .collect();
     let at = f.fix.len().min(1);
     f.fix.splice(at..at, queries);
@@ -235,9 +215,9 @@ pub(super) fn firmware_of(
             subject.to_string(),
             format!("{subject}: {} firmware {fw} is older than {}", floor.device, floor.floor),
         )
-        .ev(Evidence::text("firmware version", fw_full.to_string(), source.to_string()))
-        .ev(Evidence::text("device family (firmware major)", format!("{} ({})", floor.device, floor.major), "assets/catalog.toml"))
-        .ev(Evidence::text("catalog floor", floor.floor.clone(), floor.source.clone()))
+        .text("firmware version", fw_full.to_string(), source.to_string())
+        .text("device family (firmware major)", format!("{} ({})", floor.device, floor.major), "assets/catalog.toml")
+        .text("catalog floor", floor.floor.clone(), floor.source.clone())
         .why("Old firmware misses performance and stability fixes; NVIDIA supports drivers only with matching firmware.")
         .fix(format!("mlxfwmanager --query -d {}", if bus.is_empty() { subject } else { bus }))
         .fix("mlxfwmanager --online -u  # or flint with the PSID's image from the firmware download page"),

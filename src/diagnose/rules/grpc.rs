@@ -7,7 +7,7 @@
 //! (the controller runs the client), which [`crate::diagnose::diagnose`]
 //! does for every window of a gRPC point.
 
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::Thresholds;
 use crate::probe::sample::{HostRole, Sample};
 use crate::traffic::grpc::counters::GrpcInterval;
@@ -71,12 +71,12 @@ pub fn window(spec: &GrpcSpec, samples: &[Sample]) -> Option<GrpcWindow> {
     let core_busy = crate::diagnose::util::mean_core_busy(counted.iter().copied());
     let core_kernel = crate::diagnose::util::mean_core_kernel(counted.iter().copied());
     let process_cpu = crate::diagnose::util::mean_process_cpu(counted.iter().copied());
-    let rtts: Vec<f64> = counted
-        .iter()
-        .flat_map(|s| s.conns.iter())
-        .filter_map(|c| c.tcp.map(|t| f64::from(t.rtt_us)))
-        .collect();
-    let rtt_us = (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64);
+    let rtt_us = crate::diagnose::util::mean(
+        counted
+            .iter()
+            .flat_map(|s| s.conns.iter())
+            .filter_map(|c| c.tcp.map(|t| f64::from(t.rtt_us))),
+    );
     let recv = Windows::for_point(spec.channels as usize, spec.resp_size.as_usize());
     let server = spec.server_config();
     Some(GrpcWindow {
@@ -191,11 +191,11 @@ pub fn connection_bound(w: &GrpcWindow, t: &Thresholds, g: &GrpcThresholds) -> O
             ),
             impact,
         )
-        .ev(Evidence::num("HTTP/2 connections", f64::from(w.channels), "", "test spec --channels"))
-        .ev(Evidence::num("RPCs in flight", f64::from(w.concurrency), "", "test spec --concurrency"))
-        .ev(Evidence::num(format!("cpu{top_cpu} busy"), top, "%", "/proc/stat"))
-        .ev(Evidence::num("other cores' mean busy", others, "%", "/proc/stat"))
-        .ev(Evidence::num("RPCs", rps, "/s", "gRPC client counters"))
+        .num("HTTP/2 connections", f64::from(w.channels), "", "test spec --channels")
+        .num("RPCs in flight", f64::from(w.concurrency), "", "test spec --concurrency")
+        .num(format!("cpu{top_cpu} busy"), top, "%", "/proc/stat")
+        .num("other cores' mean busy", others, "%", "/proc/stat")
+        .num("RPCs", rps, "/s", "gRPC client counters")
         .why(format!(
             "A gRPC stack handles each HTTP/2 connection on one thread at a time (framing, HPACK, socket reads and writes), so more RPCs in flight on the same connections only queue on that core. Rule of thumb: about one connection per {} busy cores, and at least one per core that should work.",
             g.grpc_cores_per_connection
@@ -241,7 +241,6 @@ pub fn flow_control_limited(w: &GrpcWindow, g: &GrpcThresholds) -> Option<Findin
                 worst = Some((share, dir, per, window, level, whose));
             }
         }
-        let _ = dir;
     }
     let (share, dir, per, window, level, whose) = worst?;
     let needed = per * rtt;
@@ -260,10 +259,10 @@ pub fn flow_control_limited(w: &GrpcWindow, g: &GrpcThresholds) -> Option<Findin
             ),
             (share - g.grpc_window_share).clamp(0.0, 1.0) * 5.0,
         )
-        .ev(Evidence::num(format!("{level} window ({whose})"), f64::from(window), "B", "HTTP/2 SETTINGS / WINDOW_UPDATE in force"))
-        .ev(Evidence::num("RTT", rtt_us, "us", "TCP_INFO of the data connections"))
-        .ev(Evidence::num(format!("rate per {level}"), per, "B/s", "gRPC client counters"))
-        .ev(Evidence::num("rate x RTT", needed, "B", "computed"))
+        .num(format!("{level} window ({whose})"), f64::from(window), "B", "HTTP/2 SETTINGS / WINDOW_UPDATE in force")
+        .num("RTT", rtt_us, "us", "TCP_INFO of the data connections")
+        .num(format!("rate per {level}"), per, "B/s", "gRPC client counters")
+        .num("rate x RTT", needed, "B", "computed")
         .why("HTTP/2 lets a sender have at most one window of unacknowledged data per stream and per connection; below rate x RTT the sender waits for WINDOW_UPDATEs every round trip, however idle the link and the CPUs are.".to_string())
         .fix(format!("--channels {} (each connection has its own window)", w.channels.saturating_mul(2)))
         .fix(format!("raise {whose} HTTP/2 window above {:.0} KiB (grpc-go: InitialWindowSize / InitialConnWindowSize; tonic: initial_stream_window_size / initial_connection_window_size)", (needed * 2.0 / 1024.0).ceil())),
@@ -302,15 +301,15 @@ pub fn errors(w: &GrpcWindow, g: &GrpcThresholds) -> Option<Finding> {
         ),
         share.clamp(0.0, 1.0),
     )
-    .ev(Evidence::num("RPCs completed OK", ok.round(), "", "gRPC client counters"))
+    .num("RPCs completed OK", ok.round(), "", "gRPC client counters")
     .why("Failed RPCs are not in the RPC rate or the latency percentiles; the figures describe only the calls that succeeded.".to_string());
     for (code, n) in &by_code {
-        f = f.ev(Evidence::num(
+        f = f.num(
             format!("status {code}"),
             *n as f64,
             "",
             "grpc-status trailers",
-        ));
+        );
         if let Some(fix) = fix_for(code) {
             f = f.fix(fix);
         }

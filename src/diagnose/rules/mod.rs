@@ -13,6 +13,8 @@ mod cpu_many;
 mod driver;
 pub mod grpc;
 mod nic;
+/// The facts-only rule that compares the two hosts.
+pub(super) use nic::mtu_mismatch;
 mod nic_live;
 pub(crate) use nic_live::small_messages;
 mod platform;
@@ -71,6 +73,46 @@ pub(super) struct QueueRun<'a> {
     pub dir: crate::probe::ethtool_names::Dir,
     /// The rows, in the sample's order.
     pub rows: &'a [crate::probe::sample::QueueSample],
+}
+
+/// Sums per queue number over a window: a dense column for the queue
+/// numbers an interface has (a big host's 64 per NIC), a map for any number
+/// beyond. Summing 1,024 queues × 5 intervals through a map was a quarter
+/// of a big host's rules.
+#[derive(Default)]
+pub(super) struct QueueTotals<T> {
+    dense: Vec<Option<T>>,
+    sparse: std::collections::BTreeMap<u32, T>,
+}
+
+impl<T: Copy + Default + std::ops::AddAssign> QueueTotals<T> {
+    /// Queue numbers below this are summed in the dense column.
+    const DENSE: u32 = 1 << 12;
+
+    /// Add `v` to queue `q`'s sum.
+    pub(super) fn add(&mut self, q: u32, v: T) {
+        if q < Self::DENSE {
+            let i = q as usize;
+            if self.dense.len() <= i {
+                self.dense.resize(i + 1, None);
+            }
+            *self.dense[i].get_or_insert(T::default()) += v;
+        } else {
+            *self.sparse.entry(q).or_default() += v;
+        }
+    }
+
+    /// The sums of the queues that had one, by queue number.
+    pub(super) fn into_map(self) -> std::collections::BTreeMap<u32, T> {
+        let mut m = self.sparse;
+        m.extend(
+            self.dense
+                .into_iter()
+                .enumerate()
+                .filter_map(|(q, v)| Some((q as u32, v?))),
+        );
+        m
+    }
 }
 
 /// `s`'s queue rows split into runs.
@@ -277,15 +319,10 @@ fn thread_cores(samples: &[&Sample]) -> Vec<u32> {
     v
 }
 
-/// Facts-only rules of one host.
-pub fn static_rules(facts: &HostFacts, host: HostRole, t: &Thresholds) -> Vec<Finding> {
-    static_rules_for(facts, host, t, None)
-}
-
-/// [`static_rules`] for the test `spec` runs: an RDMA test asked of a host
-/// without a device is told what to load, its own port and GID are judged
-/// as the ones in use, and GRO off is only worth knowing when the messages
-/// fit in one packet.
+/// Facts-only rules of one host, for the test `spec` runs (None: no test,
+/// `check`): an RDMA test asked of a host without a device is told what to
+/// load, its own port and GID are judged as the ones in use, and GRO off is
+/// only worth knowing when the messages fit in one packet.
 pub fn static_rules_for(
     facts: &HostFacts,
     host: HostRole,
@@ -378,20 +415,6 @@ pub fn engine_rules(input: &Input, t: &Thresholds, out: &mut Vec<Finding>) {
     for rules in ENGINE_RULES {
         rules(input, t, out);
     }
-}
-
-/// Rules that need both hosts.
-pub fn pair_rules(input: &Input, t: &Thresholds) -> Vec<Finding> {
-    let mut out = Vec::new();
-    if let (Some(l), Some(p)) = (input.local.facts(), input.peer.facts()) {
-        out.extend(pair_facts(l, p, t));
-    }
-    out
-}
-
-/// Facts-only rules that compare the two hosts.
-pub fn pair_facts(local: &HostFacts, peer: &HostFacts, t: &Thresholds) -> Vec<Finding> {
-    nic::mtu_mismatch(local, peer, t)
 }
 
 /// One finding per key (id, host, subject): the highest-scored one. Window rules

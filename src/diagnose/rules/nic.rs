@@ -1,7 +1,7 @@
 //! NIC configuration rules (facts only): nic.few-queues, nic.gro-off, nic.tso-off,
 //! nic.mtu-small (fast link, and the two hosts differing).
 
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
 use crate::diagnose::util::{driver, is_virtual, local_cpus, speed_mbps};
@@ -62,10 +62,10 @@ fn few_queues(
                 speed / 1000
             ),
         )
-        .ev(Evidence::num(format!("{flag} channels"), current as f64, "", src(nic, "ethtool -l")))
-        .ev(Evidence::num("maximum channels", max as f64, "", src(nic, "ethtool -l")))
-        .ev(Evidence::num("NIC-local cores", local as f64, "", "sysfs device/local_cpulist"))
-        .ev(Evidence::num("link speed", speed as f64, "Mb/s", src(nic, "ethtool")))
+        .num(format!("{flag} channels"), current as f64, "", src(nic, "ethtool -l"))
+        .num("maximum channels", max as f64, "", src(nic, "ethtool -l"))
+        .num("NIC-local cores", local as f64, "", "sysfs device/local_cpulist")
+        .num("link speed", speed as f64, "Mb/s", src(nic, "ethtool"))
         .why("Each queue is served by one core; too few queues cap the packet rate the host can process in parallel.")
         .fix(format!("ethtool -L {} {flag} {want}", nic.name)),
     )
@@ -105,19 +105,19 @@ pub fn gro_off(
         },
         prior("nic.gro-off") * if sev == Severity::Info { 0.3 } else { 1.0 },
     )
-    .ev(Evidence::text("generic-receive-offload", if gro.fixed { "off [fixed]" } else { "off" }, src(nic, "ethtool -k")))
+    .text("generic-receive-offload", if gro.fixed { "off [fixed]" } else { "off" }, src(nic, "ethtool -k"))
     .why(if veth && unaggregated.is_none() {
         "Without GRO every received packet climbs the stack alone. On veth GRO is off by default and costs little while the sender's TSO/GSO hands over 64 KiB packets."
     } else {
         "Without GRO every received packet climbs the stack alone: many times more per-packet work on the receiving core."
     });
     if let Some(avg) = unaggregated {
-        fnd = fnd.ev(Evidence::num(
+        fnd = fnd.num(
             "average received packet",
             avg,
             "B",
             "/proc/net/dev rx_bytes/rx_packets",
-        ));
+        );
     }
     if !gro.fixed {
         fnd = fnd.fix(format!("ethtool -K {} gro on", nic.name));
@@ -139,14 +139,14 @@ fn tso_off(nic: &NicFacts, host: HostRole) -> Option<Finding> {
         nic.name.clone(),
         format!("TSO is off on {}", nic.name),
     )
-    .ev(Evidence::text("tcp-segmentation-offload", if tso.fixed { "off [fixed]" } else { "off" }, src(nic, "ethtool -k")))
+    .text("tcp-segmentation-offload", if tso.fixed { "off [fixed]" } else { "off" }, src(nic, "ethtool -k"))
     .why("Without TSO the sending host cuts every segment itself: more per-packet CPU on the sender.");
     if let Some(gso) = f.0.get("generic-segmentation-offload") {
-        fnd = fnd.ev(Evidence::text(
+        fnd = fnd.text(
             "generic-segmentation-offload",
             if gso.on { "on" } else { "off" },
             src(nic, "ethtool -k"),
-        ));
+        );
     }
     if !tso.fixed {
         fnd = fnd.fix(format!("ethtool -K {} tso on gso on", nic.name));
@@ -169,15 +169,15 @@ fn mtu_small(nic: &NicFacts, host: HostRole, t: &Thresholds) -> Option<Finding> 
             nic.name.clone(),
             format!("MTU {mtu} on a {} Gb/s link", speed / 1000),
         )
-        .ev(Evidence::num("mtu", mtu as f64, "B", format!("sysfs /sys/class/net/{}/mtu", nic.name)))
-        .ev(Evidence::num("link speed", speed as f64, "Mb/s", src(nic, "ethtool")))
+        .num("mtu", mtu as f64, "B", format!("sysfs /sys/class/net/{}/mtu", nic.name))
+        .num("link speed", speed as f64, "Mb/s", src(nic, "ethtool"))
         .why("Six times more packets per byte than with 9000-byte frames; only if every hop and the peer support jumbo frames.")
         .fix(format!("ip link set dev {} mtu {}", nic.name, t.jumbo_mtu)),
     )
 }
 
 /// nic.mtu-small (warn): the interfaces under test have different MTUs on the two hosts.
-pub fn mtu_mismatch(local: &HostFacts, peer: &HostFacts, _t: &Thresholds) -> Vec<Finding> {
+pub fn mtu_mismatch(local: &HostFacts, peer: &HostFacts) -> Vec<Finding> {
     let (Some(l), Some(p)) = (local.nics.first(), peer.nics.first()) else {
         return Vec::new();
     };
@@ -202,8 +202,8 @@ pub fn mtu_mismatch(local: &HostFacts, peer: &HostFacts, _t: &Thresholds) -> Vec
         format!("MTU differs between the hosts: {lm} (local {}) vs {pm} (peer {})", l.name, p.name),
         0.5,
     )
-    .ev(Evidence::num(format!("local {} mtu", l.name), lm as f64, "B", "sysfs (local)"))
-    .ev(Evidence::num(format!("peer {} mtu", p.name), pm as f64, "B", "sysfs (peer)"))
+    .num(format!("local {} mtu", l.name), lm as f64, "B", "sysfs (local)")
+    .num(format!("peer {} mtu", p.name), pm as f64, "B", "sysfs (peer)")
     .why("Frames larger than the smaller MTU are dropped or fragmented; TCP falls back to the smaller MSS or stalls on PMTU black holes.")
     .fix(format!("ip link set dev {} mtu {big}  # match {big_name}, if every hop carries it", small.name))]
 }

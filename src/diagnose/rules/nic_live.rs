@@ -3,8 +3,8 @@
 //! raised to a warning when packets are seen arriving unaggregated.
 
 use super::nic::gro_off;
-use super::HostCtx;
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use super::{HostCtx, QueueTotals};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
 use crate::diagnose::util::{driver, secs};
@@ -113,46 +113,7 @@ fn queue_imbalance(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
 type Sources<'a> = BTreeMap<(&'a str, Dir), QueueSource>;
 
 /// (iface, dir) -> (queue -> intervals it dominated, total packets per queue, queues seen)
-type QueueAcc = (BTreeMap<u32, usize>, QueueTotals, usize);
-
-/// Packets per queue over the window: a dense column for the queue numbers
-/// an interface has (a big host's 64 per NIC), a map for any number beyond.
-/// Summing 1,024 queues × 5 intervals through a map of 64 was a quarter of
-/// a big host's rules.
-#[derive(Default)]
-struct QueueTotals {
-    dense: Vec<u64>,
-    sparse: BTreeMap<u32, u64>,
-}
-
-impl QueueTotals {
-    /// Queue numbers below this are counted in the dense column.
-    const DENSE: u32 = 1 << 12;
-
-    fn add(&mut self, q: u32, p: u64) {
-        if q < Self::DENSE {
-            let i = q as usize;
-            if self.dense.len() <= i {
-                self.dense.resize(i + 1, 0);
-            }
-            self.dense[i] += p;
-        } else {
-            *self.sparse.entry(q).or_insert(0) += p;
-        }
-    }
-
-    fn get(&self, q: u32) -> u64 {
-        if q < Self::DENSE {
-            self.dense.get(q as usize).copied().unwrap_or(0)
-        } else {
-            self.sparse.get(&q).copied().unwrap_or(0)
-        }
-    }
-
-    fn sum(&self) -> u64 {
-        self.dense.iter().sum::<u64>() + self.sparse.values().sum::<u64>()
-    }
-}
+type QueueAcc = (BTreeMap<u32, usize>, QueueTotals<u64>, usize);
 
 /// One sample's queues of one (iface, dir), in the sample's order.
 struct Group<'a> {
@@ -284,8 +245,9 @@ fn imbalanced_queues<'a>(
         if n < ctx.need(t) {
             continue;
         }
-        let total = totals.sum();
-        let share = totals.get(q) as f64 / total.max(1) as f64;
+        let totals = totals.into_map();
+        let total: u64 = totals.values().sum();
+        let share = totals.get(&q).copied().unwrap_or(0) as f64 / total.max(1) as f64;
         let source = best
             .get(&(iface, dir))
             .map_or("per-queue counters", |s| source_label(*s, dir));
@@ -339,13 +301,13 @@ fn imbalance_finding(ctx: &HostCtx, t: &Thresholds, iface: &str, hits: &[Hit]) -
     for h in hits {
         let d = name(h.dir);
         f = f
-            .ev(Evidence::num(
+            .num(
                 format!("{d} queue {} share", h.queue),
                 h.share * 100.0,
                 "%",
                 format!("{} {iface}", h.source),
-            ))
-            .ev(Evidence::num(
+            )
+            .num(
                 format!(
                     "{d} intervals with > {:.0} % on one queue",
                     t.queue_share * 100.0
@@ -353,11 +315,11 @@ fn imbalance_finding(ctx: &HostCtx, t: &Thresholds, iface: &str, hits: &[Hit]) -
                 h.intervals as f64,
                 "",
                 "window",
-            ));
+            );
     }
     f = f
-        .ev(Evidence::num("queues", nq as f64, "", format!("{} {iface}", hits[0].source)))
-        .ev(Evidence::num("connections", streams as f64, "", "test spec"))
+        .num("queues", nq as f64, "", format!("{} {iface}", hits[0].source))
+        .num("connections", streams as f64, "", "test spec")
         .why("RSS hashes each flow to one queue and so to one core: with one flow (or a hash that ignores ports) one core does all the work however many queues exist.")
         .fix(format!(
             "wirescope run {}  # more flows spread over the queues",
@@ -398,9 +360,9 @@ fn ring_small(ctx: &HostCtx, nic: &NicFacts, c: &Counters) -> Option<Finding> {
             nic.name.clone(),
             format!("{}: {drops} rx drops with the rx ring at {rx} of {max}", nic.name),
         )
-        .ev(Evidence::num("rx drops", drops as f64, "", format!("/proc/net/dev + ethtool -S {}", nic.name)))
-        .ev(Evidence::num("rx ring", rx as f64, "descriptors", format!("ethtool -g {}", nic.name)))
-        .ev(Evidence::num("rx ring max", max as f64, "descriptors", format!("ethtool -g {}", nic.name)))
+        .num("rx drops", drops as f64, "", format!("/proc/net/dev + ethtool -S {}", nic.name))
+        .num("rx ring", rx as f64, "descriptors", format!("ethtool -g {}", nic.name))
+        .num("rx ring max", max as f64, "descriptors", format!("ethtool -g {}", nic.name))
         .why("A small ring overflows during bursts or short stalls of the core that drains it; each drop costs a TCP retransmission.")
         .fix(format!("ethtool -G {} rx {max}", nic.name)),
     )
@@ -432,22 +394,15 @@ fn counter_rule(ctx: &HostCtx, nic: &NicFacts, c: &Counters, name: &str) -> Opti
         )
     };
     let mut f = Finding::rule(id, Severity::Warn, ctx.host, nic.name.clone(), title)
-        .ev(Evidence::num(
-            name,
-            n as f64,
-            "",
-            format!("ethtool -S {}", nic.name),
-        ))
-        .ev(Evidence::num(
+        .num(name, n as f64, "", format!("ethtool -S {}", nic.name))
+        .num(
             format!("{name} rate"),
             rate,
             "/s",
             format!("ethtool -S {}", nic.name),
-        ))
+        )
         .why(why);
-    for x in fixes {
-        f = f.fix(x);
-    }
+    f.fix.extend(fixes);
     Some(f)
 }
 
@@ -459,16 +414,13 @@ fn pause(ctx: &HostCtx, nic: &NicFacts, c: &Counters) -> Option<Finding> {
                 .iter()
                 .any(|x| n.contains(x))
     };
-    let rx: u64 = c
-        .iter()
-        .filter(|(n, _)| n.starts_with("rx") && is_pause(n))
-        .map(|e| e.1)
-        .sum();
-    let tx: u64 = c
-        .iter()
-        .filter(|(n, _)| n.starts_with("tx") && is_pause(n))
-        .map(|e| e.1)
-        .sum();
+    let sum = |dir: &str| -> u64 {
+        c.iter()
+            .filter(|(n, _)| n.starts_with(dir) && is_pause(n))
+            .map(|e| e.1)
+            .sum()
+    };
+    let (rx, tx) = (sum("rx"), sum("tx"));
     if rx + tx == 0 {
         return None;
     }
@@ -485,8 +437,8 @@ fn pause(ctx: &HostCtx, nic: &NicFacts, c: &Counters) -> Option<Finding> {
             nic.name.clone(),
             format!("{}: pause frames rx {rx} / tx {tx}: {who}", nic.name),
         )
-        .ev(Evidence::num("rx pause frames", rx as f64, "", format!("ethtool -S {}", nic.name)))
-        .ev(Evidence::num("tx pause frames", tx as f64, "", format!("ethtool -S {}", nic.name)))
+        .num("rx pause frames", rx as f64, "", format!("ethtool -S {}", nic.name))
+        .num("tx pause frames", tx as f64, "", format!("ethtool -S {}", nic.name))
         .why("Pause frames stop the sender for a while: the congested side sets the pace of the whole link.")
         .fix(format!("ethtool -S {} | grep -E 'pause|discard|out_of_buffer'", nic.name))
         .fix(format!("ethtool -G {} rx 8192  # on the congested host", nic.name)),
@@ -518,17 +470,17 @@ fn unaggregated_gro(ctx: &HostCtx, nic: &NicFacts, t: &Thresholds) -> Option<Fin
     if driver(nic) == "veth" {
         if let Some(sender) = tso_off_iface(ctx.other_facts) {
             return gro_off(nic, ctx.host, None, false).map(|f| {
-                f.ev(Evidence::num(
+                f.num(
                     "average received packet",
                     avg,
                     "B",
                     "/proc/net/dev rx_bytes/rx_packets",
-                ))
-                .ev(Evidence::text(
+                )
+                .text(
                     "sender's tcp-segmentation-offload",
                     format!("off on {sender}: it sends MTU-sized packets"),
                     format!("ethtool -k {sender} (other host)"),
-                ))
+                )
             });
         }
     }

@@ -1,7 +1,7 @@
 //! Platform rules (facts only): irq.single-cpu, irq.remote-numa, irqbalance.conflict,
 //! qdisc.shaping, pcie.link-downgraded, cpu.governor, platform.iommu.
 
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::util::{cpu_list, cpus, data_irqs, driver, local_cpus, spread};
 use crate::probe::facts::{HostFacts, NicFacts, PcieLink};
@@ -21,10 +21,6 @@ pub fn rules(facts: &HostFacts, host: HostRole) -> Vec<Finding> {
     out.extend(governor(facts, host));
     out.extend(iommu(facts, host));
     out
-}
-
-fn affinity_fixes(facts: &HostFacts, nic: &NicFacts) -> Vec<String> {
-    affinity_commands(&spread_over(nic, &local_cpus(nic, facts)))
 }
 
 /// Each data IRQ of `nic` with the CPU of `local` it should move to (spread
@@ -76,13 +72,15 @@ fn nodes_of(facts: &HostFacts, own: i32, cpus: &[u32]) -> String {
     let elsewhere = cpus
         .iter()
         .any(|c| !others.iter().any(|(_, on)| on.contains(c)));
-    match (nodes.len(), elsewhere) {
-        (0, _) => String::new(),
-        (1, false) => format!(" of node {}", nodes[0]),
-        (_, false) => format!(" of nodes {}", nodes.join(", ")),
-        (1, true) => format!(" of node {} and elsewhere", nodes[0]),
-        (_, true) => format!(" of nodes {} and elsewhere", nodes.join(", ")),
+    if nodes.is_empty() {
+        return String::new();
     }
+    format!(
+        " of node{} {}{}",
+        if nodes.len() == 1 { "" } else { "s" },
+        nodes.join(", "),
+        if elsewhere { " and elsewhere" } else { "" }
+    )
 }
 
 /// `n one` or `n many`.
@@ -126,12 +124,13 @@ fn irq_single_cpu(facts: &HostFacts, nic: &NicFacts, host: HostRole) -> Option<F
         nic.name.clone(),
         format!("all {} data IRQs of {} are served by cpu{cpu}", irqs.len(), nic.name),
     )
-    .ev(Evidence::num("data IRQs", irqs.len() as f64, "", "/proc/interrupts"))
-    .ev(Evidence::text("effective affinity of all of them", format!("cpu{cpu}"), "/proc/irq/N/effective_affinity_list"))
+    .num("data IRQs", irqs.len() as f64, "", "/proc/interrupts")
+    .text("effective affinity of all of them", format!("cpu{cpu}"), "/proc/irq/N/effective_affinity_list")
     .why("Every queue's interrupt and its NAPI poll run on one core: that core caps the packet rate of the whole NIC.");
-    for x in affinity_fixes(facts, nic) {
-        f = f.fix(x);
-    }
+    f.fix.extend(affinity_commands(&spread_over(
+        nic,
+        &local_cpus(nic, facts),
+    )));
     Some(f)
 }
 
@@ -170,7 +169,7 @@ pub fn remote_numa(
         nic.name.clone(),
         remote_title(facts, nic, node, &local, &remote_irqs, &remote_engine),
     )
-    .ev(Evidence::text("NIC-local CPUs", nic.local_cpulist.clone().unwrap_or_default(), format!("/sys/class/net/{}/device/local_cpulist", nic.name)))
+    .text("NIC-local CPUs", nic.local_cpulist.clone().unwrap_or_default(), format!("/sys/class/net/{}/device/local_cpulist", nic.name))
     .why("Packets DMA'd into one socket's memory and processed on the other cross the inter-socket link: more latency, less bandwidth, cache misses.");
     f = remote_irq_evidence(f, &remote_irqs);
     if !remote_engine.is_empty() {
@@ -181,11 +180,11 @@ pub fn remote_numa(
             HostRole::Peer => "--peer-cpus",
         };
         f = f
-            .ev(Evidence::text(
+            .text(
                 "engine threads pinned to remote CPUs",
                 format!("{remote_engine:?}"),
                 format!("test spec {flag}"),
-            ))
+            )
             .fix(format!(
                 "wirescope run {flag} {}  # NIC-local cores",
                 nic.local_cpulist.clone().unwrap_or_default()
@@ -195,9 +194,7 @@ pub fn remote_numa(
         .into_iter()
         .filter(|(irq, _)| remote_irqs.iter().any(|r| r.0 == *irq))
         .collect();
-    for x in affinity_commands(&moves) {
-        f = f.fix(x);
-    }
+    f.fix.extend(affinity_commands(&moves));
     Some(f)
 }
 
@@ -280,7 +277,7 @@ fn remote_irq_evidence(mut f: Finding, remote_irqs: &[(u32, Vec<u32>)]) -> Findi
                 src.to_string(),
             ),
         };
-        f = f.ev(Evidence::text(label, cpu_list(c), src));
+        f = f.text(label, cpu_list(c), src);
     }
     let rest: usize = groups
         .iter()
@@ -288,11 +285,11 @@ fn remote_irq_evidence(mut f: Finding, remote_irqs: &[(u32, Vec<u32>)]) -> Findi
         .map(|g| g.1.len())
         .sum();
     if rest > 0 {
-        f = f.ev(Evidence::text(
+        f = f.text(
             "more IRQs outside the node",
             format!("{rest} on other CPU lists"),
             src,
-        ));
+        );
     }
     f
 }
@@ -311,8 +308,8 @@ fn irqbalance(facts: &HostFacts, nic: &NicFacts, host: HostRole) -> Option<Findi
             nic.name.clone(),
             format!("irqbalance is running and may move the IRQs of {}", nic.name),
         )
-        .ev(Evidence::text("irqbalance", "running", "process list"))
-        .ev(Evidence::text("driver", driver(nic), format!("ethtool -i {}", nic.name)))
+        .text("irqbalance", "running", "process list")
+        .text("driver", driver(nic), format!("ethtool -i {}", nic.name))
         .why(if mlx5 {
             "irqbalance rewrites IRQ affinity every 10 s, undoing manual pinning (set_irq_affinity); irqbalance 1.8.0 does not balance mlx5 IRQs at all."
         } else {
@@ -341,11 +338,7 @@ fn qdisc(nic: &NicFacts, host: HostRole) -> Option<Finding> {
             nic.name.clone(),
             format!("{} has a shaping root qdisc: {q}", nic.name),
         )
-        .ev(Evidence::text(
-            "root qdisc",
-            q,
-            format!("tc qdisc show dev {}", nic.name),
-        ))
+        .text("root qdisc", q, format!("tc qdisc show dev {}", nic.name))
         .why("A shaper caps the interface at its configured rate, whatever the link could do.")
         .fix(format!(
             "tc -s qdisc show dev {}  # read the rate",
@@ -411,10 +404,10 @@ pub(super) fn pcie_link(
             ),
             (1.0 - ratio).clamp(0.2, 1.0) * prior("pcie.link-downgraded") / 0.6,
         )
-        .ev(Evidence::text("current link speed", p.current_speed.clone(), format!("{base}/current_link_speed")))
-        .ev(Evidence::num("current link width", p.current_width.unwrap_or(0) as f64, "lanes", format!("{base}/current_link_width")))
-        .ev(Evidence::text("max link speed", p.max_speed.clone(), format!("{base}/max_link_speed")))
-        .ev(Evidence::num("max link width", p.max_width.unwrap_or(0) as f64, "lanes", format!("{base}/max_link_width")))
+        .text("current link speed", p.current_speed.clone(), format!("{base}/current_link_speed"))
+        .num("current link width", p.current_width.unwrap_or(0) as f64, "lanes", format!("{base}/current_link_width"))
+        .text("max link speed", p.max_speed.clone(), format!("{base}/max_link_speed"))
+        .num("max link width", p.max_width.unwrap_or(0) as f64, "lanes", format!("{base}/max_link_width"))
         .why("The PCIe link carries less than the device was built for: the NIC cannot move line rate to memory.")
         .fix(format!("lspci -vv -s {slot} | grep -E 'LnkCap|LnkSta'  # reseat in a full-width slot / check BIOS link settings")),
     )
@@ -443,11 +436,11 @@ fn governor(facts: &HostFacts, host: HostRole) -> Option<Finding> {
     .why("Power-saving governors lower the clock between bursts; packet processing pays the ramp-up in latency and peak rate.")
     .fix("cpupower frequency-set -g performance");
     for (g, c) in other {
-        f = f.ev(Evidence::text(
+        f = f.text(
             format!("governor of cpus {c}"),
             g.clone(),
             "/sys/devices/system/cpu/cpuN/cpufreq/scaling_governor",
-        ));
+        );
     }
     Some(f)
 }
@@ -470,7 +463,7 @@ fn iommu(facts: &HostFacts, host: HostRole) -> Option<Finding> {
             "",
             "intel_iommu=on without iommu=pt: every DMA is translated",
         )
-        .ev(Evidence::text("kernel command line", facts.cmdline.clone(), "/proc/cmdline"))
+        .text("kernel command line", facts.cmdline.clone(), "/proc/cmdline")
         .why("With the IOMMU in translation mode every receive buffer is mapped and unmapped: CPU cost and IOTLB misses at high packet rates.")
         .fix("grubby --update-kernel=ALL --args=iommu=pt  # or add iommu=pt to GRUB_CMDLINE_LINUX, then reboot"),
     )

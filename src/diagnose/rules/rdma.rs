@@ -9,7 +9,7 @@
 
 use super::driver::{firmware_of, not_in_catalog_of};
 use super::platform::pcie_link;
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::thresholds::Thresholds;
 use crate::probe::facts::NicFacts;
 use crate::probe::rdma::{
@@ -150,7 +150,7 @@ fn no_device(
             None => "no RDMA device: RDMA tests cannot run on this host".to_string(),
         },
     )
-    .ev(Evidence::text(
+    .text(
         "RDMA devices",
         // "no RDMA device (/sys/class/infiniband is absent)": what to load is the fix below.
         rdma.none
@@ -158,15 +158,11 @@ fn no_device(
             .and_then(|n| n.split_once(": ").map(|(what, _)| what))
             .unwrap_or("none"),
         SYSFS_ROOT,
-    ))
+    )
     .why("RDMA needs the RDMA driver of the NIC (or soft-RoCE) loaded; without it only TCP can be measured on this host.");
     for (i, d, m) in &capable {
         f = f
-            .ev(Evidence::text(
-                format!("driver of {i}"),
-                *d,
-                format!("ethtool -i {i}"),
-            ))
+            .text(format!("driver of {i}"), *d, format!("ethtool -i {i}"))
             .fix(format!("modprobe {m}  # RDMA function of {d} ({i})"));
     }
     if capable.is_empty() {
@@ -215,17 +211,17 @@ fn port_down(
             phys.map_or("unknown", |s| s.name.as_str())
         ),
     )
-    .ev(Evidence::text(
+    .text(
         "state",
         format!("{}: {}", state.code, state.name),
         port_src(d, p, "state"),
-    ));
+    );
     if let Some(s) = phys {
-        f = f.ev(Evidence::text(
+        f = f.text(
             "phys_state",
             format!("{}: {}", s.code, s.name),
             port_src(d, p, "phys_state"),
-        ));
+        );
     }
     let ib = p.link_layer == Some(LinkLayer::Infiniband);
     f = f.why(if ib && link_up {
@@ -263,17 +259,17 @@ fn mtu_small(d: &RdmaDeviceFacts, p: &RdmaPortFacts, host: HostRole) -> Option<F
         format!("{} port {}", d.name, p.port),
         format!("{} port {}: active RDMA MTU {active} of {max}", d.name, p.port),
     )
-    .ev(Evidence::num("active MTU", active as f64, "B", p.mtu_source.clone()))
-    .ev(Evidence::num("max MTU", max as f64, "B", p.mtu_source.clone()))
+    .num("active MTU", active as f64, "B", p.mtu_source.clone())
+    .num("max MTU", max as f64, "B", p.mtu_source.clone())
     .why("Every RDMA message is cut into MTU-sized packets with their own headers and ACK/PSN processing: 1024-byte packets cost about 4x the packet rate of 4096 and lose bandwidth on the link and in the NIC.");
     if let (Some(n), Some(m)) = (&p.netdev, p.netdev_mtu) {
         f = f
-            .ev(Evidence::num(
+            .num(
                 format!("{n} MTU"),
                 m as f64,
                 "B",
                 format!("/sys/class/net/{n}/mtu"),
-            ))
+            )
             .fix(format!("ip link set dev {n} mtu 9000  # RoCE needs a netdev MTU >= 4200 for 4096; on both hosts and every switch port"));
     } else {
         f = f.fix("set the subnet's MTU to 4096 (opensm: mtu in the partitions file) and check the switch");
@@ -305,8 +301,8 @@ fn gid_v1(rdma: &RdmaFacts, u: &RdmaUse, host: HostRole) -> Option<Finding> {
                 d.name, p.port, v2.index
             ),
         )
-        .ev(Evidence::text(format!("GID {gi}"), format!("{} ({})", g.gid, "IB/RoCE v1"), port_src(d, p, &format!("gid_attrs/types/{gi}"))))
-        .ev(Evidence::text(format!("GID {}", v2.index), format!("{} ({})", v2.gid, "RoCE v2"), port_src(d, p, &format!("gid_attrs/types/{}", v2.index))))
+        .text(format!("GID {gi}"), format!("{} ({})", g.gid, "IB/RoCE v1"), port_src(d, p, &format!("gid_attrs/types/{gi}")))
+        .text(format!("GID {}", v2.index), format!("{} ({})", v2.gid, "RoCE v2"), port_src(d, p, &format!("gid_attrs/types/{}", v2.index)))
         .why("RoCE v1 is a raw Ethernet frame: it is not routed, carries no IP ECN bits (so no DCQCN congestion control) and many switches give it no lossless class.")
         .fix(format!("wirescope run --engine rdma --gid-index {}  # perftest: -x {}", v2.index, v2.index)),
     )
@@ -395,16 +391,16 @@ fn out_of_buffer(ports: &[&RdmaPortSample], host: HostRole) -> Option<Finding> {
         last.label(),
         format!("{}: {n} packets found no receive WQE (out_of_buffer {rate:.0}/s)", last.label()),
     )
-    .ev(Evidence::num("out_of_buffer", n as f64, "", hw_src(last, "out_of_buffer")))
-    .ev(Evidence::num("out_of_buffer rate", rate, "/s", hw_src(last, "out_of_buffer")))
+    .num("out_of_buffer", n as f64, "", hw_src(last, "out_of_buffer"))
+    .num("out_of_buffer rate", rate, "/s", hw_src(last, "out_of_buffer"))
     .why("A SEND arrived while the receiver had no receive buffer posted: the sender is told to back off (RNR NAK) and retries, so the receiver's posting rate, not the link, sets the pace.");
     if rnr > 0 {
-        f = f.ev(Evidence::num(
+        f = f.num(
             "rnr_nak_retry_err",
             rnr as f64,
             "",
             hw_src(last, "rnr_nak_retry_err"),
-        ));
+        );
     }
     Some(
         f.fix("wirescope run --engine rdma --op send --rx-depth 1024  # more receive WQEs per QP (perftest: -r)")
@@ -458,14 +454,12 @@ fn retransmits(
     )
     .why("RC transport recovers a lost packet by go-back-N: the sender resends everything after it, or waits for the ACK timeout. A few losses per second cut RoCE throughput sharply; the fabric is not lossless (PFC) or ECN is not reacting early enough.");
     for (c, n) in &totals {
-        f = f
-            .ev(Evidence::num(*c, *n as f64, "", hw_src(last, c)))
-            .ev(Evidence::num(
-                format!("{c} rate"),
-                *n as f64 / s,
-                "/s",
-                hw_src(last, c),
-            ));
+        f = f.num(*c, *n as f64, "", hw_src(last, c)).num(
+            format!("{c} rate"),
+            *n as f64 / s,
+            "/s",
+            hw_src(last, c),
+        );
     }
     if let Some(n) = &last.netdev {
         f = f.fix(format!("ethtool -S {n} | grep -E 'prio[0-9]_pause|discard|out_of_buffer'  # where packets are lost"));
@@ -590,42 +584,32 @@ fn congestion_finding(
         last.label(),
         format!("{}: CNPs / ECN marks growing, {prio_text}, {pfc_text}", last.label()),
     )
-    .ev(Evidence::num("intervals with CNP/ECN activity", busy as f64, "", "window"))
+    .num("intervals with CNP/ECN activity", busy as f64, "", "window")
     .why("ECN marks and CNPs mean a queue in the fabric is filling: DCQCN lowers the senders' rate. With PFC pauses as well the priority is being stopped hop by hop, which spreads congestion (head-of-line blocking) to other flows.");
     for (c, meaning) in CONGESTION_COUNTERS {
         let n: u64 = ports.iter().map(|p| p.delta(c)).sum();
         if n > 0 {
-            f = f.ev(Evidence::num(
+            f = f.num(
                 format!("{c} rate ({meaning})"),
                 n as f64 / s,
                 "/s",
                 hw_src(last, c),
-            ));
+            );
         }
     }
     for (p, rx, tx) in paused {
         let src = nd.map_or("ethtool -S".to_string(), |n| format!("ethtool -S {n}"));
         f = f
-            .ev(Evidence::num(
-                format!("rx_prio{p}_pause"),
-                *rx as f64,
-                "",
-                src.clone(),
-            ))
-            .ev(Evidence::num(
-                format!("tx_prio{p}_pause"),
-                *tx as f64,
-                "",
-                src,
-            ));
+            .num(format!("rx_prio{p}_pause"), *rx as f64, "", src.clone())
+            .num(format!("tx_prio{p}_pause"), *tx as f64, "", src);
     }
     if let Some((p, v)) = busiest.filter(|b| b.1 .0 > 0) {
-        f = f.ev(Evidence::num(
+        f = f.num(
             format!("prio {p} bytes"),
             v.0 as f64,
             "B",
             nd.map_or("ethtool -S".to_string(), |n| format!("ethtool -S {n}")),
-        ));
+        );
     }
     if let Some(n) = nd {
         f = f.fix(format!("ethtool -S {n} | grep -E 'prio[0-9]_(pause|bytes)'  # which priority carries RoCE and who pauses"));

@@ -8,7 +8,7 @@
 //! [`SinkRuleInput`] from a window of both hosts' Samples of a packet test;
 //! nothing here reads a file or a clock.
 
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::thresholds::Thresholds;
 use crate::probe::sample::HostRole;
 use crate::probe::topology::CoreTopology;
@@ -207,30 +207,30 @@ pub fn remote_numa(i: &SinkRuleInput, topo: &CoreTopology) -> Option<Finding> {
         ),
         remote.len() as f64 / topo.cpus.len().max(1) as f64 * 0.5,
     )
-    .ev(Evidence::num(
+    .num(
         format!("{} NUMA node", i.iface),
         f64::from(nic_node),
         "",
         format!("/sys/class/net/{}/device/numa_node", i.iface),
-    ));
+    );
     for p in &remote {
         if let Some(n) = p.numa_node {
-            f = f.ev(Evidence::num(
+            f = f.num(
                 format!("{} NUMA node", p.cpu),
                 f64::from(n),
                 "",
                 "/sys/devices/system/node/nodeN/cpulist",
-            ));
+            );
         }
     }
     f = f.why("Every frame the NIC writes into memory of its own node is read across the socket interconnect by a remote core: published receive benchmarks lose 10-20 % of the packet rate this way.");
     if let Some(local) = &topo.nic_local_cpus {
         f = f
-            .ev(Evidence::text(
+            .text(
                 format!("{} local CPUs", i.iface),
                 local.clone(),
                 format!("/sys/class/net/{}/device/local_cpulist", i.iface),
-            ))
+            )
             .fix(format!(
                 "wirescope run --engine sink --peer-cpus <cores from {local}>  # sink threads on the NIC's node"
             ));
@@ -257,14 +257,14 @@ pub fn smt_siblings(i: &SinkRuleInput, topo: &CoreTopology) -> Option<Finding> {
         pairs.len() as f64 / topo.cpus.len().max(1) as f64,
     );
     for (a, b) in &pairs {
-        f = f.ev(Evidence::text(
+        f = f.text(
             format!("{a} thread siblings"),
             format!("{a},{b}"),
             format!(
                 "/sys/devices/system/cpu/cpu{}/topology/thread_siblings_list",
                 a.0
             ),
-        ));
+        );
     }
     Some(f
         .why("SMT siblings share one core's execution units and L1/L2 caches: two sink threads there get far less than two cores' packet rate (10-20 % less than on separate cores in published receive benchmarks).")
@@ -361,8 +361,7 @@ impl Overrun {
         st: &SinkThresholds,
         a: &QueueAcc,
     ) -> Option<Overrun> {
-        let thread = (!a.thread_cpu.is_empty())
-            .then(|| a.thread_cpu.iter().sum::<f64>() / a.thread_cpu.len() as f64);
+        let thread = crate::diagnose::util::mean(a.thread_cpu.iter().copied());
         let core = a.cpu.or(a.napi);
         let core_busy = core.and_then(|c| i.busy(c));
         let saturated = thread.is_some_and(|c| c >= t.core_saturated_pct)
@@ -421,34 +420,29 @@ fn overrun_finding(i: &SinkRuleInput, queue: u32, a: &QueueAcc, o: &Overrun) -> 
         title,
         if saturated { 0.8 } else { lost.max(0.3) },
     )
-    .ev(Evidence::num(
+    .num(
         format!("queue {queue} frames lost to a full ring"),
         lost * 100.0,
         "%",
         a.counter,
-    ))
-    .ev(Evidence::num(
+    )
+    .num(
         format!("queue {queue} ring drops"),
         a.drops as f64 / secs.max(1e-9),
         "/s",
         a.counter,
-    ))
-    .ev(Evidence::num(
-        "intervals with drops",
-        a.intervals as f64,
-        "",
-        "window",
-    ));
+    )
+    .num("intervals with drops", a.intervals as f64, "", "window");
     if let Some(c) = thread {
-        f = f.ev(Evidence::num(
+        f = f.num(
             format!("sink thread of queue {queue} CPU"),
             c,
             "%",
             "/proc/self/task/TID/schedstat",
-        ));
+        );
     }
     if let (Some(c), Some(b)) = (core, core_busy) {
-        f = f.ev(Evidence::num(format!("{c} busy"), b, "%", "/proc/stat"));
+        f = f.num(format!("{c} busy"), b, "%", "/proc/stat");
     }
     if !saturated {
         return f.why("The kernel drops each frame that finds the ring full. The thread that drains it had idle time, so it is not too slow on average: the ring fills during bursts or while the thread waits to be woken or scheduled (another task on its core, wake-up latency).")
@@ -497,20 +491,20 @@ pub fn rx_missed(i: &SinkRuleInput, t: &Thresholds) -> Vec<Finding> {
             ),
             0.7,
         )
-        .ev(Evidence::num(
+        .num(
             format!("rx queue {queue} drops"),
             drops as f64 / secs,
             "/s",
             format!("ethtool -S {} (per-queue drop counter)", i.iface),
-        ));
+        );
         if let Some(c) = core {
-            f = f.ev(Evidence::text(
+            f = f.text(
                 format!("queue {queue} processed on"),
                 c.to_string(),
                 "XDP counters by CPU / sink thread pinning",
-            ));
+            );
             if let Some(b) = i.busy(c) {
-                f = f.ev(Evidence::num(format!("{c} busy"), b, "%", "/proc/stat"));
+                f = f.num(format!("{c} busy"), b, "%", "/proc/stat");
             }
         }
         out.push(f
@@ -532,12 +526,12 @@ pub fn rx_missed(i: &SinkRuleInput, t: &Thresholds) -> Vec<Finding> {
             0.7,
         );
         for (k, v) in &nic {
-            f = f.ev(Evidence::num(
+            f = f.num(
                 k.clone(),
                 *v as f64 / secs,
                 "/s",
                 format!("ethtool -S {}", i.iface),
-            ));
+            );
         }
         out.push(f
             .why("The NIC ran out of receive descriptors or buffer: the cores polling its queues did not keep up.")
@@ -645,20 +639,20 @@ pub fn generator_bound(i: &SinkRuleInput, st: &SinkThresholds) -> Option<Finding
         title,
         if paced { 0.1 } else { 0.9 },
     )
-    .ev(Evidence::num("generator rate", pps, "pps", format!("generator ({path})")))
-    .ev(Evidence::num(
+    .num("generator rate", pps, "pps", format!("generator ({path})"))
+    .num(
         "counted by the sink",
         counted as f64 / sent as f64 * 100.0,
         "% of sent",
         format!("sink ({})", i.mode.name()),
-    ))
-    .ev(Evidence::num(
+    )
+    .num(
         format!("busiest sink worker: {worker}"),
         busiest,
         "%",
         busiest_src,
-    ))
-    .ev(Evidence::num("busiest generator thread", gen_cpu, "%", "/proc/self/task/TID/schedstat"))
+    )
+    .num("busiest generator thread", gen_cpu, "%", "/proc/self/task/TID/schedstat")
     .why("A sink that counts everything sent and still has idle time is not the bottleneck: the number measured is the generator's rate, and the sink's ceiling is higher.");
     if paced {
         f = f.fix("wirescope run --engine sink --rate 0  # flat out, to find the sink's ceiling");

@@ -2,7 +2,7 @@
 //! bandwidth × RTT) and tcp.retransmits (nstat RetransSegs / OutSegs).
 
 use super::HostCtx;
-use crate::diagnose::finding::{Evidence, Finding, Severity};
+use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
 use crate::diagnose::util::{pow2_at_least, secs, speed_mbps, sysctl_max, sysctl_min_default};
@@ -105,13 +105,18 @@ fn send_stats(active: &[&Sample], any_role: bool) -> Option<SendStats> {
     Some(st)
 }
 
-/// Buffer cap (B) of a host for one direction: tcp_[rw]mem max, or 2 × min(SO_*BUF, core max).
-fn cap(facts: &HostFacts, recv: bool, window: Option<u64>) -> Option<(u64, String)> {
-    let (tcp, core) = if recv {
+/// The sysctls of a direction's buffers: tcp_[rw]mem and core [rw]mem_max.
+fn buffer_sysctls(recv: bool) -> (&'static str, &'static str) {
+    if recv {
         ("net.ipv4.tcp_rmem", "net.core.rmem_max")
     } else {
         ("net.ipv4.tcp_wmem", "net.core.wmem_max")
-    };
+    }
+}
+
+/// Buffer cap (B) of a host for one direction: tcp_[rw]mem max, or 2 × min(SO_*BUF, core max).
+fn cap(facts: &HostFacts, recv: bool, window: Option<u64>) -> Option<(u64, String)> {
+    let (tcp, core) = buffer_sysctls(recv);
     match window {
         Some(w) => {
             let core_max = sysctl_max(facts, core).unwrap_or(w);
@@ -128,11 +133,7 @@ fn cap(facts: &HostFacts, recv: bool, window: Option<u64>) -> Option<(u64, Strin
 }
 
 fn buffer_fix(f: Finding, facts: &HostFacts, recv: bool, want: u64, window: bool) -> Finding {
-    let (tcp, core) = if recv {
-        ("net.ipv4.tcp_rmem", "net.core.rmem_max")
-    } else {
-        ("net.ipv4.tcp_wmem", "net.core.wmem_max")
-    };
+    let (tcp, core) = buffer_sysctls(recv);
     // With --window the test set SO_SNDBUF/SO_RCVBUF itself: that switches
     // off autotuning, so tcp_[rw]mem does not apply and the option is the
     // fix (the core maximum still caps what it asks for).
@@ -229,11 +230,11 @@ fn buffer_limited(ctx: &HostCtx, t: &Thresholds) -> Vec<Finding> {
             title,
             impact * prior("tcp.buffer-limited") / 0.6,
         )
-        .ev(Evidence::num(what, capf, "B", if recv { "sysctl (receiver)" } else { "sysctl (sender)" }))
-        .ev(Evidence::num("bandwidth × RTT per connection", bdp, "B", "TCP_INFO rtt × max(rate, link speed / streams)"))
-        .ev(Evidence::num("srtt (mean)", st.rtt_us, "us", "TCP_INFO rtt (sender)"))
-        .ev(Evidence::num("rate per connection", st.rate_bps, "b/s", "engine counters"))
-        .ev(Evidence::num(format!("{lim_name} share of busy time (conn {})", st.worst_conn), limited * 100.0, "%", "TCP_INFO tcpi_rwnd_limited / tcpi_busy_time"))
+        .num(what, capf, "B", if recv { "sysctl (receiver)" } else { "sysctl (sender)" })
+        .num("bandwidth × RTT per connection", bdp, "B", "TCP_INFO rtt × max(rate, link speed / streams)")
+        .num("srtt (mean)", st.rtt_us, "us", "TCP_INFO rtt (sender)")
+        .num("rate per connection", st.rate_bps, "b/s", "engine counters")
+        .num(format!("{lim_name} share of busy time (conn {})", st.worst_conn), limited * 100.0, "%", "TCP_INFO tcpi_rwnd_limited / tcpi_busy_time")
         .why(if recv {
             "The receiver cannot advertise a window larger than its buffer: a connection carries at most window / RTT."
         } else {
@@ -323,11 +324,11 @@ fn late_acks(
         },
         ratio.min(1.0) * prior("tcp.retransmits") * 0.25,
     )
-    .ev(Evidence::num("retransmitted segments", retr as f64, "", source))
-    .ev(Evidence::num("sent segments", out as f64, "", source))
-    .ev(Evidence::num("of them reported duplicate by the receiver", spurious as f64, "", "nstat TcpExt.TCPDSACKRecvSegs"))
-    .ev(Evidence::num("of them lost", lost as f64, "", "retransmitted - D-SACKed"))
-    .ev(Evidence::num("tail-loss probes", nstat_sum(ctx, "TcpExt.TCPLossProbes") as f64, "", "nstat TcpExt.TCPLossProbes"))
+    .num("retransmitted segments", retr as f64, "", source)
+    .num("sent segments", out as f64, "", source)
+    .num("of them reported duplicate by the receiver", spurious as f64, "", "nstat TcpExt.TCPDSACKRecvSegs")
+    .num("of them lost", lost as f64, "", "retransmitted - D-SACKed")
+    .num("tail-loss probes", nstat_sum(ctx, "TcpExt.TCPLossProbes") as f64, "", "nstat TcpExt.TCPLossProbes")
     .why("A sender that waits too long for an ACK sends the last segment again (a tail-loss probe) or times out; when the receiver reports it as a duplicate, the original arrived: the delay is in the receiver's processing, not in the network.")
 }
 
@@ -371,40 +372,25 @@ fn lost_segments(
         title,
         (ratio * 100.0).min(1.0) * prior("tcp.retransmits") * if limiting { 2.0 } else { 0.5 },
     )
-    .ev(Evidence::num(
-        "retransmitted segments",
-        retr as f64,
-        "",
-        source,
-    ))
-    .ev(Evidence::num("sent segments", out as f64, "", source))
-    .ev(Evidence::num(
-        "retransmit ratio",
-        ratio * 100.0,
-        "%",
-        source,
-    ));
+    .num("retransmitted segments", retr as f64, "", source)
+    .num("sent segments", out as f64, "", source)
+    .num("retransmit ratio", ratio * 100.0, "%", source);
     if let Some((iface, q)) = shaper {
-        f = f.ev(Evidence::text(
+        f = f.text(
             format!("root qdisc of {iface}"),
             q,
             format!("tc qdisc show dev {iface}"),
-        ));
+        );
     }
     if let Some((bps, rate)) = bound {
         f = f
-            .ev(Evidence::num(
+            .num(
                 "loss-bound rate per connection",
                 bps,
                 "b/s",
                 "MSS / srtt × sqrt(3/2) / sqrt(ratio) (TCP_INFO, Mathis et al.)",
-            ))
-            .ev(Evidence::num(
-                "rate per connection",
-                rate,
-                "b/s",
-                "engine counters",
-            ));
+            )
+            .num("rate per connection", rate, "b/s", "engine counters");
     }
     let mut f = f
     .why("Every loss halves (cubic) or re-probes (bbr) the congestion window: losses cap throughput well below the link.")
@@ -501,9 +487,9 @@ pub fn check_rules(facts: &HostFacts, host: HostRole, t: &Thresholds) -> Vec<Fin
             ),
             0.2,
         )
-        .ev(Evidence::num(what, cap as f64, "B", "sysctl"))
-        .ev(Evidence::num("link speed", speed as f64, "Mb/s", "ethtool"))
-        .ev(Evidence::num("assumed RTT", t.assumed_rtt_us, "us", "Thresholds::assumed_rtt_us"))
+        .num(what, cap as f64, "B", "sysctl")
+        .num("link speed", speed as f64, "Mb/s", "ethtool")
+        .num("assumed RTT", t.assumed_rtt_us, "us", "Thresholds::assumed_rtt_us")
         .why("A single connection carries at most buffer / RTT; measure the RTT with a test to know whether this limits you.");
         out.push(buffer_fix(f, facts, recv, want, false));
     }

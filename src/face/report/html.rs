@@ -311,21 +311,19 @@ fn rates(label: &str, p: &Point) -> Result<String, charts::ChartError> {
         )?);
     }
     if p.rows.iter().any(|r| r.latency.is_some()) {
-        let q = |f: fn(&crate::traffic::LatencySummary) -> f64| pts(&|r| r.latency.as_ref().map(f));
-        let series = vec![
-            Series {
-                name: "p50".into(),
-                points: q(|l| l.p50),
-            },
-            Series {
-                name: "p99".into(),
-                points: q(|l| l.p99),
-            },
-            Series {
-                name: "p99.9".into(),
-                points: q(|l| l.p999),
-            },
+        type Quantile = fn(&crate::traffic::LatencySummary) -> f64;
+        let quantiles: [(&str, Quantile); 3] = [
+            ("p50", |l| l.p50),
+            ("p99", |l| l.p99),
+            ("p99.9", |l| l.p999),
         ];
+        let series: Vec<Series> = quantiles
+            .into_iter()
+            .map(|(name, f)| Series {
+                name: name.into(),
+                points: pts(&|r| r.latency.as_ref().map(f)),
+            })
+            .collect();
         o.push_str(&charts::lines(
             &format!("{label}: latency percentiles per interval"),
             "time (s)",
@@ -432,13 +430,12 @@ fn cpu_heat(
             cells: cell(*f),
         })
         .collect();
-    let svg = charts::heat(
+    charts::heat(
         &format!("{label}: {name} host CPU per core over time (0 % dark, 100 % yellow; * busiest, i NIC IRQ, e engine)"),
         &t,
         &cores,
         &panels,
-    )?;
-    Ok(svg)
+    )
 }
 
 fn queues_and_softnet(p: &Point, label: &str) -> Result<String, charts::ChartError> {
@@ -497,27 +494,18 @@ fn queues_and_softnet(p: &Point, label: &str) -> Result<String, charts::ChartErr
             None,
         )?);
     }
-    let net = |f: fn(&HostRow) -> f64| -> Vec<Series> {
-        ["local", "peer"]
-            .iter()
-            .enumerate()
-            .map(|(i, n)| Series {
-                name: (*n).to_string(),
-                points: p.rows.iter().map(|r| (r.t, f(&r.hosts[i]))).collect(),
-            })
-            .collect()
-    };
     let mut series = Vec::new();
-    for (what, f) in [
-        (
-            "softnet drops/s",
-            (|h: &HostRow| h.softnet_drops) as fn(&HostRow) -> f64,
-        ),
-        ("squeezes/s", |h: &HostRow| h.squeezes),
-    ] {
-        for mut s in net(f) {
-            s.name = format!("{} {what}", s.name);
-            series.push(s);
+    type HostFigure = fn(&HostRow) -> f64;
+    let figures: [(&str, HostFigure); 2] = [
+        ("softnet drops/s", |h| h.softnet_drops),
+        ("squeezes/s", |h| h.squeezes),
+    ];
+    for (what, f) in figures {
+        for (i, n) in ["local", "peer"].iter().enumerate() {
+            series.push(Series {
+                name: format!("{n} {what}"),
+                points: p.rows.iter().map(|r| (r.t, f(&r.hosts[i]))).collect(),
+            });
         }
     }
     if series.iter().all(|s| s.points.iter().all(|p| p.1 == 0.0)) {

@@ -83,10 +83,9 @@ pub(super) fn check_family(name: &str, help: &str) -> Result<(), FamilyError> {
     {
         return Err(FamilyError::ReservedSuffix(suffix));
     }
-    let base = name;
     if OWN_FAMILIES
         .iter()
-        .any(|f| *f == name || f.strip_suffix("_total") == Some(base))
+        .any(|f| *f == name || f.strip_suffix("_total") == Some(name))
     {
         return Err(FamilyError::Own);
     }
@@ -192,14 +191,14 @@ impl Snapshot {
                     c.user, c.nice, c.system, c.idle, c.iowait, c.irq, c.softirq, c.steal,
                 ];
                 for (mode, n) in CPU_MODES.iter().zip(ticks) {
-                    v.push((cpu_labels(host, cpu.0, mode), n as f64 / hz));
+                    v.push((host_cpu_and(host, cpu.0, "mode", mode), n as f64 / hz));
                 }
             }
         }
         for (host, h) in self.accumulated() {
             for (cpu, secs) in &h.cpu {
                 for (mode, s) in CPU_MODES.iter().zip(secs) {
-                    v.push((cpu_labels(host, *cpu, mode), *s));
+                    v.push((host_cpu_and(host, *cpu, "mode", mode), *s));
                 }
             }
         }
@@ -211,14 +210,14 @@ impl Snapshot {
         if let Some((host, t)) = &self.live {
             for (kind, counts) in &t.softirqs.vectors {
                 for (cpu, n) in t.softirqs.cpus.iter().zip(counts) {
-                    v.push((softirq_labels(host, cpu.0, kind), *n));
+                    v.push((host_cpu_and(host, cpu.0, "type", kind), *n));
                 }
             }
         }
         for (host, h) in self.accumulated() {
             for (kind, per_cpu) in &h.softirqs {
                 for (cpu, n) in per_cpu {
-                    v.push((softirq_labels(host, *cpu, kind), *n));
+                    v.push((host_cpu_and(host, *cpu, "type", kind), *n));
                 }
             }
         }
@@ -257,15 +256,10 @@ fn host_cpu(host: &str, cpu: u32) -> Labels<'_> {
     vec![("host", cow(host)), ("cpu", owned(cpu.to_string()))]
 }
 
-fn cpu_labels<'a>(host: &'a str, cpu: u32, mode: &'a str) -> Labels<'a> {
+/// [`host_cpu`] and one more label (`mode`, `type`).
+fn host_cpu_and<'a>(host: &'a str, cpu: u32, label: &'static str, v: &'a str) -> Labels<'a> {
     let mut l = host_cpu(host, cpu);
-    l.push(("mode", cow(mode)));
-    l
-}
-
-fn softirq_labels<'a>(host: &'a str, cpu: u32, kind: &'a str) -> Labels<'a> {
-    let mut l = host_cpu(host, cpu);
-    l.push(("type", cow(kind)));
+    l.push((label, cow(v)));
     l
 }
 
@@ -293,25 +287,17 @@ impl Collector for Snapshot {
             "Softirq counts per CPU.",
             self.softirq_series(),
         )?;
-        let [processed, dropped, squeezed] = self.softnet_series();
-        counter(
-            &mut enc,
-            "node_softnet_processed",
-            "Number of processed packets",
-            processed,
-        )?;
-        counter(
-            &mut enc,
-            "node_softnet_dropped",
-            "Number of dropped packets",
-            dropped,
-        )?;
-        counter(
-            &mut enc,
-            "node_softnet_times_squeezed",
-            "Number of times processing packets ran out of quota",
-            squeezed,
-        )?;
+        let softnet = [
+            ("node_softnet_processed", "Number of processed packets"),
+            ("node_softnet_dropped", "Number of dropped packets"),
+            (
+                "node_softnet_times_squeezed",
+                "Number of times processing packets ran out of quota",
+            ),
+        ];
+        for ((name, help), series) in softnet.into_iter().zip(self.softnet_series()) {
+            counter(&mut enc, name, help, series)?;
+        }
         self.encode_queues(&mut enc)?;
         self.encode_engines(&mut enc)?;
         let findings: Vec<Labels<'_>> = self
