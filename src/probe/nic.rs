@@ -176,11 +176,7 @@ impl EthtoolIoctl {
         self.call(iface, "GSTRINGS", buf.as_mut_ptr().cast())?;
         let n = buf[2] as usize;
         if n > room {
-            return Err(IoctlError::Os {
-                op: "GSTRINGS",
-                iface: iface.into(),
-                source: std::io::Error::other("the statistics count changed while reading"),
-            });
+            return Err(count_changed("GSTRINGS", iface));
         }
         // SAFETY: the u32 buffer holds 12 + room*32 bytes and n <= room.
         let bytes = unsafe {
@@ -198,15 +194,20 @@ impl EthtoolIoctl {
         self.call(iface, "GSTATS", buf.as_mut_ptr().cast())?;
         let n = (buf[0] >> 32) as usize;
         if n > room {
-            return Err(IoctlError::Os {
-                op: "GSTATS",
-                iface: iface.into(),
-                source: std::io::Error::other("the statistics count changed while reading"),
-            });
+            return Err(count_changed("GSTATS", iface));
         }
         buf.truncate(1 + n);
         buf.remove(0);
         Ok(buf)
+    }
+}
+
+/// A GSTRINGS/GSTATS result larger than its buffer's room.
+fn count_changed(op: &'static str, iface: &str) -> IoctlError {
+    IoctlError::Os {
+        op,
+        iface: iface.into(),
+        source: std::io::Error::other("the statistics count changed while reading"),
     }
 }
 

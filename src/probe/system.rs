@@ -117,8 +117,6 @@ pub struct IrqRow<'a> {
     pub irq: u32,
     /// The count columns (as many words as the header has CPUs, or fewer).
     counts: &'a str,
-    /// CPUs in the header: how many counts the line holds at most.
-    cpus: usize,
     /// The text after the counts, as printed (chip, hwirq, name).
     desc: &'a str,
 }
@@ -126,7 +124,9 @@ pub struct IrqRow<'a> {
 impl<'a> IrqRow<'a> {
     /// Count per CPU column, parsed in place (a word that is no number counts 0).
     pub fn counts(&self) -> impl Iterator<Item = u64> + 'a {
-        self.counts.split_ascii_whitespace().map(parse_count)
+        self.counts
+            .split_ascii_whitespace()
+            .map(|w| w.parse().unwrap_or(0))
     }
 
     /// The text after the counts, words as printed.
@@ -141,42 +141,15 @@ impl<'a> IrqRow<'a> {
 
     /// The owned line (counts parsed, the description's words joined by one space).
     pub fn to_line(&self) -> IrqLine {
-        let mut desc = String::with_capacity(self.desc.len());
-        for (i, w) in self.desc.split_ascii_whitespace().enumerate() {
-            if i > 0 {
-                desc.push(' ');
-            }
-            desc.push_str(w);
-        }
         IrqLine {
             irq: self.irq,
-            counts: {
-                let mut v = Vec::with_capacity(self.cpus);
-                v.extend(self.counts());
-                v
-            },
-            desc,
+            counts: self.counts().collect(),
+            desc: self
+                .desc
+                .split_ascii_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
         }
-    }
-}
-
-/// A decimal count; anything else is 0 (as `str::parse` then `unwrap_or(0)`).
-fn parse_count(w: &str) -> u64 {
-    let mut v: u64 = 0;
-    for b in w.bytes() {
-        let d = b.wrapping_sub(b'0');
-        if d > 9 {
-            return w.parse().unwrap_or(0);
-        }
-        match v.checked_mul(10).and_then(|x| x.checked_add(u64::from(d))) {
-            Some(x) => v = x,
-            None => return 0,
-        }
-    }
-    if w.is_empty() {
-        0
-    } else {
-        v
     }
 }
 
@@ -208,12 +181,7 @@ pub fn interrupt_rows(text: &str) -> (Vec<CpuId>, impl Iterator<Item = IrqRow<'_
         let (num, rest) = l.split_once(':')?;
         let irq = num.trim().parse::<u32>().ok()?;
         let (counts, desc) = split_words(rest, n);
-        Some(IrqRow {
-            irq,
-            counts,
-            cpus: n,
-            desc,
-        })
+        Some(IrqRow { irq, counts, desc })
     });
     (cpus, rows)
 }
@@ -652,31 +620,27 @@ fn check_ifaces_in(class_net: &Path, names: &[String]) -> Result<(), UnknownIfac
 /// The local interface and address that route to `peer` (a UDP socket is
 /// connected, no packet is sent).
 pub fn route_to(peer: std::net::IpAddr) -> (Option<String>, Option<std::net::IpAddr>) {
+    (route_iface(peer), local_addr_to(peer))
+}
+
+/// The local address the kernel chooses toward `peer` (a UDP socket is
+/// connected, no packet is sent).
+fn local_addr_to(peer: std::net::IpAddr) -> Option<std::net::IpAddr> {
     let bind = if peer.is_ipv4() {
         "0.0.0.0:0"
     } else {
         "[::]:0"
     };
-    let local = std::net::UdpSocket::bind(bind)
-        .and_then(|s| s.connect((peer, 9)).map(|()| s))
-        .and_then(|s| s.local_addr())
-        .ok()
-        .map(|a| a.ip());
-    (route_iface(peer), local)
+    let s = std::net::UdpSocket::bind(bind).ok()?;
+    s.connect((peer, 9)).ok()?;
+    Some(s.local_addr().ok()?.ip())
 }
 
 /// The interface that carries traffic to `peer`: connect a UDP socket (no
 /// packet is sent), take the local address the kernel chose, find the
 /// interface that holds it.
 pub fn route_iface(peer: std::net::IpAddr) -> Option<String> {
-    let bind: std::net::SocketAddr = if peer.is_ipv4() {
-        "0.0.0.0:0".parse().ok()?
-    } else {
-        "[::]:0".parse().ok()?
-    };
-    let s = std::net::UdpSocket::bind(bind).ok()?;
-    s.connect((peer, 9)).ok()?;
-    let local = s.local_addr().ok()?.ip();
+    let local = local_addr_to(peer)?;
     if local.is_loopback() {
         return Some("lo".into());
     }
