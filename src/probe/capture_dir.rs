@@ -10,7 +10,7 @@ use super::source::{EthtoolView, HostSource};
 use super::untrusted::{ReadError, Root};
 use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// The sosreport file name of an ethtool command's output (`-i` → `ethtool_-i_eth0`,
@@ -252,11 +252,6 @@ impl CaptureDir {
     /// The directory as given.
     pub fn root(&self) -> &Path {
         self.root.path()
-    }
-
-    /// Path below the root (for messages; reads go through [`HostSource`]).
-    pub fn path(&self, path: &str) -> PathBuf {
-        self.root.path().join(path.trim_start_matches('/'))
     }
 
     /// Text of a command output file, e.g. `sos_commands/networking/ethtool_-i_eth0`.

@@ -129,11 +129,6 @@ impl<'a> IrqRow<'a> {
             .map(|w| w.parse().unwrap_or(0))
     }
 
-    /// The text after the counts, words as printed.
-    pub fn desc(&self) -> &'a str {
-        self.desc
-    }
-
     /// The action name (last word), e.g. `mlx5_comp3@pci:0000:3b:00.0`.
     pub fn name(&self) -> &'a str {
         self.desc.split_ascii_whitespace().last().unwrap_or("")
