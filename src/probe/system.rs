@@ -55,8 +55,8 @@ pub fn online_cpus() -> usize {
     usize::try_from(n).ok().filter(|n| *n > 0).unwrap_or(1)
 }
 
-use super::facts::{HostFacts, IrqFact, NicFacts, NumaNode, PcieLink, QueueMask};
-use super::source::{read_trim, HostSource};
+use super::facts::{HostFacts, IrqFact, NicFacts, NumaNode, QueueMask};
+use super::source::{read_pcie, read_trim, HostSource};
 use crate::units::{format_cpu_list, parse_cpu_list, CpuId};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -474,17 +474,9 @@ pub fn nic_facts<L: IrqNamed>(src: &dyn HostSource, iface: &str, interrupts: &[L
         numa_node: parse_num(read_trim(src, &format!("{base}/device/numa_node"))),
         local_cpulist: read_trim(src, &format!("{base}/device/local_cpulist")),
         qdisc: src.qdisc(iface),
+        pcie: read_pcie(src, &format!("{base}/device")),
         ..Default::default()
     };
-    let speed = read_trim(src, &format!("{base}/device/current_link_speed"));
-    if let Some(current_speed) = speed {
-        n.pcie = Some(PcieLink {
-            current_speed,
-            current_width: parse_num(read_trim(src, &format!("{base}/device/current_link_width"))),
-            max_speed: read_trim(src, &format!("{base}/device/max_link_speed")).unwrap_or_default(),
-            max_width: parse_num(read_trim(src, &format!("{base}/device/max_link_width"))),
-        });
-    }
     let queues = src.list(&format!("{base}/queues")).unwrap_or_default();
     let mut rx = 0;
     let mut tx = 0;

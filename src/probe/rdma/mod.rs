@@ -21,8 +21,7 @@ pub mod preflight;
 #[cfg(test)]
 pub(crate) mod testdata;
 
-use super::facts::PcieLink;
-use super::source::{read_trim, HostSource};
+use super::source::{read_pcie, read_trim, HostSource};
 
 pub use counters::{
     port_sample, read_snapshot, sample, CounterDelta, PfcPrio, RdmaCounterReader, RdmaPortCounters,
@@ -63,12 +62,6 @@ pub fn read_device(src: &dyn HostSource, name: &str) -> RdmaDeviceFacts {
         .link_name(&format!("{base}/device"))
         .ok()
         .filter(|p| looks_like_pci(p));
-    let pcie = f("device/current_link_speed").map(|current_speed| PcieLink {
-        current_speed,
-        current_width: f("device/current_link_width").and_then(|v| v.parse().ok()),
-        max_speed: f("device/max_link_speed").unwrap_or_default(),
-        max_width: f("device/max_link_width").and_then(|v| v.parse().ok()),
-    });
     let device_netdevs = src.list(&format!("{base}/device/net")).unwrap_or_default();
     let ports = numbered(src, &format!("{base}/ports"));
     let parent = f("parent");
@@ -84,7 +77,7 @@ pub fn read_device(src: &dyn HostSource, name: &str) -> RdmaDeviceFacts {
         driver: src.link_name(&format!("{base}/device/driver")).ok(),
         pci,
         numa_node: f("device/numa_node").and_then(|v| v.parse().ok()),
-        pcie,
+        pcie: read_pcie(src, &format!("{base}/device")),
         ports: ports
             .into_iter()
             .map(|p| read_port(src, &base, p, nports, &device_netdevs, parent.as_deref()))
