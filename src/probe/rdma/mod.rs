@@ -44,14 +44,20 @@ pub fn read_rdma_facts(src: &dyn HostSource) -> RdmaFacts {
             "no RDMA device ({SYSFS_ROOT} is {}): load the NIC's RDMA driver \
              (modprobe mlx5_ib for ConnectX) or create a soft-RoCE device \
              (modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <interface>)",
-            if src.list(SYSFS_ROOT).is_ok() {
-                "empty"
-            } else {
-                "absent"
-            },
+            sysfs_state(src),
         )
     });
     RdmaFacts { devices, none }
+}
+
+/// Why a host has no RDMA device: its `/sys/class/infiniband` is `empty`
+/// or `absent`.
+fn sysfs_state(src: &dyn HostSource) -> &'static str {
+    if src.list(SYSFS_ROOT).is_ok() {
+        "empty"
+    } else {
+        "absent"
+    }
 }
 
 /// Facts of one device.
