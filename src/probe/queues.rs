@@ -223,7 +223,7 @@ impl QueueProbe {
 
 /// One queue's Sample from its deltas.
 #[allow(clippy::too_many_arguments)]
-fn queue_sample(
+pub(super) fn queue_sample(
     iface: &str,
     dir: Dir,
     queue: u32,

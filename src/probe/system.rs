@@ -257,12 +257,8 @@ pub fn online_cpus_with_source(src: &dyn HostSource) -> (Vec<CpuId>, &'static st
         return (v, "/proc/stat");
     }
     if let Ok(t) = src.read("/proc/cpuinfo") {
-        let v: Vec<CpuId> = t
-            .lines()
-            .filter_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                (k.trim() == "processor").then(|| v.trim().parse().ok().map(CpuId))?
-            })
+        let v: Vec<CpuId> = values_of(&t, "processor")
+            .filter_map(|v| v.parse().ok().map(CpuId))
             .collect();
         if !v.is_empty() {
             return (v, "/proc/cpuinfo");
@@ -278,30 +274,31 @@ pub fn online_cpus_with_source(src: &dyn HostSource) -> (Vec<CpuId>, &'static st
         "/sos_commands/processor/lscpu",
         "/sos_commands/processor/lscpu_-ae",
     ] {
-        if let Some(v) = src.read(f).ok().and_then(|t| {
-            t.lines().find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                (k.trim() == "On-line CPU(s) list")
-                    .then(|| parse_cpu_list(v.trim()).ok())
-                    .flatten()
-            })
-        }) {
+        if let Some(v) = src
+            .read(f)
+            .ok()
+            .and_then(|t| values_of(&t, "On-line CPU(s) list").find_map(|v| parse_cpu_list(v).ok()))
+        {
             return (v, "lscpu");
         }
     }
     (Vec::new(), "")
 }
 
+/// The values of the `key: value` lines of `text` whose key is `key`, trimmed.
+fn values_of<'a>(text: &'a str, key: &'a str) -> impl Iterator<Item = &'a str> {
+    text.lines().filter_map(move |l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == key).then(|| v.trim())
+    })
+}
+
 fn cpu_model(cpuinfo: &str) -> String {
-    for key in ["model name", "Model", "cpu model", "Processor"] {
-        if let Some(v) = cpuinfo.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k.trim() == key).then(|| v.trim().to_string())
-        }) {
-            return v;
-        }
-    }
-    String::new()
+    ["model name", "Model", "cpu model", "Processor"]
+        .into_iter()
+        .find_map(|key| values_of(cpuinfo, key).next())
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Read the host-wide facts and, for each interface, the sysfs/procfs part of its facts.
@@ -466,7 +463,33 @@ fn parse_num<T: std::str::FromStr>(s: Option<String>) -> Option<T> {
 pub fn nic_facts<L: IrqNamed>(src: &dyn HostSource, iface: &str, interrupts: &[L]) -> NicFacts {
     let base = format!("/sys/class/net/{iface}");
     let eth = src.ethtool_facts(iface);
-    let mut n = NicFacts {
+    let queues = src.list(&format!("{base}/queues")).unwrap_or_default();
+    // One direction's queue count (None without queues to count) and its
+    // queues' CPU masks (`file`), by queue.
+    let per_dir = |prefix: &str, file: &str| {
+        let ids: Vec<(u32, &String)> = queues
+            .iter()
+            .filter_map(|q| Some((q.strip_prefix(prefix)?.parse().ok()?, q)))
+            .collect();
+        let mut masks: Vec<QueueMask> = ids
+            .iter()
+            .filter_map(|&(queue, q)| {
+                let mask = read_trim(src, &format!("{base}/queues/{q}/{file}"))?;
+                Some(QueueMask { queue, mask })
+            })
+            .collect();
+        masks.sort_by_key(|m| m.queue);
+        ((!queues.is_empty()).then_some(ids.len() as u32), masks)
+    };
+    let (rx_queues, rps) = per_dir("rx-", "rps_cpus");
+    let (tx_queues, xps) = per_dir("tx-", "xps_cpus");
+    let bus = eth
+        .drvinfo
+        .value()
+        .map(|d| d.bus_info.clone())
+        .unwrap_or_default();
+    let devname = src.link_name(&format!("{base}/device")).unwrap_or_default();
+    NicFacts {
         name: iface.to_string(),
         ifindex: parse_num(read_trim(src, &format!("{base}/ifindex"))),
         mtu: parse_num(read_trim(src, &format!("{base}/mtu"))),
@@ -475,45 +498,19 @@ pub fn nic_facts<L: IrqNamed>(src: &dyn HostSource, iface: &str, interrupts: &[L
         local_cpulist: read_trim(src, &format!("{base}/device/local_cpulist")),
         qdisc: src.qdisc(iface),
         pcie: read_pcie(src, &format!("{base}/device")),
-        ..Default::default()
-    };
-    let queues = src.list(&format!("{base}/queues")).unwrap_or_default();
-    let mut rx = 0;
-    let mut tx = 0;
-    for q in &queues {
-        if let Some(i) = q.strip_prefix("rx-").and_then(|x| x.parse::<u32>().ok()) {
-            rx += 1;
-            if let Some(mask) = read_trim(src, &format!("{base}/queues/{q}/rps_cpus")) {
-                n.rps.push(QueueMask { queue: i, mask });
-            }
-        } else if let Some(i) = q.strip_prefix("tx-").and_then(|x| x.parse::<u32>().ok()) {
-            tx += 1;
-            if let Some(mask) = read_trim(src, &format!("{base}/queues/{q}/xps_cpus")) {
-                n.xps.push(QueueMask { queue: i, mask });
-            }
-        }
+        irqs: nic_irqs(src, iface, &bus, &devname, interrupts),
+        rps,
+        xps,
+        rx_queues,
+        tx_queues,
+        drvinfo: eth.drvinfo,
+        channels: eth.channels,
+        rings: eth.rings,
+        features: eth.features,
+        coalesce: eth.coalesce,
+        link: eth.link,
+        pause: eth.pause,
     }
-    n.rps.sort_by_key(|m| m.queue);
-    n.xps.sort_by_key(|m| m.queue);
-    if !queues.is_empty() {
-        n.rx_queues = Some(rx);
-        n.tx_queues = Some(tx);
-    }
-    let bus = eth
-        .drvinfo
-        .value()
-        .map(|d| d.bus_info.clone())
-        .unwrap_or_default();
-    let devname = src.link_name(&format!("{base}/device")).unwrap_or_default();
-    n.irqs = nic_irqs(src, iface, &bus, &devname, interrupts);
-    n.drvinfo = eth.drvinfo;
-    n.channels = eth.channels;
-    n.rings = eth.rings;
-    n.features = eth.features;
-    n.coalesce = eth.coalesce;
-    n.link = eth.link;
-    n.pause = eth.pause;
-    n
 }
 
 /// Interrupts that belong to the NIC: named after it (`eth0-TxRx-3`,
