@@ -215,18 +215,11 @@ pub(super) fn split_messages(buf: &[u8]) -> Result<Vec<RawMsg<'_>>, WireError> {
             NLMSG_NOOP => Kind::Noop,
             NLMSG_OVERRUN => Kind::Overrun,
             NLMSG_ERROR => error_kind(payload, flags)?,
-            NLMSG_DONE => match payload.get(..4) {
-                // A dump that failed part-way reports its errno in DONE.
-                Some(b)
-                    if i32::from_ne_bytes(
-                        b.try_into()
-                            .map_err(|_| WireError::truncated("NLMSG_DONE")())?,
-                    ) < 0 =>
-                {
-                    done_error(payload, flags)?
-                }
-                _ => Kind::Done,
-            },
+            // A dump that failed part-way reports its errno in DONE.
+            NLMSG_DONE if ne_u32(payload, 0).is_some_and(|c| (c as i32) < 0) => {
+                done_error(payload, flags)?
+            }
+            NLMSG_DONE => Kind::Done,
             _ => Kind::Data { nl_type, payload },
         };
         out.push(RawMsg { seq, kind });
