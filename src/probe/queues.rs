@@ -187,10 +187,8 @@ impl QueueProbe {
         idx: u32,
         cur: &mut HashMap<(Dir, u32), Cumulative>,
     ) -> Option<QueueSource> {
-        let mut source = None;
         match nl.qstats(idx) {
             Ok(q) => {
-                source = Some(QueueSource::Qstats);
                 for s in q {
                     let dir = s.queue_type;
                     let mut other = s.other.clone();
@@ -213,11 +211,12 @@ impl QueueProbe {
                         },
                     );
                 }
+                return Some(QueueSource::Qstats);
             }
             Err(NlError::NotSupported { .. }) => self.qstats_unsupported = true,
             Err(_) => {}
         }
-        source
+        None
     }
 }
 
