@@ -962,12 +962,10 @@ pub fn format_link(ifname: &str, link: &LinkInfo) -> String {
     let mut out = format!("Settings for {ifname}:\n");
     let no_settings = link.speed_mbps.is_none() && link.duplex.is_none() && link.autoneg.is_none();
     if !no_settings {
-        match link.speed_mbps {
-            Some(s) => {
-                let _ = writeln!(out, "\tSpeed: {s}Mb/s");
-            }
-            None => out.push_str("\tSpeed: Unknown!\n"),
-        }
+        let speed = link
+            .speed_mbps
+            .map_or_else(|| "Unknown!".to_owned(), |s| format!("{s}Mb/s"));
+        let _ = writeln!(out, "\tSpeed: {speed}");
         let duplex = link.duplex.as_deref().unwrap_or("Unknown! (255)");
         let _ = writeln!(out, "\tDuplex: {duplex}");
         if let Some(a) = link.autoneg {

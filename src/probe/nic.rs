@@ -289,19 +289,15 @@ impl StatsReader {
         driver: &str,
     ) -> Support<NicStats> {
         let count = match io.stats_count(iface) {
-            Ok(c) => c,
-            Err(e) if e.not_supported() => {
+            Ok(c) if c > 0 => c,
+            Err(e) if !e.not_supported() => return Support::Error(e.to_string()),
+            // EOPNOTSUPP, or no private counter at all.
+            _ => {
                 return Support::NotSupported {
                     driver: driver.into(),
                 }
             }
-            Err(e) => return Support::Error(e.to_string()),
         };
-        if count == 0 {
-            return Support::NotSupported {
-                driver: driver.into(),
-            };
-        }
         if count != self.names.len() {
             let by_netlink = nl
                 .and_then(|nl| nl.stats_strings(iface).ok())
