@@ -49,10 +49,7 @@ fn one<T>(
 /// none of it).
 fn view(dir: &CaptureDir, iface: &str, stats: bool) -> EthtoolView {
     let drvinfo = one(dir, "-i", iface, "", text::parse_drvinfo);
-    let driver = drvinfo
-        .value()
-        .map(|d| d.driver.clone())
-        .unwrap_or_default();
+    let driver = drvinfo.driver();
     EthtoolView {
         channels: one(dir, "-l", iface, &driver, text::parse_channels),
         rings: one(dir, "-g", iface, &driver, text::parse_rings),

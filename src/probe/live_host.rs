@@ -69,10 +69,7 @@ fn view(iface: &str, stats: bool) -> EthtoolView {
         },
         Err(e) => Support::Error(e.to_string()),
     };
-    let driver = drvinfo
-        .value()
-        .map(|d| d.driver.clone())
-        .unwrap_or_default();
+    let driver = drvinfo.driver();
     let mut nl = EthtoolNl::open();
     let stats = if stats {
         StatsReader::default()

@@ -573,11 +573,7 @@ impl Sampler {
         for st in &mut self.ifaces {
             st.queues.retry_qstats();
             if let Some(n) = f.nics.iter().find(|n| n.name == st.name) {
-                st.driver = n
-                    .drvinfo
-                    .value()
-                    .map(|d| d.driver.clone())
-                    .unwrap_or_default();
+                st.driver = n.drvinfo.driver();
                 st.ifindex = n.ifindex.or(st.ifindex);
             }
         }
