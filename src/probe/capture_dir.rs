@@ -10,7 +10,7 @@ use super::source::{EthtoolView, HostSource};
 use super::untrusted::{ReadError, Root};
 use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 /// The sosreport file name of an ethtool command's output (`-i` → `ethtool_-i_eth0`,
@@ -44,19 +44,12 @@ fn one<T>(
     }
 }
 
-/// ethtool's view of `iface` from `sos_commands/networking/ethtool_*_IF`.
-pub fn ethtool(dir: &CaptureDir, iface: &str) -> EthtoolView {
-    view(dir, iface, true)
-}
-
-/// [`ethtool`], with `ethtool -S` only when `stats` (the host facts keep
+/// ethtool's view of `iface` from `sos_commands/networking/ethtool_*_IF`,
+/// with `ethtool -S` only when `stats` (the host facts keep
 /// none of it).
 fn view(dir: &CaptureDir, iface: &str, stats: bool) -> EthtoolView {
     let drvinfo = one(dir, "-i", iface, "", text::parse_drvinfo);
-    let driver = drvinfo
-        .value()
-        .map(|d| d.driver.clone())
-        .unwrap_or_default();
+    let driver = drvinfo.driver();
     EthtoolView {
         channels: one(dir, "-l", iface, &driver, text::parse_channels),
         rings: one(dir, "-g", iface, &driver, text::parse_rings),
@@ -71,55 +64,6 @@ fn view(dir: &CaptureDir, iface: &str, stats: bool) -> EthtoolView {
         },
         drvinfo,
     }
-}
-
-/// `ethtool -S` of `iface` alone: only its file is read and parsed (the
-/// sampler asks every interval), sharing the names of `iface`'s previous
-/// reading while they stay the same. The driver (`-i`) is read only to name it
-/// in a refusal, as [`ethtool`] does.
-pub fn ethtool_stats(dir: &CaptureDir, iface: &str) -> Support<NicStats> {
-    let path = ethtool_file("-S", iface);
-    let names = || {
-        dir.stat_names
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    };
-    // The previous names, not the lock, are held while the file is read.
-    let prev = names().get(iface).cloned();
-    match dir.command(&path) {
-        Err(_) => Support::Unknown,
-        Ok(t) => match text::parse_stats_reusing(&t, prev.as_ref()) {
-            Ok(v) => {
-                if prev.is_none_or(|n| !Arc::ptr_eq(&n, &v.names)) {
-                    names().insert(iface.to_owned(), Arc::clone(&v.names));
-                }
-                Support::Value(v)
-            }
-            Err(_) if t.contains("Operation not supported") => Support::NotSupported {
-                driver: match one(dir, "-i", iface, "", text::parse_drvinfo) {
-                    Support::Value(d) => d.driver,
-                    _ => String::new(),
-                },
-            },
-            Err(e) => Support::Error(format!("{path}: {e}")),
-        },
-    }
-}
-
-/// Root qdisc from `sos_commands/networking/tc_-s_qdisc_show`.
-pub fn qdisc(dir: &CaptureDir, iface: &str) -> Option<String> {
-    parse_tc_root(
-        &dir.command("sos_commands/networking/tc_-s_qdisc_show")
-            .ok()?,
-        iface,
-    )
-}
-
-/// Command names from `sos_commands/process/ps_auxwww`.
-pub fn processes(dir: &CaptureDir) -> Option<Vec<String>> {
-    Some(parse_ps_aux(
-        &dir.command("sos_commands/process/ps_auxwww").ok()?,
-    ))
 }
 
 /// The root qdisc kind of `iface` in `tc qdisc show` output: the full
@@ -198,7 +142,7 @@ mod tests {
         for i in ["eth0", "eth1", "eth2", "eth3"] {
             assert_eq!(
                 c.ethtool_stats(i).map(|s| s.to_pairs()),
-                ethtool(&c, i).stats,
+                c.ethtool(i).stats,
                 "{i}"
             );
         }
@@ -206,7 +150,7 @@ mod tests {
         assert!(matches!(c.ethtool_stats("eth3"), Support::Unknown));
         // The facts' view: all of it but the counters (not read at all).
         for i in ["eth0", "eth1", "eth2", "eth3"] {
-            let full = ethtool(&c, i);
+            let full = c.ethtool(i);
             assert_eq!(
                 c.ethtool_facts(i),
                 EthtoolView {
@@ -254,11 +198,6 @@ impl CaptureDir {
         self.root.path()
     }
 
-    /// Path below the root (for messages; reads go through [`HostSource`]).
-    pub fn path(&self, path: &str) -> PathBuf {
-        self.root.path().join(path.trim_start_matches('/'))
-    }
-
     /// Text of a command output file, e.g. `sos_commands/networking/ethtool_-i_eth0`.
     pub fn command(&self, rel: &str) -> io::Result<String> {
         self.note(rel, self.root.read(rel))
@@ -300,19 +239,57 @@ impl HostSource for CaptureDir {
         })
     }
     fn ethtool(&self, iface: &str) -> EthtoolView {
-        ethtool(self, iface)
+        view(self, iface, true)
     }
     fn ethtool_facts(&self, iface: &str) -> EthtoolView {
         view(self, iface, false)
     }
+    /// `ethtool -S` of `iface` alone: only its file is read and parsed (the
+    /// sampler asks every interval), sharing the names of `iface`'s previous
+    /// reading while they stay the same. The driver (`-i`) is read only to name it
+    /// in a refusal, as [`HostSource::ethtool`] does.
     fn ethtool_stats(&self, iface: &str) -> Support<NicStats> {
-        ethtool_stats(self, iface)
+        let path = ethtool_file("-S", iface);
+        let names = || {
+            self.stat_names
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        // The previous names, not the lock, are held while the file is read.
+        let prev = names().get(iface).cloned();
+        match self.command(&path) {
+            Err(_) => Support::Unknown,
+            Ok(t) => match text::parse_stats_reusing(&t, prev.as_ref()) {
+                Ok(v) => {
+                    if prev.is_none_or(|n| !Arc::ptr_eq(&n, &v.names)) {
+                        names().insert(iface.to_owned(), Arc::clone(&v.names));
+                    }
+                    Support::Value(v)
+                }
+                Err(_) if t.contains("Operation not supported") => Support::NotSupported {
+                    driver: match one(self, "-i", iface, "", text::parse_drvinfo) {
+                        Support::Value(d) => d.driver,
+                        _ => String::new(),
+                    },
+                },
+                Err(e) => Support::Error(format!("{path}: {e}")),
+            },
+        }
     }
+    /// Root qdisc from `sos_commands/networking/tc_-s_qdisc_show`.
     fn qdisc(&self, iface: &str) -> Option<String> {
-        qdisc(self, iface)
+        parse_tc_root(
+            &self
+                .command("sos_commands/networking/tc_-s_qdisc_show")
+                .ok()?,
+            iface,
+        )
     }
+    /// Command names from `sos_commands/process/ps_auxwww`.
     fn processes(&self) -> Option<Vec<String>> {
-        processes(self)
+        Some(parse_ps_aux(
+            &self.command("sos_commands/process/ps_auxwww").ok()?,
+        ))
     }
     fn describe(&self) -> String {
         format!("directory {}", self.root.path().display())

@@ -13,6 +13,7 @@ use super::facts::Support;
 use super::live_host::LiveHost;
 use super::source::HostSource;
 use super::system::{online_cpu_ids, parse_interrupts, SYSCTLS};
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -131,21 +132,26 @@ impl Writer<'_> {
         }
     }
 
+    /// The output of `ethtool FLAG IFACE` (`flag` empty: plain `ethtool IFACE`).
     fn support<T>(
         &mut self,
-        rel: &str,
-        what: &str,
+        flag: &str,
+        iface: &str,
         v: &Support<T>,
         fmt: impl Fn(&T) -> String,
     ) -> Result<(), CaptureError> {
+        let rel = ethtool_file(flag, iface);
         match v {
-            Support::Value(x) => self.put(rel, &fmt(x)),
+            Support::Value(x) => self.put(&rel, &fmt(x)),
             // What ethtool itself prints when the driver refuses; the reader maps it back.
             Support::NotSupported { .. } => {
-                self.put(rel, "netlink error: Operation not supported\n")
+                self.put(&rel, "netlink error: Operation not supported\n")
             }
             Support::Error(e) => {
-                self.report.skipped.push(format!("{what}: {e}"));
+                let what = format!("ethtool {flag}");
+                self.report
+                    .skipped
+                    .push(format!("{}: {e}", what.trim_end()));
                 Ok(())
             }
             Support::Unknown => Ok(()),
@@ -252,22 +258,19 @@ fn capture_host(w: &mut Writer<'_>, live: &LiveHost) -> Result<(), CaptureError>
 
 /// The commands a sosreport runs for what has no file: qdiscs, addresses, links, processes.
 fn capture_commands(w: &mut Writer<'_>) -> Result<(), CaptureError> {
-    w.command(
-        "sos_commands/networking/tc_-s_qdisc_show",
-        "tc",
-        &["-s", "qdisc", "show"],
-    )?;
-    w.command(
-        "sos_commands/networking/ip_-d_address",
-        "ip",
-        &["-d", "address"],
-    )?;
-    w.command(
-        "sos_commands/networking/ip_-s_-d_link",
-        "ip",
-        &["-s", "-d", "link"],
-    )?;
-    w.command("sos_commands/process/ps_auxwww", "ps", &["auxwww"])?;
+    let commands: [(&str, &str, &[&str]); 4] = [
+        (
+            "networking/tc_-s_qdisc_show",
+            "tc",
+            &["-s", "qdisc", "show"],
+        ),
+        ("networking/ip_-d_address", "ip", &["-d", "address"]),
+        ("networking/ip_-s_-d_link", "ip", &["-s", "-d", "link"]),
+        ("process/ps_auxwww", "ps", &["auxwww"]),
+    ];
+    for (rel, prog, args) in commands {
+        w.command(&format!("sos_commands/{rel}"), prog, args)?;
+    }
     Ok(())
 }
 
@@ -278,13 +281,10 @@ fn write_manifest(w: &mut Writer<'_>) -> Result<(), CaptureError> {
         env!("CARGO_PKG_VERSION")
     );
     for a in &w.report.absent {
-        manifest.push_str(a);
-        manifest.push('\n');
+        let _ = writeln!(manifest, "{a}");
     }
     for s in &w.report.skipped {
-        manifest.push_str("# not captured: ");
-        manifest.push_str(s);
-        manifest.push('\n');
+        let _ = writeln!(manifest, "# not captured: {s}");
     }
     w.put(MANIFEST, &manifest)?;
     Ok(())
@@ -336,41 +336,18 @@ fn capture_iface(
         w.copy(&format!("/proc/irq/{}/effective_affinity_list", irq.irq))?;
         w.copy(&format!("/proc/irq/{}/smp_affinity_list", irq.irq))?;
     }
-    w.support(
-        &ethtool_file("-i", iface),
-        "ethtool -i",
-        &eth.drvinfo,
-        text::format_drvinfo,
-    )?;
-    w.support(&ethtool_file("-S", iface), "ethtool -S", &eth.stats, |s| {
-        text::format_stats(s)
+    w.support("-i", iface, &eth.drvinfo, text::format_drvinfo)?;
+    w.support("-S", iface, &eth.stats, |s| text::format_stats(s))?;
+    w.support("-l", iface, &eth.channels, |c| {
+        text::format_channels(iface, c)
     })?;
-    w.support(
-        &ethtool_file("-l", iface),
-        "ethtool -l",
-        &eth.channels,
-        |c| text::format_channels(iface, c),
-    )?;
-    w.support(&ethtool_file("-g", iface), "ethtool -g", &eth.rings, |r| {
-        text::format_rings(iface, r)
+    w.support("-g", iface, &eth.rings, |r| text::format_rings(iface, r))?;
+    w.support("-k", iface, &eth.features, |f| {
+        text::format_features(iface, f)
     })?;
-    w.support(
-        &ethtool_file("-k", iface),
-        "ethtool -k",
-        &eth.features,
-        |f| text::format_features(iface, f),
-    )?;
-    w.support(
-        &ethtool_file("-c", iface),
-        "ethtool -c",
-        &eth.coalesce,
-        |c| text::format_coalesce(iface, c),
-    )?;
-    w.support(&ethtool_file("-a", iface), "ethtool -a", &eth.pause, |p| {
-        text::format_pause(iface, p)
+    w.support("-c", iface, &eth.coalesce, |c| {
+        text::format_coalesce(iface, c)
     })?;
-    w.support(&ethtool_file("", iface), "ethtool", &eth.link, |l| {
-        text::format_link(iface, l)
-    })?;
-    Ok(())
+    w.support("-a", iface, &eth.pause, |p| text::format_pause(iface, p))?;
+    w.support("", iface, &eth.link, |l| text::format_link(iface, l))
 }

@@ -99,14 +99,6 @@ impl CpuSample {
 /// Errors reading /proc/stat.
 #[derive(Debug, thiserror::Error)]
 pub enum CpuError {
-    /// The file could not be read.
-    #[error("cannot read /proc/stat from {source_desc}: {err}")]
-    Read {
-        /// Which source.
-        source_desc: String,
-        /// The OS error.
-        err: std::io::Error,
-    },
     /// A `cpuN` line did not parse.
     #[error("/proc/stat line {line}: {why}")]
     Parse {

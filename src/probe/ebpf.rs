@@ -42,9 +42,9 @@ pub use gate::SHARE as SAMPLED_SHARE;
 pub use kernel::{privileged, Ebpf, EbpfCounters, EbpfReadError};
 
 use super::ethtool_names::Dir;
+use super::queues::queue_sample;
 use super::sample::{Hosts, QueueSample, QueueSource, Sample};
 pub use super::sample::{NapiSample, QueueCpu, SoftirqTime};
-use crate::units::BitsPerSec;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -403,21 +403,18 @@ impl EbpfCounters {
             }
         }
         sums.into_iter()
-            .map(|((iface, dir, queue), c)| QueueSample {
-                iface: iface.into(),
-                dir,
-                queue,
-                packets: Some(c.packets),
-                bytes: Some(c.bytes),
-                drops: None,
-                pps: if secs > 0.0 {
-                    c.packets as f64 / secs
-                } else {
-                    0.0
-                },
-                bps: BitsPerSec::from_bytes(c.bytes, secs),
-                source,
-                other: BTreeMap::new(),
+            .map(|((iface, dir, queue), c)| {
+                queue_sample(
+                    iface,
+                    dir,
+                    queue,
+                    Some(c.packets),
+                    Some(c.bytes),
+                    None,
+                    BTreeMap::new(),
+                    source,
+                    secs,
+                )
             })
             .collect()
     }
@@ -426,7 +423,7 @@ impl EbpfCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::units::CpuId;
+    use crate::units::{BitsPerSec, CpuId};
 
     #[test]
     fn shared_types_match_the_c_layout() {

@@ -73,24 +73,7 @@ pub enum Class {
 }
 
 /// The counters of one queue, gathered from `ethtool -S`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct QueueCounters {
-    /// Direction.
-    pub dir: Dir,
-    /// Queue index.
-    pub queue: u32,
-    /// Packets, when the driver reports them per queue. For bnxt this is the
-    /// sum of the unicast, multicast and broadcast counters (when all three
-    /// are present).
-    pub packets: Option<u64>,
-    /// Bytes (for bnxt the sum of unicast, multicast and broadcast bytes).
-    pub bytes: Option<u64>,
-    /// Drops on this queue.
-    pub drops: Option<u64>,
-    /// Every other counter of this queue (errors included), by its full
-    /// `ethtool -S` name, so each number keeps its source.
-    pub other: BTreeMap<String, u64>,
-}
+pub type QueueCounters = Gathered<u64>;
 
 /// Drivers whose names need more than the generic rules.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -323,20 +306,24 @@ impl Pick {
     }
 }
 
-/// One queue's fields while grouping.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One queue's fields, grouped: their values ([`QueueCounters`]) or where
+/// the values are (a [`Pick`] each).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Gathered<T> {
     /// Direction.
     pub dir: Dir,
     /// Queue index.
     pub queue: u32,
-    /// Packets.
+    /// Packets, when the driver reports them per queue. For bnxt this is the
+    /// sum of the unicast, multicast and broadcast counters (when all three
+    /// are present).
     pub packets: Option<T>,
-    /// Bytes.
+    /// Bytes (for bnxt the sum of unicast, multicast and broadcast bytes).
     pub bytes: Option<T>,
-    /// Drops.
+    /// Drops on this queue.
     pub drops: Option<T>,
-    /// Every other counter, by its full name.
+    /// Every other counter of this queue (errors included), by its full
+    /// `ethtool -S` name, so each number keeps its source.
     pub other: BTreeMap<String, T>,
 }
 
@@ -459,17 +446,6 @@ pub fn per_queue_classified(
         stats[i].1
     });
     let globals = globals.into_iter().map(|i| stats[i].clone()).collect();
-    let queues = queues
-        .into_iter()
-        .map(|g| QueueCounters {
-            dir: g.dir,
-            queue: g.queue,
-            packets: g.packets,
-            bytes: g.bytes,
-            drops: g.drops,
-            other: g.other,
-        })
-        .collect();
     (queues, globals)
 }
 

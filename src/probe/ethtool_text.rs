@@ -287,23 +287,25 @@ pub fn format_stats(stats: &[(String, u64)]) -> String {
 
 // ---------------------------------------------------------- ethtool -l / -g
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Section {
-    Max,
-    Current,
-}
-
 const PRESET: &str = "Pre-set maximums:";
 const CURRENT: &str = "Current hardware settings:";
 
-/// Walk the two-section layout shared by `-l` and `-g`, calling `on_value`
-/// with the section, key and value of every `key: value` line.
-fn walk_sections(
+/// The keys `ethtool -l` prints in each section.
+const CHANNEL_KEYS: [&str; 4] = ["RX", "TX", "Other", "Combined"];
+
+/// The keys of the classic `ethtool -g` block in each section.
+const RING_KEYS: [&str; 4] = ["RX", "RX Mini", "RX Jumbo", "TX"];
+
+/// Walk the two-section layout shared by `-l` and `-g`: the values of `keys`
+/// under `Pre-set maximums:`, then under `Current hardware settings:`
+/// (`n/a` → None); other keys are ignored.
+fn parse_sections(
     command: &'static str,
     header: &str,
+    keys: [&str; 4],
     text: &str,
-    mut on_value: impl FnMut(Section, &str, &str) -> Result<(), &'static str>,
-) -> Result<(), ParseError> {
+) -> Result<[[Option<u32>; 4]; 2], ParseError> {
+    let mut values = [[None; 4]; 2];
     let mut section = None;
     let (mut seen_max, mut seen_current) = (false, false);
     for (n, line) in numbered(text) {
@@ -312,11 +314,11 @@ fn walk_sections(
             continue;
         }
         if t == PRESET {
-            (section, seen_max) = (Some(Section::Max), true);
+            (section, seen_max) = (Some(0), true);
             continue;
         }
         if t == CURRENT {
-            (section, seen_current) = (Some(Section::Current), true);
+            (section, seen_current) = (Some(1), true);
             continue;
         }
         let Some((key, value)) = key_value(t) else {
@@ -325,74 +327,62 @@ fn walk_sections(
         let Some(section) = section else {
             return Err(bad(command, n, "value before `Pre-set maximums:`", line));
         };
-        on_value(section, key, value).map_err(|p| bad(command, n, p, line))?;
+        if let Some(i) = keys.iter().position(|k| *k == key) {
+            values[section][i] = opt_u32(value).map_err(|p| bad(command, n, p, line))?;
+        }
     }
     let missing = if !seen_max {
         PRESET
     } else if !seen_current {
         CURRENT
     } else {
-        return Ok(());
+        return Ok(values);
     };
     Err(ParseError::Missing { command, missing })
 }
 
-fn channel_slot<'c>(c: &'c mut Channels, s: Section, key: &str) -> Option<&'c mut Option<u32>> {
-    Some(match (s, key) {
-        (Section::Max, "RX") => &mut c.max_rx,
-        (Section::Max, "TX") => &mut c.max_tx,
-        (Section::Max, "Other") => &mut c.max_other,
-        (Section::Max, "Combined") => &mut c.max_combined,
-        (Section::Current, "RX") => &mut c.rx,
-        (Section::Current, "TX") => &mut c.tx,
-        (Section::Current, "Other") => &mut c.other,
-        (Section::Current, "Combined") => &mut c.combined,
-        _ => return None,
-    })
+/// Format the two-section layout shared by `-l` and `-g`: the title line,
+/// then `keys` and their values under both sections, tab-aligned as ethtool
+/// prints them.
+fn format_sections(title: &str, keys: [&str; 4], sections: [[Option<u32>; 4]; 2]) -> String {
+    let mut out = format!("{title}:\n");
+    for (header, values) in [PRESET, CURRENT].into_iter().zip(sections) {
+        out.push_str(header);
+        out.push('\n');
+        for (key, value) in keys.into_iter().zip(values) {
+            let tabs = if key.len() < 7 { "\t\t" } else { "\t" };
+            let _ = writeln!(out, "{key}:{tabs}{}", na(value));
+        }
+    }
+    out
 }
 
 /// Parse `ethtool -l` (channel counts); `n/a` → None, unknown lines ignored.
 pub fn parse_channels(text: &str) -> Result<Channels, ParseError> {
-    let mut c = Channels::default();
-    walk_sections("ethtool -l", "Channel parameters for ", text, |s, k, v| {
-        if let Some(slot) = channel_slot(&mut c, s, k) {
-            *slot = opt_u32(v)?;
-        }
-        Ok(())
-    })?;
-    Ok(c)
+    let [[max_rx, max_tx, max_other, max_combined], [rx, tx, other, combined]] =
+        parse_sections("ethtool -l", "Channel parameters for ", CHANNEL_KEYS, text)?;
+    Ok(Channels {
+        max_rx,
+        max_tx,
+        max_other,
+        max_combined,
+        rx,
+        tx,
+        other,
+        combined,
+    })
 }
 
 /// Format as `ethtool -l IFNAME` prints it.
 pub fn format_channels(ifname: &str, c: &Channels) -> String {
-    let block = |rx, tx, other, combined| {
-        format!(
-            "RX:\t\t{}\nTX:\t\t{}\nOther:\t\t{}\nCombined:\t{}\n",
-            na(rx),
-            na(tx),
-            na(other),
-            na(combined)
-        )
-    };
-    format!(
-        "Channel parameters for {ifname}:\n{PRESET}\n{}{CURRENT}\n{}",
-        block(c.max_rx, c.max_tx, c.max_other, c.max_combined),
-        block(c.rx, c.tx, c.other, c.combined)
+    format_sections(
+        &format!("Channel parameters for {ifname}"),
+        CHANNEL_KEYS,
+        [
+            [c.max_rx, c.max_tx, c.max_other, c.max_combined],
+            [c.rx, c.tx, c.other, c.combined],
+        ],
     )
-}
-
-fn ring_slot<'r>(r: &'r mut Rings, s: Section, key: &str) -> Option<&'r mut Option<u32>> {
-    Some(match (s, key) {
-        (Section::Max, "RX") => &mut r.max_rx,
-        (Section::Max, "RX Mini") => &mut r.max_rx_mini,
-        (Section::Max, "RX Jumbo") => &mut r.max_rx_jumbo,
-        (Section::Max, "TX") => &mut r.max_tx,
-        (Section::Current, "RX") => &mut r.rx,
-        (Section::Current, "RX Mini") => &mut r.rx_mini,
-        (Section::Current, "RX Jumbo") => &mut r.rx_jumbo,
-        (Section::Current, "TX") => &mut r.tx,
-        _ => return None,
-    })
 }
 
 /// Parse `ethtool -g` (ring sizes); `n/a` → None.
@@ -400,33 +390,31 @@ fn ring_slot<'r>(r: &'r mut Rings, s: Section, key: &str) -> Option<&'r mut Opti
 /// The lines newer ethtool adds (`RX Buf Len`, `CQE Size`, `TX Push`,
 /// `RX Push`, `TX push buff len`, `TCP data split`, ...) are ignored.
 pub fn parse_rings(text: &str) -> Result<Rings, ParseError> {
-    let mut r = Rings::default();
-    walk_sections("ethtool -g", "Ring parameters for ", text, |s, k, v| {
-        if let Some(slot) = ring_slot(&mut r, s, k) {
-            *slot = opt_u32(v)?;
-        }
-        Ok(())
-    })?;
-    Ok(r)
+    let [[max_rx, max_rx_mini, max_rx_jumbo, max_tx], [rx, rx_mini, rx_jumbo, tx]] =
+        parse_sections("ethtool -g", "Ring parameters for ", RING_KEYS, text)?;
+    Ok(Rings {
+        max_rx,
+        max_rx_mini,
+        max_rx_jumbo,
+        max_tx,
+        rx,
+        rx_mini,
+        rx_jumbo,
+        tx,
+    })
 }
 
 /// Format the classic `ethtool -g IFNAME` block (RX, RX Mini, RX Jumbo, TX in
 /// both sections), as ethtool's ioctl path prints it; ethtool 6.x over netlink
 /// prints the same block followed by lines [`Rings`] does not hold.
 pub fn format_rings(ifname: &str, r: &Rings) -> String {
-    let block = |rx, mini, jumbo, tx| {
-        format!(
-            "RX:\t\t{}\nRX Mini:\t{}\nRX Jumbo:\t{}\nTX:\t\t{}\n",
-            na(rx),
-            na(mini),
-            na(jumbo),
-            na(tx)
-        )
-    };
-    format!(
-        "Ring parameters for {ifname}:\n{PRESET}\n{}{CURRENT}\n{}",
-        block(r.max_rx, r.max_rx_mini, r.max_rx_jumbo, r.max_tx),
-        block(r.rx, r.rx_mini, r.rx_jumbo, r.tx)
+    format_sections(
+        &format!("Ring parameters for {ifname}"),
+        RING_KEYS,
+        [
+            [r.max_rx, r.max_rx_mini, r.max_rx_jumbo, r.max_tx],
+            [r.rx, r.rx_mini, r.rx_jumbo, r.tx],
+        ],
     )
 }
 
@@ -755,16 +743,6 @@ fn coalesce_slot<'c>(c: &'c mut Coalesce, key: &str) -> Option<&'c mut Option<u3
     }
 }
 
-fn coalesce_named(c: &Coalesce, key: &str) -> Option<Option<u32>> {
-    match key {
-        "rx-usecs" => Some(c.rx_usecs),
-        "rx-frames" => Some(c.rx_frames),
-        "tx-usecs" => Some(c.tx_usecs),
-        "tx-frames" => Some(c.tx_frames),
-        _ => None,
-    }
-}
-
 /// `on  TX: off` (after `Adaptive RX:`) → (rx, tx), `n/a` → None.
 fn adaptive_pair(rest: &str) -> Result<(Option<bool>, Option<bool>), &'static str> {
     let tri = |v: &str| match v {
@@ -839,12 +817,14 @@ pub fn format_coalesce(ifname: &str, c: &Coalesce) -> String {
         on_off_na(c.adaptive_rx),
         on_off_na(c.adaptive_tx)
     );
+    let mut named = c.clone();
     for (i, group) in COALESCE_GROUPS.iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
         for key in *group {
-            let value = coalesce_named(c, key).unwrap_or_else(|| c.other.get(*key).copied());
+            let value =
+                coalesce_slot(&mut named, key).map_or_else(|| c.other.get(*key).copied(), |v| *v);
             let _ = writeln!(out, "{key}: {}", na(value));
         }
     }
@@ -982,12 +962,10 @@ pub fn format_link(ifname: &str, link: &LinkInfo) -> String {
     let mut out = format!("Settings for {ifname}:\n");
     let no_settings = link.speed_mbps.is_none() && link.duplex.is_none() && link.autoneg.is_none();
     if !no_settings {
-        match link.speed_mbps {
-            Some(s) => {
-                let _ = writeln!(out, "\tSpeed: {s}Mb/s");
-            }
-            None => out.push_str("\tSpeed: Unknown!\n"),
-        }
+        let speed = link
+            .speed_mbps
+            .map_or_else(|| "Unknown!".to_owned(), |s| format!("{s}Mb/s"));
+        let _ = writeln!(out, "\tSpeed: {speed}");
         let duplex = link.duplex.as_deref().unwrap_or("Unknown! (255)");
         let _ = writeln!(out, "\tDuplex: {duplex}");
         if let Some(a) = link.autoneg {

@@ -49,13 +49,8 @@ impl StatsCache {
 /// Everything ethtool can say about `iface`, asked of the kernel: driver
 /// info and private counters by ioctl, the rest by ethtool generic netlink.
 /// Feature names are converted to the ones `ethtool -k` prints, so live and
-/// captured facts compare equal.
-pub fn ethtool(iface: &str) -> EthtoolView {
-    view(iface, true)
-}
-
-/// [`ethtool`], with the private counters only when `stats` (the host facts
-/// keep none of them).
+/// captured facts compare equal. The private counters only when `stats`
+/// (the host facts keep none of them).
 fn view(iface: &str, stats: bool) -> EthtoolView {
     let io = match EthtoolIoctl::open() {
         Ok(io) => io,
@@ -74,10 +69,7 @@ fn view(iface: &str, stats: bool) -> EthtoolView {
         },
         Err(e) => Support::Error(e.to_string()),
     };
-    let driver = drvinfo
-        .value()
-        .map(|d| d.driver.clone())
-        .unwrap_or_default();
+    let driver = drvinfo.driver();
     let mut nl = EthtoolNl::open();
     let stats = if stats {
         StatsReader::default()
@@ -117,20 +109,6 @@ fn view(iface: &str, stats: bool) -> EthtoolView {
     view
 }
 
-/// Root qdisc kind of `iface`, from `tc qdisc show dev IF` parsed by the
-/// same code that reads a sosreport's `tc -s qdisc show` (None when tc is
-/// missing or the interface has none).
-pub fn qdisc(iface: &str) -> Option<String> {
-    let out = std::process::Command::new("tc")
-        .args(["qdisc", "show", "dev", iface])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    out.status
-        .success()
-        .then(|| super::capture_dir::parse_tc_root(&String::from_utf8_lossy(&out.stdout), iface))?
-}
-
 /// The running host. Holds the ioctl socket and the per-interface counter
 /// names, so sampling does per interval only what must be per interval.
 #[derive(Debug, Default)]
@@ -149,7 +127,7 @@ impl HostSource for LiveHost {
         link_last(Path::new(path))
     }
     fn ethtool(&self, iface: &str) -> EthtoolView {
-        ethtool(iface)
+        view(iface, true)
     }
     fn ethtool_facts(&self, iface: &str) -> EthtoolView {
         view(iface, false)
@@ -161,8 +139,18 @@ impl HostSource for LiveHost {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         cache.read(iface)
     }
+    /// Root qdisc kind of `iface`, from `tc qdisc show dev IF` parsed by the
+    /// same code that reads a sosreport's `tc -s qdisc show` (None when tc is
+    /// missing or the interface has none).
     fn qdisc(&self, iface: &str) -> Option<String> {
-        qdisc(iface)
+        let out = std::process::Command::new("tc")
+            .args(["qdisc", "show", "dev", iface])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .ok()?;
+        out.status.success().then(|| {
+            super::capture_dir::parse_tc_root(&String::from_utf8_lossy(&out.stdout), iface)
+        })?
     }
     fn processes(&self) -> Option<Vec<String>> {
         let mut out = Vec::new();

@@ -86,7 +86,8 @@ pub struct EthtoolIoctl {
     fd: OwnedFd,
 }
 
-fn cstr(b: &[u8]) -> String {
+/// The text of a NUL-terminated (or NUL-padded) byte string, lossy UTF-8.
+pub(super) fn cstr(b: &[u8]) -> String {
     let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
     String::from_utf8_lossy(&b[..end]).into_owned()
 }
@@ -176,11 +177,7 @@ impl EthtoolIoctl {
         self.call(iface, "GSTRINGS", buf.as_mut_ptr().cast())?;
         let n = buf[2] as usize;
         if n > room {
-            return Err(IoctlError::Os {
-                op: "GSTRINGS",
-                iface: iface.into(),
-                source: std::io::Error::other("the statistics count changed while reading"),
-            });
+            return Err(count_changed("GSTRINGS", iface));
         }
         // SAFETY: the u32 buffer holds 12 + room*32 bytes and n <= room.
         let bytes = unsafe {
@@ -198,15 +195,20 @@ impl EthtoolIoctl {
         self.call(iface, "GSTATS", buf.as_mut_ptr().cast())?;
         let n = (buf[0] >> 32) as usize;
         if n > room {
-            return Err(IoctlError::Os {
-                op: "GSTATS",
-                iface: iface.into(),
-                source: std::io::Error::other("the statistics count changed while reading"),
-            });
+            return Err(count_changed("GSTATS", iface));
         }
         buf.truncate(1 + n);
         buf.remove(0);
         Ok(buf)
+    }
+}
+
+/// A GSTRINGS/GSTATS result larger than its buffer's room.
+fn count_changed(op: &'static str, iface: &str) -> IoctlError {
+    IoctlError::Os {
+        op,
+        iface: iface.into(),
+        source: std::io::Error::other("the statistics count changed while reading"),
     }
 }
 
@@ -287,19 +289,15 @@ impl StatsReader {
         driver: &str,
     ) -> Support<NicStats> {
         let count = match io.stats_count(iface) {
-            Ok(c) => c,
-            Err(e) if e.not_supported() => {
+            Ok(c) if c > 0 => c,
+            Err(e) if !e.not_supported() => return Support::Error(e.to_string()),
+            // EOPNOTSUPP, or no private counter at all.
+            _ => {
                 return Support::NotSupported {
                     driver: driver.into(),
                 }
             }
-            Err(e) => return Support::Error(e.to_string()),
         };
-        if count == 0 {
-            return Support::NotSupported {
-                driver: driver.into(),
-            };
-        }
         if count != self.names.len() {
             let by_netlink = nl
                 .and_then(|nl| nl.stats_strings(iface).ok())

@@ -187,10 +187,8 @@ impl QueueProbe {
         idx: u32,
         cur: &mut HashMap<(Dir, u32), Cumulative>,
     ) -> Option<QueueSource> {
-        let mut source = None;
         match nl.qstats(idx) {
             Ok(q) => {
-                source = Some(QueueSource::Qstats);
                 for s in q {
                     let dir = s.queue_type;
                     let mut other = s.other.clone();
@@ -213,17 +211,18 @@ impl QueueProbe {
                         },
                     );
                 }
+                return Some(QueueSource::Qstats);
             }
             Err(NlError::NotSupported { .. }) => self.qstats_unsupported = true,
             Err(_) => {}
         }
-        source
+        None
     }
 }
 
 /// One queue's Sample from its deltas.
 #[allow(clippy::too_many_arguments)]
-fn queue_sample(
+pub(super) fn queue_sample(
     iface: &str,
     dir: Dir,
     queue: u32,

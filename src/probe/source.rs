@@ -8,7 +8,9 @@
 //! from a directory it parses the text the command printed into
 //! `sos_commands/...`, so parsers and everything after them are shared.
 
-use super::facts::{Channels, Coalesce, DrvInfo, Features, LinkInfo, Pause, Rings, Support};
+use super::facts::{
+    Channels, Coalesce, DrvInfo, Features, LinkInfo, Pause, PcieLink, Rings, Support,
+};
 use super::nic::NicStats;
 use std::io;
 use std::path::Path;
@@ -74,6 +76,18 @@ pub(super) fn read_trim(src: &dyn HostSource, path: &str) -> Option<String> {
         .ok()
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
+}
+
+/// The PCIe link of the device at `device` (its sysfs directory); None when
+/// it has no `current_link_speed` (a virtual device).
+pub(super) fn read_pcie(src: &dyn HostSource, device: &str) -> Option<PcieLink> {
+    let f = |file: &str| read_trim(src, &format!("{device}/{file}"));
+    Some(PcieLink {
+        current_speed: f("current_link_speed")?,
+        current_width: f("current_link_width").and_then(|v| v.parse().ok()),
+        max_speed: f("max_link_speed").unwrap_or_default(),
+        max_width: f("max_link_width").and_then(|v| v.parse().ok()),
+    })
 }
 
 /// The entry names of the directory `p`, sorted.

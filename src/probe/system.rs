@@ -55,8 +55,8 @@ pub fn online_cpus() -> usize {
     usize::try_from(n).ok().filter(|n| *n > 0).unwrap_or(1)
 }
 
-use super::facts::{HostFacts, IrqFact, NicFacts, NumaNode, PcieLink, QueueMask};
-use super::source::{read_trim, HostSource};
+use super::facts::{HostFacts, IrqFact, NicFacts, NumaNode, QueueMask};
+use super::source::{read_pcie, read_trim, HostSource};
 use crate::units::{format_cpu_list, parse_cpu_list, CpuId};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -117,8 +117,6 @@ pub struct IrqRow<'a> {
     pub irq: u32,
     /// The count columns (as many words as the header has CPUs, or fewer).
     counts: &'a str,
-    /// CPUs in the header: how many counts the line holds at most.
-    cpus: usize,
     /// The text after the counts, as printed (chip, hwirq, name).
     desc: &'a str,
 }
@@ -126,12 +124,9 @@ pub struct IrqRow<'a> {
 impl<'a> IrqRow<'a> {
     /// Count per CPU column, parsed in place (a word that is no number counts 0).
     pub fn counts(&self) -> impl Iterator<Item = u64> + 'a {
-        self.counts.split_ascii_whitespace().map(parse_count)
-    }
-
-    /// The text after the counts, words as printed.
-    pub fn desc(&self) -> &'a str {
-        self.desc
+        self.counts
+            .split_ascii_whitespace()
+            .map(|w| w.parse().unwrap_or(0))
     }
 
     /// The action name (last word), e.g. `mlx5_comp3@pci:0000:3b:00.0`.
@@ -141,42 +136,15 @@ impl<'a> IrqRow<'a> {
 
     /// The owned line (counts parsed, the description's words joined by one space).
     pub fn to_line(&self) -> IrqLine {
-        let mut desc = String::with_capacity(self.desc.len());
-        for (i, w) in self.desc.split_ascii_whitespace().enumerate() {
-            if i > 0 {
-                desc.push(' ');
-            }
-            desc.push_str(w);
-        }
         IrqLine {
             irq: self.irq,
-            counts: {
-                let mut v = Vec::with_capacity(self.cpus);
-                v.extend(self.counts());
-                v
-            },
-            desc,
+            counts: self.counts().collect(),
+            desc: self
+                .desc
+                .split_ascii_whitespace()
+                .collect::<Vec<_>>()
+                .join(" "),
         }
-    }
-}
-
-/// A decimal count; anything else is 0 (as `str::parse` then `unwrap_or(0)`).
-fn parse_count(w: &str) -> u64 {
-    let mut v: u64 = 0;
-    for b in w.bytes() {
-        let d = b.wrapping_sub(b'0');
-        if d > 9 {
-            return w.parse().unwrap_or(0);
-        }
-        match v.checked_mul(10).and_then(|x| x.checked_add(u64::from(d))) {
-            Some(x) => v = x,
-            None => return 0,
-        }
-    }
-    if w.is_empty() {
-        0
-    } else {
-        v
     }
 }
 
@@ -208,12 +176,7 @@ pub fn interrupt_rows(text: &str) -> (Vec<CpuId>, impl Iterator<Item = IrqRow<'_
         let (num, rest) = l.split_once(':')?;
         let irq = num.trim().parse::<u32>().ok()?;
         let (counts, desc) = split_words(rest, n);
-        Some(IrqRow {
-            irq,
-            counts,
-            cpus: n,
-            desc,
-        })
+        Some(IrqRow { irq, counts, desc })
     });
     (cpus, rows)
 }
@@ -294,12 +257,8 @@ pub fn online_cpus_with_source(src: &dyn HostSource) -> (Vec<CpuId>, &'static st
         return (v, "/proc/stat");
     }
     if let Ok(t) = src.read("/proc/cpuinfo") {
-        let v: Vec<CpuId> = t
-            .lines()
-            .filter_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                (k.trim() == "processor").then(|| v.trim().parse().ok().map(CpuId))?
-            })
+        let v: Vec<CpuId> = values_of(&t, "processor")
+            .filter_map(|v| v.parse().ok().map(CpuId))
             .collect();
         if !v.is_empty() {
             return (v, "/proc/cpuinfo");
@@ -315,30 +274,31 @@ pub fn online_cpus_with_source(src: &dyn HostSource) -> (Vec<CpuId>, &'static st
         "/sos_commands/processor/lscpu",
         "/sos_commands/processor/lscpu_-ae",
     ] {
-        if let Some(v) = src.read(f).ok().and_then(|t| {
-            t.lines().find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                (k.trim() == "On-line CPU(s) list")
-                    .then(|| parse_cpu_list(v.trim()).ok())
-                    .flatten()
-            })
-        }) {
+        if let Some(v) = src
+            .read(f)
+            .ok()
+            .and_then(|t| values_of(&t, "On-line CPU(s) list").find_map(|v| parse_cpu_list(v).ok()))
+        {
             return (v, "lscpu");
         }
     }
     (Vec::new(), "")
 }
 
+/// The values of the `key: value` lines of `text` whose key is `key`, trimmed.
+fn values_of<'a>(text: &'a str, key: &'a str) -> impl Iterator<Item = &'a str> {
+    text.lines().filter_map(move |l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == key).then(|| v.trim())
+    })
+}
+
 fn cpu_model(cpuinfo: &str) -> String {
-    for key in ["model name", "Model", "cpu model", "Processor"] {
-        if let Some(v) = cpuinfo.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k.trim() == key).then(|| v.trim().to_string())
-        }) {
-            return v;
-        }
-    }
-    String::new()
+    ["model name", "Model", "cpu model", "Processor"]
+        .into_iter()
+        .find_map(|key| values_of(cpuinfo, key).next())
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// Read the host-wide facts and, for each interface, the sysfs/procfs part of its facts.
@@ -503,7 +463,33 @@ fn parse_num<T: std::str::FromStr>(s: Option<String>) -> Option<T> {
 pub fn nic_facts<L: IrqNamed>(src: &dyn HostSource, iface: &str, interrupts: &[L]) -> NicFacts {
     let base = format!("/sys/class/net/{iface}");
     let eth = src.ethtool_facts(iface);
-    let mut n = NicFacts {
+    let queues = src.list(&format!("{base}/queues")).unwrap_or_default();
+    // One direction's queue count (None without queues to count) and its
+    // queues' CPU masks (`file`), by queue.
+    let per_dir = |prefix: &str, file: &str| {
+        let ids: Vec<(u32, &String)> = queues
+            .iter()
+            .filter_map(|q| Some((q.strip_prefix(prefix)?.parse().ok()?, q)))
+            .collect();
+        let mut masks: Vec<QueueMask> = ids
+            .iter()
+            .filter_map(|&(queue, q)| {
+                let mask = read_trim(src, &format!("{base}/queues/{q}/{file}"))?;
+                Some(QueueMask { queue, mask })
+            })
+            .collect();
+        masks.sort_by_key(|m| m.queue);
+        ((!queues.is_empty()).then_some(ids.len() as u32), masks)
+    };
+    let (rx_queues, rps) = per_dir("rx-", "rps_cpus");
+    let (tx_queues, xps) = per_dir("tx-", "xps_cpus");
+    let bus = eth
+        .drvinfo
+        .value()
+        .map(|d| d.bus_info.clone())
+        .unwrap_or_default();
+    let devname = src.link_name(&format!("{base}/device")).unwrap_or_default();
+    NicFacts {
         name: iface.to_string(),
         ifindex: parse_num(read_trim(src, &format!("{base}/ifindex"))),
         mtu: parse_num(read_trim(src, &format!("{base}/mtu"))),
@@ -511,54 +497,20 @@ pub fn nic_facts<L: IrqNamed>(src: &dyn HostSource, iface: &str, interrupts: &[L
         numa_node: parse_num(read_trim(src, &format!("{base}/device/numa_node"))),
         local_cpulist: read_trim(src, &format!("{base}/device/local_cpulist")),
         qdisc: src.qdisc(iface),
-        ..Default::default()
-    };
-    let speed = read_trim(src, &format!("{base}/device/current_link_speed"));
-    if let Some(current_speed) = speed {
-        n.pcie = Some(PcieLink {
-            current_speed,
-            current_width: parse_num(read_trim(src, &format!("{base}/device/current_link_width"))),
-            max_speed: read_trim(src, &format!("{base}/device/max_link_speed")).unwrap_or_default(),
-            max_width: parse_num(read_trim(src, &format!("{base}/device/max_link_width"))),
-        });
+        pcie: read_pcie(src, &format!("{base}/device")),
+        irqs: nic_irqs(src, iface, &bus, &devname, interrupts),
+        rps,
+        xps,
+        rx_queues,
+        tx_queues,
+        drvinfo: eth.drvinfo,
+        channels: eth.channels,
+        rings: eth.rings,
+        features: eth.features,
+        coalesce: eth.coalesce,
+        link: eth.link,
+        pause: eth.pause,
     }
-    let queues = src.list(&format!("{base}/queues")).unwrap_or_default();
-    let mut rx = 0;
-    let mut tx = 0;
-    for q in &queues {
-        if let Some(i) = q.strip_prefix("rx-").and_then(|x| x.parse::<u32>().ok()) {
-            rx += 1;
-            if let Some(mask) = read_trim(src, &format!("{base}/queues/{q}/rps_cpus")) {
-                n.rps.push(QueueMask { queue: i, mask });
-            }
-        } else if let Some(i) = q.strip_prefix("tx-").and_then(|x| x.parse::<u32>().ok()) {
-            tx += 1;
-            if let Some(mask) = read_trim(src, &format!("{base}/queues/{q}/xps_cpus")) {
-                n.xps.push(QueueMask { queue: i, mask });
-            }
-        }
-    }
-    n.rps.sort_by_key(|m| m.queue);
-    n.xps.sort_by_key(|m| m.queue);
-    if !queues.is_empty() {
-        n.rx_queues = Some(rx);
-        n.tx_queues = Some(tx);
-    }
-    let bus = eth
-        .drvinfo
-        .value()
-        .map(|d| d.bus_info.clone())
-        .unwrap_or_default();
-    let devname = src.link_name(&format!("{base}/device")).unwrap_or_default();
-    n.irqs = nic_irqs(src, iface, &bus, &devname, interrupts);
-    n.drvinfo = eth.drvinfo;
-    n.channels = eth.channels;
-    n.rings = eth.rings;
-    n.features = eth.features;
-    n.coalesce = eth.coalesce;
-    n.link = eth.link;
-    n.pause = eth.pause;
-    n
 }
 
 /// Interrupts that belong to the NIC: named after it (`eth0-TxRx-3`,
@@ -652,31 +604,27 @@ fn check_ifaces_in(class_net: &Path, names: &[String]) -> Result<(), UnknownIfac
 /// The local interface and address that route to `peer` (a UDP socket is
 /// connected, no packet is sent).
 pub fn route_to(peer: std::net::IpAddr) -> (Option<String>, Option<std::net::IpAddr>) {
+    (route_iface(peer), local_addr_to(peer))
+}
+
+/// The local address the kernel chooses toward `peer` (a UDP socket is
+/// connected, no packet is sent).
+fn local_addr_to(peer: std::net::IpAddr) -> Option<std::net::IpAddr> {
     let bind = if peer.is_ipv4() {
         "0.0.0.0:0"
     } else {
         "[::]:0"
     };
-    let local = std::net::UdpSocket::bind(bind)
-        .and_then(|s| s.connect((peer, 9)).map(|()| s))
-        .and_then(|s| s.local_addr())
-        .ok()
-        .map(|a| a.ip());
-    (route_iface(peer), local)
+    let s = std::net::UdpSocket::bind(bind).ok()?;
+    s.connect((peer, 9)).ok()?;
+    Some(s.local_addr().ok()?.ip())
 }
 
 /// The interface that carries traffic to `peer`: connect a UDP socket (no
 /// packet is sent), take the local address the kernel chose, find the
 /// interface that holds it.
 pub fn route_iface(peer: std::net::IpAddr) -> Option<String> {
-    let bind: std::net::SocketAddr = if peer.is_ipv4() {
-        "0.0.0.0:0".parse().ok()?
-    } else {
-        "[::]:0".parse().ok()?
-    };
-    let s = std::net::UdpSocket::bind(bind).ok()?;
-    s.connect((peer, 9)).ok()?;
-    let local = s.local_addr().ok()?.ip();
+    let local = local_addr_to(peer)?;
     if local.is_loopback() {
         return Some("lo".into());
     }

@@ -51,20 +51,17 @@ impl HostTotals {
                 Vec::new()
             }
         };
-        let softirqs = match src.read("/proc/softirqs") {
-            Ok(t) => parse_softirqs(&t),
-            Err(e) => {
-                errors.push(format!("cannot read /proc/softirqs: {e}"));
-                Softirqs::default()
-            }
+        let mut read = |f: &str| {
+            src.read(f)
+                .map_err(|e| errors.push(format!("cannot read {f}: {e}")))
+                .ok()
         };
-        let softnet = match src.read("/proc/net/softnet_stat") {
-            Ok(t) => parse_softnet(&t, &online_cpu_ids(src)),
-            Err(e) => {
-                errors.push(format!("cannot read /proc/net/softnet_stat: {e}"));
-                Vec::new()
-            }
-        };
+        let softirqs = read("/proc/softirqs")
+            .map(|t| parse_softirqs(&t))
+            .unwrap_or_default();
+        let softnet = read("/proc/net/softnet_stat")
+            .map(|t| parse_softnet(&t, &online_cpu_ids(src)))
+            .unwrap_or_default();
         HostTotals {
             cpus,
             ticks_per_s: ticks_per_s.max(1),

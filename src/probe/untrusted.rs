@@ -21,29 +21,20 @@ use std::path::{Component, Path, PathBuf};
 pub const MAX_FILE: u64 = 16 << 20;
 
 /// Why a file of a capture was not read (a missing file is not one of these).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// The path leaves the capture (a symlink or `..` out of it).
+    #[error("it leads out of the capture (symlink or ..)")]
     Escapes,
     /// Not a regular file (device, FIFO, socket, directory).
+    #[error("it is a {0}, not a regular file")]
     NotRegular(&'static str),
     /// Larger than [`MAX_FILE`].
+    #[error("it is {0} bytes, more than the {MAX_FILE}-byte limit")]
     TooLarge(u64),
     /// Not text.
+    #[error("it is not UTF-8 text")]
     NotText,
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refusal::Escapes => f.write_str("it leads out of the capture (symlink or ..)"),
-            Refusal::NotRegular(k) => write!(f, "it is a {k}, not a regular file"),
-            Refusal::TooLarge(n) => {
-                write!(f, "it is {n} bytes, more than the {MAX_FILE}-byte limit")
-            }
-            Refusal::NotText => f.write_str("it is not UTF-8 text"),
-        }
-    }
 }
 
 /// A failed read: absent (normal in a capture), refused (reported), or an I/O error.

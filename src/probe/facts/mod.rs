@@ -51,6 +51,13 @@ impl<T> Support<T> {
     }
 }
 
+impl Support<DrvInfo> {
+    /// The driver's name (`driver:` of `ethtool -i`), empty when unknown.
+    pub fn driver(&self) -> String {
+        self.value().map(|d| d.driver.clone()).unwrap_or_default()
+    }
+}
+
 /// `ethtool -i`: ETHTOOL_GDRVINFO.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DrvInfo {

@@ -156,8 +156,5 @@ impl NlError {
 
 /// `Ok(v)` → [`Support::Value`], `Err(e)` → [`NlError::into_support`].
 pub(super) fn to_support<T>(r: Result<T, NlError>, driver: &str) -> Support<T> {
-    match r {
-        Ok(v) => Support::Value(v),
-        Err(e) => e.into_support(driver),
-    }
+    r.map_or_else(|e| e.into_support(driver), Support::Value)
 }

@@ -253,22 +253,11 @@ impl EthtoolNl {
     /// The global `ETH_SS_FEATURES` string set (names of every netdev
     /// feature bit), fetched on first use.
     fn feature_strings(&mut self) -> Result<&BTreeMap<u32, String>, NlError> {
-        if self.feature_strings.is_none() {
-            let fetched = self.fetch_feature_strings()?;
-            self.feature_strings = Some(fetched);
-        }
-        match &self.feature_strings {
-            Some(s) => Ok(s),
-            None => Err(NlError::Malformed {
-                op: "ETHTOOL_MSG_STRSET_GET",
-                target: "ETH_SS_FEATURES".into(),
-                detail: "string set missing after fetch".into(),
-            }),
-        }
-    }
-
-    fn fetch_feature_strings(&mut self) -> Result<BTreeMap<u32, String>, NlError> {
-        self.strings("", c::strset::ETH_SS_FEATURES, "ETH_SS_FEATURES")
+        let strings = match self.feature_strings.take() {
+            Some(s) => s,
+            None => self.strings("", c::strset::ETH_SS_FEATURES, "ETH_SS_FEATURES")?,
+        };
+        Ok(self.feature_strings.insert(strings))
     }
 
     /// The names of `ifname`'s private statistics (`ethtool -S`), in the

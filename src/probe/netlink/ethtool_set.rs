@@ -125,36 +125,34 @@ pub enum CoalesceValue {
     Num(u32),
 }
 
+/// The coalescing parameters [`crate::probe::facts::Coalesce`] names: the
+/// name, the attribute type and whether it is a flag.
+const COALESCE_NAMED: [(&str, u16, bool); 6] = [
+    ("adaptive-rx", c::coalesce::USE_ADAPTIVE_RX, true),
+    ("adaptive-tx", c::coalesce::USE_ADAPTIVE_TX, true),
+    ("rx-usecs", c::coalesce::RX_USECS, false),
+    ("rx-frames", c::coalesce::RX_MAX_FRAMES, false),
+    ("tx-usecs", c::coalesce::TX_USECS, false),
+    ("tx-frames", c::coalesce::TX_MAX_FRAMES, false),
+];
+
+/// Every coalescing parameter: name, attribute type, whether it is a flag.
+fn coalesce_params() -> impl Iterator<Item = (&'static str, u16, bool)> {
+    let others = c::coalesce::OTHER_U32.iter().map(|&(ty, n)| (n, ty, false));
+    COALESCE_NAMED.into_iter().chain(others)
+}
+
 /// Attribute type of a coalescing parameter and whether it is a flag, or
 /// None for a name the ethtool netlink interface does not have.
 pub fn coalesce_attr(name: &str) -> Option<(u16, bool)> {
-    use c::coalesce as a;
-    match name {
-        "adaptive-rx" => Some((a::USE_ADAPTIVE_RX, true)),
-        "adaptive-tx" => Some((a::USE_ADAPTIVE_TX, true)),
-        "rx-usecs" => Some((a::RX_USECS, false)),
-        "rx-frames" => Some((a::RX_MAX_FRAMES, false)),
-        "tx-usecs" => Some((a::TX_USECS, false)),
-        "tx-frames" => Some((a::TX_MAX_FRAMES, false)),
-        other => a::OTHER_U32
-            .iter()
-            .find(|(_, n)| *n == other)
-            .map(|(ty, _)| (*ty, false)),
-    }
+    coalesce_params()
+        .find(|(n, ..)| *n == name)
+        .map(|(_, ty, flag)| (ty, flag))
 }
 
 /// Every coalescing parameter name [`coalesce_attr`] knows.
 pub fn coalesce_names() -> Vec<&'static str> {
-    let mut v = vec![
-        "adaptive-rx",
-        "adaptive-tx",
-        "rx-usecs",
-        "rx-frames",
-        "tx-usecs",
-        "tx-frames",
-    ];
-    v.extend(c::coalesce::OTHER_U32.iter().map(|(_, n)| *n));
-    v
+    coalesce_params().map(|(n, ..)| n).collect()
 }
 
 /// A NETLINK_GENERIC socket for ethtool SET requests, bound to the network
@@ -211,32 +209,22 @@ impl EthtoolSet {
             (Some((ty, true)), CoalesceValue::Flag(on)) => attr(&ctx, ty, u8::from(on))?,
             (Some((ty, false)), CoalesceValue::Num(n)) => attr(&ctx, ty, n)?,
             (Some((_, flag)), _) => {
-                return Err(NlError::Encode {
-                    op: ctx.op,
-                    target: ifname.to_string(),
-                    detail: format!("{name} takes {}", if flag { "on/off" } else { "a number" }),
-                })
+                let takes = if flag { "on/off" } else { "a number" };
+                return Err(ctx.encode(format!("{name} takes {takes}")));
             }
-            (None, _) => {
-                return Err(NlError::Encode {
-                    op: ctx.op,
-                    target: ifname.to_string(),
-                    detail: format!("unknown coalescing parameter {name}"),
-                })
-            }
+            (None, _) => return Err(ctx.encode(format!("unknown coalescing parameter {name}"))),
         };
-        self.set(&ctx, msg::COALESCE_SET, ifname, vec![body])
+        self.set(&ctx, msg::COALESCE_SET, vec![body])
     }
 
     /// `ethtool -A IF KIND on|off`: ETHTOOL_MSG_PAUSE_SET with one flag.
     pub fn set_pause(&mut self, ifname: &str, kind: PauseKind, on: bool) -> Result<(), NlError> {
-        let on = u8::from(on);
         self.set_one(
             "ETHTOOL_MSG_PAUSE_SET",
             msg::PAUSE_SET,
             ifname,
             kind.attr(),
-            on,
+            u8::from(on),
         )
     }
 
@@ -263,7 +251,7 @@ impl EthtoolSet {
         }
         let set = nest(&ctx, bitset::BITS, &bits)?;
         let body = nest(&ctx, c::features::WANTED, &[set])?;
-        self.set(&ctx, msg::FEATURES_SET, ifname, vec![body])
+        self.set(&ctx, msg::FEATURES_SET, vec![body])
     }
 
     /// A SET request `op` (`cmd`) that carries one attribute `ty` = `value`.
@@ -277,7 +265,7 @@ impl EthtoolSet {
     ) -> Result<(), NlError> {
         let ctx = Ctx { op, target: ifname };
         let body = attr(&ctx, ty, value)?;
-        self.set(&ctx, cmd, ifname, vec![body])
+        self.set(&ctx, cmd, vec![body])
     }
 
     /// One acknowledged SET request: header (device, OMIT_REPLY) + `body`.
@@ -285,17 +273,16 @@ impl EthtoolSet {
         &mut self,
         ctx: &Ctx<'_>,
         cmd: u8,
-        ifname: &str,
         body: Vec<Nlattr<u16, Buffer>>,
     ) -> Result<(), NlError> {
-        if ifname.is_empty() {
+        if ctx.target.is_empty() {
             return Err(NlError::NoDevice {
                 op: ctx.op,
                 target: "\"\"".into(),
             });
         }
         let hdr = [
-            attr_str(ctx, header::DEV_NAME, ifname)?,
+            attr_str(ctx, header::DEV_NAME, ctx.target)?,
             attr(ctx, header::FLAGS, FLAG_OMIT_REPLY)?,
         ];
         let mut request = vec![nest(ctx, c::A_HEADER, &hdr)?];

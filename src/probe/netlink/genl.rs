@@ -188,7 +188,11 @@ pub(super) fn open_socket(family: NlFamily, op: &'static str) -> Result<NlSocket
     let socket_err = |source| NlError::Socket { op, source };
     let sock = NlSocket::connect(family, None, Groups::empty()).map_err(socket_err)?;
     sock.enable_ext_ack(true).map_err(socket_err)?;
-    set_recv_timeout(&sock, REPLY_TIMEOUT).map_err(socket_err)?;
+    // SAFETY: the descriptor is owned by `sock` and open for the whole call.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(sock.as_raw_fd()) };
+    socket2::SockRef::from(&fd)
+        .set_read_timeout(Some(REPLY_TIMEOUT))
+        .map_err(socket_err)?;
     Ok(sock)
 }
 
@@ -242,29 +246,6 @@ fn recv_datagram(sock: &NlSocket, ctx: &Ctx<'_>) -> Result<Vec<u8>, NlError> {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(ctx.io(e)),
         }
-    }
-}
-
-fn set_recv_timeout(sock: &NlSocket, d: Duration) -> io::Result<()> {
-    let tv = libc::timeval {
-        tv_sec: d.as_secs() as libc::time_t,
-        tv_usec: d.subsec_micros() as libc::suseconds_t,
-    };
-    // SAFETY: the descriptor is owned by `sock` and open for the whole call;
-    // `tv` is an initialised timeval and its exact size is passed.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }
 

@@ -63,16 +63,10 @@ impl LinkNl {
         let op = "RTM_GETLINK";
         let index = ifindex(op, ifname)?;
         let replies = self.request(op, ifname, Rtm::Getlink, index, None)?;
-        let bad = |source: WireError| Ctx { op, target: ifname }.reply(source);
-        let payload = match replies.as_slice() {
-            [one] => one,
-            other => {
-                return Err(NlError::Malformed {
-                    op,
-                    target: ifname.to_string(),
-                    detail: format!("{} replies, expected 1", other.len()),
-                })
-            }
+        let ctx = Ctx { op, target: ifname };
+        let bad = |source: WireError| ctx.reply(source);
+        let [payload] = replies.as_slice() else {
+            return Err(ctx.malformed(format!("{} replies, expected 1", replies.len())));
         };
         let attrs = Attrs::parse(payload.get(IFINFOMSG_LEN..).unwrap_or(&[])).map_err(bad)?;
         let mtu = attrs

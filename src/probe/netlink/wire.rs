@@ -215,18 +215,11 @@ pub(super) fn split_messages(buf: &[u8]) -> Result<Vec<RawMsg<'_>>, WireError> {
             NLMSG_NOOP => Kind::Noop,
             NLMSG_OVERRUN => Kind::Overrun,
             NLMSG_ERROR => error_kind(payload, flags)?,
-            NLMSG_DONE => match payload.get(..4) {
-                // A dump that failed part-way reports its errno in DONE.
-                Some(b)
-                    if i32::from_ne_bytes(
-                        b.try_into()
-                            .map_err(|_| WireError::truncated("NLMSG_DONE")())?,
-                    ) < 0 =>
-                {
-                    done_error(payload, flags)?
-                }
-                _ => Kind::Done,
-            },
+            // A dump that failed part-way reports its errno in DONE.
+            NLMSG_DONE if ne_u32(payload, 0).is_some_and(|c| (c as i32) < 0) => {
+                done_error(payload, flags)?
+            }
+            NLMSG_DONE => Kind::Done,
             _ => Kind::Data { nl_type, payload },
         };
         out.push(RawMsg { seq, kind });
@@ -248,29 +241,27 @@ fn error_kind(payload: &[u8], flags: u16) -> Result<Kind<'static>, WireError> {
     } else {
         ne_u32(payload, 4).ok_or_else(truncated)? as usize
     };
-    let message = if flags & NLM_F_ACK_TLVS != 0 {
-        let tlv_at = 4usize.saturating_add(align4(echoed));
-        ext_ack_message(payload.get(tlv_at..).unwrap_or(&[]))
-    } else {
-        None
-    };
-    Ok(Kind::Error {
-        errno: code.saturating_neg(),
-        message,
-    })
+    let tlv_at = 4usize.saturating_add(align4(echoed));
+    Ok(error(code, flags, payload.get(tlv_at..)))
 }
 
 fn done_error(payload: &[u8], flags: u16) -> Result<Kind<'static>, WireError> {
     let code = ne_u32(payload, 0).ok_or_else(WireError::truncated("NLMSG_DONE"))? as i32;
+    Ok(error(code, flags, payload.get(4..)))
+}
+
+/// The failure `code` (a negative errno), with the extended-ack text of
+/// `tlvs` when the flags say it is there.
+fn error(code: i32, flags: u16, tlvs: Option<&[u8]>) -> Kind<'static> {
     let message = if flags & NLM_F_ACK_TLVS != 0 {
-        ext_ack_message(payload.get(4..).unwrap_or(&[]))
+        ext_ack_message(tlvs.unwrap_or(&[]))
     } else {
         None
     };
-    Ok(Kind::Error {
+    Kind::Error {
         errno: code.saturating_neg(),
         message,
-    })
+    }
 }
 
 /// The extended ACK's text, or a note naming a missing attribute.
@@ -344,33 +335,29 @@ impl Attrs {
 
     /// A string attribute (trailing NULs removed, lossy UTF-8).
     pub fn string(&self, ty: u16) -> Result<Option<String>, WireError> {
-        Ok(self.get(ty).map(payload_string))
+        Ok(self.get(ty).map(crate::probe::nic::cstr))
     }
 
     /// A nested attribute list.
     pub fn nested(&self, ty: u16) -> Result<Option<Attrs>, WireError> {
-        self.get(ty)
-            .map(|p| {
-                Attrs::parse(p).map_err(|e| WireError::Nested {
-                    ty,
-                    source: Box::new(e),
-                })
-            })
-            .transpose()
+        self.get(ty).map(|p| nested(ty, p)).transpose()
     }
 
     /// All attributes of type `ty`, each parsed as a nested list.
     pub fn nested_all(&self, ty: u16) -> Result<Vec<Attrs>, WireError> {
         self.iter()
             .filter(|(t, _)| *t == ty)
-            .map(|(_, p)| {
-                Attrs::parse(p).map_err(|e| WireError::Nested {
-                    ty,
-                    source: Box::new(e),
-                })
-            })
+            .map(|(_, p)| nested(ty, p))
             .collect()
     }
+}
+
+/// The payload `p` of attribute `ty` parsed as a nested list.
+fn nested(ty: u16, p: &[u8]) -> Result<Attrs, WireError> {
+    Attrs::parse(p).map_err(|e| WireError::Nested {
+        ty,
+        source: Box::new(e),
+    })
 }
 
 /// A netlink "uint": 4 or 8 bytes, host order.
@@ -388,11 +375,6 @@ fn fixed<const N: usize>(ty: u16, p: &[u8]) -> Result<[u8; N], WireError> {
         len: p.len(),
         expected: N,
     })
-}
-
-fn payload_string(p: &[u8]) -> String {
-    let end = p.iter().position(|&b| b == 0).unwrap_or(p.len());
-    String::from_utf8_lossy(&p[..end]).into_owned()
 }
 
 #[cfg(test)]

@@ -49,11 +49,7 @@ struct Out<'a> {
 
 impl Out<'_> {
     fn write(&mut self, path: &str, content: &str) -> std::io::Result<()> {
-        let p = self.root.join(path.trim_start_matches('/'));
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::fs::write(&p, content)?;
+        crate::probe::capture_writer::write_below(self.root, path, content).map_err(|(_, e)| e)?;
         self.done.files += 1;
         Ok(())
     }

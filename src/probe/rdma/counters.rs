@@ -297,14 +297,7 @@ pub fn port_sample(prev: &RdmaPortCounters, cur: &RdmaPortCounters, secs: f64) -
         _ => 0.0,
     };
     let mut prios: BTreeMap<u8, PfcPrio> = BTreeMap::new();
-    let mut netdev_resets = Vec::new();
-    for d in deltas(
-        "netdev",
-        &prev.netdev,
-        &cur.netdev,
-        secs,
-        &mut netdev_resets,
-    ) {
+    for d in deltas("netdev", &prev.netdev, &cur.netdev, secs, &mut resets) {
         let Some((dir, prio, what)) = parse_prio_name(&d.name) else {
             continue;
         };
@@ -322,7 +315,6 @@ pub fn port_sample(prev: &RdmaPortCounters, cur: &RdmaPortCounters, secs: f64) -
             }
         }
     }
-    resets.extend(netdev_resets);
     RdmaPortSample {
         device: cur.device.clone(),
         port: cur.port,

@@ -21,8 +21,7 @@ pub mod preflight;
 #[cfg(test)]
 pub(crate) mod testdata;
 
-use super::facts::PcieLink;
-use super::source::{read_trim, HostSource};
+use super::source::{read_pcie, read_trim, HostSource};
 
 pub use counters::{
     port_sample, read_snapshot, sample, CounterDelta, PfcPrio, RdmaCounterReader, RdmaPortCounters,
@@ -45,14 +44,20 @@ pub fn read_rdma_facts(src: &dyn HostSource) -> RdmaFacts {
             "no RDMA device ({SYSFS_ROOT} is {}): load the NIC's RDMA driver \
              (modprobe mlx5_ib for ConnectX) or create a soft-RoCE device \
              (modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <interface>)",
-            if src.list(SYSFS_ROOT).is_ok() {
-                "empty"
-            } else {
-                "absent"
-            },
+            sysfs_state(src),
         )
     });
     RdmaFacts { devices, none }
+}
+
+/// Why a host has no RDMA device: its `/sys/class/infiniband` is `empty`
+/// or `absent`.
+fn sysfs_state(src: &dyn HostSource) -> &'static str {
+    if src.list(SYSFS_ROOT).is_ok() {
+        "empty"
+    } else {
+        "absent"
+    }
 }
 
 /// Facts of one device.
@@ -63,12 +68,6 @@ pub fn read_device(src: &dyn HostSource, name: &str) -> RdmaDeviceFacts {
         .link_name(&format!("{base}/device"))
         .ok()
         .filter(|p| looks_like_pci(p));
-    let pcie = f("device/current_link_speed").map(|current_speed| PcieLink {
-        current_speed,
-        current_width: f("device/current_link_width").and_then(|v| v.parse().ok()),
-        max_speed: f("device/max_link_speed").unwrap_or_default(),
-        max_width: f("device/max_link_width").and_then(|v| v.parse().ok()),
-    });
     let device_netdevs = src.list(&format!("{base}/device/net")).unwrap_or_default();
     let ports = numbered(src, &format!("{base}/ports"));
     let parent = f("parent");
@@ -84,7 +83,7 @@ pub fn read_device(src: &dyn HostSource, name: &str) -> RdmaDeviceFacts {
         driver: src.link_name(&format!("{base}/device/driver")).ok(),
         pci,
         numa_node: f("device/numa_node").and_then(|v| v.parse().ok()),
-        pcie,
+        pcie: read_pcie(src, &format!("{base}/device")),
         ports: ports
             .into_iter()
             .map(|p| read_port(src, &base, p, nports, &device_netdevs, parent.as_deref()))

@@ -38,12 +38,7 @@ pub fn preflight(
     });
     let facts = read_rdma_facts(src);
     let kernel: Vec<String> = facts.devices.iter().map(|d| d.name.clone()).collect();
-    let state = if src.list(SYSFS_ROOT).is_ok() {
-        "empty"
-    } else {
-        "absent"
-    };
-    let sysfs = format!("{SYSFS_ROOT} {state}");
+    let sysfs = format!("{SYSFS_ROOT} {}", super::sysfs_state(src));
     let host = host.to_string();
     match (lib, kernel.is_empty()) {
         (Err(why), true) => Err(PreflightError::NothingThere {

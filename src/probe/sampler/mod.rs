@@ -573,11 +573,7 @@ impl Sampler {
         for st in &mut self.ifaces {
             st.queues.retry_qstats();
             if let Some(n) = f.nics.iter().find(|n| n.name == st.name) {
-                st.driver = n
-                    .drvinfo
-                    .value()
-                    .map(|d| d.driver.clone())
-                    .unwrap_or_default();
+                st.driver = n.drvinfo.driver();
                 st.ifindex = n.ifindex.or(st.ifindex);
             }
         }
@@ -615,40 +611,29 @@ impl Sampler {
                 Vec::new()
             }
         };
-        let softirqs = match src.read("/proc/softirqs") {
-            Ok(t) => {
+        // A file that cannot be read is said, prefixed by its probe.
+        let mut read = |probe: &str, f: &str| {
+            src.read(f)
+                .map_err(|e| errors.push(format!("{probe}: {f}: {e}")))
+                .ok()
+        };
+        let softirqs = read("softirq", "/proc/softirqs")
+            .map(|t| {
                 let cur = parse_softirqs(&t);
-                let d = h
-                    .softirqs
-                    .as_ref()
-                    .map(|p| softirq_deltas(p, &cur))
-                    .unwrap_or_default();
+                let d = h.softirqs.as_ref().map(|p| softirq_deltas(p, &cur));
                 h.softirqs = Some(cur);
-                d
-            }
-            Err(e) => {
-                errors.push(format!("softirq: /proc/softirqs: {e}"));
-                Vec::new()
-            }
-        };
-        let softnet = match src.read("/proc/net/softnet_stat") {
-            Ok(t) => {
+                d.unwrap_or_default()
+            })
+            .unwrap_or_default();
+        let softnet = read("softnet", "/proc/net/softnet_stat")
+            .map(|t| {
                 let cur = parse_softnet(&t, &h.online);
-                let d = softnet_deltas(&h.softnet, &cur);
-                h.softnet = cur;
-                d
-            }
-            Err(e) => {
-                errors.push(format!("softnet: /proc/net/softnet_stat: {e}"));
-                Vec::new()
-            }
-        };
+                softnet_deltas(&std::mem::replace(&mut h.softnet, cur), &h.softnet)
+            })
+            .unwrap_or_default();
         let mut snmp = BTreeMap::new();
         for f in ["/proc/net/snmp", "/proc/net/netstat"] {
-            match src.read(f) {
-                Ok(t) => snmp.extend(parse_snmp(&t)),
-                Err(e) => errors.push(format!("nstat: {f}: {e}")),
-            }
+            snmp.extend(read("nstat", f).map(|t| parse_snmp(&t)).unwrap_or_default());
         }
         let nstat = if h.snmp.is_empty() {
             BTreeMap::new()

@@ -103,11 +103,6 @@ impl SamplerThread {
         Self::spawn(name, move || Sampler::new(source))
     }
 
-    /// The scheduling priority the thread obtained.
-    pub fn priority(&self) -> Priority {
-        self.priority
-    }
-
     fn send(&self, cmd: Cmd) -> Result<(), SamplerError> {
         let tx = self.tx.as_ref().ok_or(SamplerError::Gone)?;
         match tx.try_send(cmd) {

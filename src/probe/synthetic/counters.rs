@@ -158,7 +158,7 @@ impl SyntheticHost {
             }
             lines.push(format!("cpu{c} {}", join(&v)));
         }
-        let irqs: u64 = self.irq_lines().iter().map(|l| l.total(now)).sum();
+        let irqs: u64 = self.irq_lines().iter().map(|l| l.rate * now).sum();
         format!(
             "cpu  {}\n{}\nintr {irqs}\nctxt {}\nbtime 1732000000\nprocesses {}\nprocs_running 9\nprocs_blocked 0\nsoftirq 0\n",
             join(&sum),
@@ -275,28 +275,21 @@ impl SyntheticHost {
             };
             out.push(((*name).to_string(), v));
         }
-        for q in 0..l.queues {
-            let r = self.queue_rate(n, Dir::Rx, q);
-            for f in MLX5_RX {
-                let v = match *f {
-                    "packets" | "csum_complete" => r.pps * now,
-                    "bytes" => r.pps * r.bytes_per_packet * now,
-                    "cache_reuse" => r.pps / 2 * now,
-                    _ => 0,
-                };
-                out.push((format!("rx{q}_{f}"), v));
-            }
-        }
-        for q in 0..l.queues {
-            let r = self.queue_rate(n, Dir::Tx, q);
-            for f in MLX5_TX {
-                let v = match *f {
-                    "packets" | "csum_partial" => r.pps * now,
-                    "bytes" => r.pps * r.bytes_per_packet * now,
-                    "xmit_more" => r.pps / 4 * now,
-                    _ => 0,
-                };
-                out.push((format!("tx{q}_{f}"), v));
+        for (dir, prefix, fields) in [(Dir::Rx, "rx", MLX5_RX), (Dir::Tx, "tx", MLX5_TX)] {
+            for q in 0..l.queues {
+                let r = self.queue_rate(n, dir, q);
+                for f in fields {
+                    let v = match (dir, *f) {
+                        (_, "packets") | (Dir::Rx, "csum_complete") | (Dir::Tx, "csum_partial") => {
+                            r.pps * now
+                        }
+                        (_, "bytes") => r.pps * r.bytes_per_packet * now,
+                        (Dir::Rx, "cache_reuse") => r.pps / 2 * now,
+                        (Dir::Tx, "xmit_more") => r.pps / 4 * now,
+                        _ => 0,
+                    };
+                    out.push((format!("{prefix}{q}_{f}"), v));
+                }
             }
         }
         out
@@ -361,7 +354,7 @@ impl SyntheticHost {
         for line in self.irq_lines() {
             let _ = write!(s, "{:>4}:", line.irq);
             for c in 0..cpus {
-                let n = if c == line.cpu { line.total(now) } else { 0 };
+                let n = if c == line.cpu { line.rate * now } else { 0 };
                 let _ = write!(s, " {n:>10}");
             }
             let _ = writeln!(s, "  {}", line.desc);
@@ -390,12 +383,6 @@ struct IrqSpec {
     cpu: u32,
     rate: u64,
     desc: String,
-}
-
-impl IrqSpec {
-    fn total(&self, now: u64) -> u64 {
-        self.rate * now
-    }
 }
 
 fn join(v: &[u64]) -> String {

@@ -255,20 +255,16 @@ impl SyntheticHost {
 
     /// A CPU's load: hot cores 100 % softirq; the rest 10 % busy (user 5, system 3, softirq 2).
     pub fn cpu_load(&self, cpu: u32) -> CpuLoad {
-        if self.is_hot(cpu) {
-            CpuLoad {
-                user: 0,
-                system: 0,
-                irq: 0,
-                softirq: USER_HZ,
-            }
+        let (user, system, softirq) = if self.is_hot(cpu) {
+            (0, 0, USER_HZ)
         } else {
-            CpuLoad {
-                user: 5,
-                system: 3,
-                irq: 0,
-                softirq: 2,
-            }
+            (5, 3, 2)
+        };
+        CpuLoad {
+            user,
+            system,
+            irq: 0,
+            softirq,
         }
     }
 
@@ -296,23 +292,18 @@ impl SyntheticHost {
     /// tx half that, of 200 B).
     pub fn queue_rate(&self, nic: u32, dir: Dir, queue: u32) -> QueueRate {
         let hot = nic == 0 && (queue as usize) < self.layout.hot_cpus.len();
-        match (dir, hot) {
-            (Dir::Rx, true) => QueueRate {
-                pps: 1_000_000,
-                bytes_per_packet: 1500,
-            },
-            (Dir::Rx, false) => QueueRate {
-                pps: 10_000 + 1_000 * u64::from(nic) + 10 * u64::from(queue),
-                bytes_per_packet: 1500,
-            },
-            (Dir::Tx, true) => QueueRate {
-                pps: 100_000,
-                bytes_per_packet: 200,
-            },
-            (Dir::Tx, false) => QueueRate {
-                pps: 5_000 + 500 * u64::from(nic) + 5 * u64::from(queue),
-                bytes_per_packet: 200,
-            },
+        let (pps, bytes_per_packet) = match (dir, hot) {
+            (Dir::Rx, true) => (1_000_000, 1500),
+            (Dir::Rx, false) => (
+                10_000 + 1_000 * u64::from(nic) + 10 * u64::from(queue),
+                1500,
+            ),
+            (Dir::Tx, true) => (100_000, 200),
+            (Dir::Tx, false) => (5_000 + 500 * u64::from(nic) + 5 * u64::from(queue), 200),
+        };
+        QueueRate {
+            pps,
+            bytes_per_packet,
         }
     }
 

@@ -23,17 +23,21 @@ impl SyntheticHost {
     /// Files that do not change: kernel, sysctls, topology, NIC facts.
     pub(super) fn write_static(&self) -> Result<(), SyntheticError> {
         let l = &self.layout;
-        self.put("/proc/sys/kernel/osrelease", "6.8.0-49-generic\n")?;
-        self.put(
-            "/proc/sys/kernel/random/boot_id",
-            "5f0c2d8e-9a43-4b71-8c1e-2f6d0b3a7e91\n",
-        )?;
-        self.put(
-            "/proc/cmdline",
-            "BOOT_IMAGE=/vmlinuz-6.8.0-49-generic root=/dev/nvme0n1p2 ro iommu=pt\n",
-        )?;
-        self.put("/proc/uptime", &format!("{UPTIME0}.00 0.00\n"))?;
-        self.put("/proc/sys/net/core/somaxconn", "4096\n")?;
+        for (f, v) in [
+            ("/proc/sys/kernel/osrelease", "6.8.0-49-generic"),
+            (
+                "/proc/sys/kernel/random/boot_id",
+                "5f0c2d8e-9a43-4b71-8c1e-2f6d0b3a7e91",
+            ),
+            (
+                "/proc/cmdline",
+                "BOOT_IMAGE=/vmlinuz-6.8.0-49-generic root=/dev/nvme0n1p2 ro iommu=pt",
+            ),
+            ("/proc/uptime", &format!("{UPTIME0}.00 0.00")),
+            ("/proc/sys/net/core/somaxconn", "4096"),
+        ] {
+            self.put(f, &format!("{v}\n"))?;
+        }
         for name in SYSCTLS {
             self.put(
                 &format!("/proc/sys/{}", name.replace('.', "/")),
@@ -82,25 +86,26 @@ impl SyntheticHost {
             let base = format!("/sys/devices/system/cpu/cpu{c}");
             let node = self.cpu_node(c);
             let sib = self.siblings(c);
-            self.put(
-                &format!("{base}/topology/thread_siblings_list"),
-                &format!("{},{}\n", sib[0], sib[1]),
-            )?;
-            self.put(
-                &format!("{base}/topology/core_id"),
-                &format!("{}\n", sib[0] % self.cores_per_node()),
-            )?;
-            self.put(
-                &format!("{base}/topology/physical_package_id"),
-                &format!("{node}\n"),
-            )?;
-            self.put(&format!("{base}/cpufreq/scaling_governor"), "performance\n")?;
-            self.put(&format!("{base}/cache/index3/level"), "3\n")?;
-            self.put(&format!("{base}/cache/index3/id"), &format!("{node}\n"))?;
-            self.put(
-                &format!("{base}/cache/index3/shared_cpu_list"),
-                &format!("{}\n", format_cpu_list(&self.node_cpus(node))),
-            )?;
+            for (f, v) in [
+                (
+                    "topology/thread_siblings_list",
+                    format!("{},{}", sib[0], sib[1]),
+                ),
+                (
+                    "topology/core_id",
+                    (sib[0] % self.cores_per_node()).to_string(),
+                ),
+                ("topology/physical_package_id", node.to_string()),
+                ("cpufreq/scaling_governor", "performance".into()),
+                ("cache/index3/level", "3".into()),
+                ("cache/index3/id", node.to_string()),
+                (
+                    "cache/index3/shared_cpu_list",
+                    format_cpu_list(&self.node_cpus(node)),
+                ),
+            ] {
+                self.put(&format!("{base}/{f}"), &format!("{v}\n"))?;
+            }
         }
         Ok(())
     }
@@ -174,14 +179,9 @@ impl SyntheticHost {
         };
         self.put(&ethtool_file("-i", name), &text::format_drvinfo(&drv))?;
         let ch = Channels {
-            max_rx: None,
-            max_tx: None,
-            max_other: None,
             max_combined: Some(l.queues),
-            rx: None,
-            tx: None,
-            other: None,
             combined: Some(l.queues),
+            ..Default::default()
         };
         self.put(&ethtool_file("-l", name), &text::format_channels(name, &ch))?;
         let rings = Rings {
