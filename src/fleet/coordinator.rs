@@ -136,6 +136,14 @@ pub async fn run(
         pairs: Vec::new(),
         failed: Vec::new(),
     }));
+    let base = PairCtx {
+        plan: plan.clone(),
+        token: Arc::clone(&token),
+        events: events.clone(),
+        cancel: cancel.clone(),
+        state: Arc::clone(&state),
+        round: 0,
+    };
     let mut rounds_run = 0;
     let mut test_s = 0.0;
     let per_test = plan.spec.time_ms as f64 / 1000.0;
@@ -159,31 +167,12 @@ pub async fn run(
                 pairs: runnable.clone(),
             })
             .await;
-        let sem = Arc::new(tokio::sync::Semaphore::new(
-            plan.concurrency.clamp(1, 1 << 20),
-        ));
-        let mut set = tokio::task::JoinSet::new();
-        for (a, b) in runnable.iter().copied() {
-            let ctx = PairCtx {
-                plan: plan.clone(),
-                token: Arc::clone(&token),
-                events: events.clone(),
-                cancel: cancel.clone(),
-                state: Arc::clone(&state),
-                round: r + 1,
-            };
-            let sem = Arc::clone(&sem);
-            set.spawn(async move {
-                let Ok(_permit) = sem.acquire_owned().await else {
-                    return;
-                };
-                if ctx.cancel.is_cancelled() {
-                    return;
-                }
-                ctx.pair(a, b).await;
-            });
+        PairCtx {
+            round: r + 1,
+            ..base.clone()
         }
-        while set.join_next().await.is_some() {}
+        .run_round(&runnable)
+        .await;
         rounds_run += 1;
         let waves = runnable.len().div_ceil(plan.concurrency.max(1)) as f64;
         test_s += waves * per_test * tests_per_pair;
@@ -256,6 +245,7 @@ async fn check_all(hosts: &[FleetHost], token: &Arc<Token>) -> Vec<Result<HostIn
     out
 }
 
+#[derive(Clone)]
 struct PairCtx {
     plan: FleetPlan,
     token: Arc<Token>,
@@ -266,6 +256,28 @@ struct PairCtx {
 }
 
 impl PairCtx {
+    /// Test `runnable`, the pairs of round [`PairCtx::round`],
+    /// [`FleetPlan::concurrency`] at a time; returns when all are done.
+    async fn run_round(self, runnable: &[(usize, usize)]) {
+        let sem = Arc::new(tokio::sync::Semaphore::new(
+            self.plan.concurrency.clamp(1, 1 << 20),
+        ));
+        let mut set = tokio::task::JoinSet::new();
+        for (a, b) in runnable.iter().copied() {
+            let (ctx, sem) = (self.clone(), Arc::clone(&sem));
+            set.spawn(async move {
+                let Ok(_permit) = sem.acquire_owned().await else {
+                    return;
+                };
+                if ctx.cancel.is_cancelled() {
+                    return;
+                }
+                ctx.pair(a, b).await;
+            });
+        }
+        while set.join_next().await.is_some() {}
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Collected> {
         self.state
             .lock()

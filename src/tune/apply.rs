@@ -490,8 +490,38 @@ fn restore(
             }
         }
     }
-    let stuck = settle(host, &pending);
-    for (i, _, value) in &pending {
+    settle_restores(
+        host,
+        backup,
+        &pending,
+        &mut restored,
+        &mut failures,
+        journal,
+    )?;
+    journal.append(&Event::End {
+        outcome: match (failures.is_empty(), phase) {
+            (false, _) => Outcome::Incomplete,
+            (true, Phase::Restore) => Outcome::Restored,
+            (true, _) => Outcome::RolledBack,
+        },
+        at: now_rfc3339(),
+    })?;
+    Ok((restored, failures, drifted))
+}
+
+/// Wait for the restores that take effect later (`pending`: step, key,
+/// value) and journal each: restored, or failed with its error (then it is
+/// taken out of `restored` and its error goes to `failures`).
+fn settle_restores(
+    host: &Host,
+    backup: &Backup,
+    pending: &[(usize, &Key, &str)],
+    restored: &mut Vec<Change>,
+    failures: &mut Vec<String>,
+    journal: &mut Journal,
+) -> Result<(), TuneError> {
+    let stuck = settle(host, pending);
+    for (i, _, value) in pending {
         match stuck.iter().find(|(j, _)| j == i) {
             Some((_, error)) => {
                 journal.append(&Event::RestoreFailed {
@@ -507,15 +537,7 @@ fn restore(
             })?,
         }
     }
-    journal.append(&Event::End {
-        outcome: match (failures.is_empty(), phase) {
-            (false, _) => Outcome::Incomplete,
-            (true, Phase::Restore) => Outcome::Restored,
-            (true, _) => Outcome::RolledBack,
-        },
-        at: now_rfc3339(),
-    })?;
-    Ok((restored, failures, drifted))
+    Ok(())
 }
 
 /// Is this process where the backup was taken? With the namespace's

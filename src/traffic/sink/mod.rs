@@ -19,7 +19,8 @@
 //!    attaches XDP — before any traffic) and answers with its [`SinkEnd`];
 //!    the generator end calls [`gen::prepare`] and sends its [`GeneratorEnd`].
 //! 2. \[`Go`\] the sink starts ([`rx::PreparedSink::start`]), then the
-//!    generator ([`gen::PreparedGenerator::start`] with the sink's end).
+//!    generator ([`gen::PreparedGenerator::open`] with the sink's end, then
+//!    [`gen::OpenedGenerator::start`]).
 //! 3. \[every interval\] `snapshot()` on each end; [`figures::sink_interval`]
 //!    and [`figures::gen_interval`] turn two snapshots into figures.
 //! 4. \[stop\] the generator stops and drains, reports [`figures::GenTotals`]
