@@ -31,3 +31,9 @@ pub use ethtool::EthtoolNl;
 pub use features::FEATURE_ALIASES;
 pub use netdev::{NetdevNl, QueueStat, QueueType};
 pub use wire::WireError;
+
+/// The text of a NUL-terminated (or NUL-padded) byte string, lossy UTF-8.
+pub(super) fn cstr(b: &[u8]) -> String {
+    let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}

@@ -18,6 +18,7 @@
 //! creates it; open it on the thread (or in the process) that will sample.
 
 use super::facts::{DrvInfo, Support};
+use super::netlink::cstr;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -84,12 +85,6 @@ impl IoctlError {
 #[derive(Debug)]
 pub struct EthtoolIoctl {
     fd: OwnedFd,
-}
-
-/// The text of a NUL-terminated (or NUL-padded) byte string, lossy UTF-8.
-pub(super) fn cstr(b: &[u8]) -> String {
-    let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
-    String::from_utf8_lossy(&b[..end]).into_owned()
 }
 
 impl EthtoolIoctl {

@@ -15,26 +15,7 @@ pub struct RunEvent {
     pub peer: Option<Sample>,
 }
 
-/// How a point ended (a pair test's travels to the coordinator as it is).
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-#[serde(tag = "end", content = "why", rename_all = "snake_case")]
-pub enum EndReason {
-    /// Time or byte limit reached.
-    Completed,
-    /// Ctrl-C / SIGTERM / stopped by the user (a pair test: by the coordinator).
-    Interrupted,
-    /// The agent vanished (a pair test: Y).
-    PeerLost(String),
-    /// Something failed (engine, agent).
-    Failed(String),
-}
-
-impl EndReason {
-    /// True when the point ran to its end or was stopped on purpose.
-    pub fn clean(&self) -> bool {
-        matches!(self, EndReason::Completed | EndReason::Interrupted)
-    }
-}
+pub use super::proto::EndReason;
 
 /// The result of one point.
 #[derive(Debug, Clone, PartialEq)]

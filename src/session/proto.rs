@@ -487,7 +487,7 @@ pub enum PairEvent {
         peer: Option<Box<SideResult>>,
         /// How it ended.
         #[serde(flatten)]
-        end: super::outcome::EndReason,
+        end: EndReason,
     },
     /// The test could not run (connection to Y, setup); `usage` when the
     /// options cannot run on these hosts.
@@ -500,6 +500,27 @@ pub enum PairEvent {
     },
     /// Nothing follows.
     End,
+}
+
+/// How a point ended (a pair test's travels to the coordinator as it is).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(tag = "end", content = "why", rename_all = "snake_case")]
+pub enum EndReason {
+    /// Time or byte limit reached.
+    Completed,
+    /// Ctrl-C / SIGTERM / stopped by the user (a pair test: by the coordinator).
+    Interrupted,
+    /// The agent vanished (a pair test: Y).
+    PeerLost(String),
+    /// Something failed (engine, agent).
+    Failed(String),
+}
+
+impl EndReason {
+    /// True when the point ran to its end or was stopped on purpose.
+    pub fn clean(&self) -> bool {
+        matches!(self, EndReason::Completed | EndReason::Interrupted)
+    }
 }
 
 #[cfg(test)]

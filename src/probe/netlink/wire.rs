@@ -335,7 +335,7 @@ impl Attrs {
 
     /// A string attribute (trailing NULs removed, lossy UTF-8).
     pub fn string(&self, ty: u16) -> Result<Option<String>, WireError> {
-        Ok(self.get(ty).map(crate::probe::nic::cstr))
+        Ok(self.get(ty).map(super::cstr))
     }
 
     /// A nested attribute list.
