@@ -362,8 +362,8 @@ impl LocalTuning {
         &self,
         ctl: &mut Controller,
         on: HostRole,
-        op: crate::face::checklist::TuneOp,
-    ) -> Result<crate::face::checklist::TuneDone, StepError> {
+        op: crate::tune::runner::TuneOp,
+    ) -> Result<crate::tune::runner::TuneDone, StepError> {
         match on {
             HostRole::Local => {
                 let (h, s, o) = (self.host.clone(), self.state.clone(), self.opts.clone());

@@ -17,8 +17,8 @@
 //! runs interrupts it, and the loop ends the checklist there.
 
 use crate::diagnose::HostRole;
-use crate::face::checklist::{TuneDone, TuneOp, TuneOps};
 use crate::tune::decide::Metric;
+use crate::tune::runner::{Driver, TuneDone, TuneOp};
 use crate::tune::runner::{Question, Record, StepError, TestError, TestOutcome};
 use tokio::sync::{mpsc, oneshot};
 
@@ -102,7 +102,7 @@ impl RemoteDriver {
 
 const GONE: &str = "the TUI's session ended";
 
-impl TuneOps for RemoteDriver {
+impl Driver for RemoteDriver {
     fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError> {
         self.ask(|reply| DriverReq::Op { host, op, reply })
             .unwrap_or_else(|| Err(StepError::Failed(GONE.into())))
