@@ -3,7 +3,7 @@
 //! session.
 //!
 //! The loop is synchronous and asks its
-//! [`Driver`](crate::tune::runner::Driver) for everything; here it runs on
+//! [`Driver`] for everything; here it runs on
 //! its own thread with a [`RemoteDriver`] that turns each call into
 //! a [`DriverReq`] for the session task and waits for the answer. The
 //! session task owns the agent's session
@@ -81,7 +81,7 @@ pub enum DriverReq {
     Record(Record),
 }
 
-/// The step loop's [`Driver`](crate::tune::runner::Driver) on its own
+/// The step loop's [`Driver`] on its own
 /// thread: every call goes to the session task and waits for its answer.
 pub struct RemoteDriver {
     tx: mpsc::Sender<DriverReq>,
