@@ -20,14 +20,16 @@ use crate::record::pipeline::{Origin, Output, Pipeline};
 use crate::session::controller::Controller;
 use crate::session::driver::{connect_ready, run_plan, SessionEvent};
 use crate::session::plan::{Observe, Plan};
-use crate::tune::apply::{self, ApplyOptions, ApplyReport, RollbackReport};
+use crate::tune::apply::{self, ApplyOptions};
 use crate::tune::checklist::{self, Checklist};
 use crate::tune::decide::Metric;
 use crate::tune::host::Host;
 use crate::tune::peer::{TuneRequest, TuneResponse};
 use crate::tune::profile::Profile;
 use crate::tune::resolve::ResolveOpts;
-use crate::tune::runner::{self, Driver, Question, Record, StepError, TestError, TestOutcome};
+use crate::tune::runner::{
+    self, Driver, Question, Record, StepError, TestError, TestOutcome, TuneDone, TuneOp,
+};
 use crate::tune::side::DataFlow;
 use crate::tune::state::StateDir;
 use anyhow::Context;
@@ -220,24 +222,10 @@ fn conclude(
     }
 }
 
-/// What a checklist step does to a host besides running the test.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TuneOp {
-    /// The commands a profile fragment would run (a dry run).
-    Preview(String),
-    /// Apply a profile fragment (backed up), skipping what the host lacks.
-    Apply(String),
-    /// Undo the last apply.
-    Rollback,
-}
-
 /// Why a checklist's test or a step's change could not be carried out
 /// here: what was being done and the error of the part that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ChecklistError {
-    /// A tuning step answered with another kind of result than asked for.
-    #[error("unexpected result of a tuning step: {0:?}")]
-    Unexpected(Box<TuneDone>),
     /// A step's profile does not parse.
     #[error(transparent)]
     Profile(#[from] crate::tune::profile::ProfileError),
@@ -291,72 +279,6 @@ impl From<ChecklistError> for StepError {
 impl From<ChecklistError> for TestError {
     fn from(e: ChecklistError) -> Self {
         TestError::Failed(e.to_string())
-    }
-}
-
-/// What a [`TuneOp`] did.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TuneDone {
-    /// The commands of a preview.
-    Commands(Vec<String>),
-    /// Applied.
-    Applied(ApplyReport),
-    /// Rolled back.
-    RolledBack(RollbackReport),
-}
-
-/// A checklist driver whose step changes all go through one [`TuneOp`]
-/// call (here or on the agent's host): the [`Driver`] step methods follow
-/// from it, the rest is the driver's own.
-pub trait TuneOps {
-    /// Carry out `op` on `host`.
-    fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError>;
-    /// [`Driver::run_test`].
-    fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, TestError>;
-    /// [`Driver::confirm`].
-    fn confirm(&mut self, q: &Question) -> bool;
-    /// [`Driver::record`].
-    fn record(&mut self, r: &Record);
-}
-
-impl<T: TuneOps> Driver for T {
-    fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, TestError> {
-        TuneOps::run_test(self, args, metric)
-    }
-
-    fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError> {
-        match self.op(host, TuneOp::Preview(profile.to_string()))? {
-            TuneDone::Commands(c) => Ok(c),
-            other => Err(other.unexpected().into()),
-        }
-    }
-
-    fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError> {
-        match self.op(host, TuneOp::Apply(profile.to_string()))? {
-            TuneDone::Applied(r) => Ok(r),
-            other => Err(other.unexpected().into()),
-        }
-    }
-
-    fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, StepError> {
-        match self.op(host, TuneOp::Rollback)? {
-            TuneDone::RolledBack(r) => Ok(r),
-            other => Err(other.unexpected().into()),
-        }
-    }
-
-    fn confirm(&mut self, q: &Question) -> bool {
-        TuneOps::confirm(self, q)
-    }
-
-    fn record(&mut self, r: &Record) {
-        TuneOps::record(self, r)
-    }
-}
-
-impl TuneDone {
-    fn unexpected(self) -> ChecklistError {
-        ChecklistError::Unexpected(Box::new(self))
     }
 }
 
@@ -632,7 +554,7 @@ fn metric_of(m: Metric, s: &crate::record::schema::Summary) -> Result<f64, Check
     }
 }
 
-impl TuneOps for SessionDriver {
+impl Driver for SessionDriver {
     /// A step's change on `host`: here through the profile machinery, on
     /// the agent's host through the control connection.
     fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError> {

@@ -475,17 +475,8 @@ impl RunFace {
         worst: Option<crate::diagnose::Severity>,
         fail_on: Option<FailOn>,
     ) -> FaceResult {
-        if let Some(e) = self.log_error {
-            return Err(FaceError::Failed(anyhow::anyhow!(
-                "the log could not be written: {e}"
-            )));
-        }
-        if let Some(e) = self.usage {
-            return Err(FaceError::Usage(e));
-        }
-        if let Some(e) = self.failure {
-            eprintln!("error: {e}");
-            return Ok(EXIT_FAILED);
+        if let Some(r) = went_wrong(self.log_error, self.usage, self.failure) {
+            return r;
         }
         if self.interrupted {
             return Ok(super::interrupted_exit());
@@ -502,6 +493,24 @@ impl RunFace {
         }
         Ok(EXIT_OK)
     }
+}
+
+/// How a session that went wrong ends, if it did: a log that could not be
+/// written, then a refusal, then a failure (said on stderr).
+pub(super) fn went_wrong(
+    log_error: Option<String>,
+    usage: Option<String>,
+    failure: Option<String>,
+) -> Option<FaceResult> {
+    let log =
+        log_error.map(|e| FaceError::Failed(anyhow::anyhow!("the log could not be written: {e}")));
+    if let Some(e) = log.or(usage.map(FaceError::Usage)) {
+        return Some(Err(e));
+    }
+    failure.map(|e| {
+        eprintln!("error: {e}");
+        Ok(EXIT_FAILED)
+    })
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //! reads a captured directory or a real sosreport through the same probes and
 //! prints facts and counters once (no rates: a snapshot has no interval).
 
-use super::{out, FaceError, FaceResult, EXIT_FAILED, EXIT_OK};
+use super::{out, FaceError, FaceResult, EXIT_OK};
 use crate::cli::{WatchArgs, WatchPlan};
 use crate::probe::capture_dir::CaptureDir;
 use crate::probe::live_host::LiveHost;
@@ -103,18 +103,7 @@ pub fn watch(args: WatchArgs, argv: Vec<String>) -> FaceResult {
     let _ = rt.block_on(task);
     drop(endpoint);
     super::stdout_result()?;
-    if let Some(e) = log_error {
-        return Err(FaceError::Failed(anyhow::anyhow!(
-            "the log could not be written: {e}"
-        )));
-    }
-    match failure {
-        Some(e) => {
-            eprintln!("error: {e}");
-            Ok(EXIT_FAILED)
-        }
-        None => Ok(EXIT_OK),
-    }
+    super::run::went_wrong(log_error, None, failure).unwrap_or(Ok(EXIT_OK))
 }
 
 /// The local pair (`--local-pair`) or the peer's token; neither for this host alone.

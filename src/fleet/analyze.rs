@@ -14,6 +14,7 @@
 //!   compared, so a fleet split in halves is not "odd".
 
 use crate::probe::facts::HostFacts;
+use crate::tune::key::on_off;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -297,10 +298,6 @@ const OFFLOADS: &[&str] = &[
     "tx-checksumming",
     "scatter-gather",
 ];
-
-fn on_off(b: bool) -> String {
-    if b { "on" } else { "off" }.to_string()
-}
 
 /// How many of the NIC's IRQs may run only on CPUs outside its NUMA node
 /// (None without a NUMA node or affinities).

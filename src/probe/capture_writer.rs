@@ -324,11 +324,7 @@ fn capture_iface(
         w.copy(&format!("{base}/queues/{q}/{file}"))?;
     }
     let eth = live.ethtool(iface);
-    let bus = eth
-        .drvinfo
-        .value()
-        .map(|d| d.bus_info.clone())
-        .unwrap_or_default();
+    let bus = eth.drvinfo.bus_info();
     let devname = live
         .link_name(&format!("{base}/device"))
         .unwrap_or_default();

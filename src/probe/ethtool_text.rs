@@ -84,40 +84,32 @@ fn opt_u32(value: &str) -> Result<Option<u32>, &'static str> {
         .map_err(|_| "expected a number or `n/a`")
 }
 
-fn on_off(value: &str) -> Result<bool, &'static str> {
-    match value {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        _ => Err("expected `on` or `off`"),
-    }
-}
+/// A flag's words for true and false, and what a bad word is told.
+struct Flag(&'static str, &'static str, &'static str);
 
-fn yes_no(value: &str) -> Result<bool, &'static str> {
-    match value {
-        "yes" => Ok(true),
-        "no" => Ok(false),
-        _ => Err("expected `yes` or `no`"),
+const ON_OFF: Flag = Flag("on", "off", "expected `on` or `off`");
+const YES_NO: Flag = Flag("yes", "no", "expected `yes` or `no`");
+
+impl Flag {
+    fn parse(&self, value: &str) -> Result<bool, &'static str> {
+        match value {
+            v if v == self.0 => Ok(true),
+            v if v == self.1 => Ok(false),
+            _ => Err(self.2),
+        }
+    }
+
+    fn text(&self, b: bool) -> &'static str {
+        if b {
+            self.0
+        } else {
+            self.1
+        }
     }
 }
 
 fn na(value: Option<u32>) -> String {
     value.map_or_else(|| "n/a".to_owned(), |v| v.to_string())
-}
-
-fn on_off_text(on: bool) -> &'static str {
-    if on {
-        "on"
-    } else {
-        "off"
-    }
-}
-
-fn yes_no_text(yes: bool) -> &'static str {
-    if yes {
-        "yes"
-    } else {
-        "no"
-    }
 }
 
 // ---------------------------------------------------------------- ethtool -i
@@ -138,7 +130,7 @@ pub fn parse_drvinfo(text: &str) -> Result<DrvInfo, ParseError> {
         let Some((key, value)) = key_value(line) else {
             return Err(bad(DRVINFO, n, "expected `key: value`", line));
         };
-        let flag = |v: &str| yes_no(v).map_err(|p| bad(DRVINFO, n, p, line));
+        let flag = |v: &str| YES_NO.parse(v).map_err(|p| bad(DRVINFO, n, p, line));
         match key {
             "driver" => {
                 info.driver = value.to_owned();
@@ -177,11 +169,11 @@ pub fn format_drvinfo(info: &DrvInfo) -> String {
         info.firmware,
         info.expansion_rom,
         info.bus_info,
-        yes_no_text(info.supports_statistics),
-        yes_no_text(info.supports_test),
-        yes_no_text(info.supports_eeprom_access),
-        yes_no_text(info.supports_register_dump),
-        yes_no_text(info.supports_priv_flags),
+        YES_NO.text(info.supports_statistics),
+        YES_NO.text(info.supports_test),
+        YES_NO.text(info.supports_eeprom_access),
+        YES_NO.text(info.supports_register_dump),
+        YES_NO.text(info.supports_priv_flags),
     )
 }
 
@@ -550,7 +542,7 @@ enum FeatureStateError {
 fn parse_feature_state(state: &str) -> Result<Feature, FeatureStateError> {
     let (word, mut rest) = state.split_once(' ').unwrap_or((state, ""));
     let mut feature = Feature {
-        on: on_off(word).map_err(FeatureStateError::OnOff)?,
+        on: ON_OFF.parse(word).map_err(FeatureStateError::OnOff)?,
         fixed: false,
         requested: None,
     };
@@ -615,7 +607,7 @@ fn push_feature(out: &mut String, indent: &str, name: &str, f: &Feature) {
     let _ = writeln!(
         out,
         "{indent}{name}: {}{fixed}{requested}",
-        on_off_text(f.on)
+        ON_OFF.text(f.on)
     );
 }
 
@@ -747,7 +739,7 @@ fn coalesce_slot<'c>(c: &'c mut Coalesce, key: &str) -> Option<&'c mut Option<u3
 fn adaptive_pair(rest: &str) -> Result<(Option<bool>, Option<bool>), &'static str> {
     let tri = |v: &str| match v {
         "n/a" => Ok(None),
-        v => on_off(v).map(Some),
+        v => ON_OFF.parse(v).map(Some),
     };
     match rest.split_whitespace().collect::<Vec<_>>().as_slice() {
         [rx, "TX:", tx] => Ok((tri(rx)?, tri(tx)?)),
@@ -804,7 +796,7 @@ pub fn parse_coalesce(text: &str) -> Result<Coalesce, ParseError> {
 }
 
 fn on_off_na(v: Option<bool>) -> &'static str {
-    v.map_or("n/a", on_off_text)
+    v.map_or("n/a", |b| ON_OFF.text(b))
 }
 
 /// Format as `ethtool -c IFNAME` prints it (ethtool 6.x, netlink): every
@@ -872,7 +864,7 @@ pub fn parse_pause(text: &str) -> Result<Pause, ParseError> {
         let on = if value == "n/a" {
             false
         } else {
-            on_off(value).map_err(|p| bad(PAUSE, n, p, line))?
+            ON_OFF.parse(value).map_err(|p| bad(PAUSE, n, p, line))?
         };
         *slot = Some(on);
     }
@@ -893,9 +885,9 @@ pub fn parse_pause(text: &str) -> Result<Pause, ParseError> {
 pub fn format_pause(ifname: &str, p: &Pause) -> String {
     format!(
         "Pause parameters for {ifname}:\nAutonegotiate:\t{}\nRX:\t\t{}\nTX:\t\t{}\n\n",
-        on_off_text(p.autoneg),
-        on_off_text(p.rx),
-        on_off_text(p.tx)
+        ON_OFF.text(p.autoneg),
+        ON_OFF.text(p.rx),
+        ON_OFF.text(p.tx)
     )
 }
 
@@ -935,10 +927,10 @@ pub fn parse_link(text: &str) -> Result<LinkInfo, ParseError> {
             "Speed" => link.speed_mbps = parse_speed(value).map_err(err)?,
             "Duplex" if value.starts_with("Unknown") => link.duplex = None,
             "Duplex" => link.duplex = Some(value.to_owned()),
-            "Auto-negotiation" => link.autoneg = Some(on_off(value).map_err(err)?),
+            "Auto-negotiation" => link.autoneg = Some(ON_OFF.parse(value).map_err(err)?),
             "Link detected" => {
                 let word = value.split_whitespace().next().unwrap_or("");
-                link.link_detected = Some(yes_no(word).map_err(err)?);
+                link.link_detected = Some(YES_NO.parse(word).map_err(err)?);
             }
             _ => continue,
         }
@@ -969,11 +961,11 @@ pub fn format_link(ifname: &str, link: &LinkInfo) -> String {
         let duplex = link.duplex.as_deref().unwrap_or("Unknown! (255)");
         let _ = writeln!(out, "\tDuplex: {duplex}");
         if let Some(a) = link.autoneg {
-            let _ = writeln!(out, "\tAuto-negotiation: {}", on_off_text(a));
+            let _ = writeln!(out, "\tAuto-negotiation: {}", ON_OFF.text(a));
         }
     }
     if let Some(l) = link.link_detected {
-        let _ = writeln!(out, "\tLink detected: {}", yes_no_text(l));
+        let _ = writeln!(out, "\tLink detected: {}", YES_NO.text(l));
     }
     out
 }

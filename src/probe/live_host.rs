@@ -78,35 +78,29 @@ fn view(iface: &str, stats: bool) -> EthtoolView {
     } else {
         Support::Unknown
     };
-    let mut view = EthtoolView {
+    // Every netlink query fails the same way: say so once per field.
+    let mut nl = nl.map_err(|e| format!("ethtool netlink: {e}"));
+    EthtoolView {
         drvinfo,
         stats,
-        ..Default::default()
-    };
-    match nl {
-        Ok(mut nl) => {
-            view.channels = nl.channels(iface, &driver);
-            view.rings = nl.rings(iface, &driver);
-            view.features = match nl.features(iface, &driver) {
-                Support::Value(k) => Support::Value(features_from_kernel(&k)),
-                other => other,
-            };
-            view.coalesce = nl.coalesce(iface, &driver);
-            view.link = nl.link(iface, &driver);
-            view.pause = nl.pause(iface, &driver);
-        }
-        Err(e) => {
-            // Every netlink query fails the same way: say so once per field.
-            let msg = format!("ethtool netlink: {e}");
-            view.channels = Support::Error(msg.clone());
-            view.rings = Support::Error(msg.clone());
-            view.features = Support::Error(msg.clone());
-            view.coalesce = Support::Error(msg.clone());
-            view.link = Support::Error(msg.clone());
-            view.pause = Support::Error(msg);
-        }
+        channels: ask(&mut nl, |n| n.channels(iface, &driver)),
+        rings: ask(&mut nl, |n| n.rings(iface, &driver)),
+        features: ask(&mut nl, |n| n.features(iface, &driver)).map(|k| features_from_kernel(&k)),
+        coalesce: ask(&mut nl, |n| n.coalesce(iface, &driver)),
+        link: ask(&mut nl, |n| n.link(iface, &driver)),
+        pause: ask(&mut nl, |n| n.pause(iface, &driver)),
     }
-    view
+}
+
+/// One netlink query, or the error that opening netlink gave.
+fn ask<T>(
+    nl: &mut Result<EthtoolNl, String>,
+    query: impl FnOnce(&mut EthtoolNl) -> Support<T>,
+) -> Support<T> {
+    match nl {
+        Ok(nl) => query(nl),
+        Err(e) => Support::Error(e.clone()),
+    }
 }
 
 /// The running host. Holds the ioctl socket and the per-interface counter

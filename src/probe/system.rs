@@ -483,11 +483,7 @@ pub fn nic_facts<L: IrqNamed>(src: &dyn HostSource, iface: &str, interrupts: &[L
     };
     let (rx_queues, rps) = per_dir("rx-", "rps_cpus");
     let (tx_queues, xps) = per_dir("tx-", "xps_cpus");
-    let bus = eth
-        .drvinfo
-        .value()
-        .map(|d| d.bus_info.clone())
-        .unwrap_or_default();
+    let bus = eth.drvinfo.bus_info();
     let devname = src.link_name(&format!("{base}/device")).unwrap_or_default();
     NicFacts {
         name: iface.to_string(),

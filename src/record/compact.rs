@@ -350,17 +350,14 @@ fn decode_cpus(c: &CpuCols) -> Result<Vec<CpuSample>, CompactError> {
     let ids = c.cpu.expand()?;
     let n = ids.len();
     let get = |v: &[u32], w: &str| uncol(v, n, &format!("cpu_cols.{w}"));
-    let (user, nice, system) = (
-        get(&c.user, "user")?,
-        get(&c.nice, "nice")?,
-        get(&c.system, "system")?,
-    );
-    let (irq, softirq, iowait) = (
-        get(&c.irq, "irq")?,
-        get(&c.softirq, "softirq")?,
-        get(&c.iowait, "iowait")?,
-    );
-    let (steal, idle) = (get(&c.steal, "steal")?, get(&c.idle, "idle")?);
+    let user = get(&c.user, "user")?;
+    let nice = get(&c.nice, "nice")?;
+    let system = get(&c.system, "system")?;
+    let irq = get(&c.irq, "irq")?;
+    let softirq = get(&c.softirq, "softirq")?;
+    let iowait = get(&c.iowait, "iowait")?;
+    let steal = get(&c.steal, "steal")?;
+    let idle = get(&c.idle, "idle")?;
     Ok((0..n)
         .map(|i| CpuSample {
             cpu: CpuId(ids[i]),

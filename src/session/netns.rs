@@ -128,34 +128,32 @@ impl Drop for NetnsGuard {
 /// namespace's interfaces. Call while the process is single-threaded.
 pub fn enter(name: &str) -> Result<(), NetnsError> {
     use nix::mount::{mount, umount2, MntFlags, MsFlags};
-    let err = |e: nix::Error| NetnsError::Enter {
-        name: name.into(),
-        source: std::io::Error::from_raw_os_error(e as i32),
+    let enter = || -> std::io::Result<()> {
+        let f = File::open(format!("/run/netns/{name}"))?;
+        nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET)?;
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)?;
+        // Keep mount events from propagating back to the host.
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_SLAVE | MsFlags::MS_REC,
+            None::<&str>,
+        )?;
+        umount2("/sys", MntFlags::MNT_DETACH)?;
+        mount(
+            Some(name),
+            "/sys",
+            Some("sysfs"),
+            MsFlags::empty(),
+            None::<&str>,
+        )?;
+        Ok(())
     };
-    let f = File::open(format!("/run/netns/{name}")).map_err(|source| NetnsError::Enter {
+    enter().map_err(|source| NetnsError::Enter {
         name: name.into(),
         source,
-    })?;
-    nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(err)?;
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS).map_err(err)?;
-    // Keep mount events from propagating back to the host.
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_SLAVE | MsFlags::MS_REC,
-        None::<&str>,
-    )
-    .map_err(err)?;
-    umount2("/sys", MntFlags::MNT_DETACH).map_err(err)?;
-    mount(
-        Some(name),
-        "/sys",
-        Some("sysfs"),
-        MsFlags::empty(),
-        None::<&str>,
-    )
-    .map_err(err)
+    })
 }
 
 /// Delete namespaces named `{prefix}{pid}` whose process no longer exists.

@@ -24,7 +24,7 @@ use crate::record::log::LogWriter;
 use crate::record::pipeline::{Origin, Output, Pipeline};
 use crate::session::auth::Token;
 use crate::session::controller::{Controller, Target};
-use crate::session::driver::{connect_ready, run_plan, SessionEvent};
+use crate::session::driver::{connect_ready, run_plan, SessionError, SessionEvent};
 use crate::session::plan::{Observe, Plan, TestPlan};
 use crate::session::proto::PING_EVERY;
 use crate::tune::checklist::Checklist;
@@ -95,7 +95,11 @@ pub async fn serve(
             }
         })
     };
-    session(target, token, observe, same_kernel, &mut cmds, &tx, &out).await;
+    if let Err(e) = session(target, token, observe, same_kernel, &mut cmds, &tx, &out).await {
+        let _ = tx
+            .send(SessionEvent::Failed(crate::face::error_text(&e)))
+            .await;
+    }
     drop(tx);
     let _ = forward.await;
 }
@@ -108,16 +112,8 @@ async fn session(
     cmds: &mut mpsc::UnboundedReceiver<SessionCmd>,
     tx: &mpsc::Sender<SessionEvent>,
     out: &mpsc::Sender<PipeIn>,
-) {
-    let mut ctl = match connect_ready(target, &token, &observe, same_kernel, tx).await {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = tx
-                .send(SessionEvent::Failed(crate::face::error_text(&e)))
-                .await;
-            return;
-        }
-    };
+) -> Result<(), SessionError> {
+    let mut ctl = connect_ready(target, &token, &observe, same_kernel, tx).await?;
     let mut pending = None;
     loop {
         let cmd = match pending.take() {
@@ -127,12 +123,7 @@ async fn session(
                 Ok(Some(c)) => c,
                 Ok(None) => break,
                 Err(_) => {
-                    if let Err(e) = ctl.ping().await {
-                        let _ = tx
-                            .send(SessionEvent::Failed(crate::face::error_text(&e)))
-                            .await;
-                        return;
-                    }
+                    ctl.ping().await?;
                     continue;
                 }
             },
@@ -145,10 +136,11 @@ async fn session(
             SessionCmd::Stop | SessionCmd::Answer(_) => Ok(None),
             SessionCmd::Quit => break,
         };
-        let Ok(next) = next else { return };
+        let Ok(next) = next else { return Ok(()) };
         pending = next;
     }
     ctl.close().await;
+    Ok(())
 }
 
 /// Run one plan while still listening to commands; returns a command that
@@ -362,8 +354,8 @@ impl LocalTuning {
         &self,
         ctl: &mut Controller,
         on: HostRole,
-        op: crate::face::checklist::TuneOp,
-    ) -> Result<crate::face::checklist::TuneDone, StepError> {
+        op: crate::tune::runner::TuneOp,
+    ) -> Result<crate::tune::runner::TuneDone, StepError> {
         match on {
             HostRole::Local => {
                 let (h, s, o) = (self.host.clone(), self.state.clone(), self.opts.clone());

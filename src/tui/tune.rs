@@ -3,7 +3,7 @@
 //! session.
 //!
 //! The loop is synchronous and asks its
-//! [`Driver`](crate::tune::runner::Driver) for everything; here it runs on
+//! [`Driver`] for everything; here it runs on
 //! its own thread with a [`RemoteDriver`] that turns each call into
 //! a [`DriverReq`] for the session task and waits for the answer. The
 //! session task owns the agent's session
@@ -17,8 +17,8 @@
 //! runs interrupts it, and the loop ends the checklist there.
 
 use crate::diagnose::HostRole;
-use crate::face::checklist::{TuneDone, TuneOp, TuneOps};
 use crate::tune::decide::Metric;
+use crate::tune::runner::{Driver, TuneDone, TuneOp};
 use crate::tune::runner::{Question, Record, StepError, TestError, TestOutcome};
 use tokio::sync::{mpsc, oneshot};
 
@@ -81,7 +81,7 @@ pub enum DriverReq {
     Record(Record),
 }
 
-/// The step loop's [`Driver`](crate::tune::runner::Driver) on its own
+/// The step loop's [`Driver`] on its own
 /// thread: every call goes to the session task and waits for its answer.
 pub struct RemoteDriver {
     tx: mpsc::Sender<DriverReq>,
@@ -102,7 +102,7 @@ impl RemoteDriver {
 
 const GONE: &str = "the TUI's session ended";
 
-impl TuneOps for RemoteDriver {
+impl Driver for RemoteDriver {
     fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError> {
         self.ask(|reply| DriverReq::Op { host, op, reply })
             .unwrap_or_else(|| Err(StepError::Failed(GONE.into())))

@@ -148,17 +148,63 @@ pub enum RunError {
     Kept(#[from] KeptError),
 }
 
+/// What a checklist step does to a host besides running the test.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TuneOp {
+    /// The commands a profile fragment would run (a dry run), for the question.
+    Preview(String),
+    /// Apply a profile fragment (backed up), skipping what the host lacks.
+    Apply(String),
+    /// Undo the last apply.
+    Rollback,
+}
+
+/// What a [`TuneOp`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TuneDone {
+    /// The commands of a preview.
+    Commands(Vec<String>),
+    /// Applied.
+    Applied(ApplyReport),
+    /// Rolled back.
+    RolledBack(RollbackReport),
+}
+
+impl TuneDone {
+    fn commands(self) -> Result<Vec<String>, StepError> {
+        match self {
+            TuneDone::Commands(c) => Ok(c),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    fn applied(self) -> Result<ApplyReport, StepError> {
+        match self {
+            TuneDone::Applied(r) => Ok(r),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    fn rolled_back(self) -> Result<RollbackReport, StepError> {
+        match self {
+            TuneDone::RolledBack(r) => Ok(r),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    fn unexpected(self) -> StepError {
+        StepError::Failed(format!("unexpected result of a tuning step: {self:?}"))
+    }
+}
+
 /// What the loop needs from the session (see the module docs).
 pub trait Driver {
     /// Run the test once: `args` are `wirescope run` arguments (no --peer, --log, --json).
     fn run_test(&mut self, args: &[String], metric: Metric) -> Result<TestOutcome, TestError>;
-    /// The commands a change would run on `host` (a dry run), for the question.
-    fn preview(&mut self, host: HostRole, profile: &str) -> Result<Vec<String>, StepError>;
-    /// Apply a profile on `host` through the profile machinery, skipping
-    /// settings that host does not have; `@route` means the interface towards the other host.
-    fn apply(&mut self, host: HostRole, profile: &str) -> Result<ApplyReport, StepError>;
-    /// Roll back the last apply on `host`.
-    fn rollback(&mut self, host: HostRole) -> Result<RollbackReport, StepError>;
+    /// Carry out `op` on `host` through the profile machinery (here or on
+    /// the agent's host); `@route` in a profile means the interface
+    /// towards the other host.
+    fn op(&mut self, host: HostRole, op: TuneOp) -> Result<TuneDone, StepError>;
     /// Ask; `--yes` answers true.
     fn confirm(&mut self, q: &Question) -> bool;
     /// Show or write a record.
@@ -294,7 +340,10 @@ fn step(
     if !d.confirm(&q) {
         return ended(rec, StepStatus::Declined);
     }
-    let report = match d.apply(host, &fragment) {
+    let report = match d
+        .op(host, TuneOp::Apply(fragment.clone()))
+        .and_then(TuneDone::applied)
+    {
         Ok(r) => r,
         Err(e) => {
             let status = refusal(&mut rec, host, e);
@@ -357,7 +406,10 @@ fn propose(
         check.instantiate_across()
     };
     let fragment = fragment.map_err(|e| StepStatus::Skipped(e.to_string()))?;
-    match d.preview(host, &fragment) {
+    match d
+        .op(host, TuneOp::Preview(fragment.clone()))
+        .and_then(TuneDone::commands)
+    {
         Ok(cmds) if cmds.is_empty() => Err(StepStatus::Skipped(format!(
             "the {} host already has these values",
             host.name()
@@ -370,7 +422,7 @@ fn propose(
 /// Measuring after the change failed: leave the host as it was before
 /// this step.
 fn undo(host: HostRole, e: &TestError, rec: &mut StepRecord, d: &mut dyn Driver) -> StepStatus {
-    let undo = match d.rollback(host) {
+    let undo = match d.op(host, TuneOp::Rollback).and_then(TuneDone::rolled_back) {
         Ok(r) => {
             rec.restored = restored_lines(&r);
             String::new()
@@ -396,7 +448,7 @@ fn judge(
         step: n,
         verdict: v.clone(),
     }) {
-        match d.rollback(host) {
+        match d.op(host, TuneOp::Rollback).and_then(TuneDone::rolled_back) {
             Ok(r) => {
                 rec.restored = restored_lines(&r);
                 StepStatus::RolledBack
@@ -518,14 +570,30 @@ mod tests {
                 findings: f,
             })
         }
-        fn preview(&mut self, _: HostRole, p: &str) -> Result<Vec<String>, StepError> {
-            Ok(vec![format!("would apply {} bytes", p.len())])
+        fn op(&mut self, h: HostRole, op: TuneOp) -> Result<TuneDone, StepError> {
+            match op {
+                TuneOp::Preview(p) => Ok(TuneDone::Commands(vec![format!(
+                    "would apply {} bytes",
+                    p.len()
+                )])),
+                TuneOp::Apply(p) => self.apply(h, p).map(TuneDone::Applied),
+                TuneOp::Rollback => self.rollback().map(TuneDone::RolledBack),
+            }
         }
-        fn apply(&mut self, h: HostRole, p: &str) -> Result<ApplyReport, StepError> {
+        fn confirm(&mut self, _: &Question) -> bool {
+            self.answers.remove(0)
+        }
+        fn record(&mut self, r: &Record) {
+            self.records.push(r.clone());
+        }
+    }
+
+    impl Script {
+        fn apply(&mut self, h: HostRole, p: String) -> Result<ApplyReport, StepError> {
             if let (HostRole::Peer, Some(why)) = (h, &self.refuse) {
                 return Err(StepError::Refused(why.clone()));
             }
-            self.applied.push((h, p.to_string()));
+            self.applied.push((h, p));
             Ok(ApplyReport {
                 backup: format!("b{}", self.applied.len()),
                 profile: "x".into(),
@@ -540,7 +608,7 @@ mod tests {
                 notes: Vec::new(),
             })
         }
-        fn rollback(&mut self, _: HostRole) -> Result<RollbackReport, StepError> {
+        fn rollback(&mut self) -> Result<RollbackReport, StepError> {
             self.rolled_back += 1;
             Ok(RollbackReport {
                 backup: "b".into(),
@@ -555,12 +623,6 @@ mod tests {
                 drifted: Vec::new(),
                 already: 0,
             })
-        }
-        fn confirm(&mut self, _: &Question) -> bool {
-            self.answers.remove(0)
-        }
-        fn record(&mut self, r: &Record) {
-            self.records.push(r.clone());
         }
     }
 

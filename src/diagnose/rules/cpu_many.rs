@@ -4,7 +4,7 @@
 //! work over more cores. The detection lives in [`super::cpu`].
 
 use super::cpu::{net_rx_share, CoreTime, SaturatedWindow};
-use super::{HostCtx, QueueTotals};
+use super::{index_or_push, HostCtx, QueueTotals};
 use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::util::{cpu_list, cpus_mask, local_cpus, mean, secs};
@@ -37,13 +37,11 @@ pub(super) fn rx_queue_rates<'a>(ctx: &HostCtx<'a>) -> BTreeMap<&'a str, BTreeMa
     for (s, runs) in ctx.queue_runs() {
         for run in runs.iter().filter(|r| r.dir == Dir::Rx) {
             // One search per run of an interface's queues.
-            let at = match sums.iter().position(|e| e.0 == run.iface) {
-                Some(i) => i,
-                None => {
-                    sums.push((run.iface, QueueTotals::default()));
-                    sums.len() - 1
-                }
-            };
+            let at = index_or_push(
+                &mut sums,
+                |e| e.0 == run.iface,
+                || (run.iface, QueueTotals::default()),
+            );
             for q in run.rows {
                 // Packets over the interval's own length (the session's clock).
                 let pps = q.packets.map_or(q.pps, |p| p as f64 / secs(s).max(1e-9));

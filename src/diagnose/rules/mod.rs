@@ -16,7 +16,6 @@ mod nic;
 /// The facts-only rule that compares the two hosts.
 pub(super) use nic::mtu_mismatch;
 mod nic_live;
-pub(crate) use nic_live::small_messages;
 mod platform;
 // Pure RDMA rules, wired into static_rules_for (with the test's device,
 // port and GID) and rdma_window.
@@ -319,6 +318,15 @@ fn thread_cores(samples: &[&Sample]) -> Vec<u32> {
     v
 }
 
+/// The index of the first element of `v` that `is` matches; `new()` is
+/// pushed first when none does (a short list searched in order).
+fn index_or_push<T>(v: &mut Vec<T>, is: impl FnMut(&T) -> bool, new: impl FnOnce() -> T) -> usize {
+    v.iter().position(is).unwrap_or_else(|| {
+        v.push(new());
+        v.len() - 1
+    })
+}
+
 /// Facts-only rules of one host, for the test `spec` runs (None: no test,
 /// `check`): an RDMA test asked of a host without a device is told what to
 /// load, its own port and GID are judged as the ones in use, and GRO off is
@@ -335,7 +343,7 @@ pub fn static_rules_for(
             .paths()
             .meets(crate::traffic::DataPaths::VERBS)
     });
-    let small = small_messages(spec, 1500.0);
+    let small = spec.is_some_and(|s| s.small_packets_by_design(1500.0));
     let mut out = Vec::new();
     out.extend(nic::rules(facts, host, t, small));
     out.extend(driver::rules(facts, host));

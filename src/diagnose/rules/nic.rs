@@ -10,7 +10,8 @@ use crate::probe::sample::HostRole;
 
 /// All facts-only NIC rules of one host.
 /// `small`: the test's messages fit in one packet (see
-/// [`super::small_messages`]), so GRO off is worth knowing, not a limit.
+/// [`crate::traffic::EngineSpecOps::small_packets_by_design`]), so GRO
+/// off is worth knowing, not a limit.
 pub fn rules(facts: &HostFacts, host: HostRole, t: &Thresholds, small: bool) -> Vec<Finding> {
     let mut out = Vec::new();
     for nic in &facts.nics {

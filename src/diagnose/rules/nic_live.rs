@@ -3,7 +3,7 @@
 //! raised to a warning when packets are seen arriving unaggregated.
 
 use super::nic::gro_off;
-use super::{HostCtx, QueueTotals};
+use super::{index_or_push, HostCtx, QueueTotals};
 use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
@@ -132,17 +132,15 @@ fn group_of<'a, 'g>(
     best: &Sources<'a>,
 ) -> &'g mut Group<'a> {
     if groups.get(*last).is_none_or(|g| g.key != key) {
-        *last = match groups.iter().position(|g| g.key == key) {
-            Some(i) => i,
-            None => {
-                groups.push(Group {
-                    key,
-                    chosen: best.get(&key).copied(),
-                    qs: Vec::new(),
-                });
-                groups.len() - 1
-            }
-        };
+        *last = index_or_push(
+            groups,
+            |g| g.key == key,
+            || Group {
+                key,
+                chosen: best.get(&key).copied(),
+                qs: Vec::new(),
+            },
+        );
     }
     &mut groups[*last]
 }
@@ -159,12 +157,8 @@ fn queue_sources<'a>(ctx: &HostCtx<'a>) -> Sources<'a> {
             if q.packets.is_none_or(|p| p == 0) {
                 continue;
             }
-            let i = *at.get_or_insert_with(|| match best.iter().position(|b| b.0 == key) {
-                Some(i) => i,
-                None => {
-                    best.push((key, q.source));
-                    best.len() - 1
-                }
+            let i = *at.get_or_insert_with(|| {
+                index_or_push(&mut best, |b| b.0 == key, || (key, q.source))
             });
             let e = &mut best[i].1;
             if source_rank(q.source) < source_rank(*e) {
@@ -460,7 +454,8 @@ fn unaggregated_gro(ctx: &HostCtx, nic: &NicFacts, t: &Thresholds) -> Option<Fin
         return None;
     }
     let avg = bytes as f64 / pkts as f64;
-    if avg > mtu * t.unaggregated_factor || small_messages(ctx.spec, mtu) {
+    if avg > mtu * t.unaggregated_factor || ctx.spec.is_some_and(|s| s.small_packets_by_design(mtu))
+    {
         return None;
     }
     // A veth hands over packets as the sending stack built them: with TSO
@@ -499,14 +494,6 @@ fn tso_off_iface(facts: Option<&crate::probe::facts::HostFacts>) -> Option<&str>
                 .is_some_and(|f| f.on("tcp-segmentation-offload") == Some(false))
         })
         .map(|n| n.name.as_str())
-}
-
-/// True when the test's messages fit in one packet each way (rr, pingpong
-/// and gRPC with messages ≤ MTU, packet and RDMA tests): small packets are
-/// the workload, and GRO has nothing to aggregate. The test's engine
-/// answers ([`crate::traffic::EngineSpecOps::small_packets_by_design`]).
-pub(crate) fn small_messages(spec: Option<&crate::traffic::EngineSpec>, mtu: f64) -> bool {
-    spec.is_some_and(|s| s.small_packets_by_design(mtu))
 }
 
 #[cfg(test)]

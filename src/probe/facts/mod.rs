@@ -56,6 +56,11 @@ impl Support<DrvInfo> {
     pub fn driver(&self) -> String {
         self.value().map(|d| d.driver.clone()).unwrap_or_default()
     }
+
+    /// The device's bus address (`bus-info:`), empty when unknown.
+    pub fn bus_info(&self) -> String {
+        self.value().map(|d| d.bus_info.clone()).unwrap_or_default()
+    }
 }
 
 /// `ethtool -i`: ETHTOOL_GDRVINFO.

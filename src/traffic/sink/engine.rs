@@ -215,18 +215,8 @@ pub fn is_test_address(ip: std::net::Ipv4Addr) -> bool {
 /// Check a sink's setup answer against the test (it came over the network;
 /// whether the frames fit the link is the generator's check when it opens).
 fn check_sink_end(s: &SinkEnd) -> Result<(), SpecError> {
-    if !is_test_address(s.ip) {
-        return Err(SpecError::Invalid(format!(
-            "the sink's address {} cannot receive the flows",
-            s.ip
-        )));
-    }
-    if s.mac.parse::<super::frame::Mac>().is_err() {
-        return Err(SpecError::Invalid(format!(
-            "the sink's MAC address '{}' is not one",
-            s.mac
-        )));
-    }
+    check_ip("sink", s.ip, "receive")?;
+    check_mac("sink", &s.mac)?;
     if s.rx_queues == 0 || s.rx_queues > super::spec::MAX_QUEUES {
         return Err(SpecError::Invalid(format!(
             "the sink reports {} rx queues",
@@ -238,12 +228,7 @@ fn check_sink_end(s: &SinkEnd) -> Result<(), SpecError> {
 
 /// Check a generator's setup message against the test.
 fn check_gen_end(spec: &SinkSpec, g: &GeneratorEnd) -> Result<(), SpecError> {
-    if !is_test_address(g.ip) {
-        return Err(SpecError::Invalid(format!(
-            "the generator's address {} cannot send the flows",
-            g.ip
-        )));
-    }
+    check_ip("generator", g.ip, "send")?;
     if g.flows != spec.flow_count() {
         return Err(SpecError::Invalid(format!(
             "the generator sends {} flows, the test has {}",
@@ -251,13 +236,27 @@ fn check_gen_end(spec: &SinkSpec, g: &GeneratorEnd) -> Result<(), SpecError> {
             spec.flow_count()
         )));
     }
-    if g.mac.parse::<super::frame::Mac>().is_err() {
-        return Err(SpecError::Invalid(format!(
-            "the generator's MAC address '{}' is not one",
-            g.mac
-        )));
+    check_mac("generator", &g.mac)
+}
+
+/// The address `who` sent: one it can `does` (receive or send) the flows with.
+fn check_ip(who: &str, ip: std::net::Ipv4Addr, does: &str) -> Result<(), SpecError> {
+    if is_test_address(ip) {
+        return Ok(());
     }
-    Ok(())
+    Err(SpecError::Invalid(format!(
+        "the {who}'s address {ip} cannot {does} the flows"
+    )))
+}
+
+/// The MAC address `who` (the sink or the generator) sent.
+fn check_mac(who: &str, mac: &str) -> Result<(), SpecError> {
+    match mac.parse::<super::frame::Mac>() {
+        Ok(_) => Ok(()),
+        Err(_) => Err(SpecError::Invalid(format!(
+            "the {who}'s MAC address '{mac}' is not one"
+        ))),
+    }
 }
 
 impl Engine for PacketEngine {

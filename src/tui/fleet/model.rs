@@ -413,7 +413,6 @@ impl FleetModel {
 
     fn open(&mut self) {
         let (from, to) = self.cursor;
-        let name = |i: usize| self.cfg.hosts.get(i).cloned().unwrap_or_default();
         if self.record(from, to).is_some() {
             self.screen = Screen::Detail {
                 from,
@@ -422,14 +421,12 @@ impl FleetModel {
             };
             return;
         }
+        let name = |i: usize| self.cfg.hosts.get(i).cloned().unwrap_or_default();
+        let (a, b) = (name(from), name(to));
         self.note = Some(match self.cell(from, to) {
-            Cell::Diagonal => format!("{}: a host is not tested against itself", name(from)),
-            Cell::Running(_) => format!(
-                "{} → {}: running; Enter once its pair is done",
-                name(from),
-                name(to)
-            ),
-            _ => format!("{} → {}: not tested", name(from), name(to)),
+            Cell::Diagonal => format!("{a}: a host is not tested against itself"),
+            Cell::Running(_) => format!("{a} → {b}: running; Enter once its pair is done"),
+            _ => format!("{a} → {b}: not tested"),
         });
     }
 }

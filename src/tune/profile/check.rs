@@ -456,17 +456,26 @@ fn per_queue<T>(
     Ok(PerQueue::Each(out))
 }
 
+/// Each entry of the table at `key`, read by `entry` (its place, key, dotted key, value).
+fn entries<T>(
+    cx: &Ctx,
+    key: &str,
+    t: &Entries,
+    entry: impl Fn(&Ctx, &str, String, &Value) -> Result<T, ProfileError>,
+) -> Result<Vec<T>, ProfileError> {
+    t.iter()
+        .map(|(k, val)| entry(&cx.at(val.span()), k, format!("{key}.{k}"), val.get_ref()))
+        .collect()
+}
+
 fn coalesce(
     cx: &Ctx,
     key: &str,
     t: &Entries,
 ) -> Result<Vec<(String, CoalesceValue)>, ProfileError> {
     let names = coalesce_names().join(", ");
-    let mut out = Vec::new();
-    for (k, val) in t {
-        let cx = cx.at(val.span());
+    entries(cx, key, t, |cx, k, sub, val| {
         let n = norm_key(k);
-        let sub = format!("{key}.{k}");
         let Some((_, flag)) = coalesce_attr(&n) else {
             return Err(cx.err(
                 sub,
@@ -475,21 +484,17 @@ fn coalesce(
             ));
         };
         let value = if flag {
-            CoalesceValue::Flag(boolean(&cx, &sub, val.get_ref())?)
+            CoalesceValue::Flag(boolean(cx, &sub, val)?)
         } else {
             let allowed = "a number (microseconds or frames)";
-            CoalesceValue::Num(uint(&cx, &sub, val.get_ref(), u32::MAX as u64, allowed)?)
+            CoalesceValue::Num(uint(cx, &sub, val, u32::MAX as u64, allowed)?)
         };
-        out.push((n, value));
-    }
-    Ok(out)
+        Ok((n, value))
+    })
 }
 
 fn features(cx: &Ctx, key: &str, t: &Entries) -> Result<Vec<(String, bool)>, ProfileError> {
-    let mut out = Vec::new();
-    for (k, val) in t {
-        let cx = cx.at(val.span());
-        let sub = format!("{key}.{k}");
+    entries(cx, key, t, |cx, k, sub, val| {
         let ok = !k.is_empty()
             && k.len() <= 64
             && k.bytes()
@@ -497,23 +502,18 @@ fn features(cx: &Ctx, key: &str, t: &Entries) -> Result<Vec<(String, bool)>, Pro
         if !ok {
             return Err(cx.err(sub, "not a feature name", FEATURES));
         }
-        out.push((k.clone(), boolean(&cx, &sub, val.get_ref())?));
-    }
-    Ok(out)
+        Ok((k.to_string(), boolean(cx, &sub, val)?))
+    })
 }
 
 fn pause(cx: &Ctx, key: &str, t: &Entries) -> Result<Vec<(PauseKind, bool)>, ProfileError> {
-    let mut out = Vec::new();
-    for (k, val) in t {
-        let cx = cx.at(val.span());
-        let sub = format!("{key}.{k}");
+    entries(cx, key, t, |cx, k, sub, val| {
         let kind = PauseKind::ALL
             .into_iter()
             .find(|p| p.name() == k)
             .ok_or_else(|| cx.err(&sub, "unknown pause parameter", PAUSE))?;
-        out.push((kind, boolean(&cx, &sub, val.get_ref())?));
-    }
-    Ok(out)
+        Ok((kind, boolean(cx, &sub, val)?))
+    })
 }
 
 fn irq(cx: &Ctx, key: &str, v: &Value) -> Result<IrqSpec, ProfileError> {
