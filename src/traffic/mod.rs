@@ -23,6 +23,7 @@ pub mod serve;
 pub mod sink;
 pub mod spec;
 pub mod tcp;
+pub(crate) mod workers;
 
 pub use limits::MemoryNeed;
 pub use paths::DataPaths;

@@ -17,7 +17,7 @@ use super::proto::{
 };
 use super::server::{flag_set, runtime};
 use super::{GrpcError, GrpcMode};
-use crate::traffic::sink::workers::Workers;
+use crate::traffic::workers::Workers;
 use crate::traffic::{EngineControl, EngineError};
 use crate::units::CpuId;
 use bytes::Bytes;

@@ -28,7 +28,7 @@ use super::server::{GrpcServer, Incoming};
 use super::{memory, GrpcSpec, MAX_CHANNELS, MAX_CONCURRENCY, MAX_MESSAGE, MESSAGE_OVERHEAD};
 use crate::traffic::limits::{MemoryNeed, SpecError};
 use crate::traffic::options::{SweepParam, SweepPoint};
-use crate::traffic::sink::workers::Workers;
+use crate::traffic::workers::Workers;
 use crate::traffic::{
     spawn_worker, ConnRole, ConnSnapshot, Engine, EngineControl, EngineCounters, EngineError,
     EngineHost, EngineInterval, EngineKind, EngineProbe, EngineSpecOps, EngineTotals,

@@ -29,7 +29,7 @@ use super::proto::{
 };
 use super::stream_call::{Answer, ParsedRequest, StreamCallBody};
 use super::GrpcError;
-use crate::traffic::sink::workers::Workers;
+use crate::traffic::workers::Workers;
 use crate::traffic::{pin_current_thread, EngineControl, EngineError};
 use crate::units::CpuId;
 use bytes::Bytes;

@@ -47,7 +47,6 @@ pub mod spec;
 pub mod summary;
 pub mod sys;
 pub mod views;
-pub(crate) mod workers;
 pub mod xdp;
 mod xsk;
 

@@ -1,7 +1,7 @@
-//! The threads of one end of a packet test and their stop flags: `stop`
-//! lets them drain, `abort` makes them return at once, and dropping the
-//! set aborts and joins them, so no path leaves a thread (or the sockets it
-//! owns) behind.
+//! The threads of one end of a test (the packet sink's and generator's, the
+//! gRPC client's and server's) and their stop flags: `stop` lets them
+//! drain, `abort` makes them return at once, and dropping the set aborts and
+//! joins them, so no path leaves a thread (or the sockets it owns) behind.
 
 use crate::traffic::{join_all, spawn_worker, EngineControl, EngineError};
 use crate::units::CpuId;
