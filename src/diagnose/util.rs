@@ -1,6 +1,7 @@
 //! Small pure helpers shared by the rules: CPU lists and masks, sysctl triples,
 //! data-IRQ names, interval lengths.
 
+use crate::probe::cpu::CpuSample;
 use crate::probe::facts::{HostFacts, IrqFact, NicFacts};
 use crate::probe::sample::Sample;
 use crate::units::{format_cpu_list, parse_cpu_list, CpuId};
@@ -208,8 +209,16 @@ pub fn mean_process_cpu<'a>(samples: impl IntoIterator<Item = &'a Sample>) -> Op
 
 /// The mean of the values; None when there are none.
 pub fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
-    let v: Vec<f64> = values.into_iter().collect();
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    let (sum, n) = values
+        .into_iter()
+        .fold((0.0, 0usize), |(sum, n), v| (sum + v, n + 1));
+    (n > 0).then(|| sum / n as f64)
+}
+
+/// The mean of `f` over the cores of `s` whose number `keep` keeps; 0 when
+/// it keeps none.
+pub fn cores_mean(s: &Sample, keep: impl Fn(u32) -> bool, f: impl Fn(&CpuSample) -> f64) -> f64 {
+    mean(s.cpus.iter().filter(|c| keep(c.cpu.0)).map(f)).unwrap_or(0.0)
 }
 
 /// Mean kernel % (system+irq+softirq) per core over the samples (warm-up left out).

@@ -388,7 +388,7 @@ fn fail(
     })?;
     // Earlier steps, and this one in case the driver half-took it.
     let back: Vec<usize> = (0..=last).rev().collect();
-    let (restored, failures, _) = restore(Phase::Restore, backup, &back, befores, host, journal)?;
+    let done = restore(Phase::Restore, backup, &back, befores, host, journal)?;
     Err(TuneError::SettingFailed(Box::new(SettingFailure {
         index: i + 1,
         total: backup.steps.len(),
@@ -396,20 +396,27 @@ fn fail(
         value: step.after.clone(),
         command: step.key.command(&step.after),
         error,
-        restored: restored
+        restored: done
+            .restored
             .iter()
             .filter(|c| c.key != step.key)
             .map(|c| c.setting.clone())
             .collect(),
-        restore_errors: failures,
+        restore_errors: done.failures,
         backup: backup.id.clone(),
     })))
 }
 
-/// What restoring did: the settings written back, those that could not be
-/// (with the error), and those found neither at the value before nor at the
-/// value the apply set.
-type Restoration = (Vec<Change>, Vec<String>, Vec<String>);
+/// What restoring did.
+#[derive(Default)]
+struct Restoration {
+    /// Settings written back.
+    restored: Vec<Change>,
+    /// Settings that could not be, with the error.
+    failures: Vec<String>,
+    /// Settings found neither at the value before nor at the value the apply set.
+    drifted: Vec<String>,
+}
 
 /// Restore `steps` (in the order given) to their values before, journaled as `phase`.
 fn restore(
@@ -424,9 +431,7 @@ fn restore(
         phase,
         at: now_rfc3339(),
     })?;
-    let mut restored = Vec::new();
-    let mut failures = Vec::new();
-    let mut drifted = Vec::new();
+    let mut done = Restoration::default();
     let mut pending: Vec<(usize, &Key, &str)> = Vec::new();
     for &i in steps {
         let step = &backup.steps[i];
@@ -458,7 +463,8 @@ fn restore(
         }
         if let Some(n) = &now {
             if *n != step.after {
-                drifted.push(format!("{} (was {n}, set {})", step.key, step.after));
+                done.drifted
+                    .push(format!("{} (was {n}, set {})", step.key, step.after));
             }
         }
         let change = |after: String| Change {
@@ -474,11 +480,11 @@ fn restore(
                     step: i,
                     value: value.clone(),
                 })?;
-                restored.push(change(value));
+                done.restored.push(change(value));
             }
             Ok(Written::Pending) => {
                 pending.push((i, &step.key, before));
-                restored.push(change(before.to_string()));
+                done.restored.push(change(before.to_string()));
             }
             Err(e) => {
                 let error = e.to_string();
@@ -486,38 +492,31 @@ fn restore(
                     step: i,
                     error: error.clone(),
                 })?;
-                failures.push(format!("{} = {before}: {error}", step.key));
+                done.failures
+                    .push(format!("{} = {before}: {error}", step.key));
             }
         }
     }
-    settle_restores(
-        host,
-        backup,
-        &pending,
-        &mut restored,
-        &mut failures,
-        journal,
-    )?;
+    settle_restores(host, backup, &pending, &mut done, journal)?;
     journal.append(&Event::End {
-        outcome: match (failures.is_empty(), phase) {
+        outcome: match (done.failures.is_empty(), phase) {
             (false, _) => Outcome::Incomplete,
             (true, Phase::Restore) => Outcome::Restored,
             (true, _) => Outcome::RolledBack,
         },
         at: now_rfc3339(),
     })?;
-    Ok((restored, failures, drifted))
+    Ok(done)
 }
 
 /// Wait for the restores that take effect later (`pending`: step, key,
 /// value) and journal each: restored, or failed with its error (then it is
-/// taken out of `restored` and its error goes to `failures`).
+/// taken out of `done.restored` and its error goes to `done.failures`).
 fn settle_restores(
     host: &Host,
     backup: &Backup,
     pending: &[(usize, &Key, &str)],
-    restored: &mut Vec<Change>,
-    failures: &mut Vec<String>,
+    done: &mut Restoration,
     journal: &mut Journal,
 ) -> Result<(), TuneError> {
     let stuck = settle(host, pending);
@@ -528,8 +527,9 @@ fn settle_restores(
                     step: *i,
                     error: error.clone(),
                 })?;
-                failures.push(format!("{} = {value}: {error}", backup.steps[*i].key));
-                restored.retain(|c| c.key != backup.steps[*i].key);
+                done.failures
+                    .push(format!("{} = {value}: {error}", backup.steps[*i].key));
+                done.restored.retain(|c| c.key != backup.steps[*i].key);
             }
             None => journal.append(&Event::Restored {
                 step: *i,
@@ -589,7 +589,7 @@ pub fn rollback(host: &Host, state: &StateDir) -> Result<RollbackReport, TuneErr
     };
     let mut journal = state.journal(&entry)?;
     let befores = entry.befores();
-    let (restored, failures, drifted) = restore(
+    let done = restore(
         Phase::Rollback,
         &entry.backup,
         &steps,
@@ -597,20 +597,20 @@ pub fn rollback(host: &Host, state: &StateDir) -> Result<RollbackReport, TuneErr
         host,
         &mut journal,
     )?;
-    if !failures.is_empty() {
+    if !done.failures.is_empty() {
         return Err(TuneError::RollbackIncomplete {
             id: entry.backup.id,
-            restored: restored.len(),
-            failures,
+            restored: done.restored.len(),
+            failures: done.failures,
         });
     }
     Ok(RollbackReport {
         backup: entry.backup.id,
         profile: entry.backup.profile,
         host: host_name(host),
-        already: steps.len() - restored.len(),
-        restored,
-        drifted,
+        already: steps.len() - done.restored.len(),
+        restored: done.restored,
+        drifted: done.drifted,
     })
 }
 

@@ -48,6 +48,16 @@ fn window(host: &str, n: u32, busy: &[f64]) -> Vec<Sample> {
     (0..n).map(|i| sample(host, i, busy)).collect()
 }
 
+/// Split `cpu`'s time in every Sample of `samples` into user, system and
+/// softirq (%); the rest is idle.
+fn split(samples: &mut [Sample], cpu: usize, [user, system, softirq]: [f64; 3]) {
+    for s in samples {
+        let c = &mut s.cpus[cpu];
+        (c.user.0, c.system.0, c.softirq.0) = (user, system, softirq);
+        c.idle.0 = 100.0 - user - system - softirq;
+    }
+}
+
 fn features(gro: bool, tso: bool) -> Features {
     let f = |on| Feature {
         on,
@@ -440,10 +450,8 @@ fn a_core_the_tests_processes_could_not_have_saturated_is_not_its_limit() {
     let mut busy = [10.0; 16];
     busy[1] = 100.0;
     c.local = window("local", 6, &busy);
+    split(&mut c.local, 1, [60.0, 40.0, 0.0]);
     for s in &mut c.local {
-        s.cpus[1].user.0 = 60.0;
-        s.cpus[1].system.0 = 40.0;
-        s.cpus[1].softirq.0 = 0.0;
         s.engine.process_cpu_pct = Some(3.0);
     }
     assert!(named(&c).is_empty(), "{:?}", named(&c));
@@ -455,25 +463,16 @@ fn a_core_the_tests_processes_could_not_have_saturated_is_not_its_limit() {
     // Saturated in 3 of 6 intervals, with the test at 90 % there and 5 %
     // in the others (47.5 % over the window): the saturated ones count.
     let mut bursty = busy_test.clone();
+    split(&mut bursty.local[3..], 1, [5.0, 5.0, 0.0]);
     for s in &mut bursty.local[3..] {
-        s.cpus[1].user.0 = 5.0;
-        s.cpus[1].system.0 = 5.0;
-        s.cpus[1].idle.0 = 90.0;
         s.engine.process_cpu_pct = Some(5.0);
     }
     assert_eq!(named(&bursty), ["cpu1"]);
     let mut softirq = c.clone();
-    for s in &mut softirq.local {
-        s.cpus[1].user.0 = 40.0;
-        s.cpus[1].system.0 = 30.0;
-        s.cpus[1].softirq.0 = 30.0;
-    }
+    split(&mut softirq.local, 1, [40.0, 30.0, 30.0]);
     assert_eq!(named(&softirq), ["cpu1"]);
     let mut kthread = c.clone();
-    for s in &mut kthread.local {
-        s.cpus[1].user.0 = 0.0;
-        s.cpus[1].system.0 = 100.0;
-    }
+    split(&mut kthread.local, 1, [0.0, 100.0, 0.0]);
     assert_eq!(named(&kthread), ["cpu1"]);
     let mut pinned = c.clone();
     pinned.spec = spec(1, &[1]);
@@ -512,10 +511,8 @@ fn a_packet_tests_self_pinned_core_is_its_own_under_other_load() {
     let mut busy = [10.0; 16];
     busy[1] = 100.0;
     c.local = window("local", 4, &busy);
+    split(&mut c.local, 1, [60.0, 40.0, 0.0]);
     for s in &mut c.local {
-        s.cpus[1].user.0 = 60.0;
-        s.cpus[1].system.0 = 40.0;
-        s.cpus[1].softirq.0 = 0.0;
         s.softirqs[1].net_rx = 0;
     }
     let outside = ids(&c.run(), "cpu.single-core-saturated");
@@ -551,11 +548,8 @@ fn a_packet_tests_self_pinned_core_is_its_own_under_other_load() {
     // The busy-polled cores (saturated by design) do not hide another
     // core: cpu5 saturated with receive softirqs is named, whether the
     // generator pinned itself or --cpus pinned it.
+    split(&mut c.local, 5, [0.0, 0.0, 100.0]);
     for s in &mut c.local {
-        s.cpus[5].user.0 = 0.0;
-        s.cpus[5].system.0 = 0.0;
-        s.cpus[5].softirq.0 = 100.0;
-        s.cpus[5].idle.0 = 0.0;
         s.softirqs[5].net_rx = 900_000;
     }
     let named = ids(&c.run(), "cpu.single-core-saturated");

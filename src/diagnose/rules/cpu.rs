@@ -5,7 +5,7 @@ use super::HostCtx;
 use crate::diagnose::finding::{Finding, Severity};
 use crate::diagnose::impact::prior;
 use crate::diagnose::thresholds::Thresholds;
-use crate::diagnose::util::{cpu_mask, data_irqs, local_cpus, mean, secs, spread};
+use crate::diagnose::util::{cores_mean, cpu_mask, data_irqs, local_cpus, mean, secs, spread};
 use crate::probe::facts::HostFacts;
 use crate::probe::sample::Sample;
 use std::collections::BTreeMap;
@@ -131,15 +131,7 @@ fn saturated_cores(s: &Sample, t: &Thresholds, pinned: &[u32], busy_polls: bool)
         .filter(|c| c.kernel().0 >= t.kernel_path_min_pct && c.busy().0 >= t.core_saturated_pct)
         .map(|c| c.cpu.0)
         .collect();
-    let others_mean = |set: &[u32]| {
-        let o: Vec<f64> = s
-            .cpus
-            .iter()
-            .filter(|c| !set.contains(&c.cpu.0))
-            .map(|c| c.busy().0)
-            .collect();
-        o.iter().sum::<f64>() / o.len().max(1) as f64
-    };
+    let others_mean = |set: &[u32]| cores_mean(s, |c| !set.contains(&c), |c| c.busy().0);
     if hot.len() > 1 && hot.len() <= few_cores(s.cpus.len()) {
         return if others_mean(&hot) < t.others_headroom_pct {
             hot
@@ -274,15 +266,7 @@ impl CoreTime {
             sys: mean(&|s| pick(s, &|c| c.system.0)),
             si: mean(&|s| pick(s, &|c| c.softirq.0)),
             irq: mean(&|s| pick(s, &|c| c.irq.0)),
-            others: mean(&|s| {
-                let o: Vec<f64> = s
-                    .cpus
-                    .iter()
-                    .filter(|c| c.cpu.0 != cpu)
-                    .map(|c| c.busy().0)
-                    .collect();
-                o.iter().sum::<f64>() / o.len().max(1) as f64
-            }),
+            others: mean(&|s| cores_mean(s, |c| c != cpu, |c| c.busy().0)),
         }
     }
 }
@@ -640,19 +624,12 @@ fn softirq_concentrated(ctx: &HostCtx, t: &Thresholds) -> Option<Finding> {
     // The mean load of the cores NET_RX concentrates on (`mine`), and of
     // the others: per interval over the cores, then over the intervals.
     let mean_of = |f: &dyn Fn(&crate::probe::cpu::CpuSample) -> f64, mine: bool| {
-        ctx.active
-            .iter()
-            .map(|s| {
-                let v: Vec<f64> = s
-                    .cpus
-                    .iter()
-                    .filter(|c| cores.contains(&c.cpu.0) == mine)
-                    .map(f)
-                    .collect();
-                v.iter().sum::<f64>() / v.len().max(1) as f64
-            })
-            .sum::<f64>()
-            / ctx.active.len().max(1) as f64
+        mean(
+            ctx.active
+                .iter()
+                .map(|s| cores_mean(s, |c| cores.contains(&c) == mine, f)),
+        )
+        .unwrap_or(0.0)
     };
     let busy = mean_of(&|c| c.busy().0, true);
     let softirq = mean_of(&|c| c.softirq.0, true);
