@@ -79,23 +79,6 @@ pub struct Nanos(pub u64);
 #[serde(transparent)]
 pub struct CpuId(pub u32);
 
-/// A NIC queue index.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(transparent)]
-pub struct QueueId(pub u32);
-
 impl Bytes {
     /// The count as `usize`, saturating on 32-bit targets.
     pub fn as_usize(self) -> usize {

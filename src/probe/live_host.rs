@@ -5,7 +5,7 @@
 
 use super::ethtool_text::features_from_kernel;
 use super::facts::Support;
-use super::netlink::EthtoolNl;
+use super::netlink::{EthtoolNl, NlError};
 use super::nic::{EthtoolIoctl, NicStats, StatsReader};
 use super::source::{link_last, list_dir, EthtoolView, HostSource};
 use std::collections::HashMap;
@@ -79,7 +79,6 @@ fn view(iface: &str, stats: bool) -> EthtoolView {
         Support::Unknown
     };
     // Every netlink query fails the same way: say so once per field.
-    let mut nl = nl.map_err(|e| format!("ethtool netlink: {e}"));
     EthtoolView {
         drvinfo,
         stats,
@@ -94,12 +93,12 @@ fn view(iface: &str, stats: bool) -> EthtoolView {
 
 /// One netlink query, or the error that opening netlink gave.
 fn ask<T>(
-    nl: &mut Result<EthtoolNl, String>,
+    nl: &mut Result<EthtoolNl, NlError>,
     query: impl FnOnce(&mut EthtoolNl) -> Support<T>,
 ) -> Support<T> {
     match nl {
         Ok(nl) => query(nl),
-        Err(e) => Support::Error(e.clone()),
+        Err(e) => Support::Error(format!("ethtool netlink: {e}")),
     }
 }
 

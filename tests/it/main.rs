@@ -7,6 +7,7 @@ mod agent_log;
 mod checklist_pair;
 mod cli;
 mod cli_props;
+mod code_shape;
 mod common;
 mod diagnose_faults;
 mod diagnose_log;

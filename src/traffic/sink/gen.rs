@@ -290,23 +290,23 @@ impl PreparedGenerator {
         Err(self.refusal(&refused))
     }
 
-    fn open_xsk(&self, b: &FrameBuilder, zero_copy: bool) -> Result<Vec<Tx>, String> {
+    fn open_xsk(&self, b: &FrameBuilder, zero_copy: bool) -> Result<Vec<Tx>, Refused> {
         let n = self.spec.queues;
         if !sys::can_raw() {
-            return Err("needs CAP_NET_RAW (run as root)".into());
+            return Err(Refused::NoRaw);
         }
         if n > self.info.tx_queues {
-            return Err(format!(
-                "{n} threads but {} tx queues (one AF_XDP socket per queue)",
-                self.info.tx_queues
-            ));
+            return Err(Refused::TooFewQueues {
+                threads: n,
+                queues: self.info.tx_queues,
+            });
         }
         let chunk = if b.wire_len <= 2048 { 2048 } else { 4096 };
         if b.wire_len > chunk as usize {
-            return Err(format!(
-                "{} B frames do not fit a {chunk} B UMEM chunk",
-                b.wire_len
-            ));
+            return Err(Refused::FrameTooBig {
+                len: b.wire_len,
+                chunk,
+            });
         }
         let mut out = Vec::new();
         // The previous point's sockets may still hold these queues for a
@@ -321,55 +321,83 @@ impl PreparedGenerator {
                 zero_copy,
             };
             let x = Xsk::open_waiting(self.info.ifindex, t, cfg, until).map_err(|e| {
-                let hint = match e.errno() {
-                    Some(libc::EOPNOTSUPP) | Some(libc::EPROTONOSUPPORT) if zero_copy => {
-                        format!(" (driver {} has no AF_XDP zero-copy)", self.info.driver)
-                    }
-                    _ => String::new(),
-                };
-                format!("{e}{hint}")
+                if zero_copy && matches!(e.errno(), Some(libc::EOPNOTSUPP | libc::EPROTONOSUPPORT))
+                {
+                    let driver = self.info.driver.clone();
+                    Refused::NoZeroCopy { source: e, driver }
+                } else {
+                    Refused::Xsk(e)
+                }
             })?;
             out.push(Tx::Xsk(Box::new(x)));
         }
         if zero_copy && !out.iter().all(|t| matches!(t, Tx::Xsk(x) if x.zero_copy())) {
-            return Err(format!(
-                "the kernel bound driver {} in copy mode",
-                self.info.driver
-            ));
+            return Err(Refused::CopyMode {
+                driver: self.info.driver.clone(),
+            });
         }
         Ok(out)
     }
 
-    fn open_rings(&self, b: &FrameBuilder) -> Result<Vec<Tx>, String> {
+    fn open_rings(&self, b: &FrameBuilder) -> Result<Vec<Tx>, Refused> {
         if !sys::can_raw() {
-            return Err("needs CAP_NET_RAW (run as root)".into());
+            return Err(Refused::NoRaw);
         }
         let template = b.template(0);
         let mut out = Vec::new();
         for _ in 0..self.spec.queues {
-            let r = TxRing::open(self.info.ifindex, RING_FRAMES, &template, true)
-                .map_err(|e| e.to_string())?;
+            let r = TxRing::open(self.info.ifindex, RING_FRAMES, &template, true)?;
             if !r.bypass() {
-                return Err("PACKET_QDISC_BYPASS refused by the kernel".into());
+                return Err(Refused::NoBypass);
             }
             out.push(Tx::Ring(Box::new(r)));
         }
         Ok(out)
     }
 
-    fn open_udp(&self, b: &FrameBuilder) -> Result<Vec<Tx>, String> {
+    fn open_udp(&self, b: &FrameBuilder) -> Result<Vec<Tx>, Refused> {
         let flows = self.spec.flow_count();
-        sys::ensure_fds(u64::from(flows)).map_err(|e| e.to_string())?;
+        sys::ensure_fds(u64::from(flows))?;
         let mut out = Vec::new();
         for t in 0..self.spec.queues {
             let mut socks = Vec::new();
             for f in self.spec.flows_of_thread(t) {
-                socks.push((f, udp_socket(b, f).map_err(|e| format!("flow {f}: {e}"))?));
+                let sock = udp_socket(b, f).map_err(|source| Refused::Flow { flow: f, source })?;
+                socks.push((f, sock));
             }
             out.push(Tx::Udp(socks));
         }
         Ok(out)
     }
+}
+
+/// Why one transmit path could not be opened; [`PreparedGenerator`] tries
+/// the next one or names every refusal.
+#[derive(Debug, thiserror::Error)]
+enum Refused {
+    #[error("needs CAP_NET_RAW (run as root)")]
+    NoRaw,
+    #[error("{threads} threads but {queues} tx queues (one AF_XDP socket per queue)")]
+    TooFewQueues { threads: u32, queues: u32 },
+    #[error("{len} B frames do not fit a {chunk} B UMEM chunk")]
+    FrameTooBig { len: usize, chunk: u32 },
+    #[error(transparent)]
+    Xsk(super::xsk::XskError),
+    #[error("{source} (driver {driver} has no AF_XDP zero-copy)")]
+    NoZeroCopy {
+        source: super::xsk::XskError,
+        driver: String,
+    },
+    #[error("the kernel bound driver {driver} in copy mode")]
+    CopyMode { driver: String },
+    #[error(transparent)]
+    Ring(#[from] super::ring::RingError),
+    #[error("PACKET_QDISC_BYPASS refused by the kernel")]
+    NoBypass,
+    #[error(transparent)]
+    Fds(#[from] SinkError),
+    #[error("flow {flow}: {source}")]
+    Flow { flow: u16, source: std::io::Error },
 }
 
 /// A UDP socket from (src ip, flow's port) connected to the sink.
