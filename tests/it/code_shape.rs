@@ -16,17 +16,6 @@ use syn::visit::Visit;
 /// The longest a function in `src/` may be, in lines.
 const MAX_FN_LINES: usize = 100;
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).expect("read src") {
-        let p = e.expect("dir entry").path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| {
         a.path().is_ident("cfg")
@@ -122,9 +111,7 @@ impl<'a> Visit<'a> for Shape {
 #[test]
 fn functions_are_short_and_errors_are_types() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files.sort();
+    let files = crate::common::src_files();
     let parsed: Vec<(PathBuf, syn::File)> = files
         .into_iter()
         .map(|p| {

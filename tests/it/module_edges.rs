@@ -8,7 +8,7 @@
 //! first. `main.rs` and `lib.rs` are the roots and may use anything.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Top-level modules, lowest layer first. A module may import any module
 /// listed before it (never after it, never one of the same layer unless it
@@ -17,17 +17,6 @@ const LAYERS: &[&str] = &[
     "units", "traffic", "probe", "diagnose", "tune", "session", "record", "fleet", "cli", "face",
     "tui",
 ];
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in std::fs::read_dir(dir).expect("read src") {
-        let p = e.expect("dir entry").path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// The file's text without its test code and without comments (doc links
 /// are not imports).
@@ -96,8 +85,7 @@ struct Graph {
 
 fn graph() -> Graph {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    let files = crate::common::src_files();
     let mut g = Graph {
         top: BTreeMap::new(),
         inner: BTreeMap::new(),

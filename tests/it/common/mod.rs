@@ -111,6 +111,24 @@ pub fn local_pair_turn() -> LocalPairTurn {
 
 pub const TOKEN: &str = "wirescope-test-token-0123456789abcdef";
 
+/// Every `.rs` file under `src/`, sorted: what the source-reading tests check.
+pub fn src_files() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("read src") {
+            let p = e.expect("dir entry").path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut out);
+    out.sort();
+    out
+}
+
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_wirescope")
 }
