@@ -1,12 +1,12 @@
-//! Two habits of `src/` that a reader relies on, kept by parsing the source
-//! with syn (test code excluded: `#[cfg(test)]` items and the files they
-//! declare):
+//! Two habits of `src/` that a reader relies on, kept by parsing every file
+//! with syn:
 //!
-//! * no function (test code included) longer than [`MAX_FN_LINES`] lines,
-//!   from `fn` to its closing brace: a longer one is split by phase, not by
-//!   line count;
-//! * no `Result<_, String>`: an error is a type (thiserror) that names what
-//!   went wrong, so a caller can match on it and a message is written once.
+//! * no function longer than [`MAX_FN_LINES`] lines, from `fn` to its closing
+//!   brace, test code included: a longer one is split by phase, not by line
+//!   count;
+//! * no `Result<_, String>` outside test code (`#[cfg(test)]` items and the
+//!   files they declare): an error is a type (thiserror) that names what went
+//!   wrong, so a caller can match on it and a message is written once.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
