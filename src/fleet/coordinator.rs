@@ -120,6 +120,8 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> FleetSummary {
     let started = Instant::now();
+    // Shared by every pair's task: a plan holds every host and round.
+    let plan = Arc::new(plan);
     let n = plan.hosts.len();
     let names: Vec<String> = plan.hosts.iter().map(|h| h.name.clone()).collect();
     let token = Arc::new(token);
@@ -137,7 +139,7 @@ pub async fn run(
         failed: Vec::new(),
     }));
     let base = PairCtx {
-        plan: plan.clone(),
+        plan: Arc::clone(&plan),
         token: Arc::clone(&token),
         events: events.clone(),
         cancel: cancel.clone(),
@@ -247,7 +249,7 @@ async fn check_all(hosts: &[FleetHost], token: &Arc<Token>) -> Vec<Result<HostIn
 
 #[derive(Clone)]
 struct PairCtx {
-    plan: FleetPlan,
+    plan: Arc<FleetPlan>,
     token: Arc<Token>,
     events: mpsc::Sender<FleetEvent>,
     cancel: CancellationToken,

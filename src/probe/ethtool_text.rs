@@ -809,7 +809,10 @@ pub fn format_coalesce(ifname: &str, c: &Coalesce) -> String {
         on_off_na(c.adaptive_rx),
         on_off_na(c.adaptive_tx)
     );
-    let mut named = c.clone();
+    let mut named = Coalesce {
+        other: Default::default(),
+        ..*c
+    };
     for (i, group) in COALESCE_GROUPS.iter().enumerate() {
         if i > 0 {
             out.push('\n');

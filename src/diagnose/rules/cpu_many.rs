@@ -114,14 +114,11 @@ pub(super) fn many_cores_finding(ctx: &HostCtx, cores: &[(SaturatedWindow, CoreT
 
 /// The mean busy percentage of the cores not in `ids` over the window.
 fn others_mean_busy(ctx: &HostCtx, ids: &[u32]) -> f64 {
-    let v: Vec<f64> = ctx
-        .active
-        .iter()
-        .flat_map(|s| s.cpus.iter())
+    let others = ctx.active.iter().flat_map(|s| s.cpus.iter());
+    let busy = others
         .filter(|c| !ids.contains(&c.cpu.0))
-        .map(|c| c.busy().0)
-        .collect();
-    v.iter().sum::<f64>() / v.len().max(1) as f64
+        .map(|c| c.busy().0);
+    mean(busy).unwrap_or(0.0)
 }
 
 /// The headline's tail that names what the saturated cores carry (the

@@ -101,6 +101,25 @@ impl<T: Copy + Default + std::ops::AddAssign> QueueTotals<T> {
         }
     }
 
+    /// Queue `q`'s sum (zero when it had none).
+    pub(super) fn get(&self, q: u32) -> T {
+        let v = if q < Self::DENSE {
+            self.dense.get(q as usize).copied().flatten()
+        } else {
+            self.sparse.get(&q).copied()
+        };
+        v.unwrap_or_default()
+    }
+
+    /// The sum over every queue.
+    pub(super) fn sum(&self) -> T {
+        let mut total = T::default();
+        for v in self.dense.iter().flatten().chain(self.sparse.values()) {
+            total += *v;
+        }
+        total
+    }
+
     /// The sums of the queues that had one, by queue number.
     pub(super) fn into_map(self) -> std::collections::BTreeMap<u32, T> {
         let mut m = self.sparse;

@@ -239,9 +239,7 @@ fn imbalanced_queues<'a>(
         if n < ctx.need(t) {
             continue;
         }
-        let totals = totals.into_map();
-        let total: u64 = totals.values().sum();
-        let share = totals.get(&q).copied().unwrap_or(0) as f64 / total.max(1) as f64;
+        let share = totals.get(q) as f64 / totals.sum().max(1) as f64;
         let source = best
             .get(&(iface, dir))
             .map_or("per-queue counters", |s| source_label(*s, dir));

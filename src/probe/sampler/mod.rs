@@ -628,7 +628,9 @@ impl Sampler {
         let softnet = read("softnet", "/proc/net/softnet_stat")
             .map(|t| {
                 let cur = parse_softnet(&t, &h.online);
-                softnet_deltas(&std::mem::replace(&mut h.softnet, cur), &h.softnet)
+                let d = softnet_deltas(&h.softnet, &cur);
+                h.softnet = cur;
+                d
             })
             .unwrap_or_default();
         let mut snmp = BTreeMap::new();

@@ -111,7 +111,6 @@ pub struct SinkXdp {
     program: Program,
     /// Why driver mode was refused, when it was (generic mode runs).
     native_refused: Option<String>,
-    prog_id: Option<u32>,
     // Last: dropping the Ebpf detaches the link and unloads the program.
     _bpf: aya::Ebpf,
 }
@@ -121,7 +120,6 @@ impl std::fmt::Debug for SinkXdp {
         f.debug_struct("SinkXdp")
             .field("program", &self.program)
             .field("native", &self.native())
-            .field("prog_id", &self.prog_id)
             .finish()
     }
 }
@@ -192,7 +190,6 @@ impl SinkXdp {
                 Some(native_err.to_string())
             }
         };
-        let prog_id = p.info().ok().map(|i| i.id());
         let counts = take_map(&mut bpf, iface, "ws_sink_counts")?;
         let flows = take_map(&mut bpf, iface, "ws_sink_flows")?;
         let gen = take_map(&mut bpf, iface, "ws_sink_gen")?;
@@ -207,7 +204,6 @@ impl SinkXdp {
             xsks,
             program,
             native_refused,
-            prog_id,
             _bpf: bpf,
         })
     }
